@@ -1,0 +1,459 @@
+"""Broker and topic configuration: Kafka's names, parsed once into typed values.
+
+Behaviour as data: `BROKER_CONFIGS` and `TOPIC_CONFIGS` are tables of
+`ConfigDef` (name, type, default, validator, dynamic, doc). A topic config's
+effective value comes from, in order: the topic override, a dynamic
+cluster-wide broker default, the static server.properties synonym, the
+built-in default -- Kafka's precedence, reported back through DescribeConfigs
+with the matching `ConfigSource`.
+
+Unknown keys in server.properties are warned about and kept; a value that does
+not parse or validate raises `ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("kavka.config")
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unparsable or out of range; names the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigs v3+ config_type values (KIP-569)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigs v1+ config_source values."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+Validator = Callable[[Any], str | None]
+
+
+def at_least(n: float) -> Validator:
+    return lambda v: None if v >= n else f"value must be at least {n}"
+
+
+def between(lo: float, hi: float) -> Validator:
+    return lambda v: None if lo <= v <= hi else f"value must be in [{lo}, {hi}]"
+
+
+def one_of(*choices: str) -> Validator:
+    return lambda v: None if v in choices else f"value must be one of {', '.join(choices)}"
+
+
+def each_of(*choices: str) -> Validator:
+    def check(v: list[str]) -> str | None:
+        bad = [x for x in v if x not in choices]
+        return f"unknown values {bad}; allowed: {', '.join(choices)}" if bad else None
+
+    return check
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    name: str
+    type: ConfigType
+    default: Any
+    doc: str = ""
+    validator: Validator | None = None
+    dynamic: bool = False  # may be changed at run time (broker configs)
+    sensitive: bool = False
+
+    def parse(self, raw: Any) -> Any:
+        """Parse a string (or already-typed value) into this config's type."""
+        try:
+            value = _parse(self.type, raw)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(self.name, f"invalid value {raw!r}: {e}") from None
+        if value is not None and self.validator is not None:
+            problem = self.validator(value)
+            if problem:
+                raise ConfigError(self.name, f"invalid value {raw!r}: {problem}")
+        return value
+
+    def render(self, value: Any) -> str | None:
+        return render(self.type, value)
+
+
+def _parse(t: ConfigType, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if t in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+        if isinstance(raw, bool):
+            raise ValueError("not an integer")
+        v = int(str(raw).strip())
+        limit = {ConfigType.INT: 2**31, ConfigType.SHORT: 2**15, ConfigType.LONG: 2**63}[t]
+        if not -limit <= v < limit:
+            raise ValueError(f"out of range for {t.name.lower()}")
+        return v
+    if t is ConfigType.DOUBLE:
+        return float(str(raw).strip())
+    if t is ConfigType.BOOLEAN:
+        if isinstance(raw, bool):
+            return raw
+        s = str(raw).strip().lower()
+        if s not in ("true", "false"):
+            raise ValueError("expected true or false")
+        return s == "true"
+    if t is ConfigType.LIST:
+        if isinstance(raw, list | tuple):
+            return [str(x) for x in raw]
+        s = str(raw).strip()
+        return [x.strip() for x in s.split(",") if x.strip()] if s else []
+    return str(raw).strip()
+
+
+def render(t: ConfigType, value: Any) -> str | None:
+    if value is None:
+        return None
+    if t is ConfigType.BOOLEAN:
+        return "true" if value else "false"
+    if t is ConfigType.LIST:
+        return ",".join(value)
+    return str(value)
+
+
+# --------------------------------------------------------------------------- topics
+
+_I, _L, _S, _B, _D, _LST = (
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.STRING,
+    ConfigType.BOOLEAN,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+)
+_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigDef:
+    config: ConfigDef
+    broker_synonym: str | None  # the server.properties key that sets the default
+
+
+def _t(name: str, t: ConfigType, default: Any, synonym: str | None, doc: str, v: Validator | None = None) -> TopicConfigDef:
+    return TopicConfigDef(ConfigDef(name, t, default, doc, v), synonym)
+
+
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    d.config.name: d
+    for d in [
+        _t("cleanup.policy", _LST, ["delete"], "log.cleanup.policy", "delete and/or compact", each_of("delete", "compact")),
+        _t("compression.type", _S, "producer", "compression.type", "final compression of the topic", one_of(*_COMPRESSION)),
+        _t("delete.retention.ms", _L, 86400000, "log.cleaner.delete.retention.ms", "how long tombstones are kept", at_least(0)),
+        _t("file.delete.delay.ms", _L, 60000, "log.segment.delete.delay.ms", "delay before a deleted file is removed", at_least(0)),
+        _t("flush.messages", _L, LONG_MAX, "log.flush.interval.messages", "fsync after this many messages", at_least(1)),
+        _t("flush.ms", _L, LONG_MAX, "log.flush.interval.ms", "fsync after this many ms", at_least(0)),
+        _t("follower.replication.throttled.replicas", _LST, [], None, "throttled follower replicas"),
+        _t("index.interval.bytes", _I, 4096, "log.index.interval.bytes", "bytes between offset index entries", at_least(0)),
+        _t("leader.replication.throttled.replicas", _LST, [], None, "throttled leader replicas"),
+        _t("local.retention.bytes", _L, -2, "log.local.retention.bytes", "local tier retention bytes (tiered storage)", at_least(-2)),
+        _t("local.retention.ms", _L, -2, "log.local.retention.ms", "local tier retention ms (tiered storage)", at_least(-2)),
+        _t("max.compaction.lag.ms", _L, LONG_MAX, "log.cleaner.max.compaction.lag.ms", "max time a message stays uncompacted", at_least(1)),
+        _t("max.message.bytes", _I, 1048588, "message.max.bytes", "largest record batch size", at_least(0)),
+        _t("message.timestamp.after.max.ms", _L, 3600000, "log.message.timestamp.after.max.ms", "max timestamp ahead of broker time", at_least(0)),
+        _t("message.timestamp.before.max.ms", _L, LONG_MAX, "log.message.timestamp.before.max.ms", "max timestamp behind broker time", at_least(0)),
+        _t("message.timestamp.type", _S, "CreateTime", "log.message.timestamp.type", "CreateTime or LogAppendTime", one_of("CreateTime", "LogAppendTime")),
+        _t("min.cleanable.dirty.ratio", _D, 0.5, "log.cleaner.min.cleanable.ratio", "dirty ratio that triggers cleaning", between(0, 1)),
+        _t("min.compaction.lag.ms", _L, 0, "log.cleaner.min.compaction.lag.ms", "min time a message stays uncompacted", at_least(0)),
+        _t("min.insync.replicas", _I, 1, "min.insync.replicas", "replicas that must ack with acks=all", at_least(1)),
+        _t("preallocate", _B, False, "log.preallocate", "preallocate segment files"),
+        _t("remote.storage.enable", _B, False, None, "tier closed segments to remote storage"),
+        _t("retention.bytes", _L, -1, "log.retention.bytes", "max bytes per partition before deleting old segments"),
+        _t("retention.ms", _L, 604800000, "log.retention.ms", "max age of a segment before it is deleted", at_least(-1)),
+        _t("segment.bytes", _I, 1073741824, "log.segment.bytes", "segment file size", at_least(14)),
+        _t("segment.index.bytes", _I, 10485760, "log.index.size.max.bytes", "max size of an offset index", at_least(4)),
+        _t("segment.jitter.ms", _L, 0, "log.roll.jitter.ms", "random jitter on segment.ms", at_least(0)),
+        _t("segment.ms", _L, 604800000, "log.roll.ms", "time after which a segment rolls", at_least(1)),
+        _t("unclean.leader.election.enable", _B, False, "unclean.leader.election.enable", "allow out-of-sync leaders"),
+    ]
+}
+
+
+# --------------------------------------------------------------------------- broker
+
+
+def _b(name: str, t: ConfigType, default: Any, doc: str = "", v: Validator | None = None, *, dynamic: bool = False) -> ConfigDef:
+    return ConfigDef(name, t, default, doc, v, dynamic)
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        _b("node.id", _I, -1, "this server's id", at_least(0)),
+        _b("broker.id", _I, -1, "legacy alias of node.id"),
+        _b("process.roles", _LST, ["broker", "controller"], "broker, controller or both", each_of("broker", "controller")),
+        _b("controller.quorum.voters", _LST, [], "id@host:port of each voter"),
+        _b("controller.listener.names", _LST, ["CONTROLLER"], ""),
+        _b("listeners", _LST, ["PLAINTEXT://127.0.0.1:9092"], "NAME://host:port, comma separated"),
+        _b("advertised.listeners", _LST, None, "what clients are told; defaults to listeners"),
+        _b("listener.security.protocol.map", _LST, None, "listener name to protocol"),
+        _b("inter.broker.listener.name", _S, None, ""),
+        _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2)"),
+        _b("log.dirs", _LST, None, "directories holding partition data"),
+        _b("log.dir", _S, "/tmp/kavka-logs", "used when log.dirs is not set"),
+        _b("metadata.log.dir", _S, None, "directory of the metadata log; defaults to the first log dir"),
+        _b("num.partitions", _I, 1, "partitions of an auto-created topic", at_least(1), dynamic=True),
+        _b("default.replication.factor", _I, 1, "replication factor of an auto-created topic", at_least(1)),
+        _b("auto.create.topics.enable", _B, True, "create a topic on first Metadata/Produce"),
+        _b("delete.topic.enable", _B, True, ""),
+        _b("message.max.bytes", _I, 1048588, "largest record batch", at_least(0), dynamic=True),
+        _b("socket.request.max.bytes", _I, 104857600, "largest request frame", at_least(1)),
+        _b("socket.send.buffer.bytes", _I, 102400, "", at_least(-1)),
+        _b("socket.receive.buffer.bytes", _I, 102400, "", at_least(-1)),
+        _b("queued.max.requests", _I, 500, "requests read ahead per connection", at_least(1)),
+        _b("num.network.threads", _I, 3, "accepted for compatibility", at_least(1), dynamic=True),
+        _b("num.io.threads", _I, 8, "accepted for compatibility", at_least(1), dynamic=True),
+        _b("num.recovery.threads.per.data.dir", _I, 1, "", at_least(1), dynamic=True),
+        _b("log.segment.bytes", _I, 1073741824, "", at_least(14), dynamic=True),
+        _b("log.roll.ms", _L, None, "", at_least(1), dynamic=True),
+        _b("log.roll.hours", _I, 168, "", at_least(1)),
+        _b("log.roll.jitter.ms", _L, None, "", at_least(0), dynamic=True),
+        _b("log.roll.jitter.hours", _I, 0, "", at_least(0)),
+        _b("log.retention.ms", _L, None, "", at_least(-1), dynamic=True),
+        _b("log.retention.minutes", _I, None, "", at_least(-1)),
+        _b("log.retention.hours", _I, 168, "", at_least(-1)),
+        _b("log.retention.bytes", _L, -1, "", dynamic=True),
+        _b("log.retention.check.interval.ms", _L, 300000, "", at_least(1)),
+        _b("log.segment.delete.delay.ms", _L, 60000, "", at_least(0), dynamic=True),
+        _b("log.flush.interval.messages", _L, LONG_MAX, "", at_least(1), dynamic=True),
+        _b("log.flush.interval.ms", _L, None, "", at_least(0), dynamic=True),
+        _b("log.flush.scheduler.interval.ms", _L, LONG_MAX, ""),
+        _b("log.flush.offset.checkpoint.interval.ms", _I, 60000, "", at_least(0)),
+        _b("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, "", at_least(0)),
+        _b("replica.high.watermark.checkpoint.interval.ms", _L, 5000, "", at_least(1)),
+        _b("log.index.interval.bytes", _I, 4096, "", at_least(0), dynamic=True),
+        _b("log.index.size.max.bytes", _I, 10485760, "", at_least(4), dynamic=True),
+        _b("log.cleanup.policy", _LST, ["delete"], "", each_of("delete", "compact"), dynamic=True),
+        _b("log.cleaner.delete.retention.ms", _L, 86400000, "", at_least(0), dynamic=True),
+        _b("log.cleaner.min.cleanable.ratio", _D, 0.5, "", between(0, 1), dynamic=True),
+        _b("log.cleaner.min.compaction.lag.ms", _L, 0, "", at_least(0), dynamic=True),
+        _b("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX, "", at_least(1), dynamic=True),
+        _b("log.message.timestamp.type", _S, "CreateTime", "", one_of("CreateTime", "LogAppendTime"), dynamic=True),
+        _b("log.message.timestamp.after.max.ms", _L, 3600000, "", at_least(0), dynamic=True),
+        _b("log.message.timestamp.before.max.ms", _L, LONG_MAX, "", at_least(0), dynamic=True),
+        _b("log.preallocate", _B, False, "", dynamic=True),
+        _b("log.local.retention.ms", _L, -2, "", at_least(-2), dynamic=True),
+        _b("log.local.retention.bytes", _L, -2, "", at_least(-2), dynamic=True),
+        _b("compression.type", _S, "producer", "", one_of(*_COMPRESSION), dynamic=True),
+        _b("min.insync.replicas", _I, 1, "", at_least(1), dynamic=True),
+        _b("unclean.leader.election.enable", _B, False, "", dynamic=True),
+        _b("offsets.topic.replication.factor", _S, "1", ""),
+        _b("offsets.topic.num.partitions", _I, 50, "", at_least(1)),
+        _b("transaction.state.log.replication.factor", _S, "1", ""),
+        _b("transaction.state.log.min.isr", _I, 1, ""),
+        _b("group.initial.rebalance.delay.ms", _I, 3000, "", at_least(0)),
+        _b("replica.fetch.max.bytes", _I, 1048576, "", at_least(0)),
+        _b("fetch.max.bytes", _I, 57671680, "cap on a Fetch response", at_least(1024)),
+        _b("max.incremental.fetch.session.cache.slots", _I, 1000, "", at_least(0)),
+        _b("connections.max.idle.ms", _L, 600000, "", at_least(-1)),
+        _b("request.timeout.ms", _I, 30000, ""),
+    ]
+}
+
+# Keys a deployment may set that kavka accepts without comment although it does
+# not act on them (security, JVM-era tuning).
+_SILENT_PREFIXES = ("ssl.", "sasl.", "security.", "listener.name.", "zookeeper.", "confluent.", "kafka.")
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listeners(key: str, values: Iterable[str]) -> list[Endpoint]:
+    out = []
+    for item in values:
+        m = _LISTENER_RE.match(item)
+        if not m:
+            raise ConfigError(key, f"invalid listener {item!r}: expected NAME://host:port")
+        port = int(m["port"])
+        if not 0 <= port <= 65535:
+            raise ConfigError(key, f"invalid port in {item!r}")
+        out.append(Endpoint(m["name"].upper(), m["host"].strip("[]"), port))
+    names = [e.name for e in out]
+    if len(set(names)) != len(names):
+        raise ConfigError(key, "each listener name may appear once")
+    return out
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value, # and ! comments, \\ continuation."""
+    props: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError("--config", f"cannot read {path}: {e.strerror}") from None
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if not m:
+            props[line] = ""
+            continue
+        props[m[1]] = m[2]
+    return props
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Typed, validated broker configuration (static part; dynamic overrides live in the metadata image)."""
+
+    values: Mapping[str, Any]  # every BROKER_CONFIGS key -> typed value (defaults filled in)
+    explicit: frozenset[str]  # keys set in server.properties / --override
+    unknown: Mapping[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def node_id(self) -> int:
+        return self.values["node.id"]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.values["log.dirs"] or [self.values["log.dir"]]
+        return [Path(d) for d in dirs]
+
+    @property
+    def metadata_log_dir(self) -> Path:
+        d = self.values["metadata.log.dir"]
+        return Path(d) if d else self.log_dirs[0]
+
+    @property
+    def listeners(self) -> list[Endpoint]:
+        return parse_listeners("listeners", self.values["listeners"])
+
+    @property
+    def advertised_listeners(self) -> list[Endpoint]:
+        adv = self.values["advertised.listeners"]
+        return parse_listeners("advertised.listeners", adv) if adv else self.listeners
+
+    def static_topic_default(self, topic_key: str) -> tuple[Any, ConfigSource]:
+        """The broker-level default of a topic config and where it came from."""
+        tdef = TOPIC_CONFIGS[topic_key]
+        syn = tdef.broker_synonym
+        if topic_key == "retention.ms":
+            return self._retention_ms()
+        if topic_key == "segment.ms":
+            if "log.roll.ms" in self.explicit:
+                return self.values["log.roll.ms"], ConfigSource.STATIC_BROKER_CONFIG
+            if "log.roll.hours" in self.explicit:
+                return self.values["log.roll.hours"] * 3600000, ConfigSource.STATIC_BROKER_CONFIG
+            return tdef.config.default, ConfigSource.DEFAULT_CONFIG
+        if topic_key == "flush.ms" and self.values["log.flush.interval.ms"] is None:
+            return tdef.config.default, ConfigSource.DEFAULT_CONFIG
+        if syn and syn in self.explicit:
+            return self.values[syn], ConfigSource.STATIC_BROKER_CONFIG
+        return tdef.config.default, ConfigSource.DEFAULT_CONFIG
+
+    def _retention_ms(self) -> tuple[Any, ConfigSource]:
+        # Kafka: log.retention.ms, else .minutes, else .hours (LogConfig).
+        for key, scale in (("log.retention.ms", 1), ("log.retention.minutes", 60000), ("log.retention.hours", 3600000)):
+            if key in self.explicit and self.values[key] is not None:
+                v = self.values[key]
+                return (v if v < 0 else v * scale), ConfigSource.STATIC_BROKER_CONFIG
+        return TOPIC_CONFIGS["retention.ms"].config.default, ConfigSource.DEFAULT_CONFIG
+
+
+def build_config(props: Mapping[str, str]) -> BrokerConfig:
+    values: dict[str, Any] = {}
+    unknown: dict[str, str] = {}
+    for key, raw in props.items():
+        d = BROKER_CONFIGS.get(key)
+        if d is None:
+            unknown[key] = raw
+            if not key.startswith(_SILENT_PREFIXES):
+                log.warning("unknown config %s=%s is ignored", key, raw)
+            continue
+        values[key] = d.parse(raw)
+    explicit = frozenset(values)
+    for key, d in BROKER_CONFIGS.items():
+        values.setdefault(key, d.default)
+    if values["node.id"] < 0:
+        if values["broker.id"] >= 0:
+            values["node.id"] = values["broker.id"]
+        else:
+            raise ConfigError("node.id", "missing: every kavka server needs a node.id >= 0")
+    cfg = BrokerConfig(values=values, explicit=explicit, unknown=unknown)
+    cfg.listeners  # noqa: B018 -- validate now, not at first use
+    cfg.advertised_listeners  # noqa: B018
+    if not cfg.log_dirs or any(not str(d) for d in cfg.log_dirs):
+        raise ConfigError("log.dirs", "at least one directory is required")
+    if values["message.max.bytes"] > values["socket.request.max.bytes"]:
+        raise ConfigError("message.max.bytes", "must not exceed socket.request.max.bytes")
+    return cfg
+
+
+def load_config(path: Path | None, overrides: Iterable[str] = ()) -> BrokerConfig:
+    props = read_properties(Path(path)) if path is not None else {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError("--override", f"expected key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        props[k.strip()] = v.strip()
+    return build_config(props)
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
+    """Parse topic overrides (CreateTopics / AlterConfigs); unknown key -> ConfigError."""
+    out: dict[str, Any] = {}
+    for key, raw in configs.items():
+        tdef = TOPIC_CONFIGS.get(key)
+        if tdef is None:
+            raise ConfigError(key, "unknown topic config")
+        out[key] = None if raw is None else tdef.config.parse(raw)
+    return out

@@ -1,0 +1,97 @@
+"""The API registry: which Kafka APIs and versions kavka speaks, as data.
+
+`SUPPORTED` maps api key -> (min_version, max_version). The ranges are the
+versions kavka implements correctly, clipped to what kio carries schemas for.
+ApiVersions advertises exactly this table, and the server refuses anything
+outside it (Kafka closes the connection for a request it cannot parse).
+Schemas and "is this version flexible" come from kio (generated from Kafka's
+own message JSON), looked up once and cached.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from functools import cache
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import schema_name_map
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLUSTER = 60
+
+
+# Upper bounds: Produce v12+ and Fetch v18 change semantics kavka does not
+# implement yet (Produce v13 addresses topics by id only, KIP-516 follow-up;
+# Metadata v13 adds a top-level error); ApiVersions v4 is the newest kio has.
+_WANTED: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 11),
+    ApiKey.FETCH: (4, 17),
+    ApiKey.LIST_OFFSETS: (1, 9),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+}
+
+
+def _api_name(key: int) -> str:
+    from kio.schema.index import api_key_map
+
+    return api_key_map[key]
+
+
+def _clip(key: ApiKey, wanted: tuple[int, int]) -> tuple[int, int]:
+    have = [v for v in schema_name_map[_api_name(key)] if isinstance(v, int)]
+    lo, hi = max(wanted[0], min(have)), min(wanted[1], max(have))
+    if lo > hi:
+        raise RuntimeError(f"kio has no schema for {key.name} in {wanted}")
+    return lo, hi
+
+
+SUPPORTED: dict[int, tuple[int, int]] = {int(k): _clip(k, v) for k, v in _WANTED.items()}
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    rng = SUPPORTED.get(api_key)
+    return rng is not None and rng[0] <= api_version <= rng[1]
+
+
+@cache
+def request_schema(api_key: int, api_version: int) -> type:
+    return load_request_schema(api_key, api_version)
+
+
+@cache
+def response_schema(api_key: int, api_version: int) -> type:
+    return load_response_schema(api_key, api_version)
+
+
+@cache
+def is_flexible(api_key: int, api_version: int) -> bool:
+    return bool(request_schema(api_key, api_version).__flexible__)
+
+
+def response_header_flexible(api_key: int, api_version: int) -> bool:
+    # ApiVersions responses always use header v0 (KIP-511).
+    return api_key != ApiKey.API_VERSIONS and is_flexible(api_key, api_version)

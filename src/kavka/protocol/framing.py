@@ -1,0 +1,199 @@
+"""Kafka request/response framing, sans-I/O.
+
+Wire format (https://kafka.apache.org/protocol#protocol_common):
+
+    Request  => Size:int32 RequestHeader Body
+    Response => Size:int32 ResponseHeader Body
+
+Request header v1 (non-flexible APIs): api_key int16, api_version int16,
+correlation_id int32, client_id nullable_string (int16 length).
+Request header v2 (flexible APIs): the same, plus tagged fields. client_id keeps
+its non-compact encoding even in v2 (KIP-482).
+Response header v0: correlation_id int32. v1 (flexible APIs): plus tagged
+fields -- except ApiVersions, whose response header is always v0 so that a
+client can parse it before it knows which versions the broker speaks.
+
+`FrameDecoder` is fed bytes and yields whole frames; it checks the declared
+size against a limit *before* buffering the body, so an oversized frame is
+refused without allocating it (Kafka's socket.request.max.bytes).
+Called only from the connection task that owns it.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kio.serial import entity_reader, entity_writer
+
+_I32 = struct.Struct(">i")
+_HEADER_FIXED = struct.Struct(">hhi")
+API_VERSIONS_KEY = 18
+
+
+class ProtocolError(Exception):
+    """The peer sent bytes that break the protocol; its connection is closed."""
+
+
+class FrameTooLargeError(ProtocolError):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of {size} bytes exceeds the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class FrameDecoder:
+    """Splits a byte stream into Kafka frames (without the 4-byte size prefix)."""
+
+    __slots__ = ("_buf", "_max_size")
+
+    def __init__(self, max_size: int) -> None:
+        self._buf = bytearray()
+        self._max_size = max_size
+
+    def feed(self, data: bytes) -> list[memoryview]:
+        buf = self._buf
+        buf += data
+        frames: list[memoryview] = []
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            (size,) = _I32.unpack_from(buf, pos)
+            if size < 0 or size > self._max_size:
+                raise FrameTooLargeError(size, self._max_size)
+            if n - pos - 4 < size:
+                break
+            frames.append(memoryview(bytes(buf[pos + 4 : pos + 4 + size])))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        return frames
+
+    def pending_frame_size(self) -> int | None:
+        """Declared size of the frame being received, if its prefix has arrived."""
+        if len(self._buf) < 4:
+            return None
+        return _I32.unpack_from(self._buf, 0)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeaderInfo:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_size: int  # bytes of header inside the frame (body starts here)
+
+
+def peek_request_header(frame: memoryview | bytes) -> tuple[int, int, int]:
+    """api_key, api_version, correlation_id: readable for any API, known or not."""
+    if len(frame) < _HEADER_FIXED.size:
+        raise ProtocolError(f"request of {len(frame)} bytes is shorter than a request header")
+    return _HEADER_FIXED.unpack_from(frame, 0)
+
+
+def read_request_header(frame: memoryview | bytes, *, flexible: bool) -> RequestHeaderInfo:
+    """Parse header v1 (or v2 when `flexible`), returning where the body starts."""
+    api_key, api_version, correlation_id = peek_request_header(frame)
+    pos = _HEADER_FIXED.size
+    if len(frame) < pos + 2:
+        raise ProtocolError("request header truncated in client_id")
+    (n,) = struct.unpack_from(">h", frame, pos)
+    pos += 2
+    client_id: str | None = None
+    if n >= 0:
+        if len(frame) < pos + n:
+            raise ProtocolError("request header truncated in client_id")
+        client_id = bytes(frame[pos : pos + n]).decode("utf-8", "replace")
+        pos += n
+    elif n != -1:
+        raise ProtocolError(f"invalid client_id length {n}")
+    if flexible:
+        pos = skip_tagged_fields(frame, pos)
+    return RequestHeaderInfo(api_key, api_version, correlation_id, client_id, pos)
+
+
+def read_uvarint(buf: memoryview | bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ProtocolError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise ProtocolError("varint too long")
+
+
+def skip_tagged_fields(buf: memoryview | bytes, pos: int) -> int:
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise ProtocolError("truncated tagged field")
+    return pos
+
+
+def decode_body(schema: type, frame: memoryview | bytes, pos: int) -> Any:
+    """Decode a kio entity from the frame; any failure is a ProtocolError."""
+    try:
+        entity, _size = entity_reader(schema)(frame, pos)
+    except ProtocolError:
+        raise
+    except Exception as e:  # kio raises assorted errors on malformed input
+        raise ProtocolError(f"malformed {schema.__name__}: {e}") from e
+    return entity
+
+
+def encode_entity(entity: Any) -> bytes:
+    out = io.BytesIO()
+    entity_writer(type(entity))(out, entity)
+    return out.getvalue()
+
+
+def encode_response(correlation_id: int, body: bytes, *, flexible_header: bool) -> bytes:
+    """Size prefix + response header (v1 when flexible_header, else v0) + body."""
+    header = _I32.pack(correlation_id) + (b"\x00" if flexible_header else b"")
+    return _I32.pack(len(header) + len(body)) + header + body
+
+
+def encode_request(
+    *,
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    body: bytes,
+    flexible: bool,
+) -> bytes:
+    """Size prefix + request header (v2 when flexible, else v1) + body."""
+    parts = [_HEADER_FIXED.pack(api_key, api_version, correlation_id)]
+    if client_id is None:
+        parts.append(b"\xff\xff")
+    else:
+        cid = client_id.encode()
+        parts.append(struct.pack(">h", len(cid)) + cid)
+    if flexible:
+        parts.append(b"\x00")
+    parts.append(body)
+    payload = b"".join(parts)
+    return _I32.pack(len(payload)) + payload
+
+
+def read_response(
+    frame: memoryview | bytes, schema: type, *, flexible_header: bool
+) -> tuple[int, Any]:
+    """Client side: correlation id and decoded body of a response frame."""
+    (correlation_id,) = _I32.unpack_from(frame, 0)
+    pos = 4
+    if flexible_header:
+        pos = skip_tagged_fields(frame, pos)
+    return correlation_id, decode_body(schema, frame, pos)
