@@ -32,15 +32,15 @@ CODECS = [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ
 
 def _records(n: int) -> list[tuple]:
     return [
-        (f"k{i}".encode(), f"value-{i}".encode() * (i % 5), [("h", b"v"), ("n", None)], 1000 + i)
+        (1000 + i, f"k{i}".encode(), f"value-{i}".encode() * (i % 5), [("h", b"v"), ("n", None)])
         for i in range(n)
     ]
 
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_build_decode_round_trip(codec: int) -> None:
-    recs = _records(20) + [(None, None), (b"", b"")]
-    batch = build_batch(recs, base_offset=100, compression=codec, timestamp=5000)
+    recs = _records(20) + [(1, None, None), (5000, b"", b"")]
+    batch = build_batch(recs, base_offset=100, compression=codec)
     header, decoded = decode_batch(batch)
     assert header.base_offset == 100
     assert header.records_count == len(recs)
@@ -48,6 +48,7 @@ def test_build_decode_round_trip(codec: int) -> None:
     assert header.compression == codec
     assert header.size_in_bytes == len(batch)
     assert header.base_timestamp == 1000
+    assert decoded[-2].timestamp == 1
     assert header.max_timestamp == 5000
     assert batch_crc_ok(batch, 0, header)
     assert [r.offset for r in decoded] == list(range(100, 100 + len(recs)))
@@ -64,7 +65,7 @@ def test_build_decode_round_trip(codec: int) -> None:
 
 
 def test_known_bytes_match_kafka_layout() -> None:
-    batch = build_batch([(b"k", b"v", (), 10)], producer_id=7, producer_epoch=1, base_sequence=3)
+    batch = build_batch([(10, b"k", b"v", ())], producer_id=7, producer_epoch=1, base_sequence=3)
     base_offset, length, ple, magic, crc, attrs, lod = struct.unpack_from(">qiibIhi", batch)
     assert (base_offset, length, ple, magic, attrs, lod) == (0, len(batch) - 12, -1, 2, 0, 0)
     pid, pepoch, seq, count = struct.unpack_from(">qhii", batch, 43)
@@ -136,7 +137,7 @@ def test_validate_batches_ok_and_errors() -> None:
     with pytest.raises(InvalidRecordError):
         validate_batches(b"", max_message_bytes=1 << 20)
     control = build_batch(
-        [(b"\x00\x00\x00\x00", b"")], is_control=True, producer_id=1, base_sequence=0
+        [(0, b"\x00\x00\x00\x00", b"")], is_control=True, producer_id=1, base_sequence=0
     )
     with pytest.raises(InvalidRecordError, match="control"):
         validate_batches(control, max_message_bytes=1 << 20)

@@ -483,9 +483,8 @@ def _read_nullable(buf: _Bytes, pos: int) -> tuple[bytes | None, int]:
 
 RecordLike = (
     Record
-    | tuple[bytes | None, bytes | None]
-    | tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
-    | tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int]
+    | tuple[int, bytes | None, bytes | None]
+    | tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
 )
 
 
@@ -523,14 +522,13 @@ def build_batch(
     partition_leader_epoch: int = -1,
     is_transactional: bool = False,
     is_control: bool = False,
-    timestamp: int = 0,
 ) -> bytes:
     """Encode one batch.
 
     ``records`` items are :class:`Record` (its ``offset`` must be >=
     ``base_offset`` and increasing, which allows compaction-style gaps) or
-    tuples ``(key, value[, headers[, timestamp]])`` placed at consecutive
-    offsets; tuples without a timestamp use ``timestamp``.
+    tuples ``(timestamp, key, value[, headers])`` -- a Record without its
+    offset -- placed at consecutive offsets from ``base_offset``.
     """
     if not records:
         raise ValueError("a record batch needs at least one record")
@@ -542,10 +540,8 @@ def build_batch(
             delta = rec.offset - base_offset
             items.append((delta, rec.timestamp, rec.key, rec.value, rec.headers))
         else:
-            key, value = rec[0], rec[1]
-            hdrs = rec[2] if len(rec) > 2 else ()
-            ts = rec[3] if len(rec) > 3 else timestamp
-            items.append((i, ts, key, value, hdrs))
+            hdrs = rec[3] if len(rec) > 3 else ()
+            items.append((i, rec[0], rec[1], rec[2], hdrs))
     prev = -1
     for delta, *_ in items:
         if delta <= prev:
