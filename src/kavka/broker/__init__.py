@@ -1,0 +1,1 @@
+"""The broker: composition root, asyncio server, request handlers, node lifecycle."""

@@ -1,0 +1,65 @@
+"""KafkaApis: the API-key -> handler table, and the ApiVersions answer derived from it.
+
+One module per API family under `handlers/`; each handler takes
+(node, ctx, request) and returns the response entity (or an awaitable of it,
+or None for Produce acks=0). The table here is the single place that says
+which APIs kavka serves; ApiVersions advertises exactly the versions in
+`protocol.api.SUPPORTED` for the keys that have a handler.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.broker.handlers import configs, fetch, metadata, offsets, produce, topics
+from kavka.protocol import api
+from kavka.protocol.api import ApiKey
+from kavka.protocol.messages import NO_THROTTLE, make, nested
+
+if TYPE_CHECKING:
+    from kavka.broker.node import BrokerNode
+    from kavka.broker.server import Handler, RequestContext
+
+
+class KafkaApis:
+    def __init__(self, node: BrokerNode) -> None:
+        self.node = node
+        self._table = {
+            ApiKey.API_VERSIONS: self.handle_api_versions,
+            ApiKey.METADATA: metadata.handle_metadata,
+            ApiKey.DESCRIBE_CLUSTER: metadata.handle_describe_cluster,
+            ApiKey.PRODUCE: produce.handle_produce,
+            ApiKey.FETCH: fetch.handle_fetch,
+            ApiKey.LIST_OFFSETS: offsets.handle_list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets.handle_offset_for_leader_epoch,
+            ApiKey.DELETE_RECORDS: offsets.handle_delete_records,
+            ApiKey.CREATE_TOPICS: topics.handle_create_topics,
+            ApiKey.DELETE_TOPICS: topics.handle_delete_topics,
+            ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
+            ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+        }
+
+    def handlers(self) -> dict[int, Handler]:
+        out: dict[int, Handler] = {}
+        for key, fn in self._table.items():
+            out[int(key)] = fn if fn == self.handle_api_versions else partial(fn, self.node)
+        return out
+
+    def api_versions_response(self, version: int, error: ErrorCode = ErrorCode.none) -> Any:
+        cls = api.response_schema(ApiKey.API_VERSIONS, version)
+        av = nested(cls, "ApiVersion")
+        keys = tuple(
+            av(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(api.SUPPORTED.items())
+            if k in self._table
+        )
+        return make(cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE)
+
+    def handle_api_versions(self, ctx: RequestContext, request: Any) -> Any:
+        # KIP-511 fields (client_software_name/version, v3+) are informational.
+        return self.api_versions_response(ctx.api_version)

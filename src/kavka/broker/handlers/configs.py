@@ -1,0 +1,122 @@
+"""DescribeConfigs (API 32), AlterConfigs (API 33), IncrementalAlterConfigs (API 44).
+
+DescribeConfigs answers every config of the resource (or the keys asked
+for) with its effective value, source, read-only flag, synonyms (in
+precedence order, as Kafka lists them) and, v3+, its type and documentation.
+Dynamic broker configs are ConfigRecords in the metadata log: they persist
+across restarts and take effect on every partition at once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.config import BROKER_CONFIGS, TOPIC_CONFIGS
+from kavka.controller.records import BROKER_RESOURCE, TOPIC_RESOURCE
+from kavka.protocol import api
+from kavka.protocol.messages import NO_THROTTLE, make, nested
+
+if TYPE_CHECKING:
+    from kavka.broker.config_resolver import ResolvedConfig
+    from kavka.broker.node import BrokerNode
+    from kavka.broker.server import RequestContext
+
+BROKER_LOGGER_RESOURCE = 8
+
+
+def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    result_cls = nested(resp_cls, "DescribeConfigsResult")
+    entry_cls = nested(resp_cls, "DescribeConfigsResourceResult")
+    syn_cls = nested(resp_cls, "DescribeConfigsSynonym")
+    image = node.image
+    include_synonyms = getattr(req, "include_synonyms", False)
+    include_doc = getattr(req, "include_documentation", False)
+
+    def entry(name: str, res: ResolvedConfig, read_only: bool) -> Any:
+        d = res.definition
+        return make(
+            entry_cls,
+            name=name,
+            value=None if d.sensitive else res.rendered,
+            read_only=read_only,
+            config_source=int(res.source),
+            is_sensitive=d.sensitive,
+            synonyms=tuple(make(syn_cls, name=s.name, value=s.value, source=int(s.source)) for s in res.synonyms)
+            if include_synonyms
+            else (),
+            config_type=int(d.type),
+            documentation=d.doc if include_doc else None,
+        )
+
+    results = []
+    for r in req.resources:
+        keys = r.configuration_keys
+        error, message, entries = ErrorCode.none, None, []
+        if r.resource_type == TOPIC_RESOURCE:
+            if r.resource_name not in image.topics_by_name:
+                error, message = ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist"
+            else:
+                for key in sorted(TOPIC_CONFIGS):
+                    if keys is None or key in keys:
+                        entries.append(entry(key, node.resolver.topic(image, r.resource_name, key), False))
+        elif r.resource_type == BROKER_RESOURCE:
+            if r.resource_name == "":
+                # The cluster-wide dynamic defaults only, as Kafka reports them.
+                for key, value in sorted(image.broker_configs(None).items()):
+                    if keys is None or key in keys:
+                        d = BROKER_CONFIGS[key]
+                        res = node.resolver.broker(image, key)
+                        entries.append(
+                            make(entry_cls, name=key, value=value, read_only=False, config_source=3, is_sensitive=False,
+                                 synonyms=(), config_type=int(d.type), documentation=d.doc if include_doc else None)
+                        )
+                        _ = res
+            elif r.resource_name != str(node.node_id):
+                error, message = ErrorCode.invalid_request, f"Unexpected broker id, expected {node.node_id} or empty string, but received {r.resource_name}"
+            else:
+                for key in sorted(BROKER_CONFIGS):
+                    if keys is None or key in keys:
+                        d = BROKER_CONFIGS[key]
+                        entries.append(entry(key, node.resolver.broker(image, key), not d.dynamic))
+        elif r.resource_type == BROKER_LOGGER_RESOURCE:
+            error, message = ErrorCode.invalid_request, "broker logger configs are not supported"
+        else:
+            error, message = ErrorCode.invalid_request, f"Unsupported resource type {r.resource_type}"
+        results.append(
+            make(
+                result_cls,
+                error_code=error,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+                configs=tuple(entries),
+            )
+        )
+    return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _alter(node: BrokerNode, ctx: RequestContext, req: Any, *, incremental: bool) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    res_cls = nested(resp_cls, "AlterConfigsResourceResponse")
+    out = []
+    for r in req.resources:
+        ops = [(c.name, c.config_operation if incremental else 0, c.value) for c in r.configs]
+        result = node.controller.alter_configs(
+            r.resource_type, r.resource_name, ops, incremental=incremental, validate_only=req.validate_only
+        )
+        out.append(
+            make(res_cls, error_code=result.error, error_message=result.message,
+                 resource_type=r.resource_type, resource_name=r.resource_name)
+        )
+    return make(resp_cls, throttle_time=NO_THROTTLE, responses=tuple(out))
+
+
+def handle_alter_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    return _alter(node, ctx, req, incremental=False)
+
+
+def handle_incremental_alter_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    return _alter(node, ctx, req, incremental=True)

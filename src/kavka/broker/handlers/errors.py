@@ -1,0 +1,27 @@
+"""Exceptions from the layers below -> Kafka error codes, as a table."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from kavka.protocol import records as rb
+from kavka.replication.partition import PartitionError
+from kavka.storage import errors as se
+
+_TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
+    (rb.RecordTooLargeError, ErrorCode.message_too_large),
+    # Produce v3+ may carry only magic v2 batches (ProduceRequest.validateRecords).
+    (rb.UnsupportedMagicError, ErrorCode.invalid_record),
+    (rb.CorruptRecordError, ErrorCode.corrupt_message),
+    (se.OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
+    (OSError, ErrorCode.kafka_storage_error),
+)
+
+
+def error_for(exc: BaseException) -> tuple[ErrorCode, str]:
+    if isinstance(exc, PartitionError):
+        return exc.error, str(exc)
+    for cls, code in _TABLE:
+        if isinstance(exc, cls):
+            return code, str(exc)
+    return ErrorCode.unknown_server_error, f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,156 @@
+"""Fetch (API 1): consumers read committed records, with long-poll.
+
+For each requested partition: check it exists (by name, or by topic id from
+v13 on), fence stale or future leader epochs (KIP-320), range-check the fetch
+offset, then read whole batches from fetch_offset up to the high watermark,
+within partition_max_bytes and the response's max_bytes (the first batch is
+always returned even if larger, KIP-74, so a consumer can make progress).
+If fewer than min_bytes are ready and nothing failed, the request waits in the
+ReplicaManager's purgatory until an append to one of its partitions or
+max_wait, then reads again.
+
+Fetch sessions (KIP-227): kavka answers every full fetch with session id 0,
+which the protocol defines as "no session created"; clients then keep
+sending full fetches. An incremental fetch for a session kavka does not know
+gets FETCH_SESSION_ID_NOT_FOUND, as Kafka answers for an evicted session.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.broker.handlers.errors import error_for
+from kavka.protocol import api
+from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_to_str
+from kavka.replication.partition import PartitionError, TopicPartition
+from kavka.storage.errors import OffsetOutOfRangeError
+
+if TYPE_CHECKING:
+    from kavka.broker.node import BrokerNode
+    from kavka.broker.server import RequestContext
+
+
+def _resolve_topics(node: BrokerNode, req: Any, by_id: bool) -> list[tuple[Any, str | None, Any]]:
+    """(request topic entry, topic name or None, response topic key)."""
+    out = []
+    image = node.image
+    for t in req.topics:
+        if by_id:
+            ti = image.topics_by_id.get(uuid_to_str(t.topic_id))
+            out.append((t, ti.name if ti else None, t.topic_id))
+        else:
+            out.append((t, t.topic, t.topic))
+    return out
+
+
+def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    if req.session_id != 0 or req.session_epoch > 0:
+        if req.session_epoch > 0 or req.session_id != 0:
+            return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.fetch_session_id_not_found,
+                        session_id=0, responses=())
+    by_id = ctx.api_version >= 13
+    topics = _resolve_topics(node, req, by_id)
+    result, total, errors = _read_all(node, ctx, req, topics, resp_cls)
+    wait_ms = int(req.max_wait.total_seconds() * 1000)
+    if total >= req.min_bytes or errors or wait_ms <= 0 or not topics:
+        return result
+
+    async def delayed() -> Any:
+        loop_deadline = node.clock() + wait_ms / 1000
+        tps = [TopicPartition(name, p.partition) for t, name, _ in topics if name for p in t.partitions]
+        while True:
+            remaining = loop_deadline - node.clock()
+            if remaining <= 0:
+                break
+            await node.replica_manager.wait_for_data(tps, remaining)
+            res, tot, errs = _read_all(node, ctx, req, topics, resp_cls)
+            if tot >= req.min_bytes or errs:
+                return res
+        return _read_all(node, ctx, req, topics, resp_cls)[0]
+
+    return delayed()
+
+
+def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tuple[Any, str | None, Any]], resp_cls: type) -> tuple[Any, int, bool]:
+    rm = node.replica_manager
+    topic_cls = nested(resp_cls, "FetchableTopicResponse")
+    part_cls = nested(resp_cls, "PartitionData")
+    remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
+    remaining = min(remaining, node.config["fetch.max.bytes"])
+    total = 0
+    any_error = False
+    min_one = True
+    out_topics = []
+    read_committed = getattr(req, "isolation_level", 0) == 1
+    for t, name, key in topics:
+        parts = []
+        for fp in t.partitions:
+            error = ErrorCode.none
+            hw = lso = start = -1
+            records = b""
+            p = rm.get_partition(name, fp.partition) if name is not None else None
+            if p is None:
+                error = ErrorCode.unknown_topic_id if (name is None and ctx.api_version >= 13) else ErrorCode.unknown_topic_or_partition
+            else:
+                hw = p.high_watermark
+                lso = hw  # no transactions yet: the last stable offset is the high watermark
+                start = p.log_start_offset
+                try:
+                    p.check_leader_epoch(getattr(fp, "current_leader_epoch", -1))
+                    if not p.is_leader:
+                        raise PartitionError(ErrorCode.not_leader_or_follower)
+                    limit = min(fp.partition_max_bytes, remaining)
+                    upper = lso if read_committed else hw
+                    if fp.fetch_offset < start or fp.fetch_offset > p.log_end_offset:
+                        raise OffsetOutOfRangeError(
+                            f"fetch offset {fp.fetch_offset} is outside [{start}, {p.log_end_offset}] of {name}-{fp.partition}"
+                        )
+                    if fp.fetch_offset < upper:
+                        data = p.log.read(
+                            fp.fetch_offset,
+                            max_bytes=max(limit, 0),
+                            max_offset=upper,
+                            min_one_message=min_one,
+                        )
+                        records = data.records
+                except Exception as e:
+                    error, _msg = error_for(e)
+            if error != ErrorCode.none:
+                any_error = True
+            n = len(records)
+            if n:
+                min_one = False
+                remaining -= n
+                total += n
+            parts.append(
+                make(
+                    part_cls,
+                    partition_index=fp.partition,
+                    error_code=error,
+                    high_watermark=hw,
+                    last_stable_offset=lso,
+                    log_start_offset=start,
+                    aborted_transactions=None if not read_committed else (),
+                    preferred_read_replica=-1,
+                    records=records,
+                )
+            )
+        if by_id_key(ctx):
+            out_topics.append(make(topic_cls, topic_id=key, partitions=tuple(parts)))
+        else:
+            out_topics.append(make(topic_cls, topic=key, partitions=tuple(parts)))
+    resp = make(
+        resp_cls,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=tuple(out_topics),
+    )
+    return resp, total, any_error
+
+
+def by_id_key(ctx: RequestContext) -> bool:
+    return ctx.api_version >= 13

@@ -1,0 +1,140 @@
+"""ListOffsets (API 2), OffsetForLeaderEpoch (API 23), DeleteRecords (API 21).
+
+ListOffsets special timestamps (KIP-734, KIP-405): -2 earliest (log start
+offset), -1 latest (high watermark; the last stable offset under
+read_committed), -3 the record with the largest timestamp, -4 the earliest
+offset on local disk, -5 the latest tiered offset (none until tiered storage
+exists: -1). A positive timestamp finds the first offset whose timestamp is at
+least that, among committed records.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.broker.handlers.errors import error_for
+from kavka.protocol import api
+from kavka.protocol.messages import NO_THROTTLE, make, nested
+from kavka.replication.partition import PartitionError
+
+if TYPE_CHECKING:
+    from kavka.broker.node import BrokerNode
+    from kavka.broker.server import RequestContext
+
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+
+
+def _leader(node: BrokerNode, topic: str, partition: int, current_leader_epoch: int) -> Any:
+    p = node.replica_manager.get_partition(topic, partition)
+    if p is None:
+        raise PartitionError(ErrorCode.unknown_topic_or_partition)
+    p.check_leader_epoch(current_leader_epoch)
+    if not p.is_leader:
+        raise PartitionError(ErrorCode.not_leader_or_follower)
+    return p
+
+
+def _epoch_at(p: Any, offset: int) -> int:
+    cache = p.log.leader_epoch_cache
+    fn = getattr(cache, "epoch_for_offset", None)
+    if fn is not None:
+        e = fn(offset)
+        return -1 if e is None else e
+    return p.leader_epoch
+
+
+def handle_list_offsets(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    topic_cls = nested(resp_cls, "ListOffsetsTopicResponse")
+    part_cls = nested(resp_cls, "ListOffsetsPartitionResponse")
+    read_committed = getattr(req, "isolation_level", 0) == 1
+    topics = []
+    for t in req.topics:
+        parts = []
+        for rp in t.partitions:
+            error, ts, offset, epoch = ErrorCode.none, -1, -1, -1
+            try:
+                p = _leader(node, t.name, rp.partition_index, getattr(rp, "current_leader_epoch", -1))
+                hw = p.high_watermark
+                target = rp.timestamp
+                if target == EARLIEST or target == EARLIEST_LOCAL:
+                    offset = p.log_start_offset
+                    epoch = _epoch_at(p, offset)
+                elif target == LATEST:
+                    offset = hw  # == last stable offset: no transactions yet
+                    epoch = p.leader_epoch
+                elif target == MAX_TIMESTAMP:
+                    found = p.log.max_timestamp_offset()
+                    if found is not None and found[0] < hw:
+                        offset, ts, epoch = found
+                elif target == LATEST_TIERED:
+                    pass
+                elif target >= 0:
+                    found = p.log.fetch_offset_by_timestamp(target)
+                    if found is not None and found[0] < hw:
+                        offset, ts, epoch = found
+                else:
+                    error = ErrorCode.invalid_request
+                _ = read_committed
+            except Exception as e:
+                error, _m = error_for(e)
+            parts.append(
+                make(
+                    part_cls,
+                    partition_index=rp.partition_index,
+                    error_code=error,
+                    timestamp=ts,
+                    offset=offset,
+                    leader_epoch=epoch,
+                    old_style_offsets=(),
+                )
+            )
+        topics.append(make(topic_cls, name=t.name, partitions=tuple(parts)))
+    return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def handle_offset_for_leader_epoch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    topic_cls = nested(resp_cls, "OffsetForLeaderTopicResult")
+    part_cls = nested(resp_cls, "EpochEndOffset")
+    topics = []
+    for t in req.topics:
+        parts = []
+        for rp in t.partitions:
+            error, epoch, end = ErrorCode.none, -1, -1
+            try:
+                p = _leader(node, t.topic, rp.partition, rp.current_leader_epoch)
+                epoch, end = p.log.leader_epoch_cache.end_offset_for(rp.leader_epoch, p.log_end_offset)
+            except Exception as e:
+                error, _m = error_for(e)
+            parts.append(make(part_cls, error_code=error, partition=rp.partition, leader_epoch=epoch, end_offset=end))
+        topics.append(make(topic_cls, topic=t.topic, partitions=tuple(parts)))
+    return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def handle_delete_records(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    topic_cls = nested(resp_cls, "DeleteRecordsTopicResult")
+    part_cls = nested(resp_cls, "DeleteRecordsPartitionResult")
+    topics = []
+    for t in req.topics:
+        parts = []
+        for rp in t.partitions:
+            error, low = ErrorCode.none, -1
+            try:
+                p = _leader(node, t.name, rp.partition_index, -1)
+                target = p.high_watermark if rp.offset == -1 else rp.offset
+                if target < 0 or target > p.high_watermark:
+                    raise PartitionError(
+                        ErrorCode.offset_out_of_range,
+                        f"cannot delete records of {t.name}-{rp.partition_index} before {target}: high watermark is {p.high_watermark}",
+                    )
+                p.log.maybe_increment_log_start_offset(target, "DeleteRecords")
+                low = p.log_start_offset
+            except Exception as e:
+                error, _m = error_for(e)
+            parts.append(make(part_cls, partition_index=rp.partition_index, low_watermark=low, error_code=error))
+        topics.append(make(topic_cls, name=t.name, partitions=tuple(parts)))
+    return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -1,0 +1,104 @@
+"""Produce (API 0).
+
+Each partition's bytes are handed to the leader's Log as they arrived (a
+memoryview into the request frame): validated batch by batch (CRC-32C,
+structure), given offsets and the leader epoch in place, written with one
+write. acks=0 gets no response; an error under acks=0 closes the connection,
+as Kafka does, since that is the only way to tell the producer.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.broker.handlers.errors import error_for
+from kavka.protocol import api
+from kavka.protocol.framing import ProtocolError
+from kavka.protocol.messages import NO_THROTTLE, make, nested
+from kavka.replication.partition import TopicPartition
+
+if TYPE_CHECKING:
+    from kavka.broker.node import BrokerNode
+    from kavka.broker.server import RequestContext
+
+log = logging.getLogger("kavka.produce")
+
+
+def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    rm = node.replica_manager
+    now_ms = node.now_ms()
+    acks = req.acks
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    topic_cls = nested(resp_cls, "TopicProduceResponse")
+    part_cls = nested(resp_cls, "PartitionProduceResponse")
+    any_error = False
+    topics = []
+    if acks not in (0, 1, -1):
+        return _all_failed(req, resp_cls, ErrorCode.invalid_required_acks)
+    for t in req.topic_data:
+        parts = []
+        for pd in t.partition_data:
+            p = rm.get_partition(t.name, pd.index)
+            error, message = ErrorCode.none, None
+            base_offset, append_time, start = -1, None, -1
+            if p is None:
+                error = ErrorCode.unknown_topic_or_partition
+            elif pd.records is None or len(pd.records) == 0:
+                error, message = ErrorCode.invalid_record, "no records in produce request"
+            else:
+                try:
+                    info = p.append_records_to_leader(memoryview(pd.records), required_acks=acks, now_ms=now_ms)
+                except Exception as e:  # mapped to Kafka's code; the broker carries on
+                    error, message = error_for(e)
+                    if error == ErrorCode.unknown_server_error:
+                        log.exception("append to %s-%d failed", t.name, pd.index)
+                else:
+                    base_offset = info.first_offset
+                    if info.log_append_time_ms >= 0:
+                        append_time = datetime.fromtimestamp(info.log_append_time_ms / 1000, UTC)
+                    start = info.log_start_offset
+                    rm.notify_append(TopicPartition(t.name, pd.index))
+            any_error = any_error or error != ErrorCode.none
+            parts.append(
+                make(
+                    part_cls,
+                    index=pd.index,
+                    error_code=error,
+                    base_offset=base_offset,
+                    log_append_time=append_time,
+                    log_start_offset=start,
+                    record_errors=(),
+                    error_message=message,
+                )
+            )
+        topics.append(make(topic_cls, name=t.name, partition_responses=tuple(parts)))
+    if acks == 0:
+        if any_error:
+            raise ProtocolError("produce with acks=0 failed; closing the connection to tell the producer")
+        return None
+    return make(resp_cls, responses=tuple(topics), throttle_time=NO_THROTTLE)
+
+
+def _all_failed(req: Any, resp_cls: type, error: ErrorCode) -> Any:
+    topic_cls = nested(resp_cls, "TopicProduceResponse")
+    part_cls = nested(resp_cls, "PartitionProduceResponse")
+    return make(
+        resp_cls,
+        throttle_time=NO_THROTTLE,
+        responses=tuple(
+            make(
+                topic_cls,
+                name=t.name,
+                partition_responses=tuple(
+                    make(part_cls, index=pd.index, error_code=error, base_offset=-1, log_append_time=None,
+                         log_start_offset=-1, record_errors=(), error_message=None)
+                    for pd in t.partition_data
+                ),
+            )
+            for t in req.topic_data
+        ),
+    )

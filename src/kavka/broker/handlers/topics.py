@@ -1,0 +1,123 @@
+"""CreateTopics (API 19), DeleteTopics (API 20), CreatePartitions (API 37).
+
+The controller decides and commits; these handlers translate between the
+wire messages and the controller's value types, and report each topic's
+outcome with Kafka's error code and message.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.config import TOPIC_CONFIGS
+from kavka.controller.controller import INTERNAL_TOPICS, NewTopic
+from kavka.protocol import api
+from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_from_str, uuid_to_str
+
+if TYPE_CHECKING:
+    from kavka.broker.node import BrokerNode
+    from kavka.broker.server import RequestContext
+
+
+def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    result_cls = nested(resp_cls, "CreatableTopicResult")
+    cfg_cls = nested(resp_cls, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
+    specs = [
+        NewTopic(
+            name=t.name,
+            num_partitions=t.num_partitions,
+            replication_factor=t.replication_factor,
+            assignments={a.partition_index: tuple(a.broker_ids) for a in t.assignments},
+            configs={c.name: c.value for c in t.configs},
+        )
+        for t in req.topics
+    ]
+    results = node.controller.create_topics(specs, validate_only=req.validate_only)
+    out = []
+    image = node.image
+    for spec, r in zip(specs, results, strict=True):
+        configs = None
+        if cfg_cls is not None and r.result.ok:
+            configs = []
+            for key in sorted(TOPIC_CONFIGS):
+                if req.validate_only or spec.name not in image.topics_by_name:
+                    raw = spec.configs.get(key)
+                    if raw is not None:
+                        configs.append(make(cfg_cls, name=key, value=raw, read_only=False, config_source=1, is_sensitive=False))
+                        continue
+                    res = node.resolver.topic(image, "\x00no-such-topic", key)
+                else:
+                    res = node.resolver.topic(image, spec.name, key)
+                configs.append(make(cfg_cls, name=key, value=res.rendered, read_only=False, config_source=int(res.source), is_sensitive=False))
+            configs = tuple(configs)
+        out.append(
+            make(
+                result_cls,
+                name=r.name,
+                topic_id=uuid_from_str(r.topic_id),
+                error_code=r.result.error,
+                error_message=r.result.message,
+                topic_config_error_code=0,
+                num_partitions=r.num_partitions,
+                replication_factor=r.replication_factor,
+                configs=configs,
+            )
+        )
+    return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(out))
+
+
+def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    res_cls = nested(resp_cls, "DeletableTopicResult")
+    image = node.image
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(n, None) for n in req.topic_names]
+    results = []
+    to_delete = []
+    for name, tid in wanted:
+        error, message = ErrorCode.none, None
+        t = None
+        if name is not None:
+            t = image.topics_by_name.get(name)
+            if t is None:
+                error = ErrorCode.unknown_topic_or_partition
+        elif tid is not None:
+            t = image.topics_by_id.get(uuid_to_str(tid))
+            if t is None:
+                error = ErrorCode.unknown_topic_id
+        else:
+            error, message = ErrorCode.invalid_request, "neither topic name nor id given"
+        if t is not None:
+            if not node.config["delete.topic.enable"]:
+                error, message, t = ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.", None
+            elif t.name in INTERNAL_TOPICS:
+                error, message, t = ErrorCode.invalid_request, f"Cannot delete internal topic {t.name}", None
+        if t is not None and t not in to_delete:
+            to_delete.append(t)
+        results.append(
+            make(
+                res_cls,
+                name=t.name if t is not None else name,
+                topic_id=uuid_from_str(t.topic_id) if t is not None else (tid or uuid_from_str(None)),
+                error_code=error,
+                error_message=message,
+            )
+        )
+    node.controller.delete_topics(to_delete)
+    return make(resp_cls, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+def handle_create_partitions(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    res_cls = nested(resp_cls, "CreatePartitionsTopicResult")
+    results = []
+    for t in req.topics:
+        assignments = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
+        r = node.controller.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
+        results.append(make(res_cls, name=t.name, error_code=r.error, error_message=r.message))
+    return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))

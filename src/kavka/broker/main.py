@@ -1,0 +1,54 @@
+"""Process entry point for `kavka server start`: event loop, signals, exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from kavka.broker.node import BrokerNode, StartupError
+from kavka.config import BrokerConfig
+
+log = logging.getLogger("kavka.broker")
+
+
+def _setup_logging() -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(
+            level=logging.INFO,
+            format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
+
+
+async def _serve(config: BrokerConfig) -> int:
+    try:
+        node = BrokerNode(config)
+        await node.start()
+    except StartupError as e:
+        log.error("cannot start: %s", e)
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    # The line tests and scripts wait for: every listener is bound.
+    ports = ",".join(str(p) for p in node.bound_ports)
+    log.info("kavka started (node.id=%d, ports=%s)", node.node_id, ports)
+    print(f"KAVKA_READY ports={ports}", flush=True)
+    await stop.wait()
+    await node.stop()
+    return 0
+
+
+def run_server(config: BrokerConfig) -> int:
+    _setup_logging()
+    try:
+        import uvloop  # type: ignore[import-not-found]
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        runner = asyncio.run
+    return runner(_serve(config))

@@ -1,0 +1,255 @@
+"""BrokerNode: the composition root. Builds every part, starts them, stops them in a fixed order.
+
+Startup: check every log dir's meta.properties (formatted, one cluster, this
+node) -> open the metadata quorum and replay it into the MetadataImage ->
+load the partition logs (recovering after an unclean stop) -> apply the image
+(create Partition objects for replicas hosted here) -> register this broker
+(endpoints) in the metadata log -> listen. Shutdown is the reverse: stop
+accepting, drain in-flight responses, stop background tasks, checkpoint high
+watermarks, close logs cleanly (writing the clean-shutdown marker), close the
+quorum.
+
+Background work owned here: retention (log.retention.check.interval.ms),
+time-based flush (flush.ms), high-watermark checkpoints
+(replica.high.watermark.checkpoint.interval.ms) and recovery-point
+checkpoints (log.flush.offset.checkpoint.interval.ms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kavka.broker.config_resolver import ConfigResolver
+from kavka.config import BrokerConfig, ConfigError
+from kavka.controller.image import MetadataDelta, MetadataImage
+from kavka.controller.quorum_controller import QuorumController
+from kavka.raft.quorum import SingleVoterQuorum
+from kavka.replication.partition import TopicPartition
+from kavka.replication.replica_manager import ReplicaManager
+from kavka.storage.log_manager import LogManager
+from kavka.storage.meta_properties import read_meta_properties
+
+log = logging.getLogger("kavka.broker")
+
+
+class StartupError(RuntimeError):
+    """The broker cannot start; the message says why and names what to fix."""
+
+
+def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str]]:
+    """Validate meta.properties of every dir (KIP-858); return cluster id and dir ids."""
+    dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
+    cluster_ids: dict[str, Path] = {}
+    dir_ids: dict[Path, str] = {}
+    seen_ids: dict[str, Path] = {}
+    for d in dirs:
+        try:
+            meta = read_meta_properties(d)
+        except FileNotFoundError:
+            raise StartupError(
+                f"log dir {d} is not formatted (no meta.properties): run `kavka storage format --config <file>`"
+            ) from None
+        except (OSError, ValueError) as e:
+            raise StartupError(f"log dir {d}: cannot read meta.properties: {e}") from None
+        if meta.node_id != config.node_id:
+            raise StartupError(
+                f"log dir {d}: meta.properties has node.id={meta.node_id} but the config has node.id={config.node_id}"
+            )
+        cluster_ids.setdefault(meta.cluster_id, d)
+        if meta.directory_id:
+            if meta.directory_id in seen_ids:
+                raise StartupError(
+                    f"log dirs {seen_ids[meta.directory_id]} and {d} share directory.id {meta.directory_id}"
+                )
+            seen_ids[meta.directory_id] = d
+            dir_ids[d] = meta.directory_id
+    if len(cluster_ids) > 1:
+        detail = ", ".join(f"{p}: {c}" for c, p in cluster_ids.items())
+        raise StartupError(f"log dirs belong to different clusters ({detail})")
+    return next(iter(cluster_ids)), dir_ids
+
+
+class BrokerNode:
+    def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.node_id = config.node_id
+        self.resolver = ConfigResolver(config)
+        self.cluster_id, self.dir_ids = check_log_dirs(config)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.server = None  # set by start()
+        self.bound_ports: list[int] = []
+        self._stopping = False
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # ------------------------------------------------------------------ start
+
+    def open(self) -> None:
+        """Synchronous part of startup: storage and metadata (no sockets)."""
+        started = time.monotonic()
+        # The clean-shutdown marker is per log dir; the metadata log shares it.
+        self.log_manager = LogManager(
+            [*self.config.log_dirs],
+            default_config=self.resolver.log_config(MetadataImage(), "__default__"),
+            now_ms=self.now_ms(),
+        )
+        self.quorum = SingleVoterQuorum(
+            self.config.metadata_log_dir,
+            node_id=self.node_id,
+            now_ms=self.now_ms(),
+            clean_shutdown=self.log_manager.had_clean_shutdown,
+        )
+        self.replica_manager = ReplicaManager(node_id=self.node_id, log_manager=self.log_manager, now_ms=self.now_ms)
+        self.controller = QuorumController(self.config, self.quorum, clock=self.clock)
+        self.controller.add_listener(self._on_metadata)
+        self.controller.load()
+        eps = [(e.name, e.host, e.port) for e in self.config.advertised_listeners]
+        self._register(eps)
+        log.info(
+            "kavka node %d of cluster %s opened %d partitions in %.2fs",
+            self.node_id,
+            self.cluster_id,
+            len(self.replica_manager.partitions),
+            time.monotonic() - started,
+        )
+
+    def _register(self, endpoints: list[tuple[str, str, int]]) -> None:
+        self.controller.register_broker(
+            broker_id=self.node_id,
+            endpoints=endpoints,
+            rack=self.config["broker.rack"],
+            log_dirs=sorted(self.dir_ids.values()),
+        )
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.controller.image
+
+    def _on_metadata(self, delta: MetadataDelta, image: MetadataImage) -> None:
+        """Metadata publisher: make local replicas match the new image."""
+        rm = self.replica_manager
+        for topic in delta.deleted_topics.values():
+            for p in topic.partitions:
+                rm.remove_partition(TopicPartition(topic.name, p), delete=True)
+        touched_topics = {tid for tid, _ in delta.changed_partitions}
+        for tid in touched_topics:
+            t = image.topics_by_id.get(tid)
+            if t is None:
+                continue
+            cfg = self.resolver.log_config(image, t.name)
+            min_isr = self.resolver.topic(image, t.name, "min.insync.replicas").value
+            for pid, reg in t.partitions.items():
+                if (tid, pid) not in delta.changed_partitions:
+                    continue
+                tp = TopicPartition(t.name, pid)
+                if self.node_id in reg.replicas:
+                    rm.apply_partition(
+                        tp,
+                        topic_id=tid,
+                        leader=reg.leader,
+                        leader_epoch=reg.leader_epoch,
+                        replicas=reg.replicas,
+                        isr=reg.isr,
+                        config=cfg,
+                        min_insync_replicas=min_isr,
+                    )
+                else:
+                    rm.remove_partition(tp, delete=True)
+        if delta.changed_configs:
+            broker_changed = any(rt == 4 for rt, _ in delta.changed_configs)
+            names = {name for rt, name in delta.changed_configs if rt == 2}
+            for tp in list(rm.partitions):
+                if broker_changed or tp.topic in names:
+                    rm.update_config(
+                        tp,
+                        self.resolver.log_config(image, tp.topic),
+                        self.resolver.topic(image, tp.topic, "min.insync.replicas").value,
+                    )
+
+    async def start(self) -> None:
+        from kavka.broker.apis import KafkaApis
+        from kavka.broker.server import KafkaServer
+
+        self.open()
+        self.apis = KafkaApis(self)
+        self.server = KafkaServer(
+            handlers=self.apis.handlers(),
+            api_versions_response=self.apis.api_versions_response,
+            max_request_size=self.config["socket.request.max.bytes"],
+            queued_max_requests=self.config["queued.max.requests"],
+        )
+        listeners = self.config.listeners
+        for ep in listeners:
+            if ep.name in self.config["controller.listener.names"] and len(listeners) > 1:
+                continue
+            try:
+                port = await self.server.listen(ep.host, ep.port)
+            except OSError as e:
+                raise StartupError(f"listeners: cannot listen on {ep}: {e.strerror}") from None
+            self.bound_ports.append(port)
+            log.info("listening on %s://%s:%d", ep.name, ep.host, port)
+        # A listener on port 0 gets a real port: advertise that one.
+        adv = []
+        for ep, port in zip(self.config.advertised_listeners, self.bound_ports, strict=False):
+            adv.append((ep.name, ep.host, port if ep.port == 0 else ep.port))
+        if adv:
+            self._register(adv)
+        self._start_background()
+
+    def _start_background(self) -> None:
+        c = self.config
+        self._every(c["log.retention.check.interval.ms"], self._retention, "retention")
+        self._every(c["replica.high.watermark.checkpoint.interval.ms"], self.replica_manager.checkpoint_high_watermarks, "hw-checkpoint")
+        self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
+        self._every(min(c["log.flush.scheduler.interval.ms"], 1000), self._flush, "flush")
+
+    def _every(self, interval_ms: int, fn: Callable[[], None], name: str) -> None:
+        async def loop() -> None:
+            interval = max(interval_ms, 10) / 1000
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    fn()
+                except Exception:
+                    log.exception("background task %s failed", name)
+
+        self._tasks.append(asyncio.get_running_loop().create_task(loop(), name=name))
+
+    def _retention(self) -> None:
+        self.log_manager.cleanup_logs(self.now_ms(), self.replica_manager.high_watermarks())
+
+    def _flush(self) -> None:
+        self.log_manager.flush_dirty(self.now_ms())
+
+    def _checkpoint_recovery(self) -> None:
+        self.log_manager.checkpoint_recovery_points()
+        self.log_manager.checkpoint_log_start_offsets()
+
+    # ------------------------------------------------------------------ stop
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        log.info("shutting down")
+        if self.server is not None:
+            await self.server.close()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self.replica_manager.checkpoint_high_watermarks()
+        self.log_manager.shutdown()
+        self.quorum.close()
+        log.info("shut down cleanly")
+
+
+__all__ = ["BrokerNode", "StartupError", "ConfigError"]

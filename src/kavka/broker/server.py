@@ -1,0 +1,242 @@
+"""The Kafka wire server: an asyncio Protocol per connection around the sans-I/O framing.
+
+Theory of operation. `data_received` feeds bytes to a FrameDecoder (which
+refuses an oversized frame from its 4-byte size prefix, before buffering it).
+Each whole frame is dispatched at once -- requests are read ahead, as Kafka
+clients pipeline them -- and gets a response slot in a FIFO. A handler answers
+either with a response entity (most APIs) or an awaitable (a long-poll Fetch,
+a Produce waiting for acks); the head of the FIFO is written as soon as it is
+ready, so responses leave in request order (the protocol's guarantee), and a
+slow Fetch holds back only the responses queued behind it on the same
+connection. Produce with acks=0 has no slot: Kafka never answers it.
+
+Remote misbehaviour (a malformed or oversized frame, an API or version that is
+not supported) closes that one connection; an exception inside a handler is
+logged and also closes just that connection. Nothing a client sends can stop
+the broker. Reading pauses while `queued.max.requests` responses are pending
+or the transport's write buffer is full (uvicorn's flow_control pattern).
+
+Runs on the event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.protocol import api
+from kavka.protocol.framing import (
+    FrameDecoder,
+    FrameTooLargeError,
+    ProtocolError,
+    decode_body,
+    encode_entity,
+    encode_response,
+    peek_request_header,
+    read_request_header,
+)
+
+log = logging.getLogger("kavka.server")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    peer: str
+
+
+# A handler returns a response entity, an awaitable of one, or None (no response).
+Handler = Callable[[RequestContext, Any], Any]
+
+
+class _Slot:
+    __slots__ = ("correlation_id", "flexible", "data", "task")
+
+    def __init__(self, correlation_id: int, flexible: bool) -> None:
+        self.correlation_id = correlation_id
+        self.flexible = flexible
+        self.data: bytes | None = None
+        self.task: asyncio.Future[Any] | None = None
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.max_request_size)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.slots: collections.deque[_Slot] = collections.deque()
+        self._read_paused = False
+        self._write_paused = False
+        self.closed = False
+
+    # -- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        for slot in self.slots:
+            if slot.task is not None:
+                slot.task.cancel()
+        self.slots.clear()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except FrameTooLargeError as e:
+            log.warning("closing connection from %s: %s (socket.request.max.bytes)", self.peer, e)
+            self.close()
+            return
+        except ProtocolError as e:
+            self._protocol_error(e)
+            return
+        for frame in frames:
+            if self.closed:
+                return
+            try:
+                self._dispatch(frame)
+            except ProtocolError as e:
+                self._protocol_error(e)
+                return
+            except Exception:
+                log.exception("unexpected error handling a request from %s; closing its connection", self.peer)
+                self.close()
+                return
+        self._flush()
+        self._update_reading()
+
+    # -- internals
+    def close(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.abort()
+
+    def _protocol_error(self, e: Exception) -> None:
+        log.warning("closing connection from %s: %s", self.peer, e)
+        self.close()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        should_pause = self._write_paused or len(self.slots) >= self.server.queued_max_requests
+        if should_pause and not self._read_paused:
+            self.transport.pause_reading()
+            self._read_paused = True
+        elif not should_pause and self._read_paused:
+            self.transport.resume_reading()
+            self._read_paused = False
+
+    def _dispatch(self, frame: memoryview) -> None:
+        api_key, api_version, correlation_id = peek_request_header(frame)
+        if api_key == api.ApiKey.API_VERSIONS and not api.is_supported(api_key, api_version):
+            # KIP-511: answer a too-new ApiVersions with a v0 response carrying
+            # UNSUPPORTED_VERSION and our version table, so the client can retry.
+            slot = _Slot(correlation_id, False)
+            slot.data = encode_entity(self.server.api_versions_response(0, ErrorCode.unsupported_version))
+            self.slots.append(slot)
+            return
+        if not api.is_supported(api_key, api_version):
+            raise ProtocolError(f"unsupported API key {api_key} version {api_version}")
+        handler = self.server.handlers.get(api_key)
+        if handler is None:
+            raise ProtocolError(f"no handler for API key {api_key}")
+        flexible = api.is_flexible(api_key, api_version)
+        header = read_request_header(frame, flexible=flexible)
+        request = decode_body(api.request_schema(api_key, api_version), frame, header.header_size)
+        ctx = RequestContext(api_key, api_version, correlation_id, header.client_id, self.peer)
+        result = handler(ctx, request)
+        if result is None:
+            return  # Produce acks=0: no response, no slot
+        slot = _Slot(correlation_id, api.response_header_flexible(api_key, api_version))
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            slot.task = task
+            task.add_done_callback(lambda t, s=slot: self._on_done(s, t))
+        else:
+            slot.data = encode_entity(result)
+        self.slots.append(slot)
+
+    def _on_done(self, slot: _Slot, task: asyncio.Future[Any]) -> None:
+        if self.closed or task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("error in a %s handler for %s; closing its connection", type(exc).__name__, self.peer, exc_info=exc)
+            self.close()
+            return
+        slot.data = encode_entity(task.result())
+        self._flush()
+        self._update_reading()
+
+    def _flush(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        out = []
+        while self.slots and self.slots[0].data is not None:
+            slot = self.slots.popleft()
+            assert slot.data is not None
+            out.append(encode_response(slot.correlation_id, slot.data, flexible_header=slot.flexible))
+        if out:
+            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+
+
+class KafkaServer:
+    def __init__(
+        self,
+        *,
+        handlers: dict[int, Handler],
+        api_versions_response: Callable[[int, ErrorCode], Any],
+        max_request_size: int,
+        queued_max_requests: int = 500,
+    ) -> None:
+        self.handlers = handlers
+        self.api_versions_response = api_versions_response
+        self.max_request_size = max_request_size
+        self.queued_max_requests = queued_max_requests
+        self.connections: set[KafkaConnection] = set()
+        self._servers: list[asyncio.base_events.Server] = []
+
+    async def listen(self, host: str, port: int) -> int:
+        loop = asyncio.get_running_loop()
+        srv = await loop.create_server(lambda: KafkaConnection(self), host or None, port, reuse_address=True, backlog=1024)
+        self._servers.append(srv)
+        return srv.sockets[0].getsockname()[1]
+
+    def stop_accepting(self) -> None:
+        for srv in self._servers:
+            srv.close()
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Stop accepting, let in-flight responses drain (bounded), then close connections."""
+        self.stop_accepting()
+        deadline = asyncio.get_running_loop().time() + timeout
+        while any(c.slots for c in self.connections) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+        for c in list(self.connections):
+            c.close()
+        for srv in self._servers:
+            await srv.wait_closed()

@@ -1,0 +1,1 @@
+"""Cluster metadata: records, the immutable MetadataImage, placement, and the controller."""

@@ -1,0 +1,304 @@
+"""The controller's decisions: requests in, metadata records and per-item results out.
+
+`ControllerLogic` validates admin requests against the current MetadataImage
+and returns the records that carry them out; it never writes anything itself.
+The `QuorumController` (in `quorum_controller.py`) commits those records to the
+metadata log and replays them. Error codes and messages follow Kafka's
+(ReplicationControlManager, ConfigurationControlManager). Pure: uuids and the
+placement start index come from injected callables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.config import (
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    validate_topic_configs,
+)
+from kavka.controller.image import MetadataImage, TopicImage
+from kavka.controller.placement import PlacementError, ReplicaPlacer, RoundRobinPlacer
+from kavka.controller.records import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    ConfigRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME = 249
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResult:
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error == ErrorCode.none
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    configs: Mapping[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    name: str
+    result: ApiResult
+    topic_id: str | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+def validate_topic_name(name: str) -> str | None:
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters, topic name: {name}"
+    if not _LEGAL_TOPIC.match(name):
+        return (
+            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+class ControllerLogic:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        new_uuid: Callable[[], str],
+        start_index: Callable[[int], int] = lambda n: 0,
+        placer: ReplicaPlacer | None = None,
+    ) -> None:
+        self.config = config
+        self._new_uuid = new_uuid
+        self._start_index = start_index
+        self._placer = placer or RoundRobinPlacer()
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topics(
+        self, image: MetadataImage, topics: Sequence[NewTopic], *, validate_only: bool
+    ) -> tuple[list[Any], list[CreatedTopic]]:
+        records: list[Any] = []
+        results: list[CreatedTopic] = []
+        names = [t.name for t in topics]
+        taken = {_collision_key(n): n for n in image.topics_by_name}
+        for t in topics:
+            if names.count(t.name) > 1:
+                results.append(CreatedTopic(t.name, ApiResult(ErrorCode.invalid_request, "Duplicate topic name.")))
+                continue
+            res = self._create_one(image, t, taken)
+            if isinstance(res, CreatedTopic):
+                results.append(res)
+                continue
+            recs, created = res
+            taken[_collision_key(t.name)] = t.name
+            if not validate_only:
+                records.extend(recs)
+            results.append(created)
+        return records, results
+
+    def _create_one(
+        self, image: MetadataImage, t: NewTopic, taken: dict[str, str]
+    ) -> CreatedTopic | tuple[list[Any], CreatedTopic]:
+        def fail(code: ErrorCode, msg: str) -> CreatedTopic:
+            return CreatedTopic(t.name, ApiResult(code, msg))
+
+        problem = validate_topic_name(t.name)
+        if problem:
+            return fail(ErrorCode.invalid_topic_exception, problem)
+        if t.name in image.topics_by_name:
+            return fail(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")
+        other = taken.get(_collision_key(t.name))
+        if other is not None:
+            return fail(
+                ErrorCode.invalid_topic_exception,
+                f"Topic '{t.name}' collides with existing topic: {other}",
+            )
+        try:
+            overrides = validate_topic_configs(t.configs)
+        except ConfigError as e:
+            return fail(ErrorCode.invalid_config, str(e))
+        brokers = sorted(image.brokers)
+        if t.assignments:
+            if t.num_partitions != -1 or t.replication_factor != -1:
+                return fail(
+                    ErrorCode.invalid_request,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+                )
+            parts = sorted(t.assignments)
+            if parts != list(range(len(parts))):
+                return fail(ErrorCode.invalid_replica_assignment, "Partitions should be a consecutive 0-based integer sequence")
+            assignment = [list(t.assignments[p]) for p in parts]
+            for reps in assignment:
+                if not reps or len(set(reps)) != len(reps):
+                    return fail(ErrorCode.invalid_replica_assignment, f"Invalid replica assignment {reps}")
+                missing = [r for r in reps if r not in image.brokers]
+                if missing:
+                    return fail(ErrorCode.invalid_replica_assignment, f"The manual partition assignment includes broker {missing[0]}, but no such broker is registered.")
+            rf = len(assignment[0])
+        else:
+            num = t.num_partitions if t.num_partitions != -1 else self.config["num.partitions"]
+            rf = t.replication_factor if t.replication_factor != -1 else self.config["default.replication.factor"]
+            if num <= 0:
+                return fail(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
+            if rf <= 0:
+                return fail(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0, or -1 to use the default value.")
+            if rf > len(brokers):
+                return fail(
+                    ErrorCode.invalid_replication_factor,
+                    f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {len(brokers)} broker(s) are registered.",
+                )
+            try:
+                assignment = self._placer.place(
+                    brokers,
+                    start_partition=0,
+                    num_partitions=num,
+                    replication_factor=rf,
+                    start_index=self._start_index(len(brokers)),
+                )
+            except PlacementError as e:
+                return fail(ErrorCode.invalid_replication_factor, str(e))
+        topic_id = self._new_uuid()
+        records: list[Any] = [TopicRecord(t.name, topic_id)]
+        for key, value in sorted(t.configs.items()):
+            if value is not None:
+                records.append(ConfigRecord(TOPIC_RESOURCE, t.name, key, TOPIC_CONFIGS[key].config.render(overrides[key])))
+        for p, reps in enumerate(assignment):
+            records.append(PartitionRecord(topic_id, p, tuple(reps), tuple(reps), reps[0], 0, 0))
+        return records, CreatedTopic(t.name, ApiResult(), topic_id, len(assignment), rf)
+
+    def delete_topics(self, image: MetadataImage, topics: Sequence[TopicImage]) -> list[Any]:
+        return [RemoveTopicRecord(t.topic_id) for t in topics]
+
+    def create_partitions(
+        self,
+        image: MetadataImage,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] | None,
+    ) -> tuple[list[Any], ApiResult]:
+        t = image.topics_by_name.get(name)
+        if t is None:
+            return [], ApiResult(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
+        current = len(t.partitions)
+        if count < current:
+            return [], ApiResult(ErrorCode.invalid_partitions, f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+        if count == current:
+            return [], ApiResult(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
+        rf = len(t.partitions[0].replicas) if t.partitions else 1
+        added = count - current
+        if assignments:
+            if len(assignments) != added:
+                return [], ApiResult(ErrorCode.invalid_replica_assignment, f"Increasing the number of partitions by {added} but {len(assignments)} assignments provided.")
+            new = [list(a) for a in assignments]
+            for reps in new:
+                if any(r not in image.brokers for r in reps) or len(set(reps)) != len(reps) or len(reps) != rf:
+                    return [], ApiResult(ErrorCode.invalid_replica_assignment, f"Invalid replica assignment {reps}")
+        else:
+            brokers = sorted(image.brokers)
+            if rf > len(brokers):
+                return [], ApiResult(ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {rf} time(s): only {len(brokers)} broker(s) are registered.")
+            new = self._placer.place(
+                brokers,
+                start_partition=current,
+                num_partitions=added,
+                replication_factor=rf,
+                start_index=self._start_index(len(brokers)),
+            )
+        recs = [
+            PartitionRecord(t.topic_id, current + i, tuple(r), tuple(r), r[0], 0, 0)
+            for i, r in enumerate(new)
+        ]
+        return recs, ApiResult()
+
+    # ------------------------------------------------------------------ configs
+
+    def alter_configs(
+        self,
+        image: MetadataImage,
+        resource_type: int,
+        resource_name: str,
+        ops: Sequence[tuple[str, int, str | None]],
+        *,
+        incremental: bool,
+    ) -> tuple[list[Any], ApiResult]:
+        """ops: (name, op, value); op 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT (KIP-339).
+
+        The legacy AlterConfigs (incremental=False) replaces the resource's
+        whole set of overrides with the given ones, as Kafka does.
+        """
+        if resource_type == TOPIC_RESOURCE:
+            if resource_name not in image.topics_by_name:
+                return [], ApiResult(ErrorCode.unknown_topic_or_partition, f"Topic {resource_name} does not exist.")
+            defs = {k: d.config for k, d in TOPIC_CONFIGS.items()}
+        elif resource_type == BROKER_RESOURCE:
+            if resource_name not in ("",) and resource_name != str(self.config.node_id):
+                if not resource_name.isdigit() or int(resource_name) not in image.brokers:
+                    return [], ApiResult(ErrorCode.invalid_request, f"Unexpected broker id {resource_name}")
+            defs = BROKER_CONFIGS
+        else:
+            return [], ApiResult(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
+        current = dict(image.configs.get((resource_type, resource_name), {}))
+        new = dict(current) if incremental else {}
+        for name, op, value in ops:
+            d = defs.get(name)
+            if d is None:
+                return [], ApiResult(ErrorCode.invalid_config, f"Unknown {'topic' if resource_type == TOPIC_RESOURCE else 'broker'} config name: {name}")
+            if resource_type == BROKER_RESOURCE and not d.dynamic:
+                return [], ApiResult(ErrorCode.invalid_request, f"Cannot update these configs dynamically: [{name}]")
+            try:
+                if op == 1:
+                    new.pop(name, None)
+                    continue
+                if op in (2, 3):
+                    if d.type.name != "LIST":
+                        return [], ApiResult(ErrorCode.invalid_config, f"Config {name} is not a list: {op} is not allowed")
+                    cur_list = d.parse(new.get(name)) if name in new else []
+                    items = d.parse(value)
+                    if op == 2:
+                        merged = cur_list + [x for x in items if x not in cur_list]
+                    else:
+                        merged = [x for x in cur_list if x not in items]
+                    new[name] = d.render(d.parse(merged)) or ""
+                    continue
+                if op != 0:
+                    return [], ApiResult(ErrorCode.invalid_request, f"Unknown config operation {op}")
+                if value is None:
+                    new.pop(name, None)
+                    continue
+                new[name] = d.render(d.parse(value)) or ""
+            except ConfigError as e:
+                return [], ApiResult(ErrorCode.invalid_config, str(e))
+        records: list[Any] = []
+        for name in sorted(set(current) | set(new)):
+            if current.get(name) != new.get(name):
+                records.append(ConfigRecord(resource_type, resource_name, name, new.get(name)))
+        return records, ApiResult()

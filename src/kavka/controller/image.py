@@ -1,0 +1,187 @@
+"""MetadataImage: an immutable view of the cluster, and MetadataDelta that yields the next one.
+
+Modelled on Kafka's metadata/.../image/MetadataImage.java and MetadataDelta.java.
+An image is never mutated: `MetadataDelta(image).replay(r)...apply()` returns a
+new image, and `delta` tells listeners what changed (topics created and
+deleted, partitions changed, configs changed) so a broker can act on exactly
+that. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from kavka.controller.records import (
+    BROKER_RESOURCE,
+    ConfigRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    partition_id: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    directories: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: str
+    partitions: Mapping[int, PartitionRegistration]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    incarnation_id: str
+    endpoints: tuple[tuple[str, str, int], ...]
+    rack: str | None
+    log_dirs: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    offset: int = -1  # offset of the last record applied
+    topics_by_id: Mapping[str, TopicImage] = _EMPTY
+    topics_by_name: Mapping[str, TopicImage] = _EMPTY
+    # (resource_type, resource_name) -> {config name: value}
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = _EMPTY
+    brokers: Mapping[int, BrokerRegistration] = _EMPTY
+
+    def topic_configs(self, name: str) -> Mapping[str, str]:
+        return self.configs.get((2, name), _EMPTY)
+
+    def broker_configs(self, broker_id: int | None) -> Mapping[str, str]:
+        """Dynamic broker configs: per broker (id) or the cluster default (None)."""
+        key = (BROKER_RESOURCE, "" if broker_id is None else str(broker_id))
+        return self.configs.get(key, _EMPTY)
+
+
+@dataclass(slots=True)
+class MetadataDelta:
+    image: MetadataImage
+    offset: int = -1
+    topics: dict[str, TopicImage | None] = field(default_factory=dict)  # by id; None = removed
+    configs: dict[tuple[int, str], dict[str, str]] = field(default_factory=dict)
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    created_topics: set[str] = field(default_factory=set)  # ids
+    deleted_topics: dict[str, TopicImage] = field(default_factory=dict)  # id -> last image
+    changed_partitions: set[tuple[str, int]] = field(default_factory=set)  # (topic id, partition)
+    changed_configs: set[tuple[int, str]] = field(default_factory=set)
+
+    def _topic(self, topic_id: str) -> TopicImage | None:
+        if topic_id in self.topics:
+            return self.topics[topic_id]
+        return self.image.topics_by_id.get(topic_id)
+
+    def replay(self, record: Any, offset: int) -> None:
+        self.offset = offset
+        if isinstance(record, TopicRecord):
+            self.topics[record.topic_id] = TopicImage(record.name, record.topic_id, _EMPTY)
+            self.created_topics.add(record.topic_id)
+        elif isinstance(record, PartitionRecord):
+            t = self._topic(record.topic_id)
+            if t is None:
+                return  # a partition of a removed topic: nothing to do
+            parts = dict(t.partitions)
+            parts[record.partition_id] = PartitionRegistration(
+                record.partition_id,
+                tuple(record.replicas),
+                tuple(record.isr),
+                record.leader,
+                record.leader_epoch,
+                record.partition_epoch,
+                tuple(record.directories),
+            )
+            self.topics[record.topic_id] = replace(t, partitions=MappingProxyType(parts))
+            self.changed_partitions.add((record.topic_id, record.partition_id))
+        elif isinstance(record, PartitionChangeRecord):
+            t = self._topic(record.topic_id)
+            if t is None or record.partition_id not in t.partitions:
+                return
+            p = t.partitions[record.partition_id]
+            leader_changed = record.leader is not None and record.leader != p.leader
+            p = replace(
+                p,
+                leader=p.leader if record.leader is None else record.leader,
+                isr=p.isr if record.isr is None else tuple(record.isr),
+                replicas=p.replicas if record.replicas is None else tuple(record.replicas),
+                directories=p.directories if record.directories is None else tuple(record.directories),
+                leader_epoch=p.leader_epoch + (1 if leader_changed else 0),
+                partition_epoch=p.partition_epoch + 1,
+            )
+            parts = dict(t.partitions)
+            parts[record.partition_id] = p
+            self.topics[record.topic_id] = replace(t, partitions=MappingProxyType(parts))
+            self.changed_partitions.add((record.topic_id, record.partition_id))
+        elif isinstance(record, RemoveTopicRecord):
+            t = self._topic(record.topic_id)
+            if t is None:
+                return
+            self.topics[record.topic_id] = None
+            self.created_topics.discard(record.topic_id)
+            self.deleted_topics[record.topic_id] = t
+            key = (2, t.name)
+            self.configs[key] = {}
+            self.changed_configs.add(key)
+        elif isinstance(record, ConfigRecord):
+            key = (record.resource_type, record.resource_name)
+            cur = self.configs.get(key)
+            if cur is None:
+                cur = dict(self.image.configs.get(key, _EMPTY))
+                self.configs[key] = cur
+            if record.value is None:
+                cur.pop(record.name, None)
+            else:
+                cur[record.name] = record.value
+            self.changed_configs.add(key)
+        elif isinstance(record, RegisterBrokerRecord):
+            self.brokers[record.broker_id] = BrokerRegistration(
+                record.broker_id,
+                record.incarnation_id,
+                tuple(tuple(e) for e in record.endpoints),  # type: ignore[misc]
+                record.rack,
+                tuple(record.log_dirs),
+            )
+        else:
+            raise TypeError(f"not a metadata record: {record!r}")
+
+    def apply(self) -> MetadataImage:
+        img = self.image
+        by_id = dict(img.topics_by_id)
+        for tid, t in self.topics.items():
+            if t is None:
+                by_id.pop(tid, None)
+            else:
+                by_id[tid] = t
+        by_name = {t.name: t for t in by_id.values()}
+        configs = dict(img.configs)
+        for key, vals in self.configs.items():
+            if vals:
+                configs[key] = MappingProxyType(dict(vals))
+            else:
+                configs.pop(key, None)
+        brokers = dict(img.brokers)
+        brokers.update(self.brokers)
+        return MetadataImage(
+            offset=max(self.offset, img.offset),
+            topics_by_id=MappingProxyType(by_id),
+            topics_by_name=MappingProxyType(by_name),
+            configs=MappingProxyType(configs),
+            brokers=MappingProxyType(brokers),
+        )

@@ -1,0 +1,1 @@
+"""The metadata quorum: a KRaft-style replicated log of metadata records."""

@@ -1,0 +1,1 @@
+"""Partitions (leader/follower, ISR, high watermark) and the ReplicaManager that owns them."""

@@ -1,0 +1,107 @@
+"""Partition: one topic-partition replica on this broker, with Kafka's replication state.
+
+Owns the Log and the state replication is built on: leader id and
+leader_epoch (from the metadata image), replicas and isr, and the
+high_watermark -- the offset below which records are committed and visible to
+consumers. With a single broker the ISR is just this replica, so the high
+watermark follows the log end offset after each append (Kafka's
+maybeIncrementLeaderHW with one in-sync replica); followers and ISR changes
+come with the cluster work without changing this interface.
+
+Called on the event-loop thread only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kio.schema.errors import ErrorCode
+
+from kavka.storage.log import Log
+
+
+class PartitionError(Exception):
+    def __init__(self, error: ErrorCode, message: str = "") -> None:
+        super().__init__(message or error.name)
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class Partition:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        *,
+        topic_id: str,
+        log: Log,
+        local_broker_id: int,
+        leader: int,
+        leader_epoch: int,
+        replicas: tuple[int, ...],
+        isr: tuple[int, ...],
+        high_watermark: int,
+        min_insync_replicas: int = 1,
+    ) -> None:
+        self.tp = tp
+        self.topic_id = topic_id
+        self.log = log
+        self.local_broker_id = local_broker_id
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.replicas = replicas
+        self.isr = isr
+        self.min_insync_replicas = min_insync_replicas
+        self.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
+        self._maybe_increment_leader_hw()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.local_broker_id
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    def update_registration(self, *, leader: int, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...]) -> None:
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.replicas = replicas
+        self.isr = isr
+        self._maybe_increment_leader_hw()
+
+    def _maybe_increment_leader_hw(self) -> None:
+        if self.is_leader and tuple(self.isr) == (self.local_broker_id,):
+            self.high_watermark = self.log.log_end_offset
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320: fence clients whose view of the leader epoch is off."""
+        if current_leader_epoch < 0:
+            return
+        if current_leader_epoch > self.leader_epoch:
+            raise PartitionError(ErrorCode.unknown_leader_epoch)
+        if current_leader_epoch < self.leader_epoch:
+            raise PartitionError(ErrorCode.fenced_leader_epoch)
+
+    def append_records_to_leader(self, records: memoryview | bytes, *, required_acks: int, now_ms: int):  # noqa: ANN201
+        if not self.is_leader:
+            raise PartitionError(ErrorCode.not_leader_or_follower)
+        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise PartitionError(
+                ErrorCode.not_enough_replicas,
+                f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the min.isr requirement of {self.min_insync_replicas} for partition {self.tp}",
+            )
+        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        self._maybe_increment_leader_hw()
+        return info
