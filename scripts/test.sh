@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The README's test command: install everything, then run the default test suite.
+# Slow soak and benchmark runs are marked `slow` and run only on request:
+#   bash scripts/test.sh -m slow
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --test
+export PATH="$PWD/.venv/bin:$PATH"
+exec .venv/bin/python -m pytest -m "not slow" "$@"

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.broker_harness import BrokerProcess
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One shared broker for tests that only need a working cluster (use unique topic names)."""
+    b = BrokerProcess(tmp_path_factory.mktemp("broker"), overrides={"auto.create.topics.enable": "true"})
+    b.start()
+    yield b
+    code = b.stop()
+    assert code == 0, f"broker exited with {code}:\n{b.log_text()}"
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator:
+    """Private brokers for tests that restart, kill or configure them."""
+    made: list[BrokerProcess] = []
+
+    def make(**kwargs) -> BrokerProcess:  # noqa: ANN003
+        b = BrokerProcess(tmp_path / f"b{len(made)}", **kwargs)
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.kill()
+
+
+@pytest.fixture
+def topic_name() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
