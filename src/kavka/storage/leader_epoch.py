@@ -1,0 +1,180 @@
+"""Leader epoch cache and its ``leader-epoch-checkpoint`` file.
+
+Owns the mapping leader_epoch -> start offset of that epoch in this
+partition's log (Kafka's ``LeaderEpochFileCache``, KIP-101/KIP-279). Used to
+answer OffsetsForLeaderEpoch and to truncate followers correctly.
+
+Invariants: entries are sorted with strictly increasing epochs and strictly
+increasing start offsets; assigning an entry that breaks that removes the
+conflicting tail first (``maybeTruncateNonMonotonicEntries``).
+
+File format (``LeaderEpochCheckpointFile``), rewritten atomically on change::
+
+    0            version
+    2            number of entries
+    0 0          epoch startOffset
+    3 1200
+
+Called from the broker's event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from kavka.storage.checkpoints import read_checkpoint_lines, write_checkpoint_lines
+from kavka.storage.errors import CorruptCheckpointError
+
+log = logging.getLogger("kavka.storage")
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEntry:
+    epoch: int
+    start_offset: int
+
+
+class LeaderEpochFileCache:
+    def __init__(self, path: Path | None, entries: list[EpochEntry] | None = None) -> None:
+        self.path = path
+        self._entries: list[EpochEntry] = list(entries or [])
+
+    @classmethod
+    def load(cls, path: Path) -> LeaderEpochFileCache:
+        entries: list[EpochEntry] = []
+        for line in read_checkpoint_lines(path, version=0):
+            parts = line.split()
+            if len(parts) != 2:
+                raise CorruptCheckpointError(path, f"malformed line {line!r}")
+            try:
+                entries.append(EpochEntry(int(parts[0]), int(parts[1])))
+            except ValueError:
+                raise CorruptCheckpointError(path, f"malformed line {line!r}") from None
+        cache = cls(path)
+        for entry in entries:
+            cache._assign_no_flush(entry)
+        return cache
+
+    # ------------------------------------------------------------------ queries
+
+    def epoch_entries(self) -> list[EpochEntry]:
+        return list(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1].epoch if self._entries else None
+
+    @property
+    def latest_entry(self) -> EpochEntry | None:
+        return self._entries[-1] if self._entries else None
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        return self._entries[0] if self._entries else None
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch in which ``offset`` was written, if known."""
+        starts = [e.start_offset for e in self._entries]
+        i = bisect.bisect_right(starts, offset) - 1
+        return self._entries[i].epoch if i >= 0 else None
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """``(epoch, end_offset)`` exactly as Kafka's ``endOffsetFor``.
+
+        The end offset of an epoch is the start offset of the next higher
+        known epoch; the returned epoch is the largest known epoch <=
+        ``requested_epoch``. Unknown -> (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET).
+        """
+        if requested_epoch == UNDEFINED_EPOCH:
+            # A bootstrapping follower, or an old message format.
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        latest = self.latest_epoch
+        if latest is not None and latest == requested_epoch:
+            # The current epoch ends at the log end (a consumer may ask).
+            return requested_epoch, log_end_offset
+        epochs = [e.epoch for e in self._entries]
+        hi = bisect.bisect_right(epochs, requested_epoch)
+        if hi >= len(self._entries):
+            # Larger than every known epoch.
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        higher = self._entries[hi]
+        if hi == 0:
+            # Smaller than every known epoch: the best bound we have is the
+            # start of the first larger epoch.
+            return requested_epoch, higher.start_offset
+        return self._entries[hi - 1].epoch, higher.start_offset
+
+    # ------------------------------------------------------------------ updates
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        if epoch < 0 or start_offset < 0:
+            return
+        if self._assign_no_flush(EpochEntry(epoch, start_offset)):
+            self._flush()
+
+    def _assign_no_flush(self, entry: EpochEntry) -> bool:
+        latest = self.latest_entry
+        if (
+            latest is not None
+            and entry.epoch == latest.epoch
+            and entry.start_offset >= latest.start_offset
+        ):
+            return False  # Kafka's isUpdateNeeded
+        # Remove anything that would break monotonicity: entries with an epoch
+        # >= the new one, or a start offset >= the new one.
+        removed = [
+            e
+            for e in self._entries
+            if e.epoch >= entry.epoch or e.start_offset >= entry.start_offset
+        ]
+        if removed:
+            log.info(
+                "leader epoch cache %s: new entry %s removes conflicting entries %s",
+                self.path,
+                entry,
+                removed,
+            )
+            self._entries = [e for e in self._entries if e not in removed]
+        self._entries.append(entry)
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop entries whose start offset >= ``end_offset`` (log truncation)."""
+        if end_offset < 0:
+            return
+        latest = self.latest_entry
+        if latest is not None and latest.start_offset >= end_offset:
+            self._entries = [e for e in self._entries if e.start_offset < end_offset]
+            self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Drop entries wholly below ``start_offset``; the last one dropped is
+        kept with its start moved up to ``start_offset`` (log start advanced)."""
+        if start_offset < 0:
+            return
+        removed = [e for e in self._entries if e.start_offset <= start_offset]
+        if not removed:
+            return
+        kept = [e for e in self._entries if e.start_offset > start_offset]
+        self._entries = [EpochEntry(removed[-1].epoch, start_offset), *kept]
+        self._flush()
+
+    def clear_and_flush(self) -> None:
+        self._entries = []
+        self._flush()
+
+    def _flush(self) -> None:
+        if self.path is not None:
+            write_checkpoint_lines(
+                self.path, (f"{e.epoch} {e.start_offset}" for e in self._entries), version=0
+            )
