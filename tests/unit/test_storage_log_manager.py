@@ -1,0 +1,119 @@
+"""LogManager: dirs, checkpoints, clean-shutdown marker, retention, deletes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kavka.protocol.records import build_batch, iter_records
+from kavka.storage.errors import LogDirLockedError
+from kavka.storage.log_config import LogConfig
+from kavka.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+
+NOW = 1_700_000_000_000
+TID = "J8aAPcfLQt2bqs1JT_rMgQ"
+
+
+def records(n: int, ts: int = NOW) -> bytes:
+    return build_batch([(ts, b"k", b"v" * 50) for _ in range(n)])
+
+
+def test_create_spread_checkpoint_and_reload(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    lm = LogManager(dirs, default_config=LogConfig(), now_ms=NOW)
+    assert not lm.had_clean_shutdown  # no marker yet, as in Kafka
+    logs = [lm.get_or_create_log("my.topic-x", p, topic_id=TID) for p in range(4)]
+    assert {lg.dir.parent for lg in logs} == set(dirs)
+    assert lm.get_or_create_log("my.topic-x", 0, topic_id=TID) is logs[0]
+    for lg in logs:
+        lg.append_as_leader(records(3), leader_epoch=0, now_ms=NOW)
+    logs[1].maybe_increment_log_start_offset(2, "test")
+    lm.checkpoint_high_watermarks({("my.topic-x", p): 3 for p in range(4)})
+    lm.shutdown()
+    for d in dirs:
+        assert (d / CLEAN_SHUTDOWN_FILE).exists()
+        assert (d / "recovery-point-offset-checkpoint").read_text().startswith("0\n2\n")
+    lm2 = LogManager(dirs, default_config=LogConfig(), now_ms=NOW)
+    assert lm2.had_clean_shutdown
+    assert not any((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)
+    assert sorted(lg.topic_partition for lg in lm2.all_logs()) == [
+        ("my.topic-x", p) for p in range(4)
+    ]
+    assert lm2.get_log("my.topic-x", 1).log_start_offset == 2
+    assert lm2.get_log("my.topic-x", 3).log_end_offset == 3
+    assert lm2.get_log("my.topic-x", 3).topic_id == TID
+    assert lm2.read_high_watermarks() == {("my.topic-x", p): 3 for p in range(4)}
+    lm2.shutdown()
+
+
+def test_unclean_start_is_detected_and_recovers(tmp_path: Path) -> None:
+    lm = LogManager([tmp_path], default_config=LogConfig(), now_ms=NOW)
+    lg = lm.get_or_create_log("t", 0, topic_id=TID)
+    lg.append_as_leader(records(2), leader_epoch=0, now_ms=NOW)
+    lm.checkpoint_recovery_points()
+    # simulate a crash: no shutdown(), release the lock by hand
+    lg.close()
+    for fd in lm._lock_fds:
+        os.close(fd)
+    lm2 = LogManager([tmp_path], default_config=LogConfig(), now_ms=NOW)
+    assert not lm2.had_clean_shutdown
+    assert [
+        r.offset for r in iter_records(lm2.get_log("t", 0).read(0, max_bytes=10**6).records)
+    ] == [0, 1]
+    lm2.shutdown()
+
+
+def test_dir_lock(tmp_path: Path) -> None:
+    lm = LogManager([tmp_path], default_config=LogConfig(), now_ms=NOW)
+    with pytest.raises(LogDirLockedError):
+        LogManager([tmp_path], default_config=LogConfig(), now_ms=NOW)
+    lm.shutdown()
+
+
+def test_delete_dirs_and_skipped_dirs(tmp_path: Path) -> None:
+    (tmp_path / "t-0.0123456789abcdef0123456789abcdef-delete").mkdir()
+    (tmp_path / "t-0.0123456789abcdef0123456789abcdef-delete" / "x.log").write_bytes(b"x")
+    (tmp_path / "t-1.0123456789abcdef0123456789abcdef-future").mkdir()
+    (tmp_path / "__cluster_metadata-0").mkdir()
+    (tmp_path / "not_a_partition").mkdir()
+    lm = LogManager([tmp_path], default_config=LogConfig(), now_ms=NOW)
+    assert not (tmp_path / "t-0.0123456789abcdef0123456789abcdef-delete").exists()
+    assert (tmp_path / "t-1.0123456789abcdef0123456789abcdef-future").exists()
+    assert lm.all_logs() == []
+    lg = lm.get_or_create_log("t", 0, topic_id=TID)
+    lg.append_as_leader(records(1), leader_epoch=0, now_ms=NOW)
+    assert lm.delete_log("t", 0)
+    assert not (tmp_path / "t-0").exists() and lm.get_log("t", 0) is None
+    lm.shutdown()
+
+
+def test_corrupt_recovery_checkpoint_falls_back_to_full_recovery(tmp_path: Path, caplog) -> None:
+    lm = LogManager([tmp_path], default_config=LogConfig(), now_ms=NOW)
+    lm.get_or_create_log("t", 0, topic_id=TID).append_as_leader(
+        records(2), leader_epoch=0, now_ms=NOW
+    )
+    lm.shutdown()
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("garbage")
+    lm2 = LogManager([tmp_path], default_config=LogConfig(), now_ms=NOW)
+    assert lm2.get_log("t", 0).log_end_offset == 2
+    assert "recovery-point-offset-checkpoint" in caplog.text
+    lm2.shutdown()
+
+
+def test_cleanup_and_flush_dirty(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=300, retention_ms=1000, flush_ms=10)
+    lm = LogManager([tmp_path], default_config=cfg, now_ms=NOW)
+    lg = lm.get_or_create_log("t", 0, topic_id=TID)
+    other = lm.get_or_create_log("u", 0, topic_id=TID)
+    for i in range(6):
+        lg.append_as_leader(records(2, ts=NOW + i), leader_epoch=0, now_ms=NOW)
+        other.append_as_leader(records(2, ts=NOW + i), leader_epoch=0, now_ms=NOW)
+    assert len(lg.segments) > 2
+    assert lm.flush_dirty(NOW + 100) == 2
+    assert lg.recovery_point == lg.log_end_offset
+    # "u" has no known high watermark: left alone
+    deleted = lm.cleanup_logs(NOW + 10_000, {("t", 0): lg.log_end_offset})
+    assert deleted > 0 and lg.log_start_offset > 0 and other.log_start_offset == 0
+    lm.shutdown()
