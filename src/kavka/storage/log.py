@@ -25,6 +25,7 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -649,8 +650,13 @@ class Log:
         return deleted
 
     def _delete_old_segments(
-        self, predicate, *, high_watermark: int, now_ms: int, reason: str
-    ) -> int:  # noqa: ANN001
+        self,
+        predicate: Callable[[LogSegment, LogSegment | None], bool],
+        *,
+        high_watermark: int,
+        now_ms: int,
+        reason: str,
+    ) -> int:
         deletable: list[LogSegment] = []
         for i, segment in enumerate(self._segments):
             nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None

@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kavka.protocol.records import (
     BATCH_HEADER_SIZE,
@@ -37,6 +38,9 @@ from kavka.protocol.records import (
 )
 from kavka.storage.errors import CorruptIndexError
 from kavka.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+
+if TYPE_CHECKING:
+    from kavka.storage.leader_epoch import LeaderEpochFileCache
 
 log = logging.getLogger("kavka.storage")
 
@@ -407,7 +411,7 @@ class LogSegment:
 
     # ------------------------------------------------------------------ recovery and truncation
 
-    def recover(self, leader_epoch_cache: object | None = None) -> int:
+    def recover(self, leader_epoch_cache: LeaderEpochFileCache | None = None) -> int:
         """Rebuild the indexes from the log, validating every batch; truncate
         the file at the first invalid byte. Returns the bytes truncated.
 
@@ -430,11 +434,9 @@ class LogSegment:
                     last_index_entry = pos
                 valid_bytes = pos + header.size_in_bytes
                 if leader_epoch_cache is not None and header.partition_leader_epoch >= 0:
-                    latest = leader_epoch_cache.latest_epoch  # type: ignore[attr-defined]
+                    latest = leader_epoch_cache.latest_epoch
                     if latest is None or header.partition_leader_epoch > latest:
-                        leader_epoch_cache.assign(  # type: ignore[attr-defined]
-                            header.partition_leader_epoch, header.base_offset
-                        )
+                        leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
         except (CorruptRecordError, UnsupportedMagicError) as exc:
             reason = str(exc)
         truncated = self.size - valid_bytes
