@@ -57,11 +57,11 @@ class BrokerRegistration:
 @dataclass(frozen=True, slots=True)
 class MetadataImage:
     offset: int = -1  # offset of the last record applied
-    topics_by_id: Mapping[str, TopicImage] = _EMPTY
-    topics_by_name: Mapping[str, TopicImage] = _EMPTY
+    topics_by_id: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)
+    topics_by_name: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)
     # (resource_type, resource_name) -> {config name: value}
-    configs: Mapping[tuple[int, str], Mapping[str, str]] = _EMPTY
-    brokers: Mapping[int, BrokerRegistration] = _EMPTY
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY)
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((2, name), _EMPTY)

@@ -143,7 +143,14 @@ def skip_tagged_fields(buf: memoryview | bytes, pos: int) -> int:
 
 
 def decode_body(schema: type, frame: memoryview | bytes, pos: int) -> Any:
-    """Decode a kio entity from the frame; any failure is a ProtocolError."""
+    """Decode a kio entity from the frame; any failure is a ProtocolError.
+
+    The body is structure-checked first (protocol.guard): kio's native decoder
+    would abort the process on an absurd array length.
+    """
+    from kavka.protocol.guard import check_body
+
+    check_body(schema, frame, pos)
     try:
         entity, _size = entity_reader(schema)(frame, pos)
     except ProtocolError:
