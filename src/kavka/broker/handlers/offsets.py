@@ -36,13 +36,12 @@ def _leader(node: BrokerNode, topic: str, partition: int, current_leader_epoch: 
     return p
 
 
+def _epoch(e: int | None) -> int:
+    return -1 if e is None else e
+
+
 def _epoch_at(p: Any, offset: int) -> int:
-    cache = p.log.leader_epoch_cache
-    fn = getattr(cache, "epoch_for_offset", None)
-    if fn is not None:
-        e = fn(offset)
-        return -1 if e is None else e
-    return p.leader_epoch
+    return _epoch(p.log.leader_epoch_cache.epoch_for_offset(offset))
 
 
 def handle_list_offsets(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
@@ -67,14 +66,14 @@ def handle_list_offsets(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
                     epoch = p.leader_epoch
                 elif target == MAX_TIMESTAMP:
                     found = p.log.max_timestamp_offset()
-                    if found is not None and found[0] < hw:
-                        offset, ts, epoch = found
+                    if found is not None and found.offset < hw:
+                        offset, ts, epoch = found.offset, found.timestamp, _epoch(found.leader_epoch)
                 elif target == LATEST_TIERED:
                     pass
                 elif target >= 0:
                     found = p.log.fetch_offset_by_timestamp(target)
-                    if found is not None and found[0] < hw:
-                        offset, ts, epoch = found
+                    if found is not None and found.offset < hw:
+                        offset, ts, epoch = found.offset, found.timestamp, _epoch(found.leader_epoch)
                 else:
                     error = ErrorCode.invalid_request
                 _ = read_committed
