@@ -9,6 +9,7 @@ import sys
 
 from kavka.broker.node import BrokerNode, StartupError
 from kavka.config import BrokerConfig
+from kavka.storage.errors import StorageError
 
 log = logging.getLogger("kavka.broker")
 
@@ -27,7 +28,7 @@ async def _serve(config: BrokerConfig) -> int:
     try:
         node = BrokerNode(config)
         await node.start()
-    except StartupError as e:
+    except (StartupError, StorageError, OSError) as e:
         log.error("cannot start: %s", e)
         return 1
     stop = asyncio.Event()
