@@ -1,0 +1,512 @@
+"""`AdminClient`: Kafka's admin operations over blocking connections.
+
+Each method picks the highest version of its API both sides speak, builds the
+request with `requests` (kio class of that version), sends it, and turns the
+answer into frozen dataclasses. Any per-topic, per-partition or per-resource
+error code raises `KafkaError` with Kafka's error name; the rest of a
+multi-topic answer is lost then, as with Kafka's ``all().get()``.
+
+Routing: cluster-wide requests (Metadata, CreateTopics, DeleteTopics,
+CreatePartitions, topic configs) go to any bootstrap broker -- KRaft brokers
+forward controller work; ListOffsets and DeleteRecords go to each
+partition's leader; broker configs go to that broker. Connections are opened
+on first use and kept until `close()`. One thread owns a client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kavka.client import requests
+from kavka.client.connection import BlockingConnection, parse_host_port
+from kavka.client.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaProtocolError,
+    raise_for_error,
+)
+from kavka.protocol.api import ApiKey
+from kavka.protocol.messages import ZERO_UUID, uuid_to_str
+
+DEFAULT_TIMEOUT_MS = 30_000
+
+# DescribeConfigs v1+ config_source (Kafka's DescribeConfigsResponse.ConfigSource).
+CONFIG_SOURCES: Mapping[int, str] = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG",
+    8: "GROUP_CONFIG",
+}
+# DescribeConfigs v3+ config_type (KIP-569).
+CONFIG_TYPES: Mapping[int, str] = {
+    0: "UNKNOWN", 1: "BOOLEAN", 2: "STRING", 3: "INT", 4: "SHORT",
+    5: "LONG", 6: "DOUBLE", 7: "LIST", 8: "CLASS", 9: "PASSWORD",
+}  # fmt: skip
+
+
+# ---------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1  # -1: the broker's num.partitions (KIP-464)
+    replication_factor: int = -1  # -1: the broker's default.replication.factor
+    configs: Mapping[str, str] = field(default_factory=dict)
+    assignments: Mapping[int, Sequence[int]] | None = None  # partition -> broker ids
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    name: str
+    topic_id: str | None
+    num_partitions: int  # -1 when the broker's version does not report it (< v5)
+    replication_factor: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicListing:
+    name: str
+    topic_id: str | None
+    is_internal: bool
+    partition_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    leader: int  # -1: no leader
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    error: str | None = None  # e.g. LEADER_NOT_AVAILABLE; informational, not raised
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    topic_id: str | None
+    is_internal: bool
+    partitions: tuple[PartitionInfo, ...]
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    name: str
+    value: str | None
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None  # None for a sensitive value
+    source: str  # a CONFIG_SOURCES name
+    is_read_only: bool
+    is_sensitive: bool
+    is_default: bool
+    documentation: str | None = None
+    config_type: str | None = None
+    synonyms: tuple[ConfigSynonym, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResult:
+    offset: int
+    timestamp: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+
+
+# ---------------------------------------------------------------------- client
+
+
+def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]`` -> addresses; ValueError on a bad one."""
+    addresses = [parse_host_port(a) for a in bootstrap.split(",") if a.strip()]
+    if not addresses:
+        raise ValueError("no bootstrap servers given")
+    return addresses
+
+
+class AdminClient:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        client_id: str = "kavka-cli",
+        timeout_s: float = 30,
+    ) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._conns: dict[tuple[str, int], BlockingConnection] = {}
+        self._bootstrap_conn: BlockingConnection | None = None
+        self._brokers: dict[int, BrokerInfo] = {}
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+        self._bootstrap_conn = None
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ topics
+
+    def list_topics(self, include_internal: bool = False) -> list[TopicListing]:
+        resp = self._metadata(None)
+        out = [
+            TopicListing(
+                t.name, _topic_id(t), bool(getattr(t, "is_internal", False)), len(t.partitions)
+            )
+            for t in resp.topics
+            if t.error_code == 0 and (include_internal or not getattr(t, "is_internal", False))
+        ]
+        return sorted(out, key=lambda t: t.name)
+
+    def describe_topics(
+        self, names: Sequence[str] | None = None, *, include_internal: bool = True
+    ) -> list[TopicDescription]:
+        """Leaders, replicas and ISR of `names` (every topic when None), sorted by name.
+
+        A topic that does not exist raises KafkaError UNKNOWN_TOPIC_OR_PARTITION.
+        """
+        resp = self._metadata(names)
+        out = []
+        for t in resp.topics:
+            raise_for_error(t.error_code, resource=t.name)
+            is_internal = bool(getattr(t, "is_internal", False))
+            if names is None and is_internal and not include_internal:
+                continue
+            parts = tuple(
+                sorted(
+                    (
+                        PartitionInfo(
+                            partition=p.partition_index,
+                            leader=p.leader_id,
+                            leader_epoch=getattr(p, "leader_epoch", -1),
+                            replicas=tuple(p.replica_nodes),
+                            isr=tuple(p.isr_nodes),
+                            offline_replicas=tuple(getattr(p, "offline_replicas", ())),
+                            error=KafkaError(p.error_code).name if p.error_code else None,
+                        )
+                        for p in t.partitions
+                    ),
+                    key=lambda p: p.partition,
+                )
+            )
+            out.append(TopicDescription(t.name, _topic_id(t), is_internal, parts))
+        if names is not None:
+            order = {n: i for i, n in enumerate(names)}
+            return sorted(out, key=lambda t: order.get(t.name, len(order)))
+        return sorted(out, key=lambda t: t.name)
+
+    def create_topics(
+        self,
+        new_topics: Iterable[NewTopic],
+        validate_only: bool = False,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    ) -> list[CreatedTopic]:
+        new_topics = list(new_topics)
+        conn = self._any()
+        version = conn.pick_version(ApiKey.CREATE_TOPICS)
+        req = requests.create_topics(
+            version,
+            [
+                (t.name, t.num_partitions, t.replication_factor, t.configs, t.assignments)
+                for t in new_topics
+            ],
+            validate_only=validate_only,
+            timeout_ms=timeout_ms,
+        )
+        resp = conn.send(req)
+        out = []
+        for t in resp.topics:
+            raise_for_error(t.error_code, t.error_message, resource=t.name)
+            out.append(
+                CreatedTopic(
+                    name=t.name,
+                    topic_id=_topic_id(t),
+                    num_partitions=getattr(t, "num_partitions", -1),
+                    replication_factor=getattr(t, "replication_factor", -1),
+                )
+            )
+        return out
+
+    def delete_topics(self, names: Sequence[str], timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        conn = self._any()
+        version = conn.pick_version(ApiKey.DELETE_TOPICS)
+        resp = conn.send(requests.delete_topics(version, list(names), timeout_ms=timeout_ms))
+        for r in resp.responses:
+            raise_for_error(r.error_code, getattr(r, "error_message", None), resource=r.name)
+
+    def create_partitions(
+        self,
+        totals: Mapping[str, int],
+        validate_only: bool = False,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    ) -> None:
+        """Grow each topic to `totals[name]` partitions."""
+        conn = self._any()
+        version = conn.pick_version(ApiKey.CREATE_PARTITIONS)
+        resp = conn.send(
+            requests.create_partitions(
+                version, totals, validate_only=validate_only, timeout_ms=timeout_ms
+            )
+        )
+        for r in resp.results:
+            raise_for_error(r.error_code, r.error_message, resource=r.name)
+
+    # ------------------------------------------------------------------ configs
+
+    def describe_configs(
+        self,
+        resource_type: str,
+        name: str,
+        include_synonyms: bool = False,
+        *,
+        include_documentation: bool = True,
+        keys: Sequence[str] | None = None,
+    ) -> list[ConfigEntry]:
+        """Every config of a topic or broker (or only `keys`), sorted by name."""
+        rtype = requests.resource_type_code(resource_type)
+        conn = self._for_resource(rtype, name)
+        version = conn.pick_version(ApiKey.DESCRIBE_CONFIGS)
+        resp = conn.send(
+            requests.describe_configs(
+                version,
+                [(rtype, name)],
+                keys=keys,
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
+            )
+        )
+        entries: list[ConfigEntry] = []
+        for r in resp.results:
+            raise_for_error(r.error_code, r.error_message, resource=r.resource_name)
+            entries.extend(_config_entry(c) for c in r.configs)
+        return sorted(entries, key=lambda e: e.name)
+
+    def incremental_alter_configs(
+        self,
+        resource_type: str,
+        name: str,
+        set: Mapping[str, str] | None = None,  # noqa: A002 - kafka-configs.sh's vocabulary
+        delete: Sequence[str] = (),
+        *,
+        append: Mapping[str, str] | None = None,
+        subtract: Mapping[str, str] | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        rtype = requests.resource_type_code(resource_type)
+        ops: list[tuple[str, int, str | None]] = [
+            (k, requests.OP_SET, v) for k, v in (set or {}).items()
+        ]
+        ops += [(k, requests.OP_DELETE, None) for k in delete]
+        ops += [(k, requests.OP_APPEND, v) for k, v in (append or {}).items()]
+        ops += [(k, requests.OP_SUBTRACT, v) for k, v in (subtract or {}).items()]
+        conn = self._for_resource(rtype, name)
+        version = conn.pick_version(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+        resp = conn.send(
+            requests.incremental_alter_configs(
+                version, rtype, name, ops, validate_only=validate_only
+            )
+        )
+        for r in resp.responses:
+            raise_for_error(r.error_code, r.error_message, resource=r.resource_name)
+
+    # ------------------------------------------------------------------ offsets
+
+    def list_offsets(
+        self, specs: Mapping[tuple[str, int], str | int], *, isolation_level: int = 0
+    ) -> dict[tuple[str, int], ListOffsetsResult]:
+        """Offsets per partition; spec: earliest, latest, max-timestamp, earliest-local or a timestamp (ms)."""
+        wanted = {tp: requests.offset_spec_timestamp(s) for tp, s in specs.items()}
+        out: dict[tuple[str, int], ListOffsetsResult] = {}
+        for conn, part in self._by_leader(wanted).items():
+            version = conn.pick_version(ApiKey.LIST_OFFSETS)
+            for ts in part.values():
+                need = requests.OFFSET_SPEC_MIN_VERSION.get(ts, 0)
+                if version < need:
+                    raise KafkaProtocolError(
+                        f"ListOffsets v{need}+ is needed for this offset spec; the broker speaks v{version}"
+                    )
+            resp = conn.send(requests.list_offsets(version, part, isolation_level=isolation_level))
+            for t in resp.topics:
+                for p in t.partitions:
+                    raise_for_error(p.error_code, resource=f"{t.name}-{p.partition_index}")
+                    out[(t.name, p.partition_index)] = ListOffsetsResult(
+                        offset=p.offset,
+                        timestamp=p.timestamp,
+                        leader_epoch=getattr(p, "leader_epoch", -1),
+                    )
+        return out
+
+    def delete_records(
+        self, offsets: Mapping[tuple[str, int], int], timeout_ms: int = DEFAULT_TIMEOUT_MS
+    ) -> dict[tuple[str, int], int]:
+        """Delete records below each offset; returns each partition's new low watermark."""
+        out: dict[tuple[str, int], int] = {}
+        for conn, part in self._by_leader(dict(offsets)).items():
+            version = conn.pick_version(ApiKey.DELETE_RECORDS)
+            resp = conn.send(requests.delete_records(version, part, timeout_ms=timeout_ms))
+            for t in resp.topics:
+                for p in t.partitions:
+                    raise_for_error(p.error_code, resource=f"{t.name}-{p.partition_index}")
+                    out[(t.name, p.partition_index)] = p.low_watermark
+        return out
+
+    # ------------------------------------------------------------------ cluster
+
+    def describe_cluster(self) -> ClusterDescription:
+        conn = self._any()
+        if int(ApiKey.DESCRIBE_CLUSTER) in conn.broker_versions:
+            resp = conn.send(requests.describe_cluster(conn.pick_version(ApiKey.DESCRIBE_CLUSTER)))
+            raise_for_error(resp.error_code, resp.error_message)
+            brokers = tuple(BrokerInfo(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers)
+            return ClusterDescription(resp.cluster_id, resp.controller_id, _sorted_brokers(brokers))
+        md = self._metadata([])  # brokers only
+        brokers = tuple(
+            BrokerInfo(b.node_id, b.host, b.port, getattr(b, "rack", None)) for b in md.brokers
+        )
+        return ClusterDescription(
+            getattr(md, "cluster_id", None),
+            getattr(md, "controller_id", -1),
+            _sorted_brokers(brokers),
+        )
+
+    # ------------------------------------------------------------------ routing
+
+    def _any(self) -> BlockingConnection:
+        """A live connection to some bootstrap broker, trying each in order."""
+        if self._bootstrap_conn is not None and not self._bootstrap_conn.closed:
+            return self._bootstrap_conn
+        failures = []
+        for host, port in self.bootstrap:
+            try:
+                self._bootstrap_conn = self._connect(host, port)
+                return self._bootstrap_conn
+            except KafkaConnectionError as e:
+                failures.append(str(e))
+        raise KafkaConnectionError("; ".join(failures))
+
+    def _connect(self, host: str, port: int) -> BlockingConnection:
+        conn = self._conns.get((host, port))
+        if conn is None or conn.closed:
+            conn = BlockingConnection(
+                host, port, client_id=self.client_id, timeout_s=self.timeout_s
+            )
+            self._conns[(host, port)] = conn
+        return conn
+
+    def _node(self, node_id: int) -> BlockingConnection:
+        if node_id not in self._brokers:
+            self._metadata([])
+        b = self._brokers.get(node_id)
+        if b is None:
+            raise KafkaError(
+                8, message=f"broker {node_id} is not in the cluster metadata"
+            )  # BROKER_NOT_AVAILABLE
+        return self._connect(b.host, b.port)
+
+    def _for_resource(self, rtype: int, name: str) -> BlockingConnection:
+        # A broker's own configs are served by that broker; "" is the cluster default.
+        if rtype == requests.RESOURCE_TYPES["broker"] and name:
+            try:
+                return self._node(int(name))
+            except ValueError:
+                raise ValueError(f"a broker is named by its node id, not {name!r}") from None
+        return self._any()
+
+    def _by_leader(
+        self, wanted: Mapping[tuple[str, int], int]
+    ) -> dict[BlockingConnection, dict[tuple[str, int], int]]:
+        topics = sorted({t for t, _ in wanted})
+        leaders: dict[tuple[str, int], int] = {}
+        for desc in self.describe_topics(topics):
+            for p in desc.partitions:
+                leaders[(desc.name, p.partition)] = p.leader
+        groups: dict[BlockingConnection, dict[tuple[str, int], int]] = {}
+        for tp, value in wanted.items():
+            if tp not in leaders:
+                raise KafkaError(3, resource=f"{tp[0]}-{tp[1]}")  # UNKNOWN_TOPIC_OR_PARTITION
+            if leaders[tp] < 0:
+                raise KafkaError(5, resource=f"{tp[0]}-{tp[1]}")  # LEADER_NOT_AVAILABLE
+            groups.setdefault(self._node(leaders[tp]), {})[tp] = value
+        return groups
+
+    def _metadata(self, names: Sequence[str] | None) -> Any:
+        conn = self._any()
+        version = conn.pick_version(ApiKey.METADATA)
+        if names is not None and not names and version == 0:
+            raise KafkaProtocolError("Metadata v0 cannot ask for brokers only")
+        resp = conn.send(requests.metadata(version, names))
+        self._brokers = {
+            b.node_id: BrokerInfo(b.node_id, b.host, b.port, getattr(b, "rack", None))
+            for b in resp.brokers
+        }
+        return resp
+
+
+def _topic_id(entity: Any) -> str | None:
+    tid = getattr(entity, "topic_id", None)
+    return None if tid is None or tid == ZERO_UUID else uuid_to_str(tid)
+
+
+def _sorted_brokers(brokers: tuple[BrokerInfo, ...]) -> tuple[BrokerInfo, ...]:
+    return tuple(sorted(brokers, key=lambda b: b.node_id))
+
+
+def _config_entry(c: Any) -> ConfigEntry:
+    if hasattr(c, "config_source"):
+        source = CONFIG_SOURCES.get(c.config_source, "UNKNOWN")
+        is_default = source == "DEFAULT_CONFIG"
+    else:  # v0: only a default flag
+        is_default = bool(c.is_default)
+        source = "DEFAULT_CONFIG" if is_default else "UNKNOWN"
+    ctype = getattr(c, "config_type", None)
+    return ConfigEntry(
+        name=c.name,
+        value=c.value,
+        source=source,
+        is_read_only=bool(c.read_only),
+        is_sensitive=bool(c.is_sensitive),
+        is_default=is_default,
+        documentation=getattr(c, "documentation", None),
+        config_type=CONFIG_TYPES.get(ctype, "UNKNOWN") if ctype is not None else None,
+        synonyms=tuple(
+            ConfigSynonym(s.name, s.value, CONFIG_SOURCES.get(s.source, "UNKNOWN"))
+            for s in getattr(c, "synonyms", ())
+        ),
+    )

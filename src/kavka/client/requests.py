@@ -1,0 +1,251 @@
+"""Request builders for the admin APIs, one small function per API (sans-I/O).
+
+Each takes the negotiated version and plain Python values and returns the kio
+request entity *of that version*. Fields come and go between versions; the
+builders pass every field any version has and `protocol.messages.make` keeps
+only those `dataclasses.fields()` lists for the chosen class, the way Kafka's
+generated ``write(version)`` skips absent fields. A field a version requires
+but we did not pass fails loudly (TypeError) in tests, not on the wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from kavka.client.negotiation import request_class
+from kavka.protocol.api import ApiKey
+from kavka.protocol.messages import ZERO_UUID, make, nested
+
+# DescribeConfigs / AlterConfigs resource types (Kafka's ConfigResource.Type).
+RESOURCE_TYPES: Mapping[str, int] = {"topic": 2, "broker": 4, "broker_logger": 8}
+# IncrementalAlterConfigs config_operation (KIP-339).
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+# ListOffsets special timestamps (KIP-734 max-timestamp, v7; KIP-405 earliest-local, v8).
+OFFSET_SPECS: Mapping[str, int] = {
+    "latest": -1,
+    "earliest": -2,
+    "max-timestamp": -3,
+    "earliest-local": -4,
+}
+OFFSET_SPEC_MIN_VERSION: Mapping[int, int] = {-3: 7, -4: 8}
+
+
+def resource_type_code(resource_type: str | int) -> int:
+    if isinstance(resource_type, int):
+        return resource_type
+    try:
+        return RESOURCE_TYPES[resource_type.lower().rstrip("s")]
+    except KeyError:
+        raise ValueError(
+            f"unknown resource type {resource_type!r}: expected topic or broker"
+        ) from None
+
+
+def offset_spec_timestamp(spec: str | int) -> int:
+    """ "earliest" | "latest" | "max-timestamp" | "earliest-local" | a timestamp in ms."""
+    if isinstance(spec, bool):
+        raise ValueError(f"invalid offset spec {spec!r}")
+    if isinstance(spec, int):
+        if spec < 0:
+            raise ValueError(f"a timestamp must be >= 0, got {spec}")
+        return spec
+    try:
+        return OFFSET_SPECS[spec]
+    except KeyError:
+        raise ValueError(
+            f"invalid offset spec {spec!r}: expected {', '.join(OFFSET_SPECS)} or a timestamp"
+        ) from None
+
+
+def _ms(ms: int) -> timedelta:
+    return timedelta(milliseconds=ms)
+
+
+def metadata(version: int, topics: Sequence[str] | None) -> Any:
+    """Metadata for `topics`, or for every topic when None (v0 spells "all" as an empty list)."""
+    cls = request_class(ApiKey.METADATA, version)
+    if topics is None:
+        wanted: tuple[Any, ...] | None = () if version == 0 else None
+    else:
+        topic_cls = nested(cls, "MetadataRequestTopic")
+        wanted = tuple(make(topic_cls, name=t, topic_id=ZERO_UUID) for t in topics)
+    return make(
+        cls,
+        topics=wanted,
+        allow_auto_topic_creation=False,  # describing must never create (v4+)
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+def create_topics(
+    version: int,
+    topics: Iterable[
+        tuple[str, int, int, Mapping[str, str | None], Mapping[int, Sequence[int]] | None]
+    ],
+    *,
+    validate_only: bool,
+    timeout_ms: int,
+) -> Any:
+    """`topics`: (name, num_partitions, replication_factor, configs, assignments|None);
+    -1 partitions / replication factor means the broker default (v4+, KIP-464)."""
+    cls = request_class(ApiKey.CREATE_TOPICS, version)
+    topic_cls = nested(cls, "CreatableTopic")
+    assign_cls = nested(cls, "CreatableReplicaAssignment")
+    cfg_cls = nested(cls, "CreatableTopicConfig")
+    entities = tuple(
+        make(
+            topic_cls,
+            name=name,
+            num_partitions=num_partitions,
+            replication_factor=replication_factor,
+            assignments=tuple(
+                make(assign_cls, partition_index=p, broker_ids=tuple(ids))
+                for p, ids in sorted((assignments or {}).items())
+            ),
+            configs=tuple(make(cfg_cls, name=k, value=v) for k, v in configs.items()),
+        )
+        for name, num_partitions, replication_factor, configs, assignments in topics
+    )
+    return make(cls, topics=entities, timeout=_ms(timeout_ms), validate_only=validate_only)
+
+
+def delete_topics(version: int, names: Sequence[str], *, timeout_ms: int) -> Any:
+    cls = request_class(ApiKey.DELETE_TOPICS, version)
+    if version >= 6:  # topics by name or id (KIP-516)
+        state_cls = nested(cls, "DeleteTopicState")
+        return make(
+            cls,
+            topics=tuple(make(state_cls, name=n, topic_id=ZERO_UUID) for n in names),
+            timeout=_ms(timeout_ms),
+        )
+    return make(cls, topic_names=tuple(names), timeout=_ms(timeout_ms))
+
+
+def create_partitions(
+    version: int, totals: Mapping[str, int], *, validate_only: bool, timeout_ms: int
+) -> Any:
+    cls = request_class(ApiKey.CREATE_PARTITIONS, version)
+    topic_cls = nested(cls, "CreatePartitionsTopic")
+    return make(
+        cls,
+        topics=tuple(make(topic_cls, name=n, count=c, assignments=None) for n, c in totals.items()),
+        timeout=_ms(timeout_ms),
+        validate_only=validate_only,
+    )
+
+
+def describe_configs(
+    version: int,
+    resources: Sequence[tuple[int, str]],
+    *,
+    keys: Sequence[str] | None = None,
+    include_synonyms: bool = False,
+    include_documentation: bool = False,
+) -> Any:
+    cls = request_class(ApiKey.DESCRIBE_CONFIGS, version)
+    res_cls = nested(cls, "DescribeConfigsResource")
+    return make(
+        cls,
+        resources=tuple(
+            make(
+                res_cls,
+                resource_type=rtype,
+                resource_name=name,
+                configuration_keys=tuple(keys) if keys is not None else None,
+            )
+            for rtype, name in resources
+        ),
+        include_synonyms=include_synonyms,
+        include_documentation=include_documentation,
+    )
+
+
+def incremental_alter_configs(
+    version: int,
+    resource_type: int,
+    name: str,
+    ops: Sequence[tuple[str, int, str | None]],
+    *,
+    validate_only: bool = False,
+) -> Any:
+    """`ops`: (config name, OP_SET|OP_DELETE|OP_APPEND|OP_SUBTRACT, value)."""
+    cls = request_class(ApiKey.INCREMENTAL_ALTER_CONFIGS, version)
+    res_cls = nested(cls, "AlterConfigsResource")
+    cfg_cls = nested(cls, "AlterableConfig")
+    resource = make(
+        res_cls,
+        resource_type=resource_type,
+        resource_name=name,
+        configs=tuple(make(cfg_cls, name=k, config_operation=op, value=v) for k, op, v in ops),
+    )
+    return make(cls, resources=(resource,), validate_only=validate_only)
+
+
+def list_offsets(
+    version: int, wanted: Mapping[tuple[str, int], int], *, isolation_level: int = 0
+) -> Any:
+    """`wanted`: (topic, partition) -> timestamp (or a special value from OFFSET_SPECS)."""
+    cls = request_class(ApiKey.LIST_OFFSETS, version)
+    topic_cls = nested(cls, "ListOffsetsTopic")
+    part_cls = nested(cls, "ListOffsetsPartition")
+    return make(
+        cls,
+        replica_id=-1,  # a consumer, not a follower
+        isolation_level=isolation_level,
+        topics=tuple(
+            make(
+                topic_cls,
+                name=topic,
+                partitions=tuple(
+                    make(
+                        part_cls,
+                        partition_index=p,
+                        current_leader_epoch=-1,
+                        timestamp=ts,
+                        max_num_offsets=1,
+                    )
+                    for p, ts in parts
+                ),
+            )
+            for topic, parts in _by_topic(wanted).items()
+        ),
+    )
+
+
+def delete_records(version: int, wanted: Mapping[tuple[str, int], int], *, timeout_ms: int) -> Any:
+    """`wanted`: (topic, partition) -> offset before which records are deleted (-1: the high watermark)."""
+    cls = request_class(ApiKey.DELETE_RECORDS, version)
+    topic_cls = nested(cls, "DeleteRecordsTopic")
+    part_cls = nested(cls, "DeleteRecordsPartition")
+    return make(
+        cls,
+        topics=tuple(
+            make(
+                topic_cls,
+                name=topic,
+                partitions=tuple(make(part_cls, partition_index=p, offset=o) for p, o in parts),
+            )
+            for topic, parts in _by_topic(wanted).items()
+        ),
+        timeout=_ms(timeout_ms),
+    )
+
+
+def describe_cluster(version: int) -> Any:
+    return make(
+        request_class(ApiKey.DESCRIBE_CLUSTER, version),
+        include_cluster_authorized_operations=False,
+        endpoint_type=1,  # brokers (KIP-919)
+    )
+
+
+def _by_topic(wanted: Mapping[tuple[str, int], int]) -> dict[str, list[tuple[int, int]]]:
+    out: dict[str, list[tuple[int, int]]] = {}
+    for (topic, partition), value in wanted.items():
+        out.setdefault(topic, []).append((partition, value))
+    for parts in out.values():
+        parts.sort()
+    return out
