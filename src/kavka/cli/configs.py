@@ -1,0 +1,146 @@
+"""`kavka configs`: describe and alter topic and broker configs (like kafka-configs.sh).
+
+Without ``--all``, describe shows only dynamic configs -- those set through
+the admin API, source DYNAMIC_* -- as kafka-configs.sh does; ``--all`` shows
+every config with its source. Alter uses IncrementalAlterConfigs (KIP-339):
+``--add-config k=v,k2=[a,b]`` sets, ``--delete-config k`` reverts to the default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from kavka.cli.common import (
+    admin_client,
+    bootstrap_option,
+    emit,
+    json_option,
+    parse_key_values,
+    split_names,
+    table,
+)
+
+ENTITY_TYPES = {"topics": "topic", "topic": "topic", "brokers": "broker", "broker": "broker"}
+DYNAMIC_SOURCES = frozenset(
+    {"DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_CONFIG", "DYNAMIC_DEFAULT_BROKER_CONFIG"}
+)
+
+
+def _entity(entity_type: str, entity_name: str | None, entity_default: bool) -> tuple[str, str]:
+    rtype = ENTITY_TYPES[entity_type]
+    if entity_default:
+        if rtype != "broker":
+            raise click.UsageError("--entity-default applies to brokers only")
+        return rtype, ""  # the cluster-wide broker default resource
+    if not entity_name:
+        raise click.UsageError("--entity-name is required (or --entity-default for brokers)")
+    return rtype, entity_name
+
+
+entity_type_option = click.option(
+    "--entity-type",
+    required=True,
+    type=click.Choice(sorted(ENTITY_TYPES)),
+    help="topics or brokers",
+)
+entity_name_option = click.option("--entity-name", help="Topic name or broker node id.")
+entity_default_option = click.option(
+    "--entity-default", is_flag=True, help="The cluster-wide broker default."
+)
+
+
+@click.group(name="configs")
+def configs() -> None:
+    """Describe and alter topic and broker configs (like kafka-configs.sh)."""
+
+
+def entry_dict(e: Any) -> dict[str, Any]:
+    return {
+        "name": e.name,
+        "value": e.value,
+        "source": e.source,
+        "is_default": e.is_default,
+        "is_read_only": e.is_read_only,
+        "is_sensitive": e.is_sensitive,
+        "synonyms": [{"name": s.name, "value": s.value, "source": s.source} for s in e.synonyms],
+    }
+
+
+@configs.command(name="describe")
+@bootstrap_option
+@entity_type_option
+@entity_name_option
+@entity_default_option
+@click.option("--all", "show_all", is_flag=True, help="Every config, not only dynamic ones.")
+@json_option
+def describe(
+    bootstrap: str,
+    entity_type: str,
+    entity_name: str | None,
+    entity_default: bool,
+    show_all: bool,
+    as_json: bool,
+) -> None:
+    """Show the configs of a topic or broker."""
+    rtype, name = _entity(entity_type, entity_name, entity_default)
+    with admin_client(bootstrap) as admin:
+        entries = admin.describe_configs(
+            rtype, name, include_synonyms=True, include_documentation=False
+        )
+    if not show_all:
+        entries = [e for e in entries if e.source in DYNAMIC_SOURCES]
+    data = [entry_dict(e) for e in entries]
+    what = f"{rtype} {name}" if name else "the broker default"
+    title = f"{'All' if show_all else 'Dynamic'} configs for {what}"
+
+    def render(con: Any) -> None:
+        if not entries:
+            con.print(f"{title}: none")
+            return
+        rows = [
+            (e.name, "[hidden]" if e.is_sensitive else e.value, e.source, e.is_read_only)
+            for e in entries
+        ]
+        con.print(table(title, ["Name", "Value", "Source", "ReadOnly"], rows))
+
+    emit(as_json, data, render)
+
+
+@configs.command(name="alter")
+@bootstrap_option
+@entity_type_option
+@entity_name_option
+@entity_default_option
+@click.option(
+    "--add-config",
+    "add",
+    multiple=True,
+    metavar="K=V[,K2=V2]",
+    help="Configs to set; list values as k=[a,b].",
+)
+@click.option(
+    "--delete-config", "delete", multiple=True, metavar="K[,K2]", help="Configs to remove."
+)
+@json_option
+def alter(
+    bootstrap: str,
+    entity_type: str,
+    entity_name: str | None,
+    entity_default: bool,
+    add: tuple[str, ...],
+    delete: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Set or remove configs of a topic or broker."""
+    rtype, name = _entity(entity_type, entity_name, entity_default)
+    to_set = parse_key_values(add, option="--add-config")
+    to_delete = split_names(delete)
+    if not to_set and not to_delete:
+        raise click.UsageError("nothing to alter: give --add-config or --delete-config")
+    with admin_client(bootstrap) as admin:
+        admin.incremental_alter_configs(rtype, name, set=to_set, delete=to_delete)
+    what = f"{rtype} {name}" if name else "the broker default"
+    data = {"entity_type": rtype, "entity_name": name, "set": to_set, "deleted": to_delete}
+    emit(as_json, data, lambda con: con.print(f"Completed updating config for {what}."))

@@ -1,0 +1,44 @@
+"""Entry point of the `kavka` command (console script ``kavka = kavka.cli.main:main``).
+
+The command table is data: (module, attribute) pairs, imported at start-up.
+Optional commands owned elsewhere (``kavka.cli.demo``) are added when their
+module exists.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import click
+
+from kavka.cli.common import KavkaGroup
+
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("kavka.cli.storage", "storage"),
+    ("kavka.cli.server", "server"),
+    ("kavka.cli.topics", "topics"),
+    ("kavka.cli.configs", "configs"),
+)
+OPTIONAL_COMMANDS: tuple[tuple[str, str], ...] = (("kavka.cli.demo", "demo"),)
+
+
+@click.group(cls=KavkaGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kavka", prog_name="kavka")
+def cli() -> None:
+    """kavka: a Kafka-wire-compatible commit log."""
+
+
+def _register() -> None:
+    for module, attr in COMMANDS:
+        cli.add_command(getattr(importlib.import_module(module), attr))
+    for module, attr in OPTIONAL_COMMANDS:
+        if importlib.util.find_spec(module) is not None:
+            cli.add_command(getattr(importlib.import_module(module), attr))
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="kavka")

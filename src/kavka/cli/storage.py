@@ -1,0 +1,157 @@
+"""`kavka storage`: format log directories, as Kafka's kafka-storage.sh does.
+
+``format`` writes ``meta.properties`` (version=1, cluster.id, node.id and a
+fresh directory.id per directory, KIP-858) into every ``log.dirs`` entry and
+``metadata.log.dir``. It checks every directory before writing any, so a
+refusal leaves nothing half-formatted: a directory that already has
+``meta.properties`` is refused unless ``--ignore-formatted``, which skips it;
+new directories then join the cluster.id of the formatted ones.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kavka.cli.common import CliError, emit, json_option
+
+
+@click.group(name="storage")
+def storage() -> None:
+    """Format log directories (like kafka-storage.sh)."""
+
+
+@storage.command(name="random-uuid")
+def random_uuid() -> None:
+    """Print a new Kafka Uuid, for --cluster-id."""
+    from kavka.storage.meta_properties import generate_uuid
+
+    click.echo(generate_uuid())
+
+
+@storage.command(name="format")
+@click.option(
+    "--config",
+    "-c",
+    "config_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="server.properties",
+)
+@click.option("--cluster-id", "-t", help="The cluster id (a Kafka Uuid); generated when omitted.")
+@click.option(
+    "--ignore-formatted", "-g", is_flag=True, help="Skip directories that are already formatted."
+)
+@click.option(
+    "--override",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a config (repeatable).",
+)
+@json_option
+def format_storage(
+    config_path: Path,
+    cluster_id: str | None,
+    ignore_formatted: bool,
+    overrides: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Write meta.properties into every log directory of a server.properties."""
+    from kavka.config import ConfigError, load_config
+    from kavka.storage.meta_properties import (
+        META_PROPERTIES,
+        MetaProperties,
+        generate_uuid,
+        is_valid_uuid,
+        write_meta_properties,
+    )
+
+    try:
+        config = load_config(config_path, list(overrides))
+    except ConfigError as e:
+        raise CliError(f"invalid config: {e}") from None
+    dirs = _unique([*config.log_dirs, config.metadata_log_dir])
+    formatted = [d for d in dirs if (d / META_PROPERTIES).exists()]
+    if formatted and not ignore_formatted:
+        raise CliError(
+            f"log directory {formatted[0]} is already formatted; use --ignore-formatted to skip it and format the others"
+        )
+    if cluster_id is not None and not is_valid_uuid(cluster_id):
+        raise CliError(
+            f"cluster id {cluster_id!r} is not a Kafka Uuid (22 characters of base64url); try `kavka storage random-uuid`"
+        )
+    # Directories added next to formatted ones must join the same cluster.
+    existing = _existing_cluster_ids(formatted)
+    if cluster_id is not None and existing - {cluster_id}:
+        raise CliError(
+            f"--cluster-id {cluster_id} differs from the cluster.id {min(existing)} of an already formatted log directory"
+        )
+    if len(existing) > 1:
+        raise CliError(
+            f"the formatted log directories belong to different clusters: {', '.join(sorted(existing))}"
+        )
+    generated = cluster_id is None and not existing
+    if cluster_id is None:
+        cluster_id = min(existing) if existing else generate_uuid()
+
+    written: list[dict[str, Any]] = []
+    for d in dirs:
+        if d in formatted:
+            continue
+        directory_id = generate_uuid()
+        try:
+            write_meta_properties(
+                d,
+                MetaProperties(
+                    cluster_id=cluster_id, node_id=config.node_id, directory_id=directory_id
+                ),
+            )
+        except OSError as e:
+            raise CliError(f"cannot format {d}: {e.strerror or e}") from None
+        written.append({"dir": str(d), "directory_id": directory_id})
+
+    result = {
+        "cluster_id": cluster_id,
+        "cluster_id_generated": generated,
+        "node_id": config.node_id,
+        "formatted": written,
+        "skipped": [str(d) for d in formatted],
+    }
+
+    def render(con: Any) -> None:
+        if generated:
+            con.print(f"Generated cluster.id {cluster_id}")
+        for w in written:
+            con.print(
+                f"Formatting {w['dir']} (cluster.id={cluster_id}, node.id={config.node_id}, directory.id={w['directory_id']})"
+            )
+        for d in formatted:
+            con.print(f"Skipping {d}: already formatted")
+        if not written:
+            con.print("All of the log directories are already formatted.")
+
+    emit(as_json, result, render)
+
+
+def _existing_cluster_ids(dirs: list[Path]) -> set[str]:
+    from kavka.storage.meta_properties import InvalidMetaPropertiesError, read_meta_properties
+
+    ids = set()
+    for d in dirs:
+        try:
+            props = read_meta_properties(d)
+        except (OSError, InvalidMetaPropertiesError) as e:
+            raise CliError(f"cannot read {d / 'meta.properties'}: {e}") from None
+        if props.cluster_id:
+            ids.add(props.cluster_id)
+    return ids
+
+
+def _unique(dirs: list[Path]) -> list[Path]:
+    seen: dict[str, Path] = {}
+    for d in dirs:
+        seen.setdefault(str(Path(d).resolve()) if str(d) else str(d), Path(d))
+    return list(seen.values())
