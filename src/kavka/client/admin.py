@@ -67,7 +67,7 @@ class NewTopic:
 class CreatedTopic:
     name: str
     topic_id: str | None
-    num_partitions: int  # -1 when the broker's version does not report it (< v5)
+    num_partitions: int  # -1: the broker default, when a < v5 answer does not say
     replication_factor: int
 
 
@@ -251,15 +251,18 @@ class AdminClient:
             timeout_ms=timeout_ms,
         )
         resp = conn.send(req)
+        asked = {t.name: t for t in new_topics}
         out = []
         for t in resp.topics:
             raise_for_error(t.error_code, t.error_message, resource=t.name)
+            # Before v5 the answer has no counts: report what was asked for.
+            spec = asked.get(t.name, NewTopic(t.name))
             out.append(
                 CreatedTopic(
                     name=t.name,
                     topic_id=_topic_id(t),
-                    num_partitions=getattr(t, "num_partitions", -1),
-                    replication_factor=getattr(t, "replication_factor", -1),
+                    num_partitions=getattr(t, "num_partitions", spec.num_partitions),
+                    replication_factor=getattr(t, "replication_factor", spec.replication_factor),
                 )
             )
         return out

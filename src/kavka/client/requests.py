@@ -16,7 +16,7 @@ from typing import Any
 
 from kavka.client.negotiation import request_class
 from kavka.protocol.api import ApiKey
-from kavka.protocol.messages import ZERO_UUID, make, nested
+from kavka.protocol.messages import make, nested
 
 # DescribeConfigs / AlterConfigs resource types (Kafka's ConfigResource.Type).
 RESOURCE_TYPES: Mapping[str, int] = {"topic": 2, "broker": 4, "broker_logger": 8}
@@ -70,7 +70,7 @@ def metadata(version: int, topics: Sequence[str] | None) -> Any:
         wanted: tuple[Any, ...] | None = () if version == 0 else None
     else:
         topic_cls = nested(cls, "MetadataRequestTopic")
-        wanted = tuple(make(topic_cls, name=t, topic_id=ZERO_UUID) for t in topics)
+        wanted = tuple(make(topic_cls, name=t, topic_id=None) for t in topics)
     return make(
         cls,
         topics=wanted,
@@ -118,7 +118,7 @@ def delete_topics(version: int, names: Sequence[str], *, timeout_ms: int) -> Any
         state_cls = nested(cls, "DeleteTopicState")
         return make(
             cls,
-            topics=tuple(make(state_cls, name=n, topic_id=ZERO_UUID) for n in names),
+            topics=tuple(make(state_cls, name=n, topic_id=None) for n in names),
             timeout=_ms(timeout_ms),
         )
     return make(cls, topic_names=tuple(names), timeout=_ms(timeout_ms))
