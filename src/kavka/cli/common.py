@@ -150,7 +150,7 @@ def fmt_cell(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, list | tuple):
-        return ",".join(str(x) for x in v)
+        return ",".join(str(x) for x in v) if v else "-"
     if isinstance(v, Mapping):
         return ",".join(f"{k}={val}" for k, val in v.items())
     return escape(str(v))
