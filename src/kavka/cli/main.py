@@ -1,14 +1,11 @@
 """Entry point of the `kavka` command (console script ``kavka = kavka.cli.main:main``).
 
 The command table is data: (module, attribute) pairs, imported at start-up.
-Optional commands owned elsewhere (``kavka.cli.demo``) are added when their
-module exists.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
 import click
 
@@ -19,8 +16,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kavka.cli.server", "server"),
     ("kavka.cli.topics", "topics"),
     ("kavka.cli.configs", "configs"),
+    ("kavka.cli.demo", "demo"),
 )
-OPTIONAL_COMMANDS: tuple[tuple[str, str], ...] = (("kavka.cli.demo", "demo"),)
 
 
 @click.group(cls=KavkaGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,9 +29,6 @@ def cli() -> None:
 def _register() -> None:
     for module, attr in COMMANDS:
         cli.add_command(getattr(importlib.import_module(module), attr))
-    for module, attr in OPTIONAL_COMMANDS:
-        if importlib.util.find_spec(module) is not None:
-            cli.add_command(getattr(importlib.import_module(module), attr))
 
 
 _register()
