@@ -178,6 +178,9 @@ class BrokerNode:
         from kavka.broker.server import KafkaServer
 
         self.open()
+        from kavka.broker.handlers.producer_ids import ProducerIdManager
+
+        self.producer_ids = ProducerIdManager(self)
         self.apis = KafkaApis(self)
         self.server = KafkaServer(
             handlers=self.apis.handlers(),

@@ -19,6 +19,7 @@ from kavka.controller.records import (
     ConfigRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -62,6 +63,7 @@ class MetadataImage:
     # (resource_type, resource_name) -> {config name: value}
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY)
+    next_producer_id: int = 0  # producer ids below this are allocated (ProducerIdsRecord)
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((2, name), _EMPTY)
@@ -83,6 +85,7 @@ class MetadataDelta:
     deleted_topics: dict[str, TopicImage] = field(default_factory=dict)  # id -> last image
     changed_partitions: set[tuple[str, int]] = field(default_factory=set)  # (topic id, partition)
     changed_configs: set[tuple[int, str]] = field(default_factory=set)
+    next_producer_id: int | None = None
 
     def _topic(self, topic_id: str) -> TopicImage | None:
         if topic_id in self.topics:
@@ -150,6 +153,8 @@ class MetadataDelta:
             else:
                 cur[record.name] = record.value
             self.changed_configs.add(key)
+        elif isinstance(record, ProducerIdsRecord):
+            self.next_producer_id = max(record.next_producer_id, self.next_producer_id or 0)
         elif isinstance(record, RegisterBrokerRecord):
             self.brokers[record.broker_id] = BrokerRegistration(
                 record.broker_id,
@@ -184,4 +189,5 @@ class MetadataDelta:
             topics_by_name=MappingProxyType(by_name),
             configs=MappingProxyType(configs),
             brokers=MappingProxyType(brokers),
+            next_producer_id=max(img.next_producer_id, self.next_producer_id or 0),
         )

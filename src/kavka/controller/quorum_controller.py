@@ -90,6 +90,12 @@ class QuorumController:
             return
         self.commit([mr.RegisterBrokerRecord(broker_id, generate_uuid(), wanted[0], rack, wanted[2])])  # type: ignore[arg-type]
 
+    def allocate_producer_ids(self, broker_id: int, block_size: int = 1000) -> tuple[int, int]:
+        """A fresh block [start, end) of producer ids (Kafka's AllocateProducerIds, KIP-730)."""
+        start = self.image.next_producer_id
+        self.commit([mr.ProducerIdsRecord(broker_id, start + block_size)])
+        return start, start + block_size
+
     def create_topics(self, topics: Sequence[NewTopic], *, validate_only: bool = False) -> list[CreatedTopic]:
         records, results = self.logic.create_topics(self.image, topics, validate_only=validate_only)
         self.commit(records)

@@ -76,6 +76,15 @@ class ConfigRecord:
     value: str | None  # None removes the override
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """A block of producer ids handed to a broker; ids below next_producer_id are taken."""
+
+    TYPE: ClassVar[str] = "ProducerIds"
+    broker_id: int
+    next_producer_id: int
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | TopicRecord
@@ -83,6 +92,7 @@ MetadataRecord = (
     | PartitionChangeRecord
     | RemoveTopicRecord
     | ConfigRecord
+    | ProducerIdsRecord
 )
 
 _TYPES: dict[str, type] = {
@@ -94,6 +104,7 @@ _TYPES: dict[str, type] = {
         PartitionChangeRecord,
         RemoveTopicRecord,
         ConfigRecord,
+        ProducerIdsRecord,
     )
 }
 _VERSION = 0

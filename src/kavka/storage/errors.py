@@ -56,3 +56,11 @@ class InconsistentTopicIdError(StorageError):
 
 class LogDirLockedError(StorageError):
     """Another process holds the log dir's .lock file."""
+
+
+class OutOfOrderSequenceError(StorageError):
+    """An idempotent batch whose sequence does not follow the last one: OUT_OF_ORDER_SEQUENCE_NUMBER (45)."""
+
+
+class InvalidProducerEpochError(StorageError):
+    """A batch from an older producer epoch (a fenced producer): INVALID_PRODUCER_EPOCH (47)."""

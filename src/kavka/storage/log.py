@@ -42,11 +42,13 @@ from kavka.storage.checkpoints import PartitionMetadataFile
 from kavka.storage.errors import (
     InconsistentTopicIdError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
 )
 from kavka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kavka.storage.log_config import LogConfig
+from kavka.storage.producer_state import BatchMetadata, ProducerStateManager
 from kavka.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -151,6 +153,8 @@ class Log:
         self._last_flush_ms = now_ms
         self._flush_pending_below: int | None = None
         self._closed = False
+        # Built from the batch headers on first use (see producer_state).
+        self._producer_state: ProducerStateManager | None = None
 
     # ------------------------------------------------------------------ open
 
@@ -308,6 +312,10 @@ class Log:
         headers = validate_batches(
             records, max_message_bytes=self.config.max_message_bytes, allow_control=allow_control
         )
+        if any(h.producer_id >= 0 for h in headers):
+            duplicates = self.producer_state.check(headers)
+            if any(d is not None for d in duplicates):
+                return self._duplicate_append_info(headers, duplicates)
         buf = bytearray(records)
         if len(buf) > self.config.segment_bytes:
             raise RecordBatchTooLargeError(
@@ -328,6 +336,39 @@ class Log:
             leader_epoch_hint=leader_epoch,
             now_ms=now_ms,
             log_append_time=log_append_time,
+        )
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """Idempotent producers' state, rebuilt from the batch headers on first use."""
+        if self._producer_state is None:
+            state = ProducerStateManager()
+            for segment in self._segments:
+                for _pos, header in segment.iter_batches_from(0):
+                    state.update(header)
+            self._producer_state = state
+        return self._producer_state
+
+    def _duplicate_append_info(
+        self, headers: list[BatchHeader], duplicates: list[BatchMetadata | None]
+    ) -> AppendInfo:
+        """A retried idempotent batch: answer with where it was first written."""
+        if len(headers) != 1:
+            raise OutOfOrderSequenceError(
+                "a duplicate idempotent batch arrived together with other batches"
+            )
+        dup = duplicates[0]
+        assert dup is not None
+        return AppendInfo(
+            first_offset=dup.first_offset,
+            last_offset=dup.last_offset,
+            max_timestamp=dup.timestamp,
+            offset_of_max_timestamp=dup.last_offset,
+            log_append_time_ms=-1,
+            log_start_offset=self.log_start_offset,
+            num_messages=0,
+            num_batches=0,
+            valid_bytes=0,
         )
 
     def append_as_follower(
@@ -397,6 +438,9 @@ class Log:
             headers=headers,
         )
         self._log_end_offset = last_offset + 1
+        if self._producer_state is not None:
+            for h in headers:
+                self._producer_state.update(h)
         num_messages = sum(h.records_count for h in headers)
         self._unflushed_messages += num_messages
         if self._unflushed_messages >= self.config.flush_messages:
@@ -554,6 +598,7 @@ class Log:
         self._remove_segments(doomed, reason=f"truncation to offset {target_offset}")
         self.active_segment.truncate_to(target_offset, now_ms=now_ms)
         self._log_end_offset = target_offset
+        self._producer_state = None
         self.leader_epoch_cache.truncate_from_end(target_offset)
         self.log_start_offset = min(self.log_start_offset, target_offset)
         self.recovery_point = min(self.recovery_point, target_offset)
@@ -573,6 +618,7 @@ class Log:
         self.recovery_point = new_offset
         self._unflushed_messages = 0
         self._flush_pending_below = None
+        self._producer_state = None
         self.leader_epoch_cache.clear_and_flush()
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:

@@ -14,6 +14,9 @@ _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (rb.UnsupportedMagicError, ErrorCode.invalid_record),
     (rb.CorruptRecordError, ErrorCode.corrupt_message),
     (se.OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
+    (se.OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
+    (se.InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
+    (se.RecordBatchTooLargeError, ErrorCode.record_list_too_large),
     (OSError, ErrorCode.kafka_storage_error),
 )
 

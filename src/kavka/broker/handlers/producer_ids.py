@@ -1,0 +1,44 @@
+"""InitProducerId (API 22) for idempotent producers.
+
+Producer ids come in blocks from the controller (a ProducerIdsRecord in the
+metadata log, so an id is never handed out twice, across restarts too); an
+idempotent producer gets a fresh id with epoch 0, as Kafka gives one to a
+producer without a transactional id. Transactions are not supported yet: a
+request with a transactional id gets COORDINATOR_NOT_AVAILABLE, the answer a
+Kafka cluster gives while its transaction coordinator is unavailable.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.protocol import api
+from kavka.protocol.messages import NO_THROTTLE, make
+
+if TYPE_CHECKING:
+    from kavka.broker.node import BrokerNode
+    from kavka.broker.server import RequestContext
+
+
+class ProducerIdManager:
+    def __init__(self, node: BrokerNode) -> None:
+        self.node = node
+        self._next = 0
+        self._end = 0
+
+    def generate(self) -> int:
+        if self._next >= self._end:
+            self._next, self._end = self.node.controller.allocate_producer_ids(self.node.node_id)
+        pid = self._next
+        self._next += 1
+        return pid
+
+
+def handle_init_producer_id(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    if req.transactional_id is not None:
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_not_available, producer_id=-1, producer_epoch=-1)
+    pid = node.producer_ids.generate()
+    return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, producer_id=pid, producer_epoch=0)

@@ -1,0 +1,132 @@
+"""Per-partition state of idempotent producers (Kafka's ProducerStateManager).
+
+For each producer id the partition remembers the producer epoch and the
+metadata of its last five batches (first/last sequence, first/last offset):
+the window an idempotent producer may have in flight
+(max.in.flight.requests.per.connection <= 5). That is enough to
+
+- answer a retried batch with the offsets it was first written at, without
+  writing it again (the broker side of exactly-once per partition);
+- refuse a gap or reordering: OUT_OF_ORDER_SEQUENCE_NUMBER;
+- refuse a fenced (older) producer epoch: INVALID_PRODUCER_EPOCH.
+
+Sequences are per (producer id, partition) and wrap from Int32.MAX to 0. A new
+epoch must start at sequence 0. The state is rebuilt from the batch headers of
+the log the first time a partition sees an idempotent batch (producer-state
+snapshot files are issue 5), and kept current on every append. Called by the
+Log on the event-loop thread.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from kavka.protocol.records import BatchHeader
+from kavka.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+
+NUM_BATCHES_TO_RETAIN = 5
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int
+    batches: deque[BatchMetadata] = field(
+        default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN)
+    )
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    def find_duplicate(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+def _last_seq(h: BatchHeader) -> int:
+    # The sequence of the batch's last record, wrapping at Int32.MAX (DefaultRecordBatch.lastSequence).
+    return (h.base_sequence + h.last_offset_delta) % (INT32_MAX + 1)
+
+
+def _next_seq(seq: int) -> int:
+    return 0 if seq == INT32_MAX else seq + 1
+
+
+class ProducerStateManager:
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerStateEntry] = {}
+
+    def check(self, headers: Iterable[BatchHeader]) -> list[BatchMetadata | None]:
+        """Validate the idempotent batches of one append, in order.
+
+        Returns, per batch, the metadata of the original if it is a duplicate
+        of a batch already in the log, else None. Raises on a sequence gap or
+        a fenced epoch; nothing is changed either way.
+        """
+        staged: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last seq) within this append
+        out: list[BatchMetadata | None] = []
+        for h in headers:
+            if h.producer_id < 0 or h.is_control:
+                out.append(None)
+                continue
+            entry = self.producers.get(h.producer_id)
+            cur_epoch, cur_last = staged.get(
+                h.producer_id, (entry.producer_epoch, entry.last_seq) if entry else (-1, -1)
+            )
+            if (
+                entry is not None
+                and h.producer_id not in staged
+                and h.producer_epoch == entry.producer_epoch
+            ):
+                dup = entry.find_duplicate(h.base_sequence, _last_seq(h))
+                if dup is not None:
+                    out.append(dup)
+                    continue
+            if cur_epoch >= 0 and h.producer_epoch < cur_epoch:
+                raise InvalidProducerEpochError(
+                    f"producer {h.producer_id} epoch {h.producer_epoch} is older than the current epoch {cur_epoch}"
+                )
+            if h.producer_epoch != cur_epoch:
+                # A new epoch starts at sequence 0. A producer this partition
+                # has no state for (its batches removed by retention, KIP-360)
+                # is taken at its word, as Kafka does.
+                if h.base_sequence != 0 and cur_epoch >= 0:
+                    raise OutOfOrderSequenceError(
+                        f"producer {h.producer_id}: the first sequence of new epoch {h.producer_epoch} must be 0, got {h.base_sequence}"
+                    )
+            elif cur_last >= 0 and h.base_sequence != _next_seq(cur_last):
+                raise OutOfOrderSequenceError(
+                    f"out of order sequence for producer {h.producer_id}: expected {_next_seq(cur_last)}, got {h.base_sequence}"
+                )
+            staged[h.producer_id] = (h.producer_epoch, _last_seq(h))
+            out.append(None)
+        return out
+
+    def update(self, h: BatchHeader) -> None:
+        """Record a batch written to the log (with its final offsets)."""
+        if h.producer_id < 0 or h.is_control:
+            return
+        entry = self.producers.get(h.producer_id)
+        if entry is None or h.producer_epoch != entry.producer_epoch:
+            entry = ProducerStateEntry(h.producer_id, h.producer_epoch)
+            self.producers[h.producer_id] = entry
+        entry.batches.append(
+            BatchMetadata(
+                h.base_sequence, _last_seq(h), h.base_offset, h.last_offset, h.max_timestamp
+            )
+        )
