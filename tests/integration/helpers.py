@@ -71,13 +71,20 @@ def recent_base_ts() -> int:
     return int(time.time() * 1000) - 3_600_000
 
 
-def sample_records(n: int, *, base_ts: int, null_header_values: bool = True) -> list[Sample]:
+def sample_records(
+    n: int, *, base_ts: int, null_header_values: bool = True, both_null: bool = True
+) -> list[Sample]:
     """Keys (some null), values (some null = tombstones), headers (none, one,
-    repeated keys, null values), strictly increasing explicit timestamps."""
+    repeated keys, null values), strictly increasing explicit timestamps.
+
+    kafka-python and aiokafka refuse a null header value and a record with
+    neither key nor value; they pass null_header_values/both_null=False."""
     out: list[Sample] = []
     for i in range(n):
         key = None if i % 7 == 3 else f"key-{i}".encode()
         value = None if i % 5 == 4 else (f"value-{i}-" * (1 + i % 9)).encode()
+        if key is None and value is None and not both_null:
+            key = f"key-{i}".encode()
         if i % 3 == 0:
             headers: tuple[tuple[str, bytes | None], ...] = (
                 ("h", str(i).encode()),

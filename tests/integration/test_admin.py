@@ -296,7 +296,7 @@ def test_create_topic_errors(broker, topic_name):
     assert codes == {
         topic_name + "-a": KafkaError.INVALID_PARTITIONS,
         topic_name + "-b": KafkaError.INVALID_REPLICATION_FACTOR,
-        "bad/name": KafkaError.INVALID_TOPIC_EXCEPTION,
+        "bad/name": KafkaError.TOPIC_EXCEPTION,  # INVALID_TOPIC_EXCEPTION (17)
     }
 
 

@@ -58,7 +58,16 @@ def kp_create_topic(
 
 
 def kp_producer(bootstrap: str, **conf: object) -> KafkaProducer:
-    return KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **TIMEOUTS, **conf)
+    # kafka-python 3 is idempotent by default, which needs InitProducerId;
+    # test_default_idempotent_producer covers that, the rest test the data path.
+    return KafkaProducer(
+        bootstrap_servers=bootstrap,
+        **{"linger_ms": 5, "enable_idempotence": False, **TIMEOUTS, **conf},
+    )
+
+
+def kp_samples(n: int) -> list[Sample]:
+    return sample_records(n, base_ts=recent_base_ts(), null_header_values=False, both_null=False)
 
 
 def kp_produce(
@@ -138,7 +147,7 @@ def kp_read_to_end(
 
 def test_roundtrip_keys_headers_timestamps_nulls(broker, topic_name):
     kp_create_topic(broker.bootstrap, topic_name)
-    sent = sample_records(60, base_ts=recent_base_ts())
+    sent = kp_samples(60)
     producer = kp_producer(broker.bootstrap, acks="all")
     try:
         assert kp_produce(producer, topic_name, sent) == [(0, i) for i in range(60)]
@@ -147,10 +156,23 @@ def test_roundtrip_keys_headers_timestamps_nulls(broker, topic_name):
     assert_same_records(kp_read_to_end(broker.bootstrap, topic_name), sent)
 
 
+def test_default_idempotent_producer(broker, topic_name):
+    """KafkaProducer() with its defaults (idempotent since kafka-python 3):
+    what a user gets without tuning anything."""
+    kp_create_topic(broker.bootstrap, topic_name)
+    sent = kp_samples(20)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, **TIMEOUTS)
+    try:
+        assert kp_produce(producer, topic_name, sent) == [(0, i) for i in range(20)]
+    finally:
+        producer.close(timeout=5)
+    assert_same_records(kp_read_to_end(broker.bootstrap, topic_name), sent)
+
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_compression_roundtrip(broker, topic_name, codec):
     kp_create_topic(broker.bootstrap, topic_name)
-    sent = sample_records(150, base_ts=recent_base_ts())
+    sent = kp_samples(150)
     producer = kp_producer(broker.bootstrap, acks=1, compression_type=codec, linger_ms=50)
     try:
         assert kp_produce(producer, topic_name, sent) == [(0, i) for i in range(150)]
@@ -164,7 +186,7 @@ def test_compression_roundtrip(broker, topic_name, codec):
 @pytest.mark.parametrize("acks", [0, 1, "all"])
 def test_acks(broker, topic_name, acks):
     kp_create_topic(broker.bootstrap, topic_name)
-    sent = sample_records(40, base_ts=recent_base_ts())
+    sent = kp_samples(40)
     producer = kp_producer(broker.bootstrap, acks=acks)
     try:
         reports = kp_produce(producer, topic_name, sent)
@@ -233,7 +255,7 @@ def test_many_partitions_keyed(broker, topic_name):
 
 def _produce_and_delete_first_five(bootstrap: str, topic: str) -> list[Sample]:
     kp_create_topic(bootstrap, topic)
-    sent = sample_records(10, base_ts=recent_base_ts())
+    sent = kp_samples(10)
     producer = kp_producer(bootstrap, acks="all")
     try:
         assert kp_produce(producer, topic, sent) == [(0, i) for i in range(10)]
@@ -300,7 +322,7 @@ def test_offset_out_of_range_resets_to_latest(broker, topic_name):
 
 def test_offsets_for_times(broker, topic_name):
     kp_create_topic(broker.bootstrap, topic_name)
-    sent = sample_records(20, base_ts=recent_base_ts())
+    sent = kp_samples(20)
     producer = kp_producer(broker.bootstrap, acks=1, linger_ms=0)
     try:
         kp_produce(producer, topic_name, sent)

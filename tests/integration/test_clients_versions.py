@@ -18,24 +18,16 @@ record batch v2.
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
 import subprocess
-import threading
+import sys
 
 import pytest
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from tests.integration.helpers import (
     ck_admin,
-    ck_consumer,
     ck_create_topic,
-    ck_list_offset,
-    ck_produce_samples,
-    ck_producer,
     recent_base_ts,
-    sample_records,
 )
 
 # Lowest acceptable versions: Produce v3 / Fetch v4 are the first with record
@@ -50,6 +42,7 @@ API_NAMES = {
     19: "CreateTopics",
     20: "DeleteTopics",
     21: "DeleteRecords",
+    22: "InitProducerId",
     23: "OffsetForLeaderEpoch",
     32: "DescribeConfigs",
     33: "AlterConfigs",
@@ -57,6 +50,8 @@ API_NAMES = {
     44: "IncrementalAlterConfigs",
     60: "DescribeCluster",
 }
+# librdkafka's request names that differ from Kafka's.
+API_NAMES_LIBRDKAFKA = {"ApiVersion": "ApiVersions", "Offset": "ListOffsets"}
 LIBRDKAFKA_SENT = re.compile(r"Sent (\w+)Request \(v(\d+)")
 
 observed: dict[str, dict[str, set[int]]] = {}
@@ -97,60 +92,51 @@ def _check(client: str, advertised: dict[str, tuple[int, int]]) -> None:
             )
 
 
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-        self.lock = threading.Lock()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        with self.lock:
-            self.lines.append(record.getMessage())
+# The confluent-kafka workload runs in a child process with debug=protocol and
+# no Python logger, so librdkafka writes its debug lines straight to stderr.
+CONFLUENT_WORKLOAD = r"""
+import sys, time
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
+bootstrap, topic = sys.argv[1], sys.argv[2]
+common = {"bootstrap.servers": bootstrap, "debug": "protocol", "socket.timeout.ms": 10000}
+admin = AdminClient(common)
+admin.create_topics([NewTopic(topic, 1, 1)], request_timeout=15)[topic].result(timeout=20)
+res = ConfigResource(ResourceType.TOPIC, topic)
+admin.describe_configs([res], request_timeout=15)[res].result(timeout=20)
+base = int(time.time() * 1000) - 60_000
+p = Producer({**common, "acks": "all", "compression.type": "zstd"})
+for i in range(10):
+    p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=0, timestamp=base + i)
+assert p.flush(20) == 0
+c = Consumer({**common, "group.id": "unused", "enable.auto.commit": False})
+c.assign([TopicPartition(topic, 0, 0)])
+got = []
+deadline = time.monotonic() + 20
+while len(got) < 10 and time.monotonic() < deadline:
+    m = c.poll(0.2)
+    if m is not None and m.error() is None:
+        got.append(m.value())
+assert got == [b"v%d" % i for i in range(10)], got
+assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 10)
+assert c.offsets_for_times([TopicPartition(topic, 0, base + 3)], timeout=10)[0].offset == 3
+c.close()
+tp = TopicPartition(topic, 0)
+assert admin.list_offsets({tp: OffsetSpec.latest()}, request_timeout=15)[tp].result(timeout=20).offset == 10
+print("WORKLOAD-OK")
+"""
 
 
 def test_confluent_kafka_versions(broker, advertised, topic_name):
-    handler = _Collect()
-    logger = logging.getLogger(f"rdkafka.{topic_name}")
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False
-    dbg = {"debug": "protocol", "logger": logger}
-
-    admin = ck_admin(broker.bootstrap)
-    ck_create_topic(admin, topic_name)
-    sent = sample_records(10, base_ts=recent_base_ts())
-    producer = ck_producer(broker.bootstrap, dbg)
-    ck_produce_samples(producer, topic_name, sent)
-    producer.poll(0.1)
-    consumer = ck_consumer(broker.bootstrap, {**dbg, "auto.offset.reset": "earliest"})
-    try:
-        consumer.assign([TopicPartition(topic_name, 0, 0)])
-        got = 0
-        for _ in range(50):
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                got += 1
-            if got == len(sent):
-                break
-        assert got == len(sent)
-        assert consumer.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10) == (0, 10)
-        tps = consumer.offsets_for_times(
-            [TopicPartition(topic_name, 0, sent[3].timestamp)], timeout=10
-        )
-        assert tps[0].offset == 3
-        consumer.poll(0.1)
-    finally:
-        consumer.close()
-    # Admin requests through a debug-enabled AdminClient (its logs arrive on poll()).
-    dadmin = AdminClient({"bootstrap.servers": broker.bootstrap, **dbg})
-    res = ConfigResource(ResourceType.TOPIC, topic_name)
-    dadmin.describe_configs([res], request_timeout=15)[res].result(timeout=20)
-    assert ck_list_offset(dadmin, topic_name, 0, OffsetSpec.latest()) == 10
-    dadmin.poll(0.1)
-    with handler.lock:
-        for line in handler.lines:
-            for name, v in LIBRDKAFKA_SENT.findall(line):
-                _record("confluent-kafka", name, int(v))
+    res = subprocess.run(
+        [sys.executable, "-c", CONFLUENT_WORKLOAD, broker.bootstrap, topic_name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0 and "WORKLOAD-OK" in res.stdout, res.stderr[-3000:]
+    for name, v in LIBRDKAFKA_SENT.findall(res.stderr):
+        _record("confluent-kafka", API_NAMES_LIBRDKAFKA.get(name, name), int(v))
     _check("confluent-kafka", advertised)
 
 
@@ -167,7 +153,7 @@ def test_kcat_versions(broker, advertised, topic_name):
         res = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=30)
         assert res.returncode == 0, f"{' '.join(cmd[3:])}: {res.stderr[-2000:]}"
         for name, v in LIBRDKAFKA_SENT.findall(res.stderr):
-            _record("kcat (librdkafka 2.0.2)", name, int(v))
+            _record("kcat (librdkafka 2.0.2)", API_NAMES_LIBRDKAFKA.get(name, name), int(v))
     _check("kcat (librdkafka 2.0.2)", advertised)
 
 
