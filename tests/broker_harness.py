@@ -91,7 +91,7 @@ class BrokerProcess:
             if time.monotonic() > deadline:
                 self.kill()
                 raise TimeoutError(f"broker did not start in {timeout}s:\n{self.log_text()}")
-        if proc.poll() is not None and not any(l.startswith("KAVKA_READY") for l in self.output):
+        if proc.poll() is not None and not any(line.startswith("KAVKA_READY") for line in self.output):
             proc.wait(5)
             raise RuntimeError(f"broker exited with {proc.returncode}:\n{self.log_text()}")
         return self

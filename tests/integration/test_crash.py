@@ -33,6 +33,8 @@ class AckedProducer:
     """A confluent-kafka producer in a thread, sending sequence-numbered
     values with acks=all and recording (offset -> value) for every ack."""
 
+    RATE = 1000  # records/s: 20,000 in all last 20 s, room for two kill rounds
+
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.topic = topic
         self.producer = ck_producer(
@@ -67,7 +69,14 @@ class AckedProducer:
     def _run(self) -> None:
         # Sustained but bounded: at most 200 records awaiting their report,
         # at most 20,000 in all, so a kill always lands mid-stream.
+        # Paced at RATE records/s: unpaced, librdkafka sends the whole 20,000
+        # within a second and later rounds of the test find nothing left to ack.
+        next_at = time.monotonic()
         while not self.stop.is_set() and self.sent < 20_000:
+            now = time.monotonic()
+            if now < next_at:
+                self.producer.poll(min(next_at - now, 0.005))
+                continue
             with self.lock:
                 pending = self.sent - len(self.acked) - self.failed - len(self.twice)
             if pending >= 200:
@@ -81,6 +90,7 @@ class AckedProducer:
                     on_delivery=self._on_delivery,
                 )
                 self.sent += 1
+                next_at += 1.0 / self.RATE
             except BufferError:
                 self.producer.poll(0.01)
             self.producer.poll(0)

@@ -41,9 +41,9 @@ def _recv_frame(s: socket.socket) -> bytes:
     return _recv_exact(s, size)
 
 
-def _request(key: int, version: int, corr: int, **fields) -> bytes:
-    body = encode_entity(make(api.request_schema(key, version), **fields))
-    return encode_request(api_key=key, api_version=version, correlation_id=corr, client_id="raw", body=body, flexible=api.is_flexible(key, version))
+def _request(api_key: int, version: int, corr: int, **fields) -> bytes:
+    body = encode_entity(make(api.request_schema(api_key, version), **fields))
+    return encode_request(api_key=api_key, api_version=version, correlation_id=corr, client_id="raw", body=body, flexible=api.is_flexible(api_key, version))
 
 
 def _api_versions(broker, version: int = 3, corr: int = 1):
@@ -194,3 +194,68 @@ def test_broker_still_serves_after_a_storm_of_garbage(broker):
     corr, resp = _api_versions(broker, 3, corr=123)
     assert corr == 123 and resp.error_code == ErrorCode.none
     assert broker.alive()
+
+
+def _legacy_produce_frame(version: int, corr: int, topic: str, records: bytes, acks: int = 1) -> bytes:
+    """Produce v0-v2 as a pre-0.11 client writes it (kio has no schema for these versions)."""
+    name = topic.encode()
+    body = struct.pack(">hi", acks, 5000) + struct.pack(">i", 1) + struct.pack(">h", len(name)) + name
+    body += struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", len(records)) + records
+    return encode_request(api_key=0, api_version=version, correlation_id=corr, client_id="old", body=body, flexible=False)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_legacy_produce_is_refused_per_partition_and_writes_nothing(broker, topic_name, version):
+    """Produce v0-v2 are advertised only so librdkafka < 2.8 compresses (librdkafka#4956)."""
+    from tests.integration.helpers import ck_admin, ck_create_topic, ck_read_to_end
+
+    ck_create_topic(ck_admin(broker.bootstrap), topic_name, partitions=1)
+    # A magic-1 message set: offset, size, crc, magic=1, attributes, timestamp, key, value.
+    msg = struct.pack(">bbqii", 1, 0, 0, -1, 1) + b"v"
+    message_set = struct.pack(">qi", 0, len(msg) + 4) + struct.pack(">I", 0) + msg
+    with _connect(broker) as s:
+        s.sendall(_legacy_produce_frame(version, 41, topic_name, message_set))
+        frame = _recv_frame(s)
+        # The connection stays usable: a Metadata request right after is answered.
+        s.sendall(_request(3, 12, 42, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        corr2, _ = read_response(_recv_frame(s), api.response_schema(3, 12), flexible_header=True)
+    (corr,) = struct.unpack_from(">i", frame, 0)
+    body = frame[4:]
+    pos = 4
+    (nlen,) = struct.unpack_from(">h", body, pos)
+    assert body[pos + 2 : pos + 2 + nlen].decode() == topic_name
+    pos += 2 + nlen + 4
+    index, error, base_offset = struct.unpack_from(">ihq", body, pos)
+    pos += 14 + (8 if version >= 2 else 0) + (4 if version >= 1 else 0)
+    assert (corr, corr2, index, error, base_offset) == (41, 42, 0, ErrorCode.unsupported_for_message_format, -1)
+    assert pos == len(body), "response layout does not match the request version"
+    assert ck_read_to_end(broker.bootstrap, topic_name) == []
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5, 6])
+def test_find_coordinator_names_this_broker_for_groups(broker, version):
+    if version < 4:
+        fields = {"key": "g1", "key_type": 0}
+    else:
+        fields = {"key_type": 0, "coordinator_keys": ("g1", "g2")}
+    with _connect(broker) as s:
+        s.sendall(_request(10, version, 9, **fields))
+        corr, resp = read_response(
+            _recv_frame(s), api.response_schema(10, version), flexible_header=api.response_header_flexible(10, version)
+        )
+    assert corr == 9
+    if version < 4:
+        got = [(resp.error_code, resp.node_id, resp.host, resp.port)]
+    else:
+        assert [c.key for c in resp.coordinators] == ["g1", "g2"]
+        got = [(c.error_code, c.node_id, c.host, c.port) for c in resp.coordinators]
+    assert set(got) == {(ErrorCode.none, 1, "127.0.0.1", broker.port)}
+
+
+def test_find_coordinator_for_transactions_is_not_available_yet(broker):
+    with _connect(broker) as s:
+        s.sendall(_request(10, 4, 3, key_type=1, coordinator_keys=("tx",)))
+        _, resp = read_response(_recv_frame(s), api.response_schema(10, 4), flexible_header=True)
+    assert [(c.key, c.error_code, c.node_id) for c in resp.coordinators] == [
+        ("tx", ErrorCode.coordinator_not_available, -1)
+    ]

@@ -1,6 +1,12 @@
 import pytest
 
-from kavka.config import ConfigError, ConfigSource, build_config, load_config, validate_topic_configs
+from kavka.config import (
+    ConfigError,
+    ConfigSource,
+    build_config,
+    load_config,
+    validate_topic_configs,
+)
 
 
 def test_defaults_and_kafka_names(tmp_path):

@@ -3,6 +3,7 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kio.serial import entity_reader
 
 from kavka.protocol import api
 from kavka.protocol.framing import (
@@ -15,6 +16,12 @@ from kavka.protocol.framing import (
     encode_response,
     read_request_header,
     read_response,
+)
+from kavka.protocol.legacy import (
+    LEGACY_PRODUCE_VERSIONS,
+    as_produce_v3_body,
+    encode_legacy_produce_response,
+    refuse_legacy_produce,
 )
 
 
@@ -75,15 +82,43 @@ def test_garbage_bodies_raise_protocol_error_only(data):
         pass
 
 
+def _legacy(key: int, version: int) -> bool:
+    """Produce v0-v2 have no kio schema: they are decoded as v3 (protocol.legacy)."""
+    return key == api.ApiKey.PRODUCE and version in LEGACY_PRODUCE_VERSIONS
+
+
 def test_supported_table_is_within_kio_and_has_the_required_apis():
-    for key in (0, 1, 2, 3, 18, 19, 20, 21, 23, 32, 33, 37, 44, 60):
+    for key in (0, 1, 2, 3, 10, 18, 19, 20, 21, 22, 23, 32, 33, 37, 44, 60):
         lo, hi = api.SUPPORTED[key]
         assert lo <= hi
         api.request_schema(key, hi)
-        api.response_schema(key, lo)
+        api.response_schema(key, 3 if _legacy(key, lo) else lo)
 
 
-_ALL_SCHEMAS = [(k, v) for k, (lo, hi) in sorted(api.SUPPORTED.items()) for v in range(lo, hi + 1)]
+_ALL_SCHEMAS = [
+    (k, v) for k, (lo, hi) in sorted(api.SUPPORTED.items()) for v in range(lo, hi + 1) if not _legacy(k, v)
+]
+
+
+def test_legacy_produce_body_decodes_as_v3_and_answers_in_its_own_layout():
+    # v0-v2 body: acks, timeout_ms, [topic name, [partition index, records]] (v3 without transactional_id)
+    body = struct.pack(">hi", 1, 5000) + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1)
+    body += struct.pack(">i", 7) + struct.pack(">i", 3) + b"abc"
+    req = decode_body(api.request_schema(0, 3), as_produce_v3_body(body, 0), 0)
+    assert req.transactional_id is None and req.acks == 1
+    assert [(t.name, [(p.index, bytes(p.records)) for p in t.partition_data]) for t in req.topic_data] == [
+        ("t", [(7, b"abc")])
+    ]
+    resp = refuse_legacy_produce(req, api.response_schema(0, 3))
+    part = struct.pack(">ihq", 7, 43, -1)
+    head = struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1)
+    assert encode_legacy_produce_response(0, resp) == head + part
+    assert encode_legacy_produce_response(1, resp) == head + part + struct.pack(">i", 0)
+    v2 = encode_legacy_produce_response(2, resp)
+    assert v2 == head + part + struct.pack(">q", -1) + struct.pack(">i", 0)
+    # v2 has exactly the v3 layout, so kio reads it back with the v3 schema.
+    back, _ = entity_reader(api.response_schema(0, 3))(v2, 0)
+    assert back.responses[0].partition_responses[0].error_code == 43
 
 
 @given(st.sampled_from(_ALL_SCHEMAS), st.binary(max_size=120))

@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.broker.handlers import configs, fetch, metadata, offsets, produce, producer_ids, topics
+from kavka.broker.handlers import (
+    configs,
+    coordinator,
+    fetch,
+    metadata,
+    offsets,
+    produce,
+    producer_ids,
+    topics,
+)
 from kavka.protocol import api
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import NO_THROTTLE, make, nested
@@ -36,6 +45,7 @@ class KafkaApis:
             ApiKey.LIST_OFFSETS: offsets.handle_list_offsets,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: offsets.handle_offset_for_leader_epoch,
             ApiKey.DELETE_RECORDS: offsets.handle_delete_records,
+            ApiKey.FIND_COORDINATOR: coordinator.handle_find_coordinator,
             ApiKey.INIT_PRODUCER_ID: producer_ids.handle_init_producer_id,
             ApiKey.CREATE_TOPICS: topics.handle_create_topics,
             ApiKey.DELETE_TOPICS: topics.handle_delete_topics,

@@ -27,11 +27,12 @@ import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.protocol import api
+from kavka.protocol import api, legacy
 from kavka.protocol.framing import (
     FrameDecoder,
     FrameTooLargeError,
@@ -60,13 +61,14 @@ Handler = Callable[[RequestContext, Any], Any]
 
 
 class _Slot:
-    __slots__ = ("correlation_id", "flexible", "data", "task")
+    __slots__ = ("correlation_id", "flexible", "data", "task", "encode")
 
-    def __init__(self, correlation_id: int, flexible: bool) -> None:
+    def __init__(self, correlation_id: int, flexible: bool, encode: Callable[[Any], bytes] = encode_entity) -> None:
         self.correlation_id = correlation_id
         self.flexible = flexible
         self.data: bytes | None = None
         self.task: asyncio.Future[Any] | None = None
+        self.encode = encode
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -165,18 +167,23 @@ class KafkaConnection(asyncio.Protocol):
             raise ProtocolError(f"no handler for API key {api_key}")
         flexible = api.is_flexible(api_key, api_version)
         header = read_request_header(frame, flexible=flexible)
-        request = decode_body(api.request_schema(api_key, api_version), frame, header.header_size)
+        encode: Callable[[Any], bytes] = encode_entity
+        if api_key == api.ApiKey.PRODUCE and api_version in legacy.LEGACY_PRODUCE_VERSIONS:
+            request = decode_body(api.request_schema(api_key, 3), legacy.as_produce_v3_body(frame, header.header_size), 0)
+            encode = partial(legacy.encode_legacy_produce_response, api_version)
+        else:
+            request = decode_body(api.request_schema(api_key, api_version), frame, header.header_size)
         ctx = RequestContext(api_key, api_version, correlation_id, header.client_id, self.peer)
         result = handler(ctx, request)
         if result is None:
             return  # Produce acks=0: no response, no slot
-        slot = _Slot(correlation_id, api.response_header_flexible(api_key, api_version))
+        slot = _Slot(correlation_id, api.response_header_flexible(api_key, api_version), encode)
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             slot.task = task
             task.add_done_callback(lambda t, s=slot: self._on_done(s, t))
         else:
-            slot.data = encode_entity(result)
+            slot.data = encode(result)
         self.slots.append(slot)
 
     def _on_done(self, slot: _Slot, task: asyncio.Future[Any]) -> None:
@@ -187,7 +194,7 @@ class KafkaConnection(asyncio.Protocol):
             log.error("error in a %s handler for %s; closing its connection", type(exc).__name__, self.peer, exc_info=exc)
             self.close()
             return
-        slot.data = encode_entity(task.result())
+        slot.data = slot.encode(task.result())
         self._flush()
         self._update_reading()
 

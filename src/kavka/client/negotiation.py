@@ -35,7 +35,12 @@ CLIENT_SOFTWARE_VERSION = "0.1.0"
 
 # What this client can build and parse: the same table the broker serves,
 # since both are bounded by the kio schemas kavka has tested.
-CLIENT_VERSIONS: Mapping[int, tuple[int, int]] = api.SUPPORTED
+# Produce v0-v2 are advertised by the broker only for old clients' sake
+# (protocol.legacy); this client never sends them.
+CLIENT_VERSIONS: Mapping[int, tuple[int, int]] = {
+    **api.SUPPORTED,
+    api.ApiKey.PRODUCE: (max(api.SUPPORTED[api.ApiKey.PRODUCE][0], 3), api.SUPPORTED[api.ApiKey.PRODUCE][1]),
+}
 
 BrokerVersions = Mapping[int, tuple[int, int]]
 

@@ -16,12 +16,15 @@ from functools import cache
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import schema_name_map
 
+from kavka.protocol.legacy import LEGACY_PRODUCE_VERSIONS
+
 
 class ApiKey(IntEnum):
     PRODUCE = 0
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    FIND_COORDINATOR = 10
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -39,10 +42,11 @@ class ApiKey(IntEnum):
 # implement yet (Produce v13 addresses topics by id only, KIP-516 follow-up;
 # Metadata v13 adds a top-level error); ApiVersions v4 is the newest kio has.
 _WANTED: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 11),
+    ApiKey.PRODUCE: (0, 11),  # v0-v2: see protocol.legacy
     ApiKey.FETCH: (4, 17),
     ApiKey.LIST_OFFSETS: (1, 9),
     ApiKey.METADATA: (0, 12),
+    ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
@@ -65,6 +69,8 @@ def _api_name(key: int) -> str:
 
 def _clip(key: ApiKey, wanted: tuple[int, int]) -> tuple[int, int]:
     have = [v for v in schema_name_map[_api_name(key)] if isinstance(v, int)]
+    if key == ApiKey.PRODUCE:
+        have += list(LEGACY_PRODUCE_VERSIONS)  # decoded as v3 (protocol.legacy)
     lo, hi = max(wanted[0], min(have)), min(wanted[1], max(have))
     if lo > hi:
         raise RuntimeError(f"kio has no schema for {key.name} in {wanted}")
@@ -91,6 +97,8 @@ def response_schema(api_key: int, api_version: int) -> type:
 
 @cache
 def is_flexible(api_key: int, api_version: int) -> bool:
+    if api_key == ApiKey.PRODUCE and api_version in LEGACY_PRODUCE_VERSIONS:
+        return False
     return bool(request_schema(api_key, api_version).__flexible__)
 
 

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from kavka.broker.handlers.errors import error_for
 from kavka.protocol import api
 from kavka.protocol.framing import ProtocolError
+from kavka.protocol.legacy import LEGACY_PRODUCE_VERSIONS, refuse_legacy_produce
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 from kavka.replication.partition import TopicPartition
 
@@ -32,13 +33,19 @@ def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     rm = node.replica_manager
     now_ms = node.now_ms()
     acks = req.acks
-    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    # v0-v2 answers are built v3-shaped and written by protocol.legacy.
+    resp_cls = api.response_schema(ctx.api_key, max(ctx.api_version, 3))
     topic_cls = nested(resp_cls, "TopicProduceResponse")
     part_cls = nested(resp_cls, "PartitionProduceResponse")
     any_error = False
     topics = []
     if acks not in (0, 1, -1):
         return _all_failed(req, resp_cls, ErrorCode.invalid_required_acks)
+    if ctx.api_version in LEGACY_PRODUCE_VERSIONS:
+        # Message format v0/v1: never appended (protocol.legacy explains why these versions exist).
+        if acks == 0:
+            raise ProtocolError("produce v0-v2 (message format v0/v1) is not supported; closing the connection")
+        return refuse_legacy_produce(req, resp_cls)
     for t in req.topic_data:
         parts = []
         for pd in t.partition_data:

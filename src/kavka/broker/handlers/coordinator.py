@@ -1,0 +1,63 @@
+"""FindCoordinator (API 10): which broker coordinates a group or a transaction.
+
+A kavka node is its own group coordinator: every group key maps to this node
+(the partition of `__consumer_offsets` that would own it is led here). The
+answer matters beyond groups: librdkafka turns LZ4 (and, in 2.0.x, gzip and
+snappy) off unless the broker advertises FindCoordinator, which is how Kafka
+brokers since 0.9 look to it. Transactions are not supported yet: a
+transaction key gets COORDINATOR_NOT_AVAILABLE, as InitProducerId answers a
+transactional id.
+
+v0-v3 carry one key (`key`, `key_type` from v1); v4+ batch keys in
+`coordinator_keys` and answer one `Coordinator` entry per key (KIP-699).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.protocol import api
+from kavka.protocol.messages import NO_THROTTLE, make, nested
+
+if TYPE_CHECKING:
+    from kavka.broker.node import BrokerNode
+    from kavka.broker.server import RequestContext
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+
+def _locate(node: BrokerNode, key_type: int) -> tuple[ErrorCode, int, str, int]:
+    if key_type != GROUP_KEY_TYPE:
+        return ErrorCode.coordinator_not_available, -1, "", -1
+    me = node.image.brokers.get(node.node_id)
+    if me is None or not me.endpoints:
+        return ErrorCode.coordinator_not_available, -1, "", -1
+    _name, host, port = me.endpoints[0]  # the endpoint Metadata advertises for this node
+    return ErrorCode.none, node.node_id, host, port
+
+
+def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    key_type = int(getattr(req, "key_type", GROUP_KEY_TYPE))
+    if ctx.api_version < 4:
+        error, node_id, host, port = _locate(node, key_type)
+        return make(
+            resp_cls,
+            throttle_time=NO_THROTTLE,
+            error_code=error,
+            error_message=None,
+            node_id=node_id,
+            host=host,
+            port=port,
+        )
+    coord_cls = nested(resp_cls, "Coordinator")
+    coordinators = []
+    for key in req.coordinator_keys:
+        error, node_id, host, port = _locate(node, key_type)
+        coordinators.append(
+            make(coord_cls, key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=None)
+        )
+    return make(resp_cls, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
