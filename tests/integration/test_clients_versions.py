@@ -38,6 +38,7 @@ API_NAMES = {
     1: "Fetch",
     2: "ListOffsets",
     3: "Metadata",
+    10: "FindCoordinator",
     18: "ApiVersions",
     19: "CreateTopics",
     20: "DeleteTopics",
