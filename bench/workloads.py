@@ -1,0 +1,185 @@
+"""Benchmark workloads, driven by confluent-kafka (librdkafka) as the load client.
+
+Each function takes a running Broker and returns a flat dict of figures:
+throughput (records/s, MB/s), latency percentiles (ms), and the CPU seconds
+the client (this process, librdkafka's threads included) and the broker
+spent, so a ratio can say who was the bottleneck. Counts are bounded, and
+every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.servers import Broker
+
+QUIET = {"log_level": 3}
+
+
+def _client_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def create_topic(broker: Broker, partitions: int) -> str:
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(20)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        t = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+        if t is not None and t.error is None and len(t.partitions) == partitions and all(
+            p.leader >= 0 for p in t.partitions.values()
+        ):
+            return topic
+        time.sleep(0.05)
+    raise TimeoutError(f"topic {topic} not ready")
+
+
+def produce(broker: Broker, *, record_size: int, count: int, acks: str, partitions: int, topic: str | None = None) -> dict:
+    topic = topic or create_topic(broker, partitions)
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "acks": acks,
+            "linger.ms": 5,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.kbytes": 1 << 20,
+            "queue.buffering.max.messages": 1_000_000,
+            "message.timeout.ms": 60_000,
+            **QUIET,
+        }
+    )
+    value = os.urandom(record_size)
+    failed = 0
+
+    def on_delivery(err, _msg) -> None:  # noqa: ANN001
+        nonlocal failed
+        if err is not None:
+            failed += 1
+
+    p.list_topics(topic, timeout=10)  # connect before the clock starts
+    b0, c0, t0 = broker.cpu(), _client_cpu(), time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, value, partition=i % partitions, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.001)
+    left = p.flush(120)
+    elapsed = time.perf_counter() - t0
+    if left or failed:
+        raise RuntimeError(f"produce to {broker.name}: {left} unflushed, {failed} failed")
+    return {
+        "records_per_s": count / elapsed,
+        "mb_per_s": count * record_size / elapsed / 1e6,
+        "seconds": elapsed,
+        "client_cpu": (_client_cpu() - c0) / elapsed,
+        "broker_cpu": (broker.cpu() - b0) / elapsed,
+        "topic": topic,
+    }
+
+
+def consume(broker: Broker, *, topic: str, partitions: int, count: int, record_size: int) -> dict:
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.max.bytes": 52428800,
+            "max.partition.fetch.bytes": 10485760,
+            **QUIET,
+        }
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    eof: set[int] = set()
+    b0, c0, t0 = broker.cpu(), _client_cpu(), time.perf_counter()
+    deadline = time.monotonic() + 120
+    while got < count and time.monotonic() < deadline:
+        for m in c.consume(10000, timeout=0.1):
+            err = m.error()
+            if err is None:
+                got += 1
+            elif err.code() == -191:  # _PARTITION_EOF
+                eof.add(m.partition())
+            else:
+                raise KafkaException(err)
+    elapsed = time.perf_counter() - t0
+    c.close()
+    if got < count:
+        raise RuntimeError(f"consume from {broker.name}: {got}/{count} records before the deadline")
+    return {
+        "records_per_s": got / elapsed,
+        "mb_per_s": got * record_size / elapsed / 1e6,
+        "seconds": elapsed,
+        "client_cpu": (_client_cpu() - c0) / elapsed,
+        "broker_cpu": (broker.cpu() - b0) / elapsed,
+    }
+
+
+def latency(broker: Broker, *, rate: int, seconds: float, record_size: int = 100) -> dict:
+    """Produce at a fixed rate with linger.ms=0, acks=1; latency = send -> delivery report."""
+    topic = create_topic(broker, 1)
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "acks": "1",
+            "linger.ms": 0,
+            "message.timeout.ms": 30_000,
+            "max.in.flight.requests.per.connection": 1_000_000,
+            **QUIET,
+        }
+    )
+    p.list_topics(topic, timeout=10)
+    value = os.urandom(record_size)
+    failed = 0
+
+    n = int(rate * seconds)
+    sent_at: list[float] = []
+    done: list[float] = []
+
+    def make_cb(i: int):  # noqa: ANN202
+        def cb(err, _msg) -> None:  # noqa: ANN001
+            nonlocal failed
+            if err is not None:
+                failed += 1
+            else:
+                done.append(time.perf_counter() - sent_at[i])
+
+        return cb
+
+    b0, t0 = broker.cpu(), time.perf_counter()
+    for i in range(n):
+        due = t0 + i / rate
+        while True:
+            now = time.perf_counter()
+            if now >= due:
+                break
+            p.poll(min(due - now, 0.0005))
+        sent_at.append(time.perf_counter())
+        p.produce(topic, value, partition=0, on_delivery=make_cb(i))
+        p.poll(0)
+    p.flush(60)
+    elapsed = time.perf_counter() - t0
+    if failed or len(done) != n:
+        raise RuntimeError(f"latency run on {broker.name}: {failed} failed, {len(done)}/{n} delivered")
+    done.sort()
+
+    def pct(q: float) -> float:
+        return done[min(len(done) - 1, int(q * len(done)))] * 1000
+
+    return {
+        "rate": rate,
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "p999_ms": pct(0.999),
+        "broker_cpu": (broker.cpu() - b0) / elapsed,
+    }
