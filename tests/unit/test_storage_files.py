@@ -162,3 +162,24 @@ def test_leader_epoch_corrupt_file(tmp_path: Path) -> None:
     path.write_text("0\n1\n3\n")
     with pytest.raises(CorruptCheckpointError):
         LeaderEpochFileCache.load(path)
+
+
+def test_leader_epoch_load_truncation_is_deferred_and_unchanged_state_is_not_rewritten(tmp_path: Path) -> None:
+    """Startup cost: an empty epoch (epoch, log end) is dropped on load and re-added by the
+    leader; neither step may rewrite (fsync) the file, and the file stays truthful."""
+    path = tmp_path / "leader-epoch-checkpoint"
+    cache = LeaderEpochFileCache.load(path)
+    cache.assign(0, 0)
+    cache.assign(3, 10)
+    before = path.stat()
+    reloaded = LeaderEpochFileCache.load(path)
+    reloaded.truncate_from_end(10, flush=False)  # what Log.open does with log end 10
+    assert reloaded.epoch_entries() == [EpochEntry(0, 0)]
+    reloaded.assign(3, 10)  # the leader takes over again at the log end
+    assert reloaded.epoch_entries() == [EpochEntry(0, 0), EpochEntry(3, 10)]
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), "file was rewritten"
+    # A real change is written, and a deferred truncation reaches the file with it.
+    reloaded.truncate_from_end(10, flush=False)
+    reloaded.assign(4, 10)
+    assert LeaderEpochFileCache.load(path).epoch_entries() == [EpochEntry(0, 0), EpochEntry(4, 10)]

@@ -45,6 +45,8 @@ class LeaderEpochFileCache:
     def __init__(self, path: Path | None, entries: list[EpochEntry] | None = None) -> None:
         self.path = path
         self._entries: list[EpochEntry] = list(entries or [])
+        # What the file holds now (None: unknown, so the next flush writes).
+        self._flushed: list[EpochEntry] | None = None
 
     @classmethod
     def load(cls, path: Path) -> LeaderEpochFileCache:
@@ -60,6 +62,8 @@ class LeaderEpochFileCache:
         cache = cls(path)
         for entry in entries:
             cache._assign_no_flush(entry)
+        if path.exists():
+            cache._flushed = entries
         return cache
 
     # ------------------------------------------------------------------ queries
@@ -148,33 +152,44 @@ class LeaderEpochFileCache:
         self._entries.append(entry)
         return True
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop entries whose start offset >= ``end_offset`` (log truncation)."""
+    def truncate_from_end(self, end_offset: int, *, flush: bool = True) -> None:
+        """Drop entries whose start offset >= ``end_offset`` (log truncation).
+
+        ``flush=False`` (log loading) changes only the cache: every load
+        truncates again, so entries left in the file beyond the log end are
+        never believed, and the next change writes the file. An empty leader
+        epoch -- ``(epoch, log end)``, the entry a leader adds when it takes
+        over -- is dropped here and re-added by the leader a moment later;
+        deferring the write saves two fsyncs per partition at startup.
+        """
         if end_offset < 0:
             return
         latest = self.latest_entry
         if latest is not None and latest.start_offset >= end_offset:
             self._entries = [e for e in self._entries if e.start_offset < end_offset]
-            self._flush()
+            if flush:
+                self._flush()
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, flush: bool = True) -> None:
         """Drop entries wholly below ``start_offset``; the last one dropped is
         kept with its start moved up to ``start_offset`` (log start advanced)."""
         if start_offset < 0:
             return
         removed = [e for e in self._entries if e.start_offset <= start_offset]
-        if not removed:
-            return
+        if not removed or (len(removed) == 1 and removed[0].start_offset == start_offset):
+            return  # nothing wholly below the new start
         kept = [e for e in self._entries if e.start_offset > start_offset]
         self._entries = [EpochEntry(removed[-1].epoch, start_offset), *kept]
-        self._flush()
+        if flush:
+            self._flush()
 
     def clear_and_flush(self) -> None:
         self._entries = []
         self._flush()
 
     def _flush(self) -> None:
-        if self.path is not None:
+        if self.path is not None and self._entries != self._flushed:
             write_checkpoint_lines(
                 self.path, (f"{e.epoch} {e.start_offset}" for e in self._entries), version=0
             )
+            self._flushed = list(self._entries)

@@ -227,8 +227,8 @@ class Log:
             recovery_point = log_end_offset
         else:
             recovery_point = min(recovery_point, log_end_offset)
-        leader_epoch_cache.truncate_from_end(log_end_offset)
-        leader_epoch_cache.truncate_from_start(log_start_offset)
+        leader_epoch_cache.truncate_from_end(log_end_offset, flush=False)
+        leader_epoch_cache.truncate_from_start(log_start_offset, flush=False)
         return cls(
             dir,
             config,

@@ -1,0 +1,179 @@
+"""`python -m bench.scale`: how kavka scales with partitions and connections.
+
+Measures, on one broker with data on disk:
+- startup time (process start -> KAVKA_READY) with N partitions, after a clean
+  stop (SIGTERM: the recovery scan is skipped) and after an unclean one
+  (kill -9: every segment after the recovery point is scanned);
+- the Metadata response time for all topics with N partitions;
+- broker RSS at idle with N partitions and with C idle client connections.
+Targets from issue 6: 10,000 partitions start in under 10 s after a clean stop,
+and RSS stays under 1 GiB. Results go to JSON and to docs/benchmarks.md
+(between the SCALE:BEGIN/END markers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.servers import free_port, rss_bytes
+from kavka.client import requests as kreq
+from kavka.client.admin import AdminClient, NewTopic
+from kavka.client.connection import BlockingConnection
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- SCALE:BEGIN -->", "<!-- SCALE:END -->"
+KAVKA = [sys.executable, "-m", "kavka"]
+
+
+class Node:
+    def __init__(self, work: Path) -> None:
+        self.port = free_port()
+        self.cfg = work / "server.properties"
+        self.cfg.write_text(
+            f"node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{self.port}\nlog.dirs={work / 'data'}\n"
+            "auto.create.topics.enable=false\n"
+        )
+        subprocess.run([*KAVKA, "storage", "format", "--config", str(self.cfg)], check=True, capture_output=True)
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, timeout: float = 600) -> float:
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [*KAVKA, "server", "start", "--config", str(self.cfg)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        for line in self.proc.stdout:
+            if line.startswith("KAVKA_READY"):
+                elapsed = time.perf_counter() - t0
+                # Keep draining output in the background so the broker never blocks on a full pipe.
+                subprocess.Popen(["cat"], stdin=self.proc.stdout, stdout=subprocess.DEVNULL)
+                return elapsed
+            if time.monotonic() > deadline:
+                break
+        raise RuntimeError(f"broker did not become ready (exit {self.proc.poll()})")
+
+    def stop(self, *, clean: bool) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM if clean else signal.SIGKILL)
+        self.proc.wait(300)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+def create_partitions(node: Node, total: int, per_topic: int) -> None:
+    with AdminClient(node.bootstrap, timeout_s=600) as admin:
+        n = 0
+        batch: list[NewTopic] = []
+        while n < total:
+            parts = min(per_topic, total - n)
+            batch.append(NewTopic(f"scale-{len(batch):05d}-{n}", num_partitions=parts, replication_factor=1))
+            n += parts
+        for i in range(0, len(batch), 20):
+            admin.create_topics(batch[i : i + 20], timeout_ms=600_000)
+
+
+def metadata_ms(node: Node, repeats: int = 5) -> float:
+    with BlockingConnection("127.0.0.1", node.port) as conn:
+        version = conn.pick_version(3)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            resp = conn.send(kreq.metadata(version, None))
+            times.append((time.perf_counter() - t0) * 1000)
+        assert resp.topics
+    return statistics.median(times)
+
+
+def idle_connections(node: Node, count: int) -> float:
+    """RSS (MB) with `count` idle connections open, each having done an ApiVersions-free TCP connect."""
+    socks = []
+    try:
+        for _ in range(count):
+            socks.append(socket.create_connection(("127.0.0.1", node.port), timeout=10))
+        time.sleep(0.5)  # let the broker accept them all before reading its RSS
+        assert node.proc is not None and node.proc.poll() is None
+        rss = rss_bytes(node.proc.pid) / 1e6
+        # Still serving: a real request on a fresh connection works with all of them open.
+        metadata_ms(node, repeats=1)
+        return rss
+    finally:
+        for s in socks:
+            s.close()
+
+
+def run(partitions: int, per_topic: int, connections: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="kavka-scale-") as d:
+        node = Node(Path(d))
+        node.start()
+        t0 = time.perf_counter()
+        create_partitions(node, partitions, per_topic)
+        created_s = time.perf_counter() - t0
+        assert node.proc is not None
+        out = {"partitions": partitions, "create_s": created_s, "rss_idle_mb": rss_bytes(node.proc.pid) / 1e6}
+        out["metadata_ms"] = metadata_ms(node)
+        out[f"rss_{connections}_connections_mb"] = idle_connections(node, connections)
+        node.stop(clean=True)
+        out["start_after_clean_s"] = node.start()
+        node.stop(clean=False)
+        out["start_after_unclean_s"] = node.start()
+        out["rss_after_restart_mb"] = rss_bytes(node.proc.pid) / 1e6
+        node.stop(clean=True)
+    return out
+
+
+def markdown(rows: list[dict], connections: int) -> str:
+    lines = [
+        "| partitions | start after clean stop (s) | start after kill -9 (s) | Metadata, all topics (ms) "
+        f"| RSS idle (MB) | RSS with {connections} idle connections (MB) |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['partitions']:,} | {r['start_after_clean_s']:.2f} | {r['start_after_unclean_s']:.2f} "
+            f"| {r['metadata_ms']:.1f} | {r['rss_idle_mb']:.0f} | {r[f'rss_{connections}_connections_mb']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.scale")
+    ap.add_argument("--partitions", type=int, nargs="+", default=[1_000, 10_000])
+    ap.add_argument("--per-topic", type=int, default=100)
+    ap.add_argument("--connections", type=int, default=1_000)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "scale.json")
+    ap.add_argument("--no-docs", action="store_true")
+    args = ap.parse_args(argv)
+    rows = []
+    for n in args.partitions:
+        print(f"{n:,} partitions ...", file=sys.stderr, flush=True)
+        rows.append(run(n, args.per_topic, args.connections))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    args.out.write_text(json.dumps(rows, indent=2))
+    table = markdown(rows, args.connections)
+    print(table)
+    if not args.no_docs:
+        DOC.parent.mkdir(exist_ok=True)
+        text = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
+        if BEGIN not in text:
+            text += "\n## Scale\n\n" + BEGIN + "\n" + END + "\n"
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        DOC.write_text(head + BEGIN + "\n" + table + "\n" + END + tail)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
