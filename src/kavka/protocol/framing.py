@@ -59,14 +59,17 @@ class FrameDecoder:
         frames: list[memoryview] = []
         pos = 0
         n = len(buf)
-        while n - pos >= 4:
-            (size,) = _I32.unpack_from(buf, pos)
-            if size < 0 or size > self._max_size:
-                raise FrameTooLargeError(size, self._max_size)
-            if n - pos - 4 < size:
-                break
-            frames.append(memoryview(bytes(buf[pos + 4 : pos + 4 + size])))
-            pos += 4 + size
+        with memoryview(buf) as view:  # released before `del` resizes the buffer
+            while n - pos >= 4:
+                (size,) = _I32.unpack_from(buf, pos)
+                if size < 0 or size > self._max_size:
+                    raise FrameTooLargeError(size, self._max_size)
+                if n - pos - 4 < size:
+                    break
+                # One copy per frame (a bytearray slice and bytes() would make two):
+                # frames outlive the buffer, and records are appended from them.
+                frames.append(memoryview(view[pos + 4 : pos + 4 + size].tobytes()))
+                pos += 4 + size
         if pos:
             del buf[:pos]
         return frames
