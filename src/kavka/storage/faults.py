@@ -23,6 +23,10 @@ _RECHECK_S = 0.02
 
 class DiskFaults:
     def __init__(self, control_file: str | None) -> None:
+        self.configure(control_file)
+
+    def configure(self, control_file: str | None) -> None:
+        """(Re)point at a control file; None turns injection off (unit tests use this)."""
         self.enabled = bool(control_file)
         self._control = Path(control_file) if control_file else None
         self._mtime_ns = -1
