@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -38,7 +39,7 @@ from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
 from kavka.storage.log_manager import LogManager
-from kavka.storage.meta_properties import read_meta_properties
+from kavka.storage.meta_properties import generate_uuid, read_meta_properties, write_meta_properties
 
 log = logging.getLogger("kavka.broker")
 
@@ -67,6 +68,14 @@ def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str]]:
                 f"log dir {d}: meta.properties has node.id={meta.node_id} but the config has node.id={config.node_id}"
             )
         cluster_ids.setdefault(meta.cluster_id, d)
+        if not meta.directory_id and meta.version == 1:
+            # KIP-858: a dir formatted before directory ids gets one now, persisted.
+            meta = dataclasses.replace(meta, directory_id=generate_uuid())
+            try:
+                write_meta_properties(d, meta)
+            except (OSError, ValueError) as e:
+                raise StartupError(f"log dir {d}: cannot add a directory.id to meta.properties: {e}") from None
+            log.info("log dir %s had no directory.id; assigned %s", d, meta.directory_id)
         if meta.directory_id:
             if meta.directory_id in seen_ids:
                 raise StartupError(

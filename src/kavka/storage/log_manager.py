@@ -342,6 +342,11 @@ class LogManager:
     def directory_id(self, d: Path) -> str | None:
         return self.dir_ids.get(d)
 
+    def directory_id_of(self, topic: str, partition: int) -> str | None:
+        """KIP-858: the directory.id of the dir holding this replica (None if not hosted)."""
+        d = self.dir_of(topic, partition)
+        return None if d is None else self.dir_ids.get(d)
+
     def handle_io_error(self, path: Path | str | None, exc: BaseException) -> Path | None:
         """An OSError met on ``path``: take its log dir offline (KIP-112). Returns the dir."""
         d = self.dir_containing(path) if path is not None else None
@@ -488,7 +493,10 @@ class LogManager:
             self.handle_io_error(target, e)
             raise KafkaStorageError(f"cannot create {topic}-{partition} in {target}: {e}") from e
         self._logs[(topic, partition)] = lg
-        log.info("created log for %s-%d in %s", topic, partition, target)
+        log.info(
+            "created log for %s-%d in %s (directory.id %s)",
+            topic, partition, target, self.dir_ids.get(target, "unknown"),
+        )
         return lg
 
     def delete_log(self, topic: str, partition: int) -> bool:
