@@ -198,12 +198,13 @@ def test_move_copies_then_swaps_and_leaves_a_delete_dir(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         lm.replace_current_with_future(("t", 0), now_ms=NOW)  # not caught up
     copy_all(lm, ("t", 0))
+    lm.get_log("t", 0).leader_epoch_cache.assign(7, lm.get_log("t", 0).log_end_offset)  # no batch yet
     desc = {d.path: d for d in lm.describe_dirs()}
     assert [(r.is_future, r.offset_lag) for r in desc[dirs[1]].replicas] == [(True, 0)]
     new = lm.replace_current_with_future(("t", 0), now_ms=NOW)
     assert new.dir == dirs[1] / "t-0" and lm.get_log("t", 0) is new
     assert values(new) == expected
-    assert new.leader_epoch_cache.latest_epoch == 3
+    assert new.leader_epoch_cache.latest_epoch == 7
     doomed = lm.take_pending_deletes()
     assert len(doomed) == 1 and doomed[0].name.endswith("-delete") and doomed[0].parent == dirs[0]
     new.append_as_leader(records(1), leader_epoch=3, now_ms=NOW)

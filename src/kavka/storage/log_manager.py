@@ -77,6 +77,7 @@ log = logging.getLogger("kavka.storage")
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 METADATA_TOPIC = "__cluster_metadata"
+MAX_PREFERRED_DIRS = 10_000
 
 TopicPartitionKey = tuple[str, int]
 
@@ -518,7 +519,11 @@ class LogManager:
 
     def prefer_log_dir(self, tp: TopicPartitionKey, d: Path) -> None:
         """Remember where a replica that does not exist yet should be created."""
-        self._preferred_dirs[tp] = self._known_online_dir(d)
+        d = self._known_online_dir(d)
+        if tp not in self._preferred_dirs and len(self._preferred_dirs) >= MAX_PREFERRED_DIRS:
+            # Requests name arbitrary partitions: forget the oldest wish, not the broker's memory.
+            del self._preferred_dirs[next(iter(self._preferred_dirs))]
+        self._preferred_dirs[tp] = d
 
     def _known_online_dir(self, d: Path | str) -> Path:
         for known in self.log_dirs:
@@ -626,6 +631,12 @@ class LogManager:
             clean_shutdown=True,
             now_ms=now_ms,
         )
+        # An epoch that starts at the log end (a leader epoch with no batch
+        # yet) is in the source's cache only; Log.open drops such entries.
+        latest = new.leader_epoch_cache.latest_epoch
+        for entry in src.leader_epoch_cache.epoch_entries():
+            if latest is None or entry.epoch > latest:
+                new.leader_epoch_cache.assign(entry.epoch, entry.start_offset)
         self._logs[tp] = new
         self._pending_deletes.append(doomed)
         log.info("moved %s-%d from %s to %s", tp[0], tp[1], src_dir, dest_dir)
