@@ -251,6 +251,10 @@ def test_injected_disk_failure_isolates_one_dir_then_all_dirs_stop_the_broker(br
         dirs = {d.path: d for d in a.describe_log_dirs([1])[1]}
     assert dirs[str(b.log_dirs[1])].error_code == STORAGE_ERROR and dirs[str(b.log_dirs[1])].replicas == ()
     assert dirs[str(b.log_dirs[0])].error_code == 0
+    with AdminClient(b.bootstrap) as a:
+        refused = a.alter_replica_log_dirs({(1, topic_name, 0): str(b.log_dirs[1])})
+        assert refused == {(1, topic_name, 0): STORAGE_ERROR}  # no moves onto a failed disk
+        assert a.alter_replica_log_dirs({(1, topic_name, 0): "/not/a/log/dir"}) == {(1, topic_name, 0): 57}
     assert b.log_text().count("is offline") == 1, "the reason is logged once"
     assert "OfflineLogDirectoryCount=1" in b.log_text()
     assert b.alive()

@@ -272,3 +272,22 @@ def test_move_stops_when_the_destination_fails(tmp_path: Path, faults: Path) -> 
     assert lm.future_log(("t", 0)) is None
     assert values(lm.get_log("t", 0)) == expected  # the source keeps serving
     lm.shutdown()
+
+
+# ---------------------------------------------------------------- the mover's throttle
+
+
+def test_throttle_paces_chunks_to_the_rate_and_grants_no_burst_after_idling() -> None:
+    from kavka.replication.log_dir_mover import UNLIMITED, Throttle
+
+    now = [100.0]
+    rate = [1000]
+    t = Throttle(lambda: rate[0], clock=lambda: now[0])
+    assert t.delay_for(500) == pytest.approx(0.5)
+    assert t.delay_for(500) == pytest.approx(1.0)  # the schedule accumulates
+    now[0] += 1.0
+    assert t.delay_for(1000) == pytest.approx(1.0)
+    now[0] += 60.0  # idle: the schedule restarts from now, no stored credit
+    assert t.delay_for(250) == pytest.approx(0.25)
+    rate[0] = UNLIMITED  # changed dynamically: no waiting at all
+    assert t.delay_for(10**9) == 0.0

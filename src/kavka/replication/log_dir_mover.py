@@ -178,7 +178,7 @@ class ReplicaAlterLogDirsManager:
             try:
                 data = src.read(fut.log_end_offset, max_bytes=self._chunk_size(), min_one_message=True)
             except OSError as e:
-                rm._on_storage_error(src, e)
+                rm.handle_storage_error(src, e)
                 return
             n = len(data.records)
             if n:

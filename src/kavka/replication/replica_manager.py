@@ -78,7 +78,7 @@ class ReplicaManager:
                 isr=isr,
                 high_watermark=hw,
                 min_insync_replicas=min_insync_replicas,
-                on_storage_error=self._on_storage_error,
+                on_storage_error=self.handle_storage_error,
             )
             if p.is_leader:
                 # A new leader epoch starts at the current log end (Kafka's
@@ -108,7 +108,7 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ log dirs (KIP-112, KIP-113)
 
-    def _on_storage_error(self, lg: Log, exc: OSError) -> None:
+    def handle_storage_error(self, lg: Log, exc: OSError) -> None:
         self.log_manager.handle_io_error(lg.dir, exc)
 
     def mark_offline(self, tps: Iterable[tuple[str, int]]) -> None:
