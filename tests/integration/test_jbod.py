@@ -4,6 +4,7 @@ kill -9 at every step of a move, failed disks (KIP-112), the move throttle, star
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -275,6 +276,23 @@ def test_injected_disk_failure_isolates_one_dir_then_all_dirs_stop_the_broker(br
     got = read_all(b.bootstrap, topic_name, 2)
     assert got[0] == acked[0] + more[0]
     assert got[1] == acked[1] + [(len(acked[1]) + i, b"after-failure") for i in range(late_acks)]
+    assert b.stop() == 0
+
+
+def test_a_dir_unreadable_at_start_is_offline_and_the_others_serve(broker_factory, topic_name):
+    b = broker_factory(log_dirs=2)
+    b.format()
+    broken = b.log_dirs[1]
+    shutil.rmtree(broken)
+    broken.write_text("not a directory any more")  # reads of broken/meta.properties fail: ENOTDIR
+    b.start()
+    assert "is offline" in b.log_text() and str(broken) in b.log_text()
+    ck_create_topic(ck_admin(b.bootstrap), topic_name, 2)
+    assert {d for d, _ in placement(b, topic_name).values()} == {str(b.log_dirs[0])}
+    acked = produce_acked(b.bootstrap, topic_name, 100, partitions=2)
+    assert read_all(b.bootstrap, topic_name, 2) == acked
+    with AdminClient(b.bootstrap) as a:
+        assert [d.error_code for d in a.describe_log_dirs([1])[1]] == [0, STORAGE_ERROR]
     assert b.stop() == 0
 
 

@@ -48,12 +48,18 @@ class StartupError(RuntimeError):
     """The broker cannot start; the message says why and names what to fix."""
 
 
-def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str]]:
-    """Validate meta.properties of every dir (KIP-858); return cluster id and dir ids."""
+def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str], dict[Path, str]]:
+    """Validate meta.properties of every dir (KIP-858).
+
+    Returns the cluster id, the directory id of each dir, and the dirs that
+    could not be read at all (an I/O error: KIP-112 starts without them,
+    offline, unless it is the metadata log dir or every dir failed).
+    """
     dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
     cluster_ids: dict[str, Path] = {}
     dir_ids: dict[Path, str] = {}
     seen_ids: dict[str, Path] = {}
+    failed: dict[Path, str] = {}
     for d in dirs:
         try:
             meta = read_meta_properties(d)
@@ -61,8 +67,13 @@ def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str]]:
             raise StartupError(
                 f"log dir {d} is not formatted (no meta.properties): run `kavka storage format --config <file>`"
             ) from None
-        except (OSError, ValueError) as e:
+        except ValueError as e:
             raise StartupError(f"log dir {d}: cannot read meta.properties: {e}") from None
+        except OSError as e:
+            if d == config.metadata_log_dir:
+                raise StartupError(f"metadata log dir {d}: cannot read meta.properties: {e}") from None
+            failed[d] = f"cannot read meta.properties: {e}"  # logged by the LogManager
+            continue
         if meta.node_id != config.node_id:
             raise StartupError(
                 f"log dir {d}: meta.properties has node.id={meta.node_id} but the config has node.id={config.node_id}"
@@ -86,7 +97,7 @@ def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str]]:
     if len(cluster_ids) > 1:
         detail = ", ".join(f"{p}: {c}" for c, p in cluster_ids.items())
         raise StartupError(f"log dirs belong to different clusters ({detail})")
-    return next(iter(cluster_ids)), dir_ids
+    return next(iter(cluster_ids)), dir_ids, failed
 
 
 class BrokerNode:
@@ -95,7 +106,7 @@ class BrokerNode:
         self.clock = clock
         self.node_id = config.node_id
         self.resolver = ConfigResolver(config)
-        self.cluster_id, self.dir_ids = check_log_dirs(config)
+        self.cluster_id, self.dir_ids, self.failed_dirs = check_log_dirs(config)
         self._tasks: list[asyncio.Task[None]] = []
         self.server = None  # set by start()
         self.bound_ports: list[int] = []
@@ -117,6 +128,7 @@ class BrokerNode:
             default_config=self.resolver.log_config(MetadataImage(), "__default__"),
             now_ms=self.now_ms(),
             dir_ids=self.dir_ids,
+            offline_at_start=self.failed_dirs,
             select_strategy=self.config["log.dir.select.strategy"],
             on_dir_failure=self._on_log_dir_failure,
         )

@@ -141,6 +141,7 @@ class LogManager:
         now_ms: int,
         config_for_topic: Callable[[str], LogConfig] | None = None,
         dir_ids: Mapping[Path, str] | None = None,
+        offline_at_start: Mapping[Path, str] | None = None,
         select_strategy: str = "size",
         on_dir_failure: Callable[[Path, str, list[TopicPartitionKey]], None] | None = None,
     ) -> None:
@@ -161,7 +162,9 @@ class LogManager:
         self._lock_fds: list[int] = []
         self.had_clean_shutdown = True
         self._shut_down = False
-        for d in self.log_dirs:
+        for d, reason in (offline_at_start or {}).items():
+            self.mark_dir_offline(Path(d), reason)
+        for d in self.online_dirs:
             try:
                 d.mkdir(parents=True, exist_ok=True)
                 self._lock(d)
