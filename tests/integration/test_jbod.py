@@ -425,6 +425,15 @@ def test_a_corrupt_meta_properties_is_refused(broker_factory):
     assert str(b.log_dirs[1]) in out and "unsupported version 9" in out
 
 
+@pytest.mark.parametrize(("key", "value"), [("log.dir.select.strategy", "biggest"), ("num.replica.alter.log.dirs.threads", "0")])
+def test_a_bad_jbod_config_names_the_key(broker_factory, key, value):
+    b = broker_factory(log_dirs=2)
+    b.format()
+    b.config_file.write_text(b.config_file.read_text() + f"{key}={value}\n")
+    out = _refused(b)
+    assert key in out and value in out
+
+
 def test_a_dir_without_directory_id_gets_one_and_every_replica_has_one(broker_factory, topic_name):
     b = broker_factory(log_dirs=2)
     b.format()

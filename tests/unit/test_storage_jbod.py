@@ -291,3 +291,39 @@ def test_throttle_paces_chunks_to_the_rate_and_grants_no_burst_after_idling() ->
     assert t.delay_for(250) == pytest.approx(0.25)
     rate[0] = UNLIMITED  # changed dynamically: no waiting at all
     assert t.delay_for(10**9) == 0.0
+
+
+# ---------------------------------------------------------------- a replica on a failing dir
+
+
+def test_partition_answers_kafka_storage_error_and_reports_the_dir_once(tmp_path: Path, faults: Path) -> None:
+    from kio.schema.errors import ErrorCode
+
+    from kavka.replication.partition import Partition, PartitionError, TopicPartition
+
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    lm = LogManager(dirs, default_config=LogConfig(), now_ms=NOW)
+    lg = lm.get_or_create_log("t", 0, topic_id=TID)
+    reports: list[Path] = []
+
+    def on_storage_error(log: Log, exc: OSError) -> None:
+        reports.append(log.dir)
+        lm.handle_io_error(log.dir, exc)
+
+    p = Partition(TopicPartition("t", 0), topic_id=TID, log=lg, local_broker_id=1, leader=1, leader_epoch=0,
+                  replicas=(1,), isr=(1,), high_watermark=0, on_storage_error=on_storage_error)
+    p.append_records_to_leader(records(3), required_acks=-1, now_ms=NOW)
+    assert len(p.read_records(0, max_bytes=1 << 20, max_offset=3, min_one_message=True).records) > 0
+    fail(faults, dirs[0])
+    with pytest.raises(PartitionError) as info:
+        p.read_records(0, max_bytes=1 << 20, max_offset=3, min_one_message=True)
+    assert info.value.error == ErrorCode.kafka_storage_error
+    for call in (
+        lambda: p.append_records_to_leader(records(1), required_acks=1, now_ms=NOW),
+        lambda: p.read_records(0, max_bytes=1 << 20, max_offset=3, min_one_message=True),
+    ):
+        with pytest.raises(PartitionError) as info:
+            call()
+        assert info.value.error == ErrorCode.kafka_storage_error
+    assert reports == [lg.dir] and p.offline and lm.is_offline("t", 0)
+    lm.shutdown()
