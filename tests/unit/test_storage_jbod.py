@@ -197,12 +197,15 @@ def test_move_copies_then_swaps_and_leaves_a_delete_dir(tmp_path: Path) -> None:
     expected = values(lm.get_log("t", 0))
     with pytest.raises(RuntimeError):
         lm.replace_current_with_future(("t", 0), now_ms=NOW)  # not caught up
+    lm.get_log("t", 0).maybe_increment_log_start_offset(12, "DeleteRecords during the move")
+    expected = values(lm.get_log("t", 0))
     copy_all(lm, ("t", 0))
     lm.get_log("t", 0).leader_epoch_cache.assign(7, lm.get_log("t", 0).log_end_offset)  # no batch yet
     desc = {d.path: d for d in lm.describe_dirs()}
     assert [(r.is_future, r.offset_lag) for r in desc[dirs[1]].replicas] == [(True, 0)]
     new = lm.replace_current_with_future(("t", 0), now_ms=NOW)
     assert new.dir == dirs[1] / "t-0" and lm.get_log("t", 0) is new
+    assert new.log_start_offset == 12 and new.segments[0].base_offset > 0  # segments below it are gone
     assert values(new) == expected
     assert new.leader_epoch_cache.latest_epoch == 7
     doomed = lm.take_pending_deletes()

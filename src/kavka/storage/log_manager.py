@@ -630,10 +630,12 @@ class LogManager:
             src.config,
             topic_id=src.topic_id,
             recovery_point=fut.log_end_offset,
-            log_start_offset=log_start,
+            log_start_offset=fut.log_start_offset,
             clean_shutdown=True,
             now_ms=now_ms,
         )
+        # DeleteRecords or retention moved the source's start during the copy.
+        new.maybe_increment_log_start_offset(log_start, "replica moved between log dirs")
         # An epoch that starts at the log end (a leader epoch with no batch
         # yet) is in the source's cache only; Log.open drops such entries.
         latest = new.leader_epoch_cache.latest_epoch
