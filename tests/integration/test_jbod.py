@@ -266,7 +266,7 @@ def test_injected_disk_failure_isolates_one_dir_then_all_dirs_stop_the_broker(br
     p.flush(10)
     wait_until(lambda: not b.alive(), 20, message="the broker to shut down")
     assert b.proc is not None and b.proc.returncode == 1
-    assert "shutting down:" in b.log_text()
+    wait_until(lambda: "shutting down:" in b.log_text(), 10, message="the reason in the broker log")
 
     # Disk repaired: after a restart every dir is online and the acked data is there.
     control.write_text("")
@@ -332,7 +332,8 @@ def test_a_full_filesystem_takes_only_its_dir_offline(broker_factory, topic_name
                 break
         assert codes[-1] == CkError.KAFKA_STORAGE_ERROR, codes[-5:]
         assert 0 < acked_small < 200
-        assert "is offline" in b.log_text() and "No space left on device" in b.log_text()
+        wait_until(lambda: "is offline" in b.log_text(), 10, message="the failure in the broker log")
+        assert "No space left on device" in b.log_text()
         more = produce_acked(b.bootstrap, topic_name, 300, partitions=1, tag="healthy")
         assert read_all(b.bootstrap, topic_name, 1)[0] == more[0]
         with AdminClient(b.bootstrap) as a:
@@ -360,8 +361,11 @@ def test_throttle_holds_the_move_rate(broker_factory, topic_name):
         assert a.alter_replica_log_dirs({(1, topic_name, 0): other_dir(b, src)}) == {(1, topic_name, 0): 0}
     wait_until(lambda: placement(b, topic_name) == {0: (other_dir(b, src), False)}, 60, 0.05, "the move")
     wall = time.monotonic() - started
-    m = re.search(r"moved \S+ to \S+: (\d+) bytes copied in ([\d.]+)s \((\d+) bytes/s\)", b.log_text())
-    assert m, b.log_text()
+    m = wait_until(
+        lambda: re.search(r"moved \S+ to \S+: (\d+) bytes copied in ([\d.]+)s \((\d+) bytes/s\)", b.log_text()),
+        10,
+        message="the mover's report in the broker log",
+    )
     moved, seconds, measured = int(m.group(1)), float(m.group(2)), int(m.group(3))
     assert moved > 4_000_000
     assert abs(measured - rate) / rate < 0.15, f"{measured} bytes/s against {rate}"
@@ -444,6 +448,10 @@ def test_a_dir_without_directory_id_gets_one_and_every_replica_has_one(broker_fa
     assert new_id and new_id != meta.directory_id
     ck_create_topic(ck_admin(b.bootstrap), topic_name, 2)
     ids = {read_meta_properties(d).directory_id for d in b.log_dirs}
-    logged = set(re.findall(rf"created log for {topic_name}-\d in \S+ \(directory.id (\S+)\)", b.log_text()))
-    assert logged == ids
+    logged = wait_until(
+        lambda: set(re.findall(rf"created log for {topic_name}-\d in \S+ \(directory.id (\S+)\)", b.log_text())) == ids,
+        10,
+        message="both directory ids in the broker log",
+    )
+    assert logged
     assert b.stop() == 0
