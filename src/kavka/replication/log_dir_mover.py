@@ -9,7 +9,9 @@ follower would (``Log.read`` from the future's log end, then
 produce and fetch keep using the current log. Once the future has caught up
 with the log end offset, the swap runs with no ``await`` in it, so no request
 sees a half-swapped partition; the old copy is renamed ``-delete`` and
-removed on a worker thread.
+removed on a worker thread. The future is fsynced every ``FLUSH_EVERY`` bytes
+during the copy, so the fsync the swap needs (the future must be durable before
+the source is renamed away) covers only the last few megabytes.
 
 The copy rate is limited by the dynamic broker config
 ``replica.alter.log.dirs.io.max.bytes.per.second`` (read before every chunk,
@@ -46,6 +48,10 @@ CRASH_POINT_ENV = "KAVKA_TEST_CRASH_POINT"
 MOVE_STEPS = ("future-created", "copying", "caught-up", "source-renamed", "future-promoted")
 UNLIMITED = 2**63 - 1
 MAX_CHUNK = 1 << 20
+# fsync the future every this many bytes, so the swap (which must fsync the
+# future before renaming anything) only flushes a short tail and does not
+# stall the event loop for a whole partition's worth of dirty pages.
+FLUSH_EVERY = 16 << 20
 
 
 def crash_point_from_env() -> Callable[[str], None]:
@@ -150,7 +156,7 @@ class ReplicaAlterLogDirsManager:
         key = (tp.topic, tp.partition)
         self.crash_point("future-created")
         started = time.monotonic()
-        moved = 0
+        moved = unflushed = 0
         while True:
             p = rm.partitions.get(tp)
             fut = lm.future_log(key)
@@ -190,6 +196,14 @@ class ReplicaAlterLogDirsManager:
                 if moved == 0:
                     self.crash_point("copying")
                 moved += n
+                unflushed += n
+                if unflushed >= FLUSH_EVERY:
+                    try:
+                        fut.flush()
+                    except OSError as e:
+                        lm.handle_io_error(fut.dir, e)
+                        return
+                    unflushed = 0
             await asyncio.sleep(self.throttle.delay_for(n))
 
     def _schedule_deletes(self) -> None:
