@@ -62,11 +62,12 @@ class BrokerProcess:
         self._formatted = True
         return res
 
-    def start(self, timeout: float = 30.0) -> BrokerProcess:
+    def start(self, timeout: float = 30.0, env: dict[str, str] | None = None) -> BrokerProcess:
+        """Start the broker; ``env`` adds variables (test hooks such as fault injection)."""
         if not self._formatted:
             self.format()
         self.output = []
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
         self.proc = subprocess.Popen(
             [*KAVKA, "server", "start", "--config", str(self.config_file)],
             stdout=subprocess.PIPE,

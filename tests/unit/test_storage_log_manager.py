@@ -80,8 +80,10 @@ def test_delete_dirs_and_skipped_dirs(tmp_path: Path) -> None:
     (tmp_path / "not_a_partition").mkdir()
     lm = LogManager([tmp_path], default_config=LogConfig(), now_ms=NOW)
     assert not (tmp_path / "t-0.0123456789abcdef0123456789abcdef-delete").exists()
-    assert (tmp_path / "t-1.0123456789abcdef0123456789abcdef-future").exists()
-    assert lm.all_logs() == []
+    # KIP-113: a future replica without a current one is promoted.
+    assert not (tmp_path / "t-1.0123456789abcdef0123456789abcdef-future").exists()
+    assert [lg.topic_partition for lg in lm.all_logs()] == [("t", 1)]
+    assert (tmp_path / "t-1").is_dir()
     lg = lm.get_or_create_log("t", 0, topic_id=TID)
     lg.append_as_leader(records(1), leader_epoch=0, now_ms=NOW)
     assert lm.delete_log("t", 0)

@@ -18,6 +18,7 @@ from kavka.broker.handlers import (
     configs,
     coordinator,
     fetch,
+    log_dirs,
     metadata,
     offsets,
     produce,
@@ -53,6 +54,8 @@ class KafkaApis:
             ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
             ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+            ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter_replica_log_dirs,
+            ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
         }
 
     def handlers(self) -> dict[int, Handler]:

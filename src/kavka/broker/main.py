@@ -35,13 +35,14 @@ async def _serve(config: BrokerConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    node.request_shutdown = stop.set  # KIP-112: every log dir failed
     # The line tests and scripts wait for: every listener is bound.
     ports = ",".join(str(p) for p in node.bound_ports)
     log.info("kavka started (node.id=%d, ports=%s)", node.node_id, ports)
     print(f"KAVKA_READY ports={ports}", flush=True)
     await stop.wait()
     await node.stop()
-    return 0
+    return 1 if node.fatal_error else 0
 
 
 def run_server(config: BrokerConfig) -> int:

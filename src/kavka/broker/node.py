@@ -11,14 +11,20 @@ quorum.
 
 Background work owned here: retention (log.retention.check.interval.ms),
 time-based flush (flush.ms), high-watermark checkpoints
-(replica.high.watermark.checkpoint.interval.ms) and recovery-point
-checkpoints (log.flush.offset.checkpoint.interval.ms).
+(replica.high.watermark.checkpoint.interval.ms), recovery-point
+checkpoints (log.flush.offset.checkpoint.interval.ms) and the movers of
+replicas between log dirs (KIP-113), started last and stopped first.
+
+JBOD (KIP-112): a failed log dir takes only its own replicas offline; when
+every log dir -- or the one holding the metadata log -- has failed, the broker
+shuts down with exit code 1 (`fatal_error`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -29,10 +35,11 @@ from kavka.config import BrokerConfig, ConfigError
 from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.quorum_controller import QuorumController
 from kavka.raft.quorum import SingleVoterQuorum
+from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
 from kavka.storage.log_manager import LogManager
-from kavka.storage.meta_properties import read_meta_properties
+from kavka.storage.meta_properties import generate_uuid, read_meta_properties, write_meta_properties
 
 log = logging.getLogger("kavka.broker")
 
@@ -41,12 +48,18 @@ class StartupError(RuntimeError):
     """The broker cannot start; the message says why and names what to fix."""
 
 
-def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str]]:
-    """Validate meta.properties of every dir (KIP-858); return cluster id and dir ids."""
+def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str], dict[Path, str]]:
+    """Validate meta.properties of every dir (KIP-858).
+
+    Returns the cluster id, the directory id of each dir, and the dirs that
+    could not be read at all (an I/O error: KIP-112 starts without them,
+    offline, unless it is the metadata log dir or every dir failed).
+    """
     dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
     cluster_ids: dict[str, Path] = {}
     dir_ids: dict[Path, str] = {}
     seen_ids: dict[str, Path] = {}
+    failed: dict[Path, str] = {}
     for d in dirs:
         try:
             meta = read_meta_properties(d)
@@ -54,13 +67,26 @@ def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str]]:
             raise StartupError(
                 f"log dir {d} is not formatted (no meta.properties): run `kavka storage format --config <file>`"
             ) from None
-        except (OSError, ValueError) as e:
+        except ValueError as e:
             raise StartupError(f"log dir {d}: cannot read meta.properties: {e}") from None
+        except OSError as e:
+            if d == config.metadata_log_dir:
+                raise StartupError(f"metadata log dir {d}: cannot read meta.properties: {e}") from None
+            failed[d] = f"cannot read meta.properties: {e}"  # logged by the LogManager
+            continue
         if meta.node_id != config.node_id:
             raise StartupError(
                 f"log dir {d}: meta.properties has node.id={meta.node_id} but the config has node.id={config.node_id}"
             )
         cluster_ids.setdefault(meta.cluster_id, d)
+        if not meta.directory_id and meta.version == 1:
+            # KIP-858: a dir formatted before directory ids gets one now, persisted.
+            meta = dataclasses.replace(meta, directory_id=generate_uuid())
+            try:
+                write_meta_properties(d, meta)
+            except (OSError, ValueError) as e:
+                raise StartupError(f"log dir {d}: cannot add a directory.id to meta.properties: {e}") from None
+            log.info("log dir %s had no directory.id; assigned %s", d, meta.directory_id)
         if meta.directory_id:
             if meta.directory_id in seen_ids:
                 raise StartupError(
@@ -71,7 +97,7 @@ def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str]]:
     if len(cluster_ids) > 1:
         detail = ", ".join(f"{p}: {c}" for c, p in cluster_ids.items())
         raise StartupError(f"log dirs belong to different clusters ({detail})")
-    return next(iter(cluster_ids)), dir_ids
+    return next(iter(cluster_ids)), dir_ids, failed
 
 
 class BrokerNode:
@@ -80,11 +106,13 @@ class BrokerNode:
         self.clock = clock
         self.node_id = config.node_id
         self.resolver = ConfigResolver(config)
-        self.cluster_id, self.dir_ids = check_log_dirs(config)
+        self.cluster_id, self.dir_ids, self.failed_dirs = check_log_dirs(config)
         self._tasks: list[asyncio.Task[None]] = []
         self.server = None  # set by start()
         self.bound_ports: list[int] = []
         self._stopping = False
+        self.fatal_error: str | None = None
+        self.request_shutdown: Callable[[], None] | None = None  # set by broker.main
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -99,7 +127,16 @@ class BrokerNode:
             [*self.config.log_dirs],
             default_config=self.resolver.log_config(MetadataImage(), "__default__"),
             now_ms=self.now_ms(),
+            dir_ids=self.dir_ids,
+            offline_at_start=self.failed_dirs,
+            select_strategy=self.config["log.dir.select.strategy"],
+            on_dir_failure=self._on_log_dir_failure,
         )
+        if self.config.metadata_log_dir in self.log_manager.offline_dirs:
+            raise StartupError(
+                f"metadata log dir {self.config.metadata_log_dir} is offline: "
+                f"{self.log_manager.offline_dirs[self.config.metadata_log_dir]}"
+            )
         self.quorum = SingleVoterQuorum(
             self.config.metadata_log_dir,
             node_id=self.node_id,
@@ -107,11 +144,21 @@ class BrokerNode:
             clean_shutdown=self.log_manager.had_clean_shutdown,
         )
         self.replica_manager = ReplicaManager(node_id=self.node_id, log_manager=self.log_manager, now_ms=self.now_ms)
+        threads = self.config["num.replica.alter.log.dirs.threads"] or len(self.config.log_dirs)
+        self.log_dir_movers = ReplicaAlterLogDirsManager(
+            replica_manager=self.replica_manager,
+            num_threads=threads,
+            throttle_bytes_per_second=lambda: self.resolver.broker_value(
+                self.image, "replica.alter.log.dirs.io.max.bytes.per.second"
+            ),
+        )
         self.controller = QuorumController(self.config, self.quorum, clock=self.clock)
         self.controller.add_listener(self._on_metadata)
         self.controller.load()
         eps = [(e.name, e.host, e.port) for e in self.config.advertised_listeners]
         self._register(eps)
+        for topic, partition in sorted(self.log_manager.future_logs()):
+            self.log_dir_movers.add(TopicPartition(topic, partition))  # KIP-113: resume
         log.info(
             "kavka node %d of cluster %s opened %d partitions in %.2fs",
             self.node_id,
@@ -127,6 +174,27 @@ class BrokerNode:
             rack=self.config["broker.rack"],
             log_dirs=sorted(self.dir_ids.values()),
         )
+
+    def _on_log_dir_failure(self, d: Path, reason: str, lost: list[tuple[str, int]]) -> None:
+        """KIP-112: the LogManager took ``d`` offline; its replicas go with it."""
+        lm: LogManager | None = getattr(self, "log_manager", None)
+        if lm is None:
+            return  # still loading: the LogManager refuses to start without an online dir
+        rm: ReplicaManager | None = getattr(self, "replica_manager", None)
+        if rm is not None:
+            rm.mark_offline(lost)
+        if not lm.online_dirs:
+            self._fatal(f"every log dir has failed (last: {d}: {reason})")
+        elif d == self.config.metadata_log_dir:
+            self._fatal(f"the metadata log dir {d} has failed: {reason}")
+
+    def _fatal(self, message: str) -> None:
+        if self.fatal_error is not None:
+            return
+        self.fatal_error = message
+        log.error("shutting down: %s", message)
+        if self.request_shutdown is not None:
+            self.request_shutdown()
 
     @property
     def image(self) -> MetadataImage:
@@ -212,6 +280,7 @@ class BrokerNode:
         self._every(c["replica.high.watermark.checkpoint.interval.ms"], self.replica_manager.checkpoint_high_watermarks, "hw-checkpoint")
         self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
         self._every(min(c["log.flush.scheduler.interval.ms"], 1000), self._flush, "flush")
+        self.log_dir_movers.start()
 
     def _every(self, interval_ms: int, fn: Callable[[], None], name: str) -> None:
         async def loop() -> None:
@@ -244,6 +313,8 @@ class BrokerNode:
         log.info("shutting down")
         if self.server is not None:
             await self.server.close()
+        if hasattr(self, "log_dir_movers"):
+            await self.log_dir_movers.stop()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

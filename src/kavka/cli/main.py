@@ -16,6 +16,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kavka.cli.server", "server"),
     ("kavka.cli.topics", "topics"),
     ("kavka.cli.configs", "configs"),
+    ("kavka.cli.log_dirs", "log_dirs"),
+    ("kavka.cli.reassign", "reassign_partitions"),
     ("kavka.cli.demo", "demo"),
 )
 

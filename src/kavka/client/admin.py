@@ -55,6 +55,24 @@ CONFIG_TYPES: Mapping[int, str] = {
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaLogDirInfo:
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirInfo:
+    path: str
+    error_code: int  # 56 KAFKA_STORAGE_ERROR for an offline dir
+    total_bytes: int
+    usable_bytes: int
+    replicas: tuple[ReplicaLogDirInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class NewTopic:
     name: str
     num_partitions: int = -1  # -1: the broker's num.partitions (KIP-464)
@@ -408,6 +426,58 @@ class AdminClient:
             getattr(md, "controller_id", -1),
             _sorted_brokers(brokers),
         )
+
+    # ------------------------------------------------------------------ log dirs (KIP-113)
+
+    def describe_log_dirs(
+        self, broker_ids: Sequence[int] | None = None, topics: Sequence[str] | None = None
+    ) -> dict[int, list[LogDirInfo]]:
+        """Every log dir of each broker (all brokers by default), like kafka-log-dirs.sh."""
+        if broker_ids is None:
+            self._metadata([])
+            broker_ids = sorted(self._brokers)
+        wanted: dict[str, list[int]] | None = None
+        if topics is not None:
+            wanted = {}
+            for d in self.describe_topics(list(topics)):
+                wanted[d.name] = [p.partition for p in d.partitions]
+        out: dict[int, list[LogDirInfo]] = {}
+        for broker_id in broker_ids:
+            conn = self._node(broker_id)
+            resp = conn.send(requests.describe_log_dirs(conn.pick_version(ApiKey.DESCRIBE_LOG_DIRS), wanted))
+            raise_for_error(getattr(resp, "error_code", 0))
+            out[broker_id] = [
+                LogDirInfo(
+                    path=r.log_dir,
+                    error_code=int(r.error_code),
+                    total_bytes=getattr(r, "total_bytes", -1),
+                    usable_bytes=getattr(r, "usable_bytes", -1),
+                    replicas=tuple(
+                        ReplicaLogDirInfo(t.name, p.partition_index, p.partition_size, p.offset_lag, p.is_future_key)
+                        for t in r.topics
+                        for p in t.partitions
+                    ),
+                )
+                for r in resp.results
+            ]
+        return out
+
+    def alter_replica_log_dirs(
+        self, moves: Mapping[tuple[int, str, int], str]
+    ) -> dict[tuple[int, str, int], int]:
+        """Move replicas (broker, topic, partition) -> absolute log dir; returns each error code."""
+        by_broker: dict[int, dict[tuple[str, int], str]] = {}
+        for (broker_id, topic, partition), path in moves.items():
+            by_broker.setdefault(broker_id, {})[(topic, partition)] = path
+        out: dict[tuple[int, str, int], int] = {}
+        for broker_id, part in by_broker.items():
+            conn = self._node(broker_id)
+            version = conn.pick_version(ApiKey.ALTER_REPLICA_LOG_DIRS)
+            resp = conn.send(requests.alter_replica_log_dirs(version, part))
+            for t in resp.results:
+                for p in t.partitions:
+                    out[(broker_id, t.topic_name, p.partition_index)] = int(p.error_code)
+        return out
 
     # ------------------------------------------------------------------ routing
 

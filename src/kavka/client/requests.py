@@ -249,3 +249,32 @@ def _by_topic(wanted: Mapping[tuple[str, int], int]) -> dict[str, list[tuple[int
     for parts in out.values():
         parts.sort()
     return out
+
+
+def describe_log_dirs(version: int, wanted: Mapping[str, Sequence[int]] | None) -> Any:
+    cls = request_class(ApiKey.DESCRIBE_LOG_DIRS, version)
+    topic_cls = nested(cls, "DescribableLogDirTopic")
+    topics = None if wanted is None else tuple(
+        make(topic_cls, topic=t, partitions=tuple(ps)) for t, ps in sorted(wanted.items())
+    )
+    return make(cls, topics=topics)
+
+
+def alter_replica_log_dirs(version: int, moves: Mapping[tuple[str, int], str]) -> Any:
+    cls = request_class(ApiKey.ALTER_REPLICA_LOG_DIRS, version)
+    dir_cls = nested(cls, "AlterReplicaLogDir")
+    topic_cls = nested(cls, "AlterReplicaLogDirTopic")
+    by_dir: dict[str, dict[str, list[int]]] = {}
+    for (topic, partition), path in moves.items():
+        by_dir.setdefault(path, {}).setdefault(topic, []).append(partition)
+    return make(
+        cls,
+        dirs=tuple(
+            make(
+                dir_cls,
+                path=path,
+                topics=tuple(make(topic_cls, name=t, partitions=tuple(sorted(ps))) for t, ps in sorted(topics.items())),
+            )
+            for path, topics in sorted(by_dir.items())
+        ),
+    )

@@ -8,16 +8,24 @@ watermark follows the log end offset after each append (Kafka's
 maybeIncrementLeaderHW with one in-sync replica); followers and ISR changes
 come with the cluster work without changing this interface.
 
+KIP-112: an OSError from the log (a failing disk) is reported through
+``on_storage_error`` -- the LogManager takes the whole dir offline -- and
+answered KAFKA_STORAGE_ERROR; once ``offline`` is set every append and read
+is answered so without touching the disk. During a move between log dirs
+(KIP-113) ``log`` is replaced by the ReplicaManager between two requests,
+which is what "under the partition lock" means on one event-loop thread.
+
 Called on the event-loop thread only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from kavka.storage.log import Log
+from kavka.storage.log import FetchDataInfo, Log
 
 
 class PartitionError(Exception):
@@ -49,8 +57,11 @@ class Partition:
         isr: tuple[int, ...],
         high_watermark: int,
         min_insync_replicas: int = 1,
+        on_storage_error: Callable[[Log, OSError], None] | None = None,
     ) -> None:
         self.tp = tp
+        self.offline = False
+        self.on_storage_error = on_storage_error
         self.topic_id = topic_id
         self.log = log
         self.local_broker_id = local_broker_id
@@ -94,7 +105,31 @@ class Partition:
         if current_leader_epoch < self.leader_epoch:
             raise PartitionError(ErrorCode.fenced_leader_epoch)
 
+    def check_online(self) -> None:
+        if self.offline:
+            raise PartitionError(
+                ErrorCode.kafka_storage_error, f"{self.tp} is on an offline log dir"
+            )
+
+    def _storage_error(self, exc: OSError) -> PartitionError:
+        if self.on_storage_error is not None:
+            self.on_storage_error(self.log, exc)
+        self.offline = True
+        return PartitionError(ErrorCode.kafka_storage_error, f"{self.tp}: {exc}")
+
+    def read_records(
+        self, fetch_offset: int, *, max_bytes: int, max_offset: int | None, min_one_message: bool
+    ) -> FetchDataInfo:
+        self.check_online()
+        try:
+            return self.log.read(
+                fetch_offset, max_bytes=max_bytes, max_offset=max_offset, min_one_message=min_one_message
+            )
+        except OSError as e:
+            raise self._storage_error(e) from e
+
     def append_records_to_leader(self, records: memoryview | bytes, *, required_acks: int, now_ms: int):  # noqa: ANN201
+        self.check_online()
         if not self.is_leader:
             raise PartitionError(ErrorCode.not_leader_or_follower)
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -102,6 +137,9 @@ class Partition:
                 ErrorCode.not_enough_replicas,
                 f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the min.isr requirement of {self.min_insync_replicas} for partition {self.tp}",
             )
-        info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        try:
+            info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        except OSError as e:
+            raise self._storage_error(e) from e
         self._maybe_increment_leader_hw()
         return info

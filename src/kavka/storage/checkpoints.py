@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from kavka.storage.errors import CorruptCheckpointError
+from kavka.storage.faults import FAULTS
 
 CHECKPOINT_VERSION = 0
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -54,6 +55,7 @@ def fsync_dir(path: Path) -> None:
 def write_atomically(path: Path, data: bytes) -> None:
     """tmp + fsync + rename + fsync(dir), as Kafka's ``AtomicMoveWithFallback``."""
     tmp = path.with_name(path.name + ".tmp")
+    FAULTS.check(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)

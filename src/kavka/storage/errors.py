@@ -16,6 +16,10 @@ class KafkaStorageError(StorageError):
     """An I/O failure on a log dir (Kafka's KafkaStorageException, KIP-112)."""
 
 
+class LogDirNotFoundError(StorageError):
+    """A path that is not one of this broker's log dirs: LOG_DIR_NOT_FOUND (57)."""
+
+
 class OffsetOutOfRangeError(StorageError):
     """Fetch/ListOffsets/DeleteRecords outside [log_start_offset, log_end_offset]."""
 

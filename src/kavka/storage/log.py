@@ -142,7 +142,11 @@ class Log:
         self.dir = Path(dir)
         self.config = config
         self.topic_id = topic_id
-        self.topic_partition: tuple[str, int] = parse_partition_dir_name(self.dir.name)
+        special = parse_special_dir_name(self.dir.name)
+        # A -future dir holds a replica being moved here (KIP-113).
+        self.topic_partition: tuple[str, int] = (
+            (special[0], special[1]) if special is not None else parse_partition_dir_name(self.dir.name)
+        )
         self._segments = segments
         self._base_offsets = [s.base_offset for s in segments]
         self.leader_epoch_cache = leader_epoch_cache
@@ -788,7 +792,8 @@ class Log:
         for segment in self._segments:
             segment.close_handles()
         self._closed = True
-        target = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        base = partition_dir_name(*self.topic_partition)
+        target = self.dir.with_name(f"{base}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.replace(self.dir, target)
         self.dir = target
         shutil.rmtree(target, ignore_errors=True)

@@ -5,10 +5,32 @@ Owns, per log dir: the ``.lock`` file, the clean-shutdown marker
 logs are loaded, so its absence at start means "recover"), and the three
 offset checkpoint files (``recovery-point-offset-checkpoint``,
 ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``). Owns the
-``Log`` objects in ``<topic>-<partition>`` dirs; finishes deletes of
-``*-delete`` dirs at start; leaves ``*-future`` / ``*-stray`` dirs alone
-(KIP-113 moves are not handled here yet). ``__cluster_metadata-0`` belongs to
-the raft layer and is skipped, as Kafka's LogManager skips it.
+``Log`` objects in ``<topic>-<partition>`` dirs and the future logs of
+replicas being moved between dirs (``<topic>-<partition>.<hex>-future``,
+KIP-113); finishes deletes of ``*-delete`` dirs at start; leaves ``*-stray``
+dirs alone. ``__cluster_metadata-0`` belongs to the raft layer and is
+skipped, as Kafka's LogManager skips it.
+
+KIP-113 crash recovery, applied at start once every dir is loaded: a future
+whose current log exists is loaded as a future (the owner resumes the move);
+a future without a current log is promoted (renamed to ``<topic>-<partition>``)
+because the swap renames the source to ``-delete`` *before* it renames the
+future, and fsyncs the future first; ``-delete`` dirs are removed.
+
+KIP-112: an OSError on a dir (reported by a caller through
+`handle_io_error`, or met here in a checkpoint, flush or retention pass)
+marks that dir offline exactly once: its logs are closed and forgotten, the
+reason is logged with the gauge ``OfflineLogDirectoryCount``, and the
+``on_dir_failure`` listener is told which partitions went with it. Offline
+dirs are skipped by every later pass and get no clean-shutdown marker, so
+they are recovered after the restart that brings them back.
+
+Placement of new replicas (`select_log_dir`, a pure function):
+``log.dir.select.strategy=size`` (default) picks the dir whose projected
+share of its room is lowest -- bytes used by logs there plus one mean-sized
+partition per hosted partition, over bytes used plus free bytes -- so disks
+of different sizes fill evenly and a burst of new partitions still spreads;
+``partitions`` is Kafka's rule (fewest partitions).
 
 Partitions are keyed by ``(topic, partition)`` tuples. The high watermark
 belongs to the broker's Partition: it is passed in to checkpoint and to
@@ -17,11 +39,14 @@ retention. Called from the broker's event-loop thread only.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
 import shutil
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from kavka.storage.checkpoints import (
@@ -31,8 +56,15 @@ from kavka.storage.checkpoints import (
     OffsetCheckpointFile,
     fsync_dir,
 )
-from kavka.storage.errors import CorruptCheckpointError, LogDirLockedError
+from kavka.storage.errors import (
+    CorruptCheckpointError,
+    KafkaStorageError,
+    LogDirLockedError,
+    LogDirNotFoundError,
+)
 from kavka.storage.log import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
     Log,
     parse_partition_dir_name,
     parse_special_dir_name,
@@ -45,8 +77,59 @@ log = logging.getLogger("kavka.storage")
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 METADATA_TOPIC = "__cluster_metadata"
+MAX_PREFERRED_DIRS = 10_000
 
 TopicPartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class DirStats:
+    """What placement looks at for one online log dir."""
+
+    partitions: int
+    used_bytes: int  # bytes of logs (current and future) in the dir
+    usable_bytes: int  # free bytes on its filesystem for an unprivileged writer
+
+
+def select_log_dir(stats: Sequence[DirStats], strategy: str) -> int:
+    """Index of the dir a new replica goes to; ties go to the earlier dir."""
+    if not stats:
+        raise ValueError("no log dir to choose from")
+    if strategy == "partitions":
+        return min(range(len(stats)), key=lambda i: (stats[i].partitions, i))
+    total_parts = sum(s.partitions for s in stats)
+    mean = max(sum(s.used_bytes for s in stats) // total_parts, 1) if total_parts else 1
+
+    def projected(i: int) -> tuple[float, int, int]:
+        s = stats[i]
+        room = s.used_bytes + s.usable_bytes
+        load = s.used_bytes + (s.partitions + 1) * mean
+        return (load / room if room > 0 else float("inf"), s.partitions, i)
+
+    return min(range(len(stats)), key=projected)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int  # for a future replica: how far it is behind the current one
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    path: Path
+    directory_id: str | None
+    error: str | None  # the reason it went offline, None while online
+    total_bytes: int  # -1 when offline
+    usable_bytes: int
+    replicas: tuple[ReplicaInfo, ...]
+
+
+def _no_crash(step: str) -> None:
+    return None
 
 
 class LogManager:
@@ -57,29 +140,64 @@ class LogManager:
         default_config: LogConfig,
         now_ms: int,
         config_for_topic: Callable[[str], LogConfig] | None = None,
+        dir_ids: Mapping[Path, str] | None = None,
+        offline_at_start: Mapping[Path, str] | None = None,
+        select_strategy: str = "size",
+        on_dir_failure: Callable[[Path, str, list[TopicPartitionKey]], None] | None = None,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
+        self.dir_ids = {Path(k): v for k, v in (dir_ids or {}).items()}
+        self.select_strategy = select_strategy
+        self.on_dir_failure = on_dir_failure
         self.default_config = default_config
         self._config_for_topic = config_for_topic
         self._now_ms = now_ms
         self._logs: dict[TopicPartitionKey, Log] = {}
+        self._future_logs: dict[TopicPartitionKey, Log] = {}
+        self.offline_dirs: dict[Path, str] = {}
+        self._offline_partitions: dict[TopicPartitionKey, Path] = {}
+        # AlterReplicaLogDirs for replicas not created yet (REPLICA_NOT_AVAILABLE).
+        self._preferred_dirs: dict[TopicPartitionKey, Path] = {}
+        self._pending_deletes: list[Path] = []
         self._lock_fds: list[int] = []
         self.had_clean_shutdown = True
         self._shut_down = False
-        for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-            self._lock(d)
-        for d in self.log_dirs:
-            clean = (d / CLEAN_SHUTDOWN_FILE).exists()
-            self.had_clean_shutdown = self.had_clean_shutdown and clean
-            self._load_dir(d, clean_shutdown=clean, now_ms=now_ms)
+        for d, reason in (offline_at_start or {}).items():
+            self.mark_dir_offline(Path(d), reason)
+        for d in self.online_dirs:
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                self._lock(d)
+            except LogDirLockedError:
+                raise
+            except OSError as e:
+                self.mark_dir_offline(d, f"cannot open: {e}")
+        clean_by_dir: dict[Path, bool] = {}
+        futures: list[tuple[TopicPartitionKey, Path]] = []
+        for d in self.online_dirs:
+            try:
+                clean = (d / CLEAN_SHUTDOWN_FILE).exists()
+                clean_by_dir[d] = clean
+                self.had_clean_shutdown = self.had_clean_shutdown and clean
+                futures += self._load_dir(d, clean_shutdown=clean, now_ms=now_ms)
+            except OSError as e:
+                self.mark_dir_offline(d, f"cannot load: {e}")
+        self._load_futures(futures, clean_by_dir, now_ms)
+        if not self.online_dirs:
+            raise KafkaStorageError(
+                "every log dir is offline: "
+                + "; ".join(f"{d}: {r}" for d, r in self.offline_dirs.items())
+            )
         # Remove the markers only after loading: a crash from here on must
         # be seen as unclean by the next start.
-        for d in self.log_dirs:
+        for d in self.online_dirs:
             marker = d / CLEAN_SHUTDOWN_FILE
-            if marker.exists():
-                marker.unlink()
-                fsync_dir(d)
+            try:
+                if marker.exists():
+                    marker.unlink()
+                    fsync_dir(d)
+            except OSError as e:
+                self.mark_dir_offline(d, f"cannot remove {marker.name}: {e}")
 
     # ------------------------------------------------------------------ startup
 
@@ -111,9 +229,13 @@ class LogManager:
             return self._config_for_topic(topic)
         return self.default_config
 
-    def _load_dir(self, d: Path, *, clean_shutdown: bool, now_ms: int) -> None:
+    def _load_dir(
+        self, d: Path, *, clean_shutdown: bool, now_ms: int
+    ) -> list[tuple[TopicPartitionKey, Path]]:
+        """Load current logs; return the future dirs found (handled once all dirs are loaded)."""
         recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
         log_start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+        futures: list[tuple[TopicPartitionKey, Path]] = []
         for child in sorted(d.iterdir()):
             if not child.is_dir():
                 continue
@@ -122,6 +244,8 @@ class LogManager:
                 if special[2] == "delete":
                     log.info("finishing the delete of %s", child)
                     shutil.rmtree(child, ignore_errors=True)
+                elif special[2] == "future":
+                    futures.append(((special[0], special[1]), child))
                 else:
                     log.info("leaving %s alone (%s replica)", child, special[2])
                 continue
@@ -145,17 +269,198 @@ class LogManager:
                 clean_shutdown=clean_shutdown,
                 now_ms=now_ms,
             )
+        return futures
+
+    def _load_futures(
+        self,
+        futures: list[tuple[TopicPartitionKey, Path]],
+        clean_by_dir: Mapping[Path, bool],
+        now_ms: int,
+    ) -> None:
+        """KIP-113 recovery: resume (current and future both present) or promote (future only)."""
+        for tp, path in futures:
+            d = path.parent
+            if d in self.offline_dirs:
+                continue
+            if tp in self._future_logs:
+                log.warning("ignoring %s: %s already holds the future replica", path, self._future_logs[tp].dir)
+                continue
+            if tp not in self._logs and self.offline_dirs:
+                # The current replica may be on the failed dir: only a
+                # restart with every dir readable may decide.
+                log.warning("leaving %s alone while a log dir is offline", path)
+                continue
+            clean = clean_by_dir.get(d, False)
+            if tp in self._logs:
+                current = self._logs[tp]
+                self._future_logs[tp] = Log.open(
+                    path,
+                    self._config(tp[0]),
+                    topic_id=None,
+                    recovery_point=0,
+                    log_start_offset=current.log_start_offset,
+                    clean_shutdown=clean,
+                    now_ms=now_ms,
+                )
+                log.info("resuming the move of %s-%d to %s", tp[0], tp[1], d)
+            else:
+                target = d / partition_dir_name(*tp)
+                os.replace(path, target)
+                fsync_dir(d)
+                log.info("promoting %s to %s (its source was renamed for deletion)", path, target)
+                self._logs[tp] = Log.open(
+                    target,
+                    self._config(tp[0]),
+                    topic_id=None,
+                    recovery_point=0,
+                    log_start_offset=0,
+                    clean_shutdown=clean,
+                    now_ms=now_ms,
+                )
+
+    # ------------------------------------------------------------------ dirs
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    @property
+    def offline_log_directory_count(self) -> int:
+        """Kafka's ``OfflineLogDirectoryCount`` gauge."""
+        return len(self.offline_dirs)
+
+    def dir_containing(self, path: Path | str) -> Path | None:
+        p = os.path.abspath(path)
+        for d in sorted(self.log_dirs, key=lambda x: -len(str(x))):
+            root = os.path.abspath(d)
+            if p == root or p.startswith(root + os.sep):
+                return d
+        return None
+
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        lg = self._logs.get((topic, partition))
+        if lg is not None:
+            return lg.dir.parent
+        return self._offline_partitions.get((topic, partition))
+
+    def directory_id(self, d: Path) -> str | None:
+        return self.dir_ids.get(d)
+
+    def directory_id_of(self, topic: str, partition: int) -> str | None:
+        """KIP-858: the directory.id of the dir holding this replica (None if not hosted)."""
+        d = self.dir_of(topic, partition)
+        return None if d is None else self.dir_ids.get(d)
+
+    def handle_io_error(self, path: Path | str | None, exc: BaseException) -> Path | None:
+        """An OSError met on ``path``: take its log dir offline (KIP-112). Returns the dir."""
+        d = self.dir_containing(path) if path is not None else None
+        if d is not None:
+            self.mark_dir_offline(d, f"{type(exc).__name__}: {exc}")
+        return d
+
+    def mark_dir_offline(self, d: Path, reason: str) -> None:
+        if d in self.offline_dirs or d not in self.log_dirs:
+            return
+        self.offline_dirs[d] = reason
+        lost: list[TopicPartitionKey] = []
+        for tp, lg in list(self._logs.items()):
+            if lg.dir.parent == d:
+                del self._logs[tp]
+                self._offline_partitions[tp] = d
+                lost.append(tp)
+                _close_quietly(lg)
+        for tp, fut in list(self._future_logs.items()):
+            # A move stops if its source or its destination fails; the
+            # future dir stays for the next start to resume or drop.
+            if fut.dir.parent == d or tp in self._offline_partitions:
+                del self._future_logs[tp]
+                _close_quietly(fut)
+        log.error(
+            "log dir %s is offline: %s; its %d replicas answer KAFKA_STORAGE_ERROR until a restart "
+            "with the disk repaired (OfflineLogDirectoryCount=%d)",
+            d,
+            reason,
+            len(lost),
+            len(self.offline_dirs),
+        )
+        if self.on_dir_failure is not None:
+            self.on_dir_failure(d, reason, lost)
+
+    def _dir_stats(self, d: Path) -> DirStats:
+        logs = [lg for lg in self._logs.values() if lg.dir.parent == d]
+        futures = [lg for lg in self._future_logs.values() if lg.dir.parent == d]
+        usage = shutil.disk_usage(d)
+        return DirStats(
+            partitions=len(logs) + len(futures),
+            used_bytes=sum(lg.size_in_bytes for lg in [*logs, *futures]),
+            usable_bytes=usage.free,
+        )
+
+    def _select_dir(self, tp: TopicPartitionKey) -> Path:
+        preferred = self._preferred_dirs.pop(tp, None)
+        if preferred is not None and preferred not in self.offline_dirs:
+            return preferred
+        candidates: list[Path] = []
+        stats: list[DirStats] = []
+        for d in self.online_dirs:
+            try:
+                stats.append(self._dir_stats(d))
+            except OSError as e:
+                self.mark_dir_offline(d, f"cannot stat: {e}")
+                continue
+            candidates.append(d)
+        if not candidates:
+            raise KafkaStorageError(f"no online log dir for {tp[0]}-{tp[1]}")
+        return candidates[select_log_dir(stats, self.select_strategy)]
+
+    def describe_dirs(self) -> list[LogDirDescription]:
+        out = []
+        for d in self.log_dirs:
+            reason = self.offline_dirs.get(d)
+            if reason is None:
+                try:
+                    st = os.statvfs(d)
+                except OSError as e:
+                    self.mark_dir_offline(d, f"cannot stat: {e}")
+                    reason = self.offline_dirs.get(d)
+            if reason is not None:
+                out.append(LogDirDescription(d, self.dir_ids.get(d), reason, -1, -1, ()))
+                continue
+            replicas = [
+                ReplicaInfo(tp[0], tp[1], lg.size_in_bytes, 0, False)
+                for tp, lg in sorted(self._logs.items())
+                if lg.dir.parent == d
+            ]
+            for tp, fut in sorted(self._future_logs.items()):
+                if fut.dir.parent == d:
+                    cur = self._logs.get(tp)
+                    lag = max(cur.log_end_offset - fut.log_end_offset, 0) if cur else 0
+                    replicas.append(ReplicaInfo(tp[0], tp[1], fut.size_in_bytes, lag, True))
+            out.append(
+                LogDirDescription(
+                    d,
+                    self.dir_ids.get(d),
+                    None,
+                    st.f_blocks * st.f_frsize,
+                    st.f_bavail * st.f_frsize,
+                    tuple(replicas),
+                )
+            )
+        return out
 
     # ------------------------------------------------------------------ logs
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
 
+    def is_offline(self, topic: str, partition: int) -> bool:
+        return (topic, partition) in self._offline_partitions
+
     def all_logs(self) -> list[Log]:
         return list(self._logs.values())
 
     def logs_by_dir(self) -> dict[Path, list[Log]]:
-        result: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
+        result: dict[Path, list[Log]] = {d: [] for d in self.online_dirs}
         for lg in self._logs.values():
             result.setdefault(lg.dir.parent, []).append(lg)
         return result
@@ -174,43 +479,194 @@ class LogManager:
             if config is not None:
                 existing.update_config(config)
             return existing
-        # Fewest partitions first (Kafka's nextLogDirs); size-aware placement
-        # comes later.
-        by_dir = self.logs_by_dir()
-        target = min(self.log_dirs, key=lambda d: (len(by_dir.get(d, [])), self.log_dirs.index(d)))
-        lg = Log.open(
-            target / partition_dir_name(topic, partition),
-            config or self._config(topic),
-            topic_id=topic_id,
-            recovery_point=0,
-            log_start_offset=0,
-            clean_shutdown=True,
-            now_ms=self._now_ms if now_ms is None else now_ms,
-        )
+        offline_dir = self._offline_partitions.get((topic, partition))
+        if offline_dir is not None:
+            raise KafkaStorageError(f"{topic}-{partition} is on offline log dir {offline_dir}")
+        target = self._select_dir((topic, partition))
+        try:
+            lg = Log.open(
+                target / partition_dir_name(topic, partition),
+                config or self._config(topic),
+                topic_id=topic_id,
+                recovery_point=0,
+                log_start_offset=0,
+                clean_shutdown=True,
+                now_ms=self._now_ms if now_ms is None else now_ms,
+            )
+        except OSError as e:
+            self.handle_io_error(target, e)
+            raise KafkaStorageError(f"cannot create {topic}-{partition} in {target}: {e}") from e
         self._logs[(topic, partition)] = lg
-        log.info("created log for %s-%d in %s", topic, partition, target)
+        log.info(
+            "created log for %s-%d in %s (directory.id %s)",
+            topic, partition, target, self.dir_ids.get(target, "unknown"),
+        )
         return lg
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        lg = self._logs.pop((topic, partition), None)
+        tp = (topic, partition)
+        self._preferred_dirs.pop(tp, None)
+        self._offline_partitions.pop(tp, None)
+        self.abort_future_log(tp)
+        lg = self._logs.pop(tp, None)
         if lg is None:
             return False
-        lg.delete()
+        try:
+            lg.delete()
+        except OSError as e:
+            self.handle_io_error(lg.dir, e)
         log.info("deleted log for %s-%d", topic, partition)
         return True
+
+    # ------------------------------------------------------------------ replica moves (KIP-113)
+
+    def prefer_log_dir(self, tp: TopicPartitionKey, d: Path) -> None:
+        """Remember where a replica that does not exist yet should be created."""
+        d = self._known_online_dir(d)
+        if tp not in self._preferred_dirs and len(self._preferred_dirs) >= MAX_PREFERRED_DIRS:
+            # Requests name arbitrary partitions: forget the oldest wish, not the broker's memory.
+            del self._preferred_dirs[next(iter(self._preferred_dirs))]
+        self._preferred_dirs[tp] = d
+
+    def _known_online_dir(self, d: Path | str) -> Path:
+        for known in self.log_dirs:
+            if os.path.abspath(known) == os.path.abspath(d):
+                if known in self.offline_dirs:
+                    raise KafkaStorageError(f"log dir {known} is offline")
+                return known
+        raise LogDirNotFoundError(f"{d} is not a log dir of this broker")
+
+    def future_log(self, tp: TopicPartitionKey) -> Log | None:
+        return self._future_logs.get(tp)
+
+    def future_logs(self) -> dict[TopicPartitionKey, Log]:
+        return dict(self._future_logs)
+
+    def create_future_log(self, tp: TopicPartitionKey, dest: Path | str, *, now_ms: int) -> Log | None:
+        """Start a move of ``tp`` to ``dest``; None if it already lives there."""
+        dest = self._known_online_dir(dest)
+        current = self._logs.get(tp)
+        if current is None:
+            raise KafkaStorageError(f"{tp[0]}-{tp[1]} has no online replica to move")
+        existing = self._future_logs.get(tp)
+        if existing is not None:
+            if existing.dir.parent == dest:
+                return existing
+            self.abort_future_log(tp)
+        if current.dir.parent == dest:
+            return None
+        path = dest / f"{partition_dir_name(*tp)}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+        try:
+            fut = Log.open(
+                path,
+                current.config,
+                topic_id=current.topic_id,
+                recovery_point=0,
+                log_start_offset=current.log_start_offset,
+                clean_shutdown=True,
+                now_ms=now_ms,
+            )
+            fsync_dir(dest)
+        except OSError as e:
+            self.handle_io_error(dest, e)
+            raise KafkaStorageError(f"cannot create {path}: {e}") from e
+        self._future_logs[tp] = fut
+        log.info("moving %s-%d from %s to %s", tp[0], tp[1], current.dir.parent, dest)
+        return fut
+
+    def abort_future_log(self, tp: TopicPartitionKey) -> None:
+        fut = self._future_logs.pop(tp, None)
+        if fut is not None:
+            try:
+                fut.delete()
+            except OSError as e:
+                self.handle_io_error(fut.dir, e)
+
+    def replace_current_with_future(
+        self, tp: TopicPartitionKey, *, now_ms: int, crash_point: Callable[[str], None] = _no_crash
+    ) -> Log:
+        """The swap at the end of a move; the caller holds the partition (event-loop thread).
+
+        Order (what `_load_futures` relies on): fsync the future; rename the
+        source to ``-delete``; rename the future to ``<topic>-<partition>``;
+        reopen it. The ``-delete`` dir is left for `take_pending_deletes`.
+        """
+        src = self._logs[tp]
+        fut = self._future_logs[tp]
+        if fut.log_end_offset != src.log_end_offset:
+            raise RuntimeError(
+                f"future log of {tp[0]}-{tp[1]} is at {fut.log_end_offset}, not {src.log_end_offset}"
+            )
+        src_dir, dest_dir = src.dir.parent, fut.dir.parent
+        log_start = max(src.log_start_offset, fut.log_start_offset)
+        try:
+            fut.flush()
+            fut.close()
+            src.flush()
+            src.close()
+        except OSError as e:
+            self.handle_io_error(getattr(e, "filename", None), e)
+            raise KafkaStorageError(f"move of {tp[0]}-{tp[1]} failed: {e}") from e
+        crash_point("caught-up")
+        doomed = src.dir.with_name(f"{partition_dir_name(*tp)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        current = dest_dir / partition_dir_name(*tp)
+        try:
+            os.replace(src.dir, doomed)
+        except OSError as e:
+            self.mark_dir_offline(src_dir, f"rename of {src.dir} failed: {e}")
+            raise KafkaStorageError(f"move of {tp[0]}-{tp[1]} failed: {e}") from e
+        fsync_dir(src_dir)
+        crash_point("source-renamed")
+        try:
+            os.replace(fut.dir, current)
+            fsync_dir(dest_dir)
+        except OSError as e:
+            self.mark_dir_offline(dest_dir, f"rename of {fut.dir} failed: {e}")
+            raise KafkaStorageError(f"move of {tp[0]}-{tp[1]} failed: {e}") from e
+        crash_point("future-promoted")
+        del self._future_logs[tp]
+        new = Log.open(
+            current,
+            src.config,
+            topic_id=src.topic_id,
+            recovery_point=fut.log_end_offset,
+            log_start_offset=fut.log_start_offset,
+            clean_shutdown=True,
+            now_ms=now_ms,
+        )
+        # DeleteRecords or retention moved the source's start during the copy.
+        new.maybe_increment_log_start_offset(log_start, "replica moved between log dirs")
+        # An epoch that starts at the log end (a leader epoch with no batch
+        # yet) is in the source's cache only; Log.open drops such entries.
+        latest = new.leader_epoch_cache.latest_epoch
+        for entry in src.leader_epoch_cache.epoch_entries():
+            if latest is None or entry.epoch > latest:
+                new.leader_epoch_cache.assign(entry.epoch, entry.start_offset)
+        self._logs[tp] = new
+        self._pending_deletes.append(doomed)
+        log.info("moved %s-%d from %s to %s", tp[0], tp[1], src_dir, dest_dir)
+        return new
+
+    def take_pending_deletes(self) -> list[Path]:
+        """``-delete`` dirs left by swaps; the caller removes them off the event loop."""
+        out, self._pending_deletes = self._pending_deletes, []
+        return out
 
     # ------------------------------------------------------------------ checkpoints
 
     def _write_per_dir(self, name: str, values: Mapping[TopicPartitionKey, int]) -> None:
         for d, logs in self.logs_by_dir().items():
-            if d not in self.log_dirs:
+            if d not in self.log_dirs or d in self.offline_dirs:
                 continue
             entries = {
                 lg.topic_partition: values[lg.topic_partition]
                 for lg in logs
                 if lg.topic_partition in values
             }
-            OffsetCheckpointFile(d / name).write(entries)
+            try:
+                OffsetCheckpointFile(d / name).write(entries)
+            except OSError as e:
+                self.mark_dir_offline(d, f"cannot write {name}: {e}")
 
     def checkpoint_recovery_points(self) -> None:
         self._write_per_dir(
@@ -228,7 +684,7 @@ class LogManager:
 
     def read_high_watermarks(self) -> dict[TopicPartitionKey, int]:
         result: dict[TopicPartitionKey, int] = {}
-        for d in self.log_dirs:
+        for d in self.online_dirs:
             result.update(self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT))
         return result
 
@@ -240,31 +696,54 @@ class LogManager:
         total = 0
         for tp, lg in list(self._logs.items()):
             hw = hw_by_tp.get(tp)
-            if hw is None:
+            if hw is None or self._logs.get(tp) is not lg:
                 continue
-            total += lg.delete_retention_segments(now_ms, high_watermark=hw)
+            try:
+                total += lg.delete_retention_segments(now_ms, high_watermark=hw)
+            except OSError as e:
+                self.handle_io_error(lg.dir, e)
         return total
 
     def flush_dirty(self, now_ms: int) -> int:
         """flush.ms and deferred post-roll flushes; returns logs flushed."""
         self._now_ms = now_ms
-        return sum(1 for lg in list(self._logs.values()) if lg.maybe_flush(now_ms))
+        flushed = 0
+        for tp, lg in list(self._logs.items()):
+            if self._logs.get(tp) is not lg:
+                continue  # its dir went offline during this pass
+            try:
+                flushed += 1 if lg.maybe_flush(now_ms) else 0
+            except OSError as e:
+                self.handle_io_error(lg.dir, e)
+        return flushed
 
     def shutdown(self) -> None:
-        """Flush and close every log, write checkpoints, then the marker."""
+        """Flush and close every log, write checkpoints, then the marker (online dirs only)."""
         if self._shut_down:
             return
-        for lg in self._logs.values():
-            lg.flush()
-            lg.close()
+        for lg in [*self._logs.values(), *self._future_logs.values()]:
+            try:
+                lg.flush()
+                lg.close()
+            except OSError as e:
+                self.handle_io_error(lg.dir, e)
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
-        for d in self.log_dirs:
-            fd = os.open(d / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            os.fsync(fd)
-            os.close(fd)
-            fsync_dir(d)
+        for d in self.online_dirs:
+            try:
+                fd = os.open(d / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.fsync(fd)
+                os.close(fd)
+                fsync_dir(d)
+            except OSError as e:
+                log.error("cannot write the clean-shutdown marker of %s: %s", d, e)
         for fd in self._lock_fds:
             os.close(fd)
         self._lock_fds = []
         self._shut_down = True
+
+
+def _close_quietly(lg: Log) -> None:
+    for segment in lg.segments:
+        with contextlib.suppress(OSError):
+            segment.close_handles()

@@ -37,6 +37,7 @@ from kavka.protocol.records import (
     parse_header,
 )
 from kavka.storage.errors import CorruptIndexError
+from kavka.storage.faults import FAULTS
 from kavka.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
 
 if TYPE_CHECKING:
@@ -172,6 +173,7 @@ class LogSegment:
     # ------------------------------------------------------------------ scanning
 
     def _pread(self, size: int, position: int) -> bytes:
+        FAULTS.check(self.log_path)
         return os.pread(self._fd, size, position)
 
     def iter_batches_from(
@@ -266,6 +268,7 @@ class LogSegment:
             self._rolling_based_timestamp = max_timestamp
         view = memoryview(records)
         written = 0
+        FAULTS.check(self.log_path)
         while written < len(view):  # os.write may be partial only on odd filesystems
             written += os.write(self._fd, view[written:])
         self.size += written
@@ -481,6 +484,7 @@ class LogSegment:
     # ------------------------------------------------------------------ lifecycle
 
     def flush(self) -> None:
+        FAULTS.check(self.log_path)
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()

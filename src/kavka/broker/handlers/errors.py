@@ -17,6 +17,8 @@ _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (se.OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
     (se.InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
     (se.RecordBatchTooLargeError, ErrorCode.record_list_too_large),
+    (se.KafkaStorageError, ErrorCode.kafka_storage_error),
+    (se.LogDirNotFoundError, ErrorCode.log_dir_not_found),
     (OSError, ErrorCode.kafka_storage_error),
 )
 

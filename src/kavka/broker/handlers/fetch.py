@@ -99,6 +99,7 @@ def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tupl
                 lso = hw  # no transactions yet: the last stable offset is the high watermark
                 start = p.log_start_offset
                 try:
+                    p.check_online()
                     p.check_leader_epoch(getattr(fp, "current_leader_epoch", -1))
                     if not p.is_leader:
                         raise PartitionError(ErrorCode.not_leader_or_follower)
@@ -109,7 +110,7 @@ def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tupl
                             f"fetch offset {fp.fetch_offset} is outside [{start}, {p.log_end_offset}] of {name}-{fp.partition}"
                         )
                     if fp.fetch_offset < upper:
-                        data = p.log.read(
+                        data = p.read_records(
                             fp.fetch_offset,
                             max_bytes=max(limit, 0),
                             max_offset=upper,

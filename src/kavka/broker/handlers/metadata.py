@@ -64,7 +64,10 @@ def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
                 leader_epoch=p.leader_epoch,
                 replica_nodes=tuple(p.replicas),
                 isr_nodes=tuple(p.isr),
-                offline_replicas=(),
+                # KIP-112: a replica on a failed log dir of this broker.
+                offline_replicas=(
+                    (node.node_id,) if node.log_manager.is_offline(t.name, p.partition_id) else ()
+                ),
             )
             for p in sorted(t.partitions.values(), key=lambda p: p.partition_id)
         )

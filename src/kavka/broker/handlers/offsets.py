@@ -30,6 +30,7 @@ def _leader(node: BrokerNode, topic: str, partition: int, current_leader_epoch: 
     p = node.replica_manager.get_partition(topic, partition)
     if p is None:
         raise PartitionError(ErrorCode.unknown_topic_or_partition)
+    p.check_online()
     p.check_leader_epoch(current_leader_epoch)
     if not p.is_leader:
         raise PartitionError(ErrorCode.not_leader_or_follower)

@@ -1,0 +1,93 @@
+"""DescribeLogDirs (API 35) and AlterReplicaLogDirs (API 34): JBOD (KIP-112, KIP-113).
+
+DescribeLogDirs lists every log dir of this broker -- offline ones with
+KAFKA_STORAGE_ERROR and no replicas -- with total and usable bytes (v4+) and,
+per replica, its size, offset lag (for a future replica: how far behind the
+current one it is) and the is-future flag. AlterReplicaLogDirs asks for
+replicas to be moved to a dir: NONE once the move is under way (or the
+replica is there already), LOG_DIR_NOT_FOUND for a path that is not a log
+dir here, KAFKA_STORAGE_ERROR for an offline dir or replica, and
+REPLICA_NOT_AVAILABLE for a replica this broker does not host yet -- the
+wish is remembered and honoured when the replica is created, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.protocol import api
+from kavka.protocol.messages import NO_THROTTLE, make, nested
+from kavka.replication.partition import TopicPartition
+
+if TYPE_CHECKING:
+    from kavka.broker.node import BrokerNode
+    from kavka.broker.server import RequestContext
+
+
+def handle_describe_log_dirs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    result_cls = nested(resp_cls, "DescribeLogDirsResult")
+    topic_cls = nested(resp_cls, "DescribeLogDirsTopic")
+    part_cls = nested(resp_cls, "DescribeLogDirsPartition")
+    wanted: dict[str, set[int]] | None = None
+    if req.topics is not None:
+        wanted = {}
+        for t in req.topics:
+            wanted.setdefault(t.topic, set()).update(t.partitions)
+    results = []
+    for d in node.log_manager.describe_dirs():
+        by_topic: dict[str, list[Any]] = {}
+        for r in d.replicas:
+            if wanted is not None and r.partition not in wanted.get(r.topic, ()):
+                continue
+            by_topic.setdefault(r.topic, []).append(
+                make(
+                    part_cls,
+                    partition_index=r.partition,
+                    partition_size=r.size,
+                    offset_lag=r.offset_lag,
+                    is_future_key=r.is_future,
+                )
+            )
+        results.append(
+            make(
+                result_cls,
+                error_code=ErrorCode.kafka_storage_error if d.error else ErrorCode.none,
+                log_dir=str(d.path),
+                topics=tuple(
+                    make(topic_cls, name=name, partitions=tuple(parts))
+                    for name, parts in sorted(by_topic.items())
+                ),
+                total_bytes=d.total_bytes,
+                usable_bytes=d.usable_bytes,
+            )
+        )
+    return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=tuple(results))
+
+
+def handle_alter_replica_log_dirs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    topic_cls = nested(resp_cls, "AlterReplicaLogDirTopicResult")
+    part_cls = nested(resp_cls, "AlterReplicaLogDirPartitionResult")
+    rm = node.replica_manager
+    by_topic: dict[str, list[Any]] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            for partition in t.partitions:
+                tp = TopicPartition(t.name, partition)
+                error, start = rm.alter_replica_log_dir(tp, d.path, now_ms=node.now_ms())
+                if start:
+                    node.log_dir_movers.add(tp)
+                by_topic.setdefault(t.name, []).append(
+                    make(part_cls, partition_index=partition, error_code=error)
+                )
+    return make(
+        resp_cls,
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            make(topic_cls, topic_name=name, partitions=tuple(parts))
+            for name, parts in by_topic.items()
+        ),
+    )

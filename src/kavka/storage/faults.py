@@ -1,0 +1,62 @@
+"""I/O fault injection for tests, below the process boundary (KIP-112 tests).
+
+A broker started with ``KAVKA_FAULT_INJECTION_FILE=<control file>`` in its
+environment checks, before each segment write, read and fsync and each
+checkpoint write, whether the path lies under a dir listed in the control
+file (one absolute path a line); if so the operation raises
+``OSError(EIO)``, exactly what a dying disk raises. The control file is read
+again when its mtime changes (stat at most every 20 ms), so a test fails a
+dir of a running broker by writing its path there. Without the variable,
+`check` is one attribute test. Any thread may call `check`.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from pathlib import Path
+
+FAULT_INJECTION_ENV = "KAVKA_FAULT_INJECTION_FILE"
+_RECHECK_S = 0.02
+
+
+class DiskFaults:
+    def __init__(self, control_file: str | None) -> None:
+        self.configure(control_file)
+
+    def configure(self, control_file: str | None) -> None:
+        """(Re)point at a control file; None turns injection off (unit tests use this)."""
+        self.enabled = bool(control_file)
+        self._control = Path(control_file) if control_file else None
+        self._mtime_ns = -1
+        self._next_stat = 0.0
+        self._failing: tuple[str, ...] = ()
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now < self._next_stat or self._control is None:
+            return
+        self._next_stat = now + _RECHECK_S
+        try:
+            mtime = self._control.stat().st_mtime_ns
+        except OSError:
+            self._failing, self._mtime_ns = (), -1
+            return
+        if mtime != self._mtime_ns:
+            self._mtime_ns = mtime
+            lines = self._control.read_text().splitlines()
+            self._failing = tuple(os.path.abspath(x.strip()) + os.sep for x in lines if x.strip())
+
+    def check(self, path: Path | str) -> None:
+        """Raise OSError(EIO) if ``path`` lies under a dir the test has failed."""
+        if not self.enabled:
+            return
+        self._refresh()
+        p = os.path.abspath(path)
+        for prefix in self._failing:
+            if (p + os.sep).startswith(prefix):
+                raise OSError(errno.EIO, "injected I/O error (" + FAULT_INJECTION_ENV + ")", str(path))
+
+
+FAULTS = DiskFaults(os.environ.get(FAULT_INJECTION_ENV))
