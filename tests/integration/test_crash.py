@@ -151,7 +151,7 @@ def _damaged_broker(broker_factory, topic_name: str):  # noqa: ANN001, ANN202
     sent = sample_records(60, base_ts=recent_base_ts())
     # A linger far longer than queueing 10 records takes even on a loaded machine;
     # flush() sends at once, so each group of 10 is exactly one batch.
-    producer = ck_producer(b.bootstrap, {"acks": "all", "linger.ms": 30_000, "batch.num.messages": 10})
+    producer = ck_producer(b.bootstrap, {"acks": "all", "linger.ms": 10_000, "batch.num.messages": 10})
     for i in range(0, 60, 10):  # queued within the linger, then flushed: one batch each
         ck_produce_samples(producer, topic_name, sent[i : i + 10])
     b.kill()
