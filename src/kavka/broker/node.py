@@ -9,6 +9,9 @@ accepting, drain in-flight responses, stop background tasks, checkpoint high
 watermarks, close logs cleanly (writing the clean-shutdown marker), close the
 quorum.
 
+Group coordination (coordinator.manager) is opened after the partitions, so
+it can replay `__consumer_offsets`, and stopped before the logs close.
+
 Background work owned here: retention (log.retention.check.interval.ms),
 time-based flush (flush.ms), high-watermark checkpoints
 (replica.high.watermark.checkpoint.interval.ms) and recovery-point
@@ -26,8 +29,12 @@ from pathlib import Path
 
 from kavka.broker.config_resolver import ConfigResolver
 from kavka.config import BrokerConfig, ConfigError
+from kavka.controller.controller import NewTopic
 from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.quorum_controller import QuorumController
+from kavka.coordinator.group import GroupConfig
+from kavka.coordinator.manager import GroupCoordinatorManager
+from kavka.coordinator.records import OFFSETS_TOPIC
 from kavka.raft.quorum import SingleVoterQuorum
 from kavka.replication.partition import TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
@@ -112,6 +119,7 @@ class BrokerNode:
         self.controller.load()
         eps = [(e.name, e.host, e.port) for e in self.config.advertised_listeners]
         self._register(eps)
+        self.groups = self._open_group_coordinator()
         log.info(
             "kavka node %d of cluster %s opened %d partitions in %.2fs",
             self.node_id,
@@ -119,6 +127,37 @@ class BrokerNode:
             len(self.replica_manager.partitions),
             time.monotonic() - started,
         )
+
+    def _open_group_coordinator(self) -> GroupCoordinatorManager:
+        """The group coordinator, its state replayed from the hosted `__consumer_offsets` partitions."""
+        c = self.config
+        groups = GroupCoordinatorManager(
+            config=GroupConfig(
+                min_session_timeout_ms=c["group.min.session.timeout.ms"],
+                max_session_timeout_ms=c["group.max.session.timeout.ms"],
+                initial_rebalance_delay_ms=c["group.initial.rebalance.delay.ms"],
+                max_size=c["group.max.size"],
+            ),
+            replica_manager=self.replica_manager,
+            num_partitions=c["offsets.topic.num.partitions"],
+            create_offsets_topic=self._create_offsets_topic,
+            now_ms=self.now_ms,
+            offset_metadata_max_bytes=c["offset.metadata.max.bytes"],
+        )
+        started = time.monotonic()
+        n = groups.load()
+        if n:
+            log.info("loaded %d records of %s in %.2fs", n, OFFSETS_TOPIC, time.monotonic() - started)
+        return groups
+
+    def _create_offsets_topic(self, partitions: int) -> None:
+        if OFFSETS_TOPIC in self.image.topics_by_name:
+            return
+        rf = max(1, min(int(self.config["offsets.topic.replication.factor"]), len(self.image.brokers)))
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
+        [created] = self.controller.create_topics([NewTopic(OFFSETS_TOPIC, partitions, rf, configs=configs)])
+        if not created.result.ok:
+            raise OSError(f"cannot create {OFFSETS_TOPIC}: {created.result.message}")
 
     def _register(self, endpoints: list[tuple[str, str, int]]) -> None:
         self.controller.register_broker(
@@ -208,6 +247,7 @@ class BrokerNode:
 
     def _start_background(self) -> None:
         c = self.config
+        self.groups.start()
         self._every(c["log.retention.check.interval.ms"], self._retention, "retention")
         self._every(c["replica.high.watermark.checkpoint.interval.ms"], self.replica_manager.checkpoint_high_watermarks, "hw-checkpoint")
         self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
@@ -244,6 +284,7 @@ class BrokerNode:
         log.info("shutting down")
         if self.server is not None:
             await self.server.close()
+        await self.groups.stop()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

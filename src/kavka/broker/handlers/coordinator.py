@@ -1,7 +1,8 @@
 """FindCoordinator (API 10): which broker coordinates a group or a transaction.
 
 A kavka node is its own group coordinator: every group key maps to this node
-(the partition of `__consumer_offsets` that would own it is led here). The
+(the partition of `__consumer_offsets` that owns it is led here). The first
+lookup of a group creates `__consumer_offsets`. The
 answer matters beyond groups: librdkafka turns LZ4 (and, in 2.0.x, gzip and
 snappy) off unless the broker advertises FindCoordinator, which is how Kafka
 brokers since 0.9 look to it. Transactions are not supported yet: a
@@ -42,6 +43,8 @@ def _locate(node: BrokerNode, key_type: int) -> tuple[ErrorCode, int, str, int]:
 def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     key_type = int(getattr(req, "key_type", GROUP_KEY_TYPE))
+    if key_type == GROUP_KEY_TYPE:
+        node.groups.ensure_offsets_topic()  # created on first use, as Kafka does
     if ctx.api_version < 4:
         error, node_id, host, port = _locate(node, key_type)
         return make(
