@@ -528,8 +528,9 @@ class GroupCoordinator:
         self._remove_member(group, member)
         if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group, now_ms)
-        elif group.is_(GroupState.PREPARING_REBALANCE):
-            self._maybe_complete_join(group, now_ms)
+        # Kafka's DelayedJoin is tried at once: with every remaining member already waiting
+        # (or none left) the generation completes now, and an emptied group goes Empty.
+        self._maybe_complete_join(group, now_ms)
 
     # ------------------------------------------------------------ SyncGroup
 
