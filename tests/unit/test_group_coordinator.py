@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 
-import pytest
 from kio.schema.errors import ErrorCode
 
 from kavka.coordinator import records as rec
