@@ -16,6 +16,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kavka.cli.server", "server"),
     ("kavka.cli.topics", "topics"),
     ("kavka.cli.configs", "configs"),
+    ("kavka.cli.groups", "groups"),
     ("kavka.cli.demo", "demo"),
 )
 

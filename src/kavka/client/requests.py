@@ -324,3 +324,12 @@ def offset_commit(
             for topic, parts in _by_topic(offsets).items()
         ),
     )
+
+
+def find_coordinator(version: int, group: str) -> Any:
+    return make(
+        request_class(ApiKey.FIND_COORDINATOR, version),
+        key=group,
+        key_type=0,  # a group (1 would be a transactional id)
+        coordinator_keys=(group,),
+    )

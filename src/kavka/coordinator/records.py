@@ -235,3 +235,23 @@ def consumer_subscription_topics(protocol_type: str, metadata: bytes) -> set[str
         return {t for t in (r.string() for _ in range(n)) if t is not None}
     except (RecordFormatError, UnicodeDecodeError):
         return None
+
+
+def consumer_assignment_partitions(metadata: bytes) -> list[tuple[str, int]] | None:
+    """Partitions in a ConsumerProtocolAssignment (version int16, [topic string, [partition int32]], ...)."""
+    try:
+        r = _Reader(metadata)
+        r.i16()
+        out = []
+        n = r.i32()
+        if n < 0 or n > len(metadata):
+            return None
+        for _ in range(n):
+            topic = r.string() or ""
+            k = r.i32()
+            if k < 0 or k > len(metadata):
+                return None
+            out.extend((topic, r.i32()) for _ in range(k))
+        return sorted(out)
+    except (RecordFormatError, UnicodeDecodeError):
+        return None
