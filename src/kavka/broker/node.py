@@ -13,6 +13,7 @@ Group coordination (coordinator.manager) is opened after the partitions, so
 it can replay `__consumer_offsets`, and stopped before the logs close.
 
 Background work owned here: retention (log.retention.check.interval.ms),
+log compaction (log.cleaner.backoff.ms, storage.cleaner),
 time-based flush (flush.ms), high-watermark checkpoints
 (replica.high.watermark.checkpoint.interval.ms) and recovery-point
 checkpoints (log.flush.offset.checkpoint.interval.ms).
@@ -252,6 +253,8 @@ class BrokerNode:
         self._every(c["replica.high.watermark.checkpoint.interval.ms"], self.replica_manager.checkpoint_high_watermarks, "hw-checkpoint")
         self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
         self._every(min(c["log.flush.scheduler.interval.ms"], 1000), self._flush, "flush")
+        if c["log.cleaner.enable"]:
+            self._every(c["log.cleaner.backoff.ms"], self._clean, "log-cleaner")
 
     def _every(self, interval_ms: int, fn: Callable[[], None], name: str) -> None:
         async def loop() -> None:
@@ -267,6 +270,9 @@ class BrokerNode:
 
     def _retention(self) -> None:
         self.log_manager.cleanup_logs(self.now_ms(), self.replica_manager.high_watermarks())
+
+    def _clean(self) -> None:
+        self.log_manager.clean_logs(self.now_ms(), self.replica_manager.high_watermarks())
 
     def _flush(self) -> None:
         self.log_manager.flush_dirty(self.now_ms())

@@ -38,7 +38,7 @@ from kavka.protocol.records import (
     iter_batches,
     validate_batches,
 )
-from kavka.storage.checkpoints import PartitionMetadataFile
+from kavka.storage.checkpoints import PartitionMetadataFile, fsync_dir
 from kavka.storage.errors import (
     InconsistentTopicIdError,
     OffsetOutOfRangeError,
@@ -498,6 +498,52 @@ class Log:
         self._flush_pending_below = new_base
         log.debug("rolled %s to a new segment at offset %d", self.dir.name, new_base)
         return segment
+
+    # ------------------------------------------------------------------ compaction
+
+    def swap_cleaned_segment(self, old: LogSegment, cleaned: bytes, *, now_ms: int) -> LogSegment:
+        """Replace a closed segment's batches with `cleaned` (same base offset, same offsets).
+
+        Crash-safe order (the log cleaner's swap): write ``<base>.log.cleaned`` and fsync;
+        rename it to ``.log.swap``; drop the old indexes; rename the swap over ``.log``.
+        A crash before the last rename leaves the original ``.log`` (leftover ``.cleaned``
+        / ``.swap`` files are deleted on open, missing indexes rebuilt); after it, the
+        cleaned ``.log`` whose indexes are rebuilt on open. Never the active segment.
+        """
+        i = self._segments.index(old)
+        if i == len(self._segments) - 1:
+            raise ValueError("the active segment is never cleaned")
+        base_path = old.log_path
+        cleaned_path = base_path.with_name(base_path.name + CLEANED_SUFFIX)
+        swap_path = base_path.with_name(base_path.name + SWAP_SUFFIX)
+        fd = os.open(cleaned_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(cleaned)
+            written = 0
+            while written < len(view):
+                written += os.write(fd, view[written:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(cleaned_path, swap_path)
+        fsync_dir(self.dir)
+        old.close_handles()
+        old.offset_index.close()
+        old.time_index.close()
+        for p in (old.offset_index.path, old.time_index.path):
+            p.unlink(missing_ok=True)
+        os.replace(swap_path, base_path)
+        fsync_dir(self.dir)
+        new = LogSegment(
+            self.dir,
+            old.base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            now_ms=now_ms,
+        )
+        new.on_become_inactive()
+        self._segments[i] = new
+        return new
 
     # ------------------------------------------------------------------ read
 
