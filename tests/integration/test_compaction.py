@@ -14,7 +14,13 @@ import random
 from confluent_kafka import Producer
 
 from tests.broker_harness import BrokerProcess, wait_until
-from tests.integration.helpers import CK_COMMON, ck_admin, ck_create_topic, ck_read_to_end, partition_dir
+from tests.integration.helpers import (
+    CK_COMMON,
+    ck_admin,
+    ck_create_topic,
+    ck_read_to_end,
+    partition_dir,
+)
 
 
 def _active_base(b: BrokerProcess, topic: str) -> int:
