@@ -12,7 +12,8 @@ offset, the last one active), ``leader-epoch-checkpoint`` and
 
 The high watermark is not kept here: it belongs to the broker's Partition,
 which passes it in as ``max_offset`` on reads and ``high_watermark`` to
-retention. Producer state snapshots (``.snapshot``) are not written yet.
+retention. Producer state is snapshotted to ``<offset>.snapshot`` at each roll
+and at close (storage.producer_state).
 
 Threading: the broker calls every method from its single asyncio thread (or a
 worker it owns that serialises calls per Log); nothing here takes locks.
@@ -48,7 +49,15 @@ from kavka.storage.errors import (
 )
 from kavka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kavka.storage.log_config import LogConfig
-from kavka.storage.producer_state import BatchMetadata, ProducerStateManager
+from kavka.storage.producer_state import (
+    BatchMetadata,
+    CorruptSnapshotError,
+    ProducerStateManager,
+    read_snapshot,
+    snapshot_offsets,
+    snapshot_path,
+    write_snapshot,
+)
 from kavka.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -340,14 +349,50 @@ class Log:
 
     @property
     def producer_state(self) -> ProducerStateManager:
-        """Idempotent producers' state, rebuilt from the batch headers on first use."""
+        """Idempotent producers' state: the latest usable ``.snapshot`` plus the batches after it."""
         if self._producer_state is None:
-            state = ProducerStateManager()
-            for segment in self._segments:
-                for _pos, header in segment.iter_batches_from(0):
-                    state.update(header)
+            state, start = self._load_producer_snapshot()
+            for i in range(self._segment_for(start), len(self._segments)):
+                segment = self._segments[i]
+                position = 0
+                if segment.base_offset < start:
+                    found = segment.translate_offset(start)
+                    if found is None:
+                        continue
+                    position = found.position
+                for _pos, header in segment.iter_batches_from(position):
+                    if header.base_offset >= start:
+                        state.update(header)
             self._producer_state = state
         return self._producer_state
+
+    def _load_producer_snapshot(self) -> tuple[ProducerStateManager, int]:
+        """The newest snapshot at or below the log end (newer ones, left by an unclean stop, go)."""
+        for offset in reversed(snapshot_offsets(self.dir)):
+            path = snapshot_path(self.dir, offset)
+            if offset > self._log_end_offset:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                return read_snapshot(path), offset
+            except (OSError, CorruptSnapshotError) as e:
+                log.warning("ignoring producer snapshot %s: %s", path, e)
+                path.unlink(missing_ok=True)
+        return ProducerStateManager(), 0
+
+    def take_producer_snapshot(self) -> None:
+        """Write ``<log end>.snapshot`` if the state is loaded; keep the two newest (Kafka keeps
+        one per segment; two is enough to survive a torn latest one)."""
+        if self._producer_state is None or self._closed:
+            return
+        write_snapshot(self.dir, self._log_end_offset, self._producer_state)
+        for offset in snapshot_offsets(self.dir)[:-2]:
+            snapshot_path(self.dir, offset).unlink(missing_ok=True)
+
+    def _delete_snapshots_above(self, offset: int) -> None:
+        for o in snapshot_offsets(self.dir):
+            if o > offset:
+                snapshot_path(self.dir, o).unlink(missing_ok=True)
 
     def _duplicate_append_info(
         self, headers: list[BatchHeader], duplicates: list[BatchMetadata | None]
@@ -490,6 +535,7 @@ class Log:
                 return active
             raise RuntimeError(f"cannot roll {self.dir.name}: segment {new_base} already exists")
         active.on_become_inactive()
+        self.take_producer_snapshot()  # Kafka snapshots producer state at every roll
         segment = self._new_segment(new_base, now_ms)
         self._segments.append(segment)
         self._base_offsets.append(new_base)
@@ -645,6 +691,7 @@ class Log:
         self.active_segment.truncate_to(target_offset, now_ms=now_ms)
         self._log_end_offset = target_offset
         self._producer_state = None
+        self._delete_snapshots_above(target_offset)
         self.leader_epoch_cache.truncate_from_end(target_offset)
         self.log_start_offset = min(self.log_start_offset, target_offset)
         self.recovery_point = min(self.recovery_point, target_offset)
@@ -665,6 +712,7 @@ class Log:
         self._unflushed_messages = 0
         self._flush_pending_below = None
         self._producer_state = None
+        self._delete_snapshots_above(-1)
         self.leader_epoch_cache.clear_and_flush()
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
@@ -823,6 +871,7 @@ class Log:
         log (call flush() first for a clean shutdown)."""
         if self._closed:
             return
+        self.take_producer_snapshot()
         for segment in self._segments:
             segment.close()
         self._closed = True
