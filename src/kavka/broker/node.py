@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -227,6 +228,7 @@ class BrokerNode:
             api_versions_response=self.apis.api_versions_response,
             max_request_size=self.config["socket.request.max.bytes"],
             queued_max_requests=self.config["queued.max.requests"],
+            cut_produce_every=int(os.environ.get("KAVKA_FAULT_CUT_PRODUCE_EVERY", "0") or 0),
         )
         listeners = self.config.listeners
         for ep in listeners:
