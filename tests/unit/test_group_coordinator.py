@@ -300,3 +300,31 @@ def test_subscription_topics_parse() -> None:
     assert rec.consumer_subscription_topics("consumer", sub) == {"a", "bc"}
     assert rec.consumer_subscription_topics("connect", sub) is None
     assert rec.consumer_subscription_topics("consumer", b"\x00") is None
+
+
+def test_offset_delete_refuses_subscribed_topics_while_members_remain() -> None:
+    gc = make()
+    sub = b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\xff\xff\xff\xff"
+    r = join(gc, protocols=(("range", sub),), v4=False)
+    assert isinstance(r, Parked)
+    gc.apply_offsets("g", {("t", 0): OffsetAndMetadata(3), ("u", 0): OffsetAndMetadata(4)})
+    gc.drain()
+    top, errs = gc.delete_offsets("g", [("t", 0), ("u", 0)], rec.consumer_subscription_topics)
+    assert top == ErrorCode.none
+    assert errs == {("t", 0): ErrorCode.group_subscribed_to_topic, ("u", 0): ErrorCode.none}
+    _, recs = gc.drain()
+    assert recs == [OffsetRecord("g", "u", 0, None)]
+    assert gc.fetch_offsets("g", None) == {("t", 0): OffsetAndMetadata(3)}
+    assert gc.delete_offsets("nope", [("t", 0)], rec.consumer_subscription_topics)[0] == ErrorCode.group_id_not_found
+
+
+def test_list_and_describe_groups() -> None:
+    gc = make()
+    ids, gen = stable_group(gc, 2)
+    gc.validate_offset_commit(group_id="simple", generation_id=-1, member_id="", group_instance_id=None, now_ms=0)
+    assert sorted(gc.list_groups()) == [("g", "consumer", "Stable"), ("simple", "", "Empty")]
+    assert gc.list_groups(["empty"]) == [("simple", "", "Empty")]
+    d = gc.describe_group("g")
+    assert (d.state, d.protocol_name, sorted(m.member_id for m in d.members)) == ("Stable", "range", sorted(ids))
+    assert {m.assignment for m in d.members} == {f"a-{m}".encode() for m in ids}
+    assert gc.describe_group("missing").state == "Dead"
