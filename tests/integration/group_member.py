@@ -1,12 +1,14 @@
 """One consumer-group member as its own process, for the group integration tests.
 
-    python -m tests.integration.group_member CLIENT BOOTSTRAP TOPIC GROUP ASSIGNOR
+    python -m tests.integration.group_member CLIENT BOOTSTRAP TOPIC GROUP ASSIGNOR [INSTANCE_ID]
 
 CLIENT is confluent, kafka-python or aiokafka. The member subscribes, and for
 each batch it prints the records it processed, then commits synchronously
 (commit-after-process: at-least-once). It prints one line per event, flushed:
 
     A [p, ...]      its assignment, whenever it changes
+    G [p, ...]      a rebalance gave it these partitions (confluent only: the on_assign callback)
+    R [p, ...]      a rebalance took these (confluent only: on_revoke)
     P p offset      a record it processed
     C               a commit succeeded
 
@@ -19,11 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 import time
 
-SESSION_TIMEOUT_MS = 1500
+SESSION_TIMEOUT_MS = int(os.environ.get("GROUP_MEMBER_SESSION_MS", "1500"))
+INSTANCE_ID = sys.argv[6] if len(sys.argv) > 6 else None  # group.instance.id: a static member (KIP-345)
 HEARTBEAT_MS = 200
 MAX_LIFETIME_S = 120
 
@@ -64,9 +68,17 @@ def run_confluent(bootstrap: str, topic: str, group: str, assignor: str) -> None
             "heartbeat.interval.ms": HEARTBEAT_MS,
             "partition.assignment.strategy": assignor,
             "topic.metadata.refresh.interval.ms": 1000,
+            **({"group.instance.id": INSTANCE_ID} if INSTANCE_ID else {}),
         }
     )
-    c.subscribe([topic])
+    def on_assign(_c, partitions) -> None:  # noqa: ANN001
+        _say("G " + json.dumps(sorted(tp.partition for tp in partitions)))
+
+    def on_revoke(_c, partitions) -> None:  # noqa: ANN001
+        _say("R " + json.dumps(sorted(tp.partition for tp in partitions)))
+
+    # The callbacks only report; the binding applies the assignment itself.
+    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
     tracker = _Tracker()
     deadline = time.monotonic() + MAX_LIFETIME_S
     while not _stop and time.monotonic() < deadline:

@@ -13,6 +13,7 @@ group.initial.rebalance.delay.ms 300.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -44,17 +45,24 @@ GROUP_BROKER = {
 class Member:
     """A group member process and what it has reported."""
 
-    def __init__(self, client: str, bootstrap: str, topic: str, group: str, assignor: str) -> None:
+    def __init__(
+        self, client: str, bootstrap: str, topic: str, group: str, assignor: str, instance_id: str | None = None,
+        *, session_ms: int = 1500,
+    ) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.group_member", client, bootstrap, topic, group, assignor],
+            [sys.executable, "-m", "tests.integration.group_member", client, bootstrap, topic, group, assignor,
+             *([instance_id] if instance_id else [])],
             cwd=REPO,
+            env=dict(os.environ, GROUP_MEMBER_SESSION_MS=str(session_ms)),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
         self.assignment: list[int] | None = None
+        self.assignments_seen: list[list[int]] = []
         self.processed: set[tuple[int, int]] = set()
         self.commits = 0
+        self.rebalance_events: list[str] = []
         self.lines: list[str] = []
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -68,9 +76,12 @@ class Member:
                 self.lines.append(line)
                 if line.startswith("A "):
                     self.assignment = [int(x) for x in line[2:].strip("[]").split(",") if x.strip()]
+                    self.assignments_seen.append(self.assignment)
                 elif line.startswith("P "):
                     _, p, o = line.split()
                     self.processed.add((int(p), int(o)))
+                elif line.startswith(("G ", "R ")):
+                    self.rebalance_events.append(line)
                 elif line == "C":
                     self.commits += 1
 
@@ -180,6 +191,38 @@ def test_group_of_three_rebalances_and_commits_survive_restart(
     b.start()
     after = committed(b.bootstrap, group, topic_name)
     assert after == before == dict.fromkeys(range(PARTITIONS), PER_PARTITION)
+
+
+def test_static_member_restart_keeps_its_partitions_without_a_rebalance(broker_factory, topic_name: str) -> None:  # noqa: ANN001
+    """KIP-345 with librdkafka: a static member killed and restarted within its session timeout."""
+    b: BrokerProcess = broker_factory(overrides=GROUP_BROKER).start()
+    produce(b.bootstrap, topic_name)
+    group = f"static-{topic_name}"
+    args = ("confluent", b.bootstrap, topic_name, group, "range")
+    members = [Member(*args, f"instance-{i}", session_ms=8000) for i in range(3)]
+    try:
+        wait_until(lambda: exact_cover(members), 40, message="3 static members own the 6 partitions")
+        before = [list(m.assignment or ()) for m in members]
+        state = _describe_state(b, group)
+        events = [list(m.rebalance_events) for m in members]
+        members[0].kill()  # no LeaveGroup: static members never send one
+        members[0] = Member(*args, "instance-0", session_ms=8000)
+        wait_until(lambda: members[0].assignment == before[0], 20, message="the restarted member gets its partitions back")
+        assert [m.assignment for m in members] == before
+        wait_until(lambda: members[0].rebalance_events, 10, message="the restarted member's assignment callback")
+        for i, m in enumerate(members[1:], start=1):
+            # No rebalance reached the others: no revoke, no new assignment callback.
+            assert m.rebalance_events == events[i], m.rebalance_events
+        assert _describe_state(b, group) == state == ("Stable", ["instance-0", "instance-1", "instance-2"])
+    finally:
+        for m in members:
+            m.stop()
+
+
+def _describe_state(b: BrokerProcess, group: str) -> tuple[str, list[str]]:
+    with BlockingConnection("127.0.0.1", b.port) as conn:
+        d = conn.send(rq.describe_groups(conn.pick_version(ApiKey.DESCRIBE_GROUPS), [group])).groups[0]
+    return d.group_state, sorted(m.group_instance_id for m in d.members)
 
 
 # ---------------------------------------------------------------- bad input, with kavka's own client
