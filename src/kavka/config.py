@@ -284,6 +284,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("group.min.session.timeout.ms", _I, 6000, "smallest session.timeout.ms a member may ask for", at_least(1)),
         _b("group.max.session.timeout.ms", _I, 1800000, "largest session.timeout.ms a member may ask for", at_least(1)),
         _b("group.max.size", _I, 2147483647, "members per group", at_least(1)),
+        _b("offsets.retention.ms", _L, 604800000, "committed offsets of an empty group expire after this", at_least(1)),
+        _b("offsets.retention.check.interval.ms", _L, 600000, "how often expired offsets are removed", at_least(1)),
         _b("offset.metadata.max.bytes", _I, 4096, "largest metadata string of a committed offset", at_least(0)),
         _b("offsets.topic.segment.bytes", _I, 104857600, "segment.bytes of __consumer_offsets", at_least(1)),
         _b("replica.fetch.max.bytes", _I, 1048576, "", at_least(0)),

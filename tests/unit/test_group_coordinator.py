@@ -328,3 +328,22 @@ def test_list_and_describe_groups() -> None:
     assert (d.state, d.protocol_name, sorted(m.member_id for m in d.members)) == ("Stable", "range", sorted(ids))
     assert {m.assignment for m in d.members} == {f"a-{m}".encode() for m in ids}
     assert gc.describe_group("missing").state == "Dead"
+
+
+def test_offsets_of_empty_groups_expire_after_retention() -> None:
+    gc = make()
+    ids, gen = stable_group(gc, 1)
+    gc.apply_offsets("g", {("t", 0): OffsetAndMetadata(5, commit_timestamp_ms=0)})
+    gc.validate_offset_commit(group_id="simple", generation_id=-1, member_id="", group_instance_id=None, now_ms=0)
+    gc.apply_offsets("simple", {("t", 0): OffsetAndMetadata(1, commit_timestamp_ms=100), ("t", 1): OffsetAndMetadata(2, commit_timestamp_ms=500)})
+    gc.drain()
+    assert gc.expire_offsets(10_000, 1000) == 2  # a group with members keeps its offsets; simple ones expire by commit time
+    assert gc.fetch_offsets("g", None) == {("t", 0): OffsetAndMetadata(5, commit_timestamp_ms=0)}
+    _, recs = gc.drain()
+    assert recs == [OffsetRecord("simple", "t", 0, None), OffsetRecord("simple", "t", 1, None), GroupRecord("simple", None)]
+    assert "simple" not in gc.groups
+    gc.leave_group(group_id="g", members=[(ids[0], None)], now_ms=20_000)  # empty since 20 000
+    gc.drain()
+    assert gc.expire_offsets(20_999, 1000) == 0
+    assert gc.expire_offsets(21_000, 1000) == 1
+    assert "g" not in gc.groups

@@ -145,6 +145,8 @@ class BrokerNode:
             create_offsets_topic=self._create_offsets_topic,
             now_ms=self.now_ms,
             offset_metadata_max_bytes=c["offset.metadata.max.bytes"],
+            offsets_retention_ms=c["offsets.retention.ms"],
+            offsets_retention_check_interval_ms=c["offsets.retention.check.interval.ms"],
         )
         started = time.monotonic()
         n = groups.load()

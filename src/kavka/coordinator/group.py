@@ -792,6 +792,27 @@ class GroupCoordinator:
                 self._records.append(OffsetRecord(group_id, tp[0], tp[1], None))
         return ErrorCode.none, errors
 
+    def expire_offsets(self, now_ms: int, retention_ms: int) -> int:
+        """offsets.retention.ms (KIP-211): the offsets of a group with no members expire
+        `retention_ms` after it became empty -- for a group that never had members (assign()
+        consumers), after each offset's commit. A group left with neither members nor offsets
+        is removed (Kafka: -> Dead). Returns offsets expired."""
+        expired = 0
+        for group in list(self.groups.values()):
+            if not group.is_(GroupState.EMPTY):
+                continue
+            for tp, om in list(group.offsets.items()):
+                since = om.commit_timestamp_ms if group.protocol_type is None else group.state_timestamp_ms
+                if since + retention_ms <= now_ms:
+                    del group.offsets[tp]
+                    self._records.append(OffsetRecord(group.group_id, tp[0], tp[1], None))
+                    expired += 1
+            if not group.offsets:
+                self._transition(group, GroupState.DEAD, now_ms)
+                self._records.append(GroupRecord(group.group_id, None))
+                del self.groups[group.group_id]
+        return expired
+
     # ------------------------------------------------------------ loading (replay of __consumer_offsets)
 
     def load_offset(self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata | None, now_ms: int) -> None:

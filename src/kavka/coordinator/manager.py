@@ -4,7 +4,8 @@ It owns three things the core does not:
 
 - the waits: a parked JoinGroup/SyncGroup is an asyncio future keyed by the
   core's token, resolved when `drain()` hands out its answer;
-- the timer task: it sleeps until the core's next deadline (at most a short
+- the timer task (which also expires the offsets of empty groups every
+  offsets.retention.check.interval.ms): it sleeps until the core's next deadline (at most a short
   tick, so a deadline a request just made earlier is not missed) and calls
   `poll(now)`;
 - durability: the records the core emits are appended to the group's
@@ -62,6 +63,8 @@ class GroupCoordinatorManager:
         create_offsets_topic: Callable[[int], None],
         now_ms: Callable[[], int],
         offset_metadata_max_bytes: int = 4096,
+        offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
+        offsets_retention_check_interval_ms: int = 600_000,
     ) -> None:
         self.core = GroupCoordinator(config)
         self.replica_manager = replica_manager
@@ -69,6 +72,9 @@ class GroupCoordinatorManager:
         self._create_offsets_topic = create_offsets_topic
         self.now_ms = now_ms
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
+        self.offsets_retention_ms = offsets_retention_ms
+        self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
+        self._next_expiry_check_ms = 0
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._task: asyncio.Task[None] | None = None
         self._created = False
@@ -142,7 +148,13 @@ class GroupCoordinatorManager:
             sleep = _TIMER_TICK_S if deadline is None else min(max(deadline - now, 1) / 1000, _TIMER_TICK_S)
             await asyncio.sleep(sleep)
             try:
-                self.core.poll(self.now_ms())
+                now = self.now_ms()
+                self.core.poll(now)
+                if now >= self._next_expiry_check_ms:
+                    self._next_expiry_check_ms = now + self.offsets_retention_check_interval_ms
+                    n = self.core.expire_offsets(now, self.offsets_retention_ms)
+                    if n:
+                        log.info("expired %d committed offsets (offsets.retention.ms)", n)
                 self._after()
             except Exception:
                 log.exception("group coordinator timer failed")
