@@ -164,10 +164,18 @@ class GroupCoordinatorManager:
     def partition_for(self, group_id: str) -> int:
         return rec.partition_for(group_id, self.num_partitions)
 
-    def ensure_offsets_topic(self) -> None:
-        if not self._created and not self.offsets_partitions():
-            self._create_offsets_topic(self.num_partitions)
+    def ensure_offsets_topic(self) -> bool:
+        """Create `__consumer_offsets` if it is not there; False if that failed (logged)."""
+        if self._created:
+            return True
+        if not self.offsets_partitions():
+            try:
+                self._create_offsets_topic(self.num_partitions)
+            except Exception:
+                log.exception("cannot create %s", rec.OFFSETS_TOPIC)
+                return False
         self._created = True
+        return True
 
     def _after(self) -> None:
         """Write what the core emitted, then answer parked requests (in that order: durable first)."""
@@ -217,7 +225,8 @@ class GroupCoordinatorManager:
     # ------------------------------------------------------------ group membership
 
     async def join_group(self, **kwargs: Any) -> JoinResult:
-        self.ensure_offsets_topic()
+        if not self.ensure_offsets_topic():
+            return JoinResult(ErrorCode.coordinator_not_available, kwargs.get("member_id", ""))
         return await self._wait(self.core.join_group(now_ms=self.now_ms(), **kwargs))
 
     async def sync_group(self, **kwargs: Any) -> SyncResult:

@@ -33,6 +33,9 @@ TRANSACTION_KEY_TYPE = 1
 def _locate(node: BrokerNode, key_type: int) -> tuple[ErrorCode, int, str, int]:
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.coordinator_not_available, -1, "", -1
+    # Created on first use, as Kafka does; until it exists, clients retry.
+    if not node.groups.ensure_offsets_topic():
+        return ErrorCode.coordinator_not_available, -1, "", -1
     me = node.image.brokers.get(node.node_id)
     if me is None or not me.endpoints:
         return ErrorCode.coordinator_not_available, -1, "", -1
@@ -43,8 +46,6 @@ def _locate(node: BrokerNode, key_type: int) -> tuple[ErrorCode, int, str, int]:
 def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     key_type = int(getattr(req, "key_type", GROUP_KEY_TYPE))
-    if key_type == GROUP_KEY_TYPE:
-        node.groups.ensure_offsets_topic()  # created on first use, as Kafka does
     if ctx.api_version < 4:
         error, node_id, host, port = _locate(node, key_type)
         return make(
