@@ -58,19 +58,27 @@ class _Tracker:
 def run_confluent(bootstrap: str, topic: str, group: str, assignor: str) -> None:
     from confluent_kafka import Consumer, KafkaException
 
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "session.timeout.ms": SESSION_TIMEOUT_MS,
-            "heartbeat.interval.ms": HEARTBEAT_MS,
-            "partition.assignment.strategy": assignor,
-            "topic.metadata.refresh.interval.ms": 1000,
-            **({"group.instance.id": INSTANCE_ID} if INSTANCE_ID else {}),
-        }
-    )
+    conf: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "topic.metadata.refresh.interval.ms": 1000,
+        **({"group.instance.id": INSTANCE_ID} if INSTANCE_ID else {}),
+    }
+    if assignor.startswith("consumer-"):
+        # KIP-848: the broker assigns (ASSIGNOR is consumer-uniform or consumer-range) and owns the
+        # session timeout and heartbeat interval, which the client may not set.
+        conf.update({"group.protocol": "consumer", "group.remote.assignor": assignor.removeprefix("consumer-")})
+    else:
+        conf.update(
+            {
+                "session.timeout.ms": SESSION_TIMEOUT_MS,
+                "heartbeat.interval.ms": HEARTBEAT_MS,
+                "partition.assignment.strategy": assignor,
+            }
+        )
+    c = Consumer(conf)
     def on_assign(_c, partitions) -> None:  # noqa: ANN001
         _say("G " + json.dumps(sorted(tp.partition for tp in partitions)))
 

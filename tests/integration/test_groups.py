@@ -39,6 +39,9 @@ GROUP_BROKER = {
     "group.initial.rebalance.delay.ms": "300",
     "group.min.session.timeout.ms": "500",
     "offsets.topic.num.partitions": "5",
+    # KIP-848 members get their session timeout and heartbeat interval from the broker.
+    "group.consumer.session.timeout.ms": "1500",
+    "group.consumer.heartbeat.interval.ms": "200",
 }
 
 
@@ -103,12 +106,16 @@ class Member:
             return "\n".join(self.lines[-30:])
 
 
-def exact_cover(members: list[Member], partitions: int = PARTITIONS) -> bool:
-    """Every partition is owned by exactly one of `members`, and each member owns some."""
+def exact_cover(members: list[Member], partitions: int = PARTITIONS, *, balanced: bool = False) -> bool:
+    """Every partition is owned by exactly one of `members`, and each member owns some
+    (with `balanced`, as evenly as possible: a KIP-848 group passes through uneven states
+    while members revoke one by one)."""
     owned = [m.assignment for m in members]
     if any(not a for a in owned):
         return False
     flat = [p for a in owned for p in a]  # type: ignore[union-attr]
+    if balanced and max(map(len, owned)) - min(map(len, owned)) > 1:  # type: ignore[arg-type]
+        return False
     return sorted(flat) == list(range(partitions))
 
 
@@ -136,6 +143,8 @@ CASES = [
     ("confluent", "range"),
     ("confluent", "roundrobin"),
     ("confluent", "cooperative-sticky"),
+    ("confluent", "consumer-uniform"),  # KIP-848: group.protocol=consumer, the broker assigns
+    ("confluent", "consumer-range"),
     ("kafka-python", "range"),
     ("kafka-python", "cooperative-sticky"),
     ("aiokafka", "roundrobin"),
@@ -157,20 +166,20 @@ def test_group_of_three_rebalances_and_commits_survive_restart(
             return "\n---\n".join(m.output() for m in members) + "\n--- broker:\n" + b.log_text()[-3000:]
 
         try:
-            wait_until(lambda: exact_cover(members[:3]), 40, message="3 members own the 6 partitions")
+            wait_until(lambda: exact_cover(members[:3], balanced=True), 40, message="3 members own the 6 partitions")
             assert sorted(len(m.assignment or ()) for m in members) == [2, 2, 2]
 
             # A fourth member joins: its share comes from the others.
             members.append(Member(client, b.bootstrap, topic_name, group, assignor))
-            wait_until(lambda: exact_cover(members), 40, message="4 members own the 6 partitions")
+            wait_until(lambda: exact_cover(members, balanced=True), 40, message="4 members own the 6 partitions")
 
             # It leaves (close(): LeaveGroup): its partitions go back to the three.
             assert members[3].stop() == 0
-            wait_until(lambda: exact_cover(members[:3]), 40, message="3 members after a leave")
+            wait_until(lambda: exact_cover(members[:3], balanced=True), 40, message="3 members after a leave")
 
             # One is killed: the session timeout (1.5 s) evicts it and the two survivors take over.
             members[0].kill()
-            wait_until(lambda: exact_cover(members[1:3]), 40, message="2 members after a kill")
+            wait_until(lambda: exact_cover(members[1:3], balanced=True), 40, message="2 members after a kill")
             assert sorted(len(m.assignment or ()) for m in members[1:3]) == [3, 3]
 
             everything = {(p, o) for p in range(PARTITIONS) for o in range(PER_PARTITION)}

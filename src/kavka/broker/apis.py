@@ -57,6 +57,7 @@ class KafkaApis:
             ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
             ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
             ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.handle_consumer_group_heartbeat,
             ApiKey.INIT_PRODUCER_ID: producer_ids.handle_init_producer_id,
             ApiKey.CREATE_TOPICS: topics.handle_create_topics,
             ApiKey.DELETE_TOPICS: topics.handle_delete_topics,

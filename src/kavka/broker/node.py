@@ -34,6 +34,7 @@ from kavka.config import BrokerConfig, ConfigError
 from kavka.controller.controller import NewTopic
 from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.quorum_controller import QuorumController
+from kavka.coordinator.consumer_group import ConsumerGroupConfig
 from kavka.coordinator.group import GroupConfig
 from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
@@ -147,12 +148,22 @@ class BrokerNode:
             offset_metadata_max_bytes=c["offset.metadata.max.bytes"],
             offsets_retention_ms=c["offsets.retention.ms"],
             offsets_retention_check_interval_ms=c["offsets.retention.check.interval.ms"],
+            consumer_config=ConsumerGroupConfig(
+                session_timeout_ms=c["group.consumer.session.timeout.ms"],
+                heartbeat_interval_ms=c["group.consumer.heartbeat.interval.ms"],
+                max_size=c["group.consumer.max.size"],
+            ),
+            topic_partitions=self._topic_partition_count,
         )
         started = time.monotonic()
         n = groups.load()
         if n:
             log.info("loaded %d records of %s in %.2fs", n, OFFSETS_TOPIC, time.monotonic() - started)
         return groups
+
+    def _topic_partition_count(self, name: str) -> int | None:
+        t = self.image.topics_by_name.get(name)
+        return len(t.partitions) if t is not None else None
 
     def _create_offsets_topic(self, partitions: int) -> None:
         if OFFSETS_TOPIC in self.image.topics_by_name:

@@ -792,14 +792,15 @@ class GroupCoordinator:
                 self._records.append(OffsetRecord(group_id, tp[0], tp[1], None))
         return ErrorCode.none, errors
 
-    def expire_offsets(self, now_ms: int, retention_ms: int) -> int:
+    def expire_offsets(self, now_ms: int, retention_ms: int, *, keep: frozenset[str] = frozenset()) -> int:
         """offsets.retention.ms (KIP-211): the offsets of a group with no members expire
         `retention_ms` after it became empty -- for a group that never had members (assign()
         consumers), after each offset's commit. A group left with neither members nor offsets
-        is removed (Kafka: -> Dead). Returns offsets expired."""
+        is removed (Kafka: -> Dead). Groups in `keep` (active KIP-848 groups, whose offsets are
+        kept here) are skipped. Returns offsets expired."""
         expired = 0
         for group in list(self.groups.values()):
-            if not group.is_(GroupState.EMPTY):
+            if not group.is_(GroupState.EMPTY) or group.group_id in keep:
                 continue
             for tp, om in list(group.offsets.items()):
                 since = om.commit_timestamp_ms if group.protocol_type is None else group.state_timestamp_ms

@@ -33,11 +33,18 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kavka.coordinator import records as rec
+from kavka.coordinator.consumer_group import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+    HeartbeatResult,
+)
 from kavka.coordinator.group import (
     GroupConfig,
     GroupCoordinator,
+    GroupDescription,
     GroupRecord,
     JoinResult,
+    MemberDescription,
     OffsetAndMetadata,
     OffsetRecord,
     Parked,
@@ -65,8 +72,12 @@ class GroupCoordinatorManager:
         offset_metadata_max_bytes: int = 4096,
         offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
         offsets_retention_check_interval_ms: int = 600_000,
+        consumer_config: ConsumerGroupConfig | None = None,
+        topic_partitions: Callable[[str], int | None] = lambda _t: None,
     ) -> None:
         self.core = GroupCoordinator(config)
+        # KIP-848 groups (ConsumerGroupHeartbeat); their committed offsets live in `core`, like every group's.
+        self.consumer = ConsumerGroupCoordinator(consumer_config, topic_partitions=topic_partitions)
         self.replica_manager = replica_manager
         self.num_partitions = num_partitions
         self._create_offsets_topic = create_offsets_topic
@@ -143,16 +154,19 @@ class GroupCoordinatorManager:
         # A plain bounded sleep, not wait_for on an event: Python 3.11's wait_for can swallow
         # a cancellation that races with the event, and then stop() would wait forever.
         while True:
-            deadline = self.core.next_deadline()
+            deadlines = [d for d in (self.core.next_deadline(), self.consumer.next_deadline()) if d is not None]
+            deadline = min(deadlines, default=None)
             now = self.now_ms()
             sleep = _TIMER_TICK_S if deadline is None else min(max(deadline - now, 1) / 1000, _TIMER_TICK_S)
             await asyncio.sleep(sleep)
             try:
                 now = self.now_ms()
                 self.core.poll(now)
+                self.consumer.poll(now)
                 if now >= self._next_expiry_check_ms:
                     self._next_expiry_check_ms = now + self.offsets_retention_check_interval_ms
-                    n = self.core.expire_offsets(now, self.offsets_retention_ms)
+                    active = frozenset(g for g, cg in self.consumer.groups.items() if cg.members)
+                    n = self.core.expire_offsets(now, self.offsets_retention_ms, keep=active)
                     if n:
                         log.info("expired %d committed offsets (offsets.retention.ms)", n)
                 self._after()
@@ -227,6 +241,10 @@ class GroupCoordinatorManager:
     async def join_group(self, **kwargs: Any) -> JoinResult:
         if not self.ensure_offsets_topic():
             return JoinResult(ErrorCode.coordinator_not_available, kwargs.get("member_id", ""))
+        cg = self.consumer.groups.get(kwargs["group_id"])
+        if cg is not None and cg.members:
+            # A classic member cannot join a group run by the consumer protocol (no online migration yet).
+            return JoinResult(ErrorCode.inconsistent_group_protocol, kwargs.get("member_id", ""))
         return await self._wait(self.core.join_group(now_ms=self.now_ms(), **kwargs))
 
     async def sync_group(self, **kwargs: Any) -> SyncResult:
@@ -242,6 +260,15 @@ class GroupCoordinatorManager:
         self._after()
         return out
 
+    def consumer_group_heartbeat(self, **kwargs: Any) -> HeartbeatResult:
+        """KIP-848 ConsumerGroupHeartbeat; a classic group with members is not a consumer group."""
+        if not self.ensure_offsets_topic():
+            return HeartbeatResult(ErrorCode.coordinator_not_available)
+        classic = self.core.groups.get(kwargs["group_id"])
+        if classic is not None and classic.members:
+            return HeartbeatResult(ErrorCode.group_id_not_found, f"Group {kwargs['group_id']} is not a consumer group.")
+        return self.consumer.heartbeat(now_ms=self.now_ms(), **kwargs)
+
     # ------------------------------------------------------------ offsets
 
     def commit_offsets(
@@ -256,13 +283,20 @@ class GroupCoordinatorManager:
     ) -> dict[tuple[str, int], ErrorCode]:
         """Validate, write to the log, then make visible; per-partition Kafka error codes."""
         now = self.now_ms()
-        error = self.core.validate_offset_commit(
-            group_id=group_id,
-            generation_id=generation_id,
-            member_id=member_id,
-            group_instance_id=group_instance_id,
-            now_ms=now,
-        )
+        if group_id in self.consumer.groups:
+            error = self.consumer.validate_offset_commit(group_id, member_id, generation_id)
+            if error == ErrorCode.none and group_id not in self.core.groups:
+                # The offsets of a consumer group are kept with every group's (an Empty classic entry).
+                self.core.validate_offset_commit(group_id=group_id, generation_id=-1, member_id="",
+                                                 group_instance_id=None, now_ms=now)
+        else:
+            error = self.core.validate_offset_commit(
+                group_id=group_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                group_instance_id=group_instance_id,
+                now_ms=now,
+            )
         self._after()
         if error != ErrorCode.none:
             return dict.fromkeys(offsets, error)
@@ -291,9 +325,39 @@ class GroupCoordinatorManager:
 
     # ------------------------------------------------------------ admin
 
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """DescribeGroups' view; a KIP-848 group is shown the classic way (assignments encoded as
+        ConsumerProtocolAssignment) so classic tools, kavka's CLI among them, can read it."""
+        cg = self.consumer.groups.get(group_id)
+        if cg is None or not cg.members:
+            return self.core.describe_group(group_id)
+        members = tuple(
+            MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host, b"",
+                              rec.consumer_assignment_bytes(m.assigned))
+            for m in cg.members.values()
+        )
+        assignors = [m.assignor for m in cg.members.values() if m.assignor]
+        return GroupDescription(group_id, cg.state, "consumer", max(set(assignors), key=assignors.count) if assignors else "uniform", members)
+
+    def list_groups(self, states: Sequence[str] = ()) -> list[tuple[str, str, str]]:
+        wanted = {s.lower() for s in states}
+        consumer = {
+            g: ("consumer", cg.state) for g, cg in self.consumer.groups.items()
+            if cg.members and (not wanted or cg.state.lower() in wanted)
+        }
+        classic = [x for x in self.core.list_groups(states) if x[0] not in consumer]
+        return sorted(classic + [(g, pt, st) for g, (pt, st) in consumer.items()])
+
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
         now = self.now_ms()
-        out = {g: self.core.delete_group(g, now) for g in group_ids}
+        out = {}
+        for g in group_ids:
+            cg = self.consumer.groups.get(g)
+            if cg is not None and cg.members:
+                out[g] = ErrorCode.non_empty_group
+                continue
+            self.consumer.groups.pop(g, None)
+            out[g] = self.core.delete_group(g, now)
         self._after()
         return out
 

@@ -25,6 +25,7 @@ Pure functions; any thread.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 
 from kavka.coordinator.group import GroupSnapshot, MemberSnapshot, OffsetAndMetadata
 
@@ -255,3 +256,19 @@ def consumer_assignment_partitions(metadata: bytes) -> list[tuple[str, int]] | N
         return sorted(out)
     except (RecordFormatError, UnicodeDecodeError):
         return None
+
+
+def consumer_assignment_bytes(partitions: Iterable[tuple[str, int]]) -> bytes:
+    """A ConsumerProtocolAssignment v0 (so classic tools can read a KIP-848 member's assignment)."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in sorted(partitions):
+        by_topic.setdefault(t, []).append(p)
+    out = bytearray(_I16.pack(0))
+    out += _I32.pack(len(by_topic))
+    for t, ps in by_topic.items():
+        _str(out, t)
+        out += _I32.pack(len(ps))
+        for p in ps:
+            out += _I32.pack(p)
+    out += _I32.pack(-1)  # no user data
+    return bytes(out)

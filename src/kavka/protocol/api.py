@@ -46,21 +46,21 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
 
 
 # Upper bounds: Produce v12+ and Fetch v18 change semantics kavka does not
 # implement yet (Produce v13 addresses topics by id only, KIP-516 follow-up;
 # Metadata v13 adds a top-level error); ApiVersions v4 is the newest kio has.
-# Group APIs stop before KIP-848's versions (OffsetCommit v9 / OffsetFetch v9
-# carry member epochs of the new consumer protocol; ListGroups v5 filters by
-# group type), which the classic coordinator does not implement.
+# Group APIs: OffsetCommit v9 / OffsetFetch v9 carry KIP-848 member epochs
+# (ConsumerGroupHeartbeat groups); ListGroups stops before v5 (type filter).
 _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 11),  # v0-v2: see protocol.legacy
     ApiKey.FETCH: (4, 17),
     ApiKey.LIST_OFFSETS: (1, 9),
     ApiKey.METADATA: (0, 12),
-    ApiKey.OFFSET_COMMIT: (2, 8),
-    ApiKey.OFFSET_FETCH: (1, 8),
+    ApiKey.OFFSET_COMMIT: (2, 9),
+    ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
@@ -81,6 +81,7 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
 }
 
 

@@ -2,7 +2,8 @@
 
 JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13),
 OffsetCommit (8), OffsetFetch (9), ListGroups (16), DescribeGroups (15),
-DeleteGroups (42), OffsetDelete (47). The rules live in
+DeleteGroups (42), OffsetDelete (47), and KIP-848's ConsumerGroupHeartbeat
+(68), which names topics by id on the wire. The rules live in
 `coordinator.group`; the waits and the log writes in `coordinator.manager`
 (reached as `node.groups`). Version differences handled here:
 
@@ -15,13 +16,14 @@ DeleteGroups (42), OffsetDelete (47). The rules live in
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from kavka.coordinator.group import OffsetAndMetadata
 from kavka.protocol import api
-from kavka.protocol.messages import NO_THROTTLE, make, nested
+from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_from_str, uuid_to_str
 
 if TYPE_CHECKING:
     from kavka.broker.node import BrokerNode
@@ -230,7 +232,7 @@ def handle_offset_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
 def handle_list_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     cls = _resp(ctx)
     listed = nested(cls, "ListedGroup")
-    groups = node.groups.core.list_groups(getattr(req, "states_filter", ()) or ())
+    groups = node.groups.list_groups(getattr(req, "states_filter", ()) or ())
     return make(
         cls,
         throttle_time=NO_THROTTLE,
@@ -245,7 +247,7 @@ def handle_describe_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> A
     member_cls = nested(cls, "DescribedGroupMember")
     out = []
     for group_id in req.groups:
-        d = node.groups.core.describe_group(group_id)
+        d = node.groups.describe_group(group_id)
         out.append(
             make(
                 group_cls,
@@ -312,4 +314,56 @@ def handle_offset_delete(node: BrokerNode, ctx: RequestContext, req: Any) -> Any
             )
             for t in req.topics
         ),
+    )
+
+
+def handle_consumer_group_heartbeat(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    image = node.image
+    owned = None
+    if req.topic_partitions is not None:
+        names = []
+        for t in req.topic_partitions:
+            topic = image.topics_by_id.get(uuid_to_str(t.topic_id))
+            if topic is not None:
+                names.extend((topic.name, p) for p in t.partitions)
+        owned = frozenset(names)
+    result = node.groups.consumer_group_heartbeat(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        member_epoch=req.member_epoch,
+        instance_id=req.instance_id,
+        rack_id=req.rack_id,
+        rebalance_timeout_ms=_ms(req.rebalance_timeout),
+        subscribed_topic_names=req.subscribed_topic_names,
+        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
+        server_assignor=req.server_assignor,
+        owned=owned,
+        client_id=ctx.client_id or "",
+        client_host=_client_host(ctx),
+    )
+    cls = _resp(ctx)
+    assignment = None
+    if result.assignment is not None:
+        assign_cls = nested(cls, "Assignment")
+        tp_cls = nested(cls, "TopicPartitions")
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in sorted(result.assignment):
+            by_topic.setdefault(topic, []).append(p)
+        assignment = make(
+            assign_cls,
+            topic_partitions=tuple(
+                make(tp_cls, topic_id=uuid_from_str(image.topics_by_name[t].topic_id), partitions=tuple(ps))
+                for t, ps in by_topic.items()
+                if t in image.topics_by_name
+            ),
+        )
+    return make(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        error_message=result.message,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=timedelta(milliseconds=result.heartbeat_interval_ms),
+        assignment=assignment,
     )
