@@ -50,7 +50,7 @@ from kavka.coordinator.group import (
     Parked,
     SyncResult,
 )
-from kavka.protocol.records import build_batch, iter_records
+from kavka.protocol.records import build_batch, iter_batches, iter_records
 from kavka.replication.partition import TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
 
@@ -112,13 +112,20 @@ class GroupCoordinatorManager:
                 data = part.log.read(offset, max_bytes=_LOAD_CHUNK, min_one_message=True).records
                 if not data:
                     break
+                next_offset = offset
+                for _pos, header in iter_batches(data):
+                    next_offset = max(next_offset, header.next_offset)
                 for r in iter_records(data):
-                    offset = r.offset + 1
+                    if r.offset < offset:
+                        continue  # the head of a batch already replayed
                     n += 1
                     try:
                         self._replay(r.key, r.value, now)
                     except (rec.RecordFormatError, UnicodeDecodeError) as e:
                         log.warning("skipping unreadable record at %s-%d@%d: %s", rec.OFFSETS_TOPIC, p, r.offset, e)
+                if next_offset <= offset:
+                    break  # no progress: never loop forever on an odd log
+                offset = next_offset
         self.core.poll(now)  # members whose sessions ran out while the broker was down
         self.core.drain()
         return n
