@@ -63,3 +63,48 @@ def test_non_idempotent_batches_are_untouched(log):
     log.append_as_leader(b, leader_epoch=0, now_ms=1)
     log.append_as_leader(b, leader_epoch=0, now_ms=1)
     assert log.log_end_offset == 2
+
+
+def test_snapshot_keeps_dedup_after_the_producers_batches_are_gone(tmp_path):
+    # Small segments: every append rolls, and each roll writes a snapshot.
+    cfg = LogConfig(segment_bytes=100)
+    d = tmp_path / "t-0"
+    lg = Log.open(d, cfg, topic_id=None, recovery_point=0, log_start_offset=0, clean_shutdown=False, now_ms=0)
+    for seq in range(0, 6, 2):
+        lg.append_as_leader(_batch(5, 0, seq), leader_epoch=0, now_ms=1)
+    for i in range(3):  # another, non-idempotent writer after it
+        lg.append_as_leader(build_batch([(1, b"k", bytes([i]) * 20)]), leader_epoch=0, now_ms=1)
+    lg.close()
+    snaps = sorted(p.name for p in d.glob("*.snapshot"))
+    assert snaps and snaps[-1] == f"{lg.log_end_offset:020d}.snapshot"
+    leo = lg.log_end_offset
+    lg = Log.open(d, cfg, topic_id=None, recovery_point=0, log_start_offset=0, clean_shutdown=True, now_ms=0)
+    # Retention takes every segment that holds producer 5's batches.
+    assert lg.maybe_increment_log_start_offset(6, "test")
+    assert all(s.base_offset >= 6 for s in lg.segments)
+    dup = lg.append_as_leader(_batch(5, 0, 4), leader_epoch=0, now_ms=1)
+    assert (dup.first_offset, dup.last_offset) == (4, 5) and lg.log_end_offset == leo  # answered, not written
+    with pytest.raises(OutOfOrderSequenceError):
+        lg.append_as_leader(_batch(5, 0, 9), leader_epoch=0, now_ms=1)
+    lg.append_as_leader(_batch(5, 0, 6), leader_epoch=0, now_ms=1)
+    assert lg.log_end_offset == leo + 2
+    lg.close()
+
+
+def test_snapshot_above_the_recovered_log_end_and_a_corrupt_one_are_ignored(tmp_path):
+    from kavka.protocol.records import parse_header
+    from kavka.storage.producer_state import ProducerStateManager, snapshot_path, write_snapshot
+
+    d = tmp_path / "t-0"
+    lg = Log.open(d, LogConfig(), topic_id=None, recovery_point=0, log_start_offset=0, clean_shutdown=False, now_ms=0)
+    lg.append_as_leader(_batch(9, 0, 0), leader_epoch=0, now_ms=1)
+    lg.close()
+    stale = ProducerStateManager()  # claims producer 9 is at sequence 99, from a log that no longer exists
+    stale.update(parse_header(_batch(9, 0, 98)))
+    write_snapshot(d, 1000, stale)
+    snapshot_path(d, 1).write_bytes(b"\x00\x01garbage")
+    lg = Log.open(d, LogConfig(), topic_id=None, recovery_point=0, log_start_offset=0, clean_shutdown=False, now_ms=0)
+    lg.append_as_leader(_batch(9, 0, 2), leader_epoch=0, now_ms=1)  # in sequence with the log, not the stale snapshot
+    assert lg.log_end_offset == 4
+    assert not snapshot_path(d, 1000).exists()
+    lg.close()

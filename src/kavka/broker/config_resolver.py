@@ -117,4 +117,7 @@ class ConfigResolver:
             cleanup_policy=tuple(v["cleanup.policy"]),
             file_delete_delay_ms=v["file.delete.delay.ms"],
             preallocate=v["preallocate"],
+            delete_retention_ms=v["delete.retention.ms"],
+            min_cleanable_dirty_ratio=v["min.cleanable.dirty.ratio"],
+            min_compaction_lag_ms=v["min.compaction.lag.ms"],
         )

@@ -9,7 +9,11 @@ accepting, drain in-flight responses, stop background tasks, checkpoint high
 watermarks, close logs cleanly (writing the clean-shutdown marker), close the
 quorum.
 
+Group coordination (coordinator.manager) is opened after the partitions, so
+it can replay `__consumer_offsets`, and stopped before the logs close.
+
 Background work owned here: retention (log.retention.check.interval.ms),
+log compaction (log.cleaner.backoff.ms, storage.cleaner),
 time-based flush (flush.ms), high-watermark checkpoints
 (replica.high.watermark.checkpoint.interval.ms), recovery-point
 checkpoints (log.flush.offset.checkpoint.interval.ms) and the movers of
@@ -26,14 +30,20 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from kavka.broker.config_resolver import ConfigResolver
 from kavka.config import BrokerConfig, ConfigError
+from kavka.controller.controller import NewTopic
 from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.quorum_controller import QuorumController
+from kavka.coordinator.consumer_group import ConsumerGroupConfig
+from kavka.coordinator.group import GroupConfig
+from kavka.coordinator.manager import GroupCoordinatorManager
+from kavka.coordinator.records import OFFSETS_TOPIC
 from kavka.raft.quorum import SingleVoterQuorum
 from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
@@ -159,6 +169,7 @@ class BrokerNode:
         self._register(eps)
         for topic, partition in sorted(self.log_manager.future_logs()):
             self.log_dir_movers.add(TopicPartition(topic, partition))  # KIP-113: resume
+        self.groups = self._open_group_coordinator()
         log.info(
             "kavka node %d of cluster %s opened %d partitions in %.2fs",
             self.node_id,
@@ -166,6 +177,49 @@ class BrokerNode:
             len(self.replica_manager.partitions),
             time.monotonic() - started,
         )
+
+    def _open_group_coordinator(self) -> GroupCoordinatorManager:
+        """The group coordinator, its state replayed from the hosted `__consumer_offsets` partitions."""
+        c = self.config
+        groups = GroupCoordinatorManager(
+            config=GroupConfig(
+                min_session_timeout_ms=c["group.min.session.timeout.ms"],
+                max_session_timeout_ms=c["group.max.session.timeout.ms"],
+                initial_rebalance_delay_ms=c["group.initial.rebalance.delay.ms"],
+                max_size=c["group.max.size"],
+            ),
+            replica_manager=self.replica_manager,
+            num_partitions=c["offsets.topic.num.partitions"],
+            create_offsets_topic=self._create_offsets_topic,
+            now_ms=self.now_ms,
+            offset_metadata_max_bytes=c["offset.metadata.max.bytes"],
+            offsets_retention_ms=c["offsets.retention.ms"],
+            offsets_retention_check_interval_ms=c["offsets.retention.check.interval.ms"],
+            consumer_config=ConsumerGroupConfig(
+                session_timeout_ms=c["group.consumer.session.timeout.ms"],
+                heartbeat_interval_ms=c["group.consumer.heartbeat.interval.ms"],
+                max_size=c["group.consumer.max.size"],
+            ),
+            topic_partitions=self._topic_partition_count,
+        )
+        started = time.monotonic()
+        n = groups.load()
+        if n:
+            log.info("loaded %d records of %s in %.2fs", n, OFFSETS_TOPIC, time.monotonic() - started)
+        return groups
+
+    def _topic_partition_count(self, name: str) -> int | None:
+        t = self.image.topics_by_name.get(name)
+        return len(t.partitions) if t is not None else None
+
+    def _create_offsets_topic(self, partitions: int) -> None:
+        if OFFSETS_TOPIC in self.image.topics_by_name:
+            return
+        rf = max(1, min(int(self.config["offsets.topic.replication.factor"]), len(self.image.brokers)))
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
+        [created] = self.controller.create_topics([NewTopic(OFFSETS_TOPIC, partitions, rf, configs=configs)])
+        if not created.result.ok:
+            raise OSError(f"cannot create {OFFSETS_TOPIC}: {created.result.message}")
 
     def _register(self, endpoints: list[tuple[str, str, int]]) -> None:
         self.controller.register_broker(
@@ -255,6 +309,7 @@ class BrokerNode:
             api_versions_response=self.apis.api_versions_response,
             max_request_size=self.config["socket.request.max.bytes"],
             queued_max_requests=self.config["queued.max.requests"],
+            cut_produce_every=int(os.environ.get("KAVKA_FAULT_CUT_PRODUCE_EVERY", "0") or 0),
         )
         listeners = self.config.listeners
         for ep in listeners:
@@ -276,11 +331,14 @@ class BrokerNode:
 
     def _start_background(self) -> None:
         c = self.config
+        self.groups.start()
         self._every(c["log.retention.check.interval.ms"], self._retention, "retention")
         self._every(c["replica.high.watermark.checkpoint.interval.ms"], self.replica_manager.checkpoint_high_watermarks, "hw-checkpoint")
         self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
         self._every(min(c["log.flush.scheduler.interval.ms"], 1000), self._flush, "flush")
         self.log_dir_movers.start()
+        if c["log.cleaner.enable"]:
+            self._every(c["log.cleaner.backoff.ms"], self._clean, "log-cleaner")
 
     def _every(self, interval_ms: int, fn: Callable[[], None], name: str) -> None:
         async def loop() -> None:
@@ -296,6 +354,9 @@ class BrokerNode:
 
     def _retention(self) -> None:
         self.log_manager.cleanup_logs(self.now_ms(), self.replica_manager.high_watermarks())
+
+    def _clean(self) -> None:
+        self.log_manager.clean_logs(self.now_ms(), self.replica_manager.high_watermarks())
 
     def _flush(self) -> None:
         self.log_manager.flush_dirty(self.now_ms())
@@ -315,6 +376,8 @@ class BrokerNode:
             await self.server.close()
         if hasattr(self, "log_dir_movers"):
             await self.log_dir_movers.stop()
+        if hasattr(self, "groups"):
+            await self.groups.stop()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

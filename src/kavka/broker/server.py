@@ -16,6 +16,12 @@ logged and also closes just that connection. Nothing a client sends can stop
 the broker. Reading pauses while `queued.max.requests` responses are pending
 or the transport's write buffer is full (uvicorn's flow_control pattern).
 
+Fault injection (tests only): with `cut_produce_every` = N > 0 every Nth
+Produce is appended and then its connection is closed instead of answered --
+the "broker wrote it, the producer never heard" case idempotent producers must
+survive. The broker sets it from the KAVKA_FAULT_CUT_PRODUCE_EVERY environment
+variable; it is never a config key.
+
 Runs on the event-loop thread only.
 """
 
@@ -175,6 +181,12 @@ class KafkaConnection(asyncio.Protocol):
             request = decode_body(api.request_schema(api_key, api_version), frame, header.header_size)
         ctx = RequestContext(api_key, api_version, correlation_id, header.client_id, self.peer)
         result = handler(ctx, request)
+        if api_key == api.ApiKey.PRODUCE and self.server.cut_after_this_produce():
+            log.warning("fault injection: closing the connection from %s after a produce, before its answer", self.peer)
+            if inspect.isawaitable(result):
+                asyncio.ensure_future(result)  # let it finish on its own; nobody hears the answer
+            self.close()
+            return
         if result is None:
             return  # Produce acks=0: no response, no slot
         slot = _Slot(correlation_id, api.response_header_flexible(api_key, api_version), encode)
@@ -218,13 +230,22 @@ class KafkaServer:
         api_versions_response: Callable[[int, ErrorCode], Any],
         max_request_size: int,
         queued_max_requests: int = 500,
+        cut_produce_every: int = 0,
     ) -> None:
         self.handlers = handlers
+        self.cut_produce_every = cut_produce_every
+        self._produces = 0
         self.api_versions_response = api_versions_response
         self.max_request_size = max_request_size
         self.queued_max_requests = queued_max_requests
         self.connections: set[KafkaConnection] = set()
         self._servers: list[asyncio.base_events.Server] = []
+
+    def cut_after_this_produce(self) -> bool:
+        if self.cut_produce_every <= 0:
+            return False
+        self._produces += 1
+        return self._produces % self.cut_produce_every == 0
 
     async def listen(self, host: str, port: int) -> int:
         loop = asyncio.get_running_loop()

@@ -18,6 +18,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kavka.cli.configs", "configs"),
     ("kavka.cli.log_dirs", "log_dirs"),
     ("kavka.cli.reassign", "reassign_partitions"),
+    ("kavka.cli.groups", "groups"),
     ("kavka.cli.demo", "demo"),
 )
 

@@ -165,6 +165,32 @@ class ClusterDescription:
 # ---------------------------------------------------------------------- client
 
 
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[GroupMember, ...]
+
+
 def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     """``host:port[,host:port...]`` -> addresses; ValueError on a bad one."""
     addresses = [parse_host_port(a) for a in bootstrap.split(",") if a.strip()]
@@ -407,6 +433,78 @@ class AdminClient:
                     raise_for_error(p.error_code, resource=f"{t.name}-{p.partition_index}")
                     out[(t.name, p.partition_index)] = p.low_watermark
         return out
+
+    # ------------------------------------------------------------------ groups
+
+    def list_groups(self, states: Sequence[str] = ()) -> list[GroupListing]:
+        """Groups on every broker (each coordinates its own share), as kafka-consumer-groups.sh --list."""
+        self._metadata([])
+        out: dict[str, GroupListing] = {}
+        for b in self._brokers.values():
+            conn = self._connect(b.host, b.port)
+            resp = conn.send(requests.list_groups(conn.pick_version(ApiKey.LIST_GROUPS), states))
+            raise_for_error(resp.error_code)
+            for g in resp.groups:
+                out[g.group_id] = GroupListing(g.group_id, g.protocol_type, getattr(g, "group_state", ""))
+        return sorted(out.values(), key=lambda g: g.group_id)
+
+    def describe_group(self, group: str) -> GroupDescription:
+        conn = self._coordinator(group)
+        resp = conn.send(requests.describe_groups(conn.pick_version(ApiKey.DESCRIBE_GROUPS), [group]))
+        d = resp.groups[0]
+        raise_for_error(d.error_code, resource=group)
+        members = tuple(
+            GroupMember(m.member_id, m.group_instance_id if hasattr(m, "group_instance_id") else None,
+                        m.client_id, m.client_host, bytes(m.member_metadata), bytes(m.member_assignment))
+            for m in d.members
+        )
+        return GroupDescription(d.group_id, d.group_state, d.protocol_type, d.protocol_data, members)
+
+    def list_group_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """Committed offsets of every partition the group has committed."""
+        conn = self._coordinator(group)
+        version = conn.pick_version(ApiKey.OFFSET_FETCH)
+        resp = conn.send(requests.offset_fetch(version, group, None if version >= 2 else []))
+        if version >= 8:
+            g = resp.groups[0]
+            raise_for_error(g.error_code, resource=group)
+            topics = g.topics
+        else:
+            raise_for_error(getattr(resp, "error_code", 0), resource=group)
+            topics = resp.topics
+        out: dict[tuple[str, int], int] = {}
+        for t in topics:
+            for p in t.partitions:
+                raise_for_error(p.error_code, resource=f"{t.name}-{p.partition_index}")
+                if p.committed_offset >= 0:
+                    out[(t.name, p.partition_index)] = p.committed_offset
+        return dict(sorted(out.items()))
+
+    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Commit `offsets` for an inactive group (generation -1, no member: Kafka's admin commit)."""
+        conn = self._coordinator(group)
+        resp = conn.send(requests.offset_commit(conn.pick_version(ApiKey.OFFSET_COMMIT), group, dict(offsets)))
+        for t in resp.topics:
+            for p in t.partitions:
+                raise_for_error(p.error_code, resource=f"{group} {t.name}-{p.partition_index}")
+
+    def delete_groups(self, groups: Sequence[str]) -> dict[str, int]:
+        """Error code per group (0: deleted)."""
+        out: dict[str, int] = {}
+        for group in groups:
+            conn = self._coordinator(group)
+            resp = conn.send(requests.delete_groups(conn.pick_version(ApiKey.DELETE_GROUPS), [group]))
+            for r in resp.results:
+                out[r.group_id] = int(r.error_code)
+        return out
+
+    def _coordinator(self, group: str) -> BlockingConnection:
+        conn = self._any()
+        version = conn.pick_version(ApiKey.FIND_COORDINATOR)
+        resp = conn.send(requests.find_coordinator(version, group))
+        c = resp.coordinators[0] if version >= 4 else resp
+        raise_for_error(c.error_code, getattr(c, "error_message", None), resource=group)
+        return self._connect(c.host, c.port)
 
     # ------------------------------------------------------------------ cluster
 

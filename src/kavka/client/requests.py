@@ -278,3 +278,87 @@ def alter_replica_log_dirs(version: int, moves: Mapping[tuple[str, int], str]) -
             for path, topics in sorted(by_dir.items())
         ),
     )
+
+
+# ------------------------------------------------------------------ groups
+
+
+def list_groups(version: int, states: Sequence[str] = ()) -> Any:
+    return make(request_class(ApiKey.LIST_GROUPS, version), states_filter=tuple(states), types_filter=())
+
+
+def describe_groups(version: int, groups: Sequence[str]) -> Any:
+    return make(
+        request_class(ApiKey.DESCRIBE_GROUPS, version),
+        groups=tuple(groups),
+        include_authorized_operations=False,
+    )
+
+
+def delete_groups(version: int, groups: Sequence[str]) -> Any:
+    return make(request_class(ApiKey.DELETE_GROUPS, version), groups_names=tuple(groups))
+
+
+def offset_fetch(version: int, group: str, partitions: Sequence[tuple[str, int]] | None) -> Any:
+    """Committed offsets of `group` for `partitions` (None: every partition it has committed)."""
+    cls = request_class(ApiKey.OFFSET_FETCH, version)
+    by_topic: dict[str, list[int]] = {}
+    for t, p in partitions or ():
+        by_topic.setdefault(t, []).append(p)
+    if version >= 8:
+        group_cls = nested(cls, "OffsetFetchRequestGroup")
+        topic_cls = nested(cls, "OffsetFetchRequestTopics")
+        topics = None if partitions is None else tuple(
+            make(topic_cls, name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items()
+        )
+        return make(cls, groups=(make(group_cls, group_id=group, member_id=None, member_epoch=-1, topics=topics),),
+                    require_stable=False)
+    topic_cls = nested(cls, "OffsetFetchRequestTopic")
+    topics = None if partitions is None else tuple(
+        make(topic_cls, name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items()
+    )
+    return make(cls, group_id=group, topics=topics, require_stable=False)
+
+
+def offset_commit(
+    version: int,
+    group: str,
+    offsets: Mapping[tuple[str, int], int],
+    *,
+    generation_id: int = -1,
+    member_id: str = "",
+    group_instance_id: str | None = None,
+) -> Any:
+    """Commit `offsets` ((topic, partition) -> offset); generation -1 and no member: a simple (admin) commit."""
+    cls = request_class(ApiKey.OFFSET_COMMIT, version)
+    topic_cls = nested(cls, "OffsetCommitRequestTopic")
+    part_cls = nested(cls, "OffsetCommitRequestPartition")
+    return make(
+        cls,
+        group_id=group,
+        generation_id_or_member_epoch=generation_id,
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+        retention_time=timedelta(milliseconds=-1),
+        topics=tuple(
+            make(
+                topic_cls,
+                name=topic,
+                partitions=tuple(
+                    make(part_cls, partition_index=p, committed_offset=o, committed_leader_epoch=-1,
+                         committed_metadata="", commit_timestamp=-1)
+                    for p, o in parts
+                ),
+            )
+            for topic, parts in _by_topic(offsets).items()
+        ),
+    )
+
+
+def find_coordinator(version: int, group: str) -> Any:
+    return make(
+        request_class(ApiKey.FIND_COORDINATOR, version),
+        key=group,
+        key_type=0,  # a group (1 would be a transactional id)
+        coordinator_keys=(group,),
+    )

@@ -12,7 +12,8 @@ offset, the last one active), ``leader-epoch-checkpoint`` and
 
 The high watermark is not kept here: it belongs to the broker's Partition,
 which passes it in as ``max_offset`` on reads and ``high_watermark`` to
-retention. Producer state snapshots (``.snapshot``) are not written yet.
+retention. Producer state is snapshotted to ``<offset>.snapshot`` at each roll
+and at close (storage.producer_state).
 
 Threading: the broker calls every method from its single asyncio thread (or a
 worker it owns that serialises calls per Log); nothing here takes locks.
@@ -38,7 +39,7 @@ from kavka.protocol.records import (
     iter_batches,
     validate_batches,
 )
-from kavka.storage.checkpoints import PartitionMetadataFile
+from kavka.storage.checkpoints import PartitionMetadataFile, fsync_dir
 from kavka.storage.errors import (
     InconsistentTopicIdError,
     OffsetOutOfRangeError,
@@ -48,7 +49,15 @@ from kavka.storage.errors import (
 )
 from kavka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kavka.storage.log_config import LogConfig
-from kavka.storage.producer_state import BatchMetadata, ProducerStateManager
+from kavka.storage.producer_state import (
+    BatchMetadata,
+    CorruptSnapshotError,
+    ProducerStateManager,
+    read_snapshot,
+    snapshot_offsets,
+    snapshot_path,
+    write_snapshot,
+)
 from kavka.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -344,14 +353,50 @@ class Log:
 
     @property
     def producer_state(self) -> ProducerStateManager:
-        """Idempotent producers' state, rebuilt from the batch headers on first use."""
+        """Idempotent producers' state: the latest usable ``.snapshot`` plus the batches after it."""
         if self._producer_state is None:
-            state = ProducerStateManager()
-            for segment in self._segments:
-                for _pos, header in segment.iter_batches_from(0):
-                    state.update(header)
+            state, start = self._load_producer_snapshot()
+            for i in range(self._segment_for(start), len(self._segments)):
+                segment = self._segments[i]
+                position = 0
+                if segment.base_offset < start:
+                    found = segment.translate_offset(start)
+                    if found is None:
+                        continue
+                    position = found.position
+                for _pos, header in segment.iter_batches_from(position):
+                    if header.base_offset >= start:
+                        state.update(header)
             self._producer_state = state
         return self._producer_state
+
+    def _load_producer_snapshot(self) -> tuple[ProducerStateManager, int]:
+        """The newest snapshot at or below the log end (newer ones, left by an unclean stop, go)."""
+        for offset in reversed(snapshot_offsets(self.dir)):
+            path = snapshot_path(self.dir, offset)
+            if offset > self._log_end_offset:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                return read_snapshot(path), offset
+            except (OSError, CorruptSnapshotError) as e:
+                log.warning("ignoring producer snapshot %s: %s", path, e)
+                path.unlink(missing_ok=True)
+        return ProducerStateManager(), 0
+
+    def take_producer_snapshot(self) -> None:
+        """Write ``<log end>.snapshot`` if the state is loaded; keep the two newest (Kafka keeps
+        one per segment; two is enough to survive a torn latest one)."""
+        if self._producer_state is None or self._closed:
+            return
+        write_snapshot(self.dir, self._log_end_offset, self._producer_state)
+        for offset in snapshot_offsets(self.dir)[:-2]:
+            snapshot_path(self.dir, offset).unlink(missing_ok=True)
+
+    def _delete_snapshots_above(self, offset: int) -> None:
+        for o in snapshot_offsets(self.dir):
+            if o > offset:
+                snapshot_path(self.dir, o).unlink(missing_ok=True)
 
     def _duplicate_append_info(
         self, headers: list[BatchHeader], duplicates: list[BatchMetadata | None]
@@ -494,6 +539,7 @@ class Log:
                 return active
             raise RuntimeError(f"cannot roll {self.dir.name}: segment {new_base} already exists")
         active.on_become_inactive()
+        self.take_producer_snapshot()  # Kafka snapshots producer state at every roll
         segment = self._new_segment(new_base, now_ms)
         self._segments.append(segment)
         self._base_offsets.append(new_base)
@@ -502,6 +548,52 @@ class Log:
         self._flush_pending_below = new_base
         log.debug("rolled %s to a new segment at offset %d", self.dir.name, new_base)
         return segment
+
+    # ------------------------------------------------------------------ compaction
+
+    def swap_cleaned_segment(self, old: LogSegment, cleaned: bytes, *, now_ms: int) -> LogSegment:
+        """Replace a closed segment's batches with `cleaned` (same base offset, same offsets).
+
+        Crash-safe order (the log cleaner's swap): write ``<base>.log.cleaned`` and fsync;
+        rename it to ``.log.swap``; drop the old indexes; rename the swap over ``.log``.
+        A crash before the last rename leaves the original ``.log`` (leftover ``.cleaned``
+        / ``.swap`` files are deleted on open, missing indexes rebuilt); after it, the
+        cleaned ``.log`` whose indexes are rebuilt on open. Never the active segment.
+        """
+        i = self._segments.index(old)
+        if i == len(self._segments) - 1:
+            raise ValueError("the active segment is never cleaned")
+        base_path = old.log_path
+        cleaned_path = base_path.with_name(base_path.name + CLEANED_SUFFIX)
+        swap_path = base_path.with_name(base_path.name + SWAP_SUFFIX)
+        fd = os.open(cleaned_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(cleaned)
+            written = 0
+            while written < len(view):
+                written += os.write(fd, view[written:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(cleaned_path, swap_path)
+        fsync_dir(self.dir)
+        old.close_handles()
+        old.offset_index.close()
+        old.time_index.close()
+        for p in (old.offset_index.path, old.time_index.path):
+            p.unlink(missing_ok=True)
+        os.replace(swap_path, base_path)
+        fsync_dir(self.dir)
+        new = LogSegment(
+            self.dir,
+            old.base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            now_ms=now_ms,
+        )
+        new.on_become_inactive()
+        self._segments[i] = new
+        return new
 
     # ------------------------------------------------------------------ read
 
@@ -603,6 +695,7 @@ class Log:
         self.active_segment.truncate_to(target_offset, now_ms=now_ms)
         self._log_end_offset = target_offset
         self._producer_state = None
+        self._delete_snapshots_above(target_offset)
         self.leader_epoch_cache.truncate_from_end(target_offset)
         self.log_start_offset = min(self.log_start_offset, target_offset)
         self.recovery_point = min(self.recovery_point, target_offset)
@@ -623,6 +716,7 @@ class Log:
         self._unflushed_messages = 0
         self._flush_pending_below = None
         self._producer_state = None
+        self._delete_snapshots_above(-1)
         self.leader_epoch_cache.clear_and_flush()
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
@@ -781,6 +875,7 @@ class Log:
         log (call flush() first for a clean shutdown)."""
         if self._closed:
             return
+        self.take_producer_snapshot()
         for segment in self._segments:
             segment.close()
         self._closed = True

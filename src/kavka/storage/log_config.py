@@ -28,6 +28,9 @@ class LogConfig:
     cleanup_policy: tuple[str, ...] = ("delete",)  # cleanup.policy
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms
     preallocate: bool = False  # preallocate (ignored: files are append-only)
+    delete_retention_ms: int = 86400000  # delete.retention.ms: how long tombstones outlive compaction
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
 
     @property
     def delete_enabled(self) -> bool:

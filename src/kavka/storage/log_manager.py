@@ -704,6 +704,39 @@ class LogManager:
                 self.handle_io_error(lg.dir, e)
         return total
 
+    def clean_logs(self, now_ms: int, hw_by_tp: Mapping[TopicPartitionKey, int]) -> int:
+        """One log-cleaner pass over every compacted log that is due; returns logs cleaned.
+
+        The first dirty offset of each log lives in its dir's ``cleaner-offset-checkpoint``
+        (Kafka's file), written after the pass, so a crash mid-pass cleans again.
+        """
+        from kavka.storage.cleaner import CLEANER_OFFSET_CHECKPOINT, maybe_clean
+
+        self._now_ms = now_ms
+        cleaned = 0
+        for d, logs in self.logs_by_dir().items():
+            if d not in self.log_dirs or not any(lg.config.compact_enabled for lg in logs):
+                continue
+            checkpoint = self._read_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)
+            changed = False
+            for lg in logs:
+                hw = hw_by_tp.get(lg.topic_partition)
+                if hw is None or not lg.config.compact_enabled:
+                    continue
+                result = maybe_clean(
+                    lg, first_dirty_offset=checkpoint.get(lg.topic_partition, 0), high_watermark=hw, now_ms=now_ms
+                )
+                if result is not None:
+                    checkpoint[lg.topic_partition] = result.first_uncleanable_offset
+                    changed = True
+                    cleaned += 1
+            if changed:
+                live = {lg.topic_partition for lg in logs}
+                OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(
+                    {tp: o for tp, o in checkpoint.items() if tp in live}
+                )
+        return cleaned
+
     def flush_dirty(self, now_ms: int) -> int:
         """flush.ms and deferred post-roll flushes; returns logs flushed."""
         self._now_ms = now_ms

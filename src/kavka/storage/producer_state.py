@@ -12,18 +12,25 @@ the window an idempotent producer may have in flight
 
 Sequences are per (producer id, partition) and wrap from Int32.MAX to 0. A new
 epoch must start at sequence 0. The state is rebuilt from the batch headers of
-the log the first time a partition sees an idempotent batch (producer-state
-snapshot files are issue 5), and kept current on every append. Called by the
-Log on the event-loop thread.
+the latest ``.snapshot`` file (written at each segment roll and at clean
+shutdown) plus the batches after it, the first time a partition needs it, and
+kept current on every append -- so dedup survives a restart, and compaction or
+retention removing a producer's batches, without scanning the whole log.
+Called by the Log on the event-loop thread.
 """
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from crc32c import crc32c
 
 from kavka.protocol.records import BatchHeader
+from kavka.storage.checkpoints import write_atomically
 from kavka.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 
 NUM_BATCHES_TO_RETAIN = 5
@@ -130,3 +137,80 @@ class ProducerStateManager:
                 h.base_sequence, _last_seq(h), h.base_offset, h.last_offset, h.max_timestamp
             )
         )
+
+
+# --------------------------------------------------------------------------- snapshots
+#
+# ``<offset>.snapshot`` (20-digit offset: the log end offset the state is valid at), Kafka's
+# ProducerStateManager snapshot, version 1:
+#
+#   version int16 = 1, crc int32 (CRC-32C of everything after it), entries int32 count, then per producer:
+#   producer_id int64, epoch int16, last_sequence int32, last_offset int64, offset_delta int32,
+#   timestamp int64, coordinator_epoch int32 (-1), current_txn_first_offset int64 (-1)
+#
+# As in Kafka, a snapshot keeps the last batch of each producer; the batches after the snapshot
+# offset are replayed from the log on load. Written atomically (temp file + rename).
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+_SNAP_HEADER = struct.Struct(">hI")
+_SNAP_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+def snapshot_path(dir: Path, offset: int) -> Path:
+    return dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def snapshot_offsets(dir: Path) -> list[int]:
+    out = []
+    for p in dir.iterdir():
+        stem = p.name[: -len(SNAPSHOT_SUFFIX)]
+        if p.name.endswith(SNAPSHOT_SUFFIX) and stem.isdigit():
+            out.append(int(stem))
+    return sorted(out)
+
+
+def write_snapshot(dir: Path, offset: int, state: ProducerStateManager) -> Path:
+    body = bytearray(struct.pack(">i", len(state.producers)))
+    for pid, entry in sorted(state.producers.items()):
+        if not entry.batches:
+            continue
+        last = entry.batches[-1]
+        body += _SNAP_ENTRY.pack(
+            pid, entry.producer_epoch, last.last_seq, last.last_offset,
+            last.last_offset - last.first_offset, last.timestamp, -1, -1,
+        )
+    count = sum(1 for e in state.producers.values() if e.batches)
+    body[0:4] = struct.pack(">i", count)
+    data = _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc32c(bytes(body))) + bytes(body)
+    path = snapshot_path(dir, offset)
+    write_atomically(path, data)
+    return path
+
+
+def read_snapshot(path: Path) -> ProducerStateManager:
+    """The state in a snapshot file; raises CorruptSnapshotError if it does not check out."""
+    data = path.read_bytes()
+    if len(data) < _SNAP_HEADER.size + 4:
+        raise CorruptSnapshotError(f"{path}: truncated")
+    version, crc = _SNAP_HEADER.unpack_from(data, 0)
+    body = data[_SNAP_HEADER.size :]
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"{path}: unknown snapshot version {version}")
+    if crc32c(body) != crc:
+        raise CorruptSnapshotError(f"{path}: CRC mismatch")
+    (count,) = struct.unpack_from(">i", body, 0)
+    if count < 0 or 4 + count * _SNAP_ENTRY.size != len(body):
+        raise CorruptSnapshotError(f"{path}: bad entry count {count}")
+    state = ProducerStateManager()
+    for i in range(count):
+        pid, epoch, last_seq, last_offset, delta, ts, _ce, _txn = _SNAP_ENTRY.unpack_from(body, 4 + i * _SNAP_ENTRY.size)
+        entry = ProducerStateEntry(pid, epoch)
+        first_seq = (last_seq - delta) % (INT32_MAX + 1)
+        entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
+        state.producers[pid] = entry
+    return state
+
+
+class CorruptSnapshotError(ValueError):
+    """A producer-state snapshot that cannot be trusted (the state is rebuilt from the log)."""

@@ -1,7 +1,8 @@
 """FindCoordinator (API 10): which broker coordinates a group or a transaction.
 
 A kavka node is its own group coordinator: every group key maps to this node
-(the partition of `__consumer_offsets` that would own it is led here). The
+(the partition of `__consumer_offsets` that owns it is led here). The first
+lookup of a group creates `__consumer_offsets`. The
 answer matters beyond groups: librdkafka turns LZ4 (and, in 2.0.x, gzip and
 snappy) off unless the broker advertises FindCoordinator, which is how Kafka
 brokers since 0.9 look to it. Transactions are not supported yet: a
@@ -31,6 +32,9 @@ TRANSACTION_KEY_TYPE = 1
 
 def _locate(node: BrokerNode, key_type: int) -> tuple[ErrorCode, int, str, int]:
     if key_type != GROUP_KEY_TYPE:
+        return ErrorCode.coordinator_not_available, -1, "", -1
+    # Created on first use, as Kafka does; until it exists, clients retry.
+    if not node.groups.ensure_offsets_topic():
         return ErrorCode.coordinator_not_available, -1, "", -1
     me = node.image.brokers.get(node.node_id)
     if me is None or not me.endpoints:

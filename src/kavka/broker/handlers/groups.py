@@ -1,0 +1,369 @@
+"""The classic group protocol's APIs: thin translations between kio messages and the group coordinator.
+
+JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13),
+OffsetCommit (8), OffsetFetch (9), ListGroups (16), DescribeGroups (15),
+DeleteGroups (42), OffsetDelete (47), and KIP-848's ConsumerGroupHeartbeat
+(68), which names topics by id on the wire. The rules live in
+`coordinator.group`; the waits and the log writes in `coordinator.manager`
+(reached as `node.groups`). Version differences handled here:
+
+- JoinGroup v4+ gets MEMBER_ID_REQUIRED for an unknown member (KIP-394);
+  v0 has no rebalance timeout (the session timeout stands in, as in Kafka);
+  v7+ carries protocol_type/name (nullable), older versions a plain string.
+- LeaveGroup v0-v2 names one member; v3+ a batch (KIP-345), per-member errors.
+- OffsetFetch v8+ batches groups (KIP-709); v2+ accepts null topics (all).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.coordinator.group import OffsetAndMetadata
+from kavka.protocol import api
+from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_from_str, uuid_to_str
+
+if TYPE_CHECKING:
+    from kavka.broker.node import BrokerNode
+    from kavka.broker.server import RequestContext
+
+# DescribeGroups v3+: "authorized operations not requested" (Integer.MIN_VALUE).
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def _ms(td: Any) -> int:
+    return int(td.total_seconds() * 1000) if hasattr(td, "total_seconds") else int(td)
+
+
+def _client_host(ctx: RequestContext) -> str:
+    return "/" + ctx.peer.rsplit(":", 1)[0]
+
+
+def _resp(ctx: RequestContext) -> type:
+    return api.response_schema(ctx.api_key, ctx.api_version)
+
+
+async def handle_join_group(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    session = _ms(req.session_timeout)
+    rebalance = _ms(req.rebalance_timeout) if hasattr(req, "rebalance_timeout") else session
+    result = await node.groups.join_group(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        client_id=ctx.client_id or "",
+        client_host=_client_host(ctx),
+        session_timeout_ms=session,
+        rebalance_timeout_ms=rebalance,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, p.metadata) for p in req.protocols],
+        require_known_member_id=ctx.api_version >= 4,
+    )
+    cls = _resp(ctx)
+    member_cls = nested(cls, "JoinGroupResponseMember")
+    nullable = ctx.api_version >= 7
+    return make(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type if nullable else None,
+        protocol_name=result.protocol_name if nullable else (result.protocol_name or ""),
+        leader=result.leader,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=tuple(
+            make(member_cls, member_id=mid, group_instance_id=iid, metadata=meta) for mid, iid, meta in result.members
+        ),
+    )
+
+
+async def handle_sync_group(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    result = await node.groups.sync_group(
+        group_id=req.group_id,
+        generation_id=req.generation_id,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        protocol_type=getattr(req, "protocol_type", None),
+        protocol_name=getattr(req, "protocol_name", None),
+        assignments=[(a.member_id, a.assignment) for a in req.assignments],
+    )
+    return make(
+        _resp(ctx),
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+def handle_heartbeat(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    error = node.groups.heartbeat(
+        group_id=req.group_id,
+        generation_id=req.generation_id,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+    )
+    return make(_resp(ctx), throttle_time=NO_THROTTLE, error_code=error)
+
+
+def handle_leave_group(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    cls = _resp(ctx)
+    if ctx.api_version < 3:
+        _top, errors = node.groups.leave_group(req.group_id, [(req.member_id, None)])
+        return make(cls, throttle_time=NO_THROTTLE, error_code=errors[0])
+    members = [(m.member_id, m.group_instance_id) for m in req.members]
+    top, errors = node.groups.leave_group(req.group_id, members)
+    member_cls = nested(cls, "MemberResponse")
+    return make(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=top,
+        members=tuple(
+            make(member_cls, member_id=mid, group_instance_id=iid, error_code=err)
+            for (mid, iid), err in zip(members, errors, strict=True)
+        ),
+    )
+
+
+def _partition_exists(node: BrokerNode) -> Any:
+    image = node.image
+
+    def exists(topic: str, partition: int) -> bool:
+        t = image.topics_by_name.get(topic)
+        return t is not None and partition in t.partitions
+
+    return exists
+
+
+def handle_offset_commit(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
+                p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1),
+                p.committed_metadata or "",
+            )
+    errors = node.groups.commit_offsets(
+        group_id=req.group_id,
+        generation_id=req.generation_id_or_member_epoch,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        offsets=offsets,
+        partition_exists=_partition_exists(node),
+    )
+    cls = _resp(ctx)
+    topic_cls = nested(cls, "OffsetCommitResponseTopic")
+    part_cls = nested(cls, "OffsetCommitResponsePartition")
+    return make(
+        cls,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            make(
+                topic_cls,
+                name=t.name,
+                partitions=tuple(
+                    make(part_cls, partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)])
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        ),
+    )
+
+
+def _fetch_group(node: BrokerNode, group_id: str, topics: Any) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]:
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    found = node.groups.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
+    if topics is not None:
+        for t in topics:
+            by_topic.setdefault(t.name, [])
+    for (topic, partition), om in found.items():
+        by_topic.setdefault(topic, []).append((partition, om))
+    return list(by_topic.items())
+
+
+def handle_offset_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    cls = _resp(ctx)
+    if ctx.api_version >= 8:
+        group_cls = nested(cls, "OffsetFetchResponseGroup")
+        topic_cls = nested(cls, "OffsetFetchResponseTopics")
+        part_cls = nested(cls, "OffsetFetchResponsePartitions")
+    else:
+        topic_cls = nested(cls, "OffsetFetchResponseTopic")
+        part_cls = nested(cls, "OffsetFetchResponsePartition")
+
+    def topics_of(group_id: str, topics: Any) -> tuple[Any, ...]:
+        return tuple(
+            make(
+                topic_cls,
+                name=name,
+                partitions=tuple(
+                    make(
+                        part_cls,
+                        partition_index=p,
+                        committed_offset=om.offset if om else -1,
+                        committed_leader_epoch=om.leader_epoch if om else -1,
+                        metadata=om.metadata if om else "",
+                        error_code=ErrorCode.none,
+                    )
+                    for p, om in parts
+                ),
+            )
+            for name, parts in _fetch_group(node, group_id, topics)
+        )
+
+    if ctx.api_version >= 8:
+        return make(
+            cls,
+            throttle_time=NO_THROTTLE,
+            groups=tuple(
+                make(group_cls, group_id=g.group_id, topics=topics_of(g.group_id, g.topics), error_code=ErrorCode.none)
+                for g in req.groups
+            ),
+        )
+    return make(cls, throttle_time=NO_THROTTLE, topics=topics_of(req.group_id, req.topics), error_code=ErrorCode.none)
+
+
+def handle_list_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    cls = _resp(ctx)
+    listed = nested(cls, "ListedGroup")
+    groups = node.groups.list_groups(getattr(req, "states_filter", ()) or ())
+    return make(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        groups=tuple(make(listed, group_id=g, protocol_type=pt, group_state=st) for g, pt, st in groups),
+    )
+
+
+def handle_describe_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    cls = _resp(ctx)
+    group_cls = nested(cls, "DescribedGroup")
+    member_cls = nested(cls, "DescribedGroupMember")
+    out = []
+    for group_id in req.groups:
+        d = node.groups.describe_group(group_id)
+        out.append(
+            make(
+                group_cls,
+                error_code=ErrorCode.invalid_group_id if not group_id else ErrorCode.none,
+                group_id=group_id,
+                group_state=d.state,
+                protocol_type=d.protocol_type,
+                protocol_data=d.protocol_name,
+                members=tuple(
+                    make(
+                        member_cls,
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata,
+                        member_assignment=m.assignment,
+                    )
+                    for m in d.members
+                ),
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            )
+        )
+    return make(cls, throttle_time=NO_THROTTLE, groups=tuple(out))
+
+
+def handle_delete_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    cls = _resp(ctx)
+    result_cls = nested(cls, "DeletableGroupResult")
+    errors = node.groups.delete_groups(list(req.groups_names))
+    return make(
+        cls,
+        throttle_time=NO_THROTTLE,
+        results=tuple(make(result_cls, group_id=g, error_code=errors[g]) for g in req.groups_names),
+    )
+
+
+def handle_offset_delete(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    cls = _resp(ctx)
+    topic_cls = nested(cls, "OffsetDeleteResponseTopic")
+    part_cls = nested(cls, "OffsetDeleteResponsePartition")
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    exists = _partition_exists(node)
+    known = [tp for tp in wanted if exists(*tp)]
+    top, errors = node.groups.delete_offsets(req.group_id, known)
+    if top != ErrorCode.none:
+        return make(cls, throttle_time=NO_THROTTLE, error_code=top, topics=())
+    return make(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        topics=tuple(
+            make(
+                topic_cls,
+                name=t.name,
+                partitions=tuple(
+                    make(
+                        part_cls,
+                        partition_index=p.partition_index,
+                        error_code=errors.get((t.name, p.partition_index), ErrorCode.unknown_topic_or_partition),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        ),
+    )
+
+
+def handle_consumer_group_heartbeat(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    image = node.image
+    owned = None
+    if req.topic_partitions is not None:
+        names = []
+        for t in req.topic_partitions:
+            topic = image.topics_by_id.get(uuid_to_str(t.topic_id))
+            if topic is not None:
+                names.extend((topic.name, p) for p in t.partitions)
+        owned = frozenset(names)
+    result = node.groups.consumer_group_heartbeat(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        member_epoch=req.member_epoch,
+        instance_id=req.instance_id,
+        rack_id=req.rack_id,
+        rebalance_timeout_ms=_ms(req.rebalance_timeout),
+        subscribed_topic_names=req.subscribed_topic_names,
+        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
+        server_assignor=req.server_assignor,
+        owned=owned,
+        client_id=ctx.client_id or "",
+        client_host=_client_host(ctx),
+    )
+    cls = _resp(ctx)
+    assignment = None
+    if result.assignment is not None:
+        assign_cls = nested(cls, "Assignment")
+        tp_cls = nested(cls, "TopicPartitions")
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in sorted(result.assignment):
+            by_topic.setdefault(topic, []).append(p)
+        assignment = make(
+            assign_cls,
+            topic_partitions=tuple(
+                make(tp_cls, topic_id=uuid_from_str(image.topics_by_name[t].topic_id), partitions=tuple(ps))
+                for t, ps in by_topic.items()
+                if t in image.topics_by_name
+            ),
+        )
+    return make(
+        cls,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        error_message=result.message,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=timedelta(milliseconds=result.heartbeat_interval_ms),
+        assignment=assignment,
+    )

@@ -1,0 +1,374 @@
+"""GroupCoordinatorManager: runs the pure GroupCoordinator on the event loop, over `__consumer_offsets`.
+
+It owns three things the core does not:
+
+- the waits: a parked JoinGroup/SyncGroup is an asyncio future keyed by the
+  core's token, resolved when `drain()` hands out its answer;
+- the timer task (which also expires the offsets of empty groups every
+  offsets.retention.check.interval.ms): it sleeps until the core's next deadline (at most a short
+  tick, so a deadline a request just made earlier is not missed) and calls
+  `poll(now)`;
+- durability: the records the core emits are appended to the group's
+  partition of `__consumer_offsets` (Kafka's key/value formats,
+  coordinator.records) before anything that depends on them is answered, and
+  on startup every hosted partition of that topic is replayed into the core,
+  so the coordinator's state is the log's, not a side file's.
+
+`__consumer_offsets` is created on first use (as Kafka does on the first
+FindCoordinator for a group), with `offsets.topic.num.partitions` partitions
+and cleanup.policy=compact. Time comes from the injected `now_ms`.
+
+Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.coordinator import records as rec
+from kavka.coordinator.consumer_group import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+    HeartbeatResult,
+)
+from kavka.coordinator.group import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupDescription,
+    GroupRecord,
+    JoinResult,
+    MemberDescription,
+    OffsetAndMetadata,
+    OffsetRecord,
+    Parked,
+    SyncResult,
+)
+from kavka.protocol.records import build_batch, iter_batches, iter_records
+from kavka.replication.partition import TopicPartition
+from kavka.replication.replica_manager import ReplicaManager
+
+log = logging.getLogger("kavka.coordinator")
+
+_LOAD_CHUNK = 1 << 20
+_TIMER_TICK_S = 0.05  # how late a newly earlier deadline (a join, a short session) may fire
+
+
+class GroupCoordinatorManager:
+    def __init__(
+        self,
+        *,
+        config: GroupConfig,
+        replica_manager: ReplicaManager,
+        num_partitions: int,
+        create_offsets_topic: Callable[[int], None],
+        now_ms: Callable[[], int],
+        offset_metadata_max_bytes: int = 4096,
+        offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
+        offsets_retention_check_interval_ms: int = 600_000,
+        consumer_config: ConsumerGroupConfig | None = None,
+        topic_partitions: Callable[[str], int | None] = lambda _t: None,
+    ) -> None:
+        self.core = GroupCoordinator(config)
+        # KIP-848 groups (ConsumerGroupHeartbeat); their committed offsets live in `core`, like every group's.
+        self.consumer = ConsumerGroupCoordinator(consumer_config, topic_partitions=topic_partitions)
+        self.replica_manager = replica_manager
+        self.num_partitions = num_partitions
+        self._create_offsets_topic = create_offsets_topic
+        self.now_ms = now_ms
+        self.offset_metadata_max_bytes = offset_metadata_max_bytes
+        self.offsets_retention_ms = offsets_retention_ms
+        self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
+        self._next_expiry_check_ms = 0
+        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._created = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    def offsets_partitions(self) -> list[int]:
+        rm = self.replica_manager
+        return sorted(tp.partition for tp in rm.partitions if tp.topic == rec.OFFSETS_TOPIC)
+
+    def load(self) -> int:
+        """Replay every hosted `__consumer_offsets` partition into the core; returns records read."""
+        hosted = self.offsets_partitions()
+        if hosted:
+            self.num_partitions = max(hosted) + 1  # the topic as created, whatever the config says now
+        n = 0
+        now = self.now_ms()
+        for p in hosted:
+            part = self.replica_manager.get_partition(rec.OFFSETS_TOPIC, p)
+            if part is None:
+                continue
+            offset, end = part.log_start_offset, part.log_end_offset
+            while offset < end:
+                data = part.log.read(offset, max_bytes=_LOAD_CHUNK, min_one_message=True).records
+                if not data:
+                    break
+                next_offset = offset
+                for _pos, header in iter_batches(data):
+                    next_offset = max(next_offset, header.next_offset)
+                for r in iter_records(data):
+                    if r.offset < offset:
+                        continue  # the head of a batch already replayed
+                    n += 1
+                    try:
+                        self._replay(r.key, r.value, now)
+                    except (rec.RecordFormatError, UnicodeDecodeError) as e:
+                        log.warning("skipping unreadable record at %s-%d@%d: %s", rec.OFFSETS_TOPIC, p, r.offset, e)
+                if next_offset <= offset:
+                    break  # no progress: never loop forever on an odd log
+                offset = next_offset
+        self.core.poll(now)  # members whose sessions ran out while the broker was down
+        self.core.drain()
+        return n
+
+    def _replay(self, key: bytes | None, value: bytes | None, now: int) -> None:
+        if key is None:
+            return
+        parsed = rec.parse_key(key)
+        if parsed is None:
+            return
+        if len(parsed) == 3:
+            group, topic, partition = parsed  # type: ignore[misc]
+            v = rec.parse_offset_value(value) if value is not None else None
+            self.core.load_offset(group, topic, partition, v, now)
+        else:
+            (group,) = parsed
+            self.core.load_group(group, rec.parse_group_value(value) if value is not None else None, now)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._timer(), name="group-coordinator")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for fut in self._waiters.values():
+            if not fut.done():
+                fut.cancel()
+        self._waiters.clear()
+
+    async def _timer(self) -> None:
+        # A plain bounded sleep, not wait_for on an event: Python 3.11's wait_for can swallow
+        # a cancellation that races with the event, and then stop() would wait forever.
+        while True:
+            deadlines = [d for d in (self.core.next_deadline(), self.consumer.next_deadline()) if d is not None]
+            deadline = min(deadlines, default=None)
+            now = self.now_ms()
+            sleep = _TIMER_TICK_S if deadline is None else min(max(deadline - now, 1) / 1000, _TIMER_TICK_S)
+            await asyncio.sleep(sleep)
+            try:
+                now = self.now_ms()
+                self.core.poll(now)
+                self.consumer.poll(now)
+                if now >= self._next_expiry_check_ms:
+                    self._next_expiry_check_ms = now + self.offsets_retention_check_interval_ms
+                    active = frozenset(g for g, cg in self.consumer.groups.items() if cg.members)
+                    n = self.core.expire_offsets(now, self.offsets_retention_ms, keep=active)
+                    if n:
+                        log.info("expired %d committed offsets (offsets.retention.ms)", n)
+                self._after()
+            except Exception:
+                log.exception("group coordinator timer failed")
+
+    # ------------------------------------------------------------ plumbing
+
+    def partition_for(self, group_id: str) -> int:
+        return rec.partition_for(group_id, self.num_partitions)
+
+    def ensure_offsets_topic(self) -> bool:
+        """Create `__consumer_offsets` if it is not there; False if that failed (logged)."""
+        if self._created:
+            return True
+        if not self.offsets_partitions():
+            try:
+                self._create_offsets_topic(self.num_partitions)
+            except Exception:
+                log.exception("cannot create %s", rec.OFFSETS_TOPIC)
+                return False
+        self._created = True
+        return True
+
+    def _after(self) -> None:
+        """Write what the core emitted, then answer parked requests (in that order: durable first)."""
+        completions, records = self.core.drain()
+        if records:
+            try:
+                self._write(records)
+            except Exception:
+                log.exception("writing group metadata to %s failed", rec.OFFSETS_TOPIC)
+        for token, result in completions:
+            fut = self._waiters.pop(token, None)
+            if fut is not None and not fut.done():
+                fut.set_result(result)
+
+    def _write(self, records: Sequence[GroupRecord | OffsetRecord]) -> None:
+        self.ensure_offsets_topic()
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
+        for r in records:
+            if isinstance(r, OffsetRecord):
+                key = rec.offset_key(r.group_id, r.topic, r.partition)
+                value = rec.offset_value(r.value) if r.value is not None else None
+            else:
+                key = rec.group_key(r.group_id)
+                value = rec.group_value(r.snapshot) if r.snapshot is not None else None
+            by_partition[self.partition_for(r.group_id)].append((key, value))
+        now = self.now_ms()
+        for p, kvs in by_partition.items():
+            part = self.replica_manager.get_partition(rec.OFFSETS_TOPIC, p)
+            if part is None:
+                raise OSError(f"{rec.OFFSETS_TOPIC}-{p} is not hosted here")
+            batch = build_batch([(now, k, v) for k, v in kvs])
+            part.append_records_to_leader(batch, required_acks=-1, now_ms=now)
+            self.replica_manager.notify_append(TopicPartition(rec.OFFSETS_TOPIC, p))
+
+    async def _wait(self, result: Any) -> Any:
+        if not isinstance(result, Parked):
+            self._after()
+            return result
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiters[result.token] = fut
+        self._after()
+        try:
+            return await fut
+        finally:
+            self._waiters.pop(result.token, None)
+
+    # ------------------------------------------------------------ group membership
+
+    async def join_group(self, **kwargs: Any) -> JoinResult:
+        if not self.ensure_offsets_topic():
+            return JoinResult(ErrorCode.coordinator_not_available, kwargs.get("member_id", ""))
+        cg = self.consumer.groups.get(kwargs["group_id"])
+        if cg is not None and cg.members:
+            # A classic member cannot join a group run by the consumer protocol (no online migration yet).
+            return JoinResult(ErrorCode.inconsistent_group_protocol, kwargs.get("member_id", ""))
+        return await self._wait(self.core.join_group(now_ms=self.now_ms(), **kwargs))
+
+    async def sync_group(self, **kwargs: Any) -> SyncResult:
+        return await self._wait(self.core.sync_group(now_ms=self.now_ms(), **kwargs))
+
+    def heartbeat(self, **kwargs: Any) -> ErrorCode:
+        error = self.core.heartbeat(now_ms=self.now_ms(), **kwargs)
+        self._after()
+        return error
+
+    def leave_group(self, group_id: str, members: Sequence[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        out = self.core.leave_group(group_id=group_id, members=members, now_ms=self.now_ms())
+        self._after()
+        return out
+
+    def consumer_group_heartbeat(self, **kwargs: Any) -> HeartbeatResult:
+        """KIP-848 ConsumerGroupHeartbeat; a classic group with members is not a consumer group."""
+        if not self.ensure_offsets_topic():
+            return HeartbeatResult(ErrorCode.coordinator_not_available)
+        classic = self.core.groups.get(kwargs["group_id"])
+        if classic is not None and classic.members:
+            return HeartbeatResult(ErrorCode.group_id_not_found, f"Group {kwargs['group_id']} is not a consumer group.")
+        return self.consumer.heartbeat(now_ms=self.now_ms(), **kwargs)
+
+    # ------------------------------------------------------------ offsets
+
+    def commit_offsets(
+        self,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+        partition_exists: Callable[[str, int], bool],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Validate, write to the log, then make visible; per-partition Kafka error codes."""
+        now = self.now_ms()
+        if group_id in self.consumer.groups:
+            error = self.consumer.validate_offset_commit(group_id, member_id, generation_id)
+            if error == ErrorCode.none and group_id not in self.core.groups:
+                # The offsets of a consumer group are kept with every group's (an Empty classic entry).
+                self.core.validate_offset_commit(group_id=group_id, generation_id=-1, member_id="",
+                                                 group_instance_id=None, now_ms=now)
+        else:
+            error = self.core.validate_offset_commit(
+                group_id=group_id,
+                generation_id=generation_id,
+                member_id=member_id,
+                group_instance_id=group_instance_id,
+                now_ms=now,
+            )
+        self._after()
+        if error != ErrorCode.none:
+            return dict.fromkeys(offsets, error)
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        good: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if not partition_exists(*tp):
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            elif len(om.metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
+                errors[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                good[tp] = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, now)
+        if good:
+            try:
+                self._write(self.core.offset_records(group_id, good))
+            except Exception:
+                log.exception("writing committed offsets of group %s failed", group_id)
+                errors.update(dict.fromkeys(good, ErrorCode.coordinator_not_available))
+                return errors
+            self.core.apply_offsets(group_id, good)
+            errors.update(dict.fromkeys(good, ErrorCode.none))
+        return errors
+
+    def fetch_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]] | None) -> dict[tuple[str, int], OffsetAndMetadata | None]:
+        return self.core.fetch_offsets(group_id, partitions)
+
+    # ------------------------------------------------------------ admin
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """DescribeGroups' view; a KIP-848 group is shown the classic way (assignments encoded as
+        ConsumerProtocolAssignment) so classic tools, kavka's CLI among them, can read it."""
+        cg = self.consumer.groups.get(group_id)
+        if cg is None or not cg.members:
+            return self.core.describe_group(group_id)
+        members = tuple(
+            MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host, b"",
+                              rec.consumer_assignment_bytes(m.assigned))
+            for m in cg.members.values()
+        )
+        assignors = [m.assignor for m in cg.members.values() if m.assignor]
+        return GroupDescription(group_id, cg.state, "consumer", max(set(assignors), key=assignors.count) if assignors else "uniform", members)
+
+    def list_groups(self, states: Sequence[str] = ()) -> list[tuple[str, str, str]]:
+        wanted = {s.lower() for s in states}
+        consumer = {
+            g: ("consumer", cg.state) for g, cg in self.consumer.groups.items()
+            if cg.members and (not wanted or cg.state.lower() in wanted)
+        }
+        classic = [x for x in self.core.list_groups(states) if x[0] not in consumer]
+        return sorted(classic + [(g, pt, st) for g, (pt, st) in consumer.items()])
+
+    def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
+        now = self.now_ms()
+        out = {}
+        for g in group_ids:
+            cg = self.consumer.groups.get(g)
+            if cg is not None and cg.members:
+                out[g] = ErrorCode.non_empty_group
+                continue
+            self.consumer.groups.pop(g, None)
+            out[g] = self.core.delete_group(g, now)
+        self._after()
+        return out
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        out = self.core.delete_offsets(group_id, partitions, rec.consumer_subscription_topics)
+        self._after()
+        return out
