@@ -277,6 +277,27 @@ def test_move_stops_when_the_destination_fails(tmp_path: Path, faults: Path) -> 
     lm.shutdown()
 
 
+def test_move_stops_when_the_source_fails_and_resumes_after_a_restart(tmp_path: Path, faults: Path) -> None:
+    dirs, lm, expected = start_move(tmp_path)
+    fail(faults, dirs[0])
+    with pytest.raises(OSError):
+        copy_all(lm, ("t", 0))
+    assert lm.handle_io_error(lm.get_log("t", 0).dir, OSError(5, "EIO")) == dirs[0]
+    assert lm.future_log(("t", 0)) is None  # the move stopped
+    assert lm.get_log("t", 0) is None and dirs[0] in lm.offline_dirs  # the replica is offline, not moved
+    assert (dirs[1] / next(p.name for p in dirs[1].iterdir() if p.name.endswith("-future"))).is_dir()
+    crash(lm)
+    fail(faults)  # the disk is repaired
+    lm2 = LogManager(dirs, default_config=LogConfig(), now_ms=NOW)
+    # Source and future both present again: the move resumes, and ends with every record.
+    assert lm2.get_log("t", 0).dir == dirs[0] / "t-0" and lm2.future_log(("t", 0)) is not None
+    copy_all(lm2, ("t", 0))
+    lm2.replace_current_with_future(("t", 0), now_ms=NOW)
+    assert lm2.get_log("t", 0).dir == dirs[1] / "t-0"
+    assert values(lm2.get_log("t", 0)) == expected
+    lm2.shutdown()
+
+
 # ---------------------------------------------------------------- the mover's throttle
 
 
