@@ -34,16 +34,18 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 1, config: dict |
 
 
 def produce_per_partition(
-    bootstrap: str, topic: str, partitions: int, n: int, *, base_ts: int | None = None
+    bootstrap: str, topic: str, partitions: int | Iterable[int], n: int, *, base_ts: int | None = None
 ) -> dict[int, list[Sample]]:
-    """`n` sample records into each partition (timestamps base_ts + 17 * i); returns them by partition."""
+    """`n` sample records into each partition (`partitions`: a count, or which ones), with
+    timestamps base_ts + 17 * i; returns them by partition."""
     base_ts = recent_base_ts() if base_ts is None else base_ts
     producer = ck_producer(bootstrap)
     out = {}
-    for p in range(partitions):
+    for p in range(partitions) if isinstance(partitions, int) else partitions:
         samples = sample_records(n, base_ts=base_ts)
         reports = ck_produce_samples(producer, topic, samples, partition=p)
-        assert [o for _, o in reports] == list(range(len(samples)))
+        first = reports[0][1]
+        assert [o for _, o in reports] == list(range(first, first + n))
         out[p] = samples
     return out
 
