@@ -116,8 +116,10 @@ class OffsetResolver:
             c.bootstrap_servers,
             client_id=c.client_id,
             timeout_s=c.request_timeout_ms / 1000,
-            max_wait_ms=0,
-            max_partition_fetch_bytes=1,  # a probe for the high watermark, not for data
+            # A probe for the high watermark, not for data. Tansu leaves a partition
+            # out of a Fetch answered with max_wait 0, so wait a little.
+            max_wait_ms=50,
+            max_partition_fetch_bytes=1,
         )
 
     def close(self) -> None:
