@@ -315,13 +315,29 @@ def _decode_records(
             if length < 0 or rec_end > n:
                 raise CorruptRecordError(f"record of length {length} overruns its batch")
             p += 1  # attributes
-            ts_delta, p = _varint(data, p)
-            off_delta, p = _varint(data, p)
+            # One-byte varints inline: a call per field costs more than the decoding.
+            b = data[p]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                ts_delta, p = _varint(data, p)
+            b = data[p]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                off_delta, p = _varint(data, p)
             offset = base_offset + off_delta
             if offset < start or offset >= end:
                 p = rec_end
                 continue
-            klen, p = _varint(data, p)
+            b = data[p]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                klen, p = _varint(data, p)
             if klen < 0:
                 key = None
             else:
