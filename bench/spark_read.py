@@ -106,7 +106,8 @@ def spark_write(spark, bootstrap: str, topic: str, records: int, value_bytes: in
     return time.perf_counter() - t
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(argv: list[str] | None = None, *, spark=None) -> dict:  # noqa: ANN001
+    """Run the benchmark; with `spark`, use that session (and leave it running)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", help="use this cluster instead of starting a local kavka broker")
     ap.add_argument("--records", type=int, default=300_000)
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         broker = LocalBroker(Path(tempfile.mkdtemp(prefix="kavka-bench-")), console)
         bootstrap = broker.start()
-    spark = None
+    own_spark = spark is None
     try:
         run = time.strftime("%H%M%S")
         topic, out_topic = f"bench-read-{run}", f"bench-write-{run}"
@@ -140,7 +141,8 @@ def main(argv: list[str] | None = None) -> dict:
         with console.status("confluent-kafka consumer"):
             ck_s, size = confluent_read(bootstrap, topic, args.partitions, args.records)
         with console.status("starting Spark"):
-            spark = local_session("kavka-bench", shuffle_partitions=args.partitions)
+            if own_spark:
+                spark = local_session("kavka-bench", shuffle_partitions=args.partitions)
             spark_read(spark, bootstrap, topic, args.records)  # warm-up: Python workers, JIT
         spark_s = min(spark_read(spark, bootstrap, topic, args.records) for _ in range(args.runs))
         write_s = None
@@ -148,7 +150,7 @@ def main(argv: list[str] | None = None) -> dict:
             with console.status("Spark write"):
                 write_s = spark_write(spark, bootstrap, out_topic, args.records, args.value_bytes)
     finally:
-        if spark is not None:
+        if own_spark and spark is not None:
             spark.stop()
         if broker is not None:
             broker.stop()
