@@ -40,7 +40,7 @@ CASES = [
     ({"BS": 1, "subscribe": "TOPIC", "failOnDataLoss": "yes"}, "failOnDataLoss: expected true or false"),
     ({"BS": 1, "subscribe": "no-such-topic-anywhere"}, "subscribe: topic 'no-such-topic-anywhere' does not exist"),
     ({"BS": 1, "assign": '{"TOPIC": [0, 7]}'}, "assign: partition 7 of topic 'TOPIC' does not exist"),
-    ({"BS": 1, "subscribe": "TOPIC", "kafka.group.id": "g"}, "kafka.group.id: not supported"),
+    ({"BS": 1, "subscribe": "TOPIC", "kafka.auto.offset.reset": "earliest"}, "kafka.auto.offset.reset: not supported; set startingOffsets instead"),
     ({"BS": 1, "subscribe": "TOPIC", "kafka.security.protocol": "SASL_SSL"}, "kafka.security.protocol: only PLAINTEXT"),
 ]
 

@@ -112,3 +112,17 @@ def test_murmur2_matches_kafkas_utils():
         b"abc": 479470107,
     }
     assert {k: murmur2(k) for k in cases} == cases
+
+
+def test_the_connector_imports_no_broker_code():
+    """Executors import only kavka.protocol and kavka.client (ARCHITECTURE.md)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kavka.spark, kavka.spark.source, kavka.spark.sink; "
+        "print(','.join(sorted(m for m in sys.modules if m.startswith('kavka.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    packages = {m.split(".")[1] for m in out.stdout.strip().split(",")}
+    assert packages == {"client", "protocol", "spark"}, out.stdout

@@ -42,9 +42,9 @@ CLIENT_SETTINGS = {
     "kafka.delivery.timeout.ms",
     "kafka.security.protocol",
 }
-# Settings Spark's connector refuses because it manages them itself.
+# Settings Spark's connector refuses because it manages them itself. (kafka.group.id
+# is accepted and ignored: the source assigns partitions and needs no group.)
 REFUSED_SETTINGS = {
-    "kafka.group.id": "the source assigns partitions and keeps offsets in the checkpoint",
     "kafka.auto.offset.reset": "set startingOffsets instead",
     "kafka.key.deserializer": "keys are always returned as binary",
     "kafka.value.deserializer": "values are always returned as binary",
