@@ -149,7 +149,7 @@ def test_batch_read_of_deleted_records_fails_or_skips(spark, broker, topic_name)
     ]
 
 
-def test_stream_restart_after_retention_deleted_its_next_records(spark, broker, topic_name, tmp_path):
+def test_stream_restart_after_delete_records_removed_its_next_records(spark, broker, topic_name, tmp_path):
     create_topic(broker.bootstrap, topic_name, 1)
     first = produce_per_partition(broker.bootstrap, topic_name, 1, 40)
     opts = dict(subscribe=topic_name, startingOffsets="earliest")
@@ -168,3 +168,34 @@ def test_stream_restart_after_retention_deleted_its_next_records(spark, broker, 
     _run_available_now(q)
     want = sorted(_expected(topic_name, first) + [(topic_name, 0, 40 + i, s.value) for i, s in enumerate(second[0]) if 40 + i >= 60])
     assert _output(spark, tmp_path) == want
+
+
+def test_records_removed_by_time_retention_fail_a_batch_read(spark, broker, topic_name):
+    """Retention (not DeleteRecords): old records go, and a read that wanted them says so."""
+    from tests.integration.helpers import ck_producer
+    from tests.spark.util import create_topic as create
+
+    create(broker.bootstrap, topic_name, 1, {"retention.ms": "60000", "segment.bytes": "1024"})
+    producer = ck_producer(broker.bootstrap)
+    old = int(__import__("time").time() * 1000) - 3_600_000  # an hour old: past retention.ms
+    for i in range(20):
+        producer.produce(topic_name, value=b"old-%d" % i, timestamp=old + i, partition=0)
+    assert producer.flush(30) == 0
+
+    def log_start() -> int:
+        with AdminClient(broker.bootstrap) as admin:
+            return admin.list_offsets({(topic_name, 0): "earliest"})[(topic_name, 0)].offset
+
+    start = wait_until(lambda: log_start() >= 20 and log_start(), timeout=30, message="retention to run")
+    now = int(__import__("time").time() * 1000)
+    new = produce_per_partition(broker.bootstrap, topic_name, 1, 5, base_ts=now)
+    with pytest.raises(Exception) as err:
+        (spark.read.format("kavka").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("subscribe", topic_name).option("startingOffsets", json.dumps({topic_name: {"0": 0}}))
+         .load().collect())
+    assert f"offsets 0 to {start - 1} of {topic_name}-0 were deleted" in str(err.value)
+    rows = (spark.read.format("kavka").option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic_name).load().select("offset", "value").collect())
+    assert sorted((r[0], None if r[1] is None else bytes(r[1])) for r in rows) == [
+        (20 + i, s.value) for i, s in enumerate(new[0])
+    ]
