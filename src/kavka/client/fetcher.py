@@ -146,10 +146,10 @@ class Fetcher:
         raise KafkaConnectionError(f"could not fetch {topic}-{partition} after 20 attempts")
 
     def read_range(
-        self, topic: str, partition: int, start: int, end: int, *, include_headers: bool = False,
-        max_records: int = 50_000,
+        self, topic: str, partition: int, start: int, end: int, *, include_headers: bool = False
     ) -> Iterator[RecordColumns]:
-        """Records with start <= offset < end, in chunks of at most about `max_records`.
+        """Records with start <= offset < end, one chunk per Fetch (at most
+        max_partition_fetch_bytes of batches, or one larger batch).
 
         Raises OffsetOutOfRangeError when `start` (or a later fetch position)
         is below the log start offset. Stops early, without error, if the log
