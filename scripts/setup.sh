@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what kavka needs on a fresh Debian machine with Python 3.11 and Java 17:
 # Debian's kcat (a real librdkafka 2.0 client the tests drive) and a venv in .venv
-# with kavka and, when asked (--test), its test dependencies. Safe to re-run.
+# with kavka and its Spark connector (pyspark, pyarrow, pandas) and, when asked
+# (--test), its test dependencies. Safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras=""
+extras="[spark]"
 [ "${1:-}" = "--test" ] && extras="[test]"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
-if [ -n "$extras" ] && ! command -v kcat >/dev/null; then
+if [ "${1:-}" = "--test" ] && ! command -v kcat >/dev/null; then
   echo "== installing kcat (Debian)"
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq kcat >/dev/null
 fi

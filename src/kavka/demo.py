@@ -1,12 +1,16 @@
-"""`kavka demo`: a local kavka broker, a synthetic event stream, and a summary.
+"""`kavka demo`: a local kavka broker, a synthetic event stream, and a Spark streaming job.
 
 Starts a real broker process (`kavka server start`) with its data under
-`./var/demo` (or --data-dir) on a free loopback port, creates the topics,
-produces a synthetic stream of purchase events with a progress bar, reads it
-back, aggregates per 10-second window and event type, writes the aggregates to
-an output topic, prints a summary table, and stops the broker cleanly. Ctrl-C at
-any point stops everything cleanly. (Issue 3 replaces the aggregation step with
-a Spark Structured Streaming job.)
+`./var/demo` (or --data-dir) on a free loopback port and creates the topics.
+Then a Spark Structured Streaming job (local, format ``kavka`` from
+`kavka.spark`) starts reading the event topic while a synthetic stream of
+shop events is produced with a progress bar. The job aggregates events per
+event-time window (the record timestamp) and event type, and each micro-batch
+writes the windows it updated to Parquet (under the data dir) and to an output
+topic. When the job has read every produced record the query stops and a
+summary table -- computed from the Parquet output, the latest version of each
+window -- is printed. Ctrl-C at any point stops the query, Spark and the
+broker, in that order.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -94,8 +98,18 @@ class LocalBroker:
                 self.proc.wait(10)
 
 
+class Interrupted(Exception):
+    """Ctrl-C seen while Spark ran; raised where the demo can stop things in order."""
+
+
 def run_demo(
-    *, data_dir: Path, events: int, seed: int = 42, console: Console | None = None
+    *,
+    data_dir: Path,
+    events: int,
+    seed: int = 42,
+    window_seconds: int = 10,
+    trigger_seconds: float = 2.0,
+    console: Console | None = None,
 ) -> dict[tuple[int, str], tuple[int, float]]:
     console = console or Console()
     broker = LocalBroker(data_dir, console)
@@ -103,9 +117,16 @@ def run_demo(
         with console.status("starting a local kavka broker"):
             bootstrap = broker.start()
         console.print(f"[green]kavka broker up[/green] at {bootstrap}, data in {data_dir}")
-        # The clients live inside _pipeline, so they are closed before the broker stops.
-        return _pipeline(bootstrap, events=events, seed=seed, console=console)
-    except KeyboardInterrupt:
+        return _pipeline(
+            bootstrap,
+            data_dir=data_dir,
+            events=events,
+            seed=seed,
+            window_ms=window_seconds * 1000,
+            trigger_seconds=trigger_seconds,
+            console=console,
+        )
+    except (KeyboardInterrupt, Interrupted):
         console.print("[yellow]interrupted: stopping the broker[/yellow]")
         return {}
     finally:
@@ -118,18 +139,88 @@ def run_demo(
 
 
 def _pipeline(
-    bootstrap: str, *, events: int, seed: int, console: Console
+    bootstrap: str,
+    *,
+    data_dir: Path,
+    events: int,
+    seed: int,
+    window_ms: int,
+    trigger_seconds: float,
+    console: Console,
 ) -> dict[tuple[int, str], tuple[int, float]]:
-    from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     run_id = time.strftime("%Y%m%d-%H%M%S")
-    source, sink = f"demo-events-{run_id}", f"demo-summary-{run_id}"
-
+    source, sink = f"demo-events-{run_id}", f"demo-windows-{run_id}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(source, 3, 1), NewTopic(sink, 1, 1)]).values():
         f.result(15)
     console.print(f"created topics [bold]{source}[/bold] (3 partitions) and [bold]{sink}[/bold]")
+
+    work = data_dir / "spark" / run_id
+    return _spark_part(
+        bootstrap, source, sink, work, events=events, seed=seed, window_ms=window_ms,
+        trigger_seconds=trigger_seconds, console=console,
+    )
+
+
+def _spark_part(
+    bootstrap: str,
+    source: str,
+    sink: str,
+    work: Path,
+    *,
+    events: int,
+    seed: int,
+    window_ms: int,
+    trigger_seconds: float,
+    console: Console,
+) -> dict[tuple[int, str], tuple[int, float]]:
+    with console.status("starting Spark (local[2])"):
+        from kavka.spark.session import local_session
+
+        spark = local_session("kavka-demo", shuffle_partitions=2)
+        spark.conf.set("kavka.demo.bootstrap", bootstrap)
+    # While Spark runs, Ctrl-C only sets a flag (replacing the handler SparkContext
+    # installed): a KeyboardInterrupt inside a py4j call would break the gateway
+    # before the query could be stopped in order.
+    interrupted = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
+    query = None
+    try:
+        query = _start_job(
+            spark, bootstrap, source, sink, work, window_ms=window_ms, trigger_seconds=trigger_seconds
+        )
+        console.print(
+            f"[green]Spark Structured Streaming job started[/green]: {source} -> "
+            f"{window_ms // 1000}s windows -> Parquet ({work / 'windows'}) and {sink}"
+        )
+        acked = _produce(
+            bootstrap, source, events=events, seed=seed, console=console, interrupted=interrupted
+        )
+        _wait_for_job(query, source, acked, console, interrupted)
+        query.stop()
+        query = None
+        return _summary(spark, work, acked, sink, window_ms, console)
+    finally:
+        if query is not None:
+            console.print("stopping the Spark job")
+            query.stop()
+        spark.stop()
+        signal.signal(signal.SIGINT, previous)
+        console.print("Spark stopped")
+
+
+def _produce(
+    bootstrap: str,
+    topic: str,
+    *,
+    events: int,
+    seed: int,
+    console: Console,
+    interrupted: threading.Event,
+) -> int:
+    from confluent_kafka import Producer
 
     rng = random.Random(seed)
     producer = Producer(
@@ -164,7 +255,7 @@ def _pipeline(
             }
             ts = start_ms + i * 7  # a synthetic clock: 7 ms between events
             producer.produce(
-                source,
+                topic,
                 key=event["user"].encode(),
                 value=json.dumps(event).encode(),
                 timestamp=ts,
@@ -172,55 +263,132 @@ def _pipeline(
             )
             if i % 1000 == 0:
                 producer.poll(0)
+                if interrupted.is_set():
+                    producer.flush(10)
+                    raise Interrupted
             progress.advance(task)
         producer.flush(30)
     if failures:
         raise RuntimeError(f"{len(failures)} events were not acknowledged: {failures[:3]}")
+    return acked
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "kavka-demo",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
+
+def _start_job(
+    spark: Any, bootstrap: str, source: str, sink: str, work: Path, *, window_ms: int,
+    trigger_seconds: float,
+) -> Any:
+    from pyspark.sql import functions as F
+
+    events = (
+        spark.readStream.format("kavka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .select(
+            F.col("timestamp"),
+            F.from_json(
+                F.col("value").cast("string"), "user string, type string, amount double"
+            ).alias("e"),
+        )
     )
-    consumer.assign([TopicPartition(source, p, 0) for p in range(3)])
-    agg: dict[tuple[int, str], list[float]] = defaultdict(lambda: [0, 0.0])
-    seen = 0
-    deadline = time.monotonic() + 60
+    windows = events.groupBy(
+        F.window("timestamp", f"{window_ms // 1000} seconds"), F.col("e.type").alias("type")
+    ).agg(F.count("*").alias("events"), F.round(F.sum("e.amount"), 2).alias("amount"))
+
+    def write_batch(df: Any, batch_id: int) -> None:
+        # The windows this micro-batch updated: appended to Parquet (with the batch
+        # id, so the latest version of a window can be picked) and to the output topic.
+        out = df.select(
+            (F.unix_millis(F.col("window.start"))).alias("window_start_ms"),
+            "type",
+            "events",
+            "amount",
+            F.lit(batch_id).alias("batch_id"),
+        ).cache()
+        out.write.mode("append").parquet(str(work / "windows"))
+        (
+            out.select(
+                F.concat_ws(":", "window_start_ms", "type").alias("key"),
+                F.to_json(F.struct("window_start_ms", "type", "events", "amount")).alias("value"),
+            )
+            .write.format("kavka")
+            .mode("append")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", sink)
+            .save()
+        )
+        out.unpersist()
+
+    return (
+        windows.writeStream.outputMode("update")
+        .foreachBatch(write_batch)
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .trigger(processingTime=f"{trigger_seconds} seconds")
+        .start()
+    )
+
+
+def _wait_for_job(
+    query: Any,
+    topic: str,
+    total: int,
+    console: Console,
+    interrupted: threading.Event,
+    timeout: float = 600,
+) -> None:
+    """Until the query's committed source offsets cover `total` records."""
+    deadline = time.monotonic() + timeout
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
     ) as prog:
-        task = prog.add_task("reading and aggregating", total=acked)
-        while seen < acked and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 0.5):
-                if msg.error():
-                    raise RuntimeError(str(msg.error()))
-                event = json.loads(msg.value())
-                window = msg.timestamp()[1] // WINDOW_MS * WINDOW_MS
-                a = agg[(window, event["type"])]
-                a[0] += 1
-                a[1] += event["amount"]
-                seen += 1
-                prog.advance(task)
-    consumer.close()
-    if seen != acked:
-        raise RuntimeError(f"read {seen} of {acked} acknowledged events")
+        task = prog.add_task("Spark job reading and aggregating", total=total)
+        while time.monotonic() < deadline:
+            if interrupted.is_set():
+                raise Interrupted
+            if query.exception() is not None:
+                raise RuntimeError(f"the Spark job failed: {query.exception()}")
+            done = _rows_read(query, topic)
+            prog.update(task, completed=done)
+            if done >= total:
+                return
+            query.awaitTermination(0.5)
+    raise RuntimeError(f"the Spark job did not read {total} events in {timeout:.0f}s")
 
-    for (window, kind), (count, total) in sorted(agg.items()):
-        producer.produce(
-            sink,
-            key=f"{window}:{kind}".encode(),
-            value=json.dumps(
-                {"window_start": window, "type": kind, "count": count, "amount": round(total, 2)}
-            ).encode(),
+
+def _rows_read(query: Any, topic: str) -> int:
+    progress = query.lastProgress
+    if not progress or not progress.get("sources"):
+        return 0
+    end = progress["sources"][0].get("endOffset")
+    if isinstance(end, str):
+        end = json.loads(end)
+    return sum(int(o) for o in (end or {}).get(topic, {}).values())
+
+
+def _bootstrap_of(spark: Any) -> str:
+    return spark.conf.get("kavka.demo.bootstrap")
+
+
+def _summary(
+    spark: Any, work: Path, acked: int, sink: str, window_ms: int, console: Console
+) -> dict[tuple[int, str], tuple[int, float]]:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    versions = spark.read.parquet(str(work / "windows"))
+    latest = (
+        versions.withColumn(
+            "rank", F.row_number().over(
+                Window.partitionBy("window_start_ms", "type").orderBy(F.desc("batch_id"))
+            )
         )
-    producer.flush(30)
-
-    table = Table(
-        title=f"{acked} events in {len({w for w, _ in agg})} windows of {WINDOW_MS // 1000}s -> {sink}"
+        .where("rank = 1")
+        .collect()
     )
+    agg = {(r["window_start_ms"], r["type"]): (int(r["events"]), float(r["amount"])) for r in latest}
+    total = sum(c for c, _ in agg.values())
+    table = Table(title=f"{total} events in {len({w for w, _ in agg})} windows of {window_ms // 1000}s")
     table.add_column("event type")
     table.add_column("events", justify="right")
     table.add_column("amount", justify="right")
@@ -228,4 +396,19 @@ def _pipeline(
         rows = [v for (w, k), v in agg.items() if k == kind]
         table.add_row(kind, str(sum(r[0] for r in rows)), f"{sum(r[1] for r in rows):,.2f}")
     console.print(table)
-    return {k: (int(v[0]), v[1]) for k, v in agg.items()}
+    bootstrap = _bootstrap_of(spark)
+    updates = (
+        spark.read.format("kavka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", sink)
+        .load()
+        .count()
+    )
+    console.print(
+        f"{versions.count()} window updates in Parquet at {work / 'windows'}; "
+        f"{updates} records in topic {sink}",
+        soft_wrap=True,
+    )
+    if total != acked:
+        raise RuntimeError(f"the windows hold {total} events, {acked} were produced")
+    return agg

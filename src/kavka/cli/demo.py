@@ -12,11 +12,21 @@ import click
               help="where the local broker keeps its data")
 @click.option("--events", type=click.IntRange(1), default=50_000, show_default=True, help="events to produce")
 @click.option("--seed", type=int, default=42, show_default=True, help="seed of the synthetic stream")
-def demo(data_dir: Path, events: int, seed: int) -> None:
-    """Start a local kavka broker, stream synthetic events through it, and summarise them."""
+@click.option("--window-seconds", type=click.IntRange(1), default=10, show_default=True,
+              help="event-time window of the aggregation")
+@click.option("--trigger-seconds", type=click.FloatRange(0.1), default=2.0, show_default=True,
+              help="processing-time trigger interval of the Spark job")
+def demo(data_dir: Path, events: int, seed: int, window_seconds: int, trigger_seconds: float) -> None:
+    """Start a local kavka broker, stream synthetic events through it, and aggregate them with Spark."""
     from kavka.demo import run_demo
 
     try:
-        run_demo(data_dir=data_dir.resolve(), events=events, seed=seed)
+        run_demo(
+            data_dir=data_dir.resolve(),
+            events=events,
+            seed=seed,
+            window_seconds=window_seconds,
+            trigger_seconds=trigger_seconds,
+        )
     except RuntimeError as e:
         raise click.ClickException(str(e)) from None

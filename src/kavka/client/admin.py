@@ -601,6 +601,10 @@ class AdminClient:
             self._conns[(host, port)] = conn
         return conn
 
+    def node_connection(self, node_id: int) -> BlockingConnection:
+        """The (cached) connection to broker `node_id`, for requests routed to a leader."""
+        return self._node(node_id)
+
     def _node(self, node_id: int) -> BlockingConnection:
         if node_id not in self._brokers:
             self._metadata([])

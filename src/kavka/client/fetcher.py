@@ -1,0 +1,396 @@
+"""`Fetcher`: read an offset range of one partition with Fetch requests, no consumer group.
+
+The Spark executors' consumer. It is given (topic, partition, start, end) and
+returns every record with ``start <= offset < end``, as Spark's Kafka source
+does with an assigned consumer: no group, no committed offsets -- the offsets
+live in the caller's plan or checkpoint.
+
+Fetch is sent to the partition's leader (found with Metadata, refreshed on
+NOT_LEADER_OR_FOLLOWER and friends) at the highest version both sides speak
+up to v12, the last version that names topics (v13+ names them by topic id,
+KIP-516). Batches may start before the asked offset (a fetch returns whole
+batches) and control batches (transaction markers) carry no user records;
+both are skipped. Records are returned column-wise (`RecordColumns`), decoded
+by a tight decoder of record batch v2 (layout in `kavka.protocol.records`),
+because executors turn them into Arrow arrays without building per-record
+objects.
+
+Data loss -- a range below the partition's log start offset, because
+retention or DeleteRecords removed it -- raises `OffsetOutOfRangeError` with
+the log start offset, so callers decide (Spark's ``failOnDataLoss``). One
+thread owns a fetcher.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from kavka.client.admin import AdminClient
+from kavka.client.connection import BlockingConnection
+from kavka.client.errors import KafkaConnectionError, KafkaError
+from kavka.protocol import compression as _compression
+from kavka.protocol.api import ApiKey
+from kavka.protocol.messages import make, nested
+from kavka.protocol.records import (
+    BATCH_HEADER_SIZE,
+    LOG_APPEND_TIME,
+    CorruptRecordError,
+    iter_batches,
+)
+
+# v13+ address topics by id; names keep this client simple and work with every broker.
+MAX_FETCH_VERSION = 12
+OFFSET_OUT_OF_RANGE = 1
+# Errors after which the leader may have moved: refresh metadata and retry.
+_RETRY_WITH_NEW_METADATA = {
+    3,  # UNKNOWN_TOPIC_OR_PARTITION (metadata not yet propagated)
+    5,  # LEADER_NOT_AVAILABLE
+    6,  # NOT_LEADER_OR_FOLLOWER
+    56,  # KAFKA_STORAGE_ERROR
+    74,  # FENCED_LEADER_EPOCH
+    75,  # UNKNOWN_LEADER_EPOCH
+}
+
+
+class OffsetOutOfRangeError(KafkaError):
+    """The asked offset is outside [log_start_offset, high_watermark]."""
+
+    def __init__(
+        self, topic: str, partition: int, offset: int, log_start_offset: int, high_watermark: int
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.high_watermark = high_watermark
+        super().__init__(
+            OFFSET_OUT_OF_RANGE,
+            message=(
+                f"offset {offset} is out of range: the log holds offsets "
+                f"{log_start_offset} to {high_watermark}"
+            ),
+            resource=f"{topic}-{partition}",
+        )
+
+
+@dataclass(slots=True)
+class RecordColumns:
+    """Records of one partition, column-wise (parallel lists)."""
+
+    offsets: list[int] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)  # ms since the epoch
+    timestamp_types: list[int] = field(default_factory=list)  # 0 CreateTime, 1 LogAppendTime
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[bytes | None] = field(default_factory=list)
+    headers: list[list[tuple[str, bytes | None]]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    high_watermark: int
+    log_start_offset: int
+    records: bytes
+
+
+class Fetcher:
+    """Fetches ranges of partitions from their leaders over blocking connections."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        client_id: str = "kavka-spark",
+        timeout_s: float = 30,
+        max_wait_ms: int = 500,
+        fetch_max_bytes: int = 50 * 1024 * 1024,
+        max_partition_fetch_bytes: int = 8 * 1024 * 1024,
+    ) -> None:
+        self.admin = AdminClient(bootstrap, client_id=client_id, timeout_s=timeout_s)
+        self.timeout_s = timeout_s
+        self.max_wait_ms = max_wait_ms
+        self.fetch_max_bytes = fetch_max_bytes
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self._leaders: dict[tuple[str, int], int] = {}
+
+    def close(self) -> None:
+        self.admin.close()
+
+    def __enter__(self) -> Fetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ API
+
+    def fetch(self, topic: str, partition: int, offset: int) -> FetchResult:
+        """One Fetch of `topic`-`partition` from `offset`; raises on any partition error."""
+        deadline = time.monotonic() + self.timeout_s
+        for attempt in range(20):
+            try:
+                conn = self._leader(topic, partition, refresh=attempt > 0)
+                return self._fetch_once(conn, topic, partition, offset)
+            except KafkaConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+            except KafkaError as e:
+                if e.code not in _RETRY_WITH_NEW_METADATA or time.monotonic() > deadline:
+                    raise
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+        raise KafkaConnectionError(f"could not fetch {topic}-{partition} after 20 attempts")
+
+    def read_range(
+        self, topic: str, partition: int, start: int, end: int, *, include_headers: bool = False
+    ) -> Iterator[RecordColumns]:
+        """Records with start <= offset < end, one chunk per Fetch (at most
+        max_partition_fetch_bytes of batches, or one larger batch).
+
+        Raises OffsetOutOfRangeError when `start` (or a later fetch position)
+        is below the log start offset. Stops early, without error, if the log
+        ends before `end` for longer than the fetcher's timeout -- callers
+        compare the last offset with `end` to detect that.
+        """
+        position = start
+        idle_deadline = time.monotonic() + self.timeout_s
+        while position < end:
+            result = self.fetch(topic, partition, position)
+            cols = RecordColumns(headers=[] if include_headers else None)
+            next_position = _decode_into(cols, result.records, position, end)
+            if next_position == position:
+                # Nothing at or after `position` was returned.
+                if result.high_watermark <= position or not result.records:
+                    if time.monotonic() > idle_deadline:
+                        return
+                    continue
+                # Whole batches all below position: cannot happen with a sane broker.
+                raise CorruptRecordError(
+                    f"{topic}-{partition}: fetch at offset {position} returned no usable batch"
+                )
+            idle_deadline = time.monotonic() + self.timeout_s
+            position = next_position
+            if len(cols):
+                yield cols
+
+    # ------------------------------------------------------------------ internals
+
+    def _leader(self, topic: str, partition: int, *, refresh: bool) -> BlockingConnection:
+        tp = (topic, partition)
+        if refresh or tp not in self._leaders:
+            for desc in self.admin.describe_topics([topic]):
+                for p in desc.partitions:
+                    self._leaders[(desc.name, p.partition)] = p.leader
+        leader = self._leaders.get(tp)
+        if leader is None:
+            raise KafkaError(3, resource=f"{topic}-{partition}")
+        if leader < 0:
+            raise KafkaError(5, resource=f"{topic}-{partition}")
+        return self.admin.node_connection(leader)
+
+    def _fetch_once(
+        self, conn: BlockingConnection, topic: str, partition: int, offset: int
+    ) -> FetchResult:
+        version = conn.pick_version(ApiKey.FETCH, MAX_FETCH_VERSION)
+        cls = conn.request_class(ApiKey.FETCH, version)
+        req = make(
+            cls,
+            replica_id=-1,
+            max_wait=timedelta(milliseconds=self.max_wait_ms),
+            min_bytes=1,
+            max_bytes=self.fetch_max_bytes,
+            isolation_level=0,  # READ_UNCOMMITTED, Spark's default
+            session_id=0,
+            session_epoch=-1,  # sessionless (KIP-227)
+            topics=(
+                make(
+                    nested(cls, "FetchTopic"),
+                    topic=topic,
+                    partitions=(
+                        make(
+                            nested(cls, "FetchPartition"),
+                            partition=partition,
+                            current_leader_epoch=-1,
+                            fetch_offset=offset,
+                            last_fetched_epoch=-1,
+                            log_start_offset=-1,
+                            partition_max_bytes=self.max_partition_fetch_bytes,
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        resp = conn.send(req)
+        if getattr(resp, "error_code", 0):
+            raise KafkaError(int(resp.error_code), resource=f"{topic}-{partition}")
+        for t in resp.responses:
+            for p in t.partitions:
+                if p.partition_index != partition:
+                    continue
+                code = int(p.error_code)
+                if code == OFFSET_OUT_OF_RANGE:
+                    raise OffsetOutOfRangeError(
+                        topic, partition, offset, int(p.log_start_offset), int(p.high_watermark)
+                    )
+                if code:
+                    raise KafkaError(code, resource=f"{topic}-{partition}")
+                return FetchResult(
+                    high_watermark=int(p.high_watermark),
+                    log_start_offset=int(p.log_start_offset),
+                    records=bytes(p.records or b""),
+                )
+        raise KafkaError(3, message="partition missing from the fetch response",
+                         resource=f"{topic}-{partition}")
+
+
+# ---------------------------------------------------------------------- decoding
+
+
+def _decode_into(cols: RecordColumns, buf: bytes, start: int, end: int) -> int:
+    """Append records with start <= offset < end from whole batches in `buf`.
+
+    Returns the offset to fetch next: past the last batch that was consumed
+    (so control batches and compacted gaps advance it), capped at `end`.
+    """
+    position = start
+    for pos, header in iter_batches(buf):
+        if header.next_offset <= position:
+            continue
+        if header.base_offset >= end:
+            break
+        if not header.is_control and header.records_count > 0:
+            payload: bytes | memoryview = memoryview(buf)[
+                pos + BATCH_HEADER_SIZE : pos + header.size_in_bytes
+            ]
+            if header.compression:
+                payload = _compression.decompress(header.compression, payload)
+            _decode_records(
+                cols,
+                bytes(payload),
+                header.records_count,
+                base_offset=header.base_offset,
+                base_timestamp=header.base_timestamp,
+                log_append_time=header.max_timestamp
+                if header.timestamp_type == LOG_APPEND_TIME
+                else None,
+                start=position,
+                end=end,
+            )
+        position = min(header.next_offset, end)
+    return position
+
+
+def _decode_records(
+    cols: RecordColumns,
+    data: bytes,
+    count: int,
+    *,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    start: int,
+    end: int,
+) -> None:
+    """The record loop of `protocol.records.decode_batch`, unrolled into columns.
+
+    Varints are zigzag; the one-byte case is taken inline because record
+    attributes, deltas of small batches and header counts nearly always fit.
+    """
+    offsets, timestamps, keys, values = cols.offsets, cols.timestamps, cols.keys, cols.values
+    ts_types = cols.timestamp_types
+    headers_out = cols.headers
+    ts_type = 0 if log_append_time is None else 1
+    n = len(data)
+    p = 0
+    try:
+        for _ in range(count):
+            length, p = _varint(data, p)
+            rec_end = p + length
+            if length < 0 or rec_end > n:
+                raise CorruptRecordError(f"record of length {length} overruns its batch")
+            p += 1  # attributes
+            # One-byte varints inline: a call per field costs more than the decoding.
+            b = data[p]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                ts_delta, p = _varint(data, p)
+            b = data[p]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                off_delta, p = _varint(data, p)
+            offset = base_offset + off_delta
+            if offset < start or offset >= end:
+                p = rec_end
+                continue
+            b = data[p]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                klen, p = _varint(data, p)
+            if klen < 0:
+                key = None
+            else:
+                key = data[p : p + klen]
+                p += klen
+            vlen, p = _varint(data, p)
+            if vlen < 0:
+                value = None
+            else:
+                value = data[p : p + vlen]
+                p += vlen
+            if headers_out is not None:
+                nh, p = _varint(data, p)
+                hdrs: list[tuple[str, bytes | None]] = []
+                for _h in range(nh):
+                    hk, p = _varint(data, p)
+                    hkey = data[p : p + hk].decode("utf-8", errors="replace")
+                    p += hk
+                    hv, p = _varint(data, p)
+                    if hv < 0:
+                        hdrs.append((hkey, None))
+                    else:
+                        hdrs.append((hkey, data[p : p + hv]))
+                        p += hv
+                headers_out.append(hdrs)
+            if p > rec_end:
+                raise CorruptRecordError("record fields run past the record length")
+            p = rec_end
+            offsets.append(offset)
+            timestamps.append(base_timestamp + ts_delta if log_append_time is None else log_append_time)
+            ts_types.append(ts_type)
+            keys.append(key)
+            values.append(value)
+    except IndexError as exc:
+        raise CorruptRecordError("records of a fetched batch are truncated") from exc
+
+
+def _varint(data: bytes, p: int) -> tuple[int, int]:
+    b = data[p]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    result = b & 0x7F
+    shift = 7
+    p += 1
+    while True:
+        b = data[p]
+        p += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), p
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint too long")
+
+
+__all__ = ["FetchResult", "Fetcher", "OffsetOutOfRangeError", "RecordColumns"]

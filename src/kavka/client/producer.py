@@ -1,0 +1,337 @@
+"""`Producer`: a small blocking, idempotent producer (the Spark sink's writer).
+
+Owns a per-partition buffer of records, Kafka's default partitioner, one
+producer id and the per-partition sequence numbers of an idempotent producer
+(KIP-98): on start it asks any broker for a producer id with InitProducerId;
+every batch carries (producer id, epoch, base sequence), so when a request is
+retried after a broken connection or a leader change the broker recognises
+batches it already appended (DUPLICATE_SEQUENCE_NUMBER, or a silent dedup)
+and nothing is written twice. A broker without InitProducerId gets
+non-idempotent batches (producer id -1): retries may then duplicate.
+
+Sending: `flush()` builds one record batch v2 per partition (at most
+`batch_max_bytes` of record payload, then another round) and sends one
+Produce request per leader, waiting for each answer -- one request in flight
+per connection, so batches of a partition are appended in sequence order.
+acks=0 is not offered: it has no answer to wait for, so retries could not be
+told apart from successes. One thread owns a producer.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from kavka.client.admin import AdminClient
+from kavka.client.connection import BlockingConnection
+from kavka.client.errors import KafkaConnectionError, KafkaError
+from kavka.protocol import compression as _compression
+from kavka.protocol.api import ApiKey
+from kavka.protocol.messages import make, nested
+from kavka.protocol.records import build_batch
+
+log = logging.getLogger(__name__)
+
+# Produce v13+ names topics by id (KIP-516); v3-v11 carry record batch v2 by name.
+MAX_PRODUCE_VERSION = 11
+DUPLICATE_SEQUENCE_NUMBER = 46
+# Errors after which the same batch (same sequence) is sent again.
+_RETRIABLE = {
+    3,  # UNKNOWN_TOPIC_OR_PARTITION (metadata not yet propagated)
+    5,  # LEADER_NOT_AVAILABLE
+    6,  # NOT_LEADER_OR_FOLLOWER
+    7,  # REQUEST_TIMED_OUT
+    19,  # NOT_ENOUGH_REPLICAS
+    20,  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    56,  # KAFKA_STORAGE_ERROR
+    74,  # FENCED_LEADER_EPOCH
+    75,  # UNKNOWN_LEADER_EPOCH
+}
+ACKS = {"all": -1, "-1": -1, "1": 1}
+COMPRESSION_CODES = {name: code for code, name in _compression.CODEC_NAMES.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig:
+    acks: int = -1
+    compression: int = 0
+    enable_idempotence: bool = True
+    batch_max_bytes: int = 512 * 1024  # below Kafka's default max.message.bytes (1 MiB)
+    request_timeout_ms: int = 30_000
+    delivery_timeout_ms: int = 120_000
+    client_id: str = "kavka-producer"
+
+
+@dataclass(slots=True)
+class _PartitionBuffer:
+    records: list[tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]] = (
+        field(default_factory=list)
+    )
+    size: int = 0
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (the default partitioner's hash), as a signed int32."""
+    length = len(data)
+    seed = 0x9747B28C
+    m = 0x5BD1E995
+    r = 24
+    h = (seed ^ length) & 0xFFFFFFFF
+    length4 = length // 4
+    for i in range(length4):
+        i4 = i * 4
+        k = (data[i4] & 0xFF) + ((data[i4 + 1] & 0xFF) << 8) + ((data[i4 + 2] & 0xFF) << 16) + (
+            (data[i4 + 3] & 0xFF) << 24
+        )
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = (h * m) & 0xFFFFFFFF
+        h ^= k
+    extra = length % 4
+    idx = length & ~3
+    if extra == 3:
+        h ^= (data[idx + 2] & 0xFF) << 16
+    if extra >= 2:
+        h ^= (data[idx + 1] & 0xFF) << 8
+    if extra >= 1:
+        h ^= data[idx] & 0xFF
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def default_partition(key: bytes, num_partitions: int) -> int:
+    """The partition Kafka's default partitioner picks for a keyed record."""
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
+
+
+class Producer:
+    def __init__(self, bootstrap: str, config: ProducerConfig | None = None) -> None:
+        self.config = config or ProducerConfig()
+        self.admin = AdminClient(
+            bootstrap,
+            client_id=self.config.client_id,
+            timeout_s=self.config.request_timeout_ms / 1000,
+        )
+        self._buffers: dict[tuple[str, int], _PartitionBuffer] = {}
+        self._partition_counts: dict[str, int] = {}
+        self._leaders: dict[tuple[str, int], int] = {}
+        self._sticky: dict[str, int] = {}
+        self._sequences: dict[tuple[str, int], int] = {}
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.records_sent = 0
+        if self.config.enable_idempotence:
+            self._init_producer_id()
+
+    @property
+    def idempotent(self) -> bool:
+        return self.producer_id >= 0
+
+    def close(self) -> None:
+        self.admin.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ API
+
+    def partitions_for(self, topic: str) -> int:
+        if topic not in self._partition_counts:
+            self._refresh_metadata(topic)
+        return self._partition_counts[topic]
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        *,
+        headers: Sequence[tuple[str, bytes | None]] = (),
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        """Buffer one record; `flush()` sends it. A full buffer is flushed first."""
+        count = self.partitions_for(topic)
+        if partition is None:
+            if key is not None:
+                partition = default_partition(key, count)
+            else:
+                partition = self._sticky.setdefault(topic, random.randrange(count))
+        elif not 0 <= partition < count:
+            raise KafkaError(
+                3, message=f"partition {partition} does not exist ({count} partitions)",
+                resource=f"{topic}-{partition}",
+            )
+        ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        buf = self._buffers.setdefault((topic, partition), _PartitionBuffer())
+        buf.records.append((ts, key, value, headers))
+        buf.size += (len(key) if key else 0) + (len(value) if value else 0) + 16
+        if buf.size >= self.config.batch_max_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send every buffered record; returns once every batch is acknowledged."""
+        deadline = time.monotonic() + self.config.delivery_timeout_ms / 1000
+        while self._buffers:
+            batches: dict[tuple[str, int], tuple[bytes, int]] = {}
+            for tp, buf in list(self._buffers.items()):
+                seq = self._sequences.get(tp, 0)
+                batches[tp] = (
+                    build_batch(
+                        buf.records,
+                        compression=self.config.compression,
+                        producer_id=self.producer_id,
+                        producer_epoch=self.producer_epoch,
+                        base_sequence=seq if self.idempotent else -1,
+                    ),
+                    len(buf.records),
+                )
+                del self._buffers[tp]
+            self._send_batches(batches, deadline)
+            for tp, (_, n) in batches.items():
+                if self.idempotent:
+                    self._sequences[tp] = (self._sequences.get(tp, 0) + n) & 0x7FFFFFFF
+                self.records_sent += n
+            self._sticky.clear()  # a new sticky partition per batch, as Kafka's KIP-480
+
+    # ------------------------------------------------------------------ internals
+
+    def _init_producer_id(self) -> None:
+        conn = self.admin._any()
+        if int(ApiKey.INIT_PRODUCER_ID) not in conn.broker_versions:
+            log.warning(
+                "%s:%s has no InitProducerId: producing without idempotence "
+                "(a retried request may write duplicates)", conn.host, conn.port,
+            )
+            return
+        version = conn.pick_version(ApiKey.INIT_PRODUCER_ID)
+        cls = conn.request_class(ApiKey.INIT_PRODUCER_ID, version)
+        resp = conn.send(
+            make(
+                cls,
+                transactional_id=None,
+                transaction_timeout=timedelta(milliseconds=60_000),
+                producer_id=-1,
+                producer_epoch=-1,
+                enable2_pc=False,
+                keep_prepared_txn=False,
+            )
+        )
+        if resp.error_code:
+            raise KafkaError(int(resp.error_code), resource="InitProducerId")
+        self.producer_id = int(resp.producer_id)
+        self.producer_epoch = int(resp.producer_epoch)
+
+    def _refresh_metadata(self, topic: str) -> None:
+        for desc in self.admin.describe_topics([topic]):
+            self._partition_counts[desc.name] = len(desc.partitions)
+            for p in desc.partitions:
+                self._leaders[(desc.name, p.partition)] = p.leader
+
+    def _send_batches(
+        self, batches: dict[tuple[str, int], tuple[bytes, int]], deadline: float
+    ) -> None:
+        pending = dict(batches)
+        for attempt in range(50):
+            by_leader: dict[int, dict[tuple[str, int], bytes]] = {}
+            for tp, (data, _n) in pending.items():
+                leader = self._leaders.get(tp, -1)
+                by_leader.setdefault(leader, {})[tp] = data
+            failed: dict[tuple[str, int], tuple[bytes, int]] = {}
+            last_error: Exception | None = None
+            for leader, part in by_leader.items():
+                try:
+                    if leader < 0:
+                        raise KafkaError(5, resource=", ".join(f"{t}-{p}" for t, p in part))
+                    conn = self.admin.node_connection(leader)
+                    retry = self._produce(conn, part)
+                except (KafkaConnectionError, KafkaError) as e:
+                    if isinstance(e, KafkaError) and e.code not in _RETRIABLE:
+                        raise
+                    retry = set(part)
+                    last_error = e
+                for tp in retry:
+                    failed[tp] = pending[tp]
+            if not failed:
+                return
+            if time.monotonic() > deadline:
+                raise KafkaConnectionError(
+                    f"records of {sorted(failed)} not acknowledged before delivery.timeout.ms: "
+                    f"{last_error}"
+                )
+            pending = failed
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+            for topic in {t for t, _ in failed}:
+                try:
+                    self._refresh_metadata(topic)
+                except (KafkaConnectionError, KafkaError) as e:
+                    last_error = e
+        raise KafkaConnectionError(f"records of {sorted(pending)} not acknowledged after 50 tries")
+
+    def _produce(
+        self, conn: BlockingConnection, part: dict[tuple[str, int], bytes]
+    ) -> set[tuple[str, int]]:
+        """One Produce request; returns the partitions to retry. Raises on fatal errors."""
+        version = conn.pick_version(ApiKey.PRODUCE, MAX_PRODUCE_VERSION)
+        cls = conn.request_class(ApiKey.PRODUCE, version)
+        topic_cls, part_cls = nested(cls, "TopicProduceData"), nested(cls, "PartitionProduceData")
+        by_topic: dict[str, list[tuple[int, bytes]]] = {}
+        for (topic, p), data in sorted(part.items()):
+            by_topic.setdefault(topic, []).append((p, data))
+        req = make(
+            cls,
+            transactional_id=None,
+            acks=self.config.acks,
+            timeout=timedelta(milliseconds=self.config.request_timeout_ms),
+            topic_data=tuple(
+                make(
+                    topic_cls,
+                    name=topic,
+                    partition_data=tuple(
+                        make(part_cls, index=p, records=data) for p, data in parts
+                    ),
+                )
+                for topic, parts in by_topic.items()
+            ),
+        )
+        resp = conn.send(req)
+        retry: set[tuple[str, int]] = set()
+        answered: set[tuple[str, int]] = set()
+        for t in resp.responses:
+            for p in t.partition_responses:
+                tp = (t.name, int(p.index))
+                answered.add(tp)
+                code = int(p.error_code)
+                if code == 0 or code == DUPLICATE_SEQUENCE_NUMBER:
+                    continue  # a duplicate is a batch the broker already has: delivered
+                if code in _RETRIABLE:
+                    retry.add(tp)
+                    continue
+                raise KafkaError(
+                    code, message=getattr(p, "error_message", None), resource=f"{tp[0]}-{tp[1]}"
+                )
+        missing = set(part) - answered
+        if missing:
+            raise KafkaConnectionError(f"the Produce response left out {sorted(missing)}")
+        return retry
+
+
+__all__ = [
+    "ACKS",
+    "COMPRESSION_CODES",
+    "Producer",
+    "ProducerConfig",
+    "default_partition",
+    "murmur2",
+]

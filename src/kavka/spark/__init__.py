@@ -1,0 +1,73 @@
+"""PySpark connector for kavka and any Kafka-compatible cluster: format ``kavka``.
+
+A pure-Python data source on PySpark's Python Data Source API (Spark 4.x):
+batch and streaming read (`source`), batch and streaming write (`sink`),
+options parsed by `options`, offsets planned by `offsets`. The options and
+the output schema are those of Spark's Kafka connector, which needs a JVM jar
+this one does not::
+
+    from kavka.spark import register
+    register(spark)
+    df = (spark.read.format("kavka")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "events").load())
+
+Only `kavka.protocol` and `kavka.client` run on executors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import DataSource
+
+from kavka.spark.options import OptionError, parse_sink_options, parse_source_options
+from kavka.spark.sink import KavkaBatchWriter, KavkaStreamWriter, check_schema
+from kavka.spark.source import (
+    DataLossError,
+    KavkaBatchReader,
+    KavkaStreamReader,
+    source_schema,
+)
+
+FORMAT = "kavka"
+
+
+class KavkaDataSource(DataSource):
+    """Format ``kavka``: Spark's Kafka connector options and schema, in Python."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> Any:
+        include = str(self.options.get("includeheaders", "false")).strip().lower() == "true"
+        return source_schema(include)
+
+    def reader(self, schema: Any) -> KavkaBatchReader:
+        return KavkaBatchReader(parse_source_options(self.options, streaming=False))
+
+    def streamReader(self, schema: Any) -> KavkaStreamReader:
+        return KavkaStreamReader(parse_source_options(self.options, streaming=True))
+
+    def writer(self, schema: Any, overwrite: bool) -> KavkaBatchWriter:
+        opts = parse_sink_options(self.options)
+        if overwrite:
+            raise OptionError(
+                "mode: overwrite is not supported; records are appended to topics (use append)"
+            )
+        check_schema(schema, opts)
+        return KavkaBatchWriter(opts)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> KavkaStreamWriter:
+        opts = parse_sink_options(self.options)
+        check_schema(schema, opts)
+        return KavkaStreamWriter(opts)
+
+
+def register(spark: Any) -> None:
+    """Make ``spark.read.format("kavka")`` (and readStream, write, writeStream) available."""
+    spark.dataSource.register(KavkaDataSource)
+
+
+__all__ = ["FORMAT", "DataLossError", "KavkaDataSource", "OptionError", "register"]
