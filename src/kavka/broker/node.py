@@ -34,6 +34,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kavka.broker.config_resolver import ConfigResolver
 from kavka.config import BrokerConfig, ConfigError
@@ -119,6 +120,7 @@ class BrokerNode:
         self.cluster_id, self.dir_ids, self.failed_dirs = check_log_dirs(config)
         self._tasks: list[asyncio.Task[None]] = []
         self.server = None  # set by start()
+        self.metrics: Any = None  # a MetricsServer when metrics.prometheus.port >= 0
         self.bound_ports: list[int] = []
         self._stopping = False
         self.fatal_error: str | None = None
@@ -327,6 +329,13 @@ class BrokerNode:
             adv.append((ep.name, ep.host, port if ep.port == 0 else ep.port))
         if adv:
             self._register(adv)
+        if self.config["metrics.prometheus.port"] >= 0:
+            from kavka.broker.metrics import MetricsServer
+
+            try:
+                self.metrics = MetricsServer(self, self.config["metrics.prometheus.host"], self.config["metrics.prometheus.port"])
+            except OSError as e:
+                raise StartupError(f"metrics.prometheus.port: cannot listen: {e.strerror}") from None
         self._start_background()
 
     def _start_background(self) -> None:
@@ -374,6 +383,8 @@ class BrokerNode:
         log.info("shutting down")
         if self.server is not None:
             await self.server.close()
+        if self.metrics is not None:
+            self.metrics.close()
         if hasattr(self, "log_dir_movers"):
             await self.log_dir_movers.stop()
         if hasattr(self, "groups"):
