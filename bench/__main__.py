@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     import confluent_kafka
 
     result: dict = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": runs,
-                    "client": f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})", "smoke": args.smoke, "raw": {"kavka": [], "tansu": []}}
+                    "client": f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})", "smoke": args.smoke, "raw": {"kavka": [], "tansu": []}}
     log("machine limits")
     result["machine"] = machine.measure(p["machine_scale"])
     for i in range(runs):

@@ -30,6 +30,8 @@ from kio.serial import entity_reader, entity_writer
 
 _I32 = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")
+_PREFIX_V0 = struct.Struct(">ii")  # size, correlation_id
+_PREFIX_V1 = struct.Struct(">iib")  # size, correlation_id, empty tagged fields
 API_VERSIONS_KEY = 18
 
 
@@ -169,10 +171,16 @@ def encode_entity(entity: Any) -> bytes:
     return out.getvalue()
 
 
+def response_prefix(correlation_id: int, body_size: int, *, flexible_header: bool) -> bytes:
+    """Size prefix + response header (v1 when flexible_header, else v0): what precedes a body."""
+    if flexible_header:
+        return _PREFIX_V1.pack(4 + 1 + body_size, correlation_id, 0)
+    return _PREFIX_V0.pack(4 + body_size, correlation_id)
+
+
 def encode_response(correlation_id: int, body: bytes, *, flexible_header: bool) -> bytes:
     """Size prefix + response header (v1 when flexible_header, else v0) + body."""
-    header = _I32.pack(correlation_id) + (b"\x00" if flexible_header else b"")
-    return _I32.pack(len(header) + len(body)) + header + body
+    return response_prefix(correlation_id, len(body), flexible_header=flexible_header) + body
 
 
 def encode_request(

@@ -5,7 +5,9 @@ v13 on), fence stale or future leader epochs (KIP-320), range-check the fetch
 offset, then read whole batches from fetch_offset up to the high watermark,
 within partition_max_bytes and the response's max_bytes (the first batch is
 always returned even if larger, KIP-74, so a consumer can make progress).
-If fewer than min_bytes are ready and nothing failed, the request waits in the
+Record bytes are not copied through kio's encoder: the response is a
+SplicedResponse whose record chunks go to the socket as they were read
+(protocol.splice). If fewer than min_bytes are ready and nothing failed, the request waits in the
 ReplicaManager's purgatory until an append to one of its partitions or
 max_wait, then reads again.
 
@@ -24,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from kavka.broker.handlers.errors import error_for
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_to_str
+from kavka.protocol.splice import SplicedResponse
 from kavka.replication.partition import PartitionError, TopicPartition
 from kavka.storage.errors import OffsetOutOfRangeError
 
@@ -84,6 +87,7 @@ def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tupl
     any_error = False
     min_one = True
     out_topics = []
+    spliced = SplicedResponse(None, api.is_flexible(ctx.api_key, ctx.api_version))
     read_committed = getattr(req, "isolation_level", 0) == 1
     for t, name, key in topics:
         parts = []
@@ -136,21 +140,21 @@ def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tupl
                     log_start_offset=start,
                     aborted_transactions=None if not read_committed else (),
                     preferred_read_replica=-1,
-                    records=records,
+                    records=spliced.add(records) if n else records,
                 )
             )
         if by_id_key(ctx):
             out_topics.append(make(topic_cls, topic_id=key, partitions=tuple(parts)))
         else:
             out_topics.append(make(topic_cls, topic=key, partitions=tuple(parts)))
-    resp = make(
+    spliced.entity = make(
         resp_cls,
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         session_id=0,
         responses=tuple(out_topics),
     )
-    return resp, total, any_error
+    return spliced, total, any_error
 
 
 def by_id_key(ctx: RequestContext) -> bool:
