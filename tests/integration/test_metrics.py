@@ -13,6 +13,7 @@ import urllib.request
 from confluent_kafka import KafkaError as CkError
 from prometheus_client.parser import text_string_to_metric_families
 
+from kavka.client.connection import BlockingConnection
 from tests.broker_harness import wait_until
 from tests.integration.helpers import ck_admin, ck_create_topic, ck_producer
 from tests.integration.test_jbod import placement
@@ -46,7 +47,10 @@ def test_metrics_endpoint_reports_a_failed_log_dir(broker_factory, topic_name, t
     assert before[("kafka_server_replicamanager_partitioncount", ())] == 2
     assert before[("kafka_server_replicamanager_offlinereplicacount", ())] == 0
     assert before[("kafka_log_logmanager_logdirectoryoffline", (("logDirectory", failing),))] == 0
-    assert before[("kafka_server_socketservermetrics_connection_count", ())] >= 1
+    connections = ("kafka_server_socketservermetrics_connection_count", ())
+    with BlockingConnection("127.0.0.1", b.port):
+        wait_until(lambda: scrape(port)[connections] >= 1, 10, message="an open connection counted")
+    wait_until(lambda: scrape(port)[connections] == 0, 10, message="the closed connection uncounted")
 
     control.write_text(f"{failing}\n")
     p = ck_producer(b.bootstrap, {"acks": "all", "retries": 0, "message.timeout.ms": 5000})
