@@ -50,7 +50,8 @@ def test_retention_bytes_deletes_old_segments_and_consumers_reset(broker, topic_
 def test_batch_larger_than_segment_bytes_is_refused(broker, topic_name):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic_name, 1, 1, config={"segment.bytes": "2048"})])[topic_name].result(15)
-    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "retries": 0})
+    # All 40 in one batch (over 4 KiB) however loaded the machine: flush() sends at once.
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5000, "retries": 0})
     errors: list = []
     for _ in range(40):
         p.produce(topic_name, value=b"z" * 100, on_delivery=lambda e, m: errors.append(e))
