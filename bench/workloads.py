@@ -26,6 +26,17 @@ def _client_cpu() -> float:
     return t.user + t.system
 
 
+def _throughput(broker: Broker, records: int, record_size: int, elapsed: float, broker_cpu0: float, client_cpu0: float) -> dict:
+    """Rates of a finished run, and the cores client and broker kept busy meanwhile."""
+    return {
+        "records_per_s": records / elapsed,
+        "mb_per_s": records * record_size / elapsed / 1e6,
+        "seconds": elapsed,
+        "client_cpu": (_client_cpu() - client_cpu0) / elapsed,
+        "broker_cpu": (broker.cpu() - broker_cpu0) / elapsed,
+    }
+
+
 def create_topic(broker: Broker, partitions: int) -> str:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
@@ -76,14 +87,7 @@ def produce(broker: Broker, *, record_size: int, count: int, acks: str, partitio
     elapsed = time.perf_counter() - t0
     if left or failed:
         raise RuntimeError(f"produce to {broker.name}: {left} unflushed, {failed} failed")
-    return {
-        "records_per_s": count / elapsed,
-        "mb_per_s": count * record_size / elapsed / 1e6,
-        "seconds": elapsed,
-        "client_cpu": (_client_cpu() - c0) / elapsed,
-        "broker_cpu": (broker.cpu() - b0) / elapsed,
-        "topic": topic,
-    }
+    return {**_throughput(broker, count, record_size, elapsed, b0, c0), "topic": topic}
 
 
 def consume(broker: Broker, *, topic: str, partitions: int, count: int, record_size: int) -> dict:
@@ -100,7 +104,6 @@ def consume(broker: Broker, *, topic: str, partitions: int, count: int, record_s
     )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
-    eof: set[int] = set()
     b0, c0, t0 = broker.cpu(), _client_cpu(), time.perf_counter()
     deadline = time.monotonic() + 120
     while got < count and time.monotonic() < deadline:
@@ -108,21 +111,13 @@ def consume(broker: Broker, *, topic: str, partitions: int, count: int, record_s
             err = m.error()
             if err is None:
                 got += 1
-            elif err.code() == -191:  # _PARTITION_EOF
-                eof.add(m.partition())
-            else:
+            elif err.code() != -191:  # -191 _PARTITION_EOF: that partition is read to its end
                 raise KafkaException(err)
     elapsed = time.perf_counter() - t0
     c.close()
     if got < count:
         raise RuntimeError(f"consume from {broker.name}: {got}/{count} records before the deadline")
-    return {
-        "records_per_s": got / elapsed,
-        "mb_per_s": got * record_size / elapsed / 1e6,
-        "seconds": elapsed,
-        "client_cpu": (_client_cpu() - c0) / elapsed,
-        "broker_cpu": (broker.cpu() - b0) / elapsed,
-    }
+    return _throughput(broker, got, record_size, elapsed, b0, c0)
 
 
 def latency(broker: Broker, *, rate: int, seconds: float, record_size: int = 100) -> dict:

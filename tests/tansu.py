@@ -12,6 +12,8 @@ import subprocess
 from importlib import resources
 from pathlib import Path
 
+from bench.servers import tansu_command
+
 from tests.broker_harness import free_port, wait_until
 
 
@@ -35,15 +37,9 @@ class TansuProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> TansuProcess:
-        url = f"tcp://127.0.0.1:{self.port}"
         with open(self.log_file, "wb") as log:
             self.proc = subprocess.Popen(
-                [
-                    str(self.binary), "broker",
-                    "--listener-url", url,
-                    "--advertised-listener-url", url,
-                    "--storage-engine", "memory://tansu/",
-                ],
+                tansu_command(str(self.binary), self.port),
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

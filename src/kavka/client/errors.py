@@ -18,6 +18,19 @@ from functools import cache
 
 from kio.schema.errors import ErrorCode
 
+# Errors after which the partition's leader may have moved (or its metadata has
+# not reached this broker yet): refresh metadata, then send the same request again.
+LEADER_MAY_HAVE_MOVED: frozenset[int] = frozenset(
+    {
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.leader_not_available,
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.kafka_storage_error,
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.unknown_leader_epoch,
+    }
+)
+
 
 class KafkaConnectionError(Exception):
     """Connecting, sending or receiving failed."""

@@ -28,9 +28,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from kio.schema.errors import ErrorCode
+
 from kavka.client.admin import AdminClient
 from kavka.client.connection import BlockingConnection
-from kavka.client.errors import KafkaConnectionError, KafkaError
+from kavka.client.errors import LEADER_MAY_HAVE_MOVED, KafkaConnectionError, KafkaError
 from kavka.protocol import compression as _compression
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import make, nested
@@ -43,16 +45,7 @@ from kavka.protocol.records import (
 
 # v13+ address topics by id; names keep this client simple and work with every broker.
 MAX_FETCH_VERSION = 12
-OFFSET_OUT_OF_RANGE = 1
-# Errors after which the leader may have moved: refresh metadata and retry.
-_RETRY_WITH_NEW_METADATA = {
-    3,  # UNKNOWN_TOPIC_OR_PARTITION (metadata not yet propagated)
-    5,  # LEADER_NOT_AVAILABLE
-    6,  # NOT_LEADER_OR_FOLLOWER
-    56,  # KAFKA_STORAGE_ERROR
-    74,  # FENCED_LEADER_EPOCH
-    75,  # UNKNOWN_LEADER_EPOCH
-}
+OFFSET_OUT_OF_RANGE = ErrorCode.offset_out_of_range
 
 
 class OffsetOutOfRangeError(KafkaError):
@@ -140,7 +133,7 @@ class Fetcher:
                 if time.monotonic() > deadline:
                     raise
             except KafkaError as e:
-                if e.code not in _RETRY_WITH_NEW_METADATA or time.monotonic() > deadline:
+                if e.code not in LEADER_MAY_HAVE_MOVED or time.monotonic() > deadline:
                     raise
             time.sleep(min(0.05 * 2**attempt, 1.0))
         raise KafkaConnectionError(f"could not fetch {topic}-{partition} after 20 attempts")

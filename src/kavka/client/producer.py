@@ -26,9 +26,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from kio.schema.errors import ErrorCode
+
 from kavka.client.admin import AdminClient
 from kavka.client.connection import BlockingConnection
-from kavka.client.errors import KafkaConnectionError, KafkaError
+from kavka.client.errors import LEADER_MAY_HAVE_MOVED, KafkaConnectionError, KafkaError
 from kavka.protocol import compression as _compression
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import make, nested
@@ -38,18 +40,12 @@ log = logging.getLogger(__name__)
 
 # Produce v13+ names topics by id (KIP-516); v3-v11 carry record batch v2 by name.
 MAX_PRODUCE_VERSION = 11
-DUPLICATE_SEQUENCE_NUMBER = 46
+DUPLICATE_SEQUENCE_NUMBER = ErrorCode.duplicate_sequence_number
 # Errors after which the same batch (same sequence) is sent again.
-_RETRIABLE = {
-    3,  # UNKNOWN_TOPIC_OR_PARTITION (metadata not yet propagated)
-    5,  # LEADER_NOT_AVAILABLE
-    6,  # NOT_LEADER_OR_FOLLOWER
-    7,  # REQUEST_TIMED_OUT
-    19,  # NOT_ENOUGH_REPLICAS
-    20,  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    56,  # KAFKA_STORAGE_ERROR
-    74,  # FENCED_LEADER_EPOCH
-    75,  # UNKNOWN_LEADER_EPOCH
+_RETRIABLE = LEADER_MAY_HAVE_MOVED | {
+    ErrorCode.request_timed_out,
+    ErrorCode.not_enough_replicas,
+    ErrorCode.not_enough_replicas_after_append,
 }
 ACKS = {"all": -1, "-1": -1, "1": 1}
 COMPRESSION_CODES = {name: code for code, name in _compression.CODEC_NAMES.items()}
