@@ -18,6 +18,7 @@ import json
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,7 @@ from bench.servers import free_port, rss_bytes
 from kavka.client import requests as kreq
 from kavka.client.admin import AdminClient, NewTopic
 from kavka.client.connection import BlockingConnection
+from kavka.protocol.framing import encode_request
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -98,12 +100,20 @@ def metadata_ms(node: Node, repeats: int = 5) -> float:
 
 
 def idle_connections(node: Node, count: int) -> float:
-    """RSS (MB) with `count` idle connections open, each having done an ApiVersions-free TCP connect."""
+    """RSS (MB) with `count` idle connections open, each past its ApiVersions exchange.
+
+    Each connection is answered once before the RSS is read, so the broker has
+    accepted and set up every one of them (no waiting and hoping)."""
+    api_versions = encode_request(api_key=18, api_version=0, correlation_id=1, client_id="idle", body=b"", flexible=False)
     socks = []
     try:
         for _ in range(count):
-            socks.append(socket.create_connection(("127.0.0.1", node.port), timeout=10))
-        time.sleep(0.5)  # let the broker accept them all before reading its RSS
+            s = socket.create_connection(("127.0.0.1", node.port), timeout=10)
+            socks.append(s)
+            s.sendall(api_versions)
+        for s in socks:
+            size = struct.unpack(">i", _recv_exact(s, 4))[0]
+            _recv_exact(s, size)
         assert node.proc is not None and node.proc.poll() is None
         rss = rss_bytes(node.proc.pid) / 1e6
         # Still serving: a real request on a fresh connection works with all of them open.
@@ -112,6 +122,16 @@ def idle_connections(node: Node, count: int) -> float:
     finally:
         for s in socks:
             s.close()
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("the broker closed an idle connection")
+        buf += chunk
+    return buf
 
 
 def run(partitions: int, per_topic: int, connections: int) -> dict:
