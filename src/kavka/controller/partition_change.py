@@ -1,0 +1,105 @@
+"""The controller's rules for changing one partition's leader and ISR (Kafka's PartitionChangeBuilder
+and the ISR parts of ReplicationControlManager), as pure functions of a PartitionRegistration.
+
+- A leader is elected from the ISR members that are alive (unfenced and not shutting down), the
+  first in replica order -- the preferred replica when it qualifies. With none, the partition is
+  offline (leader -1) and the ISR keeps its last member, so that replica, which has every
+  committed record, can lead again when it returns (KRaft's rule). Unclean election
+  (`unclean.leader.election.enable`) may pick a live replica outside the ISR instead; the ISR
+  then becomes that replica alone.
+- A fenced or shut-down broker leaves every ISR it is in, unless it is the last member (KIP-841).
+- Every leader change bumps the leader epoch; every change at all bumps the partition epoch
+  (KIP-497), which AlterPartition requests must name.
+- AlterPartition from the leader is accepted only for its current leader epoch and partition
+  epoch, with the leader itself in the new ISR and no fenced broker added (KIP-841:
+  INELIGIBLE_REPLICA).
+
+Returns values only; the caller turns them into PartitionChangeRecords.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection
+
+from kio.schema.errors import ErrorCode
+
+from kavka.replication.replica_state import NO_LEADER, PartitionRegistration
+
+
+def _change(
+    reg: PartitionRegistration, *, leader: int, isr: tuple[int, ...]
+) -> PartitionRegistration:
+    if leader == reg.leader and isr == reg.isr:
+        return reg
+    return dataclasses.replace(
+        reg,
+        leader=leader,
+        isr=isr,
+        leader_epoch=reg.leader_epoch + (1 if leader != reg.leader else 0),
+        partition_epoch=reg.partition_epoch + 1,
+    )
+
+
+def elect_leader(
+    reg: PartitionRegistration, *, live: Collection[int], unclean: bool = False
+) -> PartitionRegistration:
+    """Keep a live leader; otherwise elect the first live ISR member (or, unclean, any live replica)."""
+    if reg.leader != NO_LEADER and reg.leader in live:
+        return reg
+    for r in reg.replicas:
+        if r in reg.isr and r in live:
+            return _change(reg, leader=r, isr=reg.isr)
+    if unclean:
+        for r in reg.replicas:
+            if r in live:
+                return _change(reg, leader=r, isr=(r,))
+    return _change(reg, leader=NO_LEADER, isr=reg.isr)
+
+
+def on_broker_fenced(
+    reg: PartitionRegistration, broker: int, *, live: Collection[int], unclean: bool = False
+) -> PartitionRegistration:
+    """The broker was fenced, shut down or re-registered as a new incarnation: it leaves the ISR
+    (unless it is the last member) and leadership moves if it led."""
+    isr = reg.isr
+    if broker in isr and len(isr) > 1:
+        isr = tuple(r for r in isr if r != broker)
+    reg = _change(reg, leader=reg.leader, isr=isr)
+    return elect_leader(reg, live=[b for b in live if b != broker], unclean=unclean)
+
+
+def on_broker_unfenced(
+    reg: PartitionRegistration, *, live: Collection[int], unclean: bool = False
+) -> PartitionRegistration:
+    """A broker came back: an offline partition may have a leader again."""
+    if reg.leader != NO_LEADER:
+        return reg
+    return elect_leader(reg, live=live, unclean=unclean)
+
+
+def alter_partition(
+    reg: PartitionRegistration,
+    *,
+    leader_id: int,
+    leader_epoch: int,
+    partition_epoch: int,
+    new_isr: tuple[int, ...],
+    live: Collection[int],
+) -> tuple[ErrorCode, PartitionRegistration]:
+    """Validate and apply an AlterPartition from the leader (Kafka's error codes)."""
+    if leader_id != reg.leader:
+        return ErrorCode.not_leader_or_follower, reg
+    if leader_epoch != reg.leader_epoch:
+        return ErrorCode.fenced_leader_epoch, reg
+    if partition_epoch != reg.partition_epoch:
+        return ErrorCode.invalid_update_version, reg
+    if (
+        leader_id not in new_isr
+        or any(r not in reg.replicas for r in new_isr)
+        or len(set(new_isr)) != len(new_isr)
+    ):
+        return ErrorCode.invalid_request, reg
+    if any(r not in reg.isr and r not in live for r in new_isr):
+        return ErrorCode.ineligible_replica, reg
+    return ErrorCode.none, _change(reg, leader=reg.leader, isr=new_isr)
