@@ -52,7 +52,7 @@ HEARTBEAT_MS = 20
 LAG_TIME_MAX_MS = 150
 FETCH_TIMEOUT_MS = 60
 ALTER_TIMEOUT_MS = 100
-MAX_FETCH_RECORDS = 8
+MAX_FETCH_RECORDS = 32
 
 
 class InvariantViolation(AssertionError):
@@ -127,6 +127,7 @@ class Sim:
         self.controller = Controller(self)
         self.brokers = {b: Broker(self, b) for b in BROKERS}
         self.producer = Producer(self)
+        self.converged = False  # set once healed and settled: the run ends there
         self.licensed_loss = False  # the KIP-966 case happened: safety checks end for this seed
         self.committed: dict[int, tuple[int, str]] = {}
         self.leader_of_epoch: dict[int, int] = {}
@@ -170,8 +171,8 @@ class Sim:
         self.producer.start()
         self.at(self.rng.randint(50, 150), self.fault)
         self.at(self.duration_ms, self.heal)
-        end = self.duration_ms + 1200
-        while self._queue and self._queue[0].at <= end:
+        end = self.duration_ms + 4000
+        while self._queue and self._queue[0].at <= end and not self.converged:
             ev = heapq.heappop(self._queue)
             self.now = ev.at
             ev.action()  # type: ignore[operator]
@@ -211,6 +212,20 @@ class Sim:
             if not b.alive:
                 b.restart()
         self.at(self.now + 400, self.producer.stop)
+        self.at(self.now + 450, self.poll_converged)
+
+    def poll_converged(self) -> None:
+        reg = self.controller.reg
+        if (
+            reg.leader != NO_LEADER
+            and sorted(reg.isr) == sorted(BROKERS)
+            and all(b.reg == reg for b in self.brokers.values())
+            and len({(b.log.log_end_offset, b.high_watermark) for b in self.brokers.values()}) == 1
+            and all(b.log.log_end_offset == b.high_watermark for b in self.brokers.values())
+        ):
+            self.converged = True
+        else:
+            self.at(self.now + 50, self.poll_converged)
 
     # invariants
     def fail(self, what: str) -> None:

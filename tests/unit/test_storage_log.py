@@ -218,6 +218,10 @@ def test_truncate_to(tmp_path: Path) -> None:
     info = lg.append_as_leader(batch(1), leader_epoch=9, now_ms=NOW)
     assert info.first_offset == 6
     assert lg.leader_epoch_cache.end_offset_for(2, lg.log_end_offset) == (2, 6)
+    # A leader epoch taken with nothing appended in it goes on a no-op truncation (Kafka's rule).
+    lg.leader_epoch_cache.assign(11, lg.log_end_offset)
+    assert not lg.truncate_to(lg.log_end_offset + 5)
+    assert lg.leader_epoch_cache.latest_epoch == 9
     lg.truncate_fully_and_start_at(100)
     assert (lg.log_start_offset, lg.log_end_offset, len(lg.segments)) == (100, 100, 1)
     assert lg.append_as_leader(batch(1), leader_epoch=10, now_ms=NOW).first_offset == 100

@@ -686,6 +686,11 @@ class Log:
         if target_offset < 0:
             raise ValueError(f"cannot truncate {self.dir.name} to a negative offset")
         if target_offset >= self._log_end_offset:
+            # Kafka's UnifiedLog.truncateTo: the epoch cache is truncated at the log end even
+            # so. A broker that took a leader epoch and appended nothing in it holds an entry
+            # (epoch, log end); kept while it follows, that epoch would be sent as its last
+            # fetched epoch and every fetch would answer the same diverging epoch.
+            self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
             return False
         if self._segments[0].base_offset > target_offset:
             self.truncate_fully_and_start_at(target_offset, now_ms=now_ms)
