@@ -93,6 +93,8 @@ class ConfigDef:
     validator: Validator | None = None
     dynamic: bool = False  # may be changed at run time (broker configs)
     sensitive: bool = False
+    # Accepted for compatibility with Kafka configs but without effect in kavka: why (README lists these).
+    informational: str | None = None
 
     def parse(self, raw: Any) -> Any:
         """Parse a string (or already-typed value) into this config's type."""
@@ -167,8 +169,25 @@ class TopicConfigDef:
     broker_synonym: str | None  # the server.properties key that sets the default
 
 
-def _t(name: str, t: ConfigType, default: Any, synonym: str | None, doc: str, v: Validator | None = None) -> TopicConfigDef:
-    return TopicConfigDef(ConfigDef(name, t, default, doc, v), synonym)
+def _t(
+    name: str,
+    t: ConfigType,
+    default: Any,
+    synonym: str | None,
+    doc: str,
+    v: Validator | None = None,
+    *,
+    informational: str | None = None,
+) -> TopicConfigDef:
+    return TopicConfigDef(ConfigDef(name, t, default, doc, v, informational=informational), synonym)
+
+
+_NO_REPLICATION = "kavka runs one broker: every partition has a single replica, so there is no follower to throttle or elect"
+_NOT_TIERED = "tiered storage is not available yet (remote.storage.enable is refused)"
+
+
+def _refuse_tiering(v: bool) -> str | None:
+    return "tiered storage (KIP-405) is not available in this kavka release" if v else None
 
 
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
@@ -180,12 +199,13 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         _t("file.delete.delay.ms", _L, 60000, "log.segment.delete.delay.ms", "delay before a deleted file is removed", at_least(0)),
         _t("flush.messages", _L, LONG_MAX, "log.flush.interval.messages", "fsync after this many messages", at_least(1)),
         _t("flush.ms", _L, LONG_MAX, "log.flush.interval.ms", "fsync after this many ms", at_least(0)),
-        _t("follower.replication.throttled.replicas", _LST, [], None, "throttled follower replicas"),
+        _t("follower.replication.throttled.replicas", _LST, [], None, "throttled follower replicas", informational=_NO_REPLICATION),
         _t("index.interval.bytes", _I, 4096, "log.index.interval.bytes", "bytes between offset index entries", at_least(0)),
-        _t("leader.replication.throttled.replicas", _LST, [], None, "throttled leader replicas"),
-        _t("local.retention.bytes", _L, -2, "log.local.retention.bytes", "local tier retention bytes (tiered storage)", at_least(-2)),
-        _t("local.retention.ms", _L, -2, "log.local.retention.ms", "local tier retention ms (tiered storage)", at_least(-2)),
-        _t("max.compaction.lag.ms", _L, LONG_MAX, "log.cleaner.max.compaction.lag.ms", "max time a message stays uncompacted", at_least(1)),
+        _t("leader.replication.throttled.replicas", _LST, [], None, "throttled leader replicas", informational=_NO_REPLICATION),
+        _t("local.retention.bytes", _L, -2, "log.local.retention.bytes", "local tier retention bytes (tiered storage)", at_least(-2), informational=_NOT_TIERED),
+        _t("local.retention.ms", _L, -2, "log.local.retention.ms", "local tier retention ms (tiered storage)", at_least(-2), informational=_NOT_TIERED),
+        _t("max.compaction.lag.ms", _L, LONG_MAX, "log.cleaner.max.compaction.lag.ms", "max time a message stays uncompacted", at_least(1),
+           informational="not yet: the cleaner picks logs by min.cleanable.dirty.ratio only"),
         _t("max.message.bytes", _I, 1048588, "message.max.bytes", "largest record batch size", at_least(0)),
         _t("message.timestamp.after.max.ms", _L, 3600000, "log.message.timestamp.after.max.ms", "max timestamp ahead of broker time", at_least(0)),
         _t("message.timestamp.before.max.ms", _L, LONG_MAX, "log.message.timestamp.before.max.ms", "max timestamp behind broker time", at_least(0)),
@@ -193,15 +213,17 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         _t("min.cleanable.dirty.ratio", _D, 0.5, "log.cleaner.min.cleanable.ratio", "dirty ratio that triggers cleaning", between(0, 1)),
         _t("min.compaction.lag.ms", _L, 0, "log.cleaner.min.compaction.lag.ms", "min time a message stays uncompacted", at_least(0)),
         _t("min.insync.replicas", _I, 1, "min.insync.replicas", "replicas that must ack with acks=all", at_least(1)),
-        _t("preallocate", _B, False, "log.preallocate", "preallocate segment files"),
-        _t("remote.storage.enable", _B, False, None, "tier closed segments to remote storage"),
+        _t("preallocate", _B, False, "log.preallocate", "preallocate segment files",
+           informational="segments are written append-only and sized by what is written; nothing is preallocated"),
+        _t("remote.storage.enable", _B, False, None, "tier closed segments to remote storage", _refuse_tiering),
         _t("retention.bytes", _L, -1, "log.retention.bytes", "max bytes per partition before deleting old segments"),
         _t("retention.ms", _L, 604800000, "log.retention.ms", "max age of a segment before it is deleted", at_least(-1)),
         _t("segment.bytes", _I, 1073741824, "log.segment.bytes", "segment file size", at_least(14)),
         _t("segment.index.bytes", _I, 10485760, "log.index.size.max.bytes", "max size of an offset index", at_least(4)),
         _t("segment.jitter.ms", _L, 0, "log.roll.jitter.ms", "random jitter on segment.ms", at_least(0)),
         _t("segment.ms", _L, 604800000, "log.roll.ms", "time after which a segment rolls", at_least(1)),
-        _t("unclean.leader.election.enable", _B, False, "unclean.leader.election.enable", "allow out-of-sync leaders"),
+        _t("unclean.leader.election.enable", _B, False, "unclean.leader.election.enable", "allow out-of-sync leaders",
+           informational=_NO_REPLICATION),
     ]
 }
 
@@ -209,8 +231,25 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
 # --------------------------------------------------------------------------- broker
 
 
-def _b(name: str, t: ConfigType, default: Any, doc: str = "", v: Validator | None = None, *, dynamic: bool = False) -> ConfigDef:
-    return ConfigDef(name, t, default, doc, v, dynamic)
+def _b(
+    name: str,
+    t: ConfigType,
+    default: Any,
+    doc: str = "",
+    v: Validator | None = None,
+    *,
+    dynamic: bool = False,
+    informational: str | None = None,
+) -> ConfigDef:
+    return ConfigDef(name, t, default, doc, v, dynamic, informational=informational)
+
+
+_ONE_LOOP = "kavka serves every connection and request on one asyncio event loop per process"
+_SINGLE_NODE = "kavka runs one combined broker+controller node; there is no other broker to talk to"
+
+
+def _refuse_nonempty(what: str) -> Validator:
+    return lambda v: f"{what} is not supported yet (kavka runs one combined node)" if v else None
 
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
@@ -220,12 +259,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("broker.id", _I, -1, "legacy alias of node.id"),
         _b("process.roles", _LST, ["broker", "controller"], "broker, controller or both", each_of("broker", "controller")),
         _b("controller.quorum.voters", _LST, [], "id@host:port of each voter"),
-        _b("controller.listener.names", _LST, ["CONTROLLER"], ""),
+        _b("controller.quorum.bootstrap.servers", _LST, [], "bootstrap servers of the controller quorum (KIP-853)",
+           _refuse_nonempty("a controller quorum reached through controller.quorum.bootstrap.servers")),
+        _b("controller.listener.names", _LST, ["CONTROLLER"], "", informational="the one-voter quorum runs inside the node; no controller listener is opened"),
         _b("listeners", _LST, ["PLAINTEXT://127.0.0.1:9092"], "NAME://host:port, comma separated"),
         _b("advertised.listeners", _LST, None, "what clients are told; defaults to listeners"),
         _b("listener.security.protocol.map", _LST, None, "listener name to protocol"),
-        _b("inter.broker.listener.name", _S, None, ""),
-        _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2)"),
+        _b("inter.broker.listener.name", _S, None, "", informational=_SINGLE_NODE),
+        _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2)", informational="rack-aware placement needs several brokers; with one, every replica is on it"),
         _b("log.dirs", _LST, None, "directories holding partition data"),
         _b("log.dir", _S, "/tmp/kavka-logs", "used when log.dirs is not set"),
         _b("metadata.log.dir", _S, None, "directory of the metadata log; defaults to the first log dir"),
@@ -235,12 +276,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("delete.topic.enable", _B, True, ""),
         _b("message.max.bytes", _I, 1048588, "largest record batch", at_least(0), dynamic=True),
         _b("socket.request.max.bytes", _I, 104857600, "largest request frame", at_least(1)),
-        _b("socket.send.buffer.bytes", _I, 102400, "", at_least(-1)),
-        _b("socket.receive.buffer.bytes", _I, 102400, "", at_least(-1)),
+        _b("socket.send.buffer.bytes", _I, 102400, "", at_least(-1), informational="the kernel's socket buffer sizes are kept (auto-tuned)"),
+        _b("socket.receive.buffer.bytes", _I, 102400, "", at_least(-1), informational="the kernel's socket buffer sizes are kept (auto-tuned)"),
         _b("queued.max.requests", _I, 500, "requests read ahead per connection", at_least(1)),
-        _b("num.network.threads", _I, 3, "accepted for compatibility", at_least(1), dynamic=True),
-        _b("num.io.threads", _I, 8, "accepted for compatibility", at_least(1), dynamic=True),
-        _b("num.recovery.threads.per.data.dir", _I, 1, "", at_least(1), dynamic=True),
+        _b("num.network.threads", _I, 3, "accepted for compatibility", at_least(1), dynamic=True, informational=_ONE_LOOP),
+        _b("num.io.threads", _I, 8, "accepted for compatibility", at_least(1), dynamic=True, informational=_ONE_LOOP),
+        _b("num.recovery.threads.per.data.dir", _I, 1, "", at_least(1), dynamic=True, informational="logs are recovered one after another at startup"),
         _b("log.segment.bytes", _I, 1073741824, "", at_least(14), dynamic=True),
         _b("log.roll.ms", _L, None, "", at_least(1), dynamic=True),
         _b("log.roll.hours", _I, 168, "", at_least(1)),
@@ -254,9 +295,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("log.segment.delete.delay.ms", _L, 60000, "", at_least(0), dynamic=True),
         _b("log.flush.interval.messages", _L, LONG_MAX, "", at_least(1), dynamic=True),
         _b("log.flush.interval.ms", _L, None, "", at_least(0), dynamic=True),
-        _b("log.flush.scheduler.interval.ms", _L, LONG_MAX, ""),
+        _b("log.flush.scheduler.interval.ms", _L, LONG_MAX, "", informational="time-based flushes follow flush.ms / log.flush.interval.ms directly"),
         _b("log.flush.offset.checkpoint.interval.ms", _I, 60000, "", at_least(0)),
-        _b("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, "", at_least(0)),
+        _b("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, "", at_least(0), informational="log-start-offset-checkpoint is written with the recovery-point checkpoint"),
         _b("replica.high.watermark.checkpoint.interval.ms", _L, 5000, "", at_least(1)),
         _b("log.index.interval.bytes", _I, 4096, "", at_least(0), dynamic=True),
         _b("log.index.size.max.bytes", _I, 10485760, "", at_least(4), dynamic=True),
@@ -276,10 +317,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("compression.type", _S, "producer", "", one_of(*_COMPRESSION), dynamic=True),
         _b("min.insync.replicas", _I, 1, "", at_least(1), dynamic=True),
         _b("unclean.leader.election.enable", _B, False, "", dynamic=True),
-        _b("offsets.topic.replication.factor", _S, "1", ""),
+        _b("offsets.topic.replication.factor", _S, "1", "", informational=_SINGLE_NODE),
         _b("offsets.topic.num.partitions", _I, 50, "", at_least(1)),
-        _b("transaction.state.log.replication.factor", _S, "1", ""),
-        _b("transaction.state.log.min.isr", _I, 1, ""),
+        _b("transaction.state.log.replication.factor", _S, "1", "", informational="transactions are not implemented"),
+        _b("transaction.state.log.min.isr", _I, 1, "", informational="transactions are not implemented"),
         _b("group.initial.rebalance.delay.ms", _I, 3000, "", at_least(0)),
         _b("group.min.session.timeout.ms", _I, 6000, "smallest session.timeout.ms a member may ask for", at_least(1)),
         _b("group.max.session.timeout.ms", _I, 1800000, "largest session.timeout.ms a member may ask for", at_least(1)),
@@ -291,22 +332,39 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("offsets.retention.check.interval.ms", _L, 600000, "how often expired offsets are removed", at_least(1)),
         _b("offset.metadata.max.bytes", _I, 4096, "largest metadata string of a committed offset", at_least(0)),
         _b("offsets.topic.segment.bytes", _I, 104857600, "segment.bytes of __consumer_offsets", at_least(1)),
-        _b("replica.fetch.max.bytes", _I, 1048576, "", at_least(0)),
+        _b("replica.fetch.max.bytes", _I, 1048576, "", at_least(0), informational=_SINGLE_NODE),
         _b("num.replica.alter.log.dirs.threads", _I, None, "movers of replicas between log dirs (default: one per log dir)", at_least(1)),
         _b("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX, "throttle of moves between log dirs (KIP-113)", at_least(1), dynamic=True),
         _b("log.dir.select.strategy", _S, "size", "where new replicas go: size (bytes used and free space) or partitions (fewest, Kafka's rule)", one_of("size", "partitions")),
         _b("metrics.prometheus.port", _I, -1, "port of the Prometheus /metrics endpoint: -1 off, 0 any free port", between(-1, 65535)),
         _b("metrics.prometheus.host", _S, "127.0.0.1", "address the Prometheus endpoint binds"),
         _b("fetch.max.bytes", _I, 57671680, "cap on a Fetch response", at_least(1024)),
-        _b("max.incremental.fetch.session.cache.slots", _I, 1000, "", at_least(0)),
+        _b("max.incremental.fetch.session.cache.slots", _I, 1000, "", at_least(0), informational="fetches are sessionless (KIP-227 sessions are answered with session id 0)"),
         _b("connections.max.idle.ms", _L, 600000, "", at_least(-1)),
-        _b("request.timeout.ms", _I, 30000, ""),
+        _b("request.timeout.ms", _I, 30000, "", informational="a client setting; the broker has no outbound requests to time out"),
     ]
 }
 
-# Keys a deployment may set that kavka accepts without comment although it does
-# not act on them (security, JVM-era tuning).
-_SILENT_PREFIXES = ("ssl.", "sasl.", "security.", "listener.name.", "zookeeper.", "confluent.", "kafka.")
+# Security: until kavka has TLS and SASL, a key or listener that asks for them stops startup
+# naming it -- serving plaintext on a port the operator believes is encrypted is the one thing
+# worse than not starting.
+_SECURITY_PREFIXES = ("ssl.", "sasl.", "security.", "delegation.token.")
+_SECURITY_KEYS = frozenset(
+    {"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "principal.builder.class"}
+)
+_SECURE_PROTOCOLS = frozenset({"SSL", "SASL_SSL", "SASL_PLAINTEXT"})
+_KNOWN_PROTOCOLS = frozenset({"PLAINTEXT", *_SECURE_PROTOCOLS})
+
+
+def _security_refusal(key: str, raw: str) -> str | None:
+    """Why a security-related key cannot be honoured, or None if it asks for nothing kavka lacks."""
+    if key == "security.inter.broker.protocol" and raw.strip().upper() == "PLAINTEXT":
+        return None  # asks for what kavka does
+    if key.startswith(_SECURITY_PREFIXES) or key in _SECURITY_KEYS:
+        return "TLS, SASL and authorization are not supported by kavka yet; remove the key (the broker would otherwise serve plaintext without authentication)"
+    if key.startswith("listener.name.") and (".ssl." in key or ".sasl." in key or key.endswith(".sasl.enabled.mechanisms")):
+        return "per-listener TLS/SASL settings are not supported by kavka yet; remove the key"
+    return None
 
 
 # --------------------------------------------------------------------------- parsing
@@ -430,11 +488,13 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
     values: dict[str, Any] = {}
     unknown: dict[str, str] = {}
     for key, raw in props.items():
+        refusal = _security_refusal(key, raw)
+        if refusal:
+            raise ConfigError(key, refusal)
         d = BROKER_CONFIGS.get(key)
         if d is None:
             unknown[key] = raw
-            if not key.startswith(_SILENT_PREFIXES):
-                log.warning("unknown config %s=%s is ignored", key, raw)
+            log.warning("unknown config %s=%s is ignored", key, raw)
             continue
         values[key] = d.parse(raw)
     explicit = frozenset(values)
@@ -446,13 +506,75 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         else:
             raise ConfigError("node.id", "missing: every kavka server needs a node.id >= 0")
     cfg = BrokerConfig(values=values, explicit=explicit, unknown=unknown)
-    cfg.listeners  # noqa: B018 -- validate now, not at first use
-    cfg.advertised_listeners  # noqa: B018
+    _check_listener_security(cfg)
+    _check_single_node(cfg)
+    for key in sorted(explicit):
+        reason = BROKER_CONFIGS[key].informational
+        if reason:
+            log.info("config %s is accepted but has no effect: %s", key, reason)
     if not cfg.log_dirs or any(not str(d) for d in cfg.log_dirs):
         raise ConfigError("log.dirs", "at least one directory is required")
     if values["message.max.bytes"] > values["socket.request.max.bytes"]:
         raise ConfigError("message.max.bytes", "must not exceed socket.request.max.bytes")
     return cfg
+
+
+def _check_listener_security(cfg: BrokerConfig) -> None:
+    """Every listener must map to PLAINTEXT (Kafka's listener.security.protocol.map rules)."""
+    mapping: dict[str, str] = {}
+    for item in cfg.values["listener.security.protocol.map"] or []:
+        name, sep, proto = item.partition(":")
+        if not sep or not name.strip() or proto.strip().upper() not in _KNOWN_PROTOCOLS:
+            raise ConfigError("listener.security.protocol.map", f"invalid entry {item!r}: expected NAME:PROTOCOL")
+        proto = proto.strip().upper()
+        if proto in _SECURE_PROTOCOLS:
+            raise ConfigError(
+                "listener.security.protocol.map",
+                f"{item!r} asks for {proto}, which is not supported by kavka yet; it would serve plaintext",
+            )
+        mapping[name.strip().upper()] = proto
+    for key in ("listeners", "advertised.listeners"):
+        if cfg.values[key] is None:
+            continue
+        for ep in parse_listeners(key, cfg.values[key]):
+            proto = mapping.get(ep.name, ep.name if ep.name in _KNOWN_PROTOCOLS else "PLAINTEXT")
+            if proto in _SECURE_PROTOCOLS:
+                raise ConfigError(
+                    key,
+                    f"listener {ep} asks for {proto}, which is not supported by kavka yet "
+                    "(it would serve plaintext without authentication); use PLAINTEXT",
+                )
+
+
+def _check_single_node(cfg: BrokerConfig) -> None:
+    """Refuse cluster settings this release cannot honour, rather than run as one node anyway."""
+    roles = sorted(set(cfg.values["process.roles"]))
+    if roles != ["broker", "controller"]:
+        raise ConfigError(
+            "process.roles",
+            f"{','.join(cfg.values['process.roles']) or '(empty)'} is not supported yet: "
+            "kavka runs combined broker,controller nodes only",
+        )
+    for voter in cfg.values["controller.quorum.voters"]:
+        vid, sep, _ = voter.partition("@")
+        if not sep or not vid.strip().isdigit():
+            raise ConfigError("controller.quorum.voters", f"invalid voter {voter!r}: expected id@host:port")
+        if int(vid) != cfg.node_id:
+            raise ConfigError(
+                "controller.quorum.voters",
+                f"voter {voter!r} is another node: a multi-voter quorum is not supported yet "
+                f"(the only voter may be this node, {cfg.node_id})",
+            )
+    ibl = cfg.values["inter.broker.listener.name"]
+    if ibl and ibl.upper() not in {e.name for e in cfg.listeners}:
+        raise ConfigError("inter.broker.listener.name", f"{ibl} is not a listener name in listeners")
+
+
+def informational_keys() -> dict[str, str]:
+    """Every accepted key that has no effect, with the reason (the README's table)."""
+    out = {k: d.informational for k, d in BROKER_CONFIGS.items() if d.informational}
+    out.update({k: d.config.informational for k, d in TOPIC_CONFIGS.items() if d.config.informational})
+    return out  # type: ignore[return-value]
 
 
 def load_config(path: Path | None, overrides: Iterable[str] = ()) -> BrokerConfig:

@@ -107,3 +107,26 @@ def test_graceful_shutdown_on_signal(broker_factory, signal_name):
     b.proc.send_signal(getattr(signal, signal_name))
     assert b.proc.wait(30) == 0
     assert "shut down cleanly" in b.log_text()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        ({"listeners": "SSL://127.0.0.1:{port}"}, "listeners"),
+        ({"listeners": "SASL_SSL://127.0.0.1:{port}"}, "listeners"),
+        ({"ssl.keystore.location": "/etc/kafka/broker.jks"}, "ssl.keystore.location"),
+        ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.enabled.mechanisms"),
+    ],
+)
+def test_security_is_refused_not_ignored(broker_factory, overrides, key):
+    """Issue 10 item 1: a broker asked for TLS/SASL must not start serving plaintext."""
+    b = broker_factory()
+    b.format()
+    text = b.config_file.read_text()
+    for k, v in overrides.items():
+        v = v.format(port=b.port)
+        lines = [line for line in text.splitlines() if not line.startswith(f"{k}=")]
+        text = "\n".join([*lines, f"{k}={v}"]) + "\n"
+    b.config_file.write_text(text)
+    out = _start_fails(b)
+    assert key in out and "not supported" in out

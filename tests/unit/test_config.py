@@ -4,6 +4,7 @@ from kavka.config import (
     ConfigError,
     ConfigSource,
     build_config,
+    informational_keys,
     load_config,
     validate_topic_configs,
 )
@@ -59,3 +60,75 @@ def test_topic_config_validation():
         validate_topic_configs({"no.such": "1"})
     with pytest.raises(ConfigError, match="message.timestamp.type"):
         validate_topic_configs({"message.timestamp.type": "Wallclock"})
+
+
+@pytest.mark.parametrize(
+    ("props", "key"),
+    [
+        ({"listeners": "SSL://127.0.0.1:9093"}, "listeners"),
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"}, "listeners"),
+        ({"listeners": "PLAINTEXT://127.0.0.1:9092", "advertised.listeners": "SASL_SSL://h:9093"}, "advertised.listeners"),
+        ({"listeners": "EXTERNAL://127.0.0.1:9093", "listener.security.protocol.map": "EXTERNAL:SSL"}, "listener.security.protocol.map"),
+        ({"ssl.keystore.location": "/k.jks"}, "ssl.keystore.location"),
+        ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.enabled.mechanisms"),
+        ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol"),
+        ({"listener.name.external.ssl.keystore.location": "/k.jks"}, "listener.name.external.ssl.keystore.location"),
+        ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, "authorizer.class.name"),
+    ],
+)
+def test_security_settings_stop_startup_naming_the_key(props, key):
+    with pytest.raises(ConfigError) as e:
+        build_config({"node.id": "1", **props})
+    assert e.value.key == key
+    assert "not supported" in str(e.value)
+
+
+def test_plaintext_spelled_out_is_accepted():
+    c = build_config(
+        {
+            "node.id": "1",
+            "listeners": "INTERNAL://127.0.0.1:9092",
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT",
+            "security.inter.broker.protocol": "PLAINTEXT",
+        }
+    )
+    assert c.listeners[0].name == "INTERNAL"
+
+
+@pytest.mark.parametrize(
+    ("props", "key"),
+    [
+        ({"process.roles": "broker"}, "process.roles"),
+        ({"process.roles": "controller"}, "process.roles"),
+        ({"controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094"}, "controller.quorum.voters"),
+        ({"controller.quorum.voters": "x@y"}, "controller.quorum.voters"),
+        ({"controller.quorum.bootstrap.servers": "127.0.0.1:9093"}, "controller.quorum.bootstrap.servers"),
+        ({"inter.broker.listener.name": "NOPE"}, "inter.broker.listener.name"),
+    ],
+)
+def test_cluster_settings_this_release_cannot_honour_are_refused(props, key):
+    with pytest.raises(ConfigError) as e:
+        build_config({"node.id": "1", **props})
+    assert e.value.key == key
+
+
+def test_single_voter_naming_itself_is_accepted():
+    c = build_config({"node.id": "4", "controller.quorum.voters": "4@127.0.0.1:9093", "process.roles": "controller,broker"})
+    assert c.node_id == 4
+
+
+def test_informational_keys_are_logged_and_listed(caplog):
+    caplog.set_level("INFO", logger="kavka.config")
+    build_config({"node.id": "1", "num.io.threads": "16", "broker.rack": "/dc1/r1"})
+    assert "num.io.threads is accepted but has no effect" in caplog.text
+    assert "broker.rack is accepted but has no effect" in caplog.text
+    keys = informational_keys()
+    assert "num.io.threads" in keys and "preallocate" in keys
+    # A key that acts is never listed as informational.
+    assert "segment.bytes" not in keys and "min.insync.replicas" not in keys
+
+
+def test_tiered_storage_topic_config_is_refused():
+    with pytest.raises(ConfigError, match="remote.storage.enable"):
+        validate_topic_configs({"remote.storage.enable": "true"})
+    assert validate_topic_configs({"remote.storage.enable": "false"}) == {"remote.storage.enable": False}

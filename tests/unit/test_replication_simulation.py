@@ -389,7 +389,9 @@ class Broker:
         self.hw_checkpoint = (
             self.high_watermark if self.sim.rng.random() < 0.5 else self.hw_checkpoint
         )
-        self.lost_data = self.log.crash()
+        # Sticky until the controller hears of this incarnation: a second kill before it
+        # registered loses nothing more, but the first loss still counts.
+        self.lost_data = self.log.crash() or self.lost_data
         self.leader_state = None
         self.reg = None
         self.registered = False
@@ -456,6 +458,7 @@ class Broker:
     def on_heartbeat_response(self, incarnation: int, reg: PartitionRegistration) -> None:
         if incarnation == self.incarnation:
             self.registered = True
+            self.lost_data = False
             self.on_metadata(reg)
 
     def on_metadata(self, reg: PartitionRegistration) -> None:

@@ -49,6 +49,7 @@ from kavka.storage.errors import (
 )
 from kavka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kavka.storage.log_config import LogConfig
+from kavka.storage.log_validator import CODECS, ValidationConfig, validate_records
 from kavka.storage.producer_state import (
     BatchMetadata,
     CorruptSnapshotError,
@@ -293,6 +294,17 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         self.config = config
 
+    @property
+    def _validation(self) -> ValidationConfig:
+        c = self.config
+        return ValidationConfig(
+            compacted=c.compact_enabled,
+            log_append_time=c.log_append_time,
+            timestamp_before_max_ms=c.message_timestamp_before_max_ms,
+            timestamp_after_max_ms=c.message_timestamp_after_max_ms,
+            target_codec=CODECS.get(c.compression_type),
+        )
+
     def _segment_for(self, offset: int) -> int:
         """Index of the segment whose range holds ``offset`` (floor)."""
         return max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
@@ -329,7 +341,8 @@ class Log:
             duplicates = self.producer_state.check(headers)
             if any(d is not None for d in duplicates):
                 return self._duplicate_append_info(headers, duplicates)
-        buf = bytearray(records)
+        # Per-record checks and rewrites (Kafka's LogValidator): may recompress.
+        buf = validate_records(bytearray(records), self._validation, now_ms=now_ms)
         if len(buf) > self.config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"append of {len(buf)} bytes exceeds segment.bytes {self.config.segment_bytes}"

@@ -7,11 +7,15 @@ from kio.schema.errors import ErrorCode
 from kavka.protocol import records as rb
 from kavka.replication.partition import PartitionError
 from kavka.storage import errors as se
+from kavka.storage import log_validator as lv
 
 _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (rb.RecordTooLargeError, ErrorCode.message_too_large),
     # Produce v3+ may carry only magic v2 batches (ProduceRequest.validateRecords).
     (rb.UnsupportedMagicError, ErrorCode.invalid_record),
+    (lv.InvalidTimestampError, ErrorCode.invalid_timestamp),
+    # Before CorruptRecordError, which it subclasses: a well-formed batch breaking a rule.
+    (rb.InvalidRecordError, ErrorCode.invalid_record),
     (rb.CorruptRecordError, ErrorCode.corrupt_message),
     (se.OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
     (se.OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
