@@ -4,14 +4,12 @@ maxTimestamp recomputed from the records, topic compression.type, zstd below Pro
 from __future__ import annotations
 
 import datetime
-import socket
 import struct
 import time
 
 from kio.schema.errors import ErrorCode
 
 from kavka.protocol import api
-from kavka.protocol.framing import encode_entity, encode_request, read_response
 from kavka.protocol.messages import make, nested
 from kavka.protocol.records import build_batch, compute_crc, decode_batch
 from tests.integration.helpers import (
@@ -21,6 +19,7 @@ from tests.integration.helpers import (
     ck_list_offset,
     ck_producer,
     ck_read_to_end,
+    raw_call,
     segment_files,
 )
 
@@ -35,36 +34,9 @@ def _produce_raw(broker, topic: str, records: bytes, *, version: int = 9):
         transactional_id=None,
         acks=-1,
         timeout=datetime.timedelta(seconds=10),
-        topic_data=(
-            make(topic_cls, name=topic, partition_data=(make(part_cls, index=0, records=records),)),
-        ),
+        topic_data=(make(topic_cls, name=topic, partition_data=(make(part_cls, index=0, records=records),)),),
     )
-    frame = encode_request(
-        api_key=0,
-        api_version=version,
-        correlation_id=7,
-        client_id="raw",
-        body=encode_entity(req),
-        flexible=api.is_flexible(0, version),
-    )
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as s:
-        s.sendall(frame)
-        (size,) = struct.unpack(">i", _recv(s, 4))
-        body = _recv(s, size)
-    _, resp = read_response(
-        body, api.response_schema(0, version), flexible_header=api.is_flexible(0, version)
-    )
-    return resp.responses[0].partition_responses[0]
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
+    return raw_call(broker, 0, version, req).responses[0].partition_responses[0]
 
 
 def _with_crc(batch: bytearray) -> bytes:

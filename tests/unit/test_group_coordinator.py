@@ -347,3 +347,14 @@ def test_offsets_of_empty_groups_expire_after_retention() -> None:
     assert gc.expire_offsets(20_999, 1000) == 0
     assert gc.expire_offsets(21_000, 1000) == 1
     assert "g" not in gc.groups
+
+
+def test_offset_expiry_keeps_a_group_whose_member_is_about_to_rejoin() -> None:
+    """KIP-394: between MEMBER_ID_REQUIRED and the rejoin the group is Empty with no offsets;
+    the expiry pass must not delete it (the rejoin would get UNKNOWN_MEMBER_ID)."""
+    gc = make()
+    first = join(gc)
+    assert isinstance(first, JoinResult) and first.error == ErrorCode.member_id_required
+    gc.expire_offsets(1, 1000)
+    second = join(gc, first.member_id, now=2)
+    assert not (isinstance(second, JoinResult) and second.error == ErrorCode.unknown_member_id)

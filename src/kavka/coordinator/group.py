@@ -808,7 +808,9 @@ class GroupCoordinator:
                     del group.offsets[tp]
                     self._records.append(OffsetRecord(group.group_id, tp[0], tp[1], None))
                     expired += 1
-            if not group.offsets:
+            if not group.offsets and not group.pending_members:
+                # A group whose only member is waiting to rejoin with its new id (KIP-394) stays:
+                # deleting it would answer that rejoin UNKNOWN_MEMBER_ID.
                 self._transition(group, GroupState.DEAD, now_ms)
                 self._records.append(GroupRecord(group.group_id, None))
                 del self.groups[group.group_id]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -51,8 +52,38 @@ from kavka.coordinator.group import (
     SyncResult,
 )
 from kavka.protocol.records import build_batch, iter_batches, iter_records
-from kavka.replication.partition import TopicPartition
+from kavka.replication.partition import PartitionError, TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
+
+# Kafka's GroupMetadataManager: the error a client gets when storing group metadata or
+# offsets in __consumer_offsets fails, by the append's error.
+_GROUP_STORE_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.request_timed_out: ErrorCode.rebalance_in_progress,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+}
+_OFFSET_STORE_ERRORS = {
+    **_GROUP_STORE_ERRORS,
+    ErrorCode.request_timed_out: ErrorCode.request_timed_out,
+    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
+}
+
+
+def _store_error(exc: BaseException, table: dict[ErrorCode, ErrorCode]) -> ErrorCode:
+    if isinstance(exc, PartitionError):
+        code = exc.error
+    elif isinstance(exc, OSError):
+        code = ErrorCode.kafka_storage_error
+    else:
+        code = ErrorCode.unknown_server_error
+    return table.get(code, code)
+
 
 log = logging.getLogger("kavka.coordinator")
 
@@ -199,16 +230,25 @@ class GroupCoordinatorManager:
         return True
 
     def _after(self) -> None:
-        """Write what the core emitted, then answer parked requests (in that order: durable first)."""
+        """Write what the core emitted, then answer parked requests (in that order: durable first).
+
+        When the write fails, every answer waiting on it carries Kafka's error for a failed group
+        metadata store (GroupMetadataManager.storeGroup's mapping) instead of success: a member
+        must not believe in a generation the log does not hold.
+        """
         completions, records = self.core.drain()
+        failure = ErrorCode.none
         if records:
             try:
                 self._write(records)
-            except Exception:
+            except Exception as e:
                 log.exception("writing group metadata to %s failed", rec.OFFSETS_TOPIC)
+                failure = _store_error(e, _GROUP_STORE_ERRORS)
         for token, result in completions:
             fut = self._waiters.pop(token, None)
             if fut is not None and not fut.done():
+                if failure != ErrorCode.none and getattr(result, "error", ErrorCode.none) == ErrorCode.none:
+                    result = dataclasses.replace(result, error=failure)
                 fut.set_result(result)
 
     def _write(self, records: Sequence[GroupRecord | OffsetRecord]) -> None:
@@ -319,9 +359,9 @@ class GroupCoordinatorManager:
         if good:
             try:
                 self._write(self.core.offset_records(group_id, good))
-            except Exception:
+            except Exception as e:
                 log.exception("writing committed offsets of group %s failed", group_id)
-                errors.update(dict.fromkeys(good, ErrorCode.coordinator_not_available))
+                errors.update(dict.fromkeys(good, _store_error(e, _OFFSET_STORE_ERRORS)))
                 return errors
             self.core.apply_offsets(group_id, good)
             errors.update(dict.fromkeys(good, ErrorCode.none))

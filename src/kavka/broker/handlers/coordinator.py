@@ -6,8 +6,9 @@ lookup of a group creates `__consumer_offsets`. The
 answer matters beyond groups: librdkafka turns LZ4 (and, in 2.0.x, gzip and
 snappy) off unless the broker advertises FindCoordinator, which is how Kafka
 brokers since 0.9 look to it. Transactions are not supported yet: a
-transaction key gets COORDINATOR_NOT_AVAILABLE, as InitProducerId answers a
-transactional id.
+transaction key gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message saying so -- the
+answer real transactional producers (librdkafka, kafka-python) treat as fatal at once, where
+a retriable COORDINATOR_NOT_AVAILABLE would make them wait for a coordinator that never comes.
 
 v0-v3 carry one key (`key`, `key_type` from v1); v4+ batch keys in
 `coordinator_keys` and answer one `Coordinator` entry per key (KIP-699).
@@ -30,9 +31,12 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
+NO_TRANSACTIONS = "transactions are not supported by kavka yet; use an idempotent producer without transactional.id"
+
+
 def _locate(node: BrokerNode, key_type: int) -> tuple[ErrorCode, int, str, int]:
     if key_type != GROUP_KEY_TYPE:
-        return ErrorCode.coordinator_not_available, -1, "", -1
+        return ErrorCode.transactional_id_authorization_failed, -1, "", -1
     # Created on first use, as Kafka does; until it exists, clients retry.
     if not node.groups.ensure_offsets_topic():
         return ErrorCode.coordinator_not_available, -1, "", -1
@@ -52,7 +56,7 @@ def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: Any) -> 
             resp_cls,
             throttle_time=NO_THROTTLE,
             error_code=error,
-            error_message=None,
+            error_message=NO_TRANSACTIONS if key_type != GROUP_KEY_TYPE else None,
             node_id=node_id,
             host=host,
             port=port,
@@ -62,6 +66,14 @@ def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: Any) -> 
     for key in req.coordinator_keys:
         error, node_id, host, port = _locate(node, key_type)
         coordinators.append(
-            make(coord_cls, key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=None)
+            make(
+                coord_cls,
+                key=key,
+                node_id=node_id,
+                host=host,
+                port=port,
+                error_code=error,
+                error_message=NO_TRANSACTIONS if key_type != GROUP_KEY_TYPE else None,
+            )
         )
     return make(resp_cls, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))

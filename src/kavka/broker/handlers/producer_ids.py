@@ -4,8 +4,9 @@ Producer ids come in blocks from the controller (a ProducerIdsRecord in the
 metadata log, so an id is never handed out twice, across restarts too); an
 idempotent producer gets a fresh id with epoch 0, as Kafka gives one to a
 producer without a transactional id. Transactions are not supported yet: a
-request with a transactional id gets COORDINATOR_NOT_AVAILABLE, the answer a
-Kafka cluster gives while its transaction coordinator is unavailable.
+request with a transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients
+treat as fatal at once (a retriable code would leave them waiting forever); FindCoordinator
+for a transaction key answers the same, with a message saying why.
 """
 
 from __future__ import annotations
@@ -39,6 +40,6 @@ class ProducerIdManager:
 def handle_init_producer_id(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     if req.transactional_id is not None:
-        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_not_available, producer_id=-1, producer_epoch=-1)
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1)
     pid = node.producer_ids.generate()
     return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, producer_id=pid, producer_epoch=0)
