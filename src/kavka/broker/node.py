@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,8 +48,10 @@ from kavka.raft.quorum import SingleVoterQuorum
 from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
+from kavka.storage.faults import FAULTS
 from kavka.storage.log_manager import LogManager
 from kavka.storage.meta_properties import generate_uuid, read_meta_properties, write_meta_properties
+from kavka.testing import FaultInjection
 
 log = logging.getLogger("kavka.broker")
 
@@ -117,6 +118,8 @@ class BrokerNode:
         self.clock = clock
         self.node_id = config.node_id
         self.resolver = ConfigResolver(config)
+        self.faults = FaultInjection.from_environment(bool(config["kavka.test.fault.injection.enable"]))
+        FAULTS.configure(self.faults.disk_fault_file)
         self.cluster_id, self.dir_ids, self.failed_dirs = check_log_dirs(config)
         self._tasks: list[asyncio.Task[None]] = []
         self.server = None  # set by start()
@@ -163,6 +166,7 @@ class BrokerNode:
             throttle_bytes_per_second=lambda: self.resolver.broker_value(
                 self.image, "replica.alter.log.dirs.io.max.bytes.per.second"
             ),
+            crash_point=self.faults.crash_point_hook(),
         )
         self.controller = QuorumController(self.config, self.quorum, clock=self.clock)
         self.controller.add_listener(self._on_metadata)
@@ -311,7 +315,7 @@ class BrokerNode:
             api_versions_response=self.apis.api_versions_response,
             max_request_size=self.config["socket.request.max.bytes"],
             queued_max_requests=self.config["queued.max.requests"],
-            cut_produce_every=int(os.environ.get("KAVKA_FAULT_CUT_PRODUCE_EVERY", "0") or 0),
+            cut_produce_every=self.faults.cut_produce_every,
         )
         listeners = self.config.listeners
         for ep in listeners:
