@@ -316,6 +316,8 @@ class BrokerNode:
             max_request_size=self.config["socket.request.max.bytes"],
             queued_max_requests=self.config["queued.max.requests"],
             cut_produce_every=self.faults.cut_produce_every,
+            connections_max_idle_ms=self.config["connections.max.idle.ms"],
+            max_connections=self.config["max.connections"],
         )
         listeners = self.config.listeners
         for ep in listeners:
