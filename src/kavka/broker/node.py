@@ -351,6 +351,7 @@ class BrokerNode:
         self._every(c["replica.high.watermark.checkpoint.interval.ms"], self.replica_manager.checkpoint_high_watermarks, "hw-checkpoint")
         self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
         self._every(min(c["log.flush.scheduler.interval.ms"], 1000), self._flush, "flush")
+        self._every(c["producer.id.expiration.check.interval.ms"], self._expire_producer_ids, "producer-id-expiration")
         self.log_dir_movers.start()
         if c["log.cleaner.enable"]:
             self._every(c["log.cleaner.backoff.ms"], self._clean, "log-cleaner")
@@ -369,6 +370,13 @@ class BrokerNode:
 
     def _retention(self) -> None:
         self.log_manager.cleanup_logs(self.now_ms(), self.replica_manager.high_watermarks())
+
+    def _expire_producer_ids(self) -> None:
+        expiration_ms = self.resolver.broker_value(self.image, "producer.id.expiration.ms")
+        now = self.now_ms()
+        removed = sum(lg.remove_expired_producers(now, expiration_ms) for lg in self.log_manager.all_logs())
+        if removed:
+            log.info("removed %d expired producer ids (producer.id.expiration.ms=%d)", removed, expiration_ms)
 
     def _clean(self) -> None:
         self.log_manager.clean_logs(self.now_ms(), self.replica_manager.high_watermarks())
