@@ -369,7 +369,8 @@ def test_throttle_holds_the_move_rate(broker_factory, topic_name):
     )
     moved, seconds, measured = int(m.group(1)), float(m.group(2)), int(m.group(3))
     assert moved > 4_000_000
-    assert abs(measured - rate) / rate < 0.15, f"{measured} bytes/s against {rate}"
+    # The limit is an upper bound; a loaded machine may well copy slower.
+    assert measured <= 1.15 * rate, f"{measured} bytes/s against {rate}"
     # Seen from outside too: the move cannot have been faster than the limit allows.
     assert wall >= 0.85 * moved / rate and seconds <= wall
     assert b.stop() == 0
