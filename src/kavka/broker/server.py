@@ -283,22 +283,39 @@ class KafkaServer:
     async def listen(self, host: str, port: int) -> int:
         loop = asyncio.get_running_loop()
         infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, type_, proto, _, addr = infos[0]
-        sock = socket.socket(family, type_, proto)
+        bound: int | None = None
+        socks: list[socket.socket] = []
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(addr)
-            sock.listen(1024)
+            for family, type_, proto, _, addr in dict.fromkeys(infos):  # every address, as create_server does
+                sock = socket.socket(family, type_, proto)
+                socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                if bound is not None:
+                    addr = (addr[0], bound, *addr[2:])
+                sock.bind(addr)
+                sock.listen(1024)
+                bound = sock.getsockname()[1]
         except OSError:
-            sock.close()
+            for sock in socks:
+                sock.close()
             raise
-        sock.setblocking(False)
-        accept = asyncio.ensure_future(self._accept_loop(sock))
-        accept.add_done_callback(lambda _t: sock.close())  # closed once no accept is pending on it
-        self._tasks.append(accept)
+        for sock in socks:
+            sock.setblocking(False)
+            accept = asyncio.ensure_future(self._accept_loop(sock))
+            accept.add_done_callback(partial(self._accept_done, sock))
+            self._tasks.append(accept)
         if not any(t.get_name() == "kavka-idle-reaper" for t in self._tasks) and self.connections_max_idle_ms >= 0:
             self._tasks.append(asyncio.create_task(self._reap_idle(), name="kavka-idle-reaper"))
-        return int(sock.getsockname()[1])
+        assert bound is not None
+        return int(bound)
+
+    @staticmethod
+    def _accept_done(sock: socket.socket, task: asyncio.Future[None]) -> None:
+        sock.close()  # only now: no accept is pending on it any more
+        if not task.cancelled() and task.exception() is not None:
+            log.error("stopped accepting on %s", sock, exc_info=task.exception())
 
     def slot_freed(self) -> None:
         if len(self.connections) < self.max_connections:
