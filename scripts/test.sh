@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: install everything, then run the default test suite.
-# Slow soak and benchmark runs are marked `slow` and run only on request:
+# The `slow` marker is reserved for soak runs kept out of CI (no test carries it today):
 #   bash scripts/test.sh -m slow
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -92,7 +92,9 @@ class BrokerProcess:
             if time.monotonic() > deadline:
                 self.kill()
                 raise TimeoutError(f"broker did not start in {timeout}s:\n{self.log_text()}")
-        if proc.poll() is not None and not any(line.startswith("KAVKA_READY") for line in self.output):
+        if not any(line.startswith("KAVKA_READY") for line in self.output):
+            # EOF on stdout without the ready line: the broker is exiting (it may
+            # not be reaped yet, so poll() can still say None).
             proc.wait(5)
             raise RuntimeError(f"broker exited with {proc.returncode}:\n{self.log_text()}")
         return self

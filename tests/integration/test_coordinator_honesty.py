@@ -64,7 +64,11 @@ def test_failed_offset_write_is_not_answered_as_success(broker_factory, topic_na
     control.write_text("")
     b = broker_factory(
         log_dirs=2,
-        overrides={"offsets.topic.num.partitions": "1", "metadata.log.dir": str(tmp_path / "meta")},
+        overrides={
+            "offsets.topic.num.partitions": "1",
+            "metadata.log.dir": str(tmp_path / "meta"),
+            "kavka.test.fault.injection.enable": "true",
+        },
     ).start(env={"KAVKA_FAULT_INJECTION_FILE": str(control)})
     ck_create_topic(ck_admin(b.bootstrap), topic_name)
     assert _commit(b, "g1", topic_name, 5) == ErrorCode.none
@@ -162,6 +166,7 @@ def test_failed_group_metadata_write_fails_the_sync(broker_factory, topic_name, 
             "offsets.topic.num.partitions": "1",
             "metadata.log.dir": str(tmp_path / "meta"),
             "group.initial.rebalance.delay.ms": "0",
+            "kavka.test.fault.injection.enable": "true",
         },
     ).start(env={"KAVKA_FAULT_INJECTION_FILE": str(control)})
     assert _join(b, "healthy") == ErrorCode.none

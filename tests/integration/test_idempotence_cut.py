@@ -1,6 +1,7 @@
 """Idempotent producers across connections cut after the append, before the answer.
 
-The broker is started with KAVKA_FAULT_CUT_PRODUCE_EVERY=N: every Nth Produce
+The broker is started with KAVKA_FAULT_CUT_PRODUCE_EVERY=N (and the test-only
+kavka.test.fault.injection.enable): every Nth Produce
 is written to the log and then its connection is closed unanswered. An
 idempotent producer (confluent-kafka, enable.idempotence=true) retries those
 batches with the same sequence numbers; the broker must answer the retries
@@ -50,7 +51,9 @@ def test_cut_connections_leave_every_record_exactly_once_in_order(
     broker_factory, topic_name: str, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
 ) -> None:
     monkeypatch.setenv("KAVKA_FAULT_CUT_PRODUCE_EVERY", "4")
-    b: BrokerProcess = broker_factory(overrides={"log.segment.bytes": "4096"}).start()
+    b: BrokerProcess = broker_factory(
+        overrides={"log.segment.bytes": "4096", "kavka.test.fault.injection.enable": "true"}
+    ).start()
     ck_create_topic(ck_admin(b.bootstrap), topic_name)
     assert _produce(b, topic_name, range(RECORDS // 2)) == []
     assert b.stop() == 0

@@ -170,7 +170,7 @@ def test_move_every_partition_under_continuous_produce_and_consume(broker_factor
 
 @pytest.mark.parametrize("step", ["future-created", "copying", "caught-up", "source-renamed", "future-promoted"])
 def test_kill_at_each_step_of_a_move_recovers(broker_factory, topic_name, step):
-    b = broker_factory(log_dirs=2, overrides={"log.segment.bytes": "65536"})
+    b = broker_factory(log_dirs=2, overrides={"log.segment.bytes": "65536", "kavka.test.fault.injection.enable": "true"})
     b.start(env={"KAVKA_TEST_CRASH_POINT": step})
     ck_create_topic(ck_admin(b.bootstrap), topic_name, 1)
     acked = produce_acked(b.bootstrap, topic_name, 3000, partitions=1, size=200)
@@ -214,7 +214,8 @@ def test_kill_at_each_step_of_a_move_recovers(broker_factory, topic_name, step):
 def test_injected_disk_failure_isolates_one_dir_then_all_dirs_stop_the_broker(broker_factory, topic_name, tmp_path):
     control = tmp_path / "failing-dirs"
     control.write_text("")
-    b = broker_factory(log_dirs=2).start(env={"KAVKA_FAULT_INJECTION_FILE": str(control)})
+    b = broker_factory(log_dirs=2, overrides={"kavka.test.fault.injection.enable": "true"})
+    b.start(env={"KAVKA_FAULT_INJECTION_FILE": str(control)})
     ck_create_topic(ck_admin(b.bootstrap), topic_name, 2)
     where = placement(b, topic_name)
     assert where == {0: (str(b.log_dirs[0]), False), 1: (str(b.log_dirs[1]), False)}
@@ -368,7 +369,8 @@ def test_throttle_holds_the_move_rate(broker_factory, topic_name):
     )
     moved, seconds, measured = int(m.group(1)), float(m.group(2)), int(m.group(3))
     assert moved > 4_000_000
-    assert abs(measured - rate) / rate < 0.15, f"{measured} bytes/s against {rate}"
+    # The limit is an upper bound; a loaded machine may well copy slower.
+    assert measured <= 1.15 * rate, f"{measured} bytes/s against {rate}"
     # Seen from outside too: the move cannot have been faster than the limit allows.
     assert wall >= 0.85 * moved / rate and seconds <= wall
     assert b.stop() == 0

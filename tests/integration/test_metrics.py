@@ -32,7 +32,7 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 def test_metrics_endpoint_reports_a_failed_log_dir(broker_factory, topic_name, tmp_path):
     control = tmp_path / "failing-dirs"
     control.write_text("")
-    b = broker_factory(log_dirs=2, overrides={"metrics.prometheus.port": "0"})
+    b = broker_factory(log_dirs=2, overrides={"metrics.prometheus.port": "0", "kavka.test.fault.injection.enable": "true"})
     b.start(env={"KAVKA_FAULT_INJECTION_FILE": str(control)})
     m = wait_until(lambda: re.search(r"prometheus metrics on http://127\.0\.0\.1:(\d+)/metrics", b.log_text()), 10,
                    message="the metrics endpoint in the broker log")

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from tests.broker_harness import KAVKA, BrokerProcess
+from tests.broker_harness import KAVKA, BrokerProcess, free_port
 
 
 def _start_fails(b: BrokerProcess) -> str:
@@ -90,10 +90,18 @@ def test_topics_configs_and_data_survive_a_clean_restart(broker_factory, topic_n
     assert b.stop() == 0
 
 
-def test_second_broker_on_the_same_dir_is_refused(broker_factory):
+def test_second_broker_on_the_same_dir_is_refused(broker_factory, tmp_path):
     b = broker_factory().start()
-    out = _start_fails(b)  # same config, same dirs, another port would be needed too
-    assert "locked" in out or "in use" in out.lower() or "address" in out.lower()
+    # Same log dir, another free port: only the log-dir lock can refuse it.
+    text = b.config_file.read_text()
+    other = free_port()
+    second = tmp_path / "second.properties"
+    second.write_text(text.replace(f"127.0.0.1:{b.port}", f"127.0.0.1:{other}"))
+    assert f"127.0.0.1:{other}" in second.read_text()
+    res = subprocess.run([*KAVKA, "server", "start", "--config", str(second)], capture_output=True, text=True, timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out
+    assert "is locked by another process" in out and str(b.log_dirs[0]) in out, out
     assert b.alive()
     assert b.stop() == 0
 

@@ -108,3 +108,16 @@ def test_snapshot_above_the_recovered_log_end_and_a_corrupt_one_are_ignored(tmp_
     assert lg.log_end_offset == 4
     assert not snapshot_path(d, 1000).exists()
     lg.close()
+
+
+def test_producer_ids_expire_after_their_last_batch(log):
+    # Batch timestamps: 1000..1001 (see _batch); producer 8 writes later ones.
+    log.append_as_leader(_batch(7, 0, 0), leader_epoch=0, now_ms=1)
+    log.append_as_leader(build_batch([(5000, None, b"x")], producer_id=8, producer_epoch=0, base_sequence=0),
+                         leader_epoch=0, now_ms=1)
+    assert log.remove_expired_producers(now_ms=1001 + 999, expiration_ms=1000) == 0
+    assert log.remove_expired_producers(now_ms=1001 + 1000, expiration_ms=1000) == 1  # Kafka's >=
+    assert set(log.producer_state.producers) == {8}
+    # An expired producer is a stranger now: a gap is taken at its word, as after retention.
+    log.append_as_leader(_batch(7, 0, 10), leader_epoch=0, now_ms=1)
+    assert log.producer_state.producers[7].last_seq == 11

@@ -8,14 +8,24 @@ Each gauge's HELP names the Kafka MBean it stands for, so dashboards and
 alerts written for Kafka carry over by name.
 
 Off unless `metrics.prometheus.port` is set (0 picks a free port); it binds
-`metrics.prometheus.host` (loopback by default). The scrape thread only reads
-sizes of dicts and sets the event loop owns, which is safe under the GIL.
+`metrics.prometheus.host` (loopback by default).
+
+Thread safety: the scrape thread never touches the node's dicts and sets
+(the event loop mutates them; iterating one from another thread can raise
+"dictionary changed size during iteration"). It asks the loop to compute a
+`BrokerSnapshot` (`call_soon_threadsafe`) and waits for it, so every value is
+read on the loop thread; the snapshot is a frozen value the scrape thread
+then renders. If the loop does not answer within `SNAPSHOT_TIMEOUT_S` (a
+stalled loop), the scrape fails with an error rather than reading unsafely.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -26,51 +36,91 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kavka.metrics")
 
+SNAPSHOT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSnapshot:
+    offline_log_directory_count: int
+    log_dir_offline: tuple[tuple[str, bool], ...]
+    partition_count: int
+    offline_replica_count: int
+    connection_count: int
+
+
+def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
+    """Read the gauges' values. Event-loop thread only."""
+    lm = node.log_manager
+    partitions = node.replica_manager.partitions
+    server = node.server
+    return BrokerSnapshot(
+        offline_log_directory_count=lm.offline_log_directory_count,
+        log_dir_offline=tuple((str(d), d in lm.offline_dirs) for d in lm.log_dirs),
+        partition_count=len(partitions),
+        offline_replica_count=sum(1 for tp in partitions if lm.is_offline(tp.topic, tp.partition)),
+        connection_count=len(server.connections) if server is not None else 0,
+    )
+
 
 class BrokerCollector:
-    """Reads the node's state when Prometheus scrapes."""
+    """Renders a snapshot the event loop takes when Prometheus scrapes."""
 
-    def __init__(self, node: BrokerNode) -> None:
+    def __init__(self, node: BrokerNode, loop: asyncio.AbstractEventLoop) -> None:
         self.node = node
+        self.loop = loop
+
+    def snapshot(self) -> BrokerSnapshot:
+        done: concurrent.futures.Future[BrokerSnapshot] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not done.set_running_or_notify_cancel():
+                return
+            try:
+                done.set_result(take_snapshot(self.node))
+            except BaseException as e:  # noqa: BLE001 -- handed to the scrape thread
+                done.set_exception(e)
+
+        self.loop.call_soon_threadsafe(run)
+        return done.result(SNAPSHOT_TIMEOUT_S)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        node = self.node
-        lm = node.log_manager
+        s = self.snapshot()
         yield GaugeMetricFamily(
             "kafka_log_logmanager_offlinelogdirectorycount",
             "kafka.log:type=LogManager,name=OfflineLogDirectoryCount: log dirs taken offline by an I/O error",
-            value=lm.offline_log_directory_count,
+            value=s.offline_log_directory_count,
         )
         online = GaugeMetricFamily(
             "kafka_log_logmanager_logdirectoryoffline",
             "kafka.log:type=LogManager,name=LogDirectoryOffline: 1 while the log dir is offline",
             labels=["logDirectory"],
         )
-        for d in lm.log_dirs:
-            online.add_metric([str(d)], 1 if d in lm.offline_dirs else 0)
+        for d, offline in s.log_dir_offline:
+            online.add_metric([d], 1 if offline else 0)
         yield online
         yield GaugeMetricFamily(
             "kafka_server_replicamanager_partitioncount",
             "kafka.server:type=ReplicaManager,name=PartitionCount: partitions on this broker",
-            value=len(node.replica_manager.partitions),
+            value=s.partition_count,
         )
         yield GaugeMetricFamily(
             "kafka_server_replicamanager_offlinereplicacount",
             "kafka.server:type=ReplicaManager,name=OfflineReplicaCount: replicas on offline log dirs",
-            value=sum(1 for tp in node.replica_manager.partitions if lm.is_offline(tp.topic, tp.partition)),
+            value=s.offline_replica_count,
         )
-        server = node.server
         yield GaugeMetricFamily(
             "kafka_server_socketservermetrics_connection_count",
             "kafka.server:type=socket-server-metrics,name=connection-count: open client connections",
-            value=len(server.connections) if server is not None else 0,
+            value=s.connection_count,
         )
 
 
 class MetricsServer:
+    """Call from the event loop thread (it captures the running loop)."""
+
     def __init__(self, node: BrokerNode, host: str, port: int) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(node))  # type: ignore[arg-type]
+        self.registry.register(BrokerCollector(node, asyncio.get_running_loop()))  # type: ignore[arg-type]
         self._httpd: Any
         self._httpd, self._thread = start_http_server(port, addr=host, registry=self.registry)
         self.port: int = self._httpd.server_port

@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,8 +48,10 @@ from kavka.raft.quorum import SingleVoterQuorum
 from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
+from kavka.storage.faults import FAULTS
 from kavka.storage.log_manager import LogManager
 from kavka.storage.meta_properties import generate_uuid, read_meta_properties, write_meta_properties
+from kavka.testing import FaultInjection
 
 log = logging.getLogger("kavka.broker")
 
@@ -117,6 +118,8 @@ class BrokerNode:
         self.clock = clock
         self.node_id = config.node_id
         self.resolver = ConfigResolver(config)
+        self.faults = FaultInjection.from_environment(bool(config["kavka.test.fault.injection.enable"]))
+        FAULTS.configure(self.faults.disk_fault_file)
         self.cluster_id, self.dir_ids, self.failed_dirs = check_log_dirs(config)
         self._tasks: list[asyncio.Task[None]] = []
         self.server = None  # set by start()
@@ -163,6 +166,7 @@ class BrokerNode:
             throttle_bytes_per_second=lambda: self.resolver.broker_value(
                 self.image, "replica.alter.log.dirs.io.max.bytes.per.second"
             ),
+            crash_point=self.faults.crash_point_hook(),
         )
         self.controller = QuorumController(self.config, self.quorum, clock=self.clock)
         self.controller.add_listener(self._on_metadata)
@@ -311,7 +315,9 @@ class BrokerNode:
             api_versions_response=self.apis.api_versions_response,
             max_request_size=self.config["socket.request.max.bytes"],
             queued_max_requests=self.config["queued.max.requests"],
-            cut_produce_every=int(os.environ.get("KAVKA_FAULT_CUT_PRODUCE_EVERY", "0") or 0),
+            cut_produce_every=self.faults.cut_produce_every,
+            connections_max_idle_ms=self.config["connections.max.idle.ms"],
+            max_connections=self.config["max.connections"],
         )
         listeners = self.config.listeners
         for ep in listeners:
@@ -345,6 +351,7 @@ class BrokerNode:
         self._every(c["replica.high.watermark.checkpoint.interval.ms"], self.replica_manager.checkpoint_high_watermarks, "hw-checkpoint")
         self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
         self._every(min(c["log.flush.scheduler.interval.ms"], 1000), self._flush, "flush")
+        self._every(c["producer.id.expiration.check.interval.ms"], self._expire_producer_ids, "producer-id-expiration")
         self.log_dir_movers.start()
         if c["log.cleaner.enable"]:
             self._every(c["log.cleaner.backoff.ms"], self._clean, "log-cleaner")
@@ -363,6 +370,13 @@ class BrokerNode:
 
     def _retention(self) -> None:
         self.log_manager.cleanup_logs(self.now_ms(), self.replica_manager.high_watermarks())
+
+    def _expire_producer_ids(self) -> None:
+        expiration_ms = self.resolver.broker_value(self.image, "producer.id.expiration.ms")
+        now = self.now_ms()
+        removed = sum(lg.remove_expired_producers(now, expiration_ms) for lg in self.log_manager.all_logs())
+        if removed:
+            log.info("removed %d expired producer ids (producer.id.expiration.ms=%d)", removed, expiration_ms)
 
     def _clean(self) -> None:
         self.log_manager.clean_logs(self.now_ms(), self.replica_manager.high_watermarks())

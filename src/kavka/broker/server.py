@@ -16,11 +16,21 @@ logged and also closes just that connection. Nothing a client sends can stop
 the broker. Reading pauses while `queued.max.requests` responses are pending
 or the transport's write buffer is full (uvicorn's flow_control pattern).
 
+Bounded connections (Kafka's SocketServer). A connection that neither reads
+nor writes for `connections.max.idle.ms` is closed (a connection with a
+response still pending, e.g. a long-poll Fetch, is not idle); the reaper runs
+every min(1 s, idle/4). `max.connections` caps open connections: at the limit
+the accept loop stops accepting, as Kafka's Acceptor blocks in
+waitForConnectionSlot, so a new client waits in the listen backlog (its own
+connect timeout applies) until a connection closes -- it is not refused.
+(Kafka also closes the least-recently-used connection to make room for its
+inter-broker listener; a single broker has no inter-broker traffic.)
+
 Fault injection (tests only): with `cut_produce_every` = N > 0 every Nth
 Produce is appended and then its connection is closed instead of answered --
 the "broker wrote it, the producer never heard" case idempotent producers must
 survive. The broker sets it from the KAVKA_FAULT_CUT_PRODUCE_EVERY environment
-variable; it is never a config key.
+variable, and only when kavka.test.fault.injection.enable is set (kavka.testing).
 
 Runs on the event-loop thread only.
 """
@@ -29,8 +39,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import inspect
 import logging
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -88,6 +100,7 @@ class KafkaConnection(asyncio.Protocol):
         self._read_paused = False
         self._write_paused = False
         self.closed = False
+        self.last_active = asyncio.get_running_loop().time()
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -99,6 +112,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        self.server.slot_freed()
         for slot in self.slots:
             if slot.task is not None:
                 slot.task.cancel()
@@ -113,6 +127,7 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
+        self.last_active = asyncio.get_running_loop().time()
         try:
             frames = self.decoder.feed(data)
         except FrameTooLargeError as e:
@@ -230,6 +245,7 @@ class KafkaConnection(asyncio.Protocol):
                 out.append(response_prefix(slot.correlation_id, len(data), flexible_header=slot.flexible))
                 out.append(data)
         if out:
+            self.last_active = asyncio.get_running_loop().time()
             self.transport.writelines(out)
 
 
@@ -242,6 +258,8 @@ class KafkaServer:
         max_request_size: int,
         queued_max_requests: int = 500,
         cut_produce_every: int = 0,
+        connections_max_idle_ms: int = 600000,
+        max_connections: int = 2**31 - 1,
     ) -> None:
         self.handlers = handlers
         self.cut_produce_every = cut_produce_every
@@ -250,7 +268,11 @@ class KafkaServer:
         self.max_request_size = max_request_size
         self.queued_max_requests = queued_max_requests
         self.connections: set[KafkaConnection] = set()
-        self._servers: list[asyncio.base_events.Server] = []
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self.max_connections = max_connections
+        self._tasks: list[asyncio.Task[None]] = []
+        self._slot_free = asyncio.Event()
+        self._slot_free.set()
 
     def cut_after_this_produce(self) -> bool:
         if self.cut_produce_every <= 0:
@@ -260,13 +282,83 @@ class KafkaServer:
 
     async def listen(self, host: str, port: int) -> int:
         loop = asyncio.get_running_loop()
-        srv = await loop.create_server(lambda: KafkaConnection(self), host or None, port, reuse_address=True, backlog=1024)
-        self._servers.append(srv)
-        return srv.sockets[0].getsockname()[1]
+        infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        bound: int | None = None
+        socks: list[socket.socket] = []
+        try:
+            for family, type_, proto, _, addr in dict.fromkeys(infos):  # every address, as create_server does
+                sock = socket.socket(family, type_, proto)
+                socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                if bound is not None:
+                    addr = (addr[0], bound, *addr[2:])
+                sock.bind(addr)
+                sock.listen(1024)
+                bound = sock.getsockname()[1]
+        except OSError:
+            for sock in socks:
+                sock.close()
+            raise
+        for sock in socks:
+            sock.setblocking(False)
+            accept = asyncio.ensure_future(self._accept_loop(sock))
+            accept.add_done_callback(partial(self._accept_done, sock))
+            self._tasks.append(accept)
+        if not any(t.get_name() == "kavka-idle-reaper" for t in self._tasks) and self.connections_max_idle_ms >= 0:
+            self._tasks.append(asyncio.create_task(self._reap_idle(), name="kavka-idle-reaper"))
+        assert bound is not None
+        return int(bound)
+
+    @staticmethod
+    def _accept_done(sock: socket.socket, task: asyncio.Future[None]) -> None:
+        sock.close()  # only now: no accept is pending on it any more
+        if not task.cancelled() and task.exception() is not None:
+            log.error("stopped accepting on %s", sock, exc_info=task.exception())
+
+    def slot_freed(self) -> None:
+        if len(self.connections) < self.max_connections:
+            self._slot_free.set()
+
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if len(self.connections) >= self.max_connections:
+                # Kafka's Acceptor blocks here (waitForConnectionSlot); clients queue in the backlog.
+                self._slot_free.clear()
+                await self._slot_free.wait()
+                continue
+            try:
+                conn, _ = await loop.sock_accept(sock)
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    log.error("accept failed (%s); retrying in 100 ms", e)
+                    await asyncio.sleep(0.1)
+                    continue
+                raise
+            conn.setblocking(False)
+            try:
+                await loop.connect_accepted_socket(lambda: KafkaConnection(self), conn)
+            except OSError as e:  # the peer went away before we set it up
+                log.debug("connection setup failed: %s", e)
+                conn.close()
+
+    async def _reap_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        idle_s = self.connections_max_idle_ms / 1000
+        every = min(1.0, max(idle_s / 4, 0.01))
+        while True:
+            await asyncio.sleep(every)
+            cutoff = loop.time() - idle_s
+            for c in [c for c in self.connections if c.last_active <= cutoff and not c.slots]:
+                log.info("closing connection from %s: idle for over %d ms (connections.max.idle.ms)",
+                         c.peer, self.connections_max_idle_ms)
+                c.close()
 
     def stop_accepting(self) -> None:
-        for srv in self._servers:
-            srv.close()
+        for t in self._tasks:
+            t.cancel()
 
     async def close(self, timeout: float = 5.0) -> None:
         """Stop accepting, let in-flight responses drain (bounded), then close connections."""
@@ -276,5 +368,5 @@ class KafkaServer:
             await asyncio.sleep(0.02)
         for c in list(self.connections):
             c.close()
-        for srv in self._servers:
-            await srv.wait_closed()
+        tasks, self._tasks = self._tasks, []
+        await asyncio.gather(*tasks, return_exceptions=True)

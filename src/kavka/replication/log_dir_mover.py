@@ -20,8 +20,9 @@ shared by all movers, as Kafka's quota is): a pacing throttle that adds
 
 A move stops if its source or destination dir fails (the LogManager drops
 the future; the partition goes offline with its source). Test hook:
-``KAVKA_TEST_CRASH_POINT=<step>`` in the environment makes the broker kill
-itself with SIGKILL at that step of a move -- ``future-created``, ``copying``,
+the broker passes a ``crash_point`` callable (kavka.testing: only with
+``kavka.test.fault.injection.enable``) that kills it with SIGKILL at a named
+step of a move -- ``future-created``, ``copying``,
 ``caught-up``, ``source-renamed``, ``future-promoted`` -- so tests can check
 KIP-113's recovery after a crash at each. Event-loop thread only.
 """
@@ -31,9 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import shutil
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +43,6 @@ from kavka.storage.errors import KafkaStorageError
 
 log = logging.getLogger("kavka.replication")
 
-CRASH_POINT_ENV = "KAVKA_TEST_CRASH_POINT"
 MOVE_STEPS = ("future-created", "copying", "caught-up", "source-renamed", "future-promoted")
 UNLIMITED = 2**63 - 1
 MAX_CHUNK = 1 << 20
@@ -54,15 +52,8 @@ MAX_CHUNK = 1 << 20
 FLUSH_EVERY = 16 << 20
 
 
-def crash_point_from_env() -> Callable[[str], None]:
-    wanted = os.environ.get(CRASH_POINT_ENV)
-
-    def crash_point(step: str) -> None:
-        if step == wanted:
-            log.warning("crash point %s reached: killing this broker (%s)", step, CRASH_POINT_ENV)
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return crash_point
+def _no_crash(step: str) -> None:
+    return None
 
 
 class Throttle:
@@ -101,7 +92,7 @@ class ReplicaAlterLogDirsManager:
         self.replica_manager = replica_manager
         self.num_threads = num_threads
         self.throttle = Throttle(throttle_bytes_per_second)
-        self.crash_point = crash_point or crash_point_from_env()
+        self.crash_point = crash_point or _no_crash
         self._queue: asyncio.Queue[TopicPartition] | None = None
         self._queued: set[TopicPartition] = set()
         self._tasks: list[asyncio.Task[None]] = []

@@ -1,7 +1,9 @@
 """I/O fault injection for tests, below the process boundary (KIP-112 tests).
 
 A broker started with ``KAVKA_FAULT_INJECTION_FILE=<control file>`` in its
-environment checks, before each segment write, read and fsync and each
+environment and ``kavka.test.fault.injection.enable=true`` in its config
+(kavka.testing; the variable alone is ignored) points the process-wide
+`FAULTS` at that file at startup (`configure`); from then on it checks, before each segment write, read and fsync and each
 checkpoint write, whether the path lies under a dir listed in the control
 file (one absolute path a line); if so the operation raises
 ``OSError(EIO)``, exactly what a dying disk raises. The control file is read
@@ -59,4 +61,4 @@ class DiskFaults:
                 raise OSError(errno.EIO, "injected I/O error (" + FAULT_INJECTION_ENV + ")", str(path))
 
 
-FAULTS = DiskFaults(os.environ.get(FAULT_INJECTION_ENV))
+FAULTS = DiskFaults(None)  # off until broker startup enables it (kavka.testing)

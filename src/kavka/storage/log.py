@@ -383,6 +383,12 @@ class Log:
             self._producer_state = state
         return self._producer_state
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Drop expired producer ids (producer_state.remove_expired) if the state is loaded."""
+        if self._producer_state is None or self._closed:
+            return 0
+        return self._producer_state.remove_expired(now_ms, expiration_ms)
+
     def _load_producer_snapshot(self) -> tuple[ProducerStateManager, int]:
         """The newest snapshot at or below the log end (newer ones, left by an unclean stop, go)."""
         for offset in reversed(snapshot_offsets(self.dir)):

@@ -16,7 +16,14 @@ the latest ``.snapshot`` file (written at each segment roll and at clean
 shutdown) plus the batches after it, the first time a partition needs it, and
 kept current on every append -- so dedup survives a restart, and compaction or
 retention removing a producer's batches, without scanning the whole log.
-Called by the Log on the event-loop thread.
+
+Producer ids expire (KIP-854): `remove_expired` drops every producer whose
+last batch's max timestamp is `producer.id.expiration.ms` or more before now,
+as Kafka's removeExpiredProducers does; the broker calls it every
+`producer.id.expiration.check.interval.ms` on each loaded state, so the map
+cannot grow without bound with short-lived producers. A producer that comes
+back after expiring is taken at its word (as one whose batches retention
+removed). Called by the Log on the event-loop thread.
 """
 
 from __future__ import annotations
@@ -123,6 +130,17 @@ class ProducerStateManager:
             staged[h.producer_id] = (h.producer_epoch, _last_seq(h))
             out.append(None)
         return out
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers whose last batch is ``expiration_ms`` or older; returns how many."""
+        expired = [
+            pid
+            for pid, e in self.producers.items()
+            if not e.batches or now_ms - e.batches[-1].timestamp >= expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
 
     def update(self, h: BatchHeader) -> None:
         """Record a batch written to the log (with its final offsets)."""

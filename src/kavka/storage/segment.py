@@ -13,7 +13,11 @@ they go on the wire (Kafka's ``FileRecords``). Invariants:
   index.interval.bytes of log (Kafka's ``LogSegment.append``, per batch).
 
 Appends are one ``os.write`` each (the file is opened ``O_APPEND``); reads are
-``os.pread``. Deletion renames every file to ``*.deleted`` first and unlinks
+``os.pread``. Handles are lazy, as Kafka's LazyIndex: an existing non-empty
+segment is opened by a ``stat`` only; its ``.log`` descriptor is opened on the
+first read/write/fsync and its indexes are loaded (and sanity-checked, and
+rebuilt from the log if damaged) on first lookup. So a partition of thousands
+of closed segments costs no descriptors and no index memory until read. Deletion renames every file to ``*.deleted`` first and unlinks
 after, as Kafka does, so a crash mid-delete leaves files that the next start
 removes. Owned by one Log; called from the broker's event-loop thread.
 """
@@ -101,36 +105,78 @@ class LogSegment:
         self.max_index_size = max_index_size
         prefix = filename_prefix(base_offset)
         self.log_path = self.dir / (prefix + LOG_SUFFIX)
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        # Lazy file handles (Kafka's LazyIndex): an existing segment opens its
+        # .log on first read/write and loads its indexes on first lookup, so a
+        # log of many closed segments opens without touching them.
+        self._fd_raw: int | None = None  # None: not opened yet; -1: closed
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._rebuild_indexes_if_damaged = rebuild_indexes_if_damaged
+        try:
+            self.size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            self.size = os.fstat(self._fd).st_size  # creates the file
         self.created_ms = now_ms
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_ts: TimestampOffset | None = None  # loaded lazily
         self.indexes_rebuilt = False
-        index_path = self.dir / (prefix + INDEX_SUFFIX)
-        time_index_path = self.dir / (prefix + TIME_INDEX_SUFFIX)
+        self._index_path = self.dir / (prefix + INDEX_SUFFIX)
+        self._time_index_path = self.dir / (prefix + TIME_INDEX_SUFFIX)
+        missing = not self._index_path.exists() or not self._time_index_path.exists()
+        if self.size == 0 or (missing and self.size > 0) or not rebuild_indexes_if_damaged:
+            self._load_indexes()  # new, to rebuild now, or strict: checked at once
+
+    @property
+    def _fd(self) -> int:
+        fd = self._fd_raw
+        if fd is None:
+            fd = self._fd_raw = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        return fd
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if self._offset_index is None:
+            self._load_indexes()
+            assert self._offset_index is not None
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self._load_indexes()
+            assert self._time_index is not None
+        return self._time_index
+
+    @property
+    def indexes_loaded(self) -> bool:
+        return self._offset_index is not None
+
+    def _load_indexes(self) -> None:
+        """Open both indexes, sanity-check them, rebuild them from the log if damaged."""
+        index_path, time_index_path = self._index_path, self._time_index_path
+        base_offset, max_index_size = self.base_offset, self.max_index_size
         missing = not index_path.exists() or not time_index_path.exists()
         try:
-            self.offset_index = OffsetIndex(index_path, base_offset, max_index_size=max_index_size)
-            self.time_index = TimeIndex(time_index_path, base_offset, max_index_size=max_index_size)
-            self.offset_index.sanity_check()
-            self.time_index.sanity_check()
+            self._offset_index = OffsetIndex(index_path, base_offset, max_index_size=max_index_size)
+            self._time_index = TimeIndex(time_index_path, base_offset, max_index_size=max_index_size)
+            self._offset_index.sanity_check()
+            self._time_index.sanity_check()
             damaged = missing and self.size > 0
-            if not damaged and self.offset_index.entries:
-                last = self.offset_index.entry(self.offset_index.entries - 1)
+            if not damaged and self._offset_index.entries:
+                last = self._offset_index.entry(self._offset_index.entries - 1)
                 damaged = last.position >= self.size
         except CorruptIndexError as exc:
-            if not rebuild_indexes_if_damaged:
+            if not self._rebuild_indexes_if_damaged:
                 raise
             log.warning("%s; rebuilding the indexes of %s", exc, self.log_path)
             for p in (index_path, time_index_path):
                 p.unlink(missing_ok=True)
-            self.offset_index = OffsetIndex(index_path, base_offset, max_index_size=max_index_size)
-            self.time_index = TimeIndex(time_index_path, base_offset, max_index_size=max_index_size)
+            self._offset_index = OffsetIndex(index_path, base_offset, max_index_size=max_index_size)
+            self._time_index = TimeIndex(time_index_path, base_offset, max_index_size=max_index_size)
             damaged = self.size > 0
         if damaged:
-            if not rebuild_indexes_if_damaged:
+            if not self._rebuild_indexes_if_damaged:
                 raise CorruptIndexError(f"indexes of {self.log_path} are missing or damaged")
             log.warning("indexes of %s are missing or damaged; rebuilding", self.log_path)
             self.recover()
@@ -165,7 +211,9 @@ class LogSegment:
         ts = self.max_timestamp_so_far
         if ts >= 0:
             return ts
-        return int(os.fstat(self._fd).st_mtime * 1000)
+        fd = self._fd_raw
+        st = os.fstat(fd) if fd is not None and fd >= 0 else os.stat(self.log_path)
+        return int(st.st_mtime * 1000)
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= _INT32_MAX
@@ -486,28 +534,31 @@ class LogSegment:
     def flush(self) -> None:
         FAULTS.check(self.log_path)
         os.fsync(self._fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+        if self._offset_index is not None and self._time_index is not None:  # unloaded: nothing to write
+            self._offset_index.flush()
+            self._time_index.flush()
 
     def close(self) -> None:
-        if self._fd < 0:
+        if self._fd_raw == -1:
             return
-        mt = self._max_ts
-        if mt is not None and mt.timestamp >= 0:
-            self.time_index.maybe_append(mt.timestamp, mt.offset, skip_full_check=True)
-        self.offset_index.close()
-        self.time_index.close()
-        os.close(self._fd)
-        self._fd = -1
+        if self._offset_index is not None and self._time_index is not None:
+            mt = self._max_ts
+            if mt is not None and mt.timestamp >= 0:
+                self._time_index.maybe_append(mt.timestamp, mt.offset, skip_full_check=True)
+            self._offset_index.close()
+            self._time_index.close()
+        if self._fd_raw is not None:
+            os.close(self._fd_raw)
+        self._fd_raw = -1
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        return self._fd_raw == -1
 
     def delete(self) -> None:
         """Close, rename every file to ``*.deleted``, then unlink them."""
         self.close_handles()
-        paths = [self.log_path, self.offset_index.path, self.time_index.path]
+        paths = [self.log_path, self._index_path, self._time_index_path]
         renamed = []
         for p in paths:
             target = p.with_name(p.name + DELETED_SUFFIX)
@@ -521,6 +572,6 @@ class LogSegment:
 
     def close_handles(self) -> None:
         """Close without writing index entries (for a segment being deleted)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if self._fd_raw is not None and self._fd_raw >= 0:
+            os.close(self._fd_raw)
+        self._fd_raw = -1
