@@ -370,13 +370,13 @@ class RaftClient:
 
     def _handle(self, env: m.Envelope) -> None:
         msg = env.message
-        handler = _HANDLERS[type(msg)]
+        handler = getattr(self, _HANDLERS[type(msg)])
         if isinstance(msg, _REQUESTS):
             error = self._validate_request(env)
             if error is not None:
                 self._reply(env, _error_response(msg, error, self.leader_id, self.epoch))
                 return
-        handler(self, env)
+        handler(env)
 
     def _validate_request(self, env: m.Envelope) -> int | None:
         msg = env.message
@@ -604,13 +604,14 @@ def _error_response(msg: m.Message, error: int, leader_id: int | None, epoch: in
     return m.FetchResponse(error, leader_id, epoch, 0, (), None)
 
 
-_HANDLERS = {
-    m.VoteRequest: RaftClient._handle_vote_request,
-    m.VoteResponse: RaftClient._handle_vote_response,
-    m.BeginQuorumEpochRequest: RaftClient._handle_begin_quorum_epoch_request,
-    m.BeginQuorumEpochResponse: RaftClient._handle_begin_quorum_epoch_response,
-    m.EndQuorumEpochRequest: RaftClient._handle_end_quorum_epoch_request,
-    m.EndQuorumEpochResponse: RaftClient._handle_end_quorum_epoch_response,
-    m.FetchRequest: RaftClient._handle_fetch_request,
-    m.FetchResponse: RaftClient._handle_fetch_response,
+# Message type -> handler method name (looked up on the instance, so a test may override one).
+_HANDLERS: dict[type, str] = {
+    m.VoteRequest: "_handle_vote_request",
+    m.VoteResponse: "_handle_vote_response",
+    m.BeginQuorumEpochRequest: "_handle_begin_quorum_epoch_request",
+    m.BeginQuorumEpochResponse: "_handle_begin_quorum_epoch_response",
+    m.EndQuorumEpochRequest: "_handle_end_quorum_epoch_request",
+    m.EndQuorumEpochResponse: "_handle_end_quorum_epoch_response",
+    m.FetchRequest: "_handle_fetch_request",
+    m.FetchResponse: "_handle_fetch_response",
 }
