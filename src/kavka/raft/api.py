@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class NotLeaderError(Exception):
@@ -46,6 +46,7 @@ class RaftListener(Protocol):
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None: ...
 
 
+@runtime_checkable
 class MetadataQuorum(Protocol):
     def leader_and_epoch(self) -> LeaderAndEpoch: ...
 
