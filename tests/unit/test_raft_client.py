@@ -220,3 +220,17 @@ def test_leader_without_a_quorum_resigns_and_ends_its_epoch() -> None:
     assert {e.dst for e in out if isinstance(e.message, m.EndQuorumEpochRequest)} == {2, 3}
     with pytest.raises(NotLeaderError):
         c.append([(b"k", b"v")], now_ms=0)
+
+
+def test_describe_quorum_is_the_leaders_view_of_its_voters() -> None:
+    follower = make(2)
+    assert follower.describe_quorum().error_code == m.NOT_LEADER_OR_FOLLOWER
+    c = make()
+    _elect(c)
+    c.poll(5003, [env(2, 1, m.FetchRequest(CID, 2, 1, 1, 1, 0, 0), 5)])
+    desc = c.describe_quorum()
+    assert (desc.error_code, desc.leader_id, desc.leader_epoch, desc.high_watermark) == (m.NONE, 1, 1, 1)
+    by_id = {r.replica_id: r for r in desc.current_voters}
+    assert by_id[2] == m.ReplicaDescription(2, 1, 5003, 5003)
+    assert by_id[3] == m.ReplicaDescription(3, -1, -1, -1)
+    assert by_id[1].log_end_offset == 1

@@ -79,3 +79,22 @@ def test_a_request_for_another_partition_is_refused() -> None:
     other = replace(entity, topics=(replace(entity.topics[0], topic_name="t"),))
     with pytest.raises(ValueError, match="is not __cluster_metadata"):
         codec.decode(other)
+
+
+def test_describe_quorum_response_encodes_as_kafkas_v2() -> None:
+    desc = m.QuorumDescription(
+        m.NONE, 1, 4, 77, (m.ReplicaDescription(1, 80, 1000, 1000), m.ReplicaDescription(2, -1, -1, -1))
+    )
+    entity = codec.encode_describe_quorum(desc)
+    back = decode_body(type(entity), encode_entity(entity), 0)
+    part = back.topics[0].partitions[0]
+    assert (back.topics[0].topic_name, part.leader_id, part.leader_epoch, part.high_watermark) == (
+        "__cluster_metadata",
+        1,
+        4,
+        77,
+    )
+    assert [(r.replica_id, r.log_end_offset, r.last_fetch_timestamp) for r in part.current_voters] == [
+        (1, 80, 1000),
+        (2, -1, -1),
+    ]

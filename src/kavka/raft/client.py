@@ -94,6 +94,8 @@ class _Volatile:
     epoch_start_offset: int = 0
     fetch_offsets: dict[int, int] = field(default_factory=dict)
     last_fetch_ms: dict[int, int] = field(default_factory=dict)
+    fetched_at: dict[int, int] = field(default_factory=dict)  # DescribeQuorum timestamps
+    caught_up_at: dict[int, int] = field(default_factory=dict)
     begin_acked: set[int] = field(default_factory=set)
     next_begin_ms: int = 0
     parked: dict[int, _ParkedFetch] = field(default_factory=dict)
@@ -161,6 +163,28 @@ class RaftClient:
             [LogEntry(base + i, self.epoch, base, k, v) for i, (k, v) in enumerate(records)]
         )
         return base + len(records) - 1
+
+    def describe_quorum(self) -> m.QuorumDescription:
+        """DescribeQuorum: the leader's view of every voter (NOT_LEADER_OR_FOLLOWER elsewhere)."""
+        if self.state is not _S.LEADER:
+            return m.QuorumDescription(
+                m.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, self._high_watermark, ()
+            )
+        v = self._v
+        voters = tuple(
+            m.ReplicaDescription(
+                replica_id=voter,
+                log_end_offset=(
+                    self.log.end_offset if voter == self.node_id else v.fetch_offsets.get(voter, -1)
+                ),
+                last_fetch_timestamp=self._now if voter == self.node_id else v.fetched_at.get(voter, -1),
+                last_caught_up_timestamp=(
+                    self._now if voter == self.node_id else v.caught_up_at.get(voter, -1)
+                ),
+            )
+            for voter in self.voters
+        )
+        return m.QuorumDescription(m.NONE, self.node_id, self.epoch, self._high_watermark, voters)
 
     def create_snapshot(self, committed_offset: int, records: object) -> SnapshotId:
         raise NotImplementedError("metadata snapshots are not implemented in the raft core yet")
@@ -497,6 +521,9 @@ class RaftClient:
                 return
         # Validated: the follower's log matches ours below fetch_offset (and it is flushed).
         self._fetch_offset_update(src, req.fetch_offset)
+        v.fetched_at[src] = self._now
+        if req.fetch_offset >= self.log.end_offset:
+            v.caught_up_at[src] = self._now
         if (
             park
             and req.fetch_offset >= self.log.end_offset

@@ -22,6 +22,7 @@ from typing import Any
 
 from kio.schema.begin_quorum_epoch.v1 import request as bqe_req
 from kio.schema.begin_quorum_epoch.v1 import response as bqe_resp
+from kio.schema.describe_quorum.v2 import response as dq_resp
 from kio.schema.end_quorum_epoch.v1 import request as eqe_req
 from kio.schema.end_quorum_epoch.v1 import response as eqe_resp
 from kio.schema.errors import ErrorCode
@@ -318,6 +319,36 @@ def decode(entity: Any, *, request: m.Message | None = None) -> m.Message:
             diverging_epoch=diverging,
         )
     raise ValueError(f"not a KRaft message: {type(entity).__name__}")
+
+
+def encode_describe_quorum(desc: m.QuorumDescription) -> Any:
+    """DescribeQuorumResponse v2 for the core's description (errors at partition level)."""
+    voters = tuple(
+        dq_resp.ReplicaState(
+            replica_id=BrokerId(r.replica_id),
+            replica_directory_id=None,
+            log_end_offset=i64(r.log_end_offset),
+            last_fetch_timestamp=i64(r.last_fetch_timestamp),
+            last_caught_up_timestamp=i64(r.last_caught_up_timestamp),
+        )
+        for r in desc.current_voters
+    )
+    part = dq_resp.PartitionData(
+        partition_index=i32(0),
+        error_code=ErrorCode(desc.error_code),
+        error_message=None,
+        leader_id=_bid(desc.leader_id),
+        leader_epoch=i32(desc.leader_epoch),
+        high_watermark=i64(desc.high_watermark),
+        current_voters=voters,
+        observers=(),
+    )
+    return dq_resp.DescribeQuorumResponse(
+        error_code=ErrorCode.none,
+        error_message=None,
+        topics=(dq_resp.TopicData(topic_name=TopicName(METADATA_TOPIC), partitions=(part,)),),
+        nodes=(),
+    )
 
 
 API_VERSIONS: dict[type, int] = {

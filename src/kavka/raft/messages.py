@@ -95,6 +95,27 @@ class FetchResponse:
     diverging_epoch: tuple[int, int] | None  # DivergingEpoch (epoch, end_offset)
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaDescription:
+    """DescribeQuorum's ReplicaState; timestamps in the driver's clock, -1 if never."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    """DescribeQuorum (api 55) for __cluster_metadata-0, as only the leader can answer it."""
+
+    error_code: int
+    leader_id: int | None
+    leader_epoch: int
+    high_watermark: int
+    current_voters: tuple[ReplicaDescription, ...]
+
+
 Message = (
     VoteRequest
     | VoteResponse
