@@ -29,7 +29,8 @@ injected) and never touches a socket, so a seeded simulation replays exactly.
 - A leader that has not heard from a majority for 1.5 x the fetch timeout
   resigns (check quorum) and sends EndQuorumEpoch.
 
-Not yet here: snapshots (FetchSnapshot, .checkpoint files), DescribeQuorum,
+`describe_quorum()` answers DescribeQuorum on the leader. Not yet here:
+snapshots (FetchSnapshot, .checkpoint files; `create_snapshot` raises) and
 KIP-853 voter changes. Called only from the thread that drives it.
 """
 
