@@ -37,6 +37,7 @@ KIP-853 voter changes. Called only from the thread that drives it.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kavka.raft import messages as m
@@ -154,7 +155,7 @@ class RaftClient:
     def register_listener(self, listener: RaftListener) -> None:
         self._listeners.append(_ListenerCursor(listener))
 
-    def append(self, records: list[tuple[bytes | None, bytes | None]] | tuple, *, now_ms: int) -> int:
+    def append(self, records: Sequence[tuple[bytes | None, bytes | None]], *, now_ms: int) -> int:
         if self.state is not _S.LEADER:
             raise NotLeaderError(f"node {self.node_id} is {self.state.value} in epoch {self.epoch}")
         if not records:
