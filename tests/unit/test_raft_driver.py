@@ -29,8 +29,9 @@ async def _cluster() -> None:
             node_id=node_id,
             voters=VOTERS,
             cluster_id="driver-test",
-            election_timeout_ms=300,
-            fetch_timeout_ms=600,
+            # Kafka's fetch timeout, so a loaded machine's event-loop stalls do not cost the leader.
+            election_timeout_ms=500,
+            fetch_timeout_ms=2000,
             fetch_max_wait_ms=100,
         )
         now = int(asyncio.get_running_loop().time() * 1000)
@@ -53,6 +54,17 @@ async def _cluster() -> None:
         assert logs[0] == logs[1] == logs[2]
         assert [(e.key, e.value) for e in logs[0] if not e.control] == [(b"k", b"v1"), (None, b"v2")]
         assert all(d.client.leader_and_epoch() == leader.leader_and_epoch() for d in drivers)
+
+        # Garbage on a controller listener closes that connection only; the quorum goes on.
+        for d in drivers:
+            reader, writer = await asyncio.open_connection("127.0.0.1", d.port)
+            writer.write(b"\x00\x00\x00\x0chello, raft!" + b"\x00\x00\x00\x02\xff\xff")
+            await writer.drain()
+            assert await asyncio.wait_for(reader.read(), timeout=5) == b""  # closed by the driver
+            writer.close()
+        now = int(asyncio.get_running_loop().time() * 1000)
+        last = leader.append([(b"k", b"v3")], now_ms=now)
+        await _wait_for(lambda: all(d.client.high_watermark > last for d in drivers))
     finally:
         for d in drivers:
             await d.stop()
