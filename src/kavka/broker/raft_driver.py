@@ -1,0 +1,205 @@
+"""An asyncio network driver for RaftClient: KRaft RPCs over TCP, Kafka framing, kio messages.
+
+Theory of operation. One task per driver feeds the sans-I/O core: it waits
+until the core's next deadline or until a message arrives, calls
+`client.poll(now_ms, inbound)`, and sends what the core returned. Requests go
+out on one connection per peer voter (opened on demand, dropped on any error:
+the core retries by its own timers); the peer's responses come back on it and
+are paired with their request by correlation id (the core's own ids). Inbound
+requests arrive on this driver's listener; the core's answer is written back
+on the connection the request came in on, keyed by (sender, correlation id).
+The sender of a request is the node id it names (candidate, leader or replica
+id), as in Kafka. A malformed frame closes that one connection.
+
+Not yet wired into the node (broker/node.py); called from one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from typing import Any
+
+from kavka.protocol.framing import decode_body, encode_entity, encode_request, read_request_header
+from kavka.raft import codec
+from kavka.raft import messages as m
+from kavka.raft.client import RaftClient
+
+_I32 = struct.Struct(">i")
+_MAX_FRAME = 64 * 1024 * 1024
+_REQUEST_SCHEMAS = {cls.__api_key__: cls for cls in codec.API_VERSIONS}
+_CLIENT_ID = "kavka-raft"
+
+
+def _sender(msg: m.Message) -> int:
+    if isinstance(msg, m.VoteRequest):
+        return msg.candidate_id
+    if isinstance(msg, m.BeginQuorumEpochRequest | m.EndQuorumEpochRequest):
+        return msg.leader_id
+    if isinstance(msg, m.FetchRequest):
+        return msg.replica_id
+    raise TypeError(type(msg).__name__)
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    (size,) = _I32.unpack(await reader.readexactly(4))
+    if size < 0 or size > _MAX_FRAME:
+        raise ValueError(f"frame of {size} bytes")
+    return await reader.readexactly(size)
+
+
+class RaftDriver:
+    def __init__(
+        self,
+        client: RaftClient,
+        *,
+        host: str,
+        port: int,
+        peers: dict[int, tuple[str, int]],
+    ) -> None:
+        self.client = client
+        self.host = host
+        self.port = port
+        self.peers = peers
+        self._inbox: asyncio.Queue[m.Envelope] = asyncio.Queue()
+        self._server: asyncio.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._out: dict[int, asyncio.StreamWriter] = {}
+        self._pending: dict[int, tuple[int, m.Message]] = {}  # correlation id -> (peer, request)
+        self._answer_to: dict[tuple[int, int], asyncio.StreamWriter] = {}
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        # Fixed order: stop polling, stop accepting, close connections, then their tasks.
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._server is not None:
+            self._server.close()
+        for w in list(self._out.values()) + list(self._answer_to.values()):
+            w.close()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _now_ms(self) -> int:
+        return int(asyncio.get_running_loop().time() * 1000)
+
+    async def _run(self) -> None:
+        inbound: list[m.Envelope] = []
+        while True:
+            result = self.client.poll(self._now_ms(), inbound)
+            inbound = []
+            for env in result.outbound:
+                self._dispatch(env)
+            wait_s = max(0.0, (result.next_deadline_ms - self._now_ms()) / 1000)
+            with contextlib.suppress(TimeoutError):
+                inbound.append(await asyncio.wait_for(self._inbox.get(), timeout=min(wait_s, 1.0)))
+            while not self._inbox.empty():
+                inbound.append(self._inbox.get_nowait())
+
+    # ---- outbound ------------------------------------------------------------------------
+
+    def _dispatch(self, env: m.Envelope) -> None:
+        if isinstance(env.message, m.VoteResponse | m.BeginQuorumEpochResponse | m.EndQuorumEpochResponse | m.FetchResponse):
+            writer = self._answer_to.pop((env.dst, env.correlation_id), None)
+            if writer is None or writer.is_closing():
+                return
+            entity = codec.encode(env.message, destination=env.dst)
+            body = encode_entity(entity)
+            writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(env.correlation_id) + b"\x00" + body)
+            return
+        writer = self._out.get(env.dst)
+        if writer is None or writer.is_closing():
+            self._spawn(self._connect_and_send(env))
+            return
+        self._send(writer, env)
+
+    def _send(self, writer: asyncio.StreamWriter, env: m.Envelope) -> None:
+        entity = codec.encode(env.message, destination=env.dst)
+        self._pending[env.correlation_id] = (env.dst, env.message)
+        writer.write(
+            encode_request(
+                api_key=entity.__api_key__,
+                api_version=entity.__version__,
+                correlation_id=env.correlation_id,
+                client_id=_CLIENT_ID,
+                body=encode_entity(entity),
+                flexible=True,
+            )
+        )
+
+    async def _connect_and_send(self, env: m.Envelope) -> None:
+        peer = env.dst
+        if peer not in self.peers:
+            return
+        existing = self._out.get(peer)
+        if existing is not None and not existing.is_closing():
+            self._send(existing, env)
+            return
+        try:
+            reader, writer = await asyncio.open_connection(*self.peers[peer])
+        except OSError:
+            return  # the core retries by its timers
+        self._out[peer] = writer
+        self._send(writer, env)
+        self._spawn(self._read_responses(peer, reader, writer))
+
+    async def _read_responses(self, peer: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                frame = await _read_frame(reader)
+                (corr,) = _I32.unpack_from(frame, 0)
+                pending = self._pending.pop(corr, None)
+                if pending is None:
+                    continue
+                _dst, request = pending
+                schema = codec.RESPONSE_SCHEMA[type(codec.encode(request, destination=peer))]
+                # Response header v1: correlation id + empty tagged fields.
+                entity = decode_body(schema, frame, 5)
+                msg = codec.decode(entity, request=request)
+                self._inbox.put_nowait(m.Envelope(peer, self.client.node_id, corr, msg))
+        except (OSError, EOFError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            if self._out.get(peer) is writer:
+                del self._out[peer]
+            writer.close()
+
+    # ---- inbound -------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        try:
+            while True:
+                frame = await _read_frame(reader)
+                header = read_request_header(frame, flexible=True)
+                schema = _REQUEST_SCHEMAS.get(header.api_key)
+                if schema is None or header.api_version != schema.__version__:
+                    raise ValueError(f"api {header.api_key} v{header.api_version} is not a KRaft RPC here")
+                msg = codec.decode(decode_body(schema, frame, header.header_size))
+                src = _sender(msg)
+                self._answer_to[(src, header.correlation_id)] = writer
+                self._inbox.put_nowait(m.Envelope(src, self.client.node_id, header.correlation_id, msg))
+        except Exception:  # noqa: BLE001 -- a peer's bad bytes close this connection only
+            pass
+        finally:
+            writer.close()
+            if task is not None:
+                self._tasks.discard(task)

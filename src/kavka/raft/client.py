@@ -1,0 +1,646 @@
+"""The raft core for the metadata log: a deterministic state machine driven by poll(now).
+
+Theory of operation (Kafka's KafkaRaftClient; KIP-595, KIP-996). Every call
+is `poll(now_ms, inbound) -> PollResult(outbound, next_deadline_ms)`: the
+caller delivers the messages that arrived, the core handles them, fires its
+timers, flushes the log and returns what to send and when to poll next. It
+never reads the clock, never draws its own randomness (a `random.Random` is
+injected) and never touches a socket, so a seeded simulation replays exactly.
+
+- Elections. An Unattached voter, or a Follower that heard nothing from its
+  leader for `controller.quorum.fetch.timeout.ms`, becomes Prospective and
+  asks every voter for a pre-vote (KIP-996); a majority makes it Candidate in
+  epoch+1, which votes for itself (written to quorum-state first) and asks for
+  votes. A voter grants one vote per epoch, to a candidate whose log (last
+  epoch, end offset) is at least its own. Election timeouts are randomized:
+  `controller.quorum.election.timeout.ms` plus up to as much again.
+- Leadership. The new leader writes a control record (Kafka's LeaderChange)
+  at the epoch start offset and sends BeginQuorumEpoch until each voter has
+  fetched. Voters replicate by fetching (KIP-595): the leader checks the
+  fetch's last fetched epoch against its epoch cache and answers with
+  DivergingEpoch when they differ; the follower truncates and fetches again.
+  An idle fetch is parked up to its max wait.
+- High watermark. The leader's is the largest offset that a majority of
+  voters (its own *flushed* end offset, the followers' validated fetch
+  offsets) have reached, and it moves only once past the epoch start offset
+  (a leader commits nothing of older epochs until its own record commits).
+  A follower flushes what it appended before it fetches again, so a fetch
+  offset is a durable acknowledgement. High watermarks never move back.
+- A leader that has not heard from a majority for 1.5 x the fetch timeout
+  resigns (check quorum) and sends EndQuorumEpoch.
+
+`describe_quorum()` answers DescribeQuorum on the leader. Not yet here:
+snapshots (FetchSnapshot, .checkpoint files; `create_snapshot` raises) and
+KIP-853 voter changes. Called only from the thread that drives it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kavka.raft import messages as m
+from kavka.raft.api import LeaderAndEpoch, NotLeaderError, RaftListener, SnapshotId
+from kavka.raft.replicated_log import LogEntry, ReplicatedLog
+from kavka.raft.state import ElectionState, EpochState, QuorumStateStore, check_transition
+
+_S = EpochState
+NEVER = 2**62
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    """Kafka's controller.quorum.* settings (milliseconds), parsed once by the caller."""
+
+    node_id: int
+    voters: tuple[int, ...]
+    cluster_id: str
+    election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
+    election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
+    fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
+    request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
+    retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
+    fetch_max_wait_ms: int = 500  # KafkaRaftClient's FETCH_MAX_WAIT_MS
+    max_fetch_entries: int = 64
+
+    def __post_init__(self) -> None:
+        if self.node_id not in self.voters:
+            raise ValueError(f"node.id {self.node_id} is not in controller.quorum.voters {self.voters}")
+        if len(set(self.voters)) != len(self.voters):
+            raise ValueError(f"controller.quorum.voters repeats a voter: {self.voters}")
+
+
+@dataclass(frozen=True, slots=True)
+class PollResult:
+    outbound: list[m.Envelope]
+    next_deadline_ms: int
+
+
+@dataclass(slots=True)
+class _ParkedFetch:
+    src: int
+    correlation_id: int
+    request: m.FetchRequest
+    deadline_ms: int
+
+
+@dataclass(slots=True)
+class _Volatile:
+    """Per-state bookkeeping, reset on every transition."""
+
+    deadline_ms: int = NEVER  # election / fetch timeout / resign deadline
+    granted: set[int] = field(default_factory=set)
+    rejected: set[int] = field(default_factory=set)
+    # Leader only.
+    epoch_start_offset: int = 0
+    fetch_offsets: dict[int, int] = field(default_factory=dict)
+    last_fetch_ms: dict[int, int] = field(default_factory=dict)
+    fetched_at: dict[int, int] = field(default_factory=dict)  # DescribeQuorum timestamps
+    caught_up_at: dict[int, int] = field(default_factory=dict)
+    begin_acked: set[int] = field(default_factory=set)
+    next_begin_ms: int = 0
+    parked: dict[int, _ParkedFetch] = field(default_factory=dict)
+    # Follower only.
+    fetch_correlation: int | None = None
+    fetch_sent_ms: int = 0
+    last_fetch_ok_ms: int = -NEVER
+    # Prospective only: the leader this voter followed until its fetch timeout (KIP-996).
+    lost_leader: int | None = None
+    end_quorum_sent: bool = False
+
+
+class RaftClient:
+    def __init__(
+        self,
+        config: RaftConfig,
+        log: ReplicatedLog,
+        store: QuorumStateStore,
+        rng: random.Random,
+        *,
+        now_ms: int,
+    ) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.voters = config.voters
+        self.majority = len(config.voters) // 2 + 1
+        self.log = log
+        self.store = store
+        self.rng = rng
+        self._listeners: list[_ListenerCursor] = []
+        self._outbound: list[m.Envelope] = []
+        self._next_correlation = 0
+        self._now = now_ms
+        self._high_watermark = 0
+        # A restarted voter starts Unattached in its last epoch and keeps its vote: it may
+        # have been leader or follower, but it must learn that again (Kafka resigns/forgets).
+        saved = store.read() or ElectionState(epoch=0)
+        voted = saved.voted_id if saved.voted_id is not None else None
+        self.state = _S.UNATTACHED
+        self.epoch = saved.epoch
+        self.leader_id: int | None = None
+        self.voted_id: int | None = voted
+        self._v = _Volatile(deadline_ms=now_ms + self._election_timeout())
+        self.store.write(ElectionState(epoch=self.epoch, voted_id=self.voted_id))
+
+    # ---- the controller's interface (api.MetadataQuorum) --------------------------------
+
+    def leader_and_epoch(self) -> LeaderAndEpoch:
+        return LeaderAndEpoch(self.leader_id, self.epoch)
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    def register_listener(self, listener: RaftListener) -> None:
+        self._listeners.append(_ListenerCursor(listener))
+
+    def append(self, records: Sequence[tuple[bytes | None, bytes | None]], *, now_ms: int) -> int:
+        if self.state is not _S.LEADER:
+            raise NotLeaderError(f"node {self.node_id} is {self.state.value} in epoch {self.epoch}")
+        if not records:
+            raise ValueError("empty batch")
+        base = self.log.end_offset
+        self.log.append(
+            [LogEntry(base + i, self.epoch, base, k, v) for i, (k, v) in enumerate(records)]
+        )
+        return base + len(records) - 1
+
+    def describe_quorum(self) -> m.QuorumDescription:
+        """DescribeQuorum: the leader's view of every voter (NOT_LEADER_OR_FOLLOWER elsewhere)."""
+        if self.state is not _S.LEADER:
+            return m.QuorumDescription(
+                m.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, self._high_watermark, ()
+            )
+        v = self._v
+        voters = tuple(
+            m.ReplicaDescription(
+                replica_id=voter,
+                log_end_offset=(
+                    self.log.end_offset if voter == self.node_id else v.fetch_offsets.get(voter, -1)
+                ),
+                last_fetch_timestamp=self._now if voter == self.node_id else v.fetched_at.get(voter, -1),
+                last_caught_up_timestamp=(
+                    self._now if voter == self.node_id else v.caught_up_at.get(voter, -1)
+                ),
+            )
+            for voter in self.voters
+        )
+        return m.QuorumDescription(m.NONE, self.node_id, self.epoch, self._high_watermark, voters)
+
+    def create_snapshot(self, committed_offset: int, records: object) -> SnapshotId:
+        raise NotImplementedError("metadata snapshots are not implemented in the raft core yet")
+
+    # ---- poll ------------------------------------------------------------------------------
+
+    def poll(self, now_ms: int, inbound: list[m.Envelope] | tuple = ()) -> PollResult:
+        self._now = max(self._now, now_ms)
+        for env in inbound:
+            self._handle(env)
+        self._fire_timers()
+        if self.state is _S.LEADER:
+            if self.log.flushed_end_offset < self.log.end_offset:
+                self.log.flush()
+            self._fetch_offset_update(self.node_id, self.log.flushed_end_offset)
+            self._leader_send()
+        elif self.state is _S.FOLLOWER:
+            self._maybe_send_fetch()
+        self._deliver_committed()
+        out, self._outbound = self._outbound, []
+        return PollResult(out, self._next_deadline())
+
+    def _next_deadline(self) -> int:
+        d = self._v.deadline_ms
+        if self.state is _S.LEADER:
+            for p in self._v.parked.values():
+                d = min(d, p.deadline_ms)
+            if len(self._v.begin_acked) < len(self.voters) - 1:
+                d = min(d, self._v.next_begin_ms)
+        elif self.state is _S.FOLLOWER:
+            if self._v.fetch_correlation is None:
+                d = min(d, self._now)
+            else:
+                d = min(d, self._v.fetch_sent_ms + self._fetch_request_timeout())
+        return d
+
+    def _fetch_request_timeout(self) -> int:
+        return min(self.config.request_timeout_ms, 2 * self.config.fetch_max_wait_ms)
+
+    def _election_timeout(self) -> int:
+        t = self.config.election_timeout_ms
+        return t + self.rng.randint(0, t)
+
+    # ---- transitions -----------------------------------------------------------------------
+
+    def _transition(
+        self, to: EpochState, epoch: int, *, leader_id: int | None = None, voted_id: int | None = None
+    ) -> None:
+        check_transition(self.state, self.epoch, to, epoch)
+        # Durable first: a crash right after must not forget an epoch or a vote.
+        self.store.write(ElectionState(epoch=epoch, leader_id=leader_id, voted_id=voted_id))
+        old_leader, old_epoch = self.leader_id, self.epoch
+        self.state, self.epoch, self.leader_id, self.voted_id = to, epoch, leader_id, voted_id
+        self._v = _Volatile()
+        now = self._now
+        if to is _S.UNATTACHED or to is _S.PROSPECTIVE or to is _S.CANDIDATE:
+            self._v.deadline_ms = now + self._election_timeout()
+        elif to is _S.FOLLOWER:
+            self._v.deadline_ms = now + self.config.fetch_timeout_ms
+        elif to is _S.LEADER:
+            self._v.deadline_ms = now + self.config.fetch_timeout_ms * 3 // 2
+            self._v.epoch_start_offset = self.log.end_offset
+            self._v.last_fetch_ms = {v: now for v in self.voters}
+            self.log.append(
+                [LogEntry(self.log.end_offset, epoch, self.log.end_offset, None, None, control=True)]
+            )
+        elif to is _S.RESIGNED:
+            self._v.deadline_ms = now + self._election_timeout()
+        if (old_leader, old_epoch) != (leader_id, epoch):
+            for cursor in self._listeners:
+                cursor.listener.handle_leader_change(leader_id, epoch)
+        if to is _S.PROSPECTIVE:
+            self._start_vote_round(pre_vote=True)
+        elif to is _S.CANDIDATE:
+            self._start_vote_round(pre_vote=False)
+
+    def _start_vote_round(self, *, pre_vote: bool) -> None:
+        self._v.granted = {self.node_id}
+        candidate_epoch = self.epoch + 1 if pre_vote else self.epoch
+        req = m.VoteRequest(
+            cluster_id=self.config.cluster_id,
+            candidate_epoch=candidate_epoch,
+            candidate_id=self.node_id,
+            last_offset_epoch=self.log.last_epoch,
+            last_offset=self.log.end_offset,
+            pre_vote=pre_vote,
+        )
+        for v in self.voters:
+            if v != self.node_id:
+                self._send(v, req)
+        self._maybe_win()
+
+    def _maybe_win(self) -> None:
+        if len(self._v.granted) < self.majority:
+            return
+        if self.state is _S.PROSPECTIVE:
+            self._transition(_S.CANDIDATE, self.epoch + 1, voted_id=self.node_id)
+        elif self.state is _S.CANDIDATE:
+            self._transition(_S.LEADER, self.epoch, leader_id=self.node_id, voted_id=self.node_id)
+
+    def _observe(self, epoch: int, leader_id: int | None) -> None:
+        """A peer showed an epoch/leader: move to it if it is newer (Kafka's maybeTransition)."""
+        if epoch > self.epoch:
+            if leader_id is not None and leader_id != self.node_id:
+                self._transition(_S.FOLLOWER, epoch, leader_id=leader_id)
+            else:
+                self._transition(_S.UNATTACHED, epoch)
+        elif (
+            epoch == self.epoch
+            and leader_id is not None
+            and leader_id != self.node_id
+            and leader_id != self._v.lost_leader
+            and self.state in (_S.UNATTACHED, _S.PROSPECTIVE, _S.CANDIDATE)
+        ):
+            self._transition(_S.FOLLOWER, epoch, leader_id=leader_id, voted_id=self.voted_id)
+
+    def _fire_timers(self) -> None:
+        if self.state is _S.LEADER:
+            self._check_quorum()
+            return
+        if self._now < self._v.deadline_ms:
+            return
+        # Unattached, Follower (fetch timeout), Resigned, a lost pre-vote round, a lost or
+        # split election: all go (back) to Prospective in the same epoch (KIP-996).
+        if self.state is _S.PROSPECTIVE and self._v.lost_leader is not None:
+            # KIP-996: a lost pre-vote round goes back to the leader it knew; if that leader
+            # is really gone the fetch times out again, and by then its peers grant.
+            self._transition(
+                _S.FOLLOWER, self.epoch, leader_id=self._v.lost_leader, voted_id=self.voted_id
+            )
+            return
+        lost = self.leader_id if self.state is _S.FOLLOWER else None
+        self._transition(_S.PROSPECTIVE, self.epoch, voted_id=self.voted_id)
+        self._v.lost_leader = lost
+
+    def _check_quorum(self) -> None:
+        """Kafka's check-quorum: resign unless a majority fetched within 1.5 x fetch timeout."""
+        window = self.config.fetch_timeout_ms * 3 // 2
+        others = sorted((self._v.last_fetch_ms[v] for v in self.voters if v != self.node_id), reverse=True)
+        if not others:
+            self._v.deadline_ms = NEVER
+            return
+        # The quorum holds while the (majority-1)-th most recent other voter is within the window.
+        expires = others[self.majority - 2] + window if self.majority >= 2 else NEVER
+        if self._now < expires:
+            self._v.deadline_ms = expires
+            return
+        self._transition(_S.RESIGNED, self.epoch, leader_id=self.node_id, voted_id=self.voted_id)
+        req = m.EndQuorumEpochRequest(
+            cluster_id=self.config.cluster_id,
+            leader_id=self.node_id,
+            leader_epoch=self.epoch,
+            preferred_successors=tuple(v for v in self.voters if v != self.node_id),
+        )
+        for v in self.voters:
+            if v != self.node_id:
+                self._send(v, req)
+
+    # ---- sending ---------------------------------------------------------------------------
+
+    def _send(self, dst: int, message: m.Message) -> int:
+        self._next_correlation += 1
+        self._outbound.append(m.Envelope(self.node_id, dst, self._next_correlation, message))
+        return self._next_correlation
+
+    def _reply(self, req: m.Envelope, message: m.Message) -> None:
+        self._outbound.append(m.Envelope(self.node_id, req.src, req.correlation_id, message))
+
+    def _leader_send(self) -> None:
+        v = self._v
+        if len(v.begin_acked) < len(self.voters) - 1 and self._now >= v.next_begin_ms:
+            req = m.BeginQuorumEpochRequest(self.config.cluster_id, self.node_id, self.epoch)
+            for voter in self.voters:
+                if voter != self.node_id and voter not in v.begin_acked:
+                    self._send(voter, req)
+            v.next_begin_ms = self._now + self.config.request_timeout_ms // 4
+        for src, parked in list(v.parked.items()):
+            req = parked.request
+            if (
+                self._now >= parked.deadline_ms
+                or self.log.end_offset > req.fetch_offset
+                or self._high_watermark > req.high_watermark
+            ):
+                del v.parked[src]
+                self._answer_fetch(src, parked.correlation_id, req)
+
+    def _maybe_send_fetch(self) -> None:
+        v = self._v
+        if v.fetch_correlation is not None and self._now < v.fetch_sent_ms + self._fetch_request_timeout():
+            return
+        assert self.leader_id is not None
+        v.fetch_correlation = self._send(
+            self.leader_id,
+            m.FetchRequest(
+                cluster_id=self.config.cluster_id,
+                replica_id=self.node_id,
+                current_leader_epoch=self.epoch,
+                fetch_offset=self.log.end_offset,
+                last_fetched_epoch=self.log.last_epoch,
+                high_watermark=self._high_watermark,
+                max_wait_ms=self.config.fetch_max_wait_ms,
+            ),
+        )
+        v.fetch_sent_ms = self._now
+
+    # ---- inbound ---------------------------------------------------------------------------
+
+    def _handle(self, env: m.Envelope) -> None:
+        msg = env.message
+        handler = getattr(self, _HANDLERS[type(msg)])
+        if isinstance(msg, _REQUESTS):
+            error = self._validate_request(env)
+            if error is not None:
+                self._reply(env, _error_response(msg, error, self.leader_id, self.epoch))
+                return
+        handler(env)
+
+    def _validate_request(self, env: m.Envelope) -> int | None:
+        msg = env.message
+        if getattr(msg, "cluster_id", None) != self.config.cluster_id:
+            return m.INCONSISTENT_CLUSTER_ID
+        if env.src not in self.voters:
+            return m.INCONSISTENT_VOTER_SET
+        return None
+
+    def _handle_vote_request(self, env: m.Envelope) -> None:
+        req = env.message
+        assert isinstance(req, m.VoteRequest)
+        # A pre-vote names the epoch its sender would stand in, one above its own. A sender in
+        # a higher epoch than ours proves that epoch exists, and we join it (else a voter that
+        # reached a higher epoch with a short log could never be brought back).
+        self._observe(req.candidate_epoch - 1 if req.pre_vote else req.candidate_epoch, None)
+        log_ok = (req.last_offset_epoch, req.last_offset) >= (self.log.last_epoch, self.log.end_offset)
+        if req.pre_vote:
+            # KIP-996: never changes our state; refused while we follow a live leader.
+            granted = (
+                req.candidate_epoch > self.epoch
+                and log_ok
+                and self.state is not _S.LEADER
+                and (
+                    self.state is not _S.FOLLOWER
+                    or self._v.last_fetch_ok_ms < self._now - self.config.election_timeout_ms
+                )
+            )
+        else:
+            granted = (
+                req.candidate_epoch == self.epoch
+                and log_ok
+                and self.state in (_S.UNATTACHED, _S.PROSPECTIVE, _S.CANDIDATE)
+                and self.voted_id in (None, req.candidate_id)
+            )
+            if granted and self.voted_id is None:
+                # A vote is durable before it is sent. Unattached/Prospective keep their state.
+                self.voted_id = req.candidate_id
+                self.store.write(ElectionState(epoch=self.epoch, voted_id=req.candidate_id))
+        self._reply(env, m.VoteResponse(m.NONE, self.leader_id, self.epoch, granted, req.pre_vote))
+
+    def _handle_vote_response(self, env: m.Envelope) -> None:
+        resp = env.message
+        assert isinstance(resp, m.VoteResponse)
+        if resp.error_code != m.NONE:
+            return
+        self._observe(resp.leader_epoch, resp.leader_id)
+        if resp.pre_vote and self.state is _S.PROSPECTIVE and resp.leader_epoch <= self.epoch:
+            (self._v.granted if resp.vote_granted else self._v.rejected).add(env.src)
+            self._maybe_win()
+        elif not resp.pre_vote and self.state is _S.CANDIDATE and resp.leader_epoch == self.epoch:
+            (self._v.granted if resp.vote_granted else self._v.rejected).add(env.src)
+            self._maybe_win()
+
+    def _handle_begin_quorum_epoch_request(self, env: m.Envelope) -> None:
+        req = env.message
+        assert isinstance(req, m.BeginQuorumEpochRequest)
+        if req.leader_epoch < self.epoch:
+            self._reply(env, m.BeginQuorumEpochResponse(m.FENCED_LEADER_EPOCH, self.leader_id, self.epoch))
+            return
+        self._observe(req.leader_epoch, req.leader_id)
+        self._reply(env, m.BeginQuorumEpochResponse(m.NONE, self.leader_id, self.epoch))
+
+    def _handle_begin_quorum_epoch_response(self, env: m.Envelope) -> None:
+        resp = env.message
+        assert isinstance(resp, m.BeginQuorumEpochResponse)
+        self._observe(resp.leader_epoch, resp.leader_id)
+        if self.state is _S.LEADER and resp.error_code == m.NONE and resp.leader_epoch == self.epoch:
+            self._v.begin_acked.add(env.src)
+
+    def _handle_end_quorum_epoch_request(self, env: m.Envelope) -> None:
+        req = env.message
+        assert isinstance(req, m.EndQuorumEpochRequest)
+        if req.leader_epoch < self.epoch:
+            self._reply(env, m.EndQuorumEpochResponse(m.FENCED_LEADER_EPOCH, self.leader_id, self.epoch))
+            return
+        if req.leader_epoch > self.epoch:
+            self._transition(_S.UNATTACHED, req.leader_epoch)
+        elif self.state is _S.FOLLOWER and self.leader_id == req.leader_id:
+            self._transition(_S.UNATTACHED, self.epoch, voted_id=self.voted_id)
+            # Successors try sooner, in preference order (Kafka's EndQuorumEpoch backoff).
+            rank = req.preferred_successors.index(self.node_id) if self.node_id in req.preferred_successors else 0
+            self._v.deadline_ms = self._now + self.rng.randint(0, self.config.election_backoff_max_ms // 4) * (rank + 1)
+        self._reply(env, m.EndQuorumEpochResponse(m.NONE, self.leader_id, self.epoch))
+
+    def _handle_end_quorum_epoch_response(self, env: m.Envelope) -> None:
+        resp = env.message
+        assert isinstance(resp, m.EndQuorumEpochResponse)
+        self._observe(resp.leader_epoch, resp.leader_id)
+
+    def _handle_fetch_request(self, env: m.Envelope) -> None:
+        req = env.message
+        assert isinstance(req, m.FetchRequest)
+        if req.current_leader_epoch > self.epoch:
+            self._observe(req.current_leader_epoch, None)
+        if self.state is not _S.LEADER:
+            self._reply(env, self._fetch_error(m.NOT_LEADER_OR_FOLLOWER))
+            return
+        if req.current_leader_epoch < self.epoch:
+            self._reply(env, self._fetch_error(m.FENCED_LEADER_EPOCH))
+            return
+        self._v.parked.pop(env.src, None)  # a newer fetch replaces a parked one
+        self._answer_fetch(env.src, env.correlation_id, req, park=True)
+
+    def _fetch_error(self, error: int) -> m.FetchResponse:
+        return m.FetchResponse(error, self.leader_id, self.epoch, self._high_watermark, (), None)
+
+    def _answer_fetch(self, src: int, correlation_id: int, req: m.FetchRequest, *, park: bool = False) -> None:
+        v = self._v
+        v.last_fetch_ms[src] = self._now
+        v.begin_acked.add(src)
+        # KIP-595: the follower's last fetched epoch must end at or after its fetch offset here.
+        if req.fetch_offset > 0 or req.last_fetched_epoch > 0:
+            epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
+            if epoch != req.last_fetched_epoch or req.fetch_offset > end:
+                resp = m.FetchResponse(m.NONE, self.node_id, self.epoch, self._high_watermark, (), (epoch, end))
+                self._outbound.append(m.Envelope(self.node_id, src, correlation_id, resp))
+                return
+        # Validated: the follower's log matches ours below fetch_offset (and it is flushed).
+        self._fetch_offset_update(src, req.fetch_offset)
+        v.fetched_at[src] = self._now
+        if req.fetch_offset >= self.log.end_offset:
+            v.caught_up_at[src] = self._now
+        if (
+            park
+            and req.fetch_offset >= self.log.end_offset
+            and req.high_watermark >= self._high_watermark
+            and req.max_wait_ms > 0
+        ):
+            v.parked[src] = _ParkedFetch(src, correlation_id, req, self._now + req.max_wait_ms)
+            return
+        entries = self.log.read(req.fetch_offset, self.config.max_fetch_entries)
+        # Whole batches only, so a fetch offset (and hence the high watermark) is a batch boundary.
+        if entries and req.fetch_offset + len(entries) < self.log.end_offset:
+            last_base = entries[-1].batch_base
+            if last_base > entries[0].offset:
+                entries = [e for e in entries if e.offset < last_base]
+            else:
+                entries = self.log.read(req.fetch_offset, self._batch_len(last_base))
+        resp = m.FetchResponse(m.NONE, self.node_id, self.epoch, self._high_watermark, tuple(entries), None)
+        self._outbound.append(m.Envelope(self.node_id, src, correlation_id, resp))
+
+    def _batch_len(self, base: int) -> int:
+        n, end = 0, self.log.end_offset
+        while base + n < end and self.log.read(base + n, 1)[0].batch_base == base:
+            n += 1
+        return n
+
+    def _fetch_offset_update(self, voter: int, offset: int) -> None:
+        v = self._v
+        if offset > v.fetch_offsets.get(voter, -1):
+            v.fetch_offsets[voter] = offset
+        offsets = sorted((v.fetch_offsets.get(x, 0) for x in self.voters), reverse=True)
+        candidate = offsets[self.majority - 1]
+        if candidate > v.epoch_start_offset and candidate > self._high_watermark:
+            self._high_watermark = candidate
+
+    def _handle_fetch_response(self, env: m.Envelope) -> None:
+        resp = env.message
+        assert isinstance(resp, m.FetchResponse)
+        if self.state is not _S.FOLLOWER or env.correlation_id != self._v.fetch_correlation:
+            self._observe(resp.leader_epoch, resp.leader_id)
+            return  # stale: delayed, duplicated, or from an older state
+        self._v.fetch_correlation = None
+        if resp.error_code != m.NONE or resp.leader_epoch != self.epoch:
+            self._observe(resp.leader_epoch, resp.leader_id)
+            return
+        self._v.deadline_ms = self._now + self.config.fetch_timeout_ms
+        self._v.last_fetch_ok_ms = self._now
+        if resp.diverging_epoch is not None:
+            epoch, end = resp.diverging_epoch
+            _mine, my_end = self.log.end_offset_for_epoch(epoch)
+            target = min(end, my_end)
+            if target < self._high_watermark:
+                raise AssertionError(f"truncation to {target} below high watermark {self._high_watermark}")
+            self.log.truncate_to(target)
+            return
+        if resp.records:
+            if resp.records[0].offset != self.log.end_offset:
+                return
+            self.log.append(resp.records)
+            self.log.flush()  # a fetch offset the leader counts must survive a crash
+        hw = min(resp.high_watermark, self.log.end_offset)
+        if hw > self._high_watermark:
+            self._high_watermark = hw
+
+    # ---- listeners -------------------------------------------------------------------------
+
+    def _deliver_committed(self) -> None:
+        hw = self._high_watermark
+        for cursor in self._listeners:
+            while cursor.next_offset < hw:
+                entries = self.log.read(cursor.next_offset, min(hw - cursor.next_offset, 1024))
+                batch: list[LogEntry] = []
+                for e in entries:
+                    if batch and e.batch_base != batch[0].batch_base:
+                        self._hand(cursor, batch)
+                        batch = []
+                    batch.append(e)
+                if batch:
+                    self._hand(cursor, batch)
+
+    @staticmethod
+    def _hand(cursor: _ListenerCursor, batch: list[LogEntry]) -> None:
+        cursor.next_offset = batch[-1].offset + 1
+        if not batch[0].control:
+            cursor.listener.handle_commit(
+                batch[0].offset, batch[0].epoch, [(e.offset, e.key, e.value) for e in batch]
+            )
+
+
+@dataclass(slots=True)
+class _ListenerCursor:
+    listener: RaftListener
+    next_offset: int = 0
+
+
+_REQUESTS = (m.VoteRequest, m.BeginQuorumEpochRequest, m.EndQuorumEpochRequest, m.FetchRequest)
+
+
+def _error_response(msg: m.Message, error: int, leader_id: int | None, epoch: int) -> m.Message:
+    if isinstance(msg, m.VoteRequest):
+        return m.VoteResponse(error, leader_id, epoch, False, msg.pre_vote)
+    if isinstance(msg, m.BeginQuorumEpochRequest):
+        return m.BeginQuorumEpochResponse(error, leader_id, epoch)
+    if isinstance(msg, m.EndQuorumEpochRequest):
+        return m.EndQuorumEpochResponse(error, leader_id, epoch)
+    return m.FetchResponse(error, leader_id, epoch, 0, (), None)
+
+
+# Message type -> handler method name (looked up on the instance, so a test may override one).
+_HANDLERS: dict[type, str] = {
+    m.VoteRequest: "_handle_vote_request",
+    m.VoteResponse: "_handle_vote_response",
+    m.BeginQuorumEpochRequest: "_handle_begin_quorum_epoch_request",
+    m.BeginQuorumEpochResponse: "_handle_begin_quorum_epoch_response",
+    m.EndQuorumEpochRequest: "_handle_end_quorum_epoch_request",
+    m.EndQuorumEpochResponse: "_handle_end_quorum_epoch_response",
+    m.FetchRequest: "_handle_fetch_request",
+    m.FetchResponse: "_handle_fetch_response",
+}

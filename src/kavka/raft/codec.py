@@ -1,0 +1,365 @@
+"""The core's RPC values <-> kio's generated KRaft messages, so a network driver only frames bytes.
+
+Versions (what a Kafka 4.x controller sends): Vote v2 (KIP-996 PreVote),
+BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v18 (KIP-595 fetch of
+__cluster_metadata-0 with ReplicaState, LastFetchedEpoch, DivergingEpoch;
+v18 adds the follower's HighWatermark the core parks on). Every request names
+topic __cluster_metadata partition 0; Fetch names its topic id
+(Kafka's fixed METADATA_TOPIC_ID). Records travel as record batch v2, one
+batch per `append` (a control batch for the LeaderChange record), with the
+batch's partition leader epoch the epoch it was written in.
+
+`decode_*` raises ValueError on a message that is not one partition of
+__cluster_metadata: a peer's bad bytes are its error, never ours.
+Pure functions; any thread.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from kio.schema.begin_quorum_epoch.v1 import request as bqe_req
+from kio.schema.begin_quorum_epoch.v1 import response as bqe_resp
+from kio.schema.describe_quorum.v2 import response as dq_resp
+from kio.schema.end_quorum_epoch.v1 import request as eqe_req
+from kio.schema.end_quorum_epoch.v1 import response as eqe_resp
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v18 import request as fetch_req
+from kio.schema.fetch.v18 import response as fetch_resp
+from kio.schema.types import BrokerId, TopicName
+from kio.schema.vote.v2 import request as vote_req
+from kio.schema.vote.v2 import response as vote_resp
+from kio.static.primitive import i8, i32, i32Timedelta, i64
+
+from kavka.protocol.records import build_batch, decode_batch, iter_batches
+from kavka.raft import messages as m
+from kavka.raft.quorum import METADATA_TOPIC
+from kavka.raft.replicated_log import LogEntry
+
+METADATA_TOPIC_UUID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID (0, 1)
+_NO_LEADER = -1
+
+
+def _bid(node: int | None) -> BrokerId:
+    return BrokerId(_NO_LEADER if node is None else node)
+
+
+def _node(bid: int) -> int | None:
+    return None if bid < 0 else int(bid)
+
+
+def _split_error(code: int) -> tuple[ErrorCode, ErrorCode]:
+    """(top-level, partition-level) codes: Kafka reports only INCONSISTENT_CLUSTER_ID at the top."""
+    if code == m.INCONSISTENT_CLUSTER_ID:
+        return ErrorCode(code), ErrorCode.none
+    return ErrorCode.none, ErrorCode(code)
+
+
+def _one(parts: tuple[Any, ...], what: str) -> Any:
+    if len(parts) != 1:
+        raise ValueError(f"{what}: expected one partition of {METADATA_TOPIC}, got {len(parts)}")
+    return parts[0]
+
+
+def _topic_partition(topics: tuple[Any, ...], what: str) -> Any:
+    topic = _one(topics, what)
+    name = getattr(topic, "topic_name", None)
+    if name is not None and name != METADATA_TOPIC:
+        raise ValueError(f"{what}: topic {name!r} is not {METADATA_TOPIC}")
+    part = _one(topic.partitions, what)
+    index = getattr(part, "partition_index", getattr(part, "partition", 0))
+    if index != 0:
+        raise ValueError(f"{what}: partition {index} is not 0")
+    return part
+
+
+def encode_records(entries: tuple[LogEntry, ...]) -> bytes:
+    out: list[bytes] = []
+    i = 0
+    while i < len(entries):
+        j = i
+        while j < len(entries) and entries[j].batch_base == entries[i].batch_base:
+            j += 1
+        batch = entries[i:j]
+        out.append(
+            build_batch(
+                [(0, e.key, e.value) for e in batch],
+                base_offset=batch[0].offset,
+                partition_leader_epoch=batch[0].epoch,
+                is_control=batch[0].control,
+            )
+        )
+        i = j
+    return b"".join(out)
+
+
+def decode_records(data: bytes | None) -> tuple[LogEntry, ...]:
+    if not data:
+        return ()
+    entries: list[LogEntry] = []
+    for pos, _header in iter_batches(data):
+        header, records = decode_batch(data, pos)
+        for r in records:
+            entries.append(
+                LogEntry(
+                    r.offset,
+                    header.partition_leader_epoch,
+                    header.base_offset,
+                    r.key,
+                    r.value,
+                    control=header.is_control,
+                )
+            )
+    return tuple(entries)
+
+
+def encode(msg: m.Message, *, destination: int) -> Any:
+    """A kio request/response entity for `msg`, sent to node `destination`."""
+    topic = TopicName(METADATA_TOPIC)
+    if isinstance(msg, m.VoteRequest):
+        part = vote_req.PartitionData(
+            partition_index=i32(0),
+            replica_epoch=i32(msg.candidate_epoch),
+            replica_id=BrokerId(msg.candidate_id),
+            replica_directory_id=None,
+            voter_directory_id=None,
+            last_offset_epoch=i32(msg.last_offset_epoch),
+            last_offset=i64(msg.last_offset),
+            pre_vote=msg.pre_vote,
+        )
+        return vote_req.VoteRequest(
+            cluster_id=msg.cluster_id,
+            voter_id=BrokerId(destination),
+            topics=(vote_req.TopicData(topic_name=topic, partitions=(part,)),),
+        )
+    if isinstance(msg, m.VoteResponse):
+        vpart = vote_resp.PartitionData(
+            partition_index=i32(0),
+            error_code=_split_error(msg.error_code)[1],
+            leader_id=_bid(msg.leader_id),
+            leader_epoch=i32(msg.leader_epoch),
+            vote_granted=msg.vote_granted,
+        )
+        return vote_resp.VoteResponse(
+            error_code=_split_error(msg.error_code)[0],
+            topics=(vote_resp.TopicData(topic_name=topic, partitions=(vpart,)),),
+        )
+    if isinstance(msg, m.BeginQuorumEpochRequest):
+        bpart = bqe_req.PartitionData(
+            partition_index=i32(0),
+            voter_directory_id=None,
+            leader_id=BrokerId(msg.leader_id),
+            leader_epoch=i32(msg.leader_epoch),
+        )
+        return bqe_req.BeginQuorumEpochRequest(
+            cluster_id=msg.cluster_id,
+            voter_id=BrokerId(destination),
+            topics=(bqe_req.TopicData(topic_name=topic, partitions=(bpart,)),),
+            leader_endpoints=(),
+        )
+    if isinstance(msg, m.BeginQuorumEpochResponse):
+        brpart = bqe_resp.PartitionData(
+            partition_index=i32(0),
+            error_code=_split_error(msg.error_code)[1],
+            leader_id=_bid(msg.leader_id),
+            leader_epoch=i32(msg.leader_epoch),
+        )
+        return bqe_resp.BeginQuorumEpochResponse(
+            error_code=_split_error(msg.error_code)[0],
+            topics=(bqe_resp.TopicData(topic_name=topic, partitions=(brpart,)),),
+        )
+    if isinstance(msg, m.EndQuorumEpochRequest):
+        epart = eqe_req.PartitionData(
+            partition_index=i32(0),
+            leader_id=BrokerId(msg.leader_id),
+            leader_epoch=i32(msg.leader_epoch),
+            preferred_candidates=tuple(
+                eqe_req.ReplicaInfo(candidate_id=BrokerId(c), candidate_directory_id=None)
+                for c in msg.preferred_successors
+            ),
+        )
+        return eqe_req.EndQuorumEpochRequest(
+            cluster_id=msg.cluster_id,
+            topics=(eqe_req.TopicData(topic_name=topic, partitions=(epart,)),),
+            leader_endpoints=(),
+        )
+    if isinstance(msg, m.EndQuorumEpochResponse):
+        erpart = eqe_resp.PartitionData(
+            partition_index=i32(0),
+            error_code=_split_error(msg.error_code)[1],
+            leader_id=_bid(msg.leader_id),
+            leader_epoch=i32(msg.leader_epoch),
+        )
+        return eqe_resp.EndQuorumEpochResponse(
+            error_code=_split_error(msg.error_code)[0],
+            topics=(eqe_resp.TopicData(topic_name=topic, partitions=(erpart,)),),
+        )
+    if isinstance(msg, m.FetchRequest):
+        fpart = fetch_req.FetchPartition(
+            partition=i32(0),
+            current_leader_epoch=i32(msg.current_leader_epoch),
+            fetch_offset=i64(msg.fetch_offset),
+            last_fetched_epoch=i32(msg.last_fetched_epoch),
+            log_start_offset=i64(0),
+            partition_max_bytes=i32(8 * 1024 * 1024),
+            replica_directory_id=None,
+            high_watermark=i64(msg.high_watermark),
+        )
+        return fetch_req.FetchRequest(
+            cluster_id=msg.cluster_id,
+            replica_state=fetch_req.ReplicaState(replica_id=BrokerId(msg.replica_id), replica_epoch=i64(-1)),
+            max_wait=i32Timedelta.parse(timedelta(milliseconds=msg.max_wait_ms)),
+            min_bytes=i32(0),
+            max_bytes=i32(8 * 1024 * 1024),
+            isolation_level=i8(0),
+            session_id=i32(0),
+            session_epoch=i32(-1),
+            topics=(fetch_req.FetchTopic(topic_id=METADATA_TOPIC_UUID, partitions=(fpart,)),),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+    if isinstance(msg, m.FetchResponse):
+        div = msg.diverging_epoch or (-1, -1)
+        rpart = fetch_resp.PartitionData(
+            partition_index=i32(0),
+            error_code=_split_error(msg.error_code)[1],
+            high_watermark=i64(msg.high_watermark),
+            last_stable_offset=i64(msg.high_watermark),
+            log_start_offset=i64(0),
+            diverging_epoch=fetch_resp.EpochEndOffset(epoch=i32(div[0]), end_offset=i64(div[1])),
+            current_leader=fetch_resp.LeaderIdAndEpoch(
+                leader_id=_bid(msg.leader_id), leader_epoch=i32(msg.leader_epoch)
+            ),
+            snapshot_id=fetch_resp.SnapshotId(end_offset=i64(-1), epoch=i32(-1)),
+            aborted_transactions=None,
+            preferred_read_replica=BrokerId(-1),
+            records=encode_records(msg.records),
+        )
+        return fetch_resp.FetchResponse(
+            throttle_time=i32Timedelta.parse(timedelta(0)),
+            error_code=_split_error(msg.error_code)[0],
+            session_id=i32(0),
+            responses=(fetch_resp.FetchableTopicResponse(topic_id=METADATA_TOPIC_UUID, partitions=(rpart,)),),
+        )
+    raise TypeError(f"not a raft message: {type(msg).__name__}")
+
+
+def decode(entity: Any, *, request: m.Message | None = None) -> m.Message:
+    """The core's value for a kio KRaft request/response entity (ValueError if malformed).
+
+    A Vote response does not echo PreVote: pass the request it answers.
+    """
+    if isinstance(entity, vote_req.VoteRequest):
+        p = _topic_partition(entity.topics, "Vote")
+        return m.VoteRequest(
+            cluster_id=entity.cluster_id or "",
+            candidate_epoch=int(p.replica_epoch),
+            candidate_id=int(p.replica_id),
+            last_offset_epoch=int(p.last_offset_epoch),
+            last_offset=int(p.last_offset),
+            pre_vote=bool(p.pre_vote),
+        )
+    if isinstance(entity, vote_resp.VoteResponse):
+        pre_vote = isinstance(request, m.VoteRequest) and request.pre_vote
+        if entity.error_code != ErrorCode.none or not entity.topics:
+            return m.VoteResponse(int(entity.error_code), None, -1, False, pre_vote)
+        p = _topic_partition(entity.topics, "Vote response")
+        return m.VoteResponse(
+            int(p.error_code), _node(p.leader_id), int(p.leader_epoch), bool(p.vote_granted), pre_vote
+        )
+    if isinstance(entity, bqe_req.BeginQuorumEpochRequest):
+        p = _topic_partition(entity.topics, "BeginQuorumEpoch")
+        return m.BeginQuorumEpochRequest(entity.cluster_id or "", int(p.leader_id), int(p.leader_epoch))
+    if isinstance(entity, bqe_resp.BeginQuorumEpochResponse):
+        if entity.error_code != ErrorCode.none or not entity.topics:
+            return m.BeginQuorumEpochResponse(int(entity.error_code), None, -1)
+        p = _topic_partition(entity.topics, "BeginQuorumEpoch response")
+        return m.BeginQuorumEpochResponse(int(p.error_code), _node(p.leader_id), int(p.leader_epoch))
+    if isinstance(entity, eqe_req.EndQuorumEpochRequest):
+        p = _topic_partition(entity.topics, "EndQuorumEpoch")
+        return m.EndQuorumEpochRequest(
+            entity.cluster_id or "",
+            int(p.leader_id),
+            int(p.leader_epoch),
+            tuple(int(c.candidate_id) for c in p.preferred_candidates),
+        )
+    if isinstance(entity, eqe_resp.EndQuorumEpochResponse):
+        if entity.error_code != ErrorCode.none or not entity.topics:
+            return m.EndQuorumEpochResponse(int(entity.error_code), None, -1)
+        p = _topic_partition(entity.topics, "EndQuorumEpoch response")
+        return m.EndQuorumEpochResponse(int(p.error_code), _node(p.leader_id), int(p.leader_epoch))
+    if isinstance(entity, fetch_req.FetchRequest):
+        topic = _one(entity.topics, "Fetch")
+        if topic.topic_id != METADATA_TOPIC_UUID:
+            raise ValueError(f"Fetch: topic id {topic.topic_id} is not {METADATA_TOPIC}'s")
+        p = _topic_partition(entity.topics, "Fetch")
+        return m.FetchRequest(
+            cluster_id=entity.cluster_id or "",
+            replica_id=int(entity.replica_state.replica_id),
+            current_leader_epoch=int(p.current_leader_epoch),
+            fetch_offset=int(p.fetch_offset),
+            last_fetched_epoch=int(p.last_fetched_epoch),
+            high_watermark=int(p.high_watermark),
+            max_wait_ms=int(entity.max_wait.total_seconds() * 1000),
+        )
+    if isinstance(entity, fetch_resp.FetchResponse):
+        if entity.error_code != ErrorCode.none or not entity.responses:
+            return m.FetchResponse(int(entity.error_code), None, -1, 0, (), None)
+        p = _topic_partition(entity.responses, "Fetch response")
+        div = p.diverging_epoch
+        diverging = None if div.epoch < 0 else (int(div.epoch), int(div.end_offset))
+        return m.FetchResponse(
+            error_code=int(p.error_code),
+            leader_id=_node(p.current_leader.leader_id),
+            leader_epoch=int(p.current_leader.leader_epoch),
+            high_watermark=int(p.high_watermark),
+            records=decode_records(p.records),
+            diverging_epoch=diverging,
+        )
+    raise ValueError(f"not a KRaft message: {type(entity).__name__}")
+
+
+def encode_describe_quorum(desc: m.QuorumDescription) -> Any:
+    """DescribeQuorumResponse v2 for the core's description (errors at partition level)."""
+    voters = tuple(
+        dq_resp.ReplicaState(
+            replica_id=BrokerId(r.replica_id),
+            replica_directory_id=None,
+            log_end_offset=i64(r.log_end_offset),
+            last_fetch_timestamp=i64(r.last_fetch_timestamp),
+            last_caught_up_timestamp=i64(r.last_caught_up_timestamp),
+        )
+        for r in desc.current_voters
+    )
+    part = dq_resp.PartitionData(
+        partition_index=i32(0),
+        error_code=ErrorCode(desc.error_code),
+        error_message=None,
+        leader_id=_bid(desc.leader_id),
+        leader_epoch=i32(desc.leader_epoch),
+        high_watermark=i64(desc.high_watermark),
+        current_voters=voters,
+        observers=(),
+    )
+    return dq_resp.DescribeQuorumResponse(
+        error_code=ErrorCode.none,
+        error_message=None,
+        topics=(dq_resp.TopicData(topic_name=TopicName(METADATA_TOPIC), partitions=(part,)),),
+        nodes=(),
+    )
+
+
+API_VERSIONS: dict[type, int] = {
+    vote_req.VoteRequest: 2,
+    bqe_req.BeginQuorumEpochRequest: 1,
+    eqe_req.EndQuorumEpochRequest: 1,
+    fetch_req.FetchRequest: 18,
+}
+RESPONSE_SCHEMA: dict[type, type] = {
+    vote_req.VoteRequest: vote_resp.VoteResponse,
+    bqe_req.BeginQuorumEpochRequest: bqe_resp.BeginQuorumEpochResponse,
+    eqe_req.EndQuorumEpochRequest: eqe_resp.EndQuorumEpochResponse,
+    fetch_req.FetchRequest: fetch_resp.FetchResponse,
+}

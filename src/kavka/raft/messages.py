@@ -1,0 +1,136 @@
+"""The KRaft RPCs the core exchanges, as plain values carrying Kafka's field names.
+
+One class per request/response of Vote (api 52, with KIP-996's PreVote),
+BeginQuorumEpoch (53), EndQuorumEpoch (54) and Fetch (1) of
+__cluster_metadata-0 (KIP-595: the leader answers a fetch whose last fetched
+epoch diverges with DivergingEpoch instead of records). They hold exactly the
+fields of the kio request/response partition entries the network driver will
+build from them (kio/schema/<api>/vN); the core never encodes bytes.
+
+`Envelope.correlation_id` pairs a response with its request, as the Kafka
+request header does: a response whose request is no longer outstanding is
+stale (delayed or duplicated) and is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kavka.raft.replicated_log import LogEntry
+
+# Kafka error codes used here (kio.schema.errors.ErrorCode values).
+NONE = 0
+NOT_LEADER_OR_FOLLOWER = 6
+FENCED_LEADER_EPOCH = 74
+INCONSISTENT_VOTER_SET = 94
+INCONSISTENT_CLUSTER_ID = 104
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    cluster_id: str
+    candidate_epoch: int  # replica_epoch; for a pre-vote, the epoch the sender would stand in
+    candidate_id: int
+    last_offset_epoch: int
+    last_offset: int
+    pre_vote: bool
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    error_code: int
+    leader_id: int | None
+    leader_epoch: int
+    vote_granted: bool
+    pre_vote: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochRequest:
+    cluster_id: str
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    error_code: int
+    leader_id: int | None
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochRequest:
+    cluster_id: str
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochResponse:
+    error_code: int
+    leader_id: int | None
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    cluster_id: str
+    replica_id: int  # ReplicaState.ReplicaId
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    high_watermark: int  # what the follower knows; lets the leader park an idle fetch
+    max_wait_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    error_code: int
+    leader_id: int | None  # CurrentLeader
+    leader_epoch: int
+    high_watermark: int
+    records: tuple[LogEntry, ...]
+    diverging_epoch: tuple[int, int] | None  # DivergingEpoch (epoch, end_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDescription:
+    """DescribeQuorum's ReplicaState; timestamps in the driver's clock, -1 if never."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    """DescribeQuorum (api 55) for __cluster_metadata-0, as only the leader can answer it."""
+
+    error_code: int
+    leader_id: int | None
+    leader_epoch: int
+    high_watermark: int
+    current_voters: tuple[ReplicaDescription, ...]
+
+
+Message = (
+    VoteRequest
+    | VoteResponse
+    | BeginQuorumEpochRequest
+    | BeginQuorumEpochResponse
+    | EndQuorumEpochRequest
+    | EndQuorumEpochResponse
+    | FetchRequest
+    | FetchResponse
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    src: int
+    dst: int
+    correlation_id: int
+    message: Message

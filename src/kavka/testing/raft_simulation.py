@@ -1,0 +1,247 @@
+"""A seeded event simulation of RaftClient voters (Kafka's RaftEventSimulationTest as the model).
+
+Nodes run `RaftClient` over `MemoryLog` and a crash-proof quorum-state store;
+messages travel through `SimNetwork` (delays, drops, duplicates, partitions).
+An event heap orders deliveries, node timers, client appends and faults
+(partitions, heals, hard kills that lose unflushed data, restarts). After
+every event the invariants are checked; `run()` ends with every fault healed
+and asserts liveness: a leader elected and a new record committed on all voters.
+
+Invariants (checked on the node that just ran, after every event):
+- at most one leader per epoch, over the whole run;
+- a node's epoch never goes back (across restarts: quorum-state survives);
+- a node's high watermark never goes back while it lives, nor passes its log end;
+- every record below a node's high watermark equals the record the cluster
+  first saw committed at that offset, and stays in its log afterwards.
+`client_factory` lets a test run a deliberately broken core to show the
+simulation catches it. Used by tests only.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from dataclasses import dataclass, field
+
+from kavka.raft.client import RaftClient, RaftConfig
+from kavka.raft.messages import Envelope
+from kavka.raft.state import EpochState, MemoryQuorumStateStore
+from kavka.testing import ManualClock, MemoryLog, SimNetwork
+
+CLUSTER_ID = "sim-cluster-id-00000000"
+
+
+class InvariantViolation(AssertionError):
+    pass
+
+
+@dataclass
+class Node:
+    node_id: int
+    log: MemoryLog
+    store: MemoryQuorumStateStore
+    client: RaftClient | None = None
+    alive: bool = True
+    deadline: int = 0
+    last_epoch: int = 0
+    last_hw: int = 0
+    checked_hw: int = 0  # committed offsets below this were checked against the cluster record
+
+
+@dataclass
+class Sim:
+    seed: int
+    voters: int
+    rng: random.Random = field(init=False)
+    clock: ManualClock = field(default_factory=ManualClock)
+    events: list = field(default_factory=list)
+    seq: int = 0
+    leaders: dict[int, int] = field(default_factory=dict)  # epoch -> leader id
+    committed: list = field(default_factory=list)  # offset -> (epoch, key, value, control)
+    appended: int = 0
+    client_factory: type[RaftClient] = RaftClient
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        r = self.rng
+        self.net = SimNetwork(
+            random.Random(r.random()),
+            max_delay_ms=r.choice([5, 20, 100]),
+            drop_rate=r.choice([0.0, 0.05, 0.2]),
+            duplicate_rate=r.choice([0.0, 0.05, 0.2]),
+        )
+        # Timeouts near the network delay make elections contested: the runs that find bugs.
+        self.election_timeout_ms = r.choice([50, 150, 500, 1000])
+        self.ids = tuple(range(1, self.voters + 1))
+        self.nodes = {i: Node(i, MemoryLog(), MemoryQuorumStateStore()) for i in self.ids}
+        for n in self.nodes.values():
+            self._start(n)
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _push(self, when: int, kind: str, payload: object) -> None:
+        self.seq += 1
+        heapq.heappush(self.events, (when, self.seq, kind, payload))
+
+    def _start(self, n: Node) -> None:
+        t = self.election_timeout_ms
+        config = RaftConfig(
+            node_id=n.node_id,
+            voters=self.ids,
+            cluster_id=CLUSTER_ID,
+            election_timeout_ms=t,
+            election_backoff_max_ms=t,
+            fetch_timeout_ms=2 * t,
+            request_timeout_ms=2 * t,
+            fetch_max_wait_ms=min(500, t // 2),
+        )
+        n.client = self.client_factory(
+            config, n.log, n.store, random.Random(self.rng.random()), now_ms=self.clock.now_ms
+        )
+        n.alive = True
+        n.last_hw = 0
+        n.checked_hw = 0
+        self._poll(n, [])
+
+    def _poll(self, n: Node, inbound: list[Envelope]) -> None:
+        assert n.client is not None
+        result = n.client.poll(self.clock.now_ms, inbound)
+        for env in result.outbound:
+            for t in self.net.send(env.src, env.dst, self.clock.now_ms):
+                self._push(t, "deliver", env)
+        n.deadline = result.next_deadline_ms
+        self._push(max(n.deadline, self.clock.now_ms + 1), "timer", (n.node_id, n.deadline))
+        self.check(n)
+
+    # -- invariants ----------------------------------------------------------------------------
+
+    def check(self, n: Node) -> None:
+        c = n.client
+        assert c is not None
+        if c.epoch < n.last_epoch:
+            raise InvariantViolation(f"node {n.node_id} epoch went back {n.last_epoch} -> {c.epoch}")
+        n.last_epoch = c.epoch
+        if c.state is EpochState.LEADER:
+            prev = self.leaders.setdefault(c.epoch, n.node_id)
+            if prev != n.node_id:
+                raise InvariantViolation(f"two leaders in epoch {c.epoch}: {prev} and {n.node_id}")
+        hw = c.high_watermark
+        if hw < n.last_hw:
+            raise InvariantViolation(f"node {n.node_id} high watermark went back {n.last_hw} -> {hw}")
+        n.last_hw = hw
+        if hw > n.log.end_offset:
+            raise InvariantViolation(f"node {n.node_id} high watermark {hw} beyond log end {n.log.end_offset}")
+        for off in range(n.checked_hw, hw):
+            e = n.log.entries[off]
+            rec = (e.epoch, e.key, e.value, e.control)
+            if off < len(self.committed):
+                if self.committed[off] != rec:
+                    raise InvariantViolation(
+                        f"node {n.node_id} committed {rec} at {off}, cluster committed {self.committed[off]}"
+                    )
+            else:
+                self.committed.append(rec)
+        n.checked_hw = max(n.checked_hw, hw)
+
+    def check_committed_prefix(self) -> None:
+        """A committed record stays in every live log that has reached past it (never truncated away)."""
+        for n in self.nodes.values():
+            for off in range(min(n.checked_hw, len(n.log.entries))):
+                e = n.log.entries[off]
+                if (e.epoch, e.key, e.value, e.control) != self.committed[off]:
+                    raise InvariantViolation(f"node {n.node_id} lost committed offset {off}")
+
+    # -- driving -------------------------------------------------------------------------------
+
+    def leader(self) -> Node | None:
+        for n in self.nodes.values():
+            if n.alive and n.client is not None and n.client.state is EpochState.LEADER:
+                return n
+        return None
+
+    def step(self) -> None:
+        when, _, kind, payload = heapq.heappop(self.events)
+        self.clock.advance_to(when)
+        if kind == "deliver":
+            n = self.nodes[payload.dst]
+            if n.alive:
+                self._poll(n, [payload])
+        elif kind == "timer":
+            node_id, deadline = payload
+            n = self.nodes[node_id]
+            if n.alive and n.deadline == deadline:
+                self._poll(n, [])
+        elif kind == "append":
+            leader = self.leader()
+            if leader is not None and leader.client is not None:
+                self.appended += 1
+                recs = [(b"k%d" % self.appended, b"v%d-%d" % (self.seed, i)) for i in range(self.rng.randint(1, 3))]
+                leader.client.append(recs, now_ms=self.clock.now_ms)
+                self._poll(leader, [])
+            self._push(self.clock.now_ms + self.rng.randint(10, 200), "append", None)
+        elif kind == "fault":
+            self.fault()
+            self._push(self.clock.now_ms + self.rng.randint(100, 1500), "fault", None)
+        elif kind == "restart":
+            n = self.nodes[payload]
+            if not n.alive:
+                self._start(n)
+
+    def fault(self) -> None:
+        r = self.rng.random()
+        ids = list(self.ids)
+        if r < 0.35:
+            self.rng.shuffle(ids)
+            cuts = sorted(self.rng.sample(range(1, len(ids)), self.rng.randint(1, min(2, len(ids) - 1))))
+            bounds = [0, *cuts, len(ids)]
+            self.net.partition([ids[a:b] for a, b in itertools.pairwise(bounds)])
+        elif r < 0.55:
+            self.net.heal()
+        elif r < 0.9:
+            alive = [n for n in self.nodes.values() if n.alive]
+            if len(alive) > 1:
+                victim = self.rng.choice(alive)
+                if self.rng.random() < 0.7:
+                    leader = self.leader()
+                    victim = leader if leader is not None else victim
+                victim.alive = False
+                victim.log.crash()
+                self._push(self.clock.now_ms + self.rng.randint(50, 5000), "restart", victim.node_id)
+        # else: a quiet spell
+
+    def run_until(self, until_ms: int) -> None:
+        while self.events and self.events[0][0] <= until_ms:
+            self.step()
+
+    def run(self, *, chaos_ms: int = 8000, heal_ms: int = 20000) -> None:
+        self._push(1, "append", None)
+        self._push(self.rng.randint(100, 1500), "fault", None)
+        self.run_until(chaos_ms)
+        # Heal everything; no new faults from here on.
+        self.events = [e for e in self.events if e[2] != "fault"]
+        heapq.heapify(self.events)
+        self.net.heal()
+        self.net.drop_rate = 0.0
+        # Liveness is owed only when the round trip is well inside the election timeout.
+        self.net.max_delay_ms = min(self.net.max_delay_ms, max(1, self.election_timeout_ms // 10))
+        for n in self.nodes.values():
+            if not n.alive:
+                self._start(n)
+        self.check_committed_prefix()
+        target = None
+        deadline = self.clock.now_ms + heal_ms
+        while self.clock.now_ms < deadline and self.events:
+            self.step()
+            leader = self.leader()
+            if target is None and leader is not None and leader.client is not None:
+                if leader.client.high_watermark >= leader.log.end_offset:
+                    target = leader.client.append([(b"final", b"%d" % self.seed)], now_ms=self.clock.now_ms) + 1
+            if target is not None and all(
+                n.client is not None and n.client.high_watermark >= target for n in self.nodes.values()
+            ):
+                self.check_committed_prefix()
+                return
+        states = {i: (n.client.state.value, n.client.epoch, n.client.high_watermark, n.log.end_offset)
+                  for i, n in self.nodes.items() if n.client}
+        raise InvariantViolation(f"no progress after healing (seed {self.seed}): {states}")

@@ -1,0 +1,117 @@
+"""One contract for every ReplicatedLog: MemoryLog (simulations) and FileReplicatedLog (the node)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kavka.raft.file_log import FileReplicatedLog
+from kavka.raft.replicated_log import LogEntry, ReplicatedLog
+from kavka.testing import MemoryLog
+
+
+@pytest.fixture(params=["memory", "file"])
+def make_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], ReplicatedLog]]:
+    opened: list[FileReplicatedLog] = []
+
+    def make() -> ReplicatedLog:
+        if request.param == "memory":
+            return MemoryLog()
+        log = FileReplicatedLog.open(tmp_path, now_ms=0, segment_bytes=1024)
+        opened.append(log)
+        return log
+
+    yield make
+    for log in opened:
+        log.close()
+
+
+def batch(base: int, epoch: int, n: int, *, control: bool = False) -> list[LogEntry]:
+    return [LogEntry(base + i, epoch, base, b"k%d" % (base + i), b"v" * 50, control) for i in range(n)]
+
+
+def test_append_read_epochs_truncate(make_log: Callable[[], ReplicatedLog]) -> None:
+    log = make_log()
+    assert (log.end_offset, log.last_epoch, log.flushed_end_offset) == (0, 0, 0)
+    log.append(batch(0, 1, 1, control=True))
+    log.append(batch(1, 1, 3))
+    log.append(batch(4, 3, 2, control=True))
+    log.append(batch(6, 3, 20))  # crosses 1 KiB segments in the file log
+    assert (log.end_offset, log.last_epoch) == (26, 3)
+    assert log.read(1, 3) == batch(1, 1, 3)
+    assert log.read(4, 100) == batch(4, 3, 2, control=True) + batch(6, 3, 20)
+    assert log.read(26, 10) == []
+    assert log.end_offset_for_epoch(1) == (1, 4)
+    assert log.end_offset_for_epoch(2) == (1, 4)
+    assert log.end_offset_for_epoch(3) == (3, 26)
+    assert log.end_offset_for_epoch(7) == (3, 26)
+    log.flush()
+    assert log.flushed_end_offset == 26
+    log.truncate_to(4)
+    assert (log.end_offset, log.last_epoch) == (4, 1)
+    assert log.flushed_end_offset <= 4
+    log.append(batch(4, 5, 2))
+    assert log.end_offset_for_epoch(3) == (1, 4) and log.end_offset_for_epoch(5) == (5, 6)
+    with pytest.raises(ValueError):
+        log.append(batch(9, 5, 1))
+    with pytest.raises(ValueError):
+        log.append(batch(6, 2, 1))
+
+
+def test_file_log_reopens_with_its_records_and_epochs(tmp_path: Path) -> None:
+    log = FileReplicatedLog.open(tmp_path, now_ms=0)
+    log.append(batch(0, 2, 1, control=True))
+    log.append(batch(1, 2, 4))
+    log.flush()
+    log.close()
+    assert (tmp_path / "__cluster_metadata-0" / "leader-epoch-checkpoint").exists()
+    again = FileReplicatedLog.open(tmp_path, now_ms=0)
+    try:
+        assert (again.end_offset, again.last_epoch) == (5, 2)
+        assert again.read(0, 10) == batch(0, 2, 1, control=True) + batch(1, 2, 4)
+    finally:
+        again.close()
+
+
+def test_one_voter_on_disk_commits_restarts_in_a_new_epoch_and_replays(tmp_path: Path) -> None:
+    import random
+
+    from kavka.raft.client import RaftClient, RaftConfig
+    from kavka.raft.state import FileQuorumStateStore
+
+    commits: list[tuple[int, int, list]] = []
+
+    class Listener:
+        def handle_commit(self, base_offset: int, epoch: int, records: list) -> None:
+            commits.append((base_offset, epoch, records))
+
+        def handle_load_snapshot(self, snapshot_id: object, records: object) -> None:
+            raise AssertionError("no snapshots yet")
+
+        def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+            pass
+
+    def start() -> tuple[RaftClient, FileReplicatedLog]:
+        log = FileReplicatedLog.open(tmp_path, now_ms=0)
+        store = FileQuorumStateStore(tmp_path / "__cluster_metadata-0" / "quorum-state", (1,))
+        config = RaftConfig(node_id=1, voters=(1,), cluster_id="c")
+        client = RaftClient(config, log, store, random.Random(1), now_ms=0)
+        client.register_listener(Listener())
+        client.poll(5000)
+        return client, log
+
+    client, log = start()
+    assert client.leader_and_epoch().epoch == 1
+    client.append([(b"a", b"1")], now_ms=5000)
+    client.poll(5001)
+    assert client.high_watermark == 2 and commits == [(1, 1, [(1, b"a", b"1")])]
+    log.close()
+    commits.clear()
+    client, log = start()
+    try:
+        assert client.leader_and_epoch().epoch == 2 and client.high_watermark == 3
+        assert commits == [(1, 1, [(1, b"a", b"1")])]  # replayed from the log on restart
+    finally:
+        log.close()
