@@ -161,3 +161,21 @@ def test_caches_hit_and_respect_their_byte_limit(rsm: CountingRSM, tmp_path: Pat
     lru.put("big", b"x" * 11)  # bigger than the cache: served, not kept
     assert lru.get("big") is None
     assert IndexType.REMOTE_LOG_INDEX.value == ".remoteLogIndex"
+
+
+def test_offset_for_timestamp(rsm: CountingRSM, tmp_path: Path) -> None:
+    md, raw = copied_segment(rsm, tmp_path, 0)
+    batches = [h for _, h in iter_batches(raw)]
+    md = RemoteLogSegmentMetadata(
+        segment_id=md.segment_id, start_offset=md.start_offset, end_offset=md.end_offset,
+        max_timestamp_ms=max(h.max_timestamp for h in batches), broker_id=1,
+        event_timestamp_ms=0, segment_size_in_bytes=md.segment_size_in_bytes)
+    reader = RemoteLogReader(rsm, threads=1)
+    try:
+        for h in batches:
+            expect = next(b.base_offset for b in batches if b.max_timestamp >= h.max_timestamp)
+            assert reader.offset_for_timestamp(md, h.max_timestamp) == expect
+        assert reader.offset_for_timestamp(md, 0) == md.start_offset
+        assert reader.offset_for_timestamp(md, md.max_timestamp_ms + 1) is None
+    finally:
+        reader.close()

@@ -4,8 +4,10 @@ broker replays them into.
 KIP-405 keeps segment metadata apart from segment data so an eventually consistent object store is
 enough: the leader announces each state change of a remote segment as an event, and any broker
 (a restarted one, a follower, a new leader) rebuilds the same remote state by replaying the events
-in order. The default manager appends them to the internal topic ``__remote_log_metadata``, keyed
-by topic-partition so every event of a partition lands in one metadata partition, in order.
+in order. Kafka's default manager appends them to the internal topic ``__remote_log_metadata``,
+keyed by topic-partition so every event of a partition lands in one metadata partition, in order;
+kavka's topic-backed manager is not built yet (README, "Tiered storage"): this module is the event
+format and the replay it will use.
 
 Event encoding (big-endian; version 0) -- kavka's own, Kafka's record *names* and *states*:
 

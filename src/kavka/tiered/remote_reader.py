@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from kavka.protocol.records import iter_batches
 from kavka.tiered.api import IndexType, RemoteLogSegmentMetadata, RemoteStorageManager
-from kavka.tiered.remote_index import decode_entry, lookup_offset
+from kavka.tiered.remote_index import decode_entry, lookup_offset, lookup_timestamp
 
 
 class ByteLRU:
@@ -128,6 +128,30 @@ class RemoteLogReader:
             if len(out) >= req.max_bytes:
                 break
         return bytes(out)
+
+    def offset_for_timestamp(self, md: RemoteLogSegmentMetadata, timestamp: int) -> int | None:
+        """The first offset in the segment whose batch max timestamp is >= ``timestamp`` (the
+        ListOffsets rule), via the seed's ``.remoteTimeIndex``; None if none is that late."""
+        if md.max_timestamp_ms < timestamp:
+            return None
+        time_index = self._index(md, IndexType.REMOTE_TIME_INDEX)
+        start = lookup_timestamp(time_index, base_offset=md.start_offset,
+                                 target_timestamp=timestamp)
+        if start is None:
+            return None
+        log_index = self._index(md, IndexType.REMOTE_LOG_INDEX)
+        offset_index = self._index(md, IndexType.REMOTE_OFFSET_INDEX)
+        first_rel = start - md.start_offset
+        for rel, pos in struct.iter_unpack(">ii", offset_index):
+            if rel < first_rel:
+                continue
+            e, _ = decode_entry(log_index, pos)
+            if e.last_timestamp < timestamp:
+                continue
+            for _, h in iter_batches(self._chunk(md, e.position, e.data_length)):
+                if h.max_timestamp >= timestamp:
+                    return h.base_offset
+        return None
 
     async def read_many(self, reqs: Sequence[RemoteFetch]) -> list[bytes | BaseException]:
         """All partitions of one Fetch, in parallel in the pool; a failed partition yields its
