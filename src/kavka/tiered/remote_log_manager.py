@@ -18,8 +18,11 @@ Invariants:
   offset does not. So no offset at or above the log start offset is ever in neither tier.
 * Total retention: remote segments breaching retention.ms (max timestamp) or retention.bytes
   (remote plus local-only bytes over the limit, oldest first), or wholly below the log start
-  offset, are deleted; the log start offset moves to the first surviving offset.
-* remote.log.copy.disable stops copies, keeps remote data readable and expiring (KIP-950).
+  offset, are deleted; the log start offset moves past the last deleted one (both tiers: a local
+  copy of deleted data goes too, by the local "log start offset breach" pass).
+* remote.log.copy.disable (KIP-950): the copy task does not call ``segments_to_copy``; remote data
+  stays readable and expires; ``validate_tiered_topic_config`` then requires local and total
+  retention to be identical, as Kafka does.
 """
 
 from __future__ import annotations
