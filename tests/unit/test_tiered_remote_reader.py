@@ -22,7 +22,7 @@ from kavka.tiered.api import (
 from kavka.tiered.backends.local_dir import LocalDirRemoteStorageManager
 from kavka.tiered.remote_index import build_remote_indexes
 from kavka.tiered.remote_reader import ByteLRU, RemoteFetch, RemoteLogReader
-from tests.unit.test_tiered_rsm_contract import write_segment
+from tests.unit.tiered_segments import write_segment
 
 
 class CountingRSM(LocalDirRemoteStorageManager):

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from kavka.protocol.records import build_batch
 from kavka.tiered.api import (
     IndexType,
     LogSegmentData,
@@ -26,6 +25,7 @@ from kavka.tiered.api import (
 from kavka.tiered.backends import PluginLoadError, load_remote_storage_manager, rsm_configs
 from kavka.tiered.remote_index import build_remote_indexes
 from tests.s3_server import FaultProxy, MotoServer, aws_test_env
+from tests.unit.tiered_segments import write_segment
 
 boto3 = pytest.importorskip("boto3")
 
@@ -73,21 +73,6 @@ def rsm(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RemoteStorag
         assert proxy.injected["write"] > 0, proxy.injected
         if proxy.seen["read"] >= 3:
             assert proxy.injected["read"] > 0, proxy.injected
-
-
-def write_segment(directory: Path, base_offset: int, batches: int, value_size: int = 100
-                  ) -> tuple[Path, list[bytes]]:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{base_offset:020d}.log"
-    raw: list[bytes] = []
-    offset = base_offset
-    for i in range(batches):
-        recs = [(1_700_000_000_000 + i, f"k{offset + j}".encode(), os.urandom(value_size), [])
-                for j in range(3)]
-        raw.append(build_batch(recs, base_offset=offset))
-        offset += 3
-    path.write_bytes(b"".join(raw))
-    return path, raw
 
 
 def segment_data(directory: Path, base_offset: int = 100, batches: int = 20,
