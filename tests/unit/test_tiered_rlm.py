@@ -1,0 +1,268 @@
+"""Remote log metadata events and cache, the remote log manager's decisions, and a seeded
+simulation of produce / copy (sometimes killed half way) / local retention / total retention /
+restart that checks no offset at or above the log start offset is ever in neither tier."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from kavka.tiered.api import (
+    InvalidStateTransitionError,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+)
+from kavka.tiered.metadata import (
+    RemoteLogMetadataCache,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteMetadataError,
+    decode_event,
+    encode_event,
+)
+from kavka.tiered.remote_log_manager import (
+    LocalSegmentView,
+    TieredTopicConfig,
+    local_segments_to_delete,
+    remote_segments_to_delete,
+    segments_to_copy,
+    validate_tiered_topic_config,
+)
+
+S = RemoteLogSegmentState
+TP = TopicIdPartition(uuid.UUID(int=99), "tiered", 2)
+
+
+def seg_md(start: int, end: int, *, size: int = 100, max_ts: int = 0) -> RemoteLogSegmentMetadata:
+    return RemoteLogSegmentMetadata(
+        segment_id=RemoteLogSegmentId.generate(TP), start_offset=start, end_offset=end,
+        max_timestamp_ms=max_ts, broker_id=1, event_timestamp_ms=5,
+        segment_size_in_bytes=size, segment_leader_epochs={0: start, 3: start + 1})
+
+
+def update(md: RemoteLogSegmentMetadata, state: RemoteLogSegmentState
+           ) -> RemoteLogSegmentMetadataUpdate:
+    return RemoteLogSegmentMetadataUpdate(segment_id=md.segment_id, state=state,
+                                          event_timestamp_ms=7, broker_id=1)
+
+
+def test_events_round_trip() -> None:
+    md = seg_md(10, 19, size=1234, max_ts=99)
+    assert decode_event(encode_event(md)) == md
+    up = update(md, S.COPY_SEGMENT_FINISHED)
+    assert decode_event(encode_event(up), {TP.topic_id: TP.topic}) == up
+    with pytest.raises(RemoteMetadataError):
+        decode_event(encode_event(md)[:-3])
+    with pytest.raises(RemoteMetadataError):
+        decode_event(b"\x00\x07" + encode_event(md)[2:])
+
+
+def test_cache_follows_kafkas_states() -> None:
+    cache = RemoteLogMetadataCache()
+    a, b = seg_md(0, 9), seg_md(10, 19)
+    cache.replay([a, b, update(a, S.COPY_SEGMENT_FINISHED)])
+    assert [m.segment_id for m in cache.readable()] == [a.segment_id]
+    assert [m.segment_id for m in cache.unfinished()] == [b.segment_id]  # a copy that died
+    assert cache.highest_offset_in_remote_storage == 9
+    assert cache.segment_for_offset(5).segment_id == a.segment_id
+    assert cache.segment_for_offset(10) is None  # b is not readable
+    with pytest.raises(InvalidStateTransitionError):
+        cache.apply(update(a, S.COPY_SEGMENT_STARTED))
+    with pytest.raises(RemoteMetadataError):
+        cache.apply(update(seg_md(0, 1), S.COPY_SEGMENT_FINISHED))  # unknown segment
+    with pytest.raises(RemoteMetadataError):
+        cache.apply(a)  # added twice
+    cache.replay([update(a, S.DELETE_SEGMENT_STARTED)])
+    assert cache.readable() == [] and cache.highest_offset_in_remote_storage == -1
+    cache.replay([update(a, S.DELETE_SEGMENT_FINISHED), update(b, S.DELETE_SEGMENT_STARTED),
+                  update(b, S.DELETE_SEGMENT_FINISHED)])
+    assert list(cache.unfinished()) == []
+
+
+def view(base: int, last: int, size: int = 100, ts: int = 0) -> LocalSegmentView:
+    return LocalSegmentView(base_offset=base, last_offset=last, size_in_bytes=size,
+                            largest_timestamp_ms=ts)
+
+
+def test_copy_candidates_never_include_the_active_segment_or_unstable_data() -> None:
+    local = [view(0, 9), view(10, 19), view(20, 29), view(30, 35)]  # the last is active
+    assert segments_to_copy(local, highest_copied_offset=-1, last_stable_offset=36) == local[:3]
+    assert segments_to_copy(local, highest_copied_offset=9, last_stable_offset=36) == local[1:3]
+    # an open transaction holds the last stable offset at 25: segment 20..29 must wait
+    assert segments_to_copy(local, highest_copied_offset=-1, last_stable_offset=25) == local[:2]
+    assert segments_to_copy(local[-1:], highest_copied_offset=-1, last_stable_offset=36) == []
+
+
+def test_local_retention_deletes_only_copied_segments() -> None:
+    cfg = TieredTopicConfig(remote_storage_enable=True, retention_ms=-1, local_retention_ms=1000)
+    local = [view(0, 9, ts=0), view(10, 19, ts=0), view(20, 29, ts=5000), view(30, 31, ts=5000)]
+    out = local_segments_to_delete(local, config=cfg, highest_copied_offset=9, now_ms=4000)
+    assert out == local[:1]  # 10..19 is old enough but not copied
+    out = local_segments_to_delete(local, config=cfg, highest_copied_offset=29, now_ms=4000)
+    assert out == local[:2]  # 20..29 is copied but within local.retention.ms
+    by_size = TieredTopicConfig(remote_storage_enable=True, retention_ms=-1,
+                                local_retention_bytes=100)
+    assert local_segments_to_delete(local, config=by_size, highest_copied_offset=29,
+                                    now_ms=0) == local[:3]
+    follow = TieredTopicConfig(remote_storage_enable=True, retention_ms=10_000)
+    assert local_segments_to_delete(local, config=follow, highest_copied_offset=29,
+                                    now_ms=4000) == []
+
+
+def test_total_retention_moves_the_log_start_offset() -> None:
+    remote = [seg_md(0, 9, max_ts=0), seg_md(10, 19, max_ts=0), seg_md(20, 29, max_ts=9000)]
+    cfg = TieredTopicConfig(remote_storage_enable=True, retention_ms=5000)
+    exp = remote_segments_to_delete(remote, config=cfg, log_start_offset=0, local_only_bytes=0,
+                                    now_ms=10_000)
+    assert exp.delete == remote[:2] and exp.new_log_start_offset == 20
+    by_size = TieredTopicConfig(remote_storage_enable=True, retention_ms=-1, retention_bytes=200)
+    exp = remote_segments_to_delete(remote, config=by_size, log_start_offset=0,
+                                    local_only_bytes=100, now_ms=0)
+    assert exp.delete == remote[:2] and exp.new_log_start_offset == 20
+    # DeleteRecords moved the log start offset past the first segment
+    keep = TieredTopicConfig(remote_storage_enable=True, retention_ms=-1)
+    exp = remote_segments_to_delete(remote, config=keep, log_start_offset=12,
+                                    local_only_bytes=0, now_ms=0)
+    assert exp.delete == remote[:1] and exp.new_log_start_offset == 12
+
+
+@pytest.mark.parametrize(("configs", "system", "error"), [
+    ({}, False, None),
+    ({"remote.storage.enable": "true"}, True, None),
+    ({"remote.storage.enable": "true"}, False, "Tiered Storage functionality is disabled"),
+    ({"remote.storage.enable": "true", "cleanup.policy": "compact,delete"}, True,
+     "unsupported for the compacted topics"),
+    ({"remote.storage.enable": "true", "retention.ms": "1000", "local.retention.ms": "2000"},
+     True, "local.retention.ms: Value must not be more than retention.ms property value: 1000"),
+    ({"remote.storage.enable": "true", "retention.bytes": "1000", "local.retention.bytes": "-1"},
+     True, "Value must not be -1 as retention.bytes value is set as 1000"),
+    ({"remote.storage.enable": "true", "retention.ms": "-1", "local.retention.ms": "99"},
+     True, None),
+    ({"remote.storage.enable": "true", "remote.log.copy.disable": "true",
+      "local.retention.ms": "99"}, True, "must be set to the identical value"),
+])
+def test_topic_config_validation_is_kafkas(configs: dict[str, str], system: bool,
+                                           error: str | None) -> None:
+    got = validate_tiered_topic_config(configs, system_enabled=system)
+    if error is None:
+        assert got is None
+    else:
+        assert got is not None and error in got
+
+
+class Partition:
+    """A model partition driven by the planner the way the remote log manager will drive it."""
+
+    def __init__(self, rng: random.Random, config: TieredTopicConfig) -> None:
+        self.rng = rng
+        self.config = config
+        self.local: list[LocalSegmentView] = [view(0, -1, size=0)]
+        self.log_start = 0
+        self.events: list[bytes] = []  # the __remote_log_metadata partition, encoded
+        self.cache = RemoteLogMetadataCache()
+        self.now = 0
+        self.ever_deleted_uncopied = False
+
+    @property
+    def leo(self) -> int:
+        return self.local[-1].last_offset + 1
+
+    def emit(self, event: object) -> None:
+        raw = encode_event(event)  # type: ignore[arg-type]
+        self.events.append(raw)
+        self.cache.apply(decode_event(raw, {TP.topic_id: TP.topic}))
+
+    def produce(self) -> None:
+        n = self.rng.randint(1, 20)
+        a = self.local[-1]
+        self.local[-1] = view(a.base_offset, a.last_offset + n, a.size_in_bytes + 10 * n, self.now)
+        if self.local[-1].size_in_bytes > 100:
+            self.local.append(view(self.leo, self.leo - 1, 0, self.now))
+
+    def copy(self) -> None:
+        lso = self.leo - self.rng.randint(0, 15)  # an open transaction may hold it back
+        for seg in segments_to_copy(self.local, highest_copied_offset=
+                                    self.cache.highest_offset_in_remote_storage,
+                                    last_stable_offset=lso):
+            md = RemoteLogSegmentMetadata(
+                segment_id=RemoteLogSegmentId.generate(TP), start_offset=seg.base_offset,
+                end_offset=seg.last_offset, max_timestamp_ms=seg.largest_timestamp_ms,
+                broker_id=1, event_timestamp_ms=self.now, segment_size_in_bytes=seg.size_in_bytes)
+            self.emit(md)
+            if self.rng.random() < 0.15:
+                return  # kill -9 mid-copy: STARTED stays, FINISHED never comes
+            self.emit(update(md, S.COPY_SEGMENT_FINISHED))
+
+    def clean_unfinished(self) -> None:
+        for md in list(self.cache.unfinished()):
+            if md.state is S.COPY_SEGMENT_STARTED:
+                self.emit(update(md, S.DELETE_SEGMENT_STARTED))
+            self.emit(update(md, S.DELETE_SEGMENT_FINISHED))
+
+    def local_retention(self) -> None:
+        highest = self.cache.highest_offset_in_remote_storage
+        doomed = local_segments_to_delete(self.local, config=self.config,
+                                          highest_copied_offset=highest, now_ms=self.now)
+        for seg in doomed:
+            if seg.last_offset > highest:
+                self.ever_deleted_uncopied = True
+        self.local = self.local[len(doomed):]
+
+    def total_retention(self) -> None:
+        highest = self.cache.highest_offset_in_remote_storage
+        local_only = sum(s.size_in_bytes for s in self.local if s.last_offset > highest)
+        exp = remote_segments_to_delete(
+            self.cache.readable(), config=self.config, log_start_offset=self.log_start,
+            local_only_bytes=local_only, now_ms=self.now)
+        assert exp.new_log_start_offset >= self.log_start
+        # Kafka moves the log start offset before deleting, so no reader is sent to a doomed one
+        self.log_start = exp.new_log_start_offset
+        for md in exp.delete:
+            self.emit(update(md, S.DELETE_SEGMENT_STARTED))
+            self.emit(update(md, S.DELETE_SEGMENT_FINISHED))
+        # the local "log start offset breach" pass (Log.delete_retention_segments)
+        while len(self.local) > 1 and self.local[1].base_offset <= self.log_start:
+            self.local.pop(0)
+
+    def restart(self) -> None:
+        fresh = RemoteLogMetadataCache()
+        fresh.replay(decode_event(raw, {TP.topic_id: TP.topic}) for raw in self.events)
+        assert fresh.readable() == self.cache.readable()
+        assert list(fresh.unfinished()) == list(self.cache.unfinished())
+        self.cache = fresh
+
+    def check(self) -> None:
+        assert not self.ever_deleted_uncopied
+        local_start = self.local[0].base_offset
+        assert self.log_start <= self.leo
+        # every offset from the log start to the local log start is in a readable remote segment
+        offset = self.log_start
+        while offset < local_start:
+            md = self.cache.segment_for_offset(offset)
+            assert md is not None and md.start_offset <= offset, (offset, self.log_start)
+            offset = md.end_offset + 1
+        for md in self.cache.readable():
+            assert md.state is S.COPY_SEGMENT_FINISHED
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_simulation_never_loses_an_offset(seed: int) -> None:
+    rng = random.Random(seed)
+    config = TieredTopicConfig(
+        remote_storage_enable=True,
+        retention_ms=rng.choice([-1, 3000, 8000]),
+        retention_bytes=rng.choice([-1, 2000, 5000]),
+        local_retention_ms=rng.choice([-2, 500, 1000]),
+        local_retention_bytes=rng.choice([-2, 300, 600]),
+    )
+    p = Partition(rng, config)
+    steps = [p.produce] * 5 + [p.copy, p.copy, p.clean_unfinished, p.local_retention,
+                               p.total_retention, p.restart]
+    for _ in range(400):
+        p.now += rng.randint(0, 100)
+        rng.choice(steps)()
+        p.check()
+    assert p.cache.highest_offset_in_remote_storage >= 0  # the run did tier something
