@@ -252,10 +252,11 @@ def test_find_coordinator_names_this_broker_for_groups(broker, version):
     assert set(got) == {(ErrorCode.none, 1, "127.0.0.1", broker.port)}
 
 
-def test_find_coordinator_for_transactions_is_not_available_yet(broker):
+def test_find_coordinator_for_transactions_is_refused_as_fatal(broker):
     with _connect(broker) as s:
         s.sendall(_request(10, 4, 3, key_type=1, coordinator_keys=("tx",)))
         _, resp = read_response(_recv_frame(s), api.response_schema(10, 4), flexible_header=True)
     assert [(c.key, c.error_code, c.node_id) for c in resp.coordinators] == [
-        ("tx", ErrorCode.coordinator_not_available, -1)
+        ("tx", ErrorCode.transactional_id_authorization_failed, -1)
     ]
+    assert "transactions are not supported" in resp.coordinators[0].error_message
