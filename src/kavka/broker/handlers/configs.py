@@ -32,8 +32,8 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
     entry_cls = nested(resp_cls, "DescribeConfigsResourceResult")
     syn_cls = nested(resp_cls, "DescribeConfigsSynonym")
     image = node.image
-    include_synonyms = getattr(req, "include_synonyms", False)
-    include_doc = getattr(req, "include_documentation", False)
+    include_synonyms = req.include_synonyms
+    include_doc = req.include_documentation
 
     def entry(name: str, res: ResolvedConfig, read_only: bool) -> Any:
         d = res.definition

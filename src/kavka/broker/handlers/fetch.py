@@ -50,10 +50,9 @@ def _resolve_topics(node: BrokerNode, req: Any, by_id: bool) -> list[tuple[Any, 
 
 def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
-    if req.session_id != 0 or req.session_epoch > 0:
-        if req.session_epoch > 0 or req.session_id != 0:
-            return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.fetch_session_id_not_found,
-                        session_id=0, responses=())
+    if req.session_id != 0 or req.session_epoch > 0:  # before v7: 0 and -1 (protocol.versions)
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.fetch_session_id_not_found,
+                    session_id=0, responses=())
     by_id = ctx.api_version >= 13
     topics = _resolve_topics(node, req, by_id)
     result, total, errors = _read_all(node, ctx, req, topics, resp_cls)
@@ -88,7 +87,7 @@ def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tupl
     min_one = True
     out_topics = []
     spliced = SplicedResponse(None, api.is_flexible(ctx.api_key, ctx.api_version))
-    read_committed = getattr(req, "isolation_level", 0) == 1
+    read_committed = req.isolation_level == 1
     for t, name, key in topics:
         parts = []
         for fp in t.partitions:
@@ -104,7 +103,7 @@ def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tupl
                 start = p.log_start_offset
                 try:
                     p.check_online()
-                    p.check_leader_epoch(getattr(fp, "current_leader_epoch", -1))
+                    p.check_leader_epoch(fp.current_leader_epoch)
                     if not p.is_leader:
                         raise PartitionError(ErrorCode.not_leader_or_follower)
                     limit = min(fp.partition_max_bytes, remaining)

@@ -49,14 +49,14 @@ def handle_list_offsets(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     topic_cls = nested(resp_cls, "ListOffsetsTopicResponse")
     part_cls = nested(resp_cls, "ListOffsetsPartitionResponse")
-    read_committed = getattr(req, "isolation_level", 0) == 1
+    read_committed = req.isolation_level == 1
     topics = []
     for t in req.topics:
         parts = []
         for rp in t.partitions:
             error, ts, offset, epoch = ErrorCode.none, -1, -1, -1
             try:
-                p = _leader(node, t.name, rp.partition_index, getattr(rp, "current_leader_epoch", -1))
+                p = _leader(node, t.name, rp.partition_index, rp.current_leader_epoch)
                 hw = p.high_watermark
                 target = rp.timestamp
                 if target == EARLIEST or target == EARLIEST_LOCAL:
