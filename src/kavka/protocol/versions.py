@@ -31,7 +31,6 @@ from dataclasses import MISSING, Field, fields, is_dataclass
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial._implicit_defaults import get_implicit_default
 from kio.serial._introspect import (
@@ -74,9 +73,12 @@ def _has_explicit_default(f: Field[Any]) -> bool:
 def _request_classes(api_key: int) -> dict[str, list[type]]:
     """Class name -> that class in every request version kio carries for `api_key`."""
     out: dict[str, list[type]] = {}
+    from kavka.protocol import api
+
     versions = [v for v in schema_name_map[api_key_map[api_key]] if isinstance(v, int)]
-    for v in sorted(versions):
-        module = sys.modules[load_request_schema(api_key, v).__module__]
+    lo, _hi = api.SUPPORTED.get(api_key, (min(versions), 0))
+    for v in sorted(set(versions) | set(range(lo, min(versions)))):
+        module = sys.modules[api.request_schema(api_key, v).__module__]
         for name, obj in vars(module).items():
             if isinstance(obj, type) and is_dataclass(obj) and obj.__module__ == module.__name__:
                 out.setdefault(name, []).append(obj)

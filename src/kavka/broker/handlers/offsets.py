@@ -88,7 +88,9 @@ def handle_list_offsets(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
                     timestamp=ts,
                     offset=offset,
                     leader_epoch=epoch,
-                    old_style_offsets=(),
+                    # v0: the offset found, as a list of at most max_num_offsets (the
+                    # segment base offsets Kafka adds after it are not listed).
+                    old_style_offsets=(offset,) if offset >= 0 and rp.max_num_offsets > 0 else (),
                 )
             )
         topics.append(make(topic_cls, name=t.name, partitions=tuple(parts)))
