@@ -15,84 +15,17 @@ from __future__ import annotations
 
 import socket
 import struct
-import uuid
-from dataclasses import MISSING, fields, is_dataclass
-from datetime import timedelta
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveField,
-    PrimitiveTupleField,
-    classify_field,
-    is_optional,
-)
-from kio.static.primitive import Records
 
-from kavka.protocol import api, legacy
+from kavka.protocol import api
 from kavka.protocol.framing import encode_entity, encode_request, skip_tagged_fields
 from tests.broker_harness import wait_until
 from tests.integration.helpers import ck_admin, ck_create_topic
-
-TOPIC = "conformance"
-# Values that make a minimal request one a client could really send.
-_OVERRIDES: dict[str, Any] = {
-    "acks": 1,  # acks=0 is never answered
-    "partition_max_bytes": 1024,
-    "max_bytes": 1024,
-    "partition_index": 0,
-    "partition": 0,
-}
-
-
-def _zero(f: Any) -> Any:
-    kind = classify_field(f)
-    if isinstance(kind, EntityTupleField):
-        return (_minimal(kind.type_),)
-    if isinstance(kind, EntityField):
-        return _minimal(kind.type_)
-    if is_optional(f):
-        return None
-    if isinstance(kind, PrimitiveTupleField):
-        return (_zero_primitive(kind.type_),)
-    assert isinstance(kind, PrimitiveField)
-    return _zero_primitive(kind.type_)
-
-
-def _zero_primitive(t: type) -> Any:
-    if isinstance(t, type) and issubclass(t, Records):
-        return None
-    if t is uuid.UUID:
-        return uuid.UUID(int=0)
-    if isinstance(t, type) and issubclass(t, timedelta):
-        return timedelta(0)
-    if t is bool:
-        return False
-    if isinstance(t, type) and issubclass(t, str):
-        return TOPIC
-    if isinstance(t, type) and issubclass(t, bytes):
-        return b""
-    if isinstance(t, type) and issubclass(t, float):
-        return 0.0
-    return 0
-
-
-def _minimal(cls: type) -> Any:
-    kwargs: dict[str, Any] = {}
-    for f in fields(cls):
-        kind = classify_field(f)
-        if f.name in _OVERRIDES:
-            kwargs[f.name] = _OVERRIDES[f.name]
-        elif isinstance(kind, PrimitiveTupleField | EntityTupleField) and not is_optional(f):
-            kwargs[f.name] = _zero(f)  # one element, so per-entry fields are exercised
-        elif f.default is not MISSING and not is_dataclass(f.default):
-            kwargs[f.name] = f.default
-        else:
-            kwargs[f.name] = _zero(f)
-    return cls(**kwargs)
+from tests.integration.raw_requests import TOPIC, request_bytes
 
 
 def _error_codes(entity: Any) -> list[ErrorCode]:
@@ -122,16 +55,6 @@ def _recv_frame(s: socket.socket) -> bytes:
 
     (size,) = struct.unpack(">i", exact(4))
     return exact(size)
-
-
-def _request_bytes(key: int, version: int, corr: int) -> bytes:
-    if key == api.ApiKey.PRODUCE and version in legacy.LEGACY_PRODUCE_VERSIONS:
-        # v0-v2 share v3's layout without the leading transactional_id (null: 2 bytes).
-        body = encode_entity(_minimal(api.request_schema(key, 3)))[2:]
-    else:
-        body = encode_entity(_minimal(api.request_schema(key, version)))
-    return encode_request(api_key=key, api_version=version, correlation_id=corr, client_id="conformance", body=body,
-                          flexible=api.is_flexible(key, version))
 
 
 def _legacy_produce_errors(body: bytes, version: int) -> list[ErrorCode]:
@@ -168,7 +91,7 @@ def _decode_response(key: int, version: int, frame: bytes) -> list[ErrorCode]:
 
 def _advertised(port: int) -> list[tuple[int, int, int]]:
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(_request_bytes(18, 0, 1))
+        s.sendall(request_bytes(18, 0, 1))
         frame = _recv_frame(s)
     _corr, = struct.unpack_from(">i", frame, 0)
     entity, _ = entity_reader(api.response_schema(18, 0))(memoryview(frame), 4)
@@ -186,7 +109,7 @@ def test_every_advertised_version_is_answered_in_its_layout(broker_factory):
     for key, lo, hi in table:
         for version in range(lo, hi + 1):
             with socket.create_connection(("127.0.0.1", b.port), timeout=30) as s:
-                s.sendall(_request_bytes(key, version, 7))
+                s.sendall(request_bytes(key, version, 7))
                 try:
                     frame = _recv_frame(s)
                     (corr,) = struct.unpack_from(">i", frame, 0)

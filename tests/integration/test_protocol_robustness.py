@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from kavka.protocol import api
 from kavka.protocol.framing import encode_entity, encode_request, read_response
 from kavka.protocol.messages import make
+from tests.integration.raw_requests import request_bytes
 
 
 def _connect(broker) -> socket.socket:
@@ -142,15 +143,19 @@ def test_malformed_frames_close_only_their_connection(broker, payload):
 
 
 def _valid_frames() -> list[bytes]:
-    return [
+    # Every (key, version) kavka serves, so each new version is fuzzed too.
+    frames = [
         _request(18, 3, 1, client_software_name="f", client_software_version="1"),
         _request(3, 12, 2, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False),
         _request(3, 4, 3, topics=None, allow_auto_topic_creation=False),
         _request(2, 7, 4, replica_id=-1, isolation_level=0, topics=()),
     ]
+    for key, (lo, hi) in sorted(api.SUPPORTED.items()):
+        frames += [request_bytes(key, v, 100 + v) for v in range(lo, hi + 1)]
+    return frames
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzzed_frames_never_hurt_the_broker(broker, data):
     """Random and mutated frames: each gets an answer or a closed connection; the broker lives on."""
