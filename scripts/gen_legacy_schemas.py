@@ -26,6 +26,7 @@ from pathlib import Path
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
+from kio.serial._introspect import is_optional
 
 MIRROR = "/work/.mirror/apache+kafka/repo"
 MSG_DIR = "clients/src/main/resources/common/message"
@@ -85,6 +86,10 @@ def _kio_classes(api_key: int, kind: str) -> dict[str, dict[str, object]]:
     mod = sys.modules[root.__module__]
     return {n: {f.name: f for f in fields(c)} for n, c in vars(mod).items()
             if isinstance(c, type) and getattr(c, "__module__", "") == mod.__name__}
+
+
+def rf_optional(f: object) -> bool:
+    return f is not None and is_optional(f)  # type: ignore[arg-type]
 
 
 def _default_literal(ftype: str, default: object, kt: str) -> str:
@@ -163,6 +168,8 @@ class _Gen:
                 self.entity(ftype, sub, "nested")
                 py, meta = ftype, ""
         args = [meta] if meta else []
+        if not nullable and not ftype.startswith("[]") and rf_optional(ref.get(name)):
+            nullable = True  # kio's own typing: e.g. a -1 timestamp is None (datetime_i64)
         if nullable:
             py += " | None"
         if "default" in spec and not ftype.startswith("[]") and ftype in _PY and not nullable:

@@ -61,7 +61,7 @@ class ApiKey(IntEnum):
 # (ConsumerGroupHeartbeat groups); ListGroups stops before v5 (type filter).
 _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 11),  # v0-v2: see protocol.legacy
-    ApiKey.FETCH: (4, 17),
+    ApiKey.FETCH: (0, 17),  # v0-v3: down-converted to message format v0/v1
     ApiKey.LIST_OFFSETS: (0, 9),
     ApiKey.METADATA: (0, 12),
     ApiKey.OFFSET_COMMIT: (0, 9),

@@ -11,6 +11,9 @@ SplicedResponse whose record chunks go to the socket as they were read
 ReplicaManager's purgatory until an append to one of its partitions or
 max_wait, then reads again.
 
+Fetch v0-v3 predate record batches: their records are down-converted to
+message format v0/v1 (protocol.message_format), uncompressed.
+
 Fetch sessions (KIP-227): kavka answers every full fetch with session id 0,
 which the protocol defines as "no session created"; clients then keep
 sending full fetches. An incremental fetch for a session kavka does not know
@@ -25,6 +28,7 @@ from kio.schema.errors import ErrorCode
 
 from kavka.broker.handlers.errors import error_for
 from kavka.protocol import api
+from kavka.protocol.message_format import down_convert
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_to_str
 from kavka.protocol.splice import SplicedResponse
 from kavka.replication.partition import PartitionError, TopicPartition
@@ -120,6 +124,9 @@ def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tupl
                             min_one_message=min_one,
                         )
                         records = data.records
+                        if ctx.api_version < 4:
+                            # Message format v0 (Fetch v0-v1) or v1 (v2-v3): protocol.message_format.
+                            records = down_convert(records, 0 if ctx.api_version < 2 else 1)
                 except Exception as e:
                     error, _msg = error_for(e)
             if error != ErrorCode.none:

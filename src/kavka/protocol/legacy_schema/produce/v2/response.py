@@ -47,7 +47,7 @@ class PartitionProduceResponse:
     index: i32 = field(metadata={"kafka_type": "int32"})
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
     base_offset: i64 = field(metadata={"kafka_type": "int64"})
-    log_append_time: TZAware = field(metadata={"kafka_type": "datetime_i64"}, default=i64(-1))
+    log_append_time: TZAware | None = field(metadata={"kafka_type": "datetime_i64"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
