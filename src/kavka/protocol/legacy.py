@@ -43,6 +43,8 @@ def as_produce_v3(req: Any, v3_cls: type) -> Any:
             return up_convert(bytes(records))
         except (MessageFormatError, ValueError, struct.error):
             return None
+        except Exception:  # a codec library's own error on a client's bad compressed bytes
+            return None
 
     return make(
         v3_cls,
