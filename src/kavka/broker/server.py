@@ -11,7 +11,11 @@ slow Fetch holds back only the responses queued behind it on the same
 connection. Produce with acks=0 has no slot: Kafka never answers it.
 
 Remote misbehaviour (a malformed or oversized frame, an API or version that is
-not supported) closes that one connection; an exception inside a handler is
+not supported) closes that one connection -- an unsupported version is logged
+at WARNING once per client id and KIP-511 software name, as Kafka 3.9 closes
+it too; ApiVersions alone answers UNSUPPORTED_VERSION. A decoded request is
+wrapped by protocol.versions so fields its version lacks read as their
+defaults. An exception inside a handler is
 logged and also closes just that connection. Nothing a client sends can stop
 the broker. Reading pauses while `queued.max.requests` responses are pending
 or the transport's write buffer is full (uvicorn's flow_control pattern).
@@ -50,7 +54,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.protocol import api, legacy
+from kavka.protocol import api, legacy, versions
 from kavka.protocol.framing import (
     FrameDecoder,
     FrameTooLargeError,
@@ -101,6 +105,8 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self.closed = False
         self.last_active = asyncio.get_running_loop().time()
+        # KIP-511 client software name/version from this connection's ApiVersions v3+.
+        self.client_software: str | None = None
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -182,22 +188,33 @@ class KafkaConnection(asyncio.Protocol):
             slot.data = encode_entity(self.server.api_versions_response(0, ErrorCode.unsupported_version))
             self.slots.append(slot)
             return
-        if not api.is_supported(api_key, api_version):
-            raise ProtocolError(f"unsupported API key {api_key} version {api_version}")
         handler = self.server.handlers.get(api_key)
-        if handler is None:
-            raise ProtocolError(f"no handler for API key {api_key}")
+        if handler is None or not api.is_supported(api_key, api_version):
+            # Kafka 3.9 cannot parse such a request and closes the connection;
+            # the client id (header v1 is readable for any version) and the
+            # KIP-511 software name say who to upgrade. Logged once per
+            # (client, software, key, version), not once per reconnect.
+            client_id = read_request_header(frame, flexible=False).client_id
+            self.server.warn_unsupported(self.peer, client_id, self.client_software, api_key, api_version)
+            self.close()
+            return
         flexible = api.is_flexible(api_key, api_version)
         header = read_request_header(frame, flexible=flexible)
         encode: Callable[[Any], Any] = encode_entity
         if api_key == api.ApiKey.FETCH:
             encode = encode_spliced  # record bytes go out as read (protocol.splice)
+        request = decode_body(api.request_schema(api_key, api_version), frame, header.header_size)
+        ctx_version = api_version
         if api_key == api.ApiKey.PRODUCE and api_version in legacy.LEGACY_PRODUCE_VERSIONS:
-            request = decode_body(api.request_schema(api_key, 3), legacy.as_produce_v3_body(frame, header.header_size), 0)
+            # Message sets become batch v2 and the request a v3 one (protocol.legacy).
+            request = legacy.as_produce_v3(request, api.request_schema(api_key, 3))
             encode = partial(legacy.encode_legacy_produce_response, api_version)
-        else:
-            request = decode_body(api.request_schema(api_key, api_version), frame, header.header_size)
-        ctx = RequestContext(api_key, api_version, correlation_id, header.client_id, self.peer)
+            ctx_version = 3
+        if api_key == api.ApiKey.API_VERSIONS and request.__version__ >= 3:
+            self.client_software = f"{request.client_software_name} {request.client_software_version}"
+        # Fields this version lacks read as their defaults (protocol.versions).
+        request = versions.with_defaults(api_key, request)
+        ctx = RequestContext(api_key, ctx_version, correlation_id, header.client_id, self.peer)
         result = handler(ctx, request)
         if api_key == api.ApiKey.PRODUCE and self.server.cut_after_this_produce():
             log.warning("fault injection: closing the connection from %s after a produce, before its answer", self.peer)
@@ -273,6 +290,21 @@ class KafkaServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._slot_free = asyncio.Event()
         self._slot_free.set()
+        self._unsupported_seen: set[tuple[str | None, str | None, int, int]] = set()
+
+    def warn_unsupported(self, peer: str, client_id: str | None, software: str | None, api_key: int, api_version: int) -> None:
+        """Log a request kavka does not serve: WARNING the first time per client and version, DEBUG after."""
+        key = (client_id, software, api_key, api_version)
+        first = key not in self._unsupported_seen
+        if first and len(self._unsupported_seen) < 10_000:
+            self._unsupported_seen.add(key)
+        rng = api.SUPPORTED.get(api_key) if api_key in self.handlers else None
+        served = f"versions {rng[0]}-{rng[1]} are served" if rng else "this API is not served"
+        log.log(
+            logging.WARNING if first else logging.DEBUG,
+            "closing connection from %s: unsupported API key %d version %d (%s); client id %r, client software %s",
+            peer, api_key, api_version, served, client_id, software or "unknown (no ApiVersions v3+)",
+        )
 
     def cut_after_this_produce(self) -> bool:
         if self.cut_produce_every <= 0:

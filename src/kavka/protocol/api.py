@@ -5,11 +5,14 @@ versions kavka implements correctly, clipped to what kio carries schemas for.
 ApiVersions advertises exactly this table, and the server refuses anything
 outside it (Kafka closes the connection for a request it cannot parse).
 Schemas and "is this version flexible" come from kio (generated from Kafka's
-own message JSON), looked up once and cached.
+own message JSON), looked up once and cached; versions older than kio carries
+(Kafka 4 dropped them, KIP-896) come from protocol.legacy_schema, generated
+from Kafka 3.9's JSON by scripts/gen_legacy_schemas.py.
 """
 
 from __future__ import annotations
 
+import importlib
 from enum import IntEnum
 from functools import cache
 
@@ -58,11 +61,11 @@ class ApiKey(IntEnum):
 # (ConsumerGroupHeartbeat groups); ListGroups stops before v5 (type filter).
 _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 11),  # v0-v2: see protocol.legacy
-    ApiKey.FETCH: (4, 17),
-    ApiKey.LIST_OFFSETS: (1, 9),
+    ApiKey.FETCH: (0, 17),  # v0-v3: down-converted to message format v0/v1
+    ApiKey.LIST_OFFSETS: (0, 9),
     ApiKey.METADATA: (0, 12),
-    ApiKey.OFFSET_COMMIT: (2, 9),
-    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.OFFSET_COMMIT: (0, 9),
+    ApiKey.OFFSET_FETCH: (0, 9),
     ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.HEARTBEAT: (0, 4),
@@ -73,15 +76,15 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.API_VERSIONS: (0, 4),
-    ApiKey.CREATE_TOPICS: (2, 7),
-    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.CREATE_TOPICS: (0, 7),
+    ApiKey.DELETE_TOPICS: (0, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
-    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
-    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
-    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
@@ -95,8 +98,33 @@ def _api_name(key: int) -> str:
     return api_key_map[key]
 
 
+def kio_versions(key: int) -> list[int]:
+    return [v for v in schema_name_map[_api_name(key)] if isinstance(v, int)]
+
+
+def _legacy_module(key: int, version: int, kind: str) -> object | None:
+    """The generated module (protocol.legacy_schema) for a version below kio's, if there is one."""
+    if version >= min(kio_versions(key)):
+        return None
+    try:
+        return importlib.import_module(f"kavka.protocol.legacy_schema.{_api_name(key)}.v{version}.{kind}")
+    except ModuleNotFoundError:
+        return None
+
+
+def _legacy_schema(key: int, version: int, kind: str) -> type | None:
+    mod = _legacy_module(key, version, kind)
+    if mod is None:
+        return None
+    for obj in vars(mod).values():
+        if isinstance(obj, type) and obj.__module__ == mod.__name__ and str(getattr(obj, "__type__", "")).endswith(kind):
+            return obj
+    return None
+
+
 def _clip(key: ApiKey, wanted: tuple[int, int]) -> tuple[int, int]:
-    have = [v for v in schema_name_map[_api_name(key)] if isinstance(v, int)]
+    have = kio_versions(key)
+    have += [v for v in range(wanted[0], min(have)) if _legacy_schema(key, v, "request") and _legacy_schema(key, v, "response")]
     if key == ApiKey.PRODUCE:
         have += list(LEGACY_PRODUCE_VERSIONS)  # decoded as v3 (protocol.legacy)
     lo, hi = max(wanted[0], min(have)), min(wanted[1], max(have))
@@ -115,12 +143,12 @@ def is_supported(api_key: int, api_version: int) -> bool:
 
 @cache
 def request_schema(api_key: int, api_version: int) -> type:
-    return load_request_schema(api_key, api_version)
+    return _legacy_schema(api_key, api_version, "request") or load_request_schema(api_key, api_version)
 
 
 @cache
 def response_schema(api_key: int, api_version: int) -> type:
-    return load_response_schema(api_key, api_version)
+    return _legacy_schema(api_key, api_version, "response") or load_response_schema(api_key, api_version)
 
 
 @cache

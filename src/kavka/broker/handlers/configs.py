@@ -32,8 +32,8 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
     entry_cls = nested(resp_cls, "DescribeConfigsResourceResult")
     syn_cls = nested(resp_cls, "DescribeConfigsSynonym")
     image = node.image
-    include_synonyms = getattr(req, "include_synonyms", False)
-    include_doc = getattr(req, "include_documentation", False)
+    include_synonyms = req.include_synonyms
+    include_doc = req.include_documentation
 
     def entry(name: str, res: ResolvedConfig, read_only: bool) -> Any:
         d = res.definition
@@ -43,6 +43,7 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
             value=None if d.sensitive else res.rendered,
             read_only=read_only,
             config_source=int(res.source),
+            is_default=int(res.source) == 5,  # v0 only: ConfigSource.DEFAULT_CONFIG
             is_sensitive=d.sensitive,
             synonyms=tuple(make(syn_cls, name=s.name, value=s.value, source=int(s.source)) for s in res.synonyms)
             if include_synonyms
@@ -70,7 +71,7 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
                         d = BROKER_CONFIGS[key]
                         res = node.resolver.broker(image, key)
                         entries.append(
-                            make(entry_cls, name=key, value=value, read_only=False, config_source=3, is_sensitive=False,
+                            make(entry_cls, name=key, value=value, read_only=False, config_source=3, is_default=False, is_sensitive=False,
                                  synonyms=(), config_type=int(d.type), documentation=d.doc if include_doc else None)
                         )
                         _ = res

@@ -49,7 +49,7 @@ def _locate(node: BrokerNode, key_type: int) -> tuple[ErrorCode, int, str, int]:
 
 def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
-    key_type = int(getattr(req, "key_type", GROUP_KEY_TYPE))
+    key_type = int(req.key_type)
     if ctx.api_version < 4:
         error, node_id, host, port = _locate(node, key_type)
         return make(

@@ -11,6 +11,9 @@ SplicedResponse whose record chunks go to the socket as they were read
 ReplicaManager's purgatory until an append to one of its partitions or
 max_wait, then reads again.
 
+Fetch v0-v3 predate record batches: their records are down-converted to
+message format v0/v1 (protocol.message_format), uncompressed.
+
 Fetch sessions (KIP-227): kavka answers every full fetch with session id 0,
 which the protocol defines as "no session created"; clients then keep
 sending full fetches. An incremental fetch for a session kavka does not know
@@ -25,6 +28,7 @@ from kio.schema.errors import ErrorCode
 
 from kavka.broker.handlers.errors import error_for
 from kavka.protocol import api
+from kavka.protocol.message_format import down_convert
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_to_str
 from kavka.protocol.splice import SplicedResponse
 from kavka.replication.partition import PartitionError, TopicPartition
@@ -50,10 +54,9 @@ def _resolve_topics(node: BrokerNode, req: Any, by_id: bool) -> list[tuple[Any, 
 
 def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
-    if req.session_id != 0 or req.session_epoch > 0:
-        if req.session_epoch > 0 or req.session_id != 0:
-            return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.fetch_session_id_not_found,
-                        session_id=0, responses=())
+    if req.session_id != 0 or req.session_epoch > 0:  # before v7: 0 and -1 (protocol.versions)
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.fetch_session_id_not_found,
+                    session_id=0, responses=())
     by_id = ctx.api_version >= 13
     topics = _resolve_topics(node, req, by_id)
     result, total, errors = _read_all(node, ctx, req, topics, resp_cls)
@@ -88,7 +91,7 @@ def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tupl
     min_one = True
     out_topics = []
     spliced = SplicedResponse(None, api.is_flexible(ctx.api_key, ctx.api_version))
-    read_committed = getattr(req, "isolation_level", 0) == 1
+    read_committed = req.isolation_level == 1
     for t, name, key in topics:
         parts = []
         for fp in t.partitions:
@@ -104,7 +107,7 @@ def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tupl
                 start = p.log_start_offset
                 try:
                     p.check_online()
-                    p.check_leader_epoch(getattr(fp, "current_leader_epoch", -1))
+                    p.check_leader_epoch(fp.current_leader_epoch)
                     if not p.is_leader:
                         raise PartitionError(ErrorCode.not_leader_or_follower)
                     limit = min(fp.partition_max_bytes, remaining)
@@ -121,6 +124,9 @@ def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tupl
                             min_one_message=min_one,
                         )
                         records = data.records
+                        if ctx.api_version < 4:
+                            # Message format v0 (Fetch v0-v1) or v1 (v2-v3): protocol.message_format.
+                            records = down_convert(records, 0 if ctx.api_version < 2 else 1)
                 except Exception as e:
                     error, _msg = error_for(e)
             if error != ErrorCode.none:

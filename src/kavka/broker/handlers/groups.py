@@ -51,7 +51,7 @@ async def handle_join_group(node: BrokerNode, ctx: RequestContext, req: Any) -> 
     result = await node.groups.join_group(
         group_id=req.group_id,
         member_id=req.member_id,
-        group_instance_id=getattr(req, "group_instance_id", None),
+        group_instance_id=req.group_instance_id,
         client_id=ctx.client_id or "",
         client_host=_client_host(ctx),
         session_timeout_ms=session,
@@ -84,9 +84,9 @@ async def handle_sync_group(node: BrokerNode, ctx: RequestContext, req: Any) -> 
         group_id=req.group_id,
         generation_id=req.generation_id,
         member_id=req.member_id,
-        group_instance_id=getattr(req, "group_instance_id", None),
-        protocol_type=getattr(req, "protocol_type", None),
-        protocol_name=getattr(req, "protocol_name", None),
+        group_instance_id=req.group_instance_id,
+        protocol_type=req.protocol_type,
+        protocol_name=req.protocol_name,
         assignments=[(a.member_id, a.assignment) for a in req.assignments],
     )
     return make(
@@ -104,7 +104,7 @@ def handle_heartbeat(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
         group_id=req.group_id,
         generation_id=req.generation_id,
         member_id=req.member_id,
-        group_instance_id=getattr(req, "group_instance_id", None),
+        group_instance_id=req.group_instance_id,
     )
     return make(_resp(ctx), throttle_time=NO_THROTTLE, error_code=error)
 
@@ -144,14 +144,14 @@ def handle_offset_commit(node: BrokerNode, ctx: RequestContext, req: Any) -> Any
         for p in t.partitions:
             offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset,
-                getattr(p, "committed_leader_epoch", -1),
+                p.committed_leader_epoch,
                 p.committed_metadata or "",
             )
     errors = node.groups.commit_offsets(
         group_id=req.group_id,
         generation_id=req.generation_id_or_member_epoch,
         member_id=req.member_id,
-        group_instance_id=getattr(req, "group_instance_id", None),
+        group_instance_id=req.group_instance_id,
         offsets=offsets,
         partition_exists=_partition_exists(node),
     )
@@ -232,7 +232,7 @@ def handle_offset_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
 def handle_list_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     cls = _resp(ctx)
     listed = nested(cls, "ListedGroup")
-    groups = node.groups.list_groups(getattr(req, "states_filter", ()) or ())
+    groups = node.groups.list_groups(req.states_filter or ())
     return make(
         cls,
         throttle_time=NO_THROTTLE,
@@ -335,7 +335,7 @@ def handle_consumer_group_heartbeat(node: BrokerNode, ctx: RequestContext, req: 
         rack_id=req.rack_id,
         rebalance_timeout_ms=_ms(req.rebalance_timeout),
         subscribed_topic_names=req.subscribed_topic_names,
-        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
+        subscribed_topic_regex=req.subscribed_topic_regex,
         server_assignor=req.server_assignor,
         owned=owned,
         client_id=ctx.client_id or "",

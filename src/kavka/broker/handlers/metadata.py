@@ -41,9 +41,9 @@ def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     if req.topics is None or (ctx.api_version == 0 and not req.topics):
         requested = None
     else:
-        requested = [(t.name, getattr(t, "topic_id", None)) for t in req.topics]
+        requested = [(t.name, t.topic_id) for t in req.topics]
 
-    allow_create = getattr(req, "allow_auto_topic_creation", True) and node.config["auto.create.topics.enable"]
+    allow_create = req.allow_auto_topic_creation and node.config["auto.create.topics.enable"]
     if requested and allow_create:
         missing = [
             n for n, _ in requested
@@ -95,13 +95,17 @@ def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
             error = ErrorCode.unknown_topic_or_partition
             if name is not None and validate_topic_name(name) is not None:
                 error = ErrorCode.invalid_topic_exception
+            elif name is None and ctx.api_version < 12:
+                # v10-v11 carry topic ids but no null names (Kafka: INVALID_REQUEST);
+                # the response name is not nullable there, so it is sent empty.
+                error = ErrorCode.invalid_request
             elif name is None:
                 error = ErrorCode.unknown_topic_id
             topics.append(
                 make(
                     topic_cls,
                     error_code=error,
-                    name=name,
+                    name=name if name is not None or ctx.api_version >= 12 else "",
                     topic_id=tid if tid is not None else uuid_from_str(None),
                     is_internal=False,
                     partitions=(),
@@ -132,7 +136,7 @@ def handle_describe_cluster(node: BrokerNode, ctx: RequestContext, req: Any) -> 
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         error_message=None,
-        endpoint_type=getattr(req, "endpoint_type", 1),
+        endpoint_type=req.endpoint_type,
         cluster_id=node.cluster_id,
         controller_id=node.node_id,
         brokers=_brokers(node, nested(resp_cls, "DescribeClusterBroker"), "broker_id"),

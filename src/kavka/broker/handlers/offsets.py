@@ -49,14 +49,14 @@ def handle_list_offsets(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     topic_cls = nested(resp_cls, "ListOffsetsTopicResponse")
     part_cls = nested(resp_cls, "ListOffsetsPartitionResponse")
-    read_committed = getattr(req, "isolation_level", 0) == 1
+    read_committed = req.isolation_level == 1
     topics = []
     for t in req.topics:
         parts = []
         for rp in t.partitions:
             error, ts, offset, epoch = ErrorCode.none, -1, -1, -1
             try:
-                p = _leader(node, t.name, rp.partition_index, getattr(rp, "current_leader_epoch", -1))
+                p = _leader(node, t.name, rp.partition_index, rp.current_leader_epoch)
                 hw = p.high_watermark
                 target = rp.timestamp
                 if target == EARLIEST or target == EARLIEST_LOCAL:
@@ -88,7 +88,9 @@ def handle_list_offsets(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
                     timestamp=ts,
                     offset=offset,
                     leader_epoch=epoch,
-                    old_style_offsets=(),
+                    # v0: the offset found, as a list of at most max_num_offsets (the
+                    # segment base offsets Kafka adds after it are not listed).
+                    old_style_offsets=(offset,) if offset >= 0 and rp.max_num_offsets > 0 else (),
                 )
             )
         topics.append(make(topic_cls, name=t.name, partitions=tuple(parts)))

@@ -1,0 +1,59 @@
+"""Generated from Kafka 3.9.0-rc3 clients/src/main/resources/common/message/DeleteAclsResponse.json, version 0; do not edit."""
+
+# ruff: noqa
+import datetime
+import uuid
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+from kio.static.primitive import (
+    TZAware,
+    Records,
+    f64,
+    i8,
+    i16,
+    i32,
+    i32Timedelta,
+    i64,
+    i64Timedelta,
+    u16,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteAclsMatchingAcl:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(31)
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_message: str | None = field(metadata={"kafka_type": "string"})
+    resource_type: i8 = field(metadata={"kafka_type": "int8"})
+    resource_name: str = field(metadata={"kafka_type": "string"})
+    principal: str = field(metadata={"kafka_type": "string"})
+    host: str = field(metadata={"kafka_type": "string"})
+    operation: i8 = field(metadata={"kafka_type": "int8"})
+    permission_type: i8 = field(metadata={"kafka_type": "int8"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteAclsFilterResult:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(31)
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_message: str | None = field(metadata={"kafka_type": "string"})
+    matching_acls: tuple[DeleteAclsMatchingAcl, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteAclsResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(31)
+    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
+    filter_results: tuple[DeleteAclsFilterResult, ...]

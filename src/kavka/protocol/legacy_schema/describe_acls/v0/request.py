@@ -1,0 +1,36 @@
+"""Generated from Kafka 3.9.0-rc3 clients/src/main/resources/common/message/DescribeAclsRequest.json, version 0; do not edit."""
+
+# ruff: noqa
+import datetime
+import uuid
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+from kio.static.primitive import (
+    TZAware,
+    Records,
+    f64,
+    i8,
+    i16,
+    i32,
+    i32Timedelta,
+    i64,
+    i64Timedelta,
+    u16,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeAclsRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(29)
+    resource_type_filter: i8 = field(metadata={"kafka_type": "int8"})
+    resource_name_filter: str | None = field(metadata={"kafka_type": "string"})
+    principal_filter: str | None = field(metadata={"kafka_type": "string"})
+    host_filter: str | None = field(metadata={"kafka_type": "string"})
+    operation: i8 = field(metadata={"kafka_type": "int8"})
+    permission_type: i8 = field(metadata={"kafka_type": "int8"})

@@ -1,0 +1,58 @@
+"""Generated from Kafka 3.9.0-rc3 clients/src/main/resources/common/message/OffsetFetchRequest.json, version 0; do not edit."""
+
+# ruff: noqa
+import datetime
+import uuid
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+from kio.static.primitive import (
+    TZAware,
+    Records,
+    f64,
+    i8,
+    i16,
+    i32,
+    i32Timedelta,
+    i64,
+    i64Timedelta,
+    u16,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetFetchRequestTopic:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(9)
+    name: str = field(metadata={"kafka_type": "string"})
+    partition_indexes: tuple[i32, ...] = field(metadata={"kafka_type": "int32"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetFetchRequestTopics:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(9)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetFetchRequestGroup:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(9)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetFetchRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(9)
+    group_id: str = field(metadata={"kafka_type": "string"})
+    topics: tuple[OffsetFetchRequestTopic, ...]

@@ -1,0 +1,53 @@
+"""Generated from Kafka 3.9.0-rc3 clients/src/main/resources/common/message/OffsetForLeaderEpochResponse.json, version 1; do not edit."""
+
+# ruff: noqa
+import datetime
+import uuid
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+from kio.static.primitive import (
+    TZAware,
+    Records,
+    f64,
+    i8,
+    i16,
+    i32,
+    i32Timedelta,
+    i64,
+    i64Timedelta,
+    u16,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpochEndOffset:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(1)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(23)
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    partition: i32 = field(metadata={"kafka_type": "int32"})
+    leader_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
+    end_offset: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetForLeaderTopicResult:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(1)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(23)
+    topic: str = field(metadata={"kafka_type": "string"})
+    partitions: tuple[EpochEndOffset, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetForLeaderEpochResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(1)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(23)
+    topics: tuple[OffsetForLeaderTopicResult, ...]

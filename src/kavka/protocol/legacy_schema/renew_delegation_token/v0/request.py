@@ -1,0 +1,32 @@
+"""Generated from Kafka 3.9.0-rc3 clients/src/main/resources/common/message/RenewDelegationTokenRequest.json, version 0; do not edit."""
+
+# ruff: noqa
+import datetime
+import uuid
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+from kio.static.primitive import (
+    TZAware,
+    Records,
+    f64,
+    i8,
+    i16,
+    i32,
+    i32Timedelta,
+    i64,
+    i64Timedelta,
+    u16,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenewDelegationTokenRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(39)
+    hmac: bytes = field(metadata={"kafka_type": "bytes"})
+    renew_period: i64Timedelta = field(metadata={"kafka_type": "timedelta_i64"})

@@ -1,0 +1,54 @@
+"""Generated from Kafka 3.9.0-rc3 clients/src/main/resources/common/message/WriteTxnMarkersRequest.json, version 0; do not edit."""
+
+# ruff: noqa
+import datetime
+import uuid
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+from kio.static.primitive import (
+    TZAware,
+    Records,
+    f64,
+    i8,
+    i16,
+    i32,
+    i32Timedelta,
+    i64,
+    i64Timedelta,
+    u16,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WritableTxnMarkerTopic:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(27)
+    name: str = field(metadata={"kafka_type": "string"})
+    partition_indexes: tuple[i32, ...] = field(metadata={"kafka_type": "int32"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WritableTxnMarker:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(27)
+    producer_id: i64 = field(metadata={"kafka_type": "int64"})
+    producer_epoch: i16 = field(metadata={"kafka_type": "int16"})
+    transaction_result: bool = field(metadata={"kafka_type": "bool"})
+    topics: tuple[WritableTxnMarkerTopic, ...]
+    coordinator_epoch: i32 = field(metadata={"kafka_type": "int32"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteTxnMarkersRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(0)
+    __flexible__: ClassVar[bool] = False
+    __api_key__: ClassVar[i16] = i16(27)
+    markers: tuple[WritableTxnMarker, ...]
