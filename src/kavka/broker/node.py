@@ -1,13 +1,20 @@
 """BrokerNode: the composition root. Builds every part, starts them, stops them in a fixed order.
 
 Startup: check every log dir's meta.properties (formatted, one cluster, this
-node) -> open the metadata quorum and replay it into the MetadataImage ->
-load the partition logs (recovering after an unclean stop) -> apply the image
-(create Partition objects for replicas hosted here) -> register this broker
-(endpoints) in the metadata log -> listen. Shutdown is the reverse: stop
-accepting, drain in-flight responses, stop background tasks, checkpoint high
-watermarks, close logs cleanly (writing the clean-shutdown marker), close the
-quorum.
+node) -> load the partition logs (recovering after an unclean stop) -> open
+the raft metadata log (raft.file_log) and its client -> start the raft
+driver and wait until the metadata log is caught up (the sole voter elects
+itself at once; every committed record is replayed into the MetadataImage and
+applied: Partition objects for replicas hosted here) -> open the group
+coordinator -> listen -> register this broker (endpoints, rack, log dir ids)
+through the controller, awaiting the commit. Shutdown is the reverse: stop
+accepting, drain in-flight responses, stop background tasks, stop the raft
+driver, checkpoint high watermarks, close logs cleanly (writing the
+clean-shutdown marker), close the metadata log.
+
+Every metadata change (admin requests, auto-creation, `__consumer_offsets`,
+producer id blocks, registration) goes through `QuorumController`, whose
+operations complete when the raft high watermark passes their records.
 
 Group coordination (coordinator.manager) is opened after the partitions, so
 it can replay `__consumer_offsets`, and stopped before the logs close.
@@ -30,12 +37,14 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import random
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kavka.broker.config_resolver import ConfigResolver
+from kavka.broker.raft_driver import RaftDriver
 from kavka.config import BrokerConfig, ConfigError
 from kavka.controller.controller import NewTopic
 from kavka.controller.image import MetadataDelta, MetadataImage
@@ -44,7 +53,9 @@ from kavka.coordinator.consumer_group import ConsumerGroupConfig
 from kavka.coordinator.group import GroupConfig
 from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
-from kavka.raft.quorum import SingleVoterQuorum
+from kavka.raft.client import RaftClient, RaftConfig
+from kavka.raft.file_log import FileReplicatedLog
+from kavka.raft.state import FileQuorumStateStore
 from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
@@ -152,12 +163,7 @@ class BrokerNode:
                 f"metadata log dir {self.config.metadata_log_dir} is offline: "
                 f"{self.log_manager.offline_dirs[self.config.metadata_log_dir]}"
             )
-        self.quorum = SingleVoterQuorum(
-            self.config.metadata_log_dir,
-            node_id=self.node_id,
-            now_ms=self.now_ms(),
-            clean_shutdown=self.log_manager.had_clean_shutdown,
-        )
+        self._open_raft()
         self.replica_manager = ReplicaManager(node_id=self.node_id, log_manager=self.log_manager, now_ms=self.now_ms)
         threads = self.config["num.replica.alter.log.dirs.threads"] or len(self.config.log_dirs)
         self.log_dir_movers = ReplicaAlterLogDirsManager(
@@ -168,11 +174,50 @@ class BrokerNode:
             ),
             crash_point=self.faults.crash_point_hook(),
         )
-        self.controller = QuorumController(self.config, self.quorum, clock=self.clock)
+        self.controller = QuorumController(
+            self.config, self.raft, clock=self.clock, wakeup=lambda: self.raft_driver.wakeup()
+        )
         self.controller.add_listener(self._on_metadata)
-        self.controller.load()
-        eps = [(e.name, e.host, e.port) for e in self.config.advertised_listeners]
-        self._register(eps)
+        self.raft_driver = RaftDriver(
+            self.raft,
+            host="127.0.0.1",
+            port=0,
+            peers={},
+            listen=False,
+            after_poll=self.controller.after_poll,
+        )
+        self._opened_at = started
+
+    def _open_raft(self) -> None:
+        """The metadata log, its quorum-state and the raft client (no I/O beyond the files)."""
+        c = self.config
+        voters = (self.node_id,)
+        self.metadata_log = FileReplicatedLog.open(c.metadata_log_dir, now_ms=self.now_ms())
+        store = FileQuorumStateStore(self.metadata_log.log.dir / "quorum-state", voters)
+        self.raft = RaftClient(
+            RaftConfig(node_id=self.node_id, voters=voters, cluster_id=self.cluster_id),
+            self.metadata_log,
+            store,
+            random.Random(),
+            now_ms=int(time.monotonic() * 1000),
+        )
+
+    async def _catch_up_metadata(self) -> None:
+        """Start the raft driver; return when the metadata log is replayed (or raise StartupError)."""
+        await self.raft_driver.start()
+        self.raft_driver.task.add_done_callback(self._on_raft_stopped)
+        ready = await self.controller.wait_for(self.raft.metadata_ready, 60.0)
+        if not ready:
+            raise StartupError(
+                f"the metadata quorum did not elect a leader in 60s (controller.quorum.voters): "
+                f"this node is {self.raft.state_name} in epoch {self.raft.leader_and_epoch().epoch}"
+            )
+        log.info(
+            "metadata log replayed up to offset %d (raft %s, epoch %d)",
+            self.controller.applied_offset,
+            self.raft.state_name,
+            self.raft.leader_and_epoch().epoch,
+        )
         for topic, partition in sorted(self.log_manager.future_logs()):
             self.log_dir_movers.add(TopicPartition(topic, partition))  # KIP-113: resume
         self.groups = self._open_group_coordinator()
@@ -181,8 +226,12 @@ class BrokerNode:
             self.node_id,
             self.cluster_id,
             len(self.replica_manager.partitions),
-            time.monotonic() - started,
+            time.monotonic() - self._opened_at,
         )
+
+    def _on_raft_stopped(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self._fatal(f"the metadata quorum stopped: {task.exception()!r}")
 
     def _open_group_coordinator(self) -> GroupCoordinatorManager:
         """The group coordinator, its state replayed from the hosted `__consumer_offsets` partitions."""
@@ -218,17 +267,17 @@ class BrokerNode:
         t = self.image.topics_by_name.get(name)
         return len(t.partitions) if t is not None else None
 
-    def _create_offsets_topic(self, partitions: int) -> None:
+    async def _create_offsets_topic(self, partitions: int) -> None:
         if OFFSETS_TOPIC in self.image.topics_by_name:
             return
         rf = max(1, min(int(self.config["offsets.topic.replication.factor"]), len(self.image.brokers)))
         configs = {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
-        [created] = self.controller.create_topics([NewTopic(OFFSETS_TOPIC, partitions, rf, configs=configs)])
+        [created] = await self.controller.create_topics([NewTopic(OFFSETS_TOPIC, partitions, rf, configs=configs)])
         if not created.result.ok:
             raise OSError(f"cannot create {OFFSETS_TOPIC}: {created.result.message}")
 
-    def _register(self, endpoints: list[tuple[str, str, int]]) -> None:
-        self.controller.register_broker(
+    async def _register(self, endpoints: list[tuple[str, str, int]]) -> None:
+        await self.controller.register_broker(
             broker_id=self.node_id,
             endpoints=endpoints,
             rack=self.config["broker.rack"],
@@ -306,6 +355,7 @@ class BrokerNode:
         from kavka.broker.server import KafkaServer
 
         self.open()
+        await self._catch_up_metadata()
         from kavka.broker.handlers.producer_ids import ProducerIdManager
 
         self.producer_ids = ProducerIdManager(self)
@@ -333,8 +383,10 @@ class BrokerNode:
         adv = []
         for ep, port in zip(self.config.advertised_listeners, self.bound_ports, strict=False):
             adv.append((ep.name, ep.host, port if ep.port == 0 else ep.port))
-        if adv:
-            self._register(adv)
+        try:
+            await self._register(adv)
+        except Exception as e:
+            raise StartupError(f"cannot register this broker with the controller: {e}") from None
         if self.config["metrics.prometheus.port"] >= 0:
             from kavka.broker.metrics import MetricsServer
 
@@ -408,9 +460,11 @@ class BrokerNode:
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
+        if hasattr(self, "raft_driver"):
+            await self.raft_driver.stop()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()
-        self.quorum.close()
+        self.metadata_log.close()
         log.info("shut down cleanly")
 
 

@@ -11,14 +11,19 @@ on the connection the request came in on, keyed by (sender, correlation id).
 The sender of a request is the node id it names (candidate, leader or replica
 id), as in Kafka. A malformed frame closes that one connection.
 
-Not yet wired into the node (broker/node.py); called from one event loop.
+Owned by the node (broker/node.py), which starts it after storage is open
+and stops it last; `after_poll` (the controller's) runs after every poll.
+A node whose only voter is itself opens no listener. Called from one event
+loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from kavka.protocol.framing import decode_body, encode_entity, encode_request, read_request_header
@@ -26,6 +31,7 @@ from kavka.raft import codec
 from kavka.raft import messages as m
 from kavka.raft.client import RaftClient
 
+log = logging.getLogger("kavka.raft")
 _I32 = struct.Struct(">i")
 _MAX_FRAME = 64 * 1024 * 1024
 _REQUEST_SCHEMAS = {cls.__api_key__: cls for cls in codec.API_VERSIONS}
@@ -57,12 +63,16 @@ class RaftDriver:
         host: str,
         port: int,
         peers: dict[int, tuple[str, int]],
+        listen: bool = True,
+        after_poll: Callable[[], None] = lambda: None,
     ) -> None:
         self.client = client
         self.host = host
         self.port = port
         self.peers = peers
-        self._inbox: asyncio.Queue[m.Envelope] = asyncio.Queue()
+        self.listen = listen
+        self._after_poll = after_poll
+        self._inbox: asyncio.Queue[m.Envelope | None] = asyncio.Queue()
         self._server: asyncio.Server | None = None
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -71,9 +81,26 @@ class RaftDriver:
         self._answer_to: dict[tuple[int, int], asyncio.StreamWriter] = {}
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self._task = asyncio.create_task(self._run())
+        if self.listen:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port)
+            self.port = self._server.sockets[0].getsockname()[1]
+        self._task = asyncio.create_task(self._run(), name="raft-driver")
+
+    @property
+    def task(self) -> asyncio.Task[None]:
+        assert self._task is not None, "not started"
+        return self._task
+
+    def wakeup(self) -> None:
+        """Poll the core soon (the controller appended and wants its records flushed and sent)."""
+        self._inbox.put_nowait(None)
+
+    def poll_now(self) -> None:
+        """One synchronous poll with no inbound messages (startup of the sole voter)."""
+        result = self.client.poll(self._now_ms())
+        for env in result.outbound:
+            self._dispatch(env)
+        self._after_poll()
 
     async def stop(self) -> None:
         # Fixed order: stop polling, stop accepting, close connections, then their tasks.
@@ -102,15 +129,27 @@ class RaftDriver:
     async def _run(self) -> None:
         inbound: list[m.Envelope] = []
         while True:
-            result = self.client.poll(self._now_ms(), inbound)
+            try:
+                result = self.client.poll(self._now_ms(), inbound)
+            except Exception:
+                # A bug in the core, or the metadata log's disk failing: nothing safe to do
+                # but stop this node (the node's fatal handler is told by after_poll's owner).
+                log.exception("raft poll failed")
+                raise
             inbound = []
             for env in result.outbound:
                 self._dispatch(env)
+            self._after_poll()
             wait_s = max(0.0, (result.next_deadline_ms - self._now_ms()) / 1000)
+            got: m.Envelope | None = None
             with contextlib.suppress(TimeoutError):
-                inbound.append(await asyncio.wait_for(self._inbox.get(), timeout=min(wait_s, 1.0)))
+                got = await asyncio.wait_for(self._inbox.get(), timeout=min(wait_s, 1.0))
+            if got is not None:
+                inbound.append(got)
             while not self._inbox.empty():
-                inbound.append(self._inbox.get_nowait())
+                got = self._inbox.get_nowait()
+                if got is not None:
+                    inbound.append(got)
 
     # ---- outbound ------------------------------------------------------------------------
 

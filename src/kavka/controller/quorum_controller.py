@@ -1,51 +1,100 @@
-"""QuorumController: commits the controller's records to the metadata quorum and publishes images.
+"""QuorumController: the controller's operations, committed through the raft metadata quorum.
 
-Every change goes the same way: ControllerLogic decides (pure) -> the records
-are appended to the metadata log as one batch (atomic) -> they are replayed
-into a MetadataDelta -> the new MetadataImage is published to every
-registered listener (the broker's metadata publisher creates and deletes logs,
-updates configs). Startup replays the whole committed log the same way, so
-the image is always a function of the log. Runs on the event-loop thread.
+Every change goes the same way: ControllerLogic decides (pure: image in,
+records and results out) -> the records are appended to the raft log as one
+batch (atomic) -> the caller awaits their commit (the raft high watermark
+passing the batch's last offset) -> its result is returned. Nothing is
+applied before it is committed: the image is rebuilt only from committed
+records, the same way on every node (`handle_commit`, this object is the
+raft client's listener), so the image is always a function of the log.
+
+Operations run one at a time (an asyncio lock), each deciding on the image
+that includes every earlier operation's records, so two CreateTopics for one
+name can never both succeed. An operation needs this node to be the raft
+leader *and* caught up (its own epoch's LeaderChange record committed, so
+the image holds everything earlier leaders committed): elsewhere it raises
+`NotControllerError` (Kafka's NOT_CONTROLLER). A commit that does not come
+within `timeout_s` raises `TimeoutError` (REQUEST_TIMED_OUT); one lost to a
+leader change raises NotControllerError (the records may still commit under
+the next leader, as in Kafka: a retried CreateTopics then answers
+TOPIC_ALREADY_EXISTS).
+
+Publishing: committed batches are replayed into one MetadataDelta; after each
+raft poll (`after_poll`, called by the driver) the delta becomes the new
+image, registered listeners (the broker's metadata publisher) see it, and
+waiting operations whose records are in it complete. At startup the whole
+committed log arrives in one poll and is published as one delta.
+
+Runs on the event-loop thread (the raft driver's).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from kio.schema.errors import ErrorCode
 
 from kavka.config import BrokerConfig
 from kavka.controller import records as mr
 from kavka.controller.controller import ApiResult, ControllerLogic, CreatedTopic, NewTopic
 from kavka.controller.image import MetadataDelta, MetadataImage, TopicImage
-from kavka.raft.quorum import SingleVoterQuorum
+from kavka.raft.api import NotLeaderError, SnapshotId
+from kavka.raft.client import RaftClient
 from kavka.storage.meta_properties import generate_uuid
 
 log = logging.getLogger("kavka.controller")
 
 Listener = Callable[[MetadataDelta, MetadataImage], None]
+T = TypeVar("T")
+
+
+class NotControllerError(Exception):
+    """This node is not the active (caught-up leader) controller (Kafka's NOT_CONTROLLER)."""
+
+
+# What a controller operation may raise besides a bug: the handler answers it per item.
+UNAVAILABLE = (NotControllerError, TimeoutError)
+
+
+def unavailable_result(e: BaseException) -> ApiResult:
+    """Kafka's answer when the controller could not decide or commit: NOT_CONTROLLER or REQUEST_TIMED_OUT."""
+    code = ErrorCode.not_controller if isinstance(e, NotControllerError) else ErrorCode.request_timed_out
+    return ApiResult(code, str(e) or type(e).__name__)
 
 
 class QuorumController:
     def __init__(
         self,
         config: BrokerConfig,
-        quorum: SingleVoterQuorum,
+        raft: RaftClient,
         *,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
+        wakeup: Callable[[], None] = lambda: None,
+        timeout_s: float = 30.0,
     ) -> None:
         self.config = config
-        self.quorum = quorum
+        self.raft = raft
         self._clock = clock
+        self._wakeup = wakeup
+        self.timeout_s = timeout_s
         rng = rng or random.Random()
         self.logic = ControllerLogic(
             config, new_uuid=generate_uuid, start_index=lambda n: rng.randrange(max(n, 1))
         )
         self.image = MetadataImage()
         self._listeners: list[Listener] = []
+        self._delta: MetadataDelta | None = None
+        self._applied = -1  # last committed offset replayed into the image or the pending delta
+        self._lock = asyncio.Lock()
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._changed: asyncio.Event | None = None
+        raft.register_listener(self)
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -53,64 +102,148 @@ class QuorumController:
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    def load(self) -> MetadataImage:
-        """Replay the committed metadata log into the image (startup)."""
-        delta = MetadataDelta(self.image)
-        n = 0
-        for offset, key, value in self.quorum.read_committed(0):
-            delta.replay(mr.decode(key, value), offset)
-            n += 1
-        self.image = delta.apply()
-        log.info("replayed %d metadata records up to offset %d", n, self.image.offset)
-        self._publish(delta)
-        return self.image
+    # ---- raft listener ---------------------------------------------------------------------
 
-    def _publish(self, delta: MetadataDelta) -> None:
-        for listener in self._listeners:
-            listener(delta, self.image)
+    def handle_commit(
+        self, base_offset: int, epoch: int, records: list[tuple[int, bytes | None, bytes | None]]
+    ) -> None:
+        if self._delta is None:
+            self._delta = MetadataDelta(self.image)
+        for offset, key, value in records:
+            self._delta.replay(mr.decode(key, value), offset)
+            self._applied = offset
 
-    def commit(self, records: Sequence[Any]) -> MetadataImage:
-        if not records:
-            return self.image
-        last = self.quorum.append([mr.encode(r) for r in records], now_ms=self._now_ms())
-        delta = MetadataDelta(self.image)
-        first = last - len(records) + 1
-        for i, r in enumerate(records):
-            delta.replay(r, first + i)
-        self.image = delta.apply()
-        self._publish(delta)
-        return self.image
+    def handle_load_snapshot(
+        self, snapshot_id: SnapshotId, records: Iterable[tuple[bytes | None, bytes | None]]
+    ) -> None:
+        raise NotImplementedError("metadata snapshots are not written yet")
 
-    # ----------------------------------------------------------- operations
+    def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        if leader_id != self.raft.node_id:
+            for _, fut in self._waiters:
+                if not fut.done():
+                    fut.set_exception(NotControllerError(f"leadership moved to {leader_id} in epoch {epoch}"))
+            self._waiters.clear()
+        self._signal()
 
-    def register_broker(self, *, broker_id: int, endpoints: Sequence[tuple[str, str, int]], rack: str | None, log_dirs: Sequence[str]) -> None:
-        current = self.image.brokers.get(broker_id)
+    def after_poll(self) -> None:
+        """Publish what the last poll committed; complete the operations it covered."""
+        if self._delta is not None:
+            delta, self._delta = self._delta, None
+            self.image = delta.apply()
+            for listener in self._listeners:
+                listener(delta, self.image)
+        if self._waiters:
+            done = [w for w in self._waiters if w[0] <= self._applied]
+            if done:
+                self._waiters = [w for w in self._waiters if w[0] > self._applied]
+                for _, fut in done:
+                    if not fut.done():
+                        fut.set_result(None)
+        self._signal()
+
+    def _signal(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+
+    # ---- readiness -------------------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        """Leader with its own epoch's first record committed (and so replayed)."""
+        return self.raft.leader_ready()
+
+    @property
+    def applied_offset(self) -> int:
+        return self._applied
+
+    async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until `condition()` holds after some poll; False at the deadline."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not condition():
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout=min(left, 0.5))
+            except TimeoutError:
+                pass
+        return True
+
+    # ---- operations ------------------------------------------------------------------------
+
+    async def _run(self, decide: Callable[[MetadataImage], tuple[Sequence[Any], T]]) -> T:
+        async with self._lock:
+            if not self.raft.leader_ready():
+                if self.raft.leader_and_epoch().leader_id != self.raft.node_id:
+                    raise NotControllerError(f"the active controller is {self.raft.leader_and_epoch().leader_id}")
+                # Elected, but its epoch's first record is not committed yet: wait briefly.
+                if not await self.wait_for(self.raft.leader_ready, min(self.timeout_s, 5.0)):
+                    raise NotControllerError("this controller has not caught up with the metadata log")
+            records, result = decide(self.image)
+            if records:
+                await self._commit(records)
+            return result
+
+    async def _commit(self, records: Sequence[Any]) -> None:
+        try:
+            last = self.raft.append([mr.encode(r) for r in records], now_ms=self._now_ms())
+        except NotLeaderError as e:
+            raise NotControllerError(str(e)) from None
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((last, fut))
+        self._wakeup()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), timeout=self.timeout_s)
+        except TimeoutError:
+            raise TimeoutError(f"metadata records up to offset {last} not committed in {self.timeout_s:.0f}s") from None
+
+    async def register_broker(
+        self, *, broker_id: int, endpoints: Sequence[tuple[str, str, int]], rack: str | None, log_dirs: Sequence[str]
+    ) -> None:
         wanted = (tuple(tuple(e) for e in endpoints), rack, tuple(log_dirs))
-        if current is not None and (current.endpoints, current.rack, current.log_dirs) == wanted:
-            return
-        self.commit([mr.RegisterBrokerRecord(broker_id, generate_uuid(), wanted[0], rack, wanted[2])])  # type: ignore[arg-type]
 
-    def allocate_producer_ids(self, broker_id: int, block_size: int = 1000) -> tuple[int, int]:
+        def decide(image: MetadataImage) -> tuple[list[Any], None]:
+            current = image.brokers.get(broker_id)
+            if current is not None and (current.endpoints, current.rack, current.log_dirs) == wanted:
+                return [], None
+            return [mr.RegisterBrokerRecord(broker_id, generate_uuid(), wanted[0], rack, wanted[2])], None  # type: ignore[arg-type]
+
+        await self._run(decide)
+
+    async def allocate_producer_ids(self, broker_id: int, block_size: int = 1000) -> tuple[int, int]:
         """A fresh block [start, end) of producer ids (Kafka's AllocateProducerIds, KIP-730)."""
-        start = self.image.next_producer_id
-        self.commit([mr.ProducerIdsRecord(broker_id, start + block_size)])
-        return start, start + block_size
 
-    def create_topics(self, topics: Sequence[NewTopic], *, validate_only: bool = False) -> list[CreatedTopic]:
-        records, results = self.logic.create_topics(self.image, topics, validate_only=validate_only)
-        self.commit(records)
-        return results
+        def decide(image: MetadataImage) -> tuple[list[Any], tuple[int, int]]:
+            start = image.next_producer_id
+            return [mr.ProducerIdsRecord(broker_id, start + block_size)], (start, start + block_size)
 
-    def delete_topics(self, topics: Sequence[TopicImage]) -> None:
-        self.commit(self.logic.delete_topics(self.image, topics))
+        return await self._run(decide)
 
-    def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None, *, validate_only: bool) -> ApiResult:
-        records, result = self.logic.create_partitions(self.image, name, count, assignments)
-        if result.ok and not validate_only:
-            self.commit(records)
-        return result
+    async def create_topics(self, topics: Sequence[NewTopic], *, validate_only: bool = False) -> list[CreatedTopic]:
+        return await self._run(lambda image: self.logic.create_topics(image, topics, validate_only=validate_only))
 
-    def alter_configs(
+    async def delete_topics(self, topics: Sequence[TopicImage]) -> None:
+        def decide(image: MetadataImage) -> tuple[list[Any], None]:
+            live = [t for t in topics if t.topic_id in image.topics_by_id]
+            return self.logic.delete_topics(image, live), None
+
+        await self._run(decide)
+
+    async def create_partitions(
+        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None, *, validate_only: bool
+    ) -> ApiResult:
+        def decide(image: MetadataImage) -> tuple[list[Any], ApiResult]:
+            records, result = self.logic.create_partitions(image, name, count, assignments)
+            return (records if result.ok and not validate_only else []), result
+
+        return await self._run(decide)
+
+    async def alter_configs(
         self,
         resource_type: int,
         resource_name: str,
@@ -119,7 +252,8 @@ class QuorumController:
         incremental: bool,
         validate_only: bool,
     ) -> ApiResult:
-        records, result = self.logic.alter_configs(self.image, resource_type, resource_name, ops, incremental=incremental)
-        if result.ok and not validate_only:
-            self.commit(records)
-        return result
+        def decide(image: MetadataImage) -> tuple[list[Any], ApiResult]:
+            records, result = self.logic.alter_configs(image, resource_type, resource_name, ops, incremental=incremental)
+            return (records if result.ok and not validate_only else []), result
+
+        return await self._run(decide)

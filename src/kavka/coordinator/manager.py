@@ -28,7 +28,7 @@ import contextlib
 import dataclasses
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -98,7 +98,7 @@ class GroupCoordinatorManager:
         config: GroupConfig,
         replica_manager: ReplicaManager,
         num_partitions: int,
-        create_offsets_topic: Callable[[int], None],
+        create_offsets_topic: Callable[[int], Awaitable[None]],
         now_ms: Callable[[], int],
         offset_metadata_max_bytes: int = 4096,
         offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
@@ -216,13 +216,13 @@ class GroupCoordinatorManager:
     def partition_for(self, group_id: str) -> int:
         return rec.partition_for(group_id, self.num_partitions)
 
-    def ensure_offsets_topic(self) -> bool:
-        """Create `__consumer_offsets` if it is not there; False if that failed (logged)."""
+    async def ensure_offsets_topic(self) -> bool:
+        """Create `__consumer_offsets` if it is not there (awaiting its commit); False if that failed (logged)."""
         if self._created:
             return True
         if not self.offsets_partitions():
             try:
-                self._create_offsets_topic(self.num_partitions)
+                await self._create_offsets_topic(self.num_partitions)
             except Exception:
                 log.exception("cannot create %s", rec.OFFSETS_TOPIC)
                 return False
@@ -252,7 +252,6 @@ class GroupCoordinatorManager:
                 fut.set_result(result)
 
     def _write(self, records: Sequence[GroupRecord | OffsetRecord]) -> None:
-        self.ensure_offsets_topic()
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
         for r in records:
             if isinstance(r, OffsetRecord):
@@ -286,7 +285,7 @@ class GroupCoordinatorManager:
     # ------------------------------------------------------------ group membership
 
     async def join_group(self, **kwargs: Any) -> JoinResult:
-        if not self.ensure_offsets_topic():
+        if not await self.ensure_offsets_topic():
             return JoinResult(ErrorCode.coordinator_not_available, kwargs.get("member_id", ""))
         cg = self.consumer.groups.get(kwargs["group_id"])
         if cg is not None and cg.members:
@@ -307,9 +306,9 @@ class GroupCoordinatorManager:
         self._after()
         return out
 
-    def consumer_group_heartbeat(self, **kwargs: Any) -> HeartbeatResult:
+    async def consumer_group_heartbeat(self, **kwargs: Any) -> HeartbeatResult:
         """KIP-848 ConsumerGroupHeartbeat; a classic group with members is not a consumer group."""
-        if not self.ensure_offsets_topic():
+        if not await self.ensure_offsets_topic():
             return HeartbeatResult(ErrorCode.coordinator_not_available)
         classic = self.core.groups.get(kwargs["group_id"])
         if classic is not None and classic.members:

@@ -1,7 +1,7 @@
 """The metadata quorum as the controller sees it: a small Protocol and its value types.
 
 `RaftClient` (raft/client.py) implements it for any number of voters; the
-existing `SingleVoterQuorum` (raft/quorum.py) is to be adapted to it. A
+node drives it through `QuorumController` (controller/quorum_controller.py). A
 listener has the shape of Kafka's `RaftClient.Listener`: committed batches are
 handed over in log order, once each per process lifetime (a restarted node
 replays from the start of its log), never beyond the high watermark.

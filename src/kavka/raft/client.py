@@ -140,7 +140,9 @@ class RaftClient:
         self.epoch = saved.epoch
         self.leader_id: int | None = None
         self.voted_id: int | None = voted
-        self._v = _Volatile(deadline_ms=now_ms + self._election_timeout())
+        # The only voter need not wait for anyone: it stands at once (as Kafka's QuorumState does).
+        sole = config.voters == (config.node_id,)
+        self._v = _Volatile(deadline_ms=now_ms if sole else now_ms + self._election_timeout())
         self.store.write(ElectionState(epoch=self.epoch, voted_id=self.voted_id))
 
     # ---- the controller's interface (api.MetadataQuorum) --------------------------------
@@ -151,6 +153,18 @@ class RaftClient:
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
+
+    def leader_ready(self) -> bool:
+        """Leader whose epoch's first record (LeaderChange) is committed and delivered to listeners."""
+        return self.state is _S.LEADER and self._high_watermark > self._v.epoch_start_offset
+
+    def metadata_ready(self) -> bool:
+        """Caught up enough to serve: a ready leader, or a follower that has learnt a high watermark."""
+        return self.leader_ready() or (self.state is _S.FOLLOWER and self._high_watermark > 0)
+
+    @property
+    def state_name(self) -> str:
+        return self.state.value
 
     def register_listener(self, listener: RaftListener) -> None:
         self._listeners.append(_ListenerCursor(listener))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kavka.config import BROKER_CONFIGS, TOPIC_CONFIGS
+from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.controller.records import BROKER_RESOURCE, TOPIC_RESOURCE
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
@@ -99,15 +100,18 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
     return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-def _alter(node: BrokerNode, ctx: RequestContext, req: Any, *, incremental: bool) -> Any:
+async def _alter(node: BrokerNode, ctx: RequestContext, req: Any, *, incremental: bool) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     res_cls = nested(resp_cls, "AlterConfigsResourceResponse")
     out = []
     for r in req.resources:
         ops = [(c.name, c.config_operation if incremental else 0, c.value) for c in r.configs]
-        result = node.controller.alter_configs(
-            r.resource_type, r.resource_name, ops, incremental=incremental, validate_only=req.validate_only
-        )
+        try:
+            result = await node.controller.alter_configs(
+                r.resource_type, r.resource_name, ops, incremental=incremental, validate_only=req.validate_only
+            )
+        except UNAVAILABLE as e:
+            result = unavailable_result(e)
         out.append(
             make(res_cls, error_code=result.error, error_message=result.message,
                  resource_type=r.resource_type, resource_name=r.resource_name)
@@ -115,9 +119,9 @@ def _alter(node: BrokerNode, ctx: RequestContext, req: Any, *, incremental: bool
     return make(resp_cls, throttle_time=NO_THROTTLE, responses=tuple(out))
 
 
-def handle_alter_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    return _alter(node, ctx, req, incremental=False)
+async def handle_alter_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    return await _alter(node, ctx, req, incremental=False)
 
 
-def handle_incremental_alter_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    return _alter(node, ctx, req, incremental=True)
+async def handle_incremental_alter_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    return await _alter(node, ctx, req, incremental=True)

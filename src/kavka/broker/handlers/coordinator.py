@@ -34,11 +34,11 @@ TRANSACTION_KEY_TYPE = 1
 NO_TRANSACTIONS = "transactions are not supported by kavka yet; use an idempotent producer without transactional.id"
 
 
-def _locate(node: BrokerNode, key_type: int) -> tuple[ErrorCode, int, str, int]:
+async def _locate(node: BrokerNode, key_type: int) -> tuple[ErrorCode, int, str, int]:
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.transactional_id_authorization_failed, -1, "", -1
     # Created on first use, as Kafka does; until it exists, clients retry.
-    if not node.groups.ensure_offsets_topic():
+    if not await node.groups.ensure_offsets_topic():
         return ErrorCode.coordinator_not_available, -1, "", -1
     me = node.image.brokers.get(node.node_id)
     if me is None or not me.endpoints:
@@ -47,11 +47,11 @@ def _locate(node: BrokerNode, key_type: int) -> tuple[ErrorCode, int, str, int]:
     return ErrorCode.none, node.node_id, host, port
 
 
-def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+async def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     key_type = int(req.key_type)
     if ctx.api_version < 4:
-        error, node_id, host, port = _locate(node, key_type)
+        error, node_id, host, port = await _locate(node, key_type)
         return make(
             resp_cls,
             throttle_time=NO_THROTTLE,
@@ -64,7 +64,7 @@ def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: Any) -> 
     coord_cls = nested(resp_cls, "Coordinator")
     coordinators = []
     for key in req.coordinator_keys:
-        error, node_id, host, port = _locate(node, key_type)
+        error, node_id, host, port = await _locate(node, key_type)
         coordinators.append(
             make(
                 coord_cls,

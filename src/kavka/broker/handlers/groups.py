@@ -317,7 +317,7 @@ def handle_offset_delete(node: BrokerNode, ctx: RequestContext, req: Any) -> Any
     )
 
 
-def handle_consumer_group_heartbeat(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+async def handle_consumer_group_heartbeat(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     image = node.image
     owned = None
     if req.topic_partitions is not None:
@@ -327,7 +327,7 @@ def handle_consumer_group_heartbeat(node: BrokerNode, ctx: RequestContext, req: 
             if topic is not None:
                 names.extend((topic.name, p) for p in t.partitions)
         owned = frozenset(names)
-    result = node.groups.consumer_group_heartbeat(
+    result = await node.groups.consumer_group_heartbeat(
         group_id=req.group_id,
         member_id=req.member_id,
         member_epoch=req.member_epoch,

@@ -8,11 +8,13 @@ LEADER_NOT_AVAILABLE that makes the client ask again.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from kavka.controller.controller import INTERNAL_TOPICS, NewTopic, validate_topic_name
+from kavka.controller.quorum_controller import UNAVAILABLE
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_from_str, uuid_to_str
 
 if TYPE_CHECKING:
@@ -32,7 +34,7 @@ def _brokers(node: BrokerNode, cls: type, id_field: str) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = _resp_cls(ctx)
     topic_cls = nested(resp_cls, "MetadataResponseTopic")
     part_cls = nested(resp_cls, "MetadataResponsePartition")
@@ -51,7 +53,10 @@ def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
             and n not in INTERNAL_TOPICS
         ]
         if missing:
-            node.controller.create_topics([NewTopic(n) for n in dict.fromkeys(missing)])
+            # Not created (no controller, or the commit timed out): the topics answer as
+            # missing and the client asks again, as with Kafka.
+            with contextlib.suppress(*UNAVAILABLE):
+                await node.controller.create_topics([NewTopic(n) for n in dict.fromkeys(missing)])
             image = node.image
 
     def topic_entry(t: Any) -> Any:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.controller.quorum_controller import UNAVAILABLE
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make
 
@@ -29,17 +30,21 @@ class ProducerIdManager:
         self._next = 0
         self._end = 0
 
-    def generate(self) -> int:
+    async def generate(self) -> int:
         if self._next >= self._end:
-            self._next, self._end = self.node.controller.allocate_producer_ids(self.node.node_id)
+            self._next, self._end = await self.node.controller.allocate_producer_ids(self.node.node_id)
         pid = self._next
         self._next += 1
         return pid
 
 
-def handle_init_producer_id(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+async def handle_init_producer_id(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     if req.transactional_id is not None:
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1)
-    pid = node.producer_ids.generate()
+    try:
+        pid = await node.producer_ids.generate()
+    except UNAVAILABLE:
+        # Kafka's answer while no producer id block can be had: retriable.
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_load_in_progress, producer_id=-1, producer_epoch=-1)
     return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, producer_id=pid, producer_epoch=0)

@@ -7,12 +7,14 @@ outcome with Kafka's error code and message.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from kavka.config import TOPIC_CONFIGS
-from kavka.controller.controller import INTERNAL_TOPICS, NewTopic
+from kavka.controller.controller import INTERNAL_TOPICS, CreatedTopic, NewTopic
+from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_from_str, uuid_to_str
 
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
     from kavka.broker.server import RequestContext
 
 
-def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     result_cls = nested(resp_cls, "CreatableTopicResult")
     cfg_cls = nested(resp_cls, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
@@ -35,7 +37,10 @@ def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any
         )
         for t in req.topics
     ]
-    results = node.controller.create_topics(specs, validate_only=req.validate_only)
+    try:
+        results = await node.controller.create_topics(specs, validate_only=req.validate_only)
+    except UNAVAILABLE as e:
+        results = [CreatedTopic(s.name, unavailable_result(e)) for s in specs]
     out = []
     image = node.image
     for spec, r in zip(specs, results, strict=True):
@@ -69,7 +74,7 @@ def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any
     return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(out))
 
 
-def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+async def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     res_cls = nested(resp_cls, "DeletableTopicResult")
     image = node.image
@@ -108,16 +113,27 @@ def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any
                 error_message=message,
             )
         )
-    node.controller.delete_topics(to_delete)
+    try:
+        await node.controller.delete_topics(to_delete)
+    except UNAVAILABLE as e:
+        failed = unavailable_result(e)
+        names = {t.name for t in to_delete}
+        results = [
+            dataclasses.replace(r, error_code=failed.error, error_message=failed.message) if r.name in names else r
+            for r in results
+        ]
     return make(resp_cls, throttle_time=NO_THROTTLE, responses=tuple(results))
 
 
-def handle_create_partitions(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+async def handle_create_partitions(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     res_cls = nested(resp_cls, "CreatePartitionsTopicResult")
     results = []
     for t in req.topics:
         assignments = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
-        r = node.controller.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
+        try:
+            r = await node.controller.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
+        except UNAVAILABLE as e:
+            r = unavailable_result(e)
         results.append(make(res_cls, name=t.name, error_code=r.error, error_message=r.message))
     return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))
