@@ -8,6 +8,7 @@ print its KAVKA_READY line with the bound port. Nothing is mocked.
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import socket
@@ -27,11 +28,19 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    def __init__(self, root: Path, *, node_id: int = 1, overrides: dict[str, str] | None = None, log_dirs: int = 1) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        node_id: int = 1,
+        overrides: dict[str, str] | None = None,
+        log_dirs: int = 1,
+        port: int | None = None,
+    ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.node_id = node_id
-        self.port = free_port()
+        self.port = port or free_port()
         self.log_dirs = [self.root / f"data{i}" for i in range(log_dirs)]
         props = {
             "node.id": str(node_id),
@@ -62,8 +71,12 @@ class BrokerProcess:
         self._formatted = True
         return res
 
-    def start(self, timeout: float = 30.0, env: dict[str, str] | None = None) -> BrokerProcess:
-        """Start the broker; ``env`` adds variables (test hooks such as fault injection)."""
+    def start(self, timeout: float = 30.0, env: dict[str, str] | None = None, *, wait: bool = True) -> BrokerProcess:
+        """Start the broker; ``env`` adds variables (test hooks such as fault injection).
+
+        With ``wait=False`` it returns at once; `wait_ready` then waits (the nodes of a
+        cluster are all started before any can elect a controller and be ready).
+        """
         if not self._formatted:
             self.format()
         self.output = []
@@ -87,6 +100,14 @@ class BrokerProcess:
             ready.set()
 
         threading.Thread(target=pump, daemon=True).start()
+        self._ready = ready
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> BrokerProcess:
+        ready, proc = self._ready, self.proc
+        assert proc is not None
         deadline = time.monotonic() + timeout
         while not ready.wait(0.05):
             if time.monotonic() > deadline:
@@ -122,6 +143,46 @@ class BrokerProcess:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+class Cluster:
+    """N combined broker,controller nodes with one cluster id and a quorum of all of them."""
+
+    def __init__(self, root: Path, nodes: int = 3, *, overrides: dict[str, str] | None = None) -> None:
+        self.root = Path(root)
+        ctl_ports = {i: free_port() for i in range(1, nodes + 1)}
+        client_ports = {i: free_port() for i in range(1, nodes + 1)}
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ctl_ports.items())
+        self.controller_ports = ctl_ports
+        self.nodes: dict[int, BrokerProcess] = {}
+        for i in range(1, nodes + 1):
+            props = {
+                "listeners": f"PLAINTEXT://127.0.0.1:{client_ports[i]},CONTROLLER://127.0.0.1:{ctl_ports[i]}",
+                "controller.listener.names": "CONTROLLER",
+                "controller.quorum.voters": voters,
+                "offsets.topic.num.partitions": "6",
+            }
+            props.update(overrides or {})
+            self.nodes[i] = BrokerProcess(self.root / f"node{i}", node_id=i, overrides=props, port=client_ports[i])
+        self.cluster_id = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()  # a Kafka Uuid
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes.values())
+
+    def start(self, timeout: float = 60.0) -> Cluster:
+        for n in self.nodes.values():
+            if not n._formatted:
+                n.format(self.cluster_id)
+            n.start(wait=False)
+        for n in self.nodes.values():
+            n.wait_ready(timeout)
+        return self
+
+    def stop(self) -> None:
+        for n in self.nodes.values():
+            if n.alive():
+                n.stop()
 
 
 def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05, message: str = "condition"):  # noqa: ANN001, ANN201

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
@@ -261,7 +261,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("controller.quorum.voters", _LST, [], "id@host:port of each voter"),
         _b("controller.quorum.bootstrap.servers", _LST, [], "bootstrap servers of the controller quorum (KIP-853)",
            _refuse_nonempty("a controller quorum reached through controller.quorum.bootstrap.servers")),
-        _b("controller.listener.names", _LST, ["CONTROLLER"], "", informational="the one-voter quorum runs inside the node; no controller listener is opened"),
+        _b("controller.listener.names", _LST, ["CONTROLLER"], "listeners that serve the KRaft RPCs and controller requests, not clients"),
+        _b("controller.quorum.election.timeout.ms", _I, 1000, "wait this long (plus up to as much again, randomized) for a leader before standing", at_least(1)),
+        _b("controller.quorum.election.backoff.max.ms", _I, 1000, "longest backoff before a new election after a lost one", at_least(0)),
+        _b("controller.quorum.fetch.timeout.ms", _I, 2000, "a follower that heard nothing from its leader this long starts an election", at_least(1)),
+        _b("controller.quorum.request.timeout.ms", _I, 2000, "a KRaft RPC unanswered this long is retried", at_least(1)),
+        _b("controller.quorum.retry.backoff.ms", _I, 20, "pause before a failed KRaft RPC is retried", at_least(0)),
         _b("listeners", _LST, ["PLAINTEXT://127.0.0.1:9092"], "NAME://host:port, comma separated"),
         _b("advertised.listeners", _LST, None, "what clients are told; defaults to listeners"),
         _b("listener.security.protocol.map", _LST, None, "listener name to protocol"),
@@ -512,7 +517,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
             raise ConfigError("node.id", "missing: every kavka server needs a node.id >= 0")
     cfg = BrokerConfig(values=values, explicit=explicit, unknown=unknown)
     _check_listener_security(cfg)
-    _check_single_node(cfg)
+    _check_roles(cfg)
     for key in sorted(explicit):
         reason = BROKER_CONFIGS[key].informational
         if reason:
@@ -551,8 +556,22 @@ def _check_listener_security(cfg: BrokerConfig) -> None:
                 )
 
 
-def _check_single_node(cfg: BrokerConfig) -> None:
-    """Refuse cluster settings this release cannot honour, rather than run as one node anyway."""
+def parse_voters(values: Sequence[str]) -> dict[int, tuple[str, int]]:
+    """controller.quorum.voters: `id@host:port,...` -> {id: (host, port)} (ConfigError naming the key)."""
+    out: dict[int, tuple[str, int]] = {}
+    for voter in values:
+        vid, sep, hostport = voter.strip().partition("@")
+        host, colon, port = hostport.rpartition(":")
+        if not sep or not vid.strip().isdigit() or not colon or not host or not port.isdigit():
+            raise ConfigError("controller.quorum.voters", f"invalid voter {voter!r}: expected id@host:port")
+        if int(vid) in out:
+            raise ConfigError("controller.quorum.voters", f"voter id {vid} is listed twice")
+        out[int(vid)] = (host.strip("[]"), int(port))
+    return out
+
+
+def _check_roles(cfg: BrokerConfig) -> None:
+    """Refuse role and quorum settings this release cannot honour, naming the key."""
     roles = sorted(set(cfg.values["process.roles"]))
     if roles != ["broker", "controller"]:
         raise ConfigError(
@@ -560,16 +579,28 @@ def _check_single_node(cfg: BrokerConfig) -> None:
             f"{','.join(cfg.values['process.roles']) or '(empty)'} is not supported yet: "
             "kavka runs combined broker,controller nodes only",
         )
-    for voter in cfg.values["controller.quorum.voters"]:
-        vid, sep, _ = voter.partition("@")
-        if not sep or not vid.strip().isdigit():
-            raise ConfigError("controller.quorum.voters", f"invalid voter {voter!r}: expected id@host:port")
-        if int(vid) != cfg.node_id:
+    voters = parse_voters(cfg.values["controller.quorum.voters"])
+    if voters and cfg.node_id not in voters:
+        raise ConfigError(
+            "controller.quorum.voters",
+            f"node.id {cfg.node_id} is not a voter: a node with the controller role must be one of {sorted(voters)}",
+        )
+    if set(voters) - {cfg.node_id}:
+        names = [n.upper() for n in cfg.values["controller.listener.names"]]
+        ctl = [e for e in cfg.listeners if e.name in names]
+        if not ctl:
+            raise ConfigError(
+                "controller.listener.names",
+                f"none of {names} is in listeners: a voter of a multi-node quorum needs a controller listener",
+            )
+        host, port = voters[cfg.node_id]
+        if ctl[0].port not in (0, port):
             raise ConfigError(
                 "controller.quorum.voters",
-                f"voter {voter!r} is another node: a multi-voter quorum is not supported yet "
-                f"(the only voter may be this node, {cfg.node_id})",
+                f"this node's entry {cfg.node_id}@{host}:{port} does not match its controller listener {ctl[0]}",
             )
+        if len(ctl) == len(cfg.listeners):
+            raise ConfigError("listeners", "no listener for clients: every listener is a controller listener")
     ibl = cfg.values["inter.broker.listener.name"]
     if ibl and ibl.upper() not in {e.name for e in cfg.listeners}:
         raise ConfigError("inter.broker.listener.name", f"{ibl} is not a listener name in listeners")

@@ -100,8 +100,19 @@ def test_plaintext_spelled_out_is_accepted():
     [
         ({"process.roles": "broker"}, "process.roles"),
         ({"process.roles": "controller"}, "process.roles"),
-        ({"controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094"}, "controller.quorum.voters"),
+        # A combined node must be a voter; a multi-voter quorum needs the controller listener, at its address.
+        ({"controller.quorum.voters": "2@127.0.0.1:9093,3@127.0.0.1:9094"}, "controller.quorum.voters"),
+        ({"controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094"}, "controller.listener.names"),
+        (
+            {
+                "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094",
+                "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9095",
+            },
+            "controller.quorum.voters",
+        ),
+        ({"controller.quorum.voters": "1@127.0.0.1:9093,1@127.0.0.1:9094"}, "controller.quorum.voters"),
         ({"controller.quorum.voters": "x@y"}, "controller.quorum.voters"),
+        ({"controller.quorum.voters": "1@host"}, "controller.quorum.voters"),
         ({"controller.quorum.bootstrap.servers": "127.0.0.1:9093"}, "controller.quorum.bootstrap.servers"),
         ({"inter.broker.listener.name": "NOPE"}, "inter.broker.listener.name"),
     ],
@@ -110,6 +121,18 @@ def test_cluster_settings_this_release_cannot_honour_are_refused(props, key):
     with pytest.raises(ConfigError) as e:
         build_config({"node.id": "1", **props})
     assert e.value.key == key
+
+
+def test_a_voter_of_a_three_node_quorum_is_accepted():
+    c = build_config(
+        {
+            "node.id": "2",
+            "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095",
+            "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9094",
+            "controller.quorum.election.timeout.ms": "500",
+        }
+    )
+    assert c["controller.quorum.election.timeout.ms"] == 500
 
 
 def test_single_voter_naming_itself_is_accepted():

@@ -24,6 +24,7 @@ from kavka.broker.handlers import (
     offsets,
     produce,
     producer_ids,
+    quorum,
     topics,
 )
 from kavka.protocol import api
@@ -68,6 +69,7 @@ class KafkaApis:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
             ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter_replica_log_dirs,
             ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
+            ApiKey.DESCRIBE_QUORUM: quorum.handle_describe_quorum,
         }
 
     def handlers(self) -> dict[int, Handler]:

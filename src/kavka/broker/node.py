@@ -44,8 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from kavka.broker.config_resolver import ConfigResolver
+from kavka.broker.controller_rpc import RPCS, ControllerApis, ControllerClient
 from kavka.broker.raft_driver import RaftDriver
-from kavka.config import BrokerConfig, ConfigError
+from kavka.config import BrokerConfig, ConfigError, parse_voters
 from kavka.controller.controller import NewTopic
 from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.quorum_controller import QuorumController
@@ -174,28 +175,64 @@ class BrokerNode:
             ),
             crash_point=self.faults.crash_point_hook(),
         )
-        self.controller = QuorumController(
+        self.quorum_controller = QuorumController(
             self.config, self.raft, clock=self.clock, wakeup=lambda: self.raft_driver.wakeup()
         )
-        self.controller.add_listener(self._on_metadata)
+        self.quorum_controller.add_listener(self._on_metadata)
+        ctl = self._controller_listener()
         self.raft_driver = RaftDriver(
             self.raft,
-            host="127.0.0.1",
-            port=0,
-            peers={},
-            listen=False,
-            after_poll=self.controller.after_poll,
+            host=ctl.host if ctl else "127.0.0.1",
+            port=ctl.port if ctl else 0,
+            peers={v: a for v, a in self.voters.items() if v != self.node_id},
+            listen=ctl is not None,
+            after_poll=self.quorum_controller.after_poll,
+            controller_apis=ControllerApis(self.quorum_controller, cluster_id=self.cluster_id),
+            rpc_schemas=RPCS,
+        )
+        # What every handler calls: local on the active controller, an RPC to it elsewhere.
+        self.controller = ControllerClient(
+            self.quorum_controller,
+            self.raft,
+            node_id=self.node_id,
+            cluster_id=self.cluster_id,
+            voters=self.voters,
         )
         self._opened_at = started
+
+    def _controller_listener(self) -> Any:
+        names = {n.upper() for n in self.config["controller.listener.names"]}
+        ctl = [e for e in self.config.listeners if e.name in names]
+        if not ctl or len(ctl) == len(self.config.listeners):
+            return None  # a sole voter may name its only listener CONTROLLER and serve clients on it
+        return ctl[0]
 
     def _open_raft(self) -> None:
         """The metadata log, its quorum-state and the raft client (no I/O beyond the files)."""
         c = self.config
-        voters = (self.node_id,)
+        self.voters = parse_voters(c["controller.quorum.voters"]) or {self.node_id: ("127.0.0.1", 0)}
+        voters = tuple(sorted(self.voters))
         self.metadata_log = FileReplicatedLog.open(c.metadata_log_dir, now_ms=self.now_ms())
         store = FileQuorumStateStore(self.metadata_log.log.dir / "quorum-state", voters)
+        stored = store.stored_voters()
+        if stored is not None and stored != voters:
+            self.metadata_log.close()
+            raise StartupError(
+                f"controller.quorum.voters lists voters {list(voters)} but this node's quorum-state "
+                f"({store.path}) was written by the quorum {list(stored)}: a voter set cannot change "
+                "by editing the config (KIP-853 voter changes are not supported yet)"
+            )
         self.raft = RaftClient(
-            RaftConfig(node_id=self.node_id, voters=voters, cluster_id=self.cluster_id),
+            RaftConfig(
+                node_id=self.node_id,
+                voters=voters,
+                cluster_id=self.cluster_id,
+                election_timeout_ms=c["controller.quorum.election.timeout.ms"],
+                election_backoff_max_ms=c["controller.quorum.election.backoff.max.ms"],
+                fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
+                request_timeout_ms=c["controller.quorum.request.timeout.ms"],
+                retry_backoff_ms=c["controller.quorum.retry.backoff.ms"],
+            ),
             self.metadata_log,
             store,
             random.Random(),
@@ -206,7 +243,7 @@ class BrokerNode:
         """Start the raft driver; return when the metadata log is replayed (or raise StartupError)."""
         await self.raft_driver.start()
         self.raft_driver.task.add_done_callback(self._on_raft_stopped)
-        ready = await self.controller.wait_for(self.raft.metadata_ready, 60.0)
+        ready = await self.quorum_controller.wait_for(self.raft.metadata_ready, 60.0)
         if not ready:
             raise StartupError(
                 f"the metadata quorum did not elect a leader in 60s (controller.quorum.voters): "
@@ -214,7 +251,7 @@ class BrokerNode:
             )
         log.info(
             "metadata log replayed up to offset %d (raft %s, epoch %d)",
-            self.controller.applied_offset,
+            self.quorum_controller.applied_offset,
             self.raft.state_name,
             self.raft.leader_and_epoch().epoch,
         )
@@ -307,7 +344,7 @@ class BrokerNode:
 
     @property
     def image(self) -> MetadataImage:
-        return self.controller.image
+        return self.quorum_controller.image
 
     def _on_metadata(self, delta: MetadataDelta, image: MetadataImage) -> None:
         """Metadata publisher: make local replicas match the new image."""
@@ -369,20 +406,24 @@ class BrokerNode:
             connections_max_idle_ms=self.config["connections.max.idle.ms"],
             max_connections=self.config["max.connections"],
         )
-        listeners = self.config.listeners
-        for ep in listeners:
-            if ep.name in self.config["controller.listener.names"] and len(listeners) > 1:
-                continue
+        ctl = self._controller_listener()
+        bound: dict[str, int] = {}
+        for ep in self.config.listeners:
+            if ctl is not None and ep.name == ctl.name:
+                continue  # the raft driver serves it
             try:
                 port = await self.server.listen(ep.host, ep.port)
             except OSError as e:
                 raise StartupError(f"listeners: cannot listen on {ep}: {e.strerror}") from None
             self.bound_ports.append(port)
+            bound[ep.name] = port
             log.info("listening on %s://%s:%d", ep.name, ep.host, port)
-        # A listener on port 0 gets a real port: advertise that one.
-        adv = []
-        for ep, port in zip(self.config.advertised_listeners, self.bound_ports, strict=False):
-            adv.append((ep.name, ep.host, port if ep.port == 0 else ep.port))
+        # What other nodes and clients are told (a listener on port 0 gets a real port).
+        adv = [
+            (ep.name, ep.host, bound[ep.name] if ep.port == 0 else ep.port)
+            for ep in self.config.advertised_listeners
+            if ep.name in bound
+        ]
         try:
             await self._register(adv)
         except Exception as e:
@@ -462,6 +503,7 @@ class BrokerNode:
                 await t
         if hasattr(self, "raft_driver"):
             await self.raft_driver.stop()
+            self.controller.close()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()
         self.metadata_log.close()

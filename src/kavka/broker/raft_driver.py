@@ -65,7 +65,11 @@ class RaftDriver:
         peers: dict[int, tuple[str, int]],
         listen: bool = True,
         after_poll: Callable[[], None] = lambda: None,
+        controller_apis: Any = None,
+        rpc_schemas: dict[int, tuple[type, type]] | None = None,
     ) -> None:
+        self.controller_apis = controller_apis  # answers other Kafka requests on this listener
+        self._rpc_schemas = rpc_schemas or {}
         self.client = client
         self.host = host
         self.port = port
@@ -219,6 +223,17 @@ class RaftDriver:
                 del self._out[peer]
             writer.close()
 
+    async def _serve_controller_rpc(self, header: Any, frame: bytes, writer: asyncio.StreamWriter) -> None:
+        """A controller request from another node (broker.controller_rpc), answered in order."""
+        req_cls, _resp_cls = self._rpc_schemas[header.api_key]
+        if header.api_version != req_cls.__version__:
+            raise ValueError(f"api {header.api_key} v{header.api_version} is not spoken between kavka nodes")
+        request = decode_body(req_cls, frame, header.header_size)
+        response = await self.controller_apis.handle(header.api_key, request)
+        body = encode_entity(response)
+        writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(header.correlation_id) + b"\x00" + body)
+        await writer.drain()
+
     # ---- inbound -------------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -229,6 +244,9 @@ class RaftDriver:
             while True:
                 frame = await _read_frame(reader)
                 header = read_request_header(frame, flexible=True)
+                if header.api_key in self._rpc_schemas and self.controller_apis is not None:
+                    await self._serve_controller_rpc(header, frame, writer)
+                    continue
                 schema = _REQUEST_SCHEMAS.get(header.api_key)
                 if schema is None or header.api_version != schema.__version__:
                     raise ValueError(f"api {header.api_key} v{header.api_version} is not a KRaft RPC here")
@@ -238,6 +256,8 @@ class RaftDriver:
                 self._inbox.put_nowait(m.Envelope(src, self.client.node_id, header.correlation_id, msg))
         except Exception:  # noqa: BLE001 -- a peer's bad bytes close this connection only
             pass
+        except asyncio.CancelledError:
+            pass  # stop(): asyncio's server callback would log a cancelled handler as an error
         finally:
             writer.close()
             if task is not None:

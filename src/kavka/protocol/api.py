@@ -50,6 +50,7 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
 
@@ -83,6 +84,7 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.DESCRIBE_QUORUM: (0, 2),
     ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.CREATE_PARTITIONS: (0, 3),

@@ -135,6 +135,15 @@ class FileQuorumStateStore:
         except (ValueError, KeyError, TypeError) as e:
             raise RuntimeError(f"corrupt quorum-state file {self.path}: {e}") from None
 
+    def stored_voters(self) -> tuple[int, ...] | None:
+        """The voter set the file was written with (None when there is no file)."""
+        if not self.path.exists():
+            return None
+        try:
+            return tuple(sorted(int(v["voterId"]) for v in json.loads(self.path.read_text())["currentVoters"]))
+        except (ValueError, KeyError, TypeError) as e:
+            raise RuntimeError(f"corrupt quorum-state file {self.path}: {e}") from None
+
     def write(self, state: ElectionState) -> None:
         data = {
             "clusterId": "",

@@ -122,7 +122,7 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
         throttle_time=NO_THROTTLE,
         brokers=_brokers(node, nested(resp_cls, "MetadataResponseBroker"), "node_id"),
         cluster_id=node.cluster_id,
-        controller_id=node.node_id,
+        controller_id=_controller_id(node),
         topics=tuple(topics),
         cluster_authorized_operations=_OPS_UNSET,
     )
@@ -143,7 +143,16 @@ def handle_describe_cluster(node: BrokerNode, ctx: RequestContext, req: Any) -> 
         error_message=None,
         endpoint_type=req.endpoint_type,
         cluster_id=node.cluster_id,
-        controller_id=node.node_id,
+        controller_id=_controller_id(node),
         brokers=_brokers(node, nested(resp_cls, "DescribeClusterBroker"), "broker_id"),
         cluster_authorized_operations=_OPS_UNSET,
     )
+
+
+def _controller_id(node: BrokerNode) -> int:
+    """What a KRaft broker tells clients: a live broker (Kafka picks a random one), here itself.
+
+    Clients send admin requests to the "controller"; any broker forwards them to the
+    active controller, and this one is certainly alive. DescribeQuorum names the raft leader.
+    """
+    return node.node_id

@@ -1,0 +1,573 @@
+"""Metadata changes from any node: the controller facade, its RPCs and their server side.
+
+Kafka 4 brokers never change metadata themselves: they send BrokerRegistration
+and AllocateProducerIds to the active controller, and forward admin requests
+(CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+IncrementalAlterConfigs) to it. kavka does the same over the controller
+listener (the one the raft RPCs use), with Kafka's own request messages at
+fixed versions (`RPCS`):
+
+- `ControllerClient` is what every handler calls (`node.controller`). On the
+  active controller it calls the local `QuorumController`; anywhere else it
+  sends the request to the raft leader's controller endpoint (its
+  `controller.quorum.voters` address), retries on NOT_CONTROLLER or a lost
+  connection until `timeout_s`, and -- for topic changes -- waits (bounded)
+  until this node's own image shows the change, so a client that creates a
+  topic through this node sees it here next (Kafka's brokers answer once the
+  controller has committed; kavka's extra wait saves clients a retry).
+- `ControllerApis` answers those requests on the controller listener
+  (served by `RaftDriver`), always with the local QuorumController: a node
+  that is not the active controller answers NOT_CONTROLLER and the sender
+  tries again with the leader it learns next.
+
+Errors a client sees are Kafka's: NOT_CONTROLLER only if no controller could be
+reached before the deadline, REQUEST_TIMED_OUT if a commit did not come.
+Called on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import struct
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.allocate_producer_ids.v0 import request as apid_req
+from kio.schema.allocate_producer_ids.v0 import response as apid_resp
+from kio.schema.alter_configs.v2 import request as ac_req
+from kio.schema.alter_configs.v2 import response as ac_resp
+from kio.schema.broker_registration.v4 import request as br_req
+from kio.schema.broker_registration.v4 import response as br_resp
+from kio.schema.create_partitions.v3 import request as cp_req
+from kio.schema.create_partitions.v3 import response as cp_resp
+from kio.schema.create_topics.v7 import request as ct_req
+from kio.schema.create_topics.v7 import response as ct_resp
+from kio.schema.delete_topics.v6 import request as dt_req
+from kio.schema.delete_topics.v6 import response as dt_resp
+from kio.schema.describe_quorum.v2 import request as dq_req
+from kio.schema.describe_quorum.v2 import response as dq_resp
+from kio.schema.errors import ErrorCode
+from kio.schema.incremental_alter_configs.v1 import request as iac_req
+from kio.schema.incremental_alter_configs.v1 import response as iac_resp
+
+from kavka.controller.controller import ApiResult, CreatedTopic, NewTopic
+from kavka.controller.image import MetadataImage, TopicImage
+from kavka.controller.quorum_controller import (
+    UNAVAILABLE,
+    NotControllerError,
+    QuorumController,
+    unavailable_result,
+)
+from kavka.protocol.framing import decode_body, encode_entity, encode_request
+from kavka.protocol.messages import uuid_from_str, uuid_to_str
+from kavka.raft import codec
+
+if TYPE_CHECKING:
+    from kavka.raft.client import RaftClient
+
+log = logging.getLogger("kavka.controller")
+
+_I32 = struct.Struct(">i")
+_NO_THROTTLE = datetime.timedelta(0)
+_TIMEOUT = datetime.timedelta(seconds=30)
+
+# api key -> (request class, response class), the versions kavka nodes speak to each other.
+RPCS: dict[int, tuple[type, type]] = {
+    19: (ct_req.CreateTopicsRequest, ct_resp.CreateTopicsResponse),
+    20: (dt_req.DeleteTopicsRequest, dt_resp.DeleteTopicsResponse),
+    33: (ac_req.AlterConfigsRequest, ac_resp.AlterConfigsResponse),
+    37: (cp_req.CreatePartitionsRequest, cp_resp.CreatePartitionsResponse),
+    44: (iac_req.IncrementalAlterConfigsRequest, iac_resp.IncrementalAlterConfigsResponse),
+    62: (br_req.BrokerRegistrationRequest, br_resp.BrokerRegistrationResponse),
+    55: (dq_req.DescribeQuorumRequest, dq_resp.DescribeQuorumResponse),
+    67: (apid_req.AllocateProducerIdsRequest, apid_resp.AllocateProducerIdsResponse),
+}
+
+
+def _uuid(s: str | None) -> uuid.UUID | None:
+    return uuid_from_str(s)
+
+
+# ---------------------------------------------------------------------------- server side
+
+
+class ControllerApis:
+    """Answers the RPCS on the controller listener with the local QuorumController."""
+
+    def __init__(self, controller: QuorumController, *, cluster_id: str) -> None:
+        self.qc = controller
+        self.cluster_id = cluster_id
+
+    async def handle(self, api_key: int, req: Any) -> Any:
+        return await getattr(self, f"_api_{api_key}")(req)
+
+    async def _api_19(self, req: ct_req.CreateTopicsRequest) -> Any:
+        specs = [
+            NewTopic(
+                name=t.name,
+                num_partitions=t.num_partitions,
+                replication_factor=t.replication_factor,
+                assignments={a.partition_index: tuple(a.broker_ids) for a in t.assignments},
+                configs={c.name: c.value for c in t.configs},
+            )
+            for t in req.topics
+        ]
+        try:
+            results = await self.qc.create_topics(specs, validate_only=req.validate_only)
+        except UNAVAILABLE as e:
+            results = [CreatedTopic(s.name, unavailable_result(e)) for s in specs]
+        return ct_resp.CreateTopicsResponse(
+            throttle_time=_NO_THROTTLE,
+            topics=tuple(
+                ct_resp.CreatableTopicResult(
+                    name=r.name,
+                    topic_id=_uuid(r.topic_id),
+                    error_code=r.result.error,
+                    error_message=r.result.message,
+                    topic_config_error_code=0,
+                    num_partitions=r.num_partitions,
+                    replication_factor=r.replication_factor,
+                    configs=None,
+                )
+                for r in results
+            ),
+        )
+
+    async def _api_20(self, req: dt_req.DeleteTopicsRequest) -> Any:
+        image = self.qc.image
+        topics = [image.topics_by_id.get(uuid_to_str(t.topic_id)) for t in req.topics]
+        error, message = ErrorCode.none, None
+        try:
+            await self.qc.delete_topics([t for t in topics if t is not None])
+        except UNAVAILABLE as e:
+            failed = unavailable_result(e)
+            error, message = failed.error, failed.message
+        return dt_resp.DeleteTopicsResponse(
+            throttle_time=_NO_THROTTLE,
+            responses=tuple(
+                dt_resp.DeletableTopicResult(
+                    name=t.name,
+                    topic_id=t.topic_id,
+                    error_code=error if found is not None else ErrorCode.unknown_topic_id,
+                    error_message=message,
+                )
+                for t, found in zip(req.topics, topics, strict=True)
+            ),
+        )
+
+    async def _api_37(self, req: cp_req.CreatePartitionsRequest) -> Any:
+        results = []
+        for t in req.topics:
+            assignments = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
+            try:
+                r = await self.qc.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
+            except UNAVAILABLE as e:
+                r = unavailable_result(e)
+            results.append(cp_resp.CreatePartitionsTopicResult(name=t.name, error_code=r.error, error_message=r.message))
+        return cp_resp.CreatePartitionsResponse(throttle_time=_NO_THROTTLE, results=tuple(results))
+
+    async def _alter(self, req: Any, *, incremental: bool, mod: Any) -> Any:
+        out = []
+        for r in req.resources:
+            ops = [(c.name, c.config_operation if incremental else 0, c.value) for c in r.configs]
+            try:
+                res = await self.qc.alter_configs(
+                    r.resource_type, r.resource_name, ops, incremental=incremental, validate_only=req.validate_only
+                )
+            except UNAVAILABLE as e:
+                res = unavailable_result(e)
+            out.append(
+                mod.AlterConfigsResourceResponse(
+                    error_code=res.error,
+                    error_message=res.message,
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+            )
+        cls = mod.IncrementalAlterConfigsResponse if incremental else mod.AlterConfigsResponse
+        return cls(throttle_time=_NO_THROTTLE, responses=tuple(out))
+
+    async def _api_33(self, req: Any) -> Any:
+        return await self._alter(req, incremental=False, mod=ac_resp)
+
+    async def _api_44(self, req: Any) -> Any:
+        return await self._alter(req, incremental=True, mod=iac_resp)
+
+    async def _api_62(self, req: br_req.BrokerRegistrationRequest) -> Any:
+        if req.cluster_id != self.cluster_id:
+            return br_resp.BrokerRegistrationResponse(
+                throttle_time=_NO_THROTTLE, error_code=ErrorCode.inconsistent_cluster_id, broker_epoch=-1
+            )
+        try:
+            await self.qc.register_broker(
+                broker_id=req.broker_id,
+                endpoints=[(li.name, li.host, li.port) for li in req.listeners],
+                rack=req.rack,
+                log_dirs=[uuid_to_str(d) for d in req.log_dirs if d is not None],
+            )
+        except UNAVAILABLE as e:
+            return br_resp.BrokerRegistrationResponse(
+                throttle_time=_NO_THROTTLE, error_code=unavailable_result(e).error, broker_epoch=-1
+            )
+        return br_resp.BrokerRegistrationResponse(
+            throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, broker_epoch=max(self.qc.applied_offset, 0)
+        )
+
+    async def _api_55(self, req: Any) -> Any:
+        return codec.encode_describe_quorum(self.qc.raft.describe_quorum())
+
+    async def _api_67(self, req: apid_req.AllocateProducerIdsRequest) -> Any:
+        try:
+            start, end = await self.qc.allocate_producer_ids(req.broker_id)
+        except UNAVAILABLE as e:
+            return apid_resp.AllocateProducerIdsResponse(
+                throttle_time=_NO_THROTTLE, error_code=unavailable_result(e).error, producer_id_start=-1, producer_id_len=0
+            )
+        return apid_resp.AllocateProducerIdsResponse(
+            throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, producer_id_start=start, producer_id_len=end - start
+        )
+
+
+# ---------------------------------------------------------------------------- client side
+
+
+class _Channel:
+    """One connection to one controller endpoint, one request at a time."""
+
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.addr = (host, port)
+        self.client_id = client_id
+        self._lock = asyncio.Lock()
+        self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._correlation = 0
+
+    async def call(self, request: Any, timeout_s: float) -> Any:
+        req_cls, resp_cls = RPCS[request.__api_key__]
+        async with self._lock:
+            try:
+                return await asyncio.wait_for(self._call(request, resp_cls), timeout=timeout_s)
+            except BaseException:
+                self.close()
+                raise
+
+    async def _call(self, request: Any, resp_cls: type) -> Any:
+        if self._conn is None:
+            self._conn = await asyncio.open_connection(*self.addr)
+        reader, writer = self._conn
+        self._correlation += 1
+        writer.write(
+            encode_request(
+                api_key=request.__api_key__,
+                api_version=request.__version__,
+                correlation_id=self._correlation,
+                client_id=self.client_id,
+                body=encode_entity(request),
+                flexible=True,
+            )
+        )
+        await writer.drain()
+        (size,) = _I32.unpack(await reader.readexactly(4))
+        frame = await reader.readexactly(size)
+        (corr,) = _I32.unpack_from(frame, 0)
+        if corr != self._correlation:
+            raise ConnectionError(f"response {corr} to request {self._correlation}")
+        return decode_body(resp_cls, frame, 5)  # response header v1: id + empty tagged fields
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn[1].close()
+            self._conn = None
+
+
+class ControllerClient:
+    """`node.controller`: the QuorumController's operations, from any node of the cluster."""
+
+    def __init__(
+        self,
+        controller: QuorumController,
+        raft: RaftClient,
+        *,
+        node_id: int,
+        cluster_id: str,
+        voters: dict[int, tuple[str, int]],
+        timeout_s: float = 30.0,
+        propagation_timeout_s: float = 5.0,
+    ) -> None:
+        self.qc = controller
+        self.raft = raft
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.voters = voters
+        self.timeout_s = timeout_s
+        self.propagation_timeout_s = propagation_timeout_s
+        self._channels: dict[int, _Channel] = {}
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.qc.image
+
+    def close(self) -> None:
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()
+
+    # ---- routing ---------------------------------------------------------------------------
+
+    async def _route(
+        self,
+        local: Callable[[], Any],
+        request: Callable[[], Any],
+        retry: Callable[[Any], bool],
+    ) -> Any:
+        """Run `local()` on the active controller, or send `request()` to it; the response entity."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        last: BaseException | None = None
+        while True:
+            leader = self.raft.leader_and_epoch().leader_id
+            if leader == self.node_id:
+                try:
+                    return await local()
+                except NotControllerError as e:
+                    last = e  # leadership moved while we decided or committed: ask the next leader
+            elif leader is not None and leader in self.voters:
+                ch = self._channels.get(leader)
+                if ch is None:
+                    ch = self._channels[leader] = _Channel(*self.voters[leader], f"kavka-node-{self.node_id}")
+                try:
+                    resp = await ch.call(request(), max(0.1, deadline - loop.time()))
+                    if not retry(resp):
+                        return resp
+                    last = NotControllerError(f"node {leader} is not the active controller")
+                except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, ValueError) as e:
+                    last = e
+            left = deadline - loop.time()
+            if left <= 0:
+                if isinstance(last, TimeoutError):
+                    raise last
+                raise NotControllerError(f"no active controller answered in {self.timeout_s:.0f}s ({last!r})")
+            # Wait for a (new) leader, or back off briefly before asking again.
+            before = self.raft.leader_and_epoch()
+            await self.qc.wait_for(lambda b=before: self.raft.leader_and_epoch() != b, min(left, 0.2))
+
+    async def _await_image(self, condition: Callable[[MetadataImage], bool]) -> None:
+        """Bounded wait until this node's image shows a change the controller committed."""
+        await self.qc.wait_for(lambda: condition(self.qc.image), self.propagation_timeout_s)
+
+    @staticmethod
+    def _not_controller(codes: Sequence[int]) -> bool:
+        return any(c == ErrorCode.not_controller for c in codes)
+
+    # ---- operations (the QuorumController's signatures) -----------------------------------
+
+    async def create_topics(self, topics: Sequence[NewTopic], *, validate_only: bool = False) -> list[CreatedTopic]:
+        def request() -> Any:
+            return ct_req.CreateTopicsRequest(
+                topics=tuple(
+                    ct_req.CreatableTopic(
+                        name=t.name,
+                        num_partitions=t.num_partitions,
+                        replication_factor=t.replication_factor,
+                        assignments=tuple(
+                            ct_req.CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(b))
+                            for p, b in t.assignments.items()
+                        ),
+                        configs=tuple(ct_req.CreatableTopicConfig(name=k, value=v) for k, v in t.configs.items()),
+                    )
+                    for t in topics
+                ),
+                timeout=_TIMEOUT,
+                validate_only=validate_only,
+            )
+
+        async def local() -> Any:
+            return await self.qc.create_topics(topics, validate_only=validate_only)
+
+        resp = await self._route(local, request, lambda r: self._not_controller([t.error_code for t in r.topics]))
+        if isinstance(resp, list):
+            return resp
+        out = [
+            CreatedTopic(
+                t.name,
+                ApiResult(t.error_code, t.error_message),
+                uuid_to_str(t.topic_id),
+                t.num_partitions,
+                t.replication_factor,
+            )
+            for t in resp.topics
+        ]
+        created = [c.name for c in out if c.result.ok and not validate_only]
+        if created:
+            await self._await_image(lambda img: all(n in img.topics_by_name for n in created))
+        return out
+
+    async def delete_topics(self, topics: Sequence[TopicImage]) -> None:
+        if not topics:
+            return
+
+        def request() -> Any:
+            return dt_req.DeleteTopicsRequest(
+                topics=tuple(dt_req.DeleteTopicState(name=t.name, topic_id=_uuid(t.topic_id)) for t in topics),
+                timeout=_TIMEOUT,
+            )
+
+        async def local() -> Any:
+            await self.qc.delete_topics(topics)
+
+        resp = await self._route(local, request, lambda r: self._not_controller([t.error_code for t in r.responses]))
+        if resp is None:
+            return
+        for r in resp.responses:
+            if r.error_code not in (ErrorCode.none, ErrorCode.unknown_topic_id):
+                raise (TimeoutError if r.error_code == ErrorCode.request_timed_out else NotControllerError)(
+                    r.error_message or str(r.error_code)
+                )
+        ids = {t.topic_id for t in topics}
+        await self._await_image(lambda img: not ids & set(img.topics_by_id))
+
+    async def create_partitions(
+        self, name: str, count: int, assignments: Sequence[Sequence[int]] | None, *, validate_only: bool
+    ) -> ApiResult:
+        def request() -> Any:
+            return cp_req.CreatePartitionsRequest(
+                topics=(
+                    cp_req.CreatePartitionsTopic(
+                        name=name,
+                        count=count,
+                        assignments=(
+                            tuple(cp_req.CreatePartitionsAssignment(broker_ids=tuple(a)) for a in assignments)
+                            if assignments
+                            else None
+                        ),
+                    ),
+                ),
+                timeout=_TIMEOUT,
+                validate_only=validate_only,
+            )
+
+        async def local() -> Any:
+            return await self.qc.create_partitions(name, count, assignments, validate_only=validate_only)
+
+        resp = await self._route(local, request, lambda r: self._not_controller([t.error_code for t in r.results]))
+        if isinstance(resp, ApiResult):
+            return resp
+        [r] = resp.results
+        result = ApiResult(r.error_code, r.error_message)
+        if result.ok and not validate_only:
+            await self._await_image(
+                lambda img: name in img.topics_by_name and len(img.topics_by_name[name].partitions) >= count
+            )
+        return result
+
+    async def alter_configs(
+        self,
+        resource_type: int,
+        resource_name: str,
+        ops: Sequence[tuple[str, int, str | None]],
+        *,
+        incremental: bool,
+        validate_only: bool,
+    ) -> ApiResult:
+        def request() -> Any:
+            if incremental:
+                return iac_req.IncrementalAlterConfigsRequest(
+                    resources=(
+                        iac_req.AlterConfigsResource(
+                            resource_type=resource_type,
+                            resource_name=resource_name,
+                            configs=tuple(
+                                iac_req.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops
+                            ),
+                        ),
+                    ),
+                    validate_only=validate_only,
+                )
+            return ac_req.AlterConfigsRequest(
+                resources=(
+                    ac_req.AlterConfigsResource(
+                        resource_type=resource_type,
+                        resource_name=resource_name,
+                        configs=tuple(ac_req.AlterableConfig(name=n, value=v) for n, _op, v in ops),
+                    ),
+                ),
+                validate_only=validate_only,
+            )
+
+        async def local() -> Any:
+            return await self.qc.alter_configs(
+                resource_type, resource_name, ops, incremental=incremental, validate_only=validate_only
+            )
+
+        resp = await self._route(local, request, lambda r: self._not_controller([x.error_code for x in r.responses]))
+        if isinstance(resp, ApiResult):
+            return resp
+        [r] = resp.responses
+        return ApiResult(r.error_code, r.error_message)
+
+    async def allocate_producer_ids(self, broker_id: int, block_size: int = 1000) -> tuple[int, int]:
+        async def local() -> Any:
+            return await self.qc.allocate_producer_ids(broker_id, block_size)
+
+        resp = await self._route(
+            local,
+            lambda: apid_req.AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=-1),
+            lambda r: r.error_code == ErrorCode.not_controller,
+        )
+        if isinstance(resp, tuple):
+            return resp
+        if resp.error_code != ErrorCode.none:
+            raise TimeoutError(f"AllocateProducerIds failed: {resp.error_code}")
+        return resp.producer_id_start, resp.producer_id_start + resp.producer_id_len
+
+    async def describe_quorum(self) -> Any:
+        """DescribeQuorumResponse v2 from the raft leader (as kafka-metadata-quorum.sh asks it)."""
+
+        async def local() -> Any:
+            return codec.encode_describe_quorum(self.raft.describe_quorum())
+
+        def request() -> Any:
+            return dq_req.DescribeQuorumRequest(
+                topics=(
+                    dq_req.TopicData(
+                        topic_name=codec.METADATA_TOPIC, partitions=(dq_req.PartitionData(partition_index=0),)
+                    ),
+                )
+            )
+
+        def not_leader(r: Any) -> bool:
+            return any(p.error_code == ErrorCode.not_leader_or_follower for t in r.topics for p in t.partitions)
+
+        return await self._route(local, request, not_leader)
+
+    async def register_broker(
+        self, *, broker_id: int, endpoints: Sequence[tuple[str, str, int]], rack: str | None, log_dirs: Sequence[str]
+    ) -> None:
+        async def local() -> Any:
+            await self.qc.register_broker(broker_id=broker_id, endpoints=endpoints, rack=rack, log_dirs=log_dirs)
+
+        def request() -> Any:
+            return br_req.BrokerRegistrationRequest(
+                broker_id=broker_id,
+                cluster_id=self.cluster_id,
+                incarnation_id=uuid.uuid4(),
+                listeners=tuple(
+                    br_req.Listener(name=n, host=h, port=p, security_protocol=0) for n, h, p in endpoints
+                ),
+                features=(),
+                rack=rack,
+                log_dirs=tuple(_uuid(d) for d in log_dirs),
+            )
+
+        resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller)
+        if resp is not None and resp.error_code != ErrorCode.none:
+            raise RuntimeError(f"the controller refused this broker's registration: {ErrorCode(resp.error_code).name}")
+        wanted = tuple(tuple(e) for e in endpoints)
+        await self._await_image(
+            lambda img: broker_id in img.brokers and img.brokers[broker_id].endpoints == wanted
+        )
+
+
+__all__ = ["RPCS", "ControllerApis", "ControllerClient"]
