@@ -245,7 +245,7 @@ def _b(
 
 
 _ONE_LOOP = "kavka serves every connection and request on one asyncio event loop per process"
-_SINGLE_NODE = "kavka runs one combined broker+controller node; there is no other broker to talk to"
+_SINGLE_NODE = "brokers do not replicate partitions to each other yet; every partition has one replica"
 
 
 def _refuse_nonempty(what: str) -> Validator:
@@ -276,7 +276,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("log.dir", _S, "/tmp/kavka-logs", "used when log.dirs is not set"),
         _b("metadata.log.dir", _S, None, "directory of the metadata log; defaults to the first log dir"),
         _b("num.partitions", _I, 1, "partitions of an auto-created topic", at_least(1), dynamic=True),
-        _b("default.replication.factor", _I, 1, "replication factor of an auto-created topic", at_least(1)),
+        _b("default.replication.factor", _I, 1, "replication factor of an auto-created topic",
+           lambda v: None if v == 1 else f"{v} is not supported yet: kavka brokers do not replicate partitions (use 1)"),
         _b("auto.create.topics.enable", _B, True, "create a topic on first Metadata/Produce"),
         _b("delete.topic.enable", _B, True, ""),
         _b("message.max.bytes", _I, 1048588, "largest record batch", at_least(0), dynamic=True),

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
@@ -294,3 +294,49 @@ def test_a_voter_set_that_does_not_match_the_quorum_state_is_refused(tmp_path: P
     with pytest.raises(RuntimeError) as e:
         b.start(timeout=30)
     assert "controller.quorum.voters" in str(e.value) and "quorum-state" in str(e.value)
+
+
+def test_consumer_groups_find_their_coordinator_on_any_node(cluster: Cluster) -> None:
+    from confluent_kafka import Consumer
+
+    topic = unique("groups")
+    _create(cluster.nodes[1].bootstrap, topic, 3)
+    ck_wait_topic(ck_admin(cluster.bootstrap), topic, 3)
+    p = ck_producer(cluster.nodes[2].bootstrap)
+    for i in range(30):
+        p.produce(topic, value=str(i).encode(), partition=i % 3)
+    assert p.flush(30) == 0
+
+    def consume(group: str, bootstrap: str, want: int) -> list[int]:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False})
+        try:
+            c.subscribe([topic])
+            got: list[int] = []
+            deadline = time.monotonic() + 30
+            while len(got) < want and time.monotonic() < deadline:
+                msg = c.poll(0.5)
+                if msg is None or msg.error():
+                    continue
+                got.append(int(msg.value()))
+            c.commit(asynchronous=False)
+            return got
+        finally:
+            c.close()
+
+    coordinators = set()
+    for i in range(6):
+        group = unique(f"g{i}")
+        node = cluster.nodes[1 + i % 3]
+        assert sorted(consume(group, node.bootstrap, 30)) == list(range(30))
+        # The committed offsets are kept by the coordinator: a new member resumes at the end.
+        admin = ck_admin(cluster.nodes[3].bootstrap)
+        [fut] = admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)]
+        ).values()
+        offsets = {tp.partition: tp.offset for tp in fut.result(timeout=20).topic_partitions if tp.topic == topic}
+        assert offsets == {0: 10, 1: 10, 2: 10}
+        desc = admin.describe_consumer_groups([group])[group].result(timeout=20)
+        coordinators.add(desc.coordinator.id)
+    # Six groups hash onto partitions led by more than one broker.
+    assert len(coordinators) >= 2, coordinators

@@ -66,8 +66,16 @@ def test_validate_only_emits_no_records():
     assert recs == [] and res[0].result.ok and res[0].num_partitions == 4
 
 
+def test_replication_factor_above_one_is_refused_until_brokers_replicate():
+    logic, image = _logic(), _cluster(3)
+    _, res = logic.create_topics(image, [NewTopic("r2", replication_factor=2)], validate_only=False)
+    assert res[0].result.error == ErrorCode.invalid_replication_factor
+    assert "do not replicate" in res[0].result.message
+
+
 def test_create_partitions_and_delete():
     logic, image = _logic(), _cluster(3)
+    logic.allow_replication = True  # the placement decisions are ready for it
     image, _ = _apply(image, logic.create_topics(image, [NewTopic("t", num_partitions=2, replication_factor=2)], validate_only=False)[0])
     recs, res = logic.create_partitions(image, "t", 5, None)
     assert res.ok

@@ -307,7 +307,7 @@ class BrokerNode:
     async def _create_offsets_topic(self, partitions: int) -> None:
         if OFFSETS_TOPIC in self.image.topics_by_name:
             return
-        rf = max(1, min(int(self.config["offsets.topic.replication.factor"]), len(self.image.brokers)))
+        rf = 1  # offsets.topic.replication.factor waits for replication (controller.NO_REPLICATION)
         configs = {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
         [created] = await self.controller.create_topics([NewTopic(OFFSETS_TOPIC, partitions, rf, configs=configs)])
         if not created.result.ok:

@@ -14,6 +14,7 @@ from kavka.cli.common import KavkaGroup
 COMMANDS: tuple[tuple[str, str], ...] = (
     ("kavka.cli.storage", "storage"),
     ("kavka.cli.server", "server"),
+    ("kavka.cli.cluster", "cluster"),
     ("kavka.cli.topics", "topics"),
     ("kavka.cli.configs", "configs"),
     ("kavka.cli.log_dirs", "log_dirs"),

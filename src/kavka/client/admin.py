@@ -162,6 +162,22 @@ class ClusterDescription:
     brokers: tuple[BrokerInfo, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class VoterState:
+    node_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[VoterState, ...]
+
+
 # ---------------------------------------------------------------------- client
 
 
@@ -507,6 +523,26 @@ class AdminClient:
         return self._connect(c.host, c.port)
 
     # ------------------------------------------------------------------ cluster
+
+    def describe_quorum(self) -> QuorumDescription:
+        """DescribeQuorum v2 (what `kafka-metadata-quorum.sh describe` shows); any node relays it."""
+        from kio.schema.describe_quorum.v2 import request as dq
+
+        conn = self._any()
+        resp = conn.send(
+            dq.DescribeQuorumRequest(
+                topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),)
+            )
+        )
+        raise_for_error(resp.error_code, resp.error_message)
+        [topic] = resp.topics
+        [part] = topic.partitions
+        raise_for_error(part.error_code, part.error_message)
+        voters = tuple(
+            VoterState(v.replica_id, v.log_end_offset, v.last_fetch_timestamp, v.last_caught_up_timestamp)
+            for v in part.current_voters
+        )
+        return QuorumDescription(part.leader_id, part.leader_epoch, part.high_watermark, voters)
 
     def describe_cluster(self) -> ClusterDescription:
         conn = self._any()

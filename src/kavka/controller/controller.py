@@ -38,6 +38,12 @@ from kavka.controller.records import (
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Until brokers replicate partitions (ISR, followers fetching), a second replica would be
+# an empty copy that holds back the high watermark: refused rather than silently wrong.
+NO_REPLICATION = (
+    "Replication factor {rf} is not supported yet: kavka brokers do not replicate partitions "
+    "to each other, so every partition has exactly one replica (use replication factor 1)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +101,10 @@ class ControllerLogic:
         new_uuid: Callable[[], str],
         start_index: Callable[[int], int] = lambda n: 0,
         placer: ReplicaPlacer | None = None,
+        allow_replication: bool = False,
     ) -> None:
         self.config = config
+        self.allow_replication = allow_replication  # True once brokers replicate (ISR, fetchers)
         self._new_uuid = new_uuid
         self._start_index = start_index
         self._placer = placer or RoundRobinPlacer()
@@ -186,6 +194,8 @@ class ControllerLogic:
                 )
             except PlacementError as e:
                 return fail(ErrorCode.invalid_replication_factor, str(e))
+        if rf > 1 and not self.allow_replication:
+            return fail(ErrorCode.invalid_replication_factor, NO_REPLICATION.format(rf=rf))
         topic_id = self._new_uuid()
         records: list[Any] = [TopicRecord(t.name, topic_id)]
         for key, value in sorted(t.configs.items()):
@@ -233,6 +243,8 @@ class ControllerLogic:
                 replication_factor=rf,
                 start_index=self._start_index(len(brokers)),
             )
+        if rf > 1 and not self.allow_replication:
+            return [], ApiResult(ErrorCode.invalid_replication_factor, NO_REPLICATION.format(rf=rf))
         recs = [
             PartitionRecord(t.topic_id, current + i, tuple(r), tuple(r), r[0], 0, 0)
             for i, r in enumerate(new)

@@ -109,6 +109,7 @@ class GroupCoordinatorManager:
         self.core = GroupCoordinator(config)
         # KIP-848 groups (ConsumerGroupHeartbeat); their committed offsets live in `core`, like every group's.
         self.consumer = ConsumerGroupCoordinator(consumer_config, topic_partitions=topic_partitions)
+        self._topic_partitions = topic_partitions
         self.replica_manager = replica_manager
         self.num_partitions = num_partitions
         self._create_offsets_topic = create_offsets_topic
@@ -131,7 +132,7 @@ class GroupCoordinatorManager:
         """Replay every hosted `__consumer_offsets` partition into the core; returns records read."""
         hosted = self.offsets_partitions()
         if hosted:
-            self.num_partitions = max(hosted) + 1  # the topic as created, whatever the config says now
+            self.num_partitions = self._topic_partitions(rec.OFFSETS_TOPIC) or max(hosted) + 1
         n = 0
         now = self.now_ms()
         for p in hosted:
@@ -214,7 +215,20 @@ class GroupCoordinatorManager:
     # ------------------------------------------------------------ plumbing
 
     def partition_for(self, group_id: str) -> int:
-        return rec.partition_for(group_id, self.num_partitions)
+        # The topic as created (the metadata image), whatever offsets.topic.num.partitions says now.
+        n = self._topic_partitions(rec.OFFSETS_TOPIC) or self.num_partitions
+        return rec.partition_for(group_id, n)
+
+    def owns(self, group_id: str) -> bool:
+        """This node leads the group's `__consumer_offsets` partition: it is the group's coordinator.
+
+        In a cluster the partitions are spread over the brokers; a request for a group
+        coordinated elsewhere answers NOT_COORDINATOR, and the client asks FindCoordinator again.
+        """
+        if self._topic_partitions(rec.OFFSETS_TOPIC) is None:
+            return True  # no offsets topic yet: the first request creates it (ensure_offsets_topic)
+        part = self.replica_manager.get_partition(rec.OFFSETS_TOPIC, self.partition_for(group_id))
+        return part is not None and part.is_leader
 
     async def ensure_offsets_topic(self) -> bool:
         """Create `__consumer_offsets` if it is not there (awaiting its commit); False if that failed (logged)."""
@@ -287,6 +301,8 @@ class GroupCoordinatorManager:
     async def join_group(self, **kwargs: Any) -> JoinResult:
         if not await self.ensure_offsets_topic():
             return JoinResult(ErrorCode.coordinator_not_available, kwargs.get("member_id", ""))
+        if not self.owns(kwargs["group_id"]):
+            return JoinResult(ErrorCode.not_coordinator, kwargs.get("member_id", ""))
         cg = self.consumer.groups.get(kwargs["group_id"])
         if cg is not None and cg.members:
             # A classic member cannot join a group run by the consumer protocol (no online migration yet).
@@ -294,14 +310,20 @@ class GroupCoordinatorManager:
         return await self._wait(self.core.join_group(now_ms=self.now_ms(), **kwargs))
 
     async def sync_group(self, **kwargs: Any) -> SyncResult:
+        if not self.owns(kwargs["group_id"]):
+            return SyncResult(ErrorCode.not_coordinator)
         return await self._wait(self.core.sync_group(now_ms=self.now_ms(), **kwargs))
 
     def heartbeat(self, **kwargs: Any) -> ErrorCode:
+        if not self.owns(kwargs["group_id"]):
+            return ErrorCode.not_coordinator
         error = self.core.heartbeat(now_ms=self.now_ms(), **kwargs)
         self._after()
         return error
 
     def leave_group(self, group_id: str, members: Sequence[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        if not self.owns(group_id):
+            return ErrorCode.not_coordinator, [ErrorCode.not_coordinator] * len(members)
         out = self.core.leave_group(group_id=group_id, members=members, now_ms=self.now_ms())
         self._after()
         return out
@@ -310,6 +332,8 @@ class GroupCoordinatorManager:
         """KIP-848 ConsumerGroupHeartbeat; a classic group with members is not a consumer group."""
         if not await self.ensure_offsets_topic():
             return HeartbeatResult(ErrorCode.coordinator_not_available)
+        if not self.owns(kwargs["group_id"]):
+            return HeartbeatResult(ErrorCode.not_coordinator)
         classic = self.core.groups.get(kwargs["group_id"])
         if classic is not None and classic.members:
             return HeartbeatResult(ErrorCode.group_id_not_found, f"Group {kwargs['group_id']} is not a consumer group.")
@@ -317,7 +341,7 @@ class GroupCoordinatorManager:
 
     # ------------------------------------------------------------ offsets
 
-    def commit_offsets(
+    async def commit_offsets(
         self,
         *,
         group_id: str,
@@ -328,6 +352,10 @@ class GroupCoordinatorManager:
         partition_exists: Callable[[str, int], bool],
     ) -> dict[tuple[str, int], ErrorCode]:
         """Validate, write to the log, then make visible; per-partition Kafka error codes."""
+        if not await self.ensure_offsets_topic():
+            return dict.fromkeys(offsets, ErrorCode.coordinator_not_available)
+        if not self.owns(group_id):
+            return dict.fromkeys(offsets, ErrorCode.not_coordinator)
         now = self.now_ms()
         if group_id in self.consumer.groups:
             error = self.consumer.validate_offset_commit(group_id, member_id, generation_id)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.coordinator.records import OFFSETS_TOPIC
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 
@@ -34,24 +35,28 @@ TRANSACTION_KEY_TYPE = 1
 NO_TRANSACTIONS = "transactions are not supported by kavka yet; use an idempotent producer without transactional.id"
 
 
-async def _locate(node: BrokerNode, key_type: int) -> tuple[ErrorCode, int, str, int]:
+async def _locate(node: BrokerNode, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.transactional_id_authorization_failed, -1, "", -1
     # Created on first use, as Kafka does; until it exists, clients retry.
     if not await node.groups.ensure_offsets_topic():
         return ErrorCode.coordinator_not_available, -1, "", -1
-    me = node.image.brokers.get(node.node_id)
-    if me is None or not me.endpoints:
+    # The coordinator is the leader of the group's `__consumer_offsets` partition.
+    image = node.image
+    topic = image.topics_by_name.get(OFFSETS_TOPIC)
+    reg = topic.partitions.get(node.groups.partition_for(key)) if topic is not None else None
+    broker = image.brokers.get(reg.leader) if reg is not None and reg.leader is not None else None
+    if broker is None or not broker.endpoints:
         return ErrorCode.coordinator_not_available, -1, "", -1
-    _name, host, port = me.endpoints[0]  # the endpoint Metadata advertises for this node
-    return ErrorCode.none, node.node_id, host, port
+    _name, host, port = broker.endpoints[0]  # the endpoint Metadata advertises for that broker
+    return ErrorCode.none, broker.broker_id, host, port
 
 
 async def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     key_type = int(req.key_type)
     if ctx.api_version < 4:
-        error, node_id, host, port = await _locate(node, key_type)
+        error, node_id, host, port = await _locate(node, key_type, req.key)
         return make(
             resp_cls,
             throttle_time=NO_THROTTLE,
@@ -64,7 +69,7 @@ async def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: An
     coord_cls = nested(resp_cls, "Coordinator")
     coordinators = []
     for key in req.coordinator_keys:
-        error, node_id, host, port = await _locate(node, key_type)
+        error, node_id, host, port = await _locate(node, key_type, key)
         coordinators.append(
             make(
                 coord_cls,

@@ -138,7 +138,7 @@ def _partition_exists(node: BrokerNode) -> Any:
     return exists
 
 
-def handle_offset_commit(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+async def handle_offset_commit(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for t in req.topics:
         for p in t.partitions:
@@ -147,7 +147,7 @@ def handle_offset_commit(node: BrokerNode, ctx: RequestContext, req: Any) -> Any
                 p.committed_leader_epoch,
                 p.committed_metadata or "",
             )
-    errors = node.groups.commit_offsets(
+    errors = await node.groups.commit_offsets(
         group_id=req.group_id,
         generation_id=req.generation_id_or_member_epoch,
         member_id=req.member_id,
@@ -217,15 +217,26 @@ def handle_offset_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
             for name, parts in _fetch_group(node, group_id, topics)
         )
 
+    def error_of(group_id: str) -> ErrorCode:
+        return ErrorCode.none if node.groups.owns(group_id) else ErrorCode.not_coordinator
+
     if ctx.api_version >= 8:
         return make(
             cls,
             throttle_time=NO_THROTTLE,
             groups=tuple(
-                make(group_cls, group_id=g.group_id, topics=topics_of(g.group_id, g.topics), error_code=ErrorCode.none)
+                make(
+                    group_cls,
+                    group_id=g.group_id,
+                    topics=topics_of(g.group_id, g.topics) if error_of(g.group_id) == ErrorCode.none else (),
+                    error_code=error_of(g.group_id),
+                )
                 for g in req.groups
             ),
         )
+    error = error_of(req.group_id)
+    if error != ErrorCode.none and ctx.api_version >= 2:
+        return make(cls, throttle_time=NO_THROTTLE, topics=(), error_code=error)
     return make(cls, throttle_time=NO_THROTTLE, topics=topics_of(req.group_id, req.topics), error_code=ErrorCode.none)
 
 
