@@ -182,7 +182,7 @@ def _t(
     return TopicConfigDef(ConfigDef(name, t, default, doc, v, informational=informational), synonym)
 
 
-_NO_REPLICATION = "kavka runs one broker: every partition has a single replica, so there is no follower to throttle or elect"
+_NO_REPLICATION = "brokers do not replicate partitions yet: every partition has a single replica, so there is no follower to throttle or elect"
 _NOT_TIERED = "tiered storage is not available yet (remote.storage.enable is refused)"
 
 
@@ -271,7 +271,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("advertised.listeners", _LST, None, "what clients are told; defaults to listeners"),
         _b("listener.security.protocol.map", _LST, None, "listener name to protocol"),
         _b("inter.broker.listener.name", _S, None, "", informational=_SINGLE_NODE),
-        _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2)", informational="rack-aware placement needs several brokers; with one, every replica is on it"),
+        _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2)", informational="reported in Metadata and DescribeCluster; placement is not rack-aware yet (every partition has one replica)"),
         _b("log.dirs", _LST, None, "directories holding partition data"),
         _b("log.dir", _S, "/tmp/kavka-logs", "used when log.dirs is not set"),
         _b("metadata.log.dir", _S, None, "directory of the metadata log; defaults to the first log dir"),
