@@ -34,8 +34,10 @@ shuts down with exit code 1 (`fatal_error`).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
+import functools
 import logging
 import random
 import time
@@ -134,6 +136,8 @@ class BrokerNode:
         FAULTS.configure(self.faults.disk_fault_file)
         self.cluster_id, self.dir_ids, self.failed_dirs = check_log_dirs(config)
         self._tasks: list[asyncio.Task[None]] = []
+        self._publish_queue: collections.deque[Callable[[], None]] = collections.deque()
+        self._publisher: asyncio.Task[None] | None = None
         self.server = None  # set by start()
         self.metrics: Any = None  # a MetricsServer when metrics.prometheus.port >= 0
         self.bound_ports: list[int] = []
@@ -244,6 +248,7 @@ class BrokerNode:
         await self.raft_driver.start()
         self.raft_driver.task.add_done_callback(self._on_raft_stopped)
         ready = await self.quorum_controller.wait_for(self.raft.metadata_ready, 60.0)
+        await self._published()
         if not ready:
             raise StartupError(
                 f"the metadata quorum did not elect a leader in 60s (controller.quorum.voters): "
@@ -346,12 +351,18 @@ class BrokerNode:
     def image(self) -> MetadataImage:
         return self.quorum_controller.image
 
+    # A delta touching more partitions than this is applied in slices of this size, the event
+    # loop turning between them: creating thousands of logs at once would stall the raft driver
+    # past controller.quorum.fetch.timeout.ms and cost the quorum its leader.
+    PUBLISH_SLICE = 200
+
     def _on_metadata(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        """Metadata publisher: make local replicas match the new image."""
+        """Metadata publisher: make local replicas match the new image (in order, sliced when large)."""
         rm = self.replica_manager
+        work: list[Callable[[], None]] = []
         for topic in delta.deleted_topics.values():
             for p in topic.partitions:
-                rm.remove_partition(TopicPartition(topic.name, p), delete=True)
+                work.append(functools.partial(rm.remove_partition, TopicPartition(topic.name, p), delete=True))
         touched_topics = {tid for tid, _ in delta.changed_partitions}
         for tid in touched_topics:
             t = image.topics_by_id.get(tid)
@@ -364,28 +375,59 @@ class BrokerNode:
                     continue
                 tp = TopicPartition(t.name, pid)
                 if self.node_id in reg.replicas:
-                    rm.apply_partition(
-                        tp,
-                        topic_id=tid,
-                        leader=reg.leader,
-                        leader_epoch=reg.leader_epoch,
-                        replicas=reg.replicas,
-                        isr=reg.isr,
-                        config=cfg,
-                        min_insync_replicas=min_isr,
+                    work.append(
+                        lambda tp=tp, tid=tid, reg=reg, cfg=cfg, min_isr=min_isr: rm.apply_partition(
+                            tp,
+                            topic_id=tid,
+                            leader=reg.leader,
+                            leader_epoch=reg.leader_epoch,
+                            replicas=reg.replicas,
+                            isr=reg.isr,
+                            config=cfg,
+                            min_insync_replicas=min_isr,
+                        )
                     )
                 else:
-                    rm.remove_partition(tp, delete=True)
+                    work.append(functools.partial(rm.remove_partition, tp, delete=True))
         if delta.changed_configs:
             broker_changed = any(rt == 4 for rt, _ in delta.changed_configs)
             names = {name for rt, name in delta.changed_configs if rt == 2}
-            for tp in list(rm.partitions):
-                if broker_changed or tp.topic in names:
-                    rm.update_config(
-                        tp,
-                        self.resolver.log_config(image, tp.topic),
-                        self.resolver.topic(image, tp.topic, "min.insync.replicas").value,
-                    )
+
+            def configs() -> None:
+                for tp in list(rm.partitions):
+                    if broker_changed or tp.topic in names:
+                        rm.update_config(
+                            tp,
+                            self.resolver.log_config(self.image, tp.topic),
+                            self.resolver.topic(self.image, tp.topic, "min.insync.replicas").value,
+                        )
+
+            work.append(configs)
+        self._publish_queue.extend(work)
+        if self._publisher is None or self._publisher.done():
+            self._run_slice()  # small deltas are applied before this call returns
+            if self._publish_queue:
+                self._publisher = asyncio.get_running_loop().create_task(self._publish_rest(), name="publisher")
+
+    def _run_slice(self) -> None:
+        for _ in range(min(self.PUBLISH_SLICE, len(self._publish_queue))):
+            fn = self._publish_queue.popleft()
+            try:
+                fn()
+            except Exception:
+                log.exception("applying a metadata change failed")
+
+    async def _publish_rest(self) -> None:
+        started, total = time.monotonic(), len(self._publish_queue)
+        while self._publish_queue:
+            await asyncio.sleep(0)
+            self._run_slice()
+        log.info("applied a large metadata change (%d+ partition changes) in %.1fs", total, time.monotonic() - started)
+
+    async def _published(self) -> None:
+        """Return when every committed metadata change is applied to the local replicas."""
+        while self._publisher is not None and not self._publisher.done():
+            await asyncio.shield(self._publisher)
 
     async def start(self) -> None:
         from kavka.broker.apis import KafkaApis
@@ -496,6 +538,8 @@ class BrokerNode:
             await self.log_dir_movers.stop()
         if hasattr(self, "groups"):
             await self.groups.stop()
+        if self._publisher is not None:
+            self._publisher.cancel()  # the rest is applied again from the log at the next start
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

@@ -555,15 +555,24 @@ class RaftClient:
             if last_base > entries[0].offset:
                 entries = [e for e in entries if e.offset < last_base]
             else:
-                entries = self.log.read(req.fetch_offset, self._batch_len(last_base))
+                # One batch larger than a fetch: it goes whole (read once, not entry by entry).
+                entries = entries + self._rest_of_batch(entries[-1].offset + 1, last_base)
         resp = m.FetchResponse(m.NONE, self.node_id, self.epoch, self._high_watermark, tuple(entries), None)
         self._outbound.append(m.Envelope(self.node_id, src, correlation_id, resp))
 
-    def _batch_len(self, base: int) -> int:
-        n, end = 0, self.log.end_offset
-        while base + n < end and self.log.read(base + n, 1)[0].batch_base == base:
-            n += 1
-        return n
+    def _rest_of_batch(self, start: int, base: int) -> list[LogEntry]:
+        """The entries of batch `base` from `start` on, read in chunks (never the rest of the log)."""
+        out: list[LogEntry] = []
+        while start < self.log.end_offset:
+            chunk = self.log.read(start, 4096)
+            if not chunk:
+                break
+            for e in chunk:
+                if e.batch_base != base:
+                    return out
+                out.append(e)
+            start = chunk[-1].offset + 1
+        return out
 
     def _fetch_offset_update(self, voter: int, offset: int) -> None:
         v = self._v
