@@ -301,6 +301,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("log.index.interval.bytes", _I, 4096, "", at_least(0), dynamic=True),
         _b("log.index.size.max.bytes", _I, 10485760, "", at_least(4), dynamic=True),
         _b("log.cleanup.policy", _LST, ["delete"], "", each_of("delete", "compact"), dynamic=True),
+        _b("background.threads", _I, 10, "worker threads for flushes, retention deletes, checkpoints and cleaning", at_least(1)),
         _b("log.cleaner.enable", _B, True, "run the log cleaner for cleanup.policy=compact topics"),
         _b("log.cleaner.backoff.ms", _L, 15000, "sleep between cleaner passes when nothing was cleaned", at_least(0)),
         _b("log.cleaner.delete.retention.ms", _L, 86400000, "", at_least(0), dynamic=True),
