@@ -18,7 +18,13 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from tests.broker_harness import BrokerProcess, wait_until
-from tests.integration.helpers import CK_COMMON, ck_admin, ck_create_topic, ck_read_to_end, partition_dir
+from tests.integration.helpers import (
+    CK_COMMON,
+    ck_admin,
+    ck_create_topic,
+    ck_read_to_end,
+    partition_dir,
+)
 
 
 def _produce_one(bootstrap: str, topic: str, value: bytes, timeout: float) -> list[tuple[int, bytes]]:
