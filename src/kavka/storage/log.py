@@ -141,9 +141,9 @@ class AppendInfo:
     valid_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FlushJob:
-    """fsyncs a worker does for `Log.prepare_flush`: it owns (and closes) the duplicated
+    """fsyncs a worker does for `Log.prepare_flush`: it owns (and closes, once) the duplicated
     descriptors and never touches the Log, so the owner may append meanwhile."""
 
     dir: Path
@@ -151,6 +151,7 @@ class FlushJob:
     files: tuple[tuple[int, Path], ...]  # (dup of the .log descriptor, its path)
     index_paths: tuple[Path, ...]
     unflushed_messages: int
+    closed: bool = False
 
     def run(self) -> None:
         try:
@@ -171,6 +172,10 @@ class FlushJob:
             self.close()
 
     def close(self) -> None:
+        """Close the descriptors; idempotent (a second close could hit a reused number)."""
+        if self.closed:
+            return
+        self.closed = True
         for fd, _ in self.files:
             with contextlib.suppress(OSError):
                 os.close(fd)
