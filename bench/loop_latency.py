@@ -113,7 +113,7 @@ def main() -> None:
     try:
         with AdminClient(bootstrap, timeout_s=30) as a:
             a.create_topics([NewTopic("probe", 1, 1), NewTopic("moved", 1, 1),
-                             NewTopic("compacted", 1, 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                             NewTopic("compacted", 1, 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.bytes": str(16 * MIB),
                                                           "min.compaction.lag.ms": str(10**12)})])
         time.sleep(1)
         t = time.monotonic()

@@ -330,3 +330,27 @@ def test_a_crash_while_writing_the_cleaned_segment_leaves_the_originals(tmp_path
     assert all_records(lg) == original
     assert not (d / "cleaner-tmp").exists() and not list(d.glob("*.cleaned"))
     lg.close()
+
+
+def test_a_log_deleted_while_its_group_is_being_written_stops_the_pass_quietly(tmp_path: Path) -> None:
+    """The worker's writes fail when the topic is deleted under it: that is no disk failure."""
+    from kavka.storage.log_manager import LogManager
+
+    lm = LogManager([tmp_path / "d"], default_config=config(), now_ms=NOW)
+    lg = lm.get_or_create_log("gone", 0, topic_id=None)
+    fill(lg, random.Random(2), batches=60, ts=NOW)
+    steps = lm.clean_logs_steps(NOW, {("gone", 0): lg.log_end_offset})
+    build_map = steps.send(None)
+    offset_map = build_map()
+    clean_group = steps.send(offset_map)
+    assert lm.delete_log("gone", 0)  # the loop deletes the topic while the worker writes
+    try:
+        clean_group()
+        raise AssertionError("writing into a deleted partition dir succeeded")
+    except OSError as e:
+        try:
+            steps.throw(e)
+        except StopIteration as stop:
+            assert stop.value == 0
+    assert not lm.offline_dirs
+    lm.shutdown()

@@ -782,7 +782,11 @@ class LogManager:
                     log.info("cleaning stopped: %s", e)
                     continue
                 except OSError as e:
-                    self.handle_io_error(lg.dir, e)
+                    if self._logs.get(tp) is not lg or isinstance(e, FileNotFoundError):
+                        # Deleted, moved or truncated under the pass: not the disk's fault.
+                        log.info("cleaning of %s stopped: %s", lg.dir.name, e)
+                    else:
+                        self.handle_io_error(lg.dir, e)
                     continue
                 finally:
                     self._cleaning.discard(tp)
