@@ -120,6 +120,7 @@ class ConfigResolver:
             delete_retention_ms=v["delete.retention.ms"],
             min_cleanable_dirty_ratio=v["min.cleanable.dirty.ratio"],
             min_compaction_lag_ms=v["min.compaction.lag.ms"],
+            max_compaction_lag_ms=v["max.compaction.lag.ms"],
             compression_type=v["compression.type"],
             message_timestamp_before_max_ms=v["message.timestamp.before.max.ms"],
             message_timestamp_after_max_ms=v["message.timestamp.after.max.ms"],

@@ -24,7 +24,10 @@ log compaction (log.cleaner.backoff.ms, storage.cleaner),
 time-based flush (flush.ms), high-watermark checkpoints
 (replica.high.watermark.checkpoint.interval.ms), recovery-point
 checkpoints (log.flush.offset.checkpoint.interval.ms) and the movers of
-replicas between log dirs (KIP-113), started last and stopped first.
+replicas between log dirs (KIP-113), started last and stopped first. Their
+disk work (fsyncs, unlinks, checkpoint writes, cleaning, the movers' fsyncs)
+runs on the StorageIoManager's worker threads (broker.storage_io): started
+before those tasks, stopped after them and before the logs close.
 
 JBOD (KIP-112): a failed log dir takes only its own replicas offline; when
 every log dir -- or the one holding the metadata log -- has failed, the broker
@@ -48,6 +51,7 @@ from typing import Any
 from kavka.broker.config_resolver import ConfigResolver
 from kavka.broker.controller_rpc import RPCS, ControllerApis, ControllerClient
 from kavka.broker.raft_driver import RaftDriver
+from kavka.broker.storage_io import StorageIoManager
 from kavka.config import BrokerConfig, ConfigError, parse_voters
 from kavka.controller.controller import NewTopic
 from kavka.controller.image import MetadataDelta, MetadataImage
@@ -62,6 +66,7 @@ from kavka.raft.state import FileQuorumStateStore
 from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
+from kavka.storage.cleaner import CleanerConfig
 from kavka.storage.faults import FAULTS
 from kavka.storage.log_manager import LogManager
 from kavka.storage.meta_properties import generate_uuid, read_meta_properties, write_meta_properties
@@ -138,6 +143,7 @@ class BrokerNode:
         self._tasks: list[asyncio.Task[None]] = []
         self._publish_queue: collections.deque[Callable[[], None]] = collections.deque()
         self._publisher: asyncio.Task[None] | None = None
+        self.storage_io = StorageIoManager(threads=self.config["background.threads"])
         self.server = None  # set by start()
         self.metrics: Any = None  # a MetricsServer when metrics.prometheus.port >= 0
         self.bound_ports: list[int] = []
@@ -162,6 +168,11 @@ class BrokerNode:
             offline_at_start=self.failed_dirs,
             select_strategy=self.config["log.dir.select.strategy"],
             on_dir_failure=self._on_log_dir_failure,
+            cleaner_config=CleanerConfig(
+                dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"],
+                io_buffer_size=self.config["log.cleaner.io.buffer.size"],
+                io_buffer_load_factor=self.config["log.cleaner.io.buffer.load.factor"],
+            ),
         )
         if self.config.metadata_log_dir in self.log_manager.offline_dirs:
             raise StartupError(
@@ -178,6 +189,7 @@ class BrokerNode:
                 self.image, "replica.alter.log.dirs.io.max.bytes.per.second"
             ),
             crash_point=self.faults.crash_point_hook(),
+            offload=self.storage_io.run,
         )
         self.quorum_controller = QuorumController(
             self.config, self.raft, clock=self.clock, wakeup=lambda: self.raft_driver.wakeup()
@@ -481,9 +493,10 @@ class BrokerNode:
 
     def _start_background(self) -> None:
         c = self.config
+        self.storage_io.start()
         self.groups.start()
         self._every(c["log.retention.check.interval.ms"], self._retention, "retention")
-        self._every(c["replica.high.watermark.checkpoint.interval.ms"], self.replica_manager.checkpoint_high_watermarks, "hw-checkpoint")
+        self._every(c["replica.high.watermark.checkpoint.interval.ms"], self._checkpoint_high_watermarks, "hw-checkpoint")
         self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
         self._every(min(c["log.flush.scheduler.interval.ms"], 1000), self._flush, "flush")
         self._every(c["producer.id.expiration.check.interval.ms"], self._expire_producer_ids, "producer-id-expiration")
@@ -491,20 +504,25 @@ class BrokerNode:
         if c["log.cleaner.enable"]:
             self._every(c["log.cleaner.backoff.ms"], self._clean, "log-cleaner")
 
-    def _every(self, interval_ms: int, fn: Callable[[], None], name: str) -> None:
+    def _every(self, interval_ms: int, fn: Callable[[], Any], name: str) -> None:
         async def loop() -> None:
             interval = max(interval_ms, 10) / 1000
             while True:
                 await asyncio.sleep(interval)
                 try:
-                    fn()
+                    result = fn()
+                    if asyncio.iscoroutine(result):
+                        await result  # storage passes: their disk work runs on storage_io's workers
                 except Exception:
                     log.exception("background task %s failed", name)
 
         self._tasks.append(asyncio.get_running_loop().create_task(loop(), name=name))
 
-    def _retention(self) -> None:
-        self.log_manager.cleanup_logs(self.now_ms(), self.replica_manager.high_watermarks())
+    async def _retention(self) -> None:
+        await self.storage_io.drive(self.log_manager.cleanup_logs_steps(self.now_ms(), self.replica_manager.high_watermarks()))
+
+    async def _checkpoint_high_watermarks(self) -> None:
+        await self.storage_io.drive(self.log_manager.checkpoint_high_watermarks_steps(self.replica_manager.high_watermarks()))
 
     def _expire_producer_ids(self) -> None:
         expiration_ms = self.resolver.broker_value(self.image, "producer.id.expiration.ms")
@@ -513,15 +531,15 @@ class BrokerNode:
         if removed:
             log.info("removed %d expired producer ids (producer.id.expiration.ms=%d)", removed, expiration_ms)
 
-    def _clean(self) -> None:
-        self.log_manager.clean_logs(self.now_ms(), self.replica_manager.high_watermarks())
+    async def _clean(self) -> None:
+        await self.storage_io.drive(self.log_manager.clean_logs_steps(self.now_ms(), self.replica_manager.high_watermarks()))
 
-    def _flush(self) -> None:
-        self.log_manager.flush_dirty(self.now_ms())
+    async def _flush(self) -> None:
+        await self.storage_io.drive(self.log_manager.flush_dirty_steps(self.now_ms()))
 
-    def _checkpoint_recovery(self) -> None:
-        self.log_manager.checkpoint_recovery_points()
-        self.log_manager.checkpoint_log_start_offsets()
+    async def _checkpoint_recovery(self) -> None:
+        await self.storage_io.drive(self.log_manager.checkpoint_recovery_points_steps())
+        await self.storage_io.drive(self.log_manager.checkpoint_log_start_offsets_steps())
 
     # ------------------------------------------------------------------ stop
 
@@ -545,6 +563,7 @@ class BrokerNode:
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
+        await self.storage_io.stop()  # jobs in flight finish before the logs close
         if hasattr(self, "raft_driver"):
             await self.raft_driver.stop()
             self.controller.close()

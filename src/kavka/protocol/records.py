@@ -522,8 +522,13 @@ def build_batch(
     partition_leader_epoch: int = -1,
     is_transactional: bool = False,
     is_control: bool = False,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Encode one batch.
+
+    ``delete_horizon_ms`` (KIP-534, set by the log cleaner) sets the delete
+    horizon attribute bit and becomes the base timestamp; record timestamps
+    stay what they were (their deltas are taken from it).
 
     ``records`` items are :class:`Record` (its ``offset`` must be >=
     ``base_offset`` and increasing, which allows compaction-style gaps) or
@@ -547,7 +552,7 @@ def build_batch(
         if delta <= prev:
             raise ValueError("record offsets must be increasing and >= base_offset")
         prev = delta
-    base_timestamp = items[0][1]
+    base_timestamp = items[0][1] if delete_horizon_ms is None else delete_horizon_ms
     max_timestamp = max(item[1] for item in items)
     body = bytearray()
     for delta, ts, key, value, hdrs in items:
@@ -567,6 +572,8 @@ def build_batch(
         attributes |= ATTR_TRANSACTIONAL
     if is_control:
         attributes |= ATTR_CONTROL
+    if delete_horizon_ms is not None:
+        attributes |= ATTR_DELETE_HORIZON
     size = BATCH_HEADER_SIZE + len(payload)
     out = bytearray(size)
     _HEADER.pack_into(

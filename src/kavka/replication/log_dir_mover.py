@@ -10,8 +10,12 @@ produce and fetch keep using the current log. Once the future has caught up
 with the log end offset, the swap runs with no ``await`` in it, so no request
 sees a half-swapped partition; the old copy is renamed ``-delete`` and
 removed on a worker thread. The future is fsynced every ``FLUSH_EVERY`` bytes
-during the copy, so the fsync the swap needs (the future must be durable before
-the source is renamed away) covers only the last few megabytes.
+during the copy, and both copies once more just before the swap, each time on a
+worker thread (``offload``, the broker's StorageIoManager: `Log.prepare_flush`
+hands the worker duplicated descriptors), so the fsync the swap itself needs
+(the future must be durable before the source is renamed away) covers only what
+arrived in the last moments. The chunk reads and appends (1 MiB, page cache)
+stay on the loop: the future log is a Log like any other, owned by the loop.
 
 The copy rate is limited by the dynamic broker config
 ``replica.alter.log.dirs.io.max.bytes.per.second`` (read before every chunk,
@@ -24,7 +28,8 @@ the broker passes a ``crash_point`` callable (kavka.testing: only with
 ``kavka.test.fault.injection.enable``) that kills it with SIGKILL at a named
 step of a move -- ``future-created``, ``copying``,
 ``caught-up``, ``source-renamed``, ``future-promoted`` -- so tests can check
-KIP-113's recovery after a crash at each. Event-loop thread only.
+KIP-113's recovery after a crash at each. Event-loop thread only (the fsyncs it
+hands off touch no Log object).
 """
 
 from __future__ import annotations
@@ -34,12 +39,17 @@ import contextlib
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kavka.replication.partition import TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
 from kavka.storage.errors import KafkaStorageError
+
+if TYPE_CHECKING:
+    from kavka.storage.log import Log
+    from kavka.storage.log_manager import LogManager
 
 log = logging.getLogger("kavka.replication")
 
@@ -88,8 +98,11 @@ class ReplicaAlterLogDirsManager:
         num_threads: int,
         throttle_bytes_per_second: Callable[[], int],
         crash_point: Callable[[str], None] | None = None,
+        offload: Callable[[Callable[[], None]], Awaitable[None]] | None = None,
     ) -> None:
         self.replica_manager = replica_manager
+        # Runs a callable on a worker thread (the broker's StorageIoManager.run); inline if None.
+        self.offload = offload
         self.num_threads = num_threads
         self.throttle = Throttle(throttle_bytes_per_second)
         self.crash_point = crash_point or _no_crash
@@ -159,6 +172,14 @@ class ReplicaAlterLogDirsManager:
                 # Retention or DeleteRecords passed the copy: skip ahead.
                 fut.truncate_fully_and_start_at(src.log_start_offset)
             if fut.log_end_offset >= src.log_end_offset:
+                # fsync both copies on a worker first, so the swap's own flush (which must
+                # happen before the source is renamed away) covers only what came meanwhile.
+                if not await self._flush_off_loop(fut, lm, tp) or not await self._flush_off_loop(src, lm, tp):
+                    return
+                if lm.future_log(key) is not fut or rm.partitions.get(tp) is not p or p.log is not src:
+                    continue  # changed while we waited: look again
+                if fut.log_end_offset < src.log_end_offset:
+                    continue  # appends arrived meanwhile: copy them first
                 try:
                     new = rm.swap_in_future(tp, crash_point=self.crash_point)
                 except KafkaStorageError as e:
@@ -189,13 +210,34 @@ class ReplicaAlterLogDirsManager:
                 moved += n
                 unflushed += n
                 if unflushed >= FLUSH_EVERY:
-                    try:
-                        fut.flush()
-                    except OSError as e:
-                        lm.handle_io_error(fut.dir, e)
+                    if not await self._flush_off_loop(fut, lm, tp):
                         return
                     unflushed = 0
             await asyncio.sleep(self.throttle.delay_for(n))
+
+    async def _flush_off_loop(self, lg: Log, lm: LogManager, tp: TopicPartition) -> bool:
+        """fsync ``lg`` up to its log end on a worker (`Log.prepare_flush`); False after an I/O error."""
+        try:
+            job = lg.prepare_flush()
+        except OSError as e:
+            lm.handle_io_error(lg.dir, e)
+            return False
+        if job is None:
+            return True
+        ok = False
+        try:
+            if self.offload is None:
+                job.run()
+            else:
+                await self.offload(job.run)
+            ok = True
+        except OSError as e:
+            log.error("the move of %s stopped: fsync of %s failed: %s", tp, lg.dir, e)
+            lm.handle_io_error(lg.dir, e)
+            return False
+        finally:
+            lg.complete_flush(job, ok=ok)
+        return True
 
     def _schedule_deletes(self) -> None:
         for path in self.replica_manager.log_manager.take_pending_deletes():

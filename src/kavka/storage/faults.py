@@ -6,7 +6,9 @@ environment and ``kavka.test.fault.injection.enable=true`` in its config
 `FAULTS` at that file at startup (`configure`); from then on it checks, before each segment write, read and fsync and each
 checkpoint write, whether the path lies under a dir listed in the control
 file (one absolute path a line); if so the operation raises
-``OSError(EIO)``, exactly what a dying disk raises. The control file is read
+``OSError(EIO)``, exactly what a dying disk raises. A line
+``block-fsync <dir>`` instead makes every fsync of a file under that dir wait
+until the line is gone (`before_fsync`): a disk that is slow, not dead. The control file is read
 again when its mtime changes (stat at most every 20 ms), so a test fails a
 dir of a running broker by writing its path there. Without the variable,
 `check` is one attribute test. Any thread may call `check`.
@@ -21,6 +23,7 @@ from pathlib import Path
 
 FAULT_INJECTION_ENV = "KAVKA_FAULT_INJECTION_FILE"
 _RECHECK_S = 0.02
+BLOCK_FSYNC_MAX_S = 120.0
 
 
 class DiskFaults:
@@ -34,6 +37,7 @@ class DiskFaults:
         self._mtime_ns = -1
         self._next_stat = 0.0
         self._failing: tuple[str, ...] = ()
+        self._block_fsync: tuple[str, ...] = ()
 
     def _refresh(self) -> None:
         now = time.monotonic()
@@ -43,12 +47,39 @@ class DiskFaults:
         try:
             mtime = self._control.stat().st_mtime_ns
         except OSError:
-            self._failing, self._mtime_ns = (), -1
+            self._failing, self._block_fsync, self._mtime_ns = (), (), -1
             return
         if mtime != self._mtime_ns:
             self._mtime_ns = mtime
-            lines = self._control.read_text().splitlines()
-            self._failing = tuple(os.path.abspath(x.strip()) + os.sep for x in lines if x.strip())
+            lines = [x.strip() for x in self._control.read_text().splitlines() if x.strip()]
+            block = "block-fsync "
+            self._failing = tuple(os.path.abspath(x) + os.sep for x in lines if not x.startswith(block))
+            self._block_fsync = tuple(
+                os.path.abspath(x[len(block) :].strip()) + os.sep for x in lines if x.startswith(block)
+            )
+
+    def before_fsync(self, path: Path | str) -> None:
+        """Block an fsync of a file under a dir listed as ``block-fsync <dir>`` until that
+        line is removed (at most BLOCK_FSYNC_MAX_S); ``<control file>.fsync-blocked`` exists
+        meanwhile, so a test can see that an fsync is stuck (a slow disk, below the process)."""
+        if not self.enabled or self._control is None:
+            return
+        self._refresh()
+        if not self._blocked_fsync(path):
+            return
+        marker = self._control.with_name(self._control.name + ".fsync-blocked")
+        marker.write_text(f"{path}\n")
+        deadline = time.monotonic() + BLOCK_FSYNC_MAX_S
+        try:
+            while time.monotonic() < deadline and self._blocked_fsync(path):
+                time.sleep(_RECHECK_S)
+                self._refresh()
+        finally:
+            marker.unlink(missing_ok=True)
+
+    def _blocked_fsync(self, path: Path | str) -> bool:
+        p = os.path.abspath(path) + os.sep
+        return any(p.startswith(prefix) for prefix in self._block_fsync)
 
     def check(self, path: Path | str) -> None:
         """Raise OSError(EIO) if ``path`` lies under a dir the test has failed."""

@@ -15,13 +15,18 @@ which passes it in as ``max_offset`` on reads and ``high_watermark`` to
 retention. Producer state is snapshotted to ``<offset>.snapshot`` at each roll
 and at close (storage.producer_state).
 
-Threading: the broker calls every method from its single asyncio thread (or a
-worker it owns that serialises calls per Log); nothing here takes locks.
+Threading: the broker calls every method from its single asyncio thread (the
+owner); nothing here takes locks. Work handed to worker threads never calls a
+Log method: a `FlushJob` (from `prepare_flush`) fsyncs duplicated descriptors,
+the log cleaner reads segment files through its own descriptors and hands a
+finished segment back to `replace_segments`, and retention run with
+`deferred_unlinks` set leaves the unlinks of ``.deleted`` files to a worker.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 import shutil
@@ -31,15 +36,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kavka.protocol.records import (
+    BATCH_HEADER_SIZE,
     BatchHeader,
     CorruptRecordError,
     assign_offsets,
     batch_crc_ok,
     decode_batch,
     iter_batches,
+    parse_header,
     validate_batches,
 )
-from kavka.storage.checkpoints import PartitionMetadataFile, fsync_dir
+from kavka.storage.checkpoints import PartitionMetadataFile
 from kavka.storage.errors import (
     InconsistentTopicIdError,
     OffsetOutOfRangeError,
@@ -47,6 +54,7 @@ from kavka.storage.errors import (
     RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from kavka.storage.faults import FAULTS
 from kavka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kavka.storage.log_config import LogConfig
 from kavka.storage.log_validator import CODECS, ValidationConfig, validate_records
@@ -133,6 +141,46 @@ class AppendInfo:
     valid_bytes: int
 
 
+@dataclass(slots=True)
+class FlushJob:
+    """fsyncs a worker does for `Log.prepare_flush`: it owns (and closes, once) the duplicated
+    descriptors and never touches the Log, so the owner may append meanwhile."""
+
+    dir: Path
+    target: int
+    files: tuple[tuple[int, Path], ...]  # (dup of the .log descriptor, its path)
+    index_paths: tuple[Path, ...]
+    unflushed_messages: int
+    closed: bool = False
+
+    def run(self) -> None:
+        try:
+            for fd, path in self.files:
+                FAULTS.check(path)
+                FAULTS.before_fsync(path)
+                os.fsync(fd)
+            for path in self.index_paths:
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except FileNotFoundError:
+                    continue  # deleted or not written yet: indexes are rebuilt from the log
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close the descriptors; idempotent (a second close could hit a reused number)."""
+        if self.closed:
+            return
+        self.closed = True
+        for fd, _ in self.files:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 class Log:
     """Use :meth:`Log.open`; the constructor only stores state."""
 
@@ -166,6 +214,10 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._flush_pending_below: int | None = None
+        self._flush_in_flight = False  # a FlushJob is out on a worker
+        # Set by the LogManager around retention: removed segments' files are only renamed
+        # ``.deleted`` and listed here, for a worker to unlink.
+        self.deferred_unlinks: list[Path] | None = None
         self._closed = False
         # Built from the batch headers on first use (see producer_state).
         self._producer_state: ProducerStateManager | None = None
@@ -201,6 +253,7 @@ class Log:
         elif topic_id is not None:
             pmf.write(topic_id)
 
+        _complete_swaps(dir)
         _remove_temporary_files(dir)
         epoch_path = dir / LEADER_EPOCH_CHECKPOINT
         leader_epoch_cache = LeaderEpochFileCache.load(epoch_path)
@@ -570,49 +623,55 @@ class Log:
 
     # ------------------------------------------------------------------ compaction
 
-    def swap_cleaned_segment(self, old: LogSegment, cleaned: bytes, *, now_ms: int) -> LogSegment:
-        """Replace a closed segment's batches with `cleaned` (same base offset, same offsets).
+    def replace_segments(
+        self, old: list[LogSegment], old_sizes: list[int], cleaned_dir: Path, *, now_ms: int
+    ) -> list[Path] | None:
+        """Swap the cleaner's output for a group of closed segments (Kafka's ``replaceSegments``).
 
-        Crash-safe order (the log cleaner's swap): write ``<base>.log.cleaned`` and fsync;
-        rename it to ``.log.swap``; drop the old indexes; rename the swap over ``.log``.
-        A crash before the last rename leaves the original ``.log`` (leftover ``.cleaned``
-        / ``.swap`` files are deleted on open, missing indexes rebuilt); after it, the
-        cleaned ``.log`` whose indexes are rebuilt on open. Never the active segment.
+        ``cleaned_dir`` holds ONE finished, fsynced segment (``.log``, ``.index``,
+        ``.timeindex``) with the base offset of ``old[0]`` and the survivors of
+        all of ``old``. Returns None, changing nothing, if the group is no longer
+        what the cleaner read (a segment was deleted, truncated or replaced, or the
+        log closed); else the ``.deleted`` files left for the caller to unlink.
+        Crash-safe order: the new ``.log`` becomes ``<base>.log.swap``; the old
+        files are renamed ``.deleted``; the new indexes move in; the swap becomes
+        ``<base>.log``. `Log.open` completes a swap it finds (`_complete_swaps`).
+        Event-loop thread (it changes the segment list); renames only, no fsync.
         """
-        i = self._segments.index(old)
-        if i == len(self._segments) - 1:
-            raise ValueError("the active segment is never cleaned")
-        base_path = old.log_path
-        cleaned_path = base_path.with_name(base_path.name + CLEANED_SUFFIX)
-        swap_path = base_path.with_name(base_path.name + SWAP_SUFFIX)
-        fd = os.open(cleaned_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        if self._closed or len(old) != len(old_sizes) or old[-1] is self._segments[-1]:
+            return None
         try:
-            view = memoryview(cleaned)
-            written = 0
-            while written < len(view):
-                written += os.write(fd, view[written:])
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(cleaned_path, swap_path)
-        fsync_dir(self.dir)
-        old.close_handles()
-        old.offset_index.close()
-        old.time_index.close()
-        for p in (old.offset_index.path, old.time_index.path):
-            p.unlink(missing_ok=True)
-        os.replace(swap_path, base_path)
-        fsync_dir(self.dir)
-        new = LogSegment(
-            self.dir,
-            old.base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_size=self.config.segment_index_bytes,
-            now_ms=now_ms,
-        )
-        new.on_become_inactive()
-        self._segments[i] = new
-        return new
+            i = next(k for k, s in enumerate(self._segments) if s is old[0])
+        except StopIteration:
+            return None
+        if self._segments[i : i + len(old)] != old or any(s.size != n for s, n in zip(old, old_sizes, strict=True)):
+            return None
+        base = old[0].base_offset
+        new_log = cleaned_dir / old[0].log_path.name
+        swap_path = old[0].log_path.with_name(old[0].log_path.name + SWAP_SUFFIX)
+        os.replace(new_log, swap_path)
+        leftovers: list[Path] = []
+        for segment in old:
+            segment.close_handles()
+            for index in (segment._offset_index, segment._time_index):
+                if index is not None:
+                    index.close()
+            for p in (segment.log_path, segment._index_path, segment._time_index_path):
+                target = p.with_name(p.name + DELETED_SUFFIX)
+                try:
+                    os.replace(p, target)
+                    leftovers.append(target)
+                except FileNotFoundError:
+                    pass
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            src = cleaned_dir / (old[0].log_path.name[: -len(LOG_SUFFIX)] + suffix)
+            if src.exists():
+                os.replace(src, self.dir / src.name)
+        os.replace(swap_path, old[0].log_path)
+        new = self._new_segment(base, now_ms)
+        self._segments[i : i + len(old)] = [new]
+        self._base_offsets = [s.base_offset for s in self._segments]
+        return leftovers
 
     # ------------------------------------------------------------------ read
 
@@ -861,7 +920,10 @@ class Log:
                 segment.size,
                 reason,
             )
-            segment.delete()
+            if self.deferred_unlinks is not None:
+                self.deferred_unlinks += segment.delete(unlink=False)
+            else:
+                segment.delete()
 
     # ------------------------------------------------------------------ flush and lifecycle
 
@@ -882,6 +944,66 @@ class Log:
             self._unflushed_messages = 0
         if self._flush_pending_below is not None and self._flush_pending_below <= target:
             self._flush_pending_below = None
+
+    def prepare_flush(self, offset: int | None = None) -> FlushJob | None:
+        """`flush` split for a worker thread: here (the owner's thread) pick the segments and
+        duplicate their descriptors; `FlushJob.run` fsyncs on any thread; `complete_flush`
+        (owner's thread again) moves the recovery point. None if nothing needs an fsync."""
+        if self._flush_in_flight:
+            return None
+        target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
+        if target <= self.recovery_point:
+            if target >= self._log_end_offset:
+                self._unflushed_messages = 0
+            if self._flush_pending_below is not None and self._flush_pending_below <= target:
+                self._flush_pending_below = None
+            return None
+        files: list[tuple[int, Path]] = []
+        indexes: list[Path] = []
+        try:
+            for i, segment in enumerate(self._segments):
+                upper = self._base_offsets[i + 1] if i + 1 < len(self._segments) else None
+                if upper is not None and upper <= self.recovery_point:
+                    continue
+                if segment.base_offset >= target:
+                    break
+                fd, index_paths = segment.prepare_flush()
+                files.append((fd, segment.log_path))
+                indexes += index_paths
+        except BaseException:
+            for fd, _ in files:
+                os.close(fd)
+            raise
+        self._flush_in_flight = True
+        return FlushJob(
+            dir=self.dir,
+            target=target,
+            files=tuple(files),
+            index_paths=tuple(indexes),
+            unflushed_messages=self._unflushed_messages if target >= self._log_end_offset else 0,
+        )
+
+    def complete_flush(self, job: FlushJob, *, ok: bool) -> None:
+        """After `FlushJob.run` returned (ok) or raised (not ok: nothing moves)."""
+        self._flush_in_flight = False
+        if not ok:
+            return
+        target = min(job.target, self._log_end_offset)  # a truncation meanwhile lowers it
+        self.recovery_point = max(self.recovery_point, target)
+        self._unflushed_messages = max(self._unflushed_messages - job.unflushed_messages, 0)
+        if self._flush_pending_below is not None and self._flush_pending_below <= target:
+            self._flush_pending_below = None
+
+    def prepare_maybe_flush(self, now_ms: int) -> FlushJob | None:
+        """`maybe_flush`'s policy (flush.ms, the deferred post-roll flush) as a `prepare_flush`."""
+        if self._flush_in_flight or self._closed:
+            return None
+        if self._unflushed_messages > 0 and now_ms - self._last_flush_ms >= self.config.flush_ms:
+            self._last_flush_ms = now_ms
+            return self.prepare_flush()
+        if self._flush_pending_below is not None:
+            return self.prepare_flush(self._flush_pending_below)
+        return None
 
     def maybe_flush(self, now_ms: int) -> bool:
         """flush.ms policy, and the deferred post-roll flush. True if flushed."""
@@ -916,6 +1038,34 @@ class Log:
         os.replace(self.dir, target)
         self.dir = target
         shutil.rmtree(target, ignore_errors=True)
+
+
+def _complete_swaps(dir: Path) -> None:
+    """Finish a cleaner swap a crash interrupted: a ``<base>.log.swap`` is a whole,
+    fsynced replacement for the segments its offsets cover; those go, it stays."""
+    shutil.rmtree(dir / "cleaner-tmp", ignore_errors=True)  # an unfinished group: the originals are intact
+    for swap in sorted(dir.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)):
+        prefix = swap.name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
+        if not prefix.isdigit():
+            continue
+        base = int(prefix)
+        last = base
+        with open(swap, "rb") as f:
+            data_pos = 0
+            while True:
+                f.seek(data_pos)
+                raw = f.read(BATCH_HEADER_SIZE)
+                if len(raw) < BATCH_HEADER_SIZE:
+                    break
+                header = parse_header(raw)
+                last = header.last_offset
+                data_pos += header.size_in_bytes
+        for p in list(dir.iterdir()):
+            stem, dot, suffix = p.name.partition(".")
+            if stem.isdigit() and base <= int(stem) <= last and "." + suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                p.unlink()  # the replaced segments, and indexes the new log gets rebuilt
+        log.info("completing the interrupted cleaner swap %s", swap)
+        os.replace(swap, dir / (prefix + LOG_SUFFIX))
 
 
 def _remove_temporary_files(dir: Path) -> None:

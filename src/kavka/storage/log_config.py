@@ -31,6 +31,7 @@ class LogConfig:
     delete_retention_ms: int = 86400000  # delete.retention.ms: how long tombstones outlive compaction
     min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = LONG_MAX  # max.compaction.lag.ms: a dirty segment this old is cleaned whatever the ratio
     compression_type: str = "producer"  # compression.type: producer, uncompressed or a codec
     message_timestamp_before_max_ms: int = LONG_MAX  # message.timestamp.before.max.ms
     message_timestamp_after_max_ms: int = 3600000  # message.timestamp.after.max.ms

@@ -34,7 +34,9 @@ of different sizes fill evenly and a burst of new partitions still spreads;
 
 Partitions are keyed by ``(topic, partition)`` tuples. The high watermark
 belongs to the broker's Partition: it is passed in to checkpoint and to
-retention. Called from the broker's event-loop thread only.
+retention. Called from the broker's event-loop thread only; the slow parts of
+background passes (fsyncs, unlinks, checkpoint writes, cleaning) are yielded as
+steps for a worker thread (see "background work" below), never run here.
 """
 
 from __future__ import annotations
@@ -56,6 +58,14 @@ from kavka.storage.checkpoints import (
     OffsetCheckpointFile,
     fsync_dir,
 )
+from kavka.storage.cleaner import (
+    CLEANER_OFFSET_CHECKPOINT,
+    CleanAbortedError,
+    CleanerConfig,
+    Steps,
+    clean_log_steps,
+    drive_inline,
+)
 from kavka.storage.errors import (
     CorruptCheckpointError,
     KafkaStorageError,
@@ -65,6 +75,7 @@ from kavka.storage.errors import (
 from kavka.storage.log import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
+    FlushJob,
     Log,
     parse_partition_dir_name,
     parse_special_dir_name,
@@ -144,8 +155,11 @@ class LogManager:
         offline_at_start: Mapping[Path, str] | None = None,
         select_strategy: str = "size",
         on_dir_failure: Callable[[Path, str, list[TopicPartitionKey]], None] | None = None,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
+        self.cleaner_config = cleaner_config or CleanerConfig()
+        self._cleaning: set[TopicPartitionKey] = set()  # logs a cleaner pass is working on
         self.dir_ids = {Path(k): v for k, v in (dir_ids or {}).items()}
         self.select_strategy = select_strategy
         self.on_dir_failure = on_dir_failure
@@ -654,7 +668,9 @@ class LogManager:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def _write_per_dir(self, name: str, values: Mapping[TopicPartitionKey, int]) -> None:
+    def _write_per_dir_steps(self, name: str, values: Mapping[TopicPartitionKey, int]) -> Steps[None]:
+        """Entries are taken here; the files are written (tmp, fsync, rename) by a worker."""
+        writes: list[tuple[Path, dict[TopicPartitionKey, int]]] = []
         for d, logs in self.logs_by_dir().items():
             if d not in self.log_dirs or d in self.offline_dirs:
                 continue
@@ -663,24 +679,35 @@ class LogManager:
                 for lg in logs
                 if lg.topic_partition in values
             }
-            try:
-                OffsetCheckpointFile(d / name).write(entries)
-            except OSError as e:
-                self.mark_dir_offline(d, f"cannot write {name}: {e}")
+            writes.append((d, entries))
+        if not writes:
+            return
+        errors: dict[Path, OSError] = yield lambda: _write_checkpoints(name, writes)
+        for d, e in errors.items():
+            self.mark_dir_offline(d, f"cannot write {name}: {e}")
 
-    def checkpoint_recovery_points(self) -> None:
-        self._write_per_dir(
+    def checkpoint_recovery_points_steps(self) -> Steps[None]:
+        yield from self._write_per_dir_steps(
             RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in self._logs.items()}
         )
 
-    def checkpoint_log_start_offsets(self) -> None:
-        self._write_per_dir(
+    def checkpoint_log_start_offsets_steps(self) -> Steps[None]:
+        yield from self._write_per_dir_steps(
             LOG_START_OFFSET_CHECKPOINT,
             {tp: lg.log_start_offset for tp, lg in self._logs.items()},
         )
 
+    def checkpoint_high_watermarks_steps(self, hw_by_tp: Mapping[TopicPartitionKey, int]) -> Steps[None]:
+        yield from self._write_per_dir_steps(REPLICATION_OFFSET_CHECKPOINT, dict(hw_by_tp))
+
+    def checkpoint_recovery_points(self) -> None:
+        drive_inline(self.checkpoint_recovery_points_steps())
+
+    def checkpoint_log_start_offsets(self) -> None:
+        drive_inline(self.checkpoint_log_start_offsets_steps())
+
     def checkpoint_high_watermarks(self, hw_by_tp: Mapping[TopicPartitionKey, int]) -> None:
-        self._write_per_dir(REPLICATION_OFFSET_CHECKPOINT, hw_by_tp)
+        drive_inline(self.checkpoint_high_watermarks_steps(hw_by_tp))
 
     def read_high_watermarks(self) -> dict[TopicPartitionKey, int]:
         result: dict[TopicPartitionKey, int] = {}
@@ -689,29 +716,47 @@ class LogManager:
         return result
 
     # ------------------------------------------------------------------ background work
+    #
+    # Each pass is a generator of steps (storage.cleaner.Steps): the bookkeeping runs where
+    # it is driven (the event loop), each yielded callable -- fsyncs, unlinks, checkpoint
+    # writes, reading and writing segments for the cleaner -- on a worker thread of the
+    # broker's StorageIoManager, its result (or OSError) sent back. The sync names drive
+    # the same steps inline (shutdown, tests).
 
-    def cleanup_logs(self, now_ms: int, hw_by_tp: Mapping[TopicPartitionKey, int]) -> int:
-        """Retention for every log whose high watermark is known."""
+    def cleanup_logs_steps(self, now_ms: int, hw_by_tp: Mapping[TopicPartitionKey, int]) -> Steps[int]:
+        """Retention for every log whose high watermark is known; old files are unlinked by a worker.
+        A log being cleaned is skipped this time (Kafka pauses retention during cleaning too)."""
         self._now_ms = now_ms
         total = 0
+        unlinks: list[tuple[Log, list[Path]]] = []
         for tp, lg in list(self._logs.items()):
             hw = hw_by_tp.get(tp)
-            if hw is None or self._logs.get(tp) is not lg:
+            if hw is None or self._logs.get(tp) is not lg or tp in self._cleaning:
                 continue
+            lg.deferred_unlinks = []
             try:
                 total += lg.delete_retention_segments(now_ms, high_watermark=hw)
             except OSError as e:
                 self.handle_io_error(lg.dir, e)
+            finally:
+                if lg.deferred_unlinks:
+                    unlinks.append((lg, lg.deferred_unlinks))
+                lg.deferred_unlinks = None
+        if unlinks:
+            failed: list[tuple[Path, OSError]] = yield lambda: _unlink_all(unlinks)
+            for d, e in failed:
+                self.handle_io_error(d, e)
         return total
 
-    def clean_logs(self, now_ms: int, hw_by_tp: Mapping[TopicPartitionKey, int]) -> int:
+    def cleanup_logs(self, now_ms: int, hw_by_tp: Mapping[TopicPartitionKey, int]) -> int:
+        return drive_inline(self.cleanup_logs_steps(now_ms, hw_by_tp))
+
+    def clean_logs_steps(self, now_ms: int, hw_by_tp: Mapping[TopicPartitionKey, int]) -> Steps[int]:
         """One log-cleaner pass over every compacted log that is due; returns logs cleaned.
 
         The first dirty offset of each log lives in its dir's ``cleaner-offset-checkpoint``
         (Kafka's file), written after the pass, so a crash mid-pass cleans again.
         """
-        from kavka.storage.cleaner import CLEANER_OFFSET_CHECKPOINT, maybe_clean
-
         self._now_ms = now_ms
         cleaned = 0
         for d, logs in self.logs_by_dir().items():
@@ -720,35 +765,81 @@ class LogManager:
             checkpoint = self._read_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)
             changed = False
             for lg in logs:
-                hw = hw_by_tp.get(lg.topic_partition)
-                if hw is None or not lg.config.compact_enabled:
+                tp = lg.topic_partition
+                hw = hw_by_tp.get(tp)
+                if hw is None or not lg.config.compact_enabled or self._logs.get(tp) is not lg:
                     continue
-                result = maybe_clean(
-                    lg, first_dirty_offset=checkpoint.get(lg.topic_partition, 0), high_watermark=hw, now_ms=now_ms
-                )
+                self._cleaning.add(tp)
+                try:
+                    result = yield from clean_log_steps(
+                        lg,
+                        first_dirty_offset=checkpoint.get(tp, lg.log_start_offset),
+                        high_watermark=hw,
+                        now_ms=now_ms,
+                        cleaner=self.cleaner_config,
+                    )
+                except CleanAbortedError as e:
+                    log.info("cleaning stopped: %s", e)
+                    continue
+                except OSError as e:
+                    if self._logs.get(tp) is not lg or isinstance(e, FileNotFoundError):
+                        # Deleted, moved or truncated under the pass: not the disk's fault.
+                        log.info("cleaning of %s stopped: %s", lg.dir.name, e)
+                    else:
+                        self.handle_io_error(lg.dir, e)
+                    continue
+                finally:
+                    self._cleaning.discard(tp)
                 if result is not None:
-                    checkpoint[lg.topic_partition] = result.first_uncleanable_offset
+                    checkpoint[tp] = result.end_offset
                     changed = True
                     cleaned += 1
-            if changed:
+            if changed and d not in self.offline_dirs:
                 live = {lg.topic_partition for lg in logs}
-                OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT).write(
-                    {tp: o for tp, o in checkpoint.items() if tp in live}
+                entries = {tp: o for tp, o in checkpoint.items() if tp in live}
+                errors: dict[Path, OSError] = yield lambda d=d, entries=entries: _write_checkpoints(
+                    CLEANER_OFFSET_CHECKPOINT, [(d, entries)]
                 )
+                for bad, e in errors.items():
+                    self.mark_dir_offline(bad, f"cannot write {CLEANER_OFFSET_CHECKPOINT}: {e}")
         return cleaned
 
-    def flush_dirty(self, now_ms: int) -> int:
-        """flush.ms and deferred post-roll flushes; returns logs flushed."""
+    def clean_logs(self, now_ms: int, hw_by_tp: Mapping[TopicPartitionKey, int]) -> int:
+        return drive_inline(self.clean_logs_steps(now_ms, hw_by_tp))
+
+    def flush_dirty_steps(self, now_ms: int) -> Steps[int]:
+        """flush.ms and deferred post-roll flushes, the fsyncs on a worker; returns logs flushed."""
         self._now_ms = now_ms
-        flushed = 0
+        jobs: list[tuple[Log, FlushJob]] = []
         for tp, lg in list(self._logs.items()):
             if self._logs.get(tp) is not lg:
                 continue  # its dir went offline during this pass
             try:
-                flushed += 1 if lg.maybe_flush(now_ms) else 0
+                job = lg.prepare_maybe_flush(now_ms)
             except OSError as e:
                 self.handle_io_error(lg.dir, e)
+                continue
+            if job is not None:
+                jobs.append((lg, job))
+        if not jobs:
+            return 0
+        outcome: list[OSError | None] = []
+        try:
+            outcome = yield lambda: _run_flush_jobs([j for _, j in jobs])
+        finally:
+            for k, (lg, job) in enumerate(jobs):
+                job.close()  # no-op after run; closes the descriptors if the step never ran
+                lg.complete_flush(job, ok=k < len(outcome) and outcome[k] is None)
+        flushed = 0
+        for (lg, _), error in zip(jobs, outcome, strict=True):
+            if error is not None:
+                self.handle_io_error(lg.dir, error)
+            else:
+                flushed += 1
         return flushed
+
+    def flush_dirty(self, now_ms: int) -> int:
+        return drive_inline(self.flush_dirty_steps(now_ms))
 
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints, then the marker (online dirs only)."""
@@ -780,3 +871,39 @@ def _close_quietly(lg: Log) -> None:
     for segment in lg.segments:
         with contextlib.suppress(OSError):
             segment.close_handles()
+
+
+def _write_checkpoints(name: str, writes: list[tuple[Path, dict[TopicPartitionKey, int]]]) -> dict[Path, OSError]:
+    """Worker: write one checkpoint file per dir; the errors, by dir."""
+    errors: dict[Path, OSError] = {}
+    for d, entries in writes:
+        try:
+            OffsetCheckpointFile(d / name).write(entries)
+        except OSError as e:
+            errors[d] = e
+    return errors
+
+
+def _unlink_all(unlinks: list[tuple[Log, list[Path]]]) -> list[tuple[Path, OSError]]:
+    """Worker: unlink the ``.deleted`` files retention left; the errors, by partition dir."""
+    failed: list[tuple[Path, OSError]] = []
+    for lg, paths in unlinks:
+        for p in paths:
+            try:
+                p.unlink(missing_ok=True)
+            except OSError as e:
+                failed.append((lg.dir, e))
+                break
+    return failed
+
+
+def _run_flush_jobs(jobs: list[FlushJob]) -> list[OSError | None]:
+    """Worker: every job's fsyncs; one log's error does not stop the others."""
+    out: list[OSError | None] = []
+    for job in jobs:
+        try:
+            job.run()
+            out.append(None)
+        except OSError as e:
+            out.append(e)
+    return out

@@ -533,6 +533,7 @@ class LogSegment:
 
     def flush(self) -> None:
         FAULTS.check(self.log_path)
+        FAULTS.before_fsync(self.log_path)
         os.fsync(self._fd)
         if self._offset_index is not None and self._time_index is not None:  # unloaded: nothing to write
             self._offset_index.flush()
@@ -555,8 +556,18 @@ class LogSegment:
     def closed(self) -> bool:
         return self._fd_raw == -1
 
-    def delete(self) -> None:
-        """Close, rename every file to ``*.deleted``, then unlink them."""
+    def prepare_flush(self) -> tuple[int, list[Path]]:
+        """For a flush on a worker thread: write pending index entries to the page cache (here,
+        on the owner's thread) and return a duplicate of the ``.log`` descriptor plus the index
+        paths, which the worker fsyncs (and closes) without touching this object."""
+        if self._offset_index is not None and self._time_index is not None:
+            self._offset_index.flush(fsync=False)
+            self._time_index.flush(fsync=False)
+        return os.dup(self._fd), [self._index_path, self._time_index_path]
+
+    def delete(self, *, unlink: bool = True) -> list[Path]:
+        """Close, rename every file to ``*.deleted``, then unlink them (or, with
+        ``unlink=False``, return the renamed paths for the caller to unlink off the loop)."""
         self.close_handles()
         paths = [self.log_path, self._index_path, self._time_index_path]
         renamed = []
@@ -567,8 +578,11 @@ class LogSegment:
                 renamed.append(target)
             except FileNotFoundError:
                 pass
+        if not unlink:
+            return renamed
         for p in renamed:
             p.unlink(missing_ok=True)
+        return []
 
     def close_handles(self) -> None:
         """Close without writing index entries (for a segment being deleted)."""
