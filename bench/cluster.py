@@ -38,10 +38,10 @@ def _admin(bootstrap: str) -> AdminClient:
     return _ADMINS[bootstrap]
 
 
-def _create(bootstrap: str, topics: list[NewTopic]) -> None:
+def _create(bootstrap: str, topics: list[NewTopic], timeout_s: float = 30) -> None:
     admin = _admin(bootstrap)
-    for fut in admin.create_topics(topics, request_timeout=30).values():
-        fut.result(timeout=60)
+    for fut in admin.create_topics(topics, request_timeout=timeout_s, operation_timeout=timeout_s).values():
+        fut.result(timeout=timeout_s + 30)
 
 
 def _leader(bootstrap: str) -> int:
@@ -106,7 +106,7 @@ def bulk_create(c: Cluster, partitions: int) -> float:
     per_topic = max(1, partitions // 100)
     topics = [NewTopic(f"bulk-{i}", per_topic, 1) for i in range(partitions // per_topic)]
     t0 = time.monotonic()
-    _create(c.nodes[2].bootstrap, topics)
+    _create(c.nodes[2].bootstrap, topics, timeout_s=600)
     names = {t.topic for t in topics}
     while not all(_listed(n.bootstrap, names) for n in c.nodes.values()):
         time.sleep(0.05)
@@ -132,8 +132,10 @@ def main() -> None:
                     "failover_s": {"median": statistics.median(f), "max": max(f), "runs": len(f)},
                     "propagation_ms": {"median": 1000 * statistics.median(p), "max": 1000 * max(p), "runs": len(p)},
                 }
+                print(f"{nodes} nodes: {results[f'{nodes} nodes']}", file=sys.stderr, flush=True)
                 if nodes == 3:
                     results["bulk_create_s"] = {"partitions": parts, "seconds": bulk_create(c, parts)}
+                    print(f"bulk: {results['bulk_create_s']}", file=sys.stderr, flush=True)
             finally:
                 for a in _KADMINS.values():
                     a.close()
