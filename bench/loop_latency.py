@@ -97,7 +97,11 @@ def summary(lat: list[float]) -> str:
     def q(f: float) -> float:
         return s[min(int(f * len(s)), len(s) - 1)] * 1000
 
-    return f"n={len(s)} p50={q(0.5):.2f} ms p99={q(0.99):.2f} ms p99.9={q(0.999):.2f} ms max={s[-1] * 1000:.1f} ms"
+    slow = sum(1 for x in s if x > 0.1)
+    return (
+        f"n={len(s)} p50={q(0.5):.2f} ms p99={q(0.99):.2f} ms p99.9={q(0.999):.2f} ms max={s[-1] * 1000:.1f} ms"
+        f" >100ms={slow} (load {os.getloadavg()[0]:.1f})"
+    )
 
 
 def main() -> None:

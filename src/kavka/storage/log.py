@@ -949,7 +949,7 @@ class Log:
         """`flush` split for a worker thread: here (the owner's thread) pick the segments and
         duplicate their descriptors; `FlushJob.run` fsyncs on any thread; `complete_flush`
         (owner's thread again) moves the recovery point. None if nothing needs an fsync."""
-        if self._flush_in_flight:
+        if self._flush_in_flight or self._closed:
             return None
         target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
         if target <= self.recovery_point:
