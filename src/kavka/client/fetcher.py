@@ -24,9 +24,10 @@ thread owns a fetcher.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -46,6 +47,7 @@ from kavka.protocol.records import (
 # v13+ address topics by id; names keep this client simple and work with every broker.
 MAX_FETCH_VERSION = 12
 OFFSET_OUT_OF_RANGE = ErrorCode.offset_out_of_range
+T = TypeVar("T")
 
 
 class OffsetOutOfRangeError(KafkaError):
@@ -149,12 +151,29 @@ class Fetcher:
         ends before `end` for longer than the fetcher's timeout -- callers
         compare the last offset with `end` to detect that.
         """
+
+        def decode(buf: bytes, position: int, end: int) -> tuple[RecordColumns | None, int]:
+            cols = RecordColumns(headers=[] if include_headers else None)
+            next_position = _decode_into(cols, buf, position, end)
+            return (cols if len(cols) else None), next_position
+
+        return self.read_range_with(topic, partition, start, end, decode)
+
+    def read_range_with(
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        decode: Callable[[bytes, int, int], tuple[T | None, int]],
+    ) -> Iterator[T]:
+        """`read_range` with another decoder of the fetched batches: ``decode(records,
+        position, end)`` returns (chunk or None, next position) as `_decode_into` does."""
         position = start
         idle_deadline = time.monotonic() + self.timeout_s
         while position < end:
             result = self.fetch(topic, partition, position)
-            cols = RecordColumns(headers=[] if include_headers else None)
-            next_position = _decode_into(cols, result.records, position, end)
+            chunk, next_position = decode(result.records, position, end)
             if next_position == position:
                 # Nothing at or after `position` was returned.
                 if result.high_watermark <= position or not result.records:
@@ -167,8 +186,8 @@ class Fetcher:
                 )
             idle_deadline = time.monotonic() + self.timeout_s
             position = next_position
-            if len(cols):
-                yield cols
+            if chunk is not None:
+                yield chunk
 
     # ------------------------------------------------------------------ internals
 

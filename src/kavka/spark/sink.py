@@ -36,6 +36,7 @@ from pyspark.sql.types import (
 
 from kavka.client.producer import Producer, ProducerConfig
 from kavka.spark.options import OptionError, SinkOptions
+from kavka.spark.partitioner import key_partitions
 
 
 @dataclass
@@ -91,6 +92,12 @@ def _bytes(v: Any) -> bytes | None:
     return bytes(v)
 
 
+def _hashable(t: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_binary(t) or pa.types.is_string(t))
+
+
 def write_batches(opts: SinkOptions, batches: Iterator[Any]) -> KavkaCommitMessage:
     """Produce every row of `batches` (Arrow record batches); runs on executors."""
     config = ProducerConfig(
@@ -111,6 +118,16 @@ def write_batches(opts: SinkOptions, batches: Iterator[Any]) -> KavkaCommitMessa
             keys = cols.get("key") or [None] * n
             topics = [opts.topic] * n if opts.topic else cols["topic"]
             partitions = cols.get("partition") or [None] * n
+            if opts.topic and "key" in names and n and _hashable(batch.schema.field(names.index("key")).type):
+                # Kafka's default partitioner over the whole key column at once;
+                # an explicit partition still wins, a null key stays sticky.
+                hashed = key_partitions(
+                    batch.column(names.index("key")), producer.partitions_for(opts.topic)
+                ).tolist()
+                partitions = [
+                    p if p is not None else (h if h >= 0 else None)
+                    for p, h in zip(partitions, hashed, strict=True)
+                ]
             headers = cols.get("headers") or [None] * n
             for i in range(n):
                 topic = topics[i]

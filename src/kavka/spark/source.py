@@ -3,7 +3,8 @@
 Driver side (`KavkaBatchReader.partitions`, `KavkaStreamReader`) resolves
 offsets with `offsets.OffsetResolver` and plans one Spark partition per
 topic-partition offset range. Executor side (`read_range`) fetches a range
-with `kavka.client.fetcher.Fetcher` and yields Arrow record batches whose
+with `kavka.client.fetcher.Fetcher`, decodes it with the vectorised
+`kavka.spark.arrow_decode.decode_arrow` and yields Arrow record batches whose
 schema is exactly the one Spark derives from `SCHEMA` (binary, not
 large_binary; timestamp[us, tz=UTC]), so they pass to the JVM without a
 per-row conversion.
@@ -46,7 +47,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kavka.client.fetcher import Fetcher, OffsetOutOfRangeError, RecordColumns
+from kavka.client.fetcher import Fetcher, OffsetOutOfRangeError
+from kavka.spark.arrow_decode import decode_arrow
 from kavka.spark.offsets import (
     OffsetRange,
     OffsetResolver,
@@ -132,43 +134,21 @@ def _arrow_schema(include_headers: bool) -> Any:
     return to_arrow_schema(source_schema(include_headers), timezone="UTC")
 
 
-def _to_arrow(cols: RecordColumns, topic: str, partition: int, schema: Any) -> Any:
-    import numpy as np
-    import pyarrow as pa
-
-    n = len(cols)
-    arrays = [
-        pa.array(cols.keys, pa.binary()),
-        pa.array(cols.values, pa.binary()),
-        pa.array([topic] * n, pa.string()),
-        pa.array(np.full(n, partition, dtype=np.int32)),
-        pa.array(np.asarray(cols.offsets, dtype=np.int64)),
-        pa.array(np.asarray(cols.timestamps, dtype=np.int64) * 1000, pa.timestamp("us", tz="UTC")),
-        pa.array(np.asarray(cols.timestamp_types, dtype=np.int32)),
-    ]
-    if cols.headers is not None:
-        arrays.append(
-            pa.array(
-                [[{"key": k, "value": v} for k, v in hdrs] for hdrs in cols.headers],
-                schema.field("headers").type,
-            )
-        )
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
 def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[Any]:
     """Arrow batches of the records of `part` (runs on executors)."""
     schema = _arrow_schema(opts.include_headers)
     topic, partition, position, end = part.topic, part.partition, part.start, part.end
     fetcher = _fetcher(opts.client)
+
+    def decode(buf: bytes, start: int, stop: int) -> tuple[Any, int]:
+        return decode_arrow(buf, start, stop, topic, partition, schema)
+
     try:
         for _attempt in range(1000):  # one attempt per data-loss skip
             try:
-                for cols in fetcher.read_range(
-                    topic, partition, position, end, include_headers=opts.include_headers
-                ):
-                    position = cols.offsets[-1] + 1
-                    yield _to_arrow(cols, topic, partition, schema)
+                for batch in fetcher.read_range_with(topic, partition, position, end, decode):
+                    position = batch.column(4)[-1].as_py() + 1
+                    yield batch
             except OffsetOutOfRangeError as e:
                 if e.log_start_offset > position and e.log_start_offset <= e.high_watermark:
                     lost = (position, min(e.log_start_offset, end) - 1)
