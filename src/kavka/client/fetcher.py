@@ -13,7 +13,9 @@ batches) and control batches (transaction markers) carry no user records;
 both are skipped. Records are returned column-wise (`RecordColumns`), decoded
 by a tight decoder of record batch v2 (layout in `kavka.protocol.records`),
 because executors turn them into Arrow arrays without building per-record
-objects.
+objects. `read_range_with` takes another decoder of the fetched bytes (the
+Spark executors' vectorised `kavka.spark.arrow_decode`); this one is the
+reference it is tested against.
 
 Data loss -- a range below the partition's log start offset, because
 retention or DeleteRecords removed it -- raises `OffsetOutOfRangeError` with

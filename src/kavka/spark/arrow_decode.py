@@ -106,7 +106,8 @@ def _record_starts(data: bytes, base: int, count: int, out: list[int]) -> None:
 def _gather(mv: memoryview, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, bytes]:
     """Concatenate mv[starts[i]:starts[i]+lens[i]]: (int32 Arrow offsets, data bytes).
 
-    Short fields are gathered byte-wise with numpy; long ones as one slice per
+    A small share of the buffer is gathered by index; short fields filling
+    much of it are picked out with a numpy mask; long ones as one slice per
     record joined in C, cheaper once fields pass a few hundred bytes
     (measured with 100 B and 1 KiB values, docs/benchmarks.md).
     """
@@ -115,13 +116,22 @@ def _gather(mv: memoryview, starts: np.ndarray, lens: np.ndarray) -> tuple[np.nd
     if int(offsets[-1]) >= 2**31:
         raise CorruptRecordError("a fetch of over 2 GiB of keys or values")
     total = int(offsets[-1])
-    if total <= _GATHER_BYTES_PER_RECORD * len(lens):
-        # Short fields: one numpy gather of every byte (a run 0..len-1 per
-        # record, shifted to its start).
+    if total * 8 <= len(mv):
+        # Fields are a small part of the buffer (keys next to large values):
+        # gather their bytes by index, a run 0..len-1 per record.
         nz = lens > 0
         idx = np.arange(total, dtype=np.int64)
         idx += np.repeat(starts[nz] - offsets[:-1][nz], lens[nz])
         data = np.frombuffer(mv, dtype=_U8)[idx].tobytes()
+    elif total <= _GATHER_BYTES_PER_RECORD * len(lens):
+        # Short fields filling much of the buffer: a mask over the buffer, +1 where a field starts and -1
+        # where it ends, summed up; fields never overlap, so it is 0 or 1.
+        nz = lens > 0
+        delta = np.zeros(len(mv) + 1, dtype=np.int8)
+        delta[starts[nz]] = 1
+        delta[(starts + lens)[nz]] -= 1
+        mask = np.cumsum(delta[:-1], dtype=np.int8).view(np.bool_)
+        data = np.frombuffer(mv, dtype=_U8)[mask].tobytes()
     else:
         ends = starts + lens
         data = b"".join([mv[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)])
