@@ -1,4 +1,4 @@
-"""Benchmark: Spark batch read (and write) of a 1 KiB-value topic vs a plain confluent-kafka client.
+"""Benchmark: Spark batch read and write of a kavka topic vs a plain confluent-kafka client.
 
 Starts a local kavka broker (or uses --bootstrap), fills a topic with
 --records records of --value-bytes bytes, then in the same run measures
