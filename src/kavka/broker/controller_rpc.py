@@ -53,6 +53,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 
+from kavka.broker.handlers import configs, topics
 from kavka.controller.controller import ApiResult, CreatedTopic, NewTopic
 from kavka.controller.image import MetadataImage, TopicImage
 from kavka.controller.quorum_controller import (
@@ -105,20 +106,7 @@ class ControllerApis:
         return await getattr(self, f"_api_{api_key}")(req)
 
     async def _api_19(self, req: ct_req.CreateTopicsRequest) -> Any:
-        specs = [
-            NewTopic(
-                name=t.name,
-                num_partitions=t.num_partitions,
-                replication_factor=t.replication_factor,
-                assignments={a.partition_index: tuple(a.broker_ids) for a in t.assignments},
-                configs={c.name: c.value for c in t.configs},
-            )
-            for t in req.topics
-        ]
-        try:
-            results = await self.qc.create_topics(specs, validate_only=req.validate_only)
-        except UNAVAILABLE as e:
-            results = [CreatedTopic(s.name, unavailable_result(e)) for s in specs]
+        results = await topics.create_topics(self.qc, topics.new_topics(req), validate_only=req.validate_only)
         return ct_resp.CreateTopicsResponse(
             throttle_time=_NO_THROTTLE,
             topics=tuple(
@@ -159,36 +147,24 @@ class ControllerApis:
         )
 
     async def _api_37(self, req: cp_req.CreatePartitionsRequest) -> Any:
-        results = []
-        for t in req.topics:
-            assignments = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
-            try:
-                r = await self.qc.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
-            except UNAVAILABLE as e:
-                r = unavailable_result(e)
-            results.append(cp_resp.CreatePartitionsTopicResult(name=t.name, error_code=r.error, error_message=r.message))
-        return cp_resp.CreatePartitionsResponse(throttle_time=_NO_THROTTLE, results=tuple(results))
+        results = tuple(
+            cp_resp.CreatePartitionsTopicResult(name=name, error_code=r.error, error_message=r.message)
+            for name, r in await topics.create_partitions(self.qc, req)
+        )
+        return cp_resp.CreatePartitionsResponse(throttle_time=_NO_THROTTLE, results=results)
 
     async def _alter(self, req: Any, *, incremental: bool, mod: Any) -> Any:
-        out = []
-        for r in req.resources:
-            ops = [(c.name, c.config_operation if incremental else 0, c.value) for c in r.configs]
-            try:
-                res = await self.qc.alter_configs(
-                    r.resource_type, r.resource_name, ops, incremental=incremental, validate_only=req.validate_only
-                )
-            except UNAVAILABLE as e:
-                res = unavailable_result(e)
-            out.append(
-                mod.AlterConfigsResourceResponse(
-                    error_code=res.error,
-                    error_message=res.message,
-                    resource_type=r.resource_type,
-                    resource_name=r.resource_name,
-                )
+        out = tuple(
+            mod.AlterConfigsResourceResponse(
+                error_code=res.error,
+                error_message=res.message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
             )
+            for r, res in await configs.alter_resources(self.qc, req, incremental=incremental)
+        )
         cls = mod.IncrementalAlterConfigsResponse if incremental else mod.AlterConfigsResponse
-        return cls(throttle_time=_NO_THROTTLE, responses=tuple(out))
+        return cls(throttle_time=_NO_THROTTLE, responses=out)
 
     async def _api_33(self, req: Any) -> Any:
         return await self._alter(req, incremental=False, mod=ac_resp)

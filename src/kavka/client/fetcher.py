@@ -44,6 +44,7 @@ from kavka.protocol.records import (
     LOG_APPEND_TIME,
     CorruptRecordError,
     iter_batches,
+    read_varint,
 )
 
 # v13+ address topics by id; names keep this client simple and work with every broker.
@@ -393,18 +394,7 @@ def _varint(data: bytes, p: int) -> tuple[int, int]:
     b = data[p]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), p + 1
-    result = b & 0x7F
-    shift = 7
-    p += 1
-    while True:
-        b = data[p]
-        p += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), p
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
+    return read_varint(data, p)
 
 
 __all__ = ["FetchResult", "Fetcher", "OffsetOutOfRangeError", "RecordColumns"]

@@ -47,6 +47,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import crc32c
 
@@ -72,6 +73,8 @@ __all__ = [
     "assign_offsets",
     "batch_crc_ok",
     "build_batch",
+    "read_varint",
+    "rebuild_batch",
     "check_batch_sizes",
     "compute_crc",
     "decode_batch",
@@ -446,7 +449,8 @@ def _write_varint(out: bytearray, n: int) -> None:
     out.append(v)
 
 
-def _read_varint(buf: _Bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: _Bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at `pos`: (value, position after it); CorruptRecordError past 10 bytes."""
     shift = 0
     result = 0
     while True:
@@ -470,7 +474,7 @@ def _write_nullable(out: bytearray, data: bytes | None) -> None:
 
 
 def _read_nullable(buf: _Bytes, pos: int) -> tuple[bytes | None, int]:
-    length, pos = _read_varint(buf, pos)
+    length, pos = read_varint(buf, pos)
     if length < 0:
         return None, pos
     end = pos + length
@@ -598,6 +602,25 @@ def build_batch(
     return bytes(out)
 
 
+
+def rebuild_batch(header: BatchHeader, records: Sequence[RecordLike], **changes: Any) -> bytes:
+    """`records` re-encoded as one batch that keeps `header`'s offset, codec, producer id, epoch and
+    sequence, timestamp type, leader epoch and flags; keyword `changes` override any of them (the
+    log cleaner and the produce validator's recompression rebuild batches this way)."""
+    args: dict[str, Any] = {
+        "base_offset": header.base_offset,
+        "compression": header.compression,
+        "producer_id": header.producer_id,
+        "producer_epoch": header.producer_epoch,
+        "base_sequence": header.base_sequence,
+        "timestamp_type": header.timestamp_type,
+        "partition_leader_epoch": header.partition_leader_epoch,
+        "is_transactional": header.is_transactional,
+        "is_control": header.is_control,
+    }
+    args.update(changes)
+    return build_batch(records, **args)
+
 def decode_batch(buf: _Bytes, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
     """Decode the batch at ``pos`` into its records (decompressing as needed).
 
@@ -621,16 +644,16 @@ def decode_batch(buf: _Bytes, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
     p = 0
     try:
         for _ in range(header.records_count):
-            length, p = _read_varint(data, p)
+            length, p = read_varint(data, p)
             end = p + length
             if length < 0 or end > len(data):
                 raise CorruptRecordError(f"record of length {length} overruns batch at {pos}")
             p += 1  # attributes
-            ts_delta, p = _read_varint(data, p)
-            off_delta, p = _read_varint(data, p)
+            ts_delta, p = read_varint(data, p)
+            off_delta, p = read_varint(data, p)
             key, p = _read_nullable(data, p)
             value, p = _read_nullable(data, p)
-            nheaders, p = _read_varint(data, p)
+            nheaders, p = read_varint(data, p)
             if nheaders < 0:
                 raise CorruptRecordError(f"negative header count in batch at {pos}")
             hdrs = []

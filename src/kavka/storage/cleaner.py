@@ -79,9 +79,9 @@ from kavka.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
     Record,
-    build_batch,
     decode_batch,
     parse_header,
+    rebuild_batch,
 )
 from kavka.storage.checkpoints import fsync_dir
 from kavka.storage.faults import FAULTS
@@ -466,16 +466,9 @@ def _clean_group(plan: _Plan, refs: tuple[_SegmentRef, ...], offset_map: SkimpyO
                         kept_bytes = memoryview(buf)[rel : rel + size]  # untouched: the exact bytes
                     else:
                         changed = True
-                        kept_bytes = build_batch(
+                        kept_bytes = rebuild_batch(
+                            header,
                             keep,
-                            base_offset=header.base_offset,
-                            compression=header.compression,
-                            producer_id=header.producer_id,
-                            producer_epoch=header.producer_epoch,
-                            base_sequence=header.base_sequence,
-                            timestamp_type=header.timestamp_type,
-                            partition_leader_epoch=header.partition_leader_epoch,
-                            is_transactional=header.is_transactional,
                             delete_horizon_ms=horizon if needs_horizon else (header.base_timestamp if header.has_delete_horizon else None),
                         )
                 pending += kept_bytes

@@ -34,11 +34,13 @@ from kavka.protocol.records import (
     BATCH_HEADER_SIZE,
     CREATE_TIME,
     BatchHeader,
+    CorruptRecordError,
     InvalidRecordError,
-    build_batch,
     compute_crc,
     decode_batch,
     iter_batches,
+    read_varint,
+    rebuild_batch,
 )
 
 _INT64 = struct.Struct(">q")
@@ -236,17 +238,10 @@ def _scan_records(data: bytes, count: int, base_ts: int, compacted: bool) -> tup
 
 def _slow_varint(data: bytes, p: int, first: int) -> tuple[int, int]:
     """A multi-byte zigzag varint whose first byte (already read) was `first`; p is past it."""
-    result = first & 0x7F
-    shift = 7
-    while True:
-        b = data[p]
-        p += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), p
-        shift += 7
-        if shift > 63:
-            raise _Malformed("a varint is longer than 10 bytes")
+    try:
+        return read_varint(data, p - 1)
+    except CorruptRecordError:
+        raise _Malformed("a varint is longer than 10 bytes") from None
 
 
 def _recompress(buf: bytearray, codec: int) -> bytearray:
@@ -257,15 +252,5 @@ def _recompress(buf: bytearray, codec: int) -> bytearray:
             out += buf[pos : pos + header.size_in_bytes]
             continue
         _, records = decode_batch(buf, pos)
-        out += build_batch(
-            records,
-            base_offset=header.base_offset,
-            compression=codec,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            timestamp_type=header.timestamp_type,
-            partition_leader_epoch=header.partition_leader_epoch,
-            is_transactional=header.is_transactional,
-        )
+        out += rebuild_batch(header, records, compression=codec)
     return out

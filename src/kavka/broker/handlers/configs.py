@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kavka.config import BROKER_CONFIGS, TOPIC_CONFIGS
+from kavka.controller.controller import ApiResult
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.controller.records import BROKER_RESOURCE, TOPIC_RESOURCE
 from kavka.protocol import api
@@ -100,23 +101,31 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
     return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-async def _alter(node: BrokerNode, ctx: RequestContext, req: Any, *, incremental: bool) -> Any:
-    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
-    res_cls = nested(resp_cls, "AlterConfigsResourceResponse")
+async def alter_resources(controller: Any, req: Any, *, incremental: bool) -> list[tuple[Any, ApiResult]]:
+    """Each resource of an (Incremental)AlterConfigs request through `controller` -- the node's
+    ControllerClient, or the QuorumController on the controller listener (broker.controller_rpc)."""
     out = []
     for r in req.resources:
         ops = [(c.name, c.config_operation if incremental else 0, c.value) for c in r.configs]
         try:
-            result = await node.controller.alter_configs(
+            result = await controller.alter_configs(
                 r.resource_type, r.resource_name, ops, incremental=incremental, validate_only=req.validate_only
             )
         except UNAVAILABLE as e:
             result = unavailable_result(e)
-        out.append(
-            make(res_cls, error_code=result.error, error_message=result.message,
-                 resource_type=r.resource_type, resource_name=r.resource_name)
-        )
-    return make(resp_cls, throttle_time=NO_THROTTLE, responses=tuple(out))
+        out.append((r, result))
+    return out
+
+
+async def _alter(node: BrokerNode, ctx: RequestContext, req: Any, *, incremental: bool) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    res_cls = nested(resp_cls, "AlterConfigsResourceResponse")
+    out = tuple(
+        make(res_cls, error_code=result.error, error_message=result.message,
+             resource_type=r.resource_type, resource_name=r.resource_name)
+        for r, result in await alter_resources(node.controller, req, incremental=incremental)
+    )
+    return make(resp_cls, throttle_time=NO_THROTTLE, responses=out)
 
 
 async def handle_alter_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kavka.config import TOPIC_CONFIGS
-from kavka.controller.controller import INTERNAL_TOPICS, CreatedTopic, NewTopic
+from kavka.controller.controller import INTERNAL_TOPICS, ApiResult, CreatedTopic, NewTopic
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_from_str, uuid_to_str
@@ -23,11 +23,13 @@ if TYPE_CHECKING:
     from kavka.broker.server import RequestContext
 
 
-async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
-    result_cls = nested(resp_cls, "CreatableTopicResult")
-    cfg_cls = nested(resp_cls, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
-    specs = [
+# The request-to-controller halves below are shared with the controller listener
+# (broker.controller_rpc.ControllerApis): `controller` is the node's ControllerClient here and the
+# QuorumController there (the same operations and signatures).
+
+
+def new_topics(req: Any) -> list[NewTopic]:
+    return [
         NewTopic(
             name=t.name,
             num_partitions=t.num_partitions,
@@ -37,10 +39,33 @@ async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
         )
         for t in req.topics
     ]
+
+
+async def create_topics(controller: Any, specs: list[NewTopic], *, validate_only: bool) -> list[CreatedTopic]:
     try:
-        results = await node.controller.create_topics(specs, validate_only=req.validate_only)
+        return list(await controller.create_topics(specs, validate_only=validate_only))
     except UNAVAILABLE as e:
-        results = [CreatedTopic(s.name, unavailable_result(e)) for s in specs]
+        return [CreatedTopic(s.name, unavailable_result(e)) for s in specs]
+
+
+async def create_partitions(controller: Any, req: Any) -> list[tuple[str, ApiResult]]:
+    out = []
+    for t in req.topics:
+        assignments = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
+        try:
+            r = await controller.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
+        except UNAVAILABLE as e:
+            r = unavailable_result(e)
+        out.append((t.name, r))
+    return out
+
+
+async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    result_cls = nested(resp_cls, "CreatableTopicResult")
+    cfg_cls = nested(resp_cls, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
+    specs = new_topics(req)
+    results = await create_topics(node.controller, specs, validate_only=req.validate_only)
     out = []
     image = node.image
     for spec, r in zip(specs, results, strict=True):
@@ -128,12 +153,8 @@ async def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
 async def handle_create_partitions(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     res_cls = nested(resp_cls, "CreatePartitionsTopicResult")
-    results = []
-    for t in req.topics:
-        assignments = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
-        try:
-            r = await node.controller.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
-        except UNAVAILABLE as e:
-            r = unavailable_result(e)
-        results.append(make(res_cls, name=t.name, error_code=r.error, error_message=r.message))
-    return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))
+    results = tuple(
+        make(res_cls, name=name, error_code=r.error, error_message=r.message)
+        for name, r in await create_partitions(node.controller, req)
+    )
+    return make(resp_cls, throttle_time=NO_THROTTLE, results=results)
