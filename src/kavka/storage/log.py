@@ -31,7 +31,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -932,18 +932,23 @@ class Log:
         move the recovery point to ``offset`` (default: the log end)."""
         target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
         if target > self.recovery_point:
-            for i, segment in enumerate(self._segments):
-                upper = self._base_offsets[i + 1] if i + 1 < len(self._segments) else None
-                if upper is not None and upper <= self.recovery_point:
-                    continue
-                if segment.base_offset >= target:
-                    break
+            for segment in self._unflushed_segments(target):
                 segment.flush()
         self.recovery_point = max(self.recovery_point, target)
         if target >= self._log_end_offset:
             self._unflushed_messages = 0
         if self._flush_pending_below is not None and self._flush_pending_below <= target:
             self._flush_pending_below = None
+
+    def _unflushed_segments(self, target: int) -> Iterator[LogSegment]:
+        """The segments holding offsets in [recovery_point, target): what a flush to `target` fsyncs."""
+        for i, segment in enumerate(self._segments):
+            upper = self._base_offsets[i + 1] if i + 1 < len(self._segments) else None
+            if upper is not None and upper <= self.recovery_point:
+                continue
+            if segment.base_offset >= target:
+                break
+            yield segment
 
     def prepare_flush(self, offset: int | None = None) -> FlushJob | None:
         """`flush` split for a worker thread: here (the owner's thread) pick the segments and
@@ -961,12 +966,7 @@ class Log:
         files: list[tuple[int, Path]] = []
         indexes: list[Path] = []
         try:
-            for i, segment in enumerate(self._segments):
-                upper = self._base_offsets[i + 1] if i + 1 < len(self._segments) else None
-                if upper is not None and upper <= self.recovery_point:
-                    continue
-                if segment.base_offset >= target:
-                    break
+            for segment in self._unflushed_segments(target):
                 fd, index_paths = segment.prepare_flush()
                 files.append((fd, segment.log_path))
                 indexes += index_paths
