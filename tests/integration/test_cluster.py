@@ -242,6 +242,11 @@ def test_kill_9_of_the_active_controller_then_every_node_restarts(tmp_path: Path
         leader = wait_until(lambda: _controller(first), timeout=20, message="an active controller")
         before = unique("before")
         _create(c.nodes[leader].bootstrap, before, 3, {"retention.ms": "7654321"})
+        ck_wait_topic(ck_admin(c.bootstrap), before, 3)
+        p = ck_producer(c.bootstrap, {"enable.idempotence": True})
+        for i in range(90):
+            p.produce(before, value=f"v{i}".encode(), partition=i % 3)
+        assert p.flush(30) == 0
         c.nodes[leader].kill()
         survivors = [n for i, n in c.nodes.items() if i != leader]
         killed_at = time.monotonic()
@@ -274,6 +279,12 @@ def test_kill_9_of_the_active_controller_then_every_node_restarts(tmp_path: Path
         admin = ck_admin(c.nodes[1].bootstrap)
         [cfg] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, before)]).values()
         assert cfg.result(timeout=10)["retention.ms"].value == "7654321"
+        # Every record written before the kill is back, at its offset, on the partition it went to.
+        got = ck_read_to_end(c.nodes[2].bootstrap, before, partitions=(0, 1, 2))
+        for part in range(3):
+            recs = [r for r in got if r.partition == part]
+            assert [r.offset for r in recs] == list(range(30))
+            assert [r.value for r in recs] == [f"v{i}".encode() for i in range(part, 90, 3)]
     finally:
         c.stop()
         for n in c.nodes.values():
@@ -340,3 +351,17 @@ def test_consumer_groups_find_their_coordinator_on_any_node(cluster: Cluster) ->
         coordinators.add(desc.coordinator.id)
     # Six groups hash onto partitions led by more than one broker.
     assert len(coordinators) >= 2, coordinators
+
+
+def test_garbage_on_the_controller_listener_closes_only_that_connection(cluster: Cluster) -> None:
+    port = cluster.controller_ports[1]
+    for payload in (b"\x00\x00\x00\x08" + b"\xff" * 8,  # a frame that is no request
+                    struct.pack(">ihhi", 10, 19, 99, 1) + b"\x00\x00"):  # CreateTopics at a version nodes never speak
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(payload)
+            assert s.recv(100) == b"", "the connection should be closed without an answer"
+    # The node and the quorum are unharmed: metadata changes still go through it.
+    topic = unique("aftergarbage")
+    _create(cluster.nodes[1].bootstrap, topic, 2)
+    ck_wait_topic(ck_admin(cluster.nodes[1].bootstrap), topic, 2)
+    assert _quorum(cluster.nodes[1]).high_watermark > 0

@@ -254,8 +254,10 @@ class RaftDriver:
                 src = _sender(msg)
                 self._answer_to[(src, header.correlation_id)] = writer
                 self._inbox.put_nowait(m.Envelope(src, self.client.node_id, header.correlation_id, msg))
-        except Exception:  # noqa: BLE001 -- a peer's bad bytes close this connection only
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the peer went away
+        except Exception as e:  # noqa: BLE001 -- a peer's bad bytes close this connection only
+            log.warning("closing a controller-listener connection from %s: %s", writer.get_extra_info("peername"), e)
         except asyncio.CancelledError:
             pass  # stop(): asyncio's server callback would log a cancelled handler as an error
         finally:
