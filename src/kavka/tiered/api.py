@@ -184,6 +184,12 @@ class RemoteStorageManager(Protocol):
     def close(self) -> None: ...
 
 
+def check_range(start_position: int, end_position: int | None) -> None:
+    """fetch_log_segment's byte range, checked the same way by every RemoteStorageManager."""
+    if start_position < 0 or (end_position is not None and end_position < start_position):
+        raise ValueError(f"bad range [{start_position}, {end_position}]")
+
+
 def object_name(segment_id: RemoteLogSegmentId, index_type: IndexType | None) -> str:
     """The name every built-in backend stores a file under, relative to its root:
     ``<topic>-<partition>-<topic id>/<segment uuid>.log`` (or the index's suffix). Topic names

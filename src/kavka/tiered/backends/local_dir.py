@@ -22,6 +22,7 @@ from kavka.tiered.api import (
     RemoteLogSegmentMetadata,
     RemoteResourceNotFoundError,
     RemoteStorageError,
+    check_range,
     object_name,
 )
 
@@ -74,8 +75,7 @@ class LocalDirRemoteStorageManager:
 
     def fetch_log_segment(self, metadata: RemoteLogSegmentMetadata, start_position: int,
                           end_position: int | None = None) -> bytes:
-        if start_position < 0 or (end_position is not None and end_position < start_position):
-            raise ValueError(f"bad range [{start_position}, {end_position}]")
+        check_range(start_position, end_position)
         return self._read(self._path(metadata, None), start_position, end_position)
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> bytes:

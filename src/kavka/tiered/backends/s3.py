@@ -27,6 +27,7 @@ from kavka.tiered.api import (
     RemoteLogSegmentMetadata,
     RemoteResourceNotFoundError,
     RemoteStorageError,
+    check_range,
     object_name,
 )
 
@@ -108,8 +109,7 @@ class S3RemoteStorageManager:
 
     def fetch_log_segment(self, metadata: RemoteLogSegmentMetadata, start_position: int,
                           end_position: int | None = None) -> bytes:
-        if start_position < 0 or (end_position is not None and end_position < start_position):
-            raise ValueError(f"bad range [{start_position}, {end_position}]")
+        check_range(start_position, end_position)
         end = "" if end_position is None else str(end_position)
         return self._get(self._key(metadata, None), f"bytes={start_position}-{end}")
 
