@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from kavka.raft import snapshot as snapshots
+from kavka.raft.api import SnapshotId
 from kavka.raft.file_log import FileReplicatedLog
 from kavka.raft.replicated_log import LogEntry, ReplicatedLog
 from kavka.testing import MemoryLog
@@ -115,3 +117,75 @@ def test_one_voter_on_disk_commits_restarts_in_a_new_epoch_and_replays(tmp_path:
         assert commits == [(1, 1, [(1, b"a", b"1")])]  # replayed from the log on restart
     finally:
         log.close()
+
+
+def test_snapshot_moves_the_log_start_and_keeps_two(make_log: Callable[[], ReplicatedLog]) -> None:
+    log = make_log()
+    log.append(batch(0, 1, 1, control=True))
+    log.append(batch(1, 1, 30))
+    log.append(batch(31, 2, 10))
+    log.flush()
+    assert log.start_offset == 0 and log.latest_snapshot_id is None
+    ids = [SnapshotId(11, 1), SnapshotId(31, 1), SnapshotId(36, 2)]
+    for sid in ids:
+        log.write_snapshot(sid, snapshots.encode(sid, [(b"k", b"%d" % sid.end_offset)]))
+        log.snapshot_frozen(sid)
+        assert log.latest_snapshot_id == sid and log.start_offset == sid.end_offset
+    assert log.read_snapshot(ids[0]) is None  # only the newest and the one before are kept
+    assert snapshots.decode(log.read_snapshot(ids[1]) or b"") == [(b"k", b"31")]
+    assert log.read(36, 100) == batch(31, 2, 10)[5:]
+    # An older snapshot frozen late (written while a newer one landed) changes nothing.
+    log.snapshot_frozen(SnapshotId(20, 1))
+    assert log.latest_snapshot_id == ids[2] and log.start_offset == 36
+    # The epoch cache still answers for epochs that ended before the start.
+    assert log.end_offset_for_epoch(2) == (2, 41)
+    assert log.end_offset_for_epoch(1)[1] <= 36
+
+
+def test_install_snapshot_empties_the_log(make_log: Callable[[], ReplicatedLog]) -> None:
+    log = make_log()
+    log.append(batch(0, 1, 5))
+    log.flush()
+    sid = SnapshotId(100, 4)
+    log.install_snapshot(sid, snapshots.encode(sid, []))
+    assert (log.start_offset, log.end_offset, log.last_epoch) == (100, 100, 4)
+    assert log.latest_snapshot_id == sid
+    assert log.end_offset_for_epoch(4) == (4, 100) and log.end_offset_for_epoch(9) == (4, 100)
+    log.append(batch(100, 5, 2))
+    assert log.read(100, 10) == batch(100, 5, 2) and log.last_epoch == 5
+
+
+def test_file_log_reopens_at_its_snapshot(tmp_path: Path) -> None:
+    log = FileReplicatedLog.open(tmp_path, now_ms=0, segment_bytes=1024)
+    log.append(batch(0, 1, 40))
+    log.flush()
+    sid = SnapshotId(30, 1)
+    log.write_snapshot(sid, snapshots.encode(sid, [(b"a", b"b")]))
+    log.snapshot_frozen(sid)
+    segments = len(log.log.segments)
+    log.close()
+    # A torn write of a newer snapshot and a corrupt one are both left aside.
+    (log.dir / (snapshots.file_name(SnapshotId(35, 1))[: -len(".checkpoint")] + ".checkpoint.part")).write_bytes(b"x")
+    (log.dir / snapshots.file_name(SnapshotId(38, 1))).write_bytes(snapshots.encode(SnapshotId(38, 1), [])[:-3])
+    again = FileReplicatedLog.open(tmp_path, now_ms=0, segment_bytes=1024)
+    try:
+        assert again.latest_snapshot_id == sid and again.start_offset == 30 and again.end_offset == 40
+        assert not list(again.dir.glob("*.part"))
+        assert len(again.log.segments) == segments
+        assert again.read(30, 100) == batch(0, 1, 40)[30:]
+    finally:
+        again.close()
+
+
+def test_file_log_shorter_than_its_snapshot_restarts_at_it(tmp_path: Path) -> None:
+    log = FileReplicatedLog.open(tmp_path, now_ms=0)
+    log.append(batch(0, 1, 5))
+    log.flush()
+    sid = SnapshotId(50, 3)  # e.g. installed, then the log's tail was lost
+    log.write_snapshot(sid, snapshots.encode(sid, []))
+    log.close()
+    again = FileReplicatedLog.open(tmp_path, now_ms=0)
+    try:
+        assert (again.start_offset, again.end_offset, again.last_epoch) == (50, 50, 3)
+    finally:
+        again.close()

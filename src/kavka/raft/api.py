@@ -4,7 +4,8 @@
 node drives it through `QuorumController` (controller/quorum_controller.py). A
 listener has the shape of Kafka's `RaftClient.Listener`: committed batches are
 handed over in log order, once each per process lifetime (a restarted node
-replays from the start of its log), never beyond the high watermark.
+replays from the latest snapshot, `handle_load_snapshot`, then from the
+snapshot's end offset), never beyond the high watermark.
 
 Called only from the thread that drives the quorum (the event loop).
 """
@@ -59,8 +60,10 @@ class MetadataQuorum(Protocol):
 
     def register_listener(self, listener: RaftListener) -> None: ...
 
-    def create_snapshot(
-        self, committed_offset: int, records: Iterable[tuple[bytes | None, bytes | None]]
-    ) -> SnapshotId:
-        """Hand raft a snapshot of the state machine at `committed_offset` (< high watermark)."""
+    def prepare_snapshot(self, end_offset: int) -> SnapshotId | None:
+        """Name a snapshot of the committed records below `end_offset` (None: not newer)."""
+        ...
+
+    def snapshot_frozen(self, snapshot_id: SnapshotId) -> None:
+        """The prepared snapshot is written (raft/snapshot.py format) and durable."""
         ...

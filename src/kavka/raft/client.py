@@ -29,8 +29,22 @@ injected) and never touches a socket, so a seeded simulation replays exactly.
 - A leader that has not heard from a majority for 1.5 x the fetch timeout
   resigns (check quorum) and sends EndQuorumEpoch.
 
+- Snapshots (KIP-630). The state machine (the controller) hands the core a
+  snapshot of its committed state at a batch boundary `end_offset` <= high
+  watermark: `prepare_snapshot` names it (end offset, epoch of the record
+  before it), the caller encodes and writes it (raft/snapshot.py; on a worker
+  thread in the driver), and `snapshot_frozen` makes it the latest, after
+  which the log below it may go. A follower whose fetch offset is below the
+  leader's log start offset (or whose log the leader can no longer check
+  against its epoch cache) is answered with the leader's latest SnapshotId;
+  it fetches that snapshot in chunks (FetchSnapshot), installs it (its log
+  emptied and restarted at the snapshot's end offset, its high watermark at
+  least that end: a snapshot holds only committed records) and fetches on.
+  A listener behind the log start offset, or starting from nothing while a
+  snapshot exists, gets `handle_load_snapshot` first, then batches from the
+  snapshot's end offset.
+
 `describe_quorum()` answers DescribeQuorum on the leader. Not yet here:
-snapshots (FetchSnapshot, .checkpoint files; `create_snapshot` raises) and
 KIP-853 voter changes. Called only from the thread that drives it.
 """
 
@@ -41,6 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kavka.raft import messages as m
+from kavka.raft import snapshot as snapshots
 from kavka.raft.api import LeaderAndEpoch, NotLeaderError, RaftListener, SnapshotId
 from kavka.raft.replicated_log import LogEntry, ReplicatedLog
 from kavka.raft.state import ElectionState, EpochState, QuorumStateStore, check_transition
@@ -63,6 +78,7 @@ class RaftConfig:
     retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
     fetch_max_wait_ms: int = 500  # KafkaRaftClient's FETCH_MAX_WAIT_MS
     max_fetch_entries: int = 64
+    fetch_snapshot_max_bytes: int = 1024 * 1024  # FetchSnapshot MaxBytes per chunk
 
     def __post_init__(self) -> None:
         if self.node_id not in self.voters:
@@ -103,6 +119,8 @@ class _Volatile:
     parked: dict[int, _ParkedFetch] = field(default_factory=dict)
     # Follower only.
     fetch_correlation: int | None = None
+    snapshot_fetch: SnapshotId | None = None  # being fetched with FetchSnapshot
+    snapshot_buf: bytearray = field(default_factory=bytearray)
     fetch_sent_ms: int = 0
     last_fetch_ok_ms: int = -NEVER
     # Prospective only: the leader this voter followed until its fetch timeout (KIP-996).
@@ -132,6 +150,7 @@ class RaftClient:
         self._next_correlation = 0
         self._now = now_ms
         self._high_watermark = 0
+        self._snapshot_cache: tuple[SnapshotId, bytes] | None = None  # the one being served in chunks
         # A restarted voter starts Unattached in its last epoch and keeps its vote: it may
         # have been leader or follower, but it must learn that again (Kafka resigns/forgets).
         saved = store.read() or ElectionState(epoch=0)
@@ -202,8 +221,31 @@ class RaftClient:
         )
         return m.QuorumDescription(m.NONE, self.node_id, self.epoch, self._high_watermark, voters)
 
-    def create_snapshot(self, committed_offset: int, records: object) -> SnapshotId:
-        raise NotImplementedError("metadata snapshots are not implemented in the raft core yet")
+    def prepare_snapshot(self, end_offset: int) -> SnapshotId | None:
+        """Name a snapshot of the committed records below `end_offset` (a batch boundary the
+        listener has applied); None if it would not be newer than the latest one."""
+        if end_offset > self._high_watermark:
+            raise ValueError(f"snapshot end offset {end_offset} is above the high watermark {self._high_watermark}")
+        latest = self.log.latest_snapshot_id
+        if end_offset <= self.log.start_offset or (latest is not None and end_offset <= latest.end_offset):
+            return None
+        last = self.log.read(end_offset - 1, 1)
+        return SnapshotId(end_offset, last[0].epoch)
+
+    def snapshot_frozen(self, snapshot_id: SnapshotId) -> None:
+        """A prepared snapshot is written and durable: make it the latest (the log may shrink)."""
+        self.log.snapshot_frozen(snapshot_id)
+
+    def create_snapshot(
+        self, end_offset: int, records: Sequence[tuple[bytes | None, bytes | None]]
+    ) -> SnapshotId | None:
+        """prepare, encode, write and freeze in one call (simulations and tests; blocks)."""
+        sid = self.prepare_snapshot(end_offset)
+        if sid is None:
+            return None
+        self.log.write_snapshot(sid, snapshots.encode(sid, records))
+        self.snapshot_frozen(sid)
+        return sid
 
     # ---- poll ------------------------------------------------------------------------------
 
@@ -392,6 +434,20 @@ class RaftClient:
         if v.fetch_correlation is not None and self._now < v.fetch_sent_ms + self._fetch_request_timeout():
             return
         assert self.leader_id is not None
+        if v.snapshot_fetch is not None:
+            v.fetch_correlation = self._send(
+                self.leader_id,
+                m.FetchSnapshotRequest(
+                    cluster_id=self.config.cluster_id,
+                    replica_id=self.node_id,
+                    current_leader_epoch=self.epoch,
+                    snapshot_id=v.snapshot_fetch,
+                    position=len(v.snapshot_buf),
+                    max_bytes=self.config.fetch_snapshot_max_bytes,
+                ),
+            )
+            v.fetch_sent_ms = self._now
+            return
         v.fetch_correlation = self._send(
             self.leader_id,
             m.FetchRequest(
@@ -528,13 +584,10 @@ class RaftClient:
         v = self._v
         v.last_fetch_ms[src] = self._now
         v.begin_acked.add(src)
-        # KIP-595: the follower's last fetched epoch must end at or after its fetch offset here.
-        if req.fetch_offset > 0 or req.last_fetched_epoch > 0:
-            epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
-            if epoch != req.last_fetched_epoch or req.fetch_offset > end:
-                resp = m.FetchResponse(m.NONE, self.node_id, self.epoch, self._high_watermark, (), (epoch, end))
-                self._outbound.append(m.Envelope(self.node_id, src, correlation_id, resp))
-                return
+        invalid = self._validate_fetch_position(req)
+        if invalid is not None:
+            self._outbound.append(m.Envelope(self.node_id, src, correlation_id, invalid))
+            return
         # Validated: the follower's log matches ours below fetch_offset (and it is flushed).
         self._fetch_offset_update(src, req.fetch_offset)
         v.fetched_at[src] = self._now
@@ -559,6 +612,92 @@ class RaftClient:
                 entries = entries + self._rest_of_batch(entries[-1].offset + 1, last_base)
         resp = m.FetchResponse(m.NONE, self.node_id, self.epoch, self._high_watermark, tuple(entries), None)
         self._outbound.append(m.Envelope(self.node_id, src, correlation_id, resp))
+
+    def _validate_fetch_position(self, req: m.FetchRequest) -> m.FetchResponse | None:
+        """None if the follower's log matches ours below its fetch offset; else the answer that
+        repairs it: DivergingEpoch (KIP-595) or, below our log start, a SnapshotId (KIP-630)."""
+        log = self.log
+        snap = log.latest_snapshot_id
+        if req.fetch_offset < log.start_offset:
+            assert snap is not None, "a log start offset above 0 needs a snapshot"
+            return m.FetchResponse(m.NONE, self.node_id, self.epoch, self._high_watermark, (), None, snap)
+        if req.fetch_offset == 0 and req.last_fetched_epoch == 0:
+            return None
+        if snap is not None and (req.fetch_offset, req.last_fetched_epoch) == (snap.end_offset, snap.epoch):
+            return None  # a follower that has just installed our snapshot
+        epoch, end = log.end_offset_for_epoch(req.last_fetched_epoch)
+        if epoch == req.last_fetched_epoch and req.fetch_offset <= end:
+            return None
+        if snap is not None and end <= log.start_offset:
+            # Where it diverges is below what our epoch cache still knows: start it over.
+            return m.FetchResponse(m.NONE, self.node_id, self.epoch, self._high_watermark, (), None, snap)
+        return m.FetchResponse(m.NONE, self.node_id, self.epoch, self._high_watermark, (), (epoch, end))
+
+    def _handle_fetch_snapshot_request(self, env: m.Envelope) -> None:
+        req = env.message
+        assert isinstance(req, m.FetchSnapshotRequest)
+        if req.current_leader_epoch > self.epoch:
+            self._observe(req.current_leader_epoch, None)
+        sid = req.snapshot_id
+
+        def answer(error: int, size: int = -1, data: bytes = b"") -> None:
+            resp = m.FetchSnapshotResponse(error, self.leader_id, self.epoch, sid, size, req.position, data)
+            self._reply(env, resp)
+
+        if self.state is not _S.LEADER:
+            answer(m.NOT_LEADER_OR_FOLLOWER)
+            return
+        if req.current_leader_epoch < self.epoch:
+            answer(m.FENCED_LEADER_EPOCH)
+            return
+        self._v.last_fetch_ms[env.src] = self._now  # a voter busy fetching a snapshot is alive
+        self._v.begin_acked.add(env.src)
+        cache = self._snapshot_cache
+        if cache is None or cache[0] != sid:
+            # Any snapshot still kept; the one being served stays cached even after the log
+            # drops it, so a slow follower is not sent back to the start by newer snapshots.
+            data = self.log.read_snapshot(sid)
+            if data is None:
+                answer(m.SNAPSHOT_NOT_FOUND)
+                return
+            cache = self._snapshot_cache = (sid, data)
+        data = cache[1]
+        if not 0 <= req.position < len(data):
+            answer(m.POSITION_OUT_OF_RANGE)
+            return
+        answer(m.NONE, len(data), data[req.position : req.position + max(req.max_bytes, 1)])
+
+    def _handle_fetch_snapshot_response(self, env: m.Envelope) -> None:
+        resp = env.message
+        assert isinstance(resp, m.FetchSnapshotResponse)
+        v = self._v
+        if self.state is not _S.FOLLOWER or env.correlation_id != v.fetch_correlation:
+            self._observe(resp.leader_epoch, resp.leader_id)
+            return
+        v.fetch_correlation = None
+        if resp.error_code != m.NONE or resp.leader_epoch != self.epoch:
+            if resp.error_code in (m.SNAPSHOT_NOT_FOUND, m.POSITION_OUT_OF_RANGE):
+                v.snapshot_fetch = None  # the leader moved on: fetch again to learn its snapshot
+                v.snapshot_buf = bytearray()
+            self._observe(resp.leader_epoch, resp.leader_id)
+            return
+        v.deadline_ms = self._now + self.config.fetch_timeout_ms
+        v.last_fetch_ok_ms = self._now
+        if resp.snapshot_id != v.snapshot_fetch or resp.position != len(v.snapshot_buf) or not resp.data:
+            v.snapshot_fetch, v.snapshot_buf = None, bytearray()
+            return
+        v.snapshot_buf += resp.data
+        if len(v.snapshot_buf) < resp.size:
+            return
+        sid, data = resp.snapshot_id, bytes(v.snapshot_buf)
+        v.snapshot_fetch, v.snapshot_buf = None, bytearray()
+        try:
+            snapshots.decode(data)
+        except snapshots.CorruptSnapshotError:
+            return  # fetch again; the leader's answer will name a snapshot again
+        self.log.install_snapshot(sid, data)
+        # Everything in a snapshot is committed.
+        self._high_watermark = max(self._high_watermark, sid.end_offset)
 
     def _rest_of_batch(self, start: int, base: int) -> list[LogEntry]:
         """The entries of batch `base` from `start` on, read in chunks (never the rest of the log)."""
@@ -595,6 +734,9 @@ class RaftClient:
             return
         self._v.deadline_ms = self._now + self.config.fetch_timeout_ms
         self._v.last_fetch_ok_ms = self._now
+        if resp.snapshot_id is not None:
+            self._v.snapshot_fetch, self._v.snapshot_buf = resp.snapshot_id, bytearray()
+            return
         if resp.diverging_epoch is not None:
             epoch, end = resp.diverging_epoch
             _mine, my_end = self.log.end_offset_for_epoch(epoch)
@@ -616,7 +758,18 @@ class RaftClient:
 
     def _deliver_committed(self) -> None:
         hw = self._high_watermark
+        snap = self.log.latest_snapshot_id
         for cursor in self._listeners:
+            if (
+                snap is not None
+                and cursor.next_offset < snap.end_offset
+                and (cursor.next_offset == 0 or cursor.next_offset < self.log.start_offset)
+            ):
+                data = self.log.read_snapshot(snap)
+                if data is None:
+                    raise AssertionError(f"the latest snapshot {snap} cannot be read")
+                cursor.listener.handle_load_snapshot(snap, snapshots.decode(data))
+                cursor.next_offset = snap.end_offset
             while cursor.next_offset < hw:
                 entries = self.log.read(cursor.next_offset, min(hw - cursor.next_offset, 1024))
                 batch: list[LogEntry] = []
@@ -643,7 +796,13 @@ class _ListenerCursor:
     next_offset: int = 0
 
 
-_REQUESTS = (m.VoteRequest, m.BeginQuorumEpochRequest, m.EndQuorumEpochRequest, m.FetchRequest)
+_REQUESTS = (
+    m.VoteRequest,
+    m.BeginQuorumEpochRequest,
+    m.EndQuorumEpochRequest,
+    m.FetchRequest,
+    m.FetchSnapshotRequest,
+)
 
 
 def _error_response(msg: m.Message, error: int, leader_id: int | None, epoch: int) -> m.Message:
@@ -653,6 +812,8 @@ def _error_response(msg: m.Message, error: int, leader_id: int | None, epoch: in
         return m.BeginQuorumEpochResponse(error, leader_id, epoch)
     if isinstance(msg, m.EndQuorumEpochRequest):
         return m.EndQuorumEpochResponse(error, leader_id, epoch)
+    if isinstance(msg, m.FetchSnapshotRequest):
+        return m.FetchSnapshotResponse(error, leader_id, epoch, msg.snapshot_id, -1, msg.position, b"")
     return m.FetchResponse(error, leader_id, epoch, 0, (), None)
 
 
@@ -666,4 +827,6 @@ _HANDLERS: dict[type, str] = {
     m.EndQuorumEpochResponse: "_handle_end_quorum_epoch_response",
     m.FetchRequest: "_handle_fetch_request",
     m.FetchResponse: "_handle_fetch_response",
+    m.FetchSnapshotRequest: "_handle_fetch_snapshot_request",
+    m.FetchSnapshotResponse: "_handle_fetch_snapshot_response",
 }

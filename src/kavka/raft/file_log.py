@@ -4,6 +4,7 @@ Layout, as Kafka's KRaft writes it:
     <metadata.log.dir>/__cluster_metadata-0/00000000000000000000.log|.index|.timeindex
     <metadata.log.dir>/__cluster_metadata-0/leader-epoch-checkpoint
     <metadata.log.dir>/__cluster_metadata-0/partition.metadata   (Kafka's fixed METADATA_TOPIC_ID)
+    <metadata.log.dir>/__cluster_metadata-0/<end offset>-<epoch>.checkpoint   snapshots (raft.snapshot)
 
 Each `append` call of the core is one record batch v2 (a control batch for the
 LeaderChange record) carrying its epoch as partition leader epoch, appended
@@ -11,15 +12,25 @@ with the offsets the core assigned (Log.append_as_follower), so the leader
 epoch cache (leader-epoch-checkpoint) is maintained by the storage layer.
 `flushed_end_offset` is the Log's recovery point: everything below it was
 fsynced. The log is opened as after an unclean shutdown (recovered from the
-start), which is always correct; retention is off -- only snapshots, not yet
-written, may ever delete metadata. Called only by RaftClient's thread.
+start), which is always correct; time and size retention are off -- only
+snapshots delete metadata: once a snapshot is frozen the log start offset
+moves up to its end offset (Kafka's deleteBeforeSnapshot; whole segments
+below it are deleted) and every snapshot but the newest and the one before it
+is deleted. At open, torn `.part` files are deleted, snapshots that fail to
+decode are ignored with a warning, and a log that ends below the newest
+snapshot restarts at its end (Kafka's truncateToLatestSnapshot). Called only
+by RaftClient's thread, except `write_snapshot` (a worker thread may write a
+new file while the loop goes on).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from kavka.raft import snapshot as snapshots
+from kavka.raft.api import SnapshotId
 from kavka.raft.codec import decode_records, encode_records
 from kavka.raft.quorum import METADATA_DIR_NAME, METADATA_TOPIC_ID
 from kavka.raft.replicated_log import LogEntry
@@ -27,11 +38,18 @@ from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
 
 _READ_BYTES = 1024 * 1024
+_log = logging.getLogger("kavka.raft")
+
+
+class NoSnapshotError(Exception):
+    """The log starts above 0 but no readable snapshot covers what it dropped."""
 
 
 class FileReplicatedLog:
     def __init__(self, log: Log) -> None:
         self.log = log
+        self._snapshots: list[SnapshotId] = []  # valid ones, oldest first
+        self._load_snapshots()
 
     @classmethod
     def open(
@@ -50,13 +68,57 @@ class FileReplicatedLog:
         return cls(log)
 
     @property
+    def dir(self) -> Path:
+        return self.log.dir
+
+    def _load_snapshots(self) -> None:
+        valid: list[SnapshotId] = []
+        for sid, path in snapshots.scan(self.log.dir):
+            try:
+                snapshots.decode(path.read_bytes())
+            except (OSError, snapshots.CorruptSnapshotError) as e:
+                _log.warning("ignoring metadata snapshot %s: %s", path, e)
+                continue
+            valid.append(sid)
+        self._snapshots = valid
+        latest = self.latest_snapshot_id
+        if latest is None:
+            if self.log.log_start_offset > 0:
+                raise NoSnapshotError(
+                    f"{self.log.dir} starts at offset {self.log.log_start_offset} but holds no readable "
+                    "snapshot (.checkpoint) of the records below it"
+                )
+            return
+        if self.log.log_start_offset > latest.end_offset:
+            raise NoSnapshotError(
+                f"{self.log.dir} starts at offset {self.log.log_start_offset}, above its newest readable "
+                f"snapshot {snapshots.file_name(latest)}"
+            )
+        if self.log.log_end_offset < latest.end_offset:
+            _log.info("restarting the metadata log at the end of snapshot %s", snapshots.file_name(latest))
+            self.log.truncate_fully_and_start_at(latest.end_offset)
+        else:
+            self.log.maybe_increment_log_start_offset(latest.end_offset, "metadata snapshot")
+
+    @property
+    def start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
     def end_offset(self) -> int:
         return self.log.log_end_offset
 
     @property
+    def latest_snapshot_id(self) -> SnapshotId | None:
+        return self._snapshots[-1] if self._snapshots else None
+
+    @property
     def last_epoch(self) -> int:
         latest = self.log.leader_epoch_cache.latest_epoch
-        return 0 if latest is None else latest
+        if latest is None:
+            snap = self.latest_snapshot_id
+            return 0 if snap is None else snap.epoch
+        return latest
 
     @property
     def flushed_end_offset(self) -> int:
@@ -85,7 +147,10 @@ class FileReplicatedLog:
                 break
             found = i
         if found is None:
-            return (0, 0) if not entries else (0, entries[0].start_offset)
+            snap = self.latest_snapshot_id
+            if snap is not None and snap.epoch <= epoch:
+                return snap.epoch, snap.end_offset
+            return (0, self.start_offset) if not entries else (0, entries[0].start_offset)
         end = entries[found + 1].start_offset if found + 1 < len(entries) else self.end_offset
         return entries[found].epoch, end
 
@@ -105,6 +170,38 @@ class FileReplicatedLog:
 
     def flush(self) -> None:
         self.log.flush()
+
+    # ---- snapshots -------------------------------------------------------------------------
+
+    def write_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        snapshots.write(self.log.dir, snapshot_id, data)
+
+    def read_snapshot(self, snapshot_id: SnapshotId) -> bytes | None:
+        if snapshot_id not in self._snapshots:
+            return None
+        try:
+            return (self.log.dir / snapshots.file_name(snapshot_id)).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def snapshot_frozen(self, snapshot_id: SnapshotId) -> None:
+        latest = self.latest_snapshot_id
+        if latest is not None and snapshot_id.end_offset <= latest.end_offset:
+            (self.log.dir / snapshots.file_name(snapshot_id)).unlink(missing_ok=True)
+            return
+        self._snapshots.append(snapshot_id)
+        if snapshot_id.end_offset <= self.log.log_end_offset:
+            self.log.maybe_increment_log_start_offset(snapshot_id.end_offset, "metadata snapshot")
+        for old in self._snapshots[:-2]:
+            _log.info("deleting metadata snapshot %s", snapshots.file_name(old))
+            (self.log.dir / snapshots.file_name(old)).unlink(missing_ok=True)
+        self._snapshots = self._snapshots[-2:]
+
+    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        self.write_snapshot(snapshot_id, data)
+        self.log.truncate_fully_and_start_at(snapshot_id.end_offset)
+        self._snapshots = [s for s in self._snapshots if s.end_offset < snapshot_id.end_offset]
+        self.snapshot_frozen(snapshot_id)
 
     def close(self) -> None:
         self.log.close()

@@ -3,7 +3,8 @@
 One class per request/response of Vote (api 52, with KIP-996's PreVote),
 BeginQuorumEpoch (53), EndQuorumEpoch (54) and Fetch (1) of
 __cluster_metadata-0 (KIP-595: the leader answers a fetch whose last fetched
-epoch diverges with DivergingEpoch instead of records). They hold exactly the
+epoch diverges with DivergingEpoch instead of records; one below its log
+start offset with a SnapshotId, fetched with FetchSnapshot, api 59). They hold exactly the
 fields of the kio request/response partition entries the network driver will
 build from them (kio/schema/<api>/vN); the core never encodes bytes.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kavka.raft.api import SnapshotId
 from kavka.raft.replicated_log import LogEntry
 
 # Kafka error codes used here (kio.schema.errors.ErrorCode values).
@@ -23,6 +25,8 @@ NONE = 0
 NOT_LEADER_OR_FOLLOWER = 6
 FENCED_LEADER_EPOCH = 74
 INCONSISTENT_VOTER_SET = 94
+SNAPSHOT_NOT_FOUND = 98
+POSITION_OUT_OF_RANGE = 99
 INCONSISTENT_CLUSTER_ID = 104
 
 
@@ -93,6 +97,31 @@ class FetchResponse:
     high_watermark: int
     records: tuple[LogEntry, ...]
     diverging_epoch: tuple[int, int] | None  # DivergingEpoch (epoch, end_offset)
+    # SnapshotId: the fetch offset is below the leader's log start; fetch this snapshot.
+    snapshot_id: SnapshotId | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    """FetchSnapshot (api 59): `max_bytes` of snapshot `snapshot_id` from byte `position`."""
+
+    cluster_id: str
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    error_code: int
+    leader_id: int | None  # CurrentLeader
+    leader_epoch: int
+    snapshot_id: SnapshotId
+    size: int  # of the whole snapshot
+    position: int  # of `data` within it
+    data: bytes  # UnalignedRecords
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +154,8 @@ Message = (
     | EndQuorumEpochResponse
     | FetchRequest
     | FetchResponse
+    | FetchSnapshotRequest
+    | FetchSnapshotResponse
 )
 
 

@@ -1,7 +1,9 @@
 """The log a raft voter replicates: the ReplicatedLog protocol and its entry type.
 
 Invariants every implementation keeps (Kafka's ReplicatedLog):
-- offsets are dense from 0 (no snapshots yet, so the log start offset is 0);
+- offsets are dense from `start_offset` to `end_offset`; `start_offset` is 0
+  until a snapshot lets the prefix go, and then never above the latest
+  snapshot's end offset (everything below it lives on only in snapshots);
 - each entry carries the leader epoch it was written in, and epochs never
   decrease along the log; the leader epoch cache is derived from them;
 - `flushed_end_offset <= end_offset`; entries at or above it may be lost by a
@@ -9,11 +11,19 @@ Invariants every implementation keeps (Kafka's ReplicatedLog):
 - `truncate_to(offset)` drops every entry at or above `offset` (a diverging
   follower, KIP-595); raft never truncates below its high watermark.
 
+- snapshots (raft/snapshot.py bytes) are durable once `write_snapshot`
+  returns; `snapshot_frozen` makes one the latest and may then drop the log
+  below it and older snapshots (the newest and one earlier are kept);
+  `install_snapshot` (a follower given one by FetchSnapshot) empties the log
+  and restarts it at the snapshot's end offset. With the log empty after a
+  snapshot, `last_epoch` is the snapshot's epoch.
+
 Entries are single records; `batch_base` groups the records one `append`
 wrote so a listener receives the batch whole. Implementations: the in-memory
-`kavka.testing.MemoryLog`; a file-backed one on kavka.storage.log.Log under
-<metadata.log.dir>/__cluster_metadata-0/ is not written yet.
-Called only by RaftClient, on the thread that polls it.
+`kavka.testing.MemoryLog`; `raft.file_log.FileReplicatedLog` on
+kavka.storage.log.Log under <metadata.log.dir>/__cluster_metadata-0/.
+Called only by RaftClient, on the thread that polls it -- except
+`write_snapshot`, which only writes a new file and may run on a worker thread.
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from kavka.raft.api import SnapshotId
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,3 +69,23 @@ class ReplicatedLog(Protocol):
     def read(self, start_offset: int, max_entries: int) -> list[LogEntry]: ...
 
     def flush(self) -> None: ...
+
+    @property
+    def start_offset(self) -> int: ...
+
+    @property
+    def latest_snapshot_id(self) -> SnapshotId | None: ...
+
+    def write_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Make `data` durable as snapshot `snapshot_id` (any thread; not yet the latest)."""
+        ...
+
+    def snapshot_frozen(self, snapshot_id: SnapshotId) -> None:
+        """A written snapshot of committed records becomes the latest; old data may go."""
+        ...
+
+    def read_snapshot(self, snapshot_id: SnapshotId) -> bytes | None: ...
+
+    def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Write, freeze and restart the (emptied) log at the snapshot's end offset."""
+        ...

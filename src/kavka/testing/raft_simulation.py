@@ -12,7 +12,12 @@ Invariants (checked on the node that just ran, after every event):
 - a node's epoch never goes back (across restarts: quorum-state survives);
 - a node's high watermark never goes back while it lives, nor passes its log end;
 - every record below a node's high watermark equals the record the cluster
-  first saw committed at that offset, and stays in its log afterwards.
+  first saw committed at that offset, and stays in its log afterwards;
+- each node runs a state machine (the list of committed data records) that
+  takes a snapshot every few records (seeded; some seeds never): a snapshot
+  it loads, its own or fetched from the leader with FetchSnapshot, holds
+  exactly the cluster's committed data records below its end offset, and
+  batches handed to it continue exactly where the state stands.
 `client_factory` lets a test run a deliberately broken core to show the
 simulation catches it. Used by tests only.
 """
@@ -24,6 +29,7 @@ import itertools
 import random
 from dataclasses import dataclass, field
 
+from kavka.raft.api import SnapshotId
 from kavka.raft.client import RaftClient, RaftConfig
 from kavka.raft.messages import Envelope
 from kavka.raft.state import EpochState, MemoryQuorumStateStore
@@ -37,6 +43,38 @@ class InvariantViolation(AssertionError):
 
 
 @dataclass
+class StateMachine:
+    """A listener whose state is the list of committed data records, checked against the cluster."""
+
+    sim: Sim
+    node_id: int
+    records: list[tuple[bytes | None, bytes | None]] = field(default_factory=list)
+    next_offset: int = 0  # the offset after the last batch applied
+    since_snapshot: int = 0
+    loaded: int = 0  # snapshots loaded
+
+    def handle_commit(self, base_offset: int, epoch: int, records: list) -> None:
+        if base_offset < self.next_offset:
+            raise InvariantViolation(f"node {self.node_id}: batch at {base_offset} below {self.next_offset}")
+        for offset, key, value in records:
+            self.records.append((key, value))
+            self.next_offset = offset + 1
+        self.since_snapshot += len(records)
+
+    def handle_load_snapshot(self, snapshot_id: SnapshotId, records: list) -> None:
+        expected = self.sim.committed_data_below(snapshot_id.end_offset)
+        if list(records) != expected:
+            raise InvariantViolation(f"node {self.node_id} loaded snapshot {snapshot_id} that differs from the log")
+        self.records = list(records)
+        self.next_offset = snapshot_id.end_offset
+        self.since_snapshot = 0
+        self.loaded += 1
+
+    def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        pass
+
+
+@dataclass
 class Node:
     node_id: int
     log: MemoryLog
@@ -47,6 +85,7 @@ class Node:
     last_epoch: int = 0
     last_hw: int = 0
     checked_hw: int = 0  # committed offsets below this were checked against the cluster record
+    machine: StateMachine | None = None
 
 
 @dataclass
@@ -65,6 +104,11 @@ class Sim:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         r = self.rng
+        # Snapshot settings from their own stream, so the other draws of a seed stay as they were.
+        sr = random.Random(self.seed * 7919 + 17)
+        self.snapshot_every: int | None = sr.choice([None, 3, 10, 40])
+        self.snapshot_chunk_bytes = sr.choice([512, 4096, 1 << 20])
+        self.snapshots_taken = 0
         self.net = SimNetwork(
             random.Random(r.random()),
             max_delay_ms=r.choice([5, 20, 100]),
@@ -95,10 +139,13 @@ class Sim:
             fetch_timeout_ms=2 * t,
             request_timeout_ms=2 * t,
             fetch_max_wait_ms=min(500, t // 2),
+            fetch_snapshot_max_bytes=self.snapshot_chunk_bytes,
         )
         n.client = self.client_factory(
             config, n.log, n.store, random.Random(self.rng.random()), now_ms=self.clock.now_ms
         )
+        n.machine = StateMachine(self, n.node_id)
+        n.client.register_listener(n.machine)
         n.alive = True
         n.last_hw = 0
         n.checked_hw = 0
@@ -113,6 +160,26 @@ class Sim:
         n.deadline = result.next_deadline_ms
         self._push(max(n.deadline, self.clock.now_ms + 1), "timer", (n.node_id, n.deadline))
         self.check(n)
+        self._maybe_snapshot(n)
+
+    def _maybe_snapshot(self, n: Node) -> None:
+        sm, c = n.machine, n.client
+        assert sm is not None and c is not None
+        if self.snapshot_every is None or sm.since_snapshot < self.snapshot_every:
+            return
+        before = n.log.latest_snapshot_id
+        installed = before is not None and before.end_offset > sm.next_offset - 1
+        sid = c.create_snapshot(sm.next_offset, sm.records)
+        sm.since_snapshot = 0
+        if sid is not None:
+            self.snapshots_taken += 1
+        elif not installed and sm.next_offset > n.log.start_offset:
+            raise InvariantViolation(f"node {n.node_id} could not snapshot at {sm.next_offset}")
+
+    def committed_data_below(self, end_offset: int) -> list[tuple[bytes | None, bytes | None]]:
+        if end_offset > len(self.committed):
+            raise InvariantViolation(f"a snapshot ends at {end_offset}, beyond what was committed ({len(self.committed)})")
+        return [(k, v) for (_e, k, v, control) in self.committed[:end_offset] if not control]
 
     # -- invariants ----------------------------------------------------------------------------
 
@@ -130,10 +197,13 @@ class Sim:
         if hw < n.last_hw:
             raise InvariantViolation(f"node {n.node_id} high watermark went back {n.last_hw} -> {hw}")
         n.last_hw = hw
+        if hw > len(self.committed) and n.log.start_offset > len(self.committed):
+            raise InvariantViolation(f"node {n.node_id} starts its log at {n.log.start_offset}, past all commits")
         if hw > n.log.end_offset:
             raise InvariantViolation(f"node {n.node_id} high watermark {hw} beyond log end {n.log.end_offset}")
-        for off in range(n.checked_hw, hw):
-            e = n.log.entries[off]
+        for off in range(max(n.checked_hw, n.log.start_offset), hw):
+            e = n.log.entry(off)
+            assert e is not None
             rec = (e.epoch, e.key, e.value, e.control)
             if off < len(self.committed):
                 if self.committed[off] != rec:
@@ -147,8 +217,9 @@ class Sim:
     def check_committed_prefix(self) -> None:
         """A committed record stays in every live log that has reached past it (never truncated away)."""
         for n in self.nodes.values():
-            for off in range(min(n.checked_hw, len(n.log.entries))):
-                e = n.log.entries[off]
+            for off in range(n.log.start_offset, min(n.checked_hw, n.log.end_offset)):
+                e = n.log.entry(off)
+                assert e is not None
                 if (e.epoch, e.key, e.value, e.control) != self.committed[off]:
                     raise InvariantViolation(f"node {n.node_id} lost committed offset {off}")
 
@@ -213,6 +284,34 @@ class Sim:
     def run_until(self, until_ms: int) -> None:
         while self.events and self.events[0][0] <= until_ms:
             self.step()
+
+    def run_lagging_voter(self, lagging: int, *, apart_ms: int = 6000, heal_ms: int = 20000) -> None:
+        """No random faults: `lagging` is cut off while the others commit and snapshot, then rejoins.
+
+        It must catch up through the leader's snapshot (its log then starts above 0) and commit
+        a new record with the rest.
+        """
+        self.net.drop_rate = 0.0
+        self.net.partition([[i for i in self.ids if i != lagging], [lagging]])
+        self._push(1, "append", None)
+        self.run_until(apart_ms)
+        self.net.heal()
+        target = None
+        deadline = self.clock.now_ms + heal_ms
+        lag = self.nodes[lagging]
+        while self.clock.now_ms < deadline and self.events:
+            self.step()
+            leader = self.leader()
+            if target is None and leader is not None and leader.client is not None:
+                target = leader.client.append([(b"final", b"%d" % self.seed)], now_ms=self.clock.now_ms) + 1
+            if target is not None and lag.client is not None and lag.client.high_watermark >= target:
+                self.check_committed_prefix()
+                return
+        assert lag.client is not None
+        raise InvariantViolation(
+            f"voter {lagging} did not catch up (seed {self.seed}): hw {lag.client.high_watermark}, "
+            f"log [{lag.log.start_offset}, {lag.log.end_offset}), target {target}"
+        )
 
     def run(self, *, chaos_ms: int = 8000, heal_ms: int = 20000) -> None:
         self._push(1, "append", None)
