@@ -73,9 +73,12 @@ def test_append_on_a_non_leader_raises() -> None:
         make().append([(b"k", b"v")], now_ms=0)
 
 
-def test_config_refuses_a_node_outside_the_voters() -> None:
+def test_config_refuses_repeated_or_no_voters_and_a_node_outside_them_is_an_observer() -> None:
     with pytest.raises(ValueError, match="controller.quorum.voters"):
-        RaftConfig(node_id=4, voters=(1, 2, 3), cluster_id=CID)
+        RaftConfig(node_id=1, voters=(1, 1, 2), cluster_id=CID)
+    with pytest.raises(ValueError, match="controller.quorum.voters"):
+        RaftConfig(node_id=1, voters=(), cluster_id=CID)
+    assert RaftConfig(node_id=4, voters=(1, 2, 3), cluster_id=CID).node_id == 4
 
 
 def test_wrong_cluster_id_and_non_voter_are_refused() -> None:

@@ -87,14 +87,52 @@ class _SnapshotOneTooFar(RaftClient):
         return None if sid is None else SnapshotId(sid.end_offset + 1, sid.epoch)
 
 
-@pytest.mark.parametrize(
-    ("broken", "voters"),
-    [(_DoubleVote, 3), (_NoLogCheck, 3), (_FollowerAcksUnflushed, 3), (_SnapshotOneTooFar, 3)],
-)
-def test_simulation_catches_a_broken_core(broken: type[RaftClient], voters: int) -> None:
+class _ObserverCounts(RaftClient):
+    """The leader counts observers' fetch offsets towards the high watermark: a record can
+    commit on an observer and a minority of voters, and a new leader loses it."""
+
+    def _fetch_offset_update(self, voter: int, offset: int) -> None:
+        voters = self.voters
+        self.voters = tuple(sorted({*voters, *self._v.fetch_offsets, voter}))
+        try:
+            super()._fetch_offset_update(voter, offset)
+        finally:
+            self.voters = voters
+
+
+class _ObserverStands(RaftClient):
+    """An observer that behaves like a voter when its leader goes quiet."""
+
+    def _observer_timer(self) -> None:
+        self.is_voter = True
+        self._fire_timers()
+
+
+# Broker-only nodes (process.roles=broker) are observers of the metadata quorum.
+@pytest.mark.parametrize(("voters", "observers"), [(3, 2), (1, 1), (5, 1)])
+def test_voters_with_observers(voters: int, observers: int) -> None:
     for seed in range(200):
         try:
-            Sim(seed, voters, client_factory=broken).run()
+            Sim(seed, voters, observers=observers).run()
+        except AssertionError as e:
+            raise AssertionError(f"voters={voters} observers={observers} seed={seed}: {e}") from e
+
+
+@pytest.mark.parametrize(
+    ("broken", "voters", "observers"),
+    [
+        (_DoubleVote, 3, 0),
+        (_NoLogCheck, 3, 0),
+        (_FollowerAcksUnflushed, 3, 0),
+        (_SnapshotOneTooFar, 3, 0),
+        (_ObserverCounts, 3, 3),
+        (_ObserverStands, 3, 1),
+    ],
+)
+def test_simulation_catches_a_broken_core(broken: type[RaftClient], voters: int, observers: int) -> None:
+    for seed in range(200):
+        try:
+            Sim(seed, voters, observers=observers, client_factory=broken).run()
         except AssertionError:
             return
     pytest.fail(f"{broken.__name__}: 200 seeds passed; the simulation cannot see this bug")

@@ -81,8 +81,8 @@ class RaftConfig:
     fetch_snapshot_max_bytes: int = 1024 * 1024  # FetchSnapshot MaxBytes per chunk
 
     def __post_init__(self) -> None:
-        if self.node_id not in self.voters:
-            raise ValueError(f"node.id {self.node_id} is not in controller.quorum.voters {self.voters}")
+        if not self.voters:
+            raise ValueError("controller.quorum.voters is empty")
         if len(set(self.voters)) != len(self.voters):
             raise ValueError(f"controller.quorum.voters repeats a voter: {self.voters}")
 
@@ -141,6 +141,9 @@ class RaftClient:
         self.config = config
         self.node_id = config.node_id
         self.voters = config.voters
+        # A node outside the voter set is an observer (a broker-only node): it follows the
+        # leader's log by fetching, never votes or stands, and never counts towards a commit.
+        self.is_voter = config.node_id in config.voters
         self.majority = len(config.voters) // 2 + 1
         self.log = log
         self.store = store
@@ -161,7 +164,9 @@ class RaftClient:
         self.voted_id: int | None = voted
         # The only voter need not wait for anyone: it stands at once (as Kafka's QuorumState does).
         sole = config.voters == (config.node_id,)
-        self._v = _Volatile(deadline_ms=now_ms if sole else now_ms + self._election_timeout())
+        # An observer looks for the leader at once.
+        soon = sole or not self.is_voter
+        self._v = _Volatile(deadline_ms=now_ms if soon else now_ms + self._election_timeout())
         self.store.write(ElectionState(epoch=self.epoch, voted_id=self.voted_id))
 
     # ---- the controller's interface (api.MetadataQuorum) --------------------------------
@@ -219,7 +224,17 @@ class RaftClient:
             )
             for voter in self.voters
         )
-        return m.QuorumDescription(m.NONE, self.node_id, self.epoch, self._high_watermark, voters)
+        observers = tuple(
+            m.ReplicaDescription(
+                replica_id=node,
+                log_end_offset=offset,
+                last_fetch_timestamp=v.fetched_at.get(node, -1),
+                last_caught_up_timestamp=v.caught_up_at.get(node, -1),
+            )
+            for node, offset in sorted(v.fetch_offsets.items())
+            if node not in self.voters
+        )
+        return m.QuorumDescription(m.NONE, self.node_id, self.epoch, self._high_watermark, voters, observers)
 
     def prepare_snapshot(self, end_offset: int) -> SnapshotId | None:
         """Name a snapshot of the committed records below `end_offset` (a batch boundary the
@@ -365,6 +380,9 @@ class RaftClient:
             return
         if self._now < self._v.deadline_ms:
             return
+        if not self.is_voter:
+            self._observer_timer()
+            return
         # Unattached, Follower (fetch timeout), Resigned, a lost pre-vote round, a lost or
         # split election: all go (back) to Prospective in the same epoch (KIP-996).
         if self.state is _S.PROSPECTIVE and self._v.lost_leader is not None:
@@ -377,6 +395,25 @@ class RaftClient:
         lost = self.leader_id if self.state is _S.FOLLOWER else None
         self._transition(_S.PROSPECTIVE, self.epoch, voted_id=self.voted_id)
         self._v.lost_leader = lost
+
+    def _observer_timer(self) -> None:
+        """An observer whose leader went quiet forgets it; an unattached one asks a random voter
+        (its Fetch is answered with the leader's id and epoch, or with data by the leader)."""
+        if self.state is _S.FOLLOWER:
+            self._transition(_S.UNATTACHED, self.epoch)
+        self._v.deadline_ms = self._now + self.config.request_timeout_ms
+        self._send(
+            self.rng.choice(self.voters),
+            m.FetchRequest(
+                cluster_id=self.config.cluster_id,
+                replica_id=self.node_id,
+                current_leader_epoch=self.epoch,
+                fetch_offset=self.log.end_offset,
+                last_fetched_epoch=self.log.last_epoch,
+                high_watermark=self._high_watermark,
+                max_wait_ms=0,
+            ),
+        )
 
     def _check_quorum(self) -> None:
         """Kafka's check-quorum: resign unless a majority fetched within 1.5 x fetch timeout."""
@@ -478,8 +515,8 @@ class RaftClient:
         msg = env.message
         if getattr(msg, "cluster_id", None) != self.config.cluster_id:
             return m.INCONSISTENT_CLUSTER_ID
-        if env.src not in self.voters:
-            return m.INCONSISTENT_VOTER_SET
+        if env.src not in self.voters and not isinstance(msg, m.FetchRequest | m.FetchSnapshotRequest):
+            return m.INCONSISTENT_VOTER_SET  # observers only fetch
         return None
 
     def _handle_vote_request(self, env: m.Envelope) -> None:
@@ -582,8 +619,9 @@ class RaftClient:
 
     def _answer_fetch(self, src: int, correlation_id: int, req: m.FetchRequest, *, park: bool = False) -> None:
         v = self._v
-        v.last_fetch_ms[src] = self._now
-        v.begin_acked.add(src)
+        if src in self.voters:
+            v.last_fetch_ms[src] = self._now
+            v.begin_acked.add(src)
         invalid = self._validate_fetch_position(req)
         if invalid is not None:
             self._outbound.append(m.Envelope(self.node_id, src, correlation_id, invalid))

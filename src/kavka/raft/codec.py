@@ -323,16 +323,19 @@ def decode(entity: Any, *, request: m.Message | None = None) -> m.Message:
 
 def encode_describe_quorum(desc: m.QuorumDescription) -> Any:
     """DescribeQuorumResponse v2 for the core's description (errors at partition level)."""
-    voters = tuple(
-        dq_resp.ReplicaState(
-            replica_id=BrokerId(r.replica_id),
-            replica_directory_id=None,
-            log_end_offset=i64(r.log_end_offset),
-            last_fetch_timestamp=i64(r.last_fetch_timestamp),
-            last_caught_up_timestamp=i64(r.last_caught_up_timestamp),
+    def states(replicas: tuple[m.ReplicaDescription, ...]) -> tuple[dq_resp.ReplicaState, ...]:
+        return tuple(
+            dq_resp.ReplicaState(
+                replica_id=BrokerId(r.replica_id),
+                replica_directory_id=None,
+                log_end_offset=i64(r.log_end_offset),
+                last_fetch_timestamp=i64(r.last_fetch_timestamp),
+                last_caught_up_timestamp=i64(r.last_caught_up_timestamp),
+            )
+            for r in replicas
         )
-        for r in desc.current_voters
-    )
+
+    voters = states(desc.current_voters)
     part = dq_resp.PartitionData(
         partition_index=i32(0),
         error_code=ErrorCode(desc.error_code),
@@ -341,7 +344,7 @@ def encode_describe_quorum(desc: m.QuorumDescription) -> Any:
         leader_epoch=i32(desc.leader_epoch),
         high_watermark=i64(desc.high_watermark),
         current_voters=voters,
-        observers=(),
+        observers=states(desc.observers),
     )
     return dq_resp.DescribeQuorumResponse(
         error_code=ErrorCode.none,

@@ -143,6 +143,7 @@ class QuorumDescription:
     leader_epoch: int
     high_watermark: int
     current_voters: tuple[ReplicaDescription, ...]
+    observers: tuple[ReplicaDescription, ...] = ()
 
 
 Message = (

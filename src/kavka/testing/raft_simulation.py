@@ -92,6 +92,7 @@ class Node:
 class Sim:
     seed: int
     voters: int
+    observers: int = 0  # broker-only nodes: they follow the log and never vote
     rng: random.Random = field(init=False)
     clock: ManualClock = field(default_factory=ManualClock)
     events: list = field(default_factory=list)
@@ -118,7 +119,8 @@ class Sim:
         # Timeouts near the network delay make elections contested: the runs that find bugs.
         self.election_timeout_ms = r.choice([50, 150, 500, 1000])
         self.ids = tuple(range(1, self.voters + 1))
-        self.nodes = {i: Node(i, MemoryLog(), MemoryQuorumStateStore()) for i in self.ids}
+        self.all_ids = tuple(range(1, self.voters + self.observers + 1))
+        self.nodes = {i: Node(i, MemoryLog(), MemoryQuorumStateStore()) for i in self.all_ids}
         for n in self.nodes.values():
             self._start(n)
 
@@ -189,6 +191,8 @@ class Sim:
         if c.epoch < n.last_epoch:
             raise InvariantViolation(f"node {n.node_id} epoch went back {n.last_epoch} -> {c.epoch}")
         n.last_epoch = c.epoch
+        if n.node_id not in self.ids and c.state not in (EpochState.UNATTACHED, EpochState.FOLLOWER):
+            raise InvariantViolation(f"observer {n.node_id} became {c.state.value}")
         if c.state is EpochState.LEADER:
             prev = self.leaders.setdefault(c.epoch, n.node_id)
             if prev != n.node_id:
@@ -261,7 +265,7 @@ class Sim:
 
     def fault(self) -> None:
         r = self.rng.random()
-        ids = list(self.ids)
+        ids = list(self.all_ids)
         if r < 0.35:
             self.rng.shuffle(ids)
             cuts = sorted(self.rng.sample(range(1, len(ids)), self.rng.randint(1, min(2, len(ids) - 1))))
