@@ -180,9 +180,12 @@ class Cluster:
         return self
 
     def stop(self) -> None:
-        for n in self.nodes.values():
-            if n.alive():
-                n.stop()
+        """SIGTERM every node at once (each does its controlled shutdown while the quorum is up)."""
+        alive = [n for n in self.nodes.values() if n.alive()]
+        for n in alive:
+            n.proc.send_signal(signal.SIGTERM)
+        for n in alive:
+            n.stop()
 
 
 def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05, message: str = "condition"):  # noqa: ANN001, ANN201

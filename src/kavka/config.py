@@ -266,11 +266,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("controller.quorum.fetch.timeout.ms", _I, 2000, "a follower that heard nothing from its leader this long starts an election", at_least(1)),
         _b("controller.quorum.request.timeout.ms", _I, 2000, "a KRaft RPC unanswered this long is retried", at_least(1)),
         _b("controller.quorum.retry.backoff.ms", _I, 20, "pause before a failed KRaft RPC is retried", at_least(0)),
+        _b("broker.session.timeout.ms", _I, 9000, "a broker whose heartbeats stop this long is fenced by the active controller", at_least(1)),
+        _b("broker.heartbeat.interval.ms", _I, 2000, "time between a broker's heartbeats to the active controller", at_least(1)),
         _b("listeners", _LST, ["PLAINTEXT://127.0.0.1:9092"], "NAME://host:port, comma separated"),
         _b("advertised.listeners", _LST, None, "what clients are told; defaults to listeners"),
         _b("listener.security.protocol.map", _LST, None, "listener name to protocol"),
         _b("inter.broker.listener.name", _S, None, "", informational=_SINGLE_NODE),
-        _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2)", informational="reported in Metadata and DescribeCluster; placement is not rack-aware yet (every partition has one replica)"),
+        _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2): reported in Metadata and DescribeCluster, used by rack-aware placement"),
         _b("log.dirs", _LST, None, "directories holding partition data"),
         _b("log.dir", _S, "/tmp/kavka-logs", "used when log.dirs is not set"),
         _b("metadata.log.dir", _S, None, "directory of the metadata log; defaults to the first log dir"),
@@ -605,6 +607,12 @@ def _check_roles(cfg: BrokerConfig) -> None:
             )
         if len(ctl) == len(cfg.listeners):
             raise ConfigError("listeners", "no listener for clients: every listener is a controller listener")
+    if cfg.values["broker.heartbeat.interval.ms"] > cfg.values["broker.session.timeout.ms"]:
+        raise ConfigError(
+            "broker.heartbeat.interval.ms",
+            f"{cfg.values['broker.heartbeat.interval.ms']} must be less than or equal to "
+            f"broker.session.timeout.ms ({cfg.values['broker.session.timeout.ms']})",
+        )
     ibl = cfg.values["inter.broker.listener.name"]
     if ibl and ibl.upper() not in {e.name for e in cfg.listeners}:
         raise ConfigError("inter.broker.listener.name", f"{ibl} is not a listener name in listeners")

@@ -1,7 +1,9 @@
-"""`kavka demo`: a local kavka broker, a synthetic event stream, and a Spark streaming job.
+"""`kavka demo`: a local kavka cluster, a synthetic event stream, and a Spark streaming job.
 
-Starts a real broker process (`kavka server start`) with its data under
-`./var/demo` (or --data-dir) on a free loopback port and creates the topics.
+Starts a local cluster of real `kavka server start` processes (3 combined
+broker,controller nodes by default, `--nodes N`; kavka.local_cluster) with
+their data under `./var/demo` (or --data-dir) on free loopback ports and
+creates the topics, whose partitions spread over the nodes.
 Then a Spark Structured Streaming job (local, format ``kavka`` from
 `kavka.spark`) starts reading the event topic while a synthetic stream of
 shop events is produced with a progress bar. The job aggregates events per
@@ -10,7 +12,7 @@ writes the windows it updated to Parquet (under the data dir) and to an output
 topic. When the job has read every produced record the query stops and a
 summary table -- computed from the Parquet output, the latest version of each
 window -- is printed. Ctrl-C at any point stops the query, Spark and the
-broker, in that order.
+cluster, in that order.
 """
 
 from __future__ import annotations
@@ -18,9 +20,6 @@ from __future__ import annotations
 import json
 import random
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -34,70 +33,6 @@ EVENT_TYPES = ("view", "cart", "purchase", "refund")
 WINDOW_MS = 10_000
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LocalBroker:
-    """A kavka broker subprocess for the demo (formatted on first use)."""
-
-    def __init__(self, data_dir: Path, console: Console) -> None:
-        self.data_dir = data_dir
-        self.console = console
-        self.port = _free_port()
-        self.proc: subprocess.Popen[str] | None = None
-        self.output: list[str] = []
-
-    def start(self, timeout: float = 30.0) -> str:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        cfg = self.data_dir / "server.properties"
-        cfg.write_text(
-            f"node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{self.port}\n"
-            f"log.dirs={self.data_dir / 'logs'}\nnum.partitions=3\n"
-        )
-        kavka = [sys.executable, "-m", "kavka"]
-        if not (self.data_dir / "logs" / "meta.properties").exists():
-            subprocess.run(
-                [*kavka, "storage", "format", "--config", str(cfg)],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-        self.proc = subprocess.Popen(
-            [*kavka, "server", "start", "--config", str(cfg)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,  # Ctrl-C goes to the demo, which stops the broker in order
-        )
-        ready = threading.Event()
-
-        def pump() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.output.append(line)
-                if line.startswith("KAVKA_READY"):
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(timeout) or self.proc.poll() is not None:
-            self.stop()
-            raise RuntimeError("the broker did not start:\n" + "".join(self.output[-30:]))
-        return f"127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-
 class Interrupted(Exception):
     """Ctrl-C seen while Spark ran; raised where the demo can stop things in order."""
 
@@ -106,17 +41,24 @@ def run_demo(
     *,
     data_dir: Path,
     events: int,
+    nodes: int = 3,
     seed: int = 42,
     window_seconds: int = 10,
     trigger_seconds: float = 2.0,
     console: Console | None = None,
 ) -> dict[tuple[int, str], tuple[int, float]]:
+    from kavka.local_cluster import LocalCluster, LocalClusterError
+
     console = console or Console()
-    broker = LocalBroker(data_dir, console)
+    cluster = LocalCluster(data_dir, nodes, overrides={"num.partitions": "3", "offsets.topic.num.partitions": "6"})
+    what = "broker" if nodes == 1 else f"{nodes}-node cluster"
     try:
-        with console.status("starting a local kavka broker"):
-            bootstrap = broker.start()
-        console.print(f"[green]kavka broker up[/green] at {bootstrap}, data in {data_dir}")
+        with console.status(f"starting a local kavka {what}"):
+            try:
+                bootstrap = cluster.start()
+            except LocalClusterError as e:
+                raise RuntimeError(f"the local kavka {what} did not start: {e}") from None
+        console.print(f"[green]kavka {what} up[/green] at {bootstrap}, data in {data_dir}")
         return _pipeline(
             bootstrap,
             data_dir=data_dir,
@@ -127,15 +69,12 @@ def run_demo(
             console=console,
         )
     except (KeyboardInterrupt, Interrupted):
-        console.print("[yellow]interrupted: stopping the broker[/yellow]")
+        console.print(f"[yellow]interrupted: stopping the {what}[/yellow]")
         return {}
     finally:
-        broker.stop()
-        console.print(
-            "broker stopped cleanly"
-            if broker.proc is None or broker.proc.returncode == 0
-            else f"broker exited with {broker.proc.returncode}"
-        )
+        codes = cluster.stop()
+        bad = {i: c for i, c in codes.items() if c != 0}
+        console.print(f"{what} stopped cleanly" if not bad else f"{what}: nodes exited with {bad}")
 
 
 def _pipeline(

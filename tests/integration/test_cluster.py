@@ -64,15 +64,16 @@ def _create(bootstrap: str, topic: str, partitions: int, config: dict[str, str] 
     futs[topic].result(timeout=20)
 
 
-def _quorum(node: BrokerProcess, version: int = 2):  # noqa: ANN202
+def _quorum(node: BrokerProcess, version: int = 2, topic: str = "__cluster_metadata", partition: int = 0):  # noqa: ANN202
     """DescribeQuorum through `node` (a follower asks the leader): the partition data."""
     cls = api.request_schema(55, version)
     topic_cls, part_cls = nested(cls, "TopicData"), nested(cls, "PartitionData")
-    req = make(cls, topics=(make(topic_cls, topic_name="__cluster_metadata", partitions=(make(part_cls, partition_index=0),)),))
+    req = make(cls, topics=(make(topic_cls, topic_name=topic, partitions=(make(part_cls, partition_index=partition),)),))
     resp = raw_call(node, 55, version, req)
-    [topic] = resp.topics
-    [part] = topic.partitions
-    assert part.error_code == 0, part
+    [topic_data] = resp.topics
+    [part] = topic_data.partitions
+    if topic == "__cluster_metadata" and partition == 0:
+        assert part.error_code == 0, part
     return part
 
 
@@ -89,6 +90,9 @@ def test_every_node_lists_every_broker_and_describes_one_quorum(cluster: Cluster
             leaders.add((part.leader_id, part.leader_epoch))
             assert sorted(v.replica_id for v in part.current_voters) == [1, 2, 3]
             assert part.high_watermark > 0
+        # Kafka's answer for any other topic or partition.
+        assert _quorum(node, 2, "other-topic").error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        assert _quorum(node, 1, "__cluster_metadata", 1).error_code == 3
     assert len(leaders) == 1 and next(iter(leaders))[0] in (1, 2, 3)
 
 

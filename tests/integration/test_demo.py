@@ -27,8 +27,12 @@ def test_demo_runs_end_to_end(tmp_path):
     assert int(m.group(1)) == int(m.group(3)) > 0
     assert list((tmp_path / "demo" / "spark").glob("*/windows/*.parquet"))
     assert "Spark stopped" in out
-    assert "broker stopped cleanly" in out
-    assert (tmp_path / "demo" / "logs" / "meta.properties").exists()
+    assert "3-node cluster stopped cleanly" in out
+    # The default is a 3-node cluster, every node stopped cleanly.
+    for i in (1, 2, 3):
+        assert (tmp_path / "demo" / f"node{i}" / "data" / "meta.properties").exists()
+        assert "shut down cleanly" in (tmp_path / "demo" / f"node{i}" / "server.log").read_text()
+    assert "kavka 3-node cluster up at 127.0.0.1:" in out
 
 
 def test_demo_stops_cleanly_on_ctrl_c(tmp_path):
@@ -67,8 +71,8 @@ def test_demo_stops_cleanly_on_ctrl_c(tmp_path):
             proc.wait(10)
     reader.join(10)
     out = "".join(lines)
-    assert "interrupted: stopping the broker" in out, out
-    assert out.index("Spark stopped") < out.index("broker stopped cleanly"), out
+    assert "interrupted: stopping the 3-node cluster" in out, out
+    assert out.index("Spark stopped") < out.index("3-node cluster stopped cleanly"), out
     # PySpark's own streaming-source runner may print an EOFError traceback when the
     # query stops under it; no traceback may come from kavka's code.
     assert not re.search(r'File "[^"]*src/kavka/', out), out

@@ -144,11 +144,11 @@ def test_informational_keys_are_logged_and_listed(caplog):
     caplog.set_level("INFO", logger="kavka.config")
     build_config({"node.id": "1", "num.io.threads": "16", "broker.rack": "/dc1/r1"})
     assert "num.io.threads is accepted but has no effect" in caplog.text
-    assert "broker.rack is accepted but has no effect" in caplog.text
+    assert "broker.rack" not in caplog.text  # rack-aware placement uses it
     keys = informational_keys()
     assert "num.io.threads" in keys and "preallocate" in keys
     # A key that acts is never listed as informational.
-    assert "segment.bytes" not in keys and "min.insync.replicas" not in keys
+    assert "segment.bytes" not in keys and "min.insync.replicas" not in keys and "broker.rack" not in keys
 
 
 def test_tiered_storage_topic_config_is_refused():

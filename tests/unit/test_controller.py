@@ -23,7 +23,9 @@ def _apply(image, records):
 
 
 def _cluster(n=1):
-    recs = [mr.RegisterBrokerRecord(i, f"inc{i}", (("PLAINTEXT", "h", 9000 + i),)) for i in range(1, n + 1)]
+    recs = [
+        mr.RegisterBrokerRecord(i, f"inc{i}", (("PLAINTEXT", "h", 9000 + i),), fenced=False) for i in range(1, n + 1)
+    ]
     return _apply(MetadataImage(), recs)[0]
 
 
@@ -114,5 +116,113 @@ def test_record_encoding_roundtrip():
         mr.ConfigRecord(2, "t", "retention.ms", None),
         mr.RegisterBrokerRecord(1, "i", (("PLAINTEXT", "h", 1),), "/dc/r", ("x",)),
         mr.RemoveTopicRecord("abc"),
+        mr.BrokerRegistrationChangeRecord(1, 7, fenced=True, in_controlled_shutdown=None),
     ]:
         assert mr.decode(*mr.encode(r)) == r
+
+
+def _replicated_logic(**props):
+    ids = (f"id{i}" for i in itertools.count())
+    return ControllerLogic(build_config({"node.id": "1", **props}), new_uuid=lambda: next(ids), allow_replication=True)
+
+
+def _topic(logic, image, name, partitions, rf):
+    recs, res = logic.create_topics(image, [NewTopic(name, partitions, rf)], validate_only=False)
+    assert res[0].result.ok, res[0].result
+    return _apply(image, recs)[0]
+
+
+def _state(logic, image, broker, **heartbeat):
+    state = logic.next_broker_state(image, broker, metadata_offset=heartbeat.pop("offset", image.offset), **{
+        "want_fence": False, "want_shut_down": False, **heartbeat})
+    return state, _apply(image, logic.broker_state_records(image, broker, state))[0]
+
+
+def test_registration_is_fenced_until_caught_up_and_a_retry_changes_nothing():
+    logic = _logic()
+    recs = logic.register_broker(MetadataImage(), broker_id=1, incarnation_id="a", endpoints=(("P", "h", 1),), rack=None, log_dirs=())
+    image, _ = _apply(MetadataImage(), recs)
+    b = image.brokers[1]
+    assert b.fenced and b.epoch == 0 and image.usable_brokers() == []
+    assert logic.register_broker(image, broker_id=1, incarnation_id="a", endpoints=(), rack=None, log_dirs=()) == []
+    # Not caught up with its own registration: stays fenced.
+    state, image2 = _state(logic, image, 1, offset=-1)
+    assert state == "FENCED" and image2.brokers[1].fenced
+    state, image = _state(logic, image, 1, offset=0)
+    assert state == "UNFENCED" and image.usable_brokers() == [1]
+    # Topics are placed only on unfenced brokers.
+    assert logic.create_topics(image, [NewTopic("t", 1, 1)], validate_only=False)[1][0].result.ok
+
+
+def test_fencing_moves_leadership_and_keeps_the_last_isr_member():
+    logic, image = _replicated_logic(), _cluster(3)
+    image = _topic(logic, image, "r", 6, 3)
+    image = _topic(logic, image, "s", 3, 1)
+    r, s = image.topics_by_name["r"], image.topics_by_name["s"]
+    led_by_1 = [p for p in r.partitions.values() if p.leader == 1]
+    assert led_by_1
+    image = _apply(image, logic.broker_state_records(image, 1, "FENCED"))[0]
+    assert image.brokers[1].fenced and image.usable_brokers() == [2, 3]
+    for p in image.topics_by_name["r"].partitions.values():
+        assert p.leader in (2, 3) and 1 not in p.isr
+    for old in led_by_1:
+        new = image.topics_by_name["r"].partitions[old.partition_id]
+        assert new.leader_epoch == old.leader_epoch + 1
+    for pid, p in image.topics_by_name["s"].partitions.items():
+        if s.partitions[pid].replicas == (1,):
+            assert p.leader == -1 and p.isr == (1,)  # offline until broker 1 returns
+    # Unfenced again: the offline single-replica partitions get their leader back.
+    state, image = _state(logic, image, 1)
+    assert state == "UNFENCED"
+    for pid, p in image.topics_by_name["s"].partitions.items():
+        assert p.leader == s.partitions[pid].replicas[0]
+    # It is not yet back in the ISR of "r" (the leader adds it when it catches up).
+    assert all(1 not in p.isr for p in image.topics_by_name["r"].partitions.values())
+
+
+def test_controlled_shutdown_moves_leaders_then_grants_shutdown():
+    logic, image = _replicated_logic(), _cluster(2)
+    image = _topic(logic, image, "r", 4, 2)
+    state, image = _state(logic, image, 2, want_shut_down=True)
+    assert state == "CONTROLLED_SHUTDOWN" and image.brokers[2].in_controlled_shutdown
+    assert all(p.leader == 1 for p in image.topics_by_name["r"].partitions.values())
+    assert image.usable_brokers() == [1]
+    # No leaderships left: the next heartbeat is told to shut down, and the broker is fenced.
+    state, image = _state(logic, image, 2, want_shut_down=True)
+    assert state == "SHUTDOWN_NOW" and image.brokers[2].fenced and not image.brokers[2].in_controlled_shutdown
+    # A broker that leads nothing shuts down at once.
+    state, image = _state(logic, image, 1, want_shut_down=True)
+    assert state == "CONTROLLED_SHUTDOWN"  # it leads every partition: they go offline first
+    assert all(p.leader == -1 for p in image.topics_by_name["r"].partitions.values())
+
+
+def test_a_new_incarnation_replaces_the_registration_and_stale_changes_are_ignored():
+    logic, image = _logic(), _cluster(1)
+    image = _topic(logic, image, "t", 2, 1)
+    old_epoch = image.brokers[1].epoch
+    recs = logic.register_broker(image, broker_id=1, incarnation_id="new", endpoints=(("P", "h", 2),), rack=None, log_dirs=())
+    image, _ = _apply(image, recs)
+    b = image.brokers[1]
+    assert b.incarnation_id == "new" and b.fenced and b.epoch > old_epoch
+    assert all(p.leader == -1 for p in image.topics_by_name["t"].partitions.values())
+    # A change naming the old epoch does not touch the new registration.
+    image, _ = _apply(image, [mr.BrokerRegistrationChangeRecord(1, old_epoch, fenced=False)])
+    assert image.brokers[1].fenced
+    state, image = _state(logic, image, 1)
+    assert state == "UNFENCED" and all(p.leader == 1 for p in image.topics_by_name["t"].partitions.values())
+
+
+def test_sessions_expire_only_unfenced_brokers_and_restart_on_activation():
+    from kavka.controller.heartbeats import BrokerSessions
+
+    image = _cluster(3)
+    image, _ = _apply(image, [mr.BrokerRegistrationChangeRecord(3, image.brokers[3].epoch, fenced=True)])
+    s = BrokerSessions(1000)
+    assert s.expired(image, 10_000) == []  # not active: never fences
+    s.activate(image.brokers, 0)
+    s.touch(1, 900)
+    assert s.expired(image, 1000) == []
+    assert s.expired(image, 1001) == [2]  # never heard from since activation; 3 is fenced already
+    assert s.expired(image, 1901) == [2, 1]
+    s.activate(image.brokers, 5000)
+    assert s.expired(image, 5500) == []

@@ -39,6 +39,8 @@ from kio.schema.allocate_producer_ids.v0 import request as apid_req
 from kio.schema.allocate_producer_ids.v0 import response as apid_resp
 from kio.schema.alter_configs.v2 import request as ac_req
 from kio.schema.alter_configs.v2 import response as ac_resp
+from kio.schema.broker_heartbeat.v1 import request as bh_req
+from kio.schema.broker_heartbeat.v1 import response as bh_resp
 from kio.schema.broker_registration.v4 import request as br_req
 from kio.schema.broker_registration.v4 import response as br_resp
 from kio.schema.create_partitions.v3 import request as cp_req
@@ -58,6 +60,7 @@ from kavka.controller.controller import ApiResult, CreatedTopic, NewTopic
 from kavka.controller.image import MetadataImage, TopicImage
 from kavka.controller.quorum_controller import (
     UNAVAILABLE,
+    HeartbeatReply,
     NotControllerError,
     QuorumController,
     unavailable_result,
@@ -83,6 +86,7 @@ RPCS: dict[int, tuple[type, type]] = {
     37: (cp_req.CreatePartitionsRequest, cp_resp.CreatePartitionsResponse),
     44: (iac_req.IncrementalAlterConfigsRequest, iac_resp.IncrementalAlterConfigsResponse),
     62: (br_req.BrokerRegistrationRequest, br_resp.BrokerRegistrationResponse),
+    63: (bh_req.BrokerHeartbeatRequest, bh_resp.BrokerHeartbeatResponse),
     55: (dq_req.DescribeQuorumRequest, dq_resp.DescribeQuorumResponse),
     67: (apid_req.AllocateProducerIdsRequest, apid_resp.AllocateProducerIdsResponse),
 }
@@ -178,8 +182,9 @@ class ControllerApis:
                 throttle_time=_NO_THROTTLE, error_code=ErrorCode.inconsistent_cluster_id, broker_epoch=-1
             )
         try:
-            await self.qc.register_broker(
+            epoch = await self.qc.register_broker(
                 broker_id=req.broker_id,
+                incarnation_id=uuid_to_str(req.incarnation_id) or "",
                 endpoints=[(li.name, li.host, li.port) for li in req.listeners],
                 rack=req.rack,
                 log_dirs=[uuid_to_str(d) for d in req.log_dirs if d is not None],
@@ -188,8 +193,25 @@ class ControllerApis:
             return br_resp.BrokerRegistrationResponse(
                 throttle_time=_NO_THROTTLE, error_code=unavailable_result(e).error, broker_epoch=-1
             )
-        return br_resp.BrokerRegistrationResponse(
-            throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, broker_epoch=max(self.qc.applied_offset, 0)
+        return br_resp.BrokerRegistrationResponse(throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, broker_epoch=epoch)
+
+    async def _api_63(self, req: bh_req.BrokerHeartbeatRequest) -> Any:
+        try:
+            r = await self.qc.broker_heartbeat(
+                broker_id=req.broker_id,
+                broker_epoch=req.broker_epoch,
+                metadata_offset=req.current_metadata_offset,
+                want_fence=req.want_fence,
+                want_shut_down=req.want_shut_down,
+            )
+        except UNAVAILABLE as e:
+            r = HeartbeatReply(unavailable_result(e).error)
+        return bh_resp.BrokerHeartbeatResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=r.error,
+            is_caught_up=r.is_caught_up,
+            is_fenced=r.is_fenced,
+            should_shut_down=r.should_shut_down,
         )
 
     async def _api_55(self, req: Any) -> Any:
@@ -297,10 +319,12 @@ class ControllerClient:
         local: Callable[[], Any],
         request: Callable[[], Any],
         retry: Callable[[Any], bool],
+        timeout_s: float | None = None,
     ) -> Any:
         """Run `local()` on the active controller, or send `request()` to it; the response entity."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_s
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        deadline = loop.time() + timeout_s
         last: BaseException | None = None
         while True:
             leader = self.raft.leader_and_epoch().leader_id
@@ -324,7 +348,7 @@ class ControllerClient:
             if left <= 0:
                 if isinstance(last, TimeoutError):
                     raise last
-                raise NotControllerError(f"no active controller answered in {self.timeout_s:.0f}s ({last!r})")
+                raise NotControllerError(f"no active controller answered in {timeout_s:.1f}s ({last!r})")
             # Wait for a (new) leader, or back off briefly before asking again.
             before = self.raft.leader_and_epoch()
             await self.qc.wait_for(lambda b=before: self.raft.leader_and_epoch() != b, min(left, 0.2))
@@ -519,16 +543,26 @@ class ControllerClient:
         return await self._route(local, request, not_leader)
 
     async def register_broker(
-        self, *, broker_id: int, endpoints: Sequence[tuple[str, str, int]], rack: str | None, log_dirs: Sequence[str]
-    ) -> None:
+        self,
+        *,
+        broker_id: int,
+        incarnation_id: str,
+        endpoints: Sequence[tuple[str, str, int]],
+        rack: str | None,
+        log_dirs: Sequence[str],
+    ) -> int:
+        """Register this broker (fenced); its broker epoch once this node's image shows it."""
+
         async def local() -> Any:
-            await self.qc.register_broker(broker_id=broker_id, endpoints=endpoints, rack=rack, log_dirs=log_dirs)
+            return await self.qc.register_broker(
+                broker_id=broker_id, incarnation_id=incarnation_id, endpoints=endpoints, rack=rack, log_dirs=log_dirs
+            )
 
         def request() -> Any:
             return br_req.BrokerRegistrationRequest(
                 broker_id=broker_id,
                 cluster_id=self.cluster_id,
-                incarnation_id=uuid.uuid4(),
+                incarnation_id=_uuid(incarnation_id),
                 listeners=tuple(
                     br_req.Listener(name=n, host=h, port=p, security_protocol=0) for n, h, p in endpoints
                 ),
@@ -538,12 +572,47 @@ class ControllerClient:
             )
 
         resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller)
-        if resp is not None and resp.error_code != ErrorCode.none:
+        if isinstance(resp, int):
+            return resp
+        if resp.error_code != ErrorCode.none:
             raise RuntimeError(f"the controller refused this broker's registration: {ErrorCode(resp.error_code).name}")
-        wanted = tuple(tuple(e) for e in endpoints)
-        await self._await_image(
-            lambda img: broker_id in img.brokers and img.brokers[broker_id].endpoints == wanted
-        )
+        epoch = resp.broker_epoch
+        await self._await_image(lambda img: broker_id in img.brokers and img.brokers[broker_id].epoch == epoch)
+        return epoch
+
+    async def broker_heartbeat(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        metadata_offset: int,
+        want_fence: bool = False,
+        want_shut_down: bool = False,
+        timeout_s: float,
+    ) -> HeartbeatReply:
+        async def local() -> Any:
+            return await self.qc.broker_heartbeat(
+                broker_id=broker_id,
+                broker_epoch=broker_epoch,
+                metadata_offset=metadata_offset,
+                want_fence=want_fence,
+                want_shut_down=want_shut_down,
+            )
+
+        def request() -> Any:
+            return bh_req.BrokerHeartbeatRequest(
+                broker_id=broker_id,
+                broker_epoch=broker_epoch,
+                current_metadata_offset=metadata_offset,
+                want_fence=want_fence,
+                want_shut_down=want_shut_down,
+                offline_log_dirs=(),
+            )
+
+        resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller, timeout_s)
+        if isinstance(resp, HeartbeatReply):
+            return resp
+        return HeartbeatReply(ErrorCode(resp.error_code), resp.is_caught_up, resp.is_fenced, resp.should_shut_down)
 
 
 __all__ = ["RPCS", "ControllerApis", "ControllerClient"]

@@ -50,6 +50,7 @@ from typing import Any
 
 from kavka.broker.config_resolver import ConfigResolver
 from kavka.broker.controller_rpc import RPCS, ControllerApis, ControllerClient
+from kavka.broker.lifecycle import BrokerLifecycle
 from kavka.broker.raft_driver import RaftDriver
 from kavka.broker.storage_io import StorageIoManager
 from kavka.config import BrokerConfig, ConfigError, parse_voters
@@ -330,12 +331,23 @@ class BrokerNode:
         if not created.result.ok:
             raise OSError(f"cannot create {OFFSETS_TOPIC}: {created.result.message}")
 
-    async def _register(self, endpoints: list[tuple[str, str, int]]) -> None:
-        await self.controller.register_broker(
+    def _lifecycle(self, endpoints: list[tuple[str, str, int]]) -> BrokerLifecycle:
+        async def register(incarnation_id: str) -> int:
+            return await self.controller.register_broker(
+                broker_id=self.node_id,
+                incarnation_id=incarnation_id,
+                endpoints=endpoints,
+                rack=self.config["broker.rack"],
+                log_dirs=sorted(self.dir_ids.values()),
+            )
+
+        return BrokerLifecycle(
+            self.controller,
             broker_id=self.node_id,
-            endpoints=endpoints,
-            rack=self.config["broker.rack"],
-            log_dirs=sorted(self.dir_ids.values()),
+            heartbeat_interval_ms=self.config["broker.heartbeat.interval.ms"],
+            session_timeout_ms=self.config["broker.session.timeout.ms"],
+            metadata_offset=lambda: self.image.offset,
+            register=register,
         )
 
     def _on_log_dir_failure(self, d: Path, reason: str, lost: list[tuple[str, int]]) -> None:
@@ -478,10 +490,16 @@ class BrokerNode:
             for ep in self.config.advertised_listeners
             if ep.name in bound
         ]
+        self.lifecycle = self._lifecycle(adv)
         try:
-            await self._register(adv)
+            await self.lifecycle.register()
         except Exception as e:
             raise StartupError(f"cannot register this broker with the controller: {e}") from None
+        self.lifecycle.start()
+        # Kafka's broker waits the same way: clients are told about it only once it is unfenced.
+        if not await self.lifecycle.wait_unfenced(60.0):
+            raise StartupError("the controller did not unfence this broker in 60s (see the heartbeat warnings above)")
+        await self._published()
         if self.config["metrics.prometheus.port"] >= 0:
             from kavka.broker.metrics import MetricsServer
 
@@ -500,6 +518,8 @@ class BrokerNode:
         self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
         self._every(min(c["log.flush.scheduler.interval.ms"], 1000), self._flush, "flush")
         self._every(c["producer.id.expiration.check.interval.ms"], self._expire_producer_ids, "producer-id-expiration")
+        # On the active controller: fence brokers whose heartbeats stopped (broker.session.timeout.ms).
+        self._every(min(250, c["broker.session.timeout.ms"] // 4), self.quorum_controller.fence_stale_brokers, "broker-sessions")
         self.log_dir_movers.start()
         if c["log.cleaner.enable"]:
             self._every(c["log.cleaner.backoff.ms"], self._clean, "log-cleaner")
@@ -543,19 +563,7 @@ class BrokerNode:
 
     # ------------------------------------------------------------------ stop
 
-    async def stop(self) -> None:
-        if self._stopping:
-            return
-        self._stopping = True
-        log.info("shutting down")
-        if self.server is not None:
-            await self.server.close()
-        if self.metrics is not None:
-            self.metrics.close()
-        if hasattr(self, "log_dir_movers"):
-            await self.log_dir_movers.stop()
-        if hasattr(self, "groups"):
-            await self.groups.stop()
+    async def _stop_tasks(self) -> None:
         if self._publisher is not None:
             self._publisher.cancel()  # the rest is applied again from the log at the next start
         for t in self._tasks:
@@ -563,9 +571,45 @@ class BrokerNode:
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
-        await self.storage_io.stop()  # jobs in flight finish before the logs close
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        log.info("shutting down")
+        lifecycle: BrokerLifecycle | None = getattr(self, "lifecycle", None)
+        if lifecycle is not None:
+            if self.fatal_error is None:
+                # Kafka's controlled shutdown: leaderships move away while clients can still ask.
+                started = time.monotonic()
+                granted = await lifecycle.controlled_shutdown(self.config["broker.session.timeout.ms"] / 1000)
+                log.info(
+                    "controlled shutdown %s in %.2fs",
+                    "completed" if granted else "not confirmed by a controller",
+                    time.monotonic() - started,
+                )
+            await lifecycle.stop()
+        steps: list[tuple[str, Callable[[], Any]]] = []
+        if self.server is not None:
+            steps.append(("client connections", self.server.close))
+        if self.metrics is not None:
+            steps.append(("metrics", self.metrics.close))
+        if hasattr(self, "log_dir_movers"):
+            steps.append(("log dir movers", self.log_dir_movers.stop))
+        if hasattr(self, "groups"):
+            steps.append(("group coordinator", self.groups.stop))
+        steps.append(("background tasks", self._stop_tasks))
+        steps.append(("storage io", self.storage_io.stop))  # jobs in flight finish before the logs close
         if hasattr(self, "raft_driver"):
-            await self.raft_driver.stop()
+            steps.append(("metadata quorum", self.raft_driver.stop))
+        for name, step in steps:
+            started = time.monotonic()
+            result = step()
+            if asyncio.iscoroutine(result):
+                await result
+            if time.monotonic() - started > 1.0:
+                log.warning("shutdown: stopping the %s took %.1fs", name, time.monotonic() - started)
+        if hasattr(self, "raft_driver"):
             self.controller.close()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()

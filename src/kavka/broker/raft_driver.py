@@ -146,8 +146,11 @@ class RaftDriver:
             self._after_poll()
             wait_s = max(0.0, (result.next_deadline_ms - self._now_ms()) / 1000)
             got: m.Envelope | None = None
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel that
+            # arrives as the inbox yields an item, and stop() would then wait forever.
             with contextlib.suppress(TimeoutError):
-                got = await asyncio.wait_for(self._inbox.get(), timeout=min(wait_s, 1.0))
+                async with asyncio.timeout(min(wait_s, 1.0)):
+                    got = await self._inbox.get()
             if got is not None:
                 inbound.append(got)
             while not self._inbox.empty():

@@ -5,19 +5,15 @@ broker,controller nodes, every node a voter, client ports from `--base-port`,
 controller ports 100 above), formats every node with one cluster id (kept in
 `<data-dir>/cluster.id`, so a second `up` restarts the same cluster), starts
 the nodes as `kavka server start` processes, waits until each is ready,
-prints the bootstrap servers, and on Ctrl-C (or SIGTERM) stops them one by
-one, waiting for each. `status` asks any node for the brokers (DescribeCluster)
+prints the bootstrap servers, and on Ctrl-C (or SIGTERM) stops them all at
+once (each with its controlled shutdown) and waits for each (kavka.local_cluster). `status` asks any node for the brokers (DescribeCluster)
 and the quorum (DescribeQuorum), like `kafka-metadata-quorum.sh describe
 --status --replication`.
 """
 
 from __future__ import annotations
 
-import base64
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -33,21 +29,6 @@ def cluster() -> None:
     """Run and inspect a local multi-node cluster."""
 
 
-def _node_props(i: int, n: int, data_dir: Path, base_port: int, rack: str | None) -> dict[str, str]:
-    voters = ",".join(f"{j}@127.0.0.1:{base_port + 100 + j - 1}" for j in range(1, n + 1))
-    props = {
-        "node.id": str(i),
-        "process.roles": "broker,controller",
-        "listeners": f"PLAINTEXT://127.0.0.1:{base_port + i - 1},CONTROLLER://127.0.0.1:{base_port + 100 + i - 1}",
-        "controller.listener.names": "CONTROLLER",
-        "controller.quorum.voters": voters,
-        "log.dirs": str(data_dir / f"node{i}" / "data"),
-    }
-    if rack:
-        props["broker.rack"] = rack
-    return props
-
-
 @cluster.command(name="up")
 @click.option("--nodes", default=3, show_default=True, type=click.IntRange(1, 9), help="Number of nodes.")
 @click.option("--controllers", type=int, default=None, help="Voters among them (all nodes: combined roles).")
@@ -56,97 +37,47 @@ def _node_props(i: int, n: int, data_dir: Path, base_port: int, rack: str | None
 @click.option("--base-port", default=9092, show_default=True, type=int, help="Client port of node 1 (node i: +i-1).")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="A config for every node (repeatable).")
 def up(nodes: int, controllers: int | None, racks: str | None, data_dir: Path, base_port: int, overrides: tuple[str, ...]) -> None:
-    """Start a local cluster; Ctrl-C stops every node in order."""
+    """Start a local cluster; Ctrl-C stops every node (each with a controlled shutdown)."""
+    from kavka.local_cluster import LocalCluster, LocalClusterError
+
     if controllers is not None and controllers != nodes:
         raise CliError(
             f"--controllers {controllers}: separate controller and broker roles are not supported yet "
             "(every node is a combined broker,controller voter)"
         )
-    data_dir = data_dir.resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    id_file = data_dir / "cluster.id"
-    if not id_file.exists():
-        id_file.write_text(base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode() + "\n")
-    cluster_id = id_file.read_text().strip()
-    rack_list = [r.strip() for r in racks.split(",")] if racks else []
-    kavka = [sys.executable, "-m", "kavka"]
-    procs: dict[int, subprocess.Popen[str]] = {}
-    ready: dict[int, threading.Event] = {}
-    logs: dict[int, list[str]] = {}
-
-    def pump(i: int, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        with open(data_dir / f"node{i}" / "server.log", "a") as log_file:
-            for line in proc.stdout:
-                log_file.write(line)
-                log_file.flush()
-                logs[i].append(line)
-                del logs[i][:-50]
-                if line.startswith("KAVKA_READY"):
-                    ready[i].set()
-        ready[i].set()
-
-    def stop_all() -> None:
-        for i, proc in procs.items():
-            if proc.poll() is None:
-                click.echo(f"stopping node {i} ...", err=True)
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
-
+    props: dict[str, str] = {}
+    for item in overrides:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise CliError(f"--override {item!r}: expected key=value")
+        props[k.strip()] = v.strip()
+    local = LocalCluster(
+        data_dir,
+        nodes,
+        base_port=base_port,
+        racks=[r.strip() for r in racks.split(",")] if racks else None,
+        overrides=props,
+        on_event=lambda message: click.echo(message, err=True),
+    )
     try:
-        for i in range(1, nodes + 1):
-            node_dir = data_dir / f"node{i}"
-            node_dir.mkdir(exist_ok=True)
-            props = _node_props(i, nodes, data_dir, base_port, rack_list[(i - 1) % len(rack_list)] if rack_list else None)
-            for item in overrides:
-                k, sep, v = item.partition("=")
-                if not sep:
-                    raise CliError(f"--override {item!r}: expected key=value")
-                props[k.strip()] = v.strip()
-            config = node_dir / "server.properties"
-            config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-            if not (node_dir / "data" / "meta.properties").exists():
-                res = subprocess.run(
-                    [*kavka, "storage", "format", "--config", str(config), "--cluster-id", cluster_id],
-                    capture_output=True, text=True, timeout=60,
-                )
-                if res.returncode != 0:
-                    raise CliError(f"formatting node {i} failed: {res.stdout}{res.stderr}")
-            proc = subprocess.Popen(
-                [*kavka, "server", "start", "--config", str(config)],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                env=dict(os.environ, PYTHONUNBUFFERED="1"),
-            )
-            procs[i], ready[i], logs[i] = proc, threading.Event(), []
-            threading.Thread(target=pump, args=(i, proc), daemon=True).start()
-        deadline = time.monotonic() + 120
-        for i in procs:
-            while not ready[i].wait(0.2):
-                if time.monotonic() > deadline:
-                    raise CliError(f"node {i} did not start in 120s:\n{''.join(logs[i][-20:])}")
-            if not any(line.startswith("KAVKA_READY") for line in logs[i]):
-                raise CliError(f"node {i} exited with {procs[i].wait(10)}:\n{''.join(logs[i][-20:])}")
-            click.echo(f"node {i} ready on 127.0.0.1:{base_port + i - 1}", err=True)
-        bootstrap = ",".join(f"127.0.0.1:{base_port + i - 1}" for i in procs)
-        click.echo(f"cluster {cluster_id}: {nodes} nodes, logs in {data_dir}/node*/server.log")
+        bootstrap = local.start()
+        click.echo(f"cluster {local.cluster_id}: {nodes} nodes, logs in {local.data_dir}/node*/server.log")
         click.echo(f"bootstrap servers: {bootstrap}")
         click.echo("Ctrl-C stops every node.", err=True)
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         while not stop.is_set():
-            dead = [i for i, p in procs.items() if p.poll() is not None]
+            dead = local.dead()
             if dead:
-                click.echo(f"node {dead[0]} exited with {procs[dead[0]].returncode}; stopping the others", err=True)
+                click.echo(f"node {dead[0]} exited with {local.procs[dead[0]].returncode}; stopping the others", err=True)
                 break
             stop.wait(0.5)
+    except LocalClusterError as e:
+        raise CliError(str(e)) from None
     except KeyboardInterrupt:
         pass
     finally:
-        stop_all()
+        local.stop()
 
 
 @cluster.command(name="status")
@@ -160,7 +91,9 @@ def status(bootstrap: str, as_json: bool) -> None:
     now = int(time.time() * 1000)
     data: dict[str, Any] = {
         "cluster_id": desc.cluster_id,
-        "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in desc.brokers],
+        "brokers": [
+            {"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "fenced": b.fenced} for b in desc.brokers
+        ],
         "quorum": {
             "leader_id": quorum.leader_id,
             "leader_epoch": quorum.leader_epoch,
@@ -182,8 +115,9 @@ def status(bootstrap: str, as_json: bool) -> None:
         q = data["quorum"]
         out.print(f"ClusterId: {data['cluster_id']}")
         out.print(f"LeaderId: {q['leader_id']}  LeaderEpoch: {q['leader_epoch']}  HighWatermark: {q['high_watermark']}")
-        out.print(table("Brokers", ["Id", "Host", "Port", "Rack"],
-                        [(b["id"], b["host"], b["port"], b["rack"]) for b in data["brokers"]]))
+        out.print(table("Brokers", ["Id", "Host", "Port", "Rack", "State"],
+                        [(b["id"], b["host"], b["port"], b["rack"], "fenced" if b["fenced"] else "unfenced")
+                         for b in data["brokers"]]))
         out.print(table("Quorum", ["NodeId", "LogEndOffset", "Lag", "LastFetch(ms ago)", "Status"],
                         [(v["id"], v["log_end_offset"], v["lag"], v["last_fetch_ms_ago"], v["status"]) for v in q["voters"]]))
 

@@ -153,6 +153,7 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    fenced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -549,7 +550,9 @@ class AdminClient:
         if int(ApiKey.DESCRIBE_CLUSTER) in conn.broker_versions:
             resp = conn.send(requests.describe_cluster(conn.pick_version(ApiKey.DESCRIBE_CLUSTER)))
             raise_for_error(resp.error_code, resp.error_message)
-            brokers = tuple(BrokerInfo(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers)
+            brokers = tuple(
+                BrokerInfo(b.broker_id, b.host, b.port, b.rack, bool(getattr(b, "is_fenced", False))) for b in resp.brokers
+            )
             return ClusterDescription(resp.cluster_id, resp.controller_id, _sorted_brokers(brokers))
         md = self._metadata([])  # brokers only
         brokers = tuple(

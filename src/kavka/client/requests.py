@@ -239,6 +239,7 @@ def describe_cluster(version: int) -> Any:
         request_class(ApiKey.DESCRIBE_CLUSTER, version),
         include_cluster_authorized_operations=False,
         endpoint_type=1,  # brokers (KIP-919)
+        include_fenced_brokers=True,  # v2 (KIP-1073): fenced brokers too, marked
     )
 
 

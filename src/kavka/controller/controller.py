@@ -24,13 +24,17 @@ from kavka.config import (
     ConfigError,
     validate_topic_configs,
 )
-from kavka.controller.image import MetadataImage, TopicImage
+from kavka.controller import partition_change
+from kavka.controller.image import MetadataImage, PartitionRegistration, TopicImage
 from kavka.controller.placement import PlacementError, ReplicaPlacer, RoundRobinPlacer
 from kavka.controller.records import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
+    PartitionChangeRecord,
     PartitionRecord,
+    RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
@@ -91,6 +95,21 @@ def validate_topic_name(name: str) -> str | None:
 
 def _collision_key(name: str) -> str:
     return name.replace(".", "_")
+
+
+def _change_record(topic_id: str, old: PartitionRegistration, new: PartitionRegistration) -> PartitionChangeRecord | None:
+    if new.leader == old.leader and new.isr == old.isr:
+        return None
+    return PartitionChangeRecord(
+        topic_id,
+        old.partition_id,
+        leader=new.leader if new.leader != old.leader else None,
+        isr=tuple(new.isr) if new.isr != old.isr else None,
+    )
+
+
+# A broker's next state after a heartbeat (Kafka's BrokerControlState).
+FENCED, UNFENCED, CONTROLLED_SHUTDOWN, SHUTDOWN_NOW = "FENCED", "UNFENCED", "CONTROLLED_SHUTDOWN", "SHUTDOWN_NOW"
 
 
 class ControllerLogic:
@@ -154,7 +173,7 @@ class ControllerLogic:
             overrides = validate_topic_configs(t.configs)
         except ConfigError as e:
             return fail(ErrorCode.invalid_config, str(e))
-        brokers = sorted(image.brokers)
+        brokers = image.usable_brokers()  # Kafka places replicas on unfenced brokers only
         if t.assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:
                 return fail(
@@ -182,7 +201,7 @@ class ControllerLogic:
             if rf > len(brokers):
                 return fail(
                     ErrorCode.invalid_replication_factor,
-                    f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {len(brokers)} broker(s) are registered.",
+                    f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {len(brokers)} broker(s) are registered and unfenced.",
                 )
             try:
                 assignment = self._placer.place(
@@ -191,6 +210,7 @@ class ControllerLogic:
                     num_partitions=num,
                     replication_factor=rf,
                     start_index=self._start_index(len(brokers)),
+                    racks={b: image.brokers[b].rack for b in brokers},
                 )
             except PlacementError as e:
                 return fail(ErrorCode.invalid_replication_factor, str(e))
@@ -233,15 +253,16 @@ class ControllerLogic:
                 if any(r not in image.brokers for r in reps) or len(set(reps)) != len(reps) or len(reps) != rf:
                     return [], ApiResult(ErrorCode.invalid_replica_assignment, f"Invalid replica assignment {reps}")
         else:
-            brokers = sorted(image.brokers)
+            brokers = image.usable_brokers()
             if rf > len(brokers):
-                return [], ApiResult(ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {rf} time(s): only {len(brokers)} broker(s) are registered.")
+                return [], ApiResult(ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {rf} time(s): only {len(brokers)} broker(s) are registered and unfenced.")
             new = self._placer.place(
                 brokers,
                 start_partition=current,
                 num_partitions=added,
                 replication_factor=rf,
                 start_index=self._start_index(len(brokers)),
+                racks={b: image.brokers[b].rack for b in brokers},
             )
         if rf > 1 and not self.allow_replication:
             return [], ApiResult(ErrorCode.invalid_replication_factor, NO_REPLICATION.format(rf=rf))
@@ -250,6 +271,102 @@ class ControllerLogic:
             for i, r in enumerate(new)
         ]
         return recs, ApiResult()
+
+    # ------------------------------------------------------------------ brokers
+
+    def register_broker(
+        self,
+        image: MetadataImage,
+        *,
+        broker_id: int,
+        incarnation_id: str,
+        endpoints: tuple[tuple[str, str, int], ...],
+        rack: str | None,
+        log_dirs: tuple[str, ...],
+    ) -> list[Any]:
+        """A broker (re)registers, fenced until its heartbeat shows it caught up (Kafka's
+        ClusterControlManager.registerBroker). The same incarnation again is a retry: no change.
+        A new incarnation replaces the old registration, whose leaderships end first."""
+        current = image.brokers.get(broker_id)
+        if current is not None and current.incarnation_id == incarnation_id:
+            return []
+        records: list[Any] = self._leave_partitions(image, broker_id) if current is not None else []
+        records.append(RegisterBrokerRecord(broker_id, incarnation_id, endpoints, rack, log_dirs))
+        return records
+
+    def next_broker_state(
+        self,
+        image: MetadataImage,
+        broker_id: int,
+        *,
+        metadata_offset: int,
+        want_fence: bool,
+        want_shut_down: bool,
+    ) -> str:
+        """Kafka's BrokerHeartbeatManager.calculateNextBrokerState, without its lowest-active-offset wait."""
+        b = image.brokers[broker_id]
+        leads = self.has_leaderships(image, broker_id)
+        if b.in_controlled_shutdown:
+            return CONTROLLED_SHUTDOWN if leads else SHUTDOWN_NOW
+        if b.fenced:
+            if want_shut_down:
+                return SHUTDOWN_NOW
+            if not want_fence and metadata_offset >= b.epoch:
+                return UNFENCED  # caught up with its own registration
+            return FENCED
+        if want_fence:
+            return SHUTDOWN_NOW if want_shut_down else FENCED
+        if want_shut_down:
+            return CONTROLLED_SHUTDOWN if leads else SHUTDOWN_NOW
+        return UNFENCED
+
+    def broker_state_records(self, image: MetadataImage, broker_id: int, state: str) -> list[Any]:
+        """The records that move a broker into `state` (Kafka's ReplicationControlManager
+        handleBrokerFenced / handleBrokerUnfenced / handleBrokerInControlledShutdown)."""
+        b = image.brokers[broker_id]
+        if state in (FENCED, SHUTDOWN_NOW):
+            if b.fenced and not b.in_controlled_shutdown:
+                return []
+            records = self._leave_partitions(image, broker_id)
+            records.append(BrokerRegistrationChangeRecord(broker_id, b.epoch, fenced=True, in_controlled_shutdown=False))
+            return records
+        if state == UNFENCED:
+            if not b.fenced:
+                return []
+            records = [BrokerRegistrationChangeRecord(broker_id, b.epoch, fenced=False)]
+            live = set(image.usable_brokers()) | {broker_id}
+            for t in image.topics_by_id.values():
+                for reg in t.partitions.values():
+                    if reg.leader == -1 and broker_id in reg.isr:
+                        rec = _change_record(t.topic_id, reg, partition_change.on_broker_unfenced(reg, live=live))  # type: ignore[arg-type]
+                        if rec is not None:
+                            records.append(rec)
+            return records
+        if state == CONTROLLED_SHUTDOWN:
+            records = [] if b.in_controlled_shutdown else [
+                BrokerRegistrationChangeRecord(broker_id, b.epoch, in_controlled_shutdown=True)
+            ]
+            return records + self._leave_partitions(image, broker_id)
+        return []
+
+    @staticmethod
+    def has_leaderships(image: MetadataImage, broker_id: int) -> bool:
+        return any(reg.leader == broker_id for t in image.topics_by_id.values() for reg in t.partitions.values())
+
+    @staticmethod
+    def _leave_partitions(image: MetadataImage, broker_id: int) -> list[Any]:
+        """The broker leaves every ISR (unless it is the last member) and every leadership moves to
+        a live ISR member, or the partition goes offline (leader -1) until one returns."""
+        live = [b for b in image.usable_brokers() if b != broker_id]
+        records: list[Any] = []
+        for t in image.topics_by_id.values():
+            for reg in t.partitions.values():
+                if broker_id in reg.isr or reg.leader == broker_id:
+                    new = partition_change.on_broker_fenced(reg, broker_id, live=live)  # type: ignore[arg-type]
+                    rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
+                    if rec is not None:
+                        records.append(rec)
+        return records
 
     # ------------------------------------------------------------------ configs
 

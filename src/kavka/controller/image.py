@@ -16,6 +16,7 @@ from typing import Any
 
 from kavka.controller.records import (
     BROKER_RESOURCE,
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -53,6 +54,14 @@ class BrokerRegistration:
     endpoints: tuple[tuple[str, str, int], ...]
     rack: str | None
     log_dirs: tuple[str, ...]
+    epoch: int = -1  # offset of its RegisterBrokerRecord (Kafka's broker epoch)
+    fenced: bool = True  # fenced brokers are not in Metadata and lead nothing
+    in_controlled_shutdown: bool = False
+
+    @property
+    def usable(self) -> bool:
+        """May lead partitions and be shown to clients (unfenced, not shutting down)."""
+        return not self.fenced and not self.in_controlled_shutdown
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +73,10 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0  # producer ids below this are allocated (ProducerIdsRecord)
+
+    def usable_brokers(self) -> list[int]:
+        """Ids of brokers that may lead partitions: unfenced and not in controlled shutdown."""
+        return sorted(b.broker_id for b in self.brokers.values() if b.usable)
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((2, name), _EMPTY)
@@ -162,6 +175,20 @@ class MetadataDelta:
                 tuple(tuple(e) for e in record.endpoints),  # type: ignore[misc]
                 record.rack,
                 tuple(record.log_dirs),
+                epoch=record.broker_epoch if record.broker_epoch >= 0 else offset,
+                fenced=record.fenced,
+                in_controlled_shutdown=record.in_controlled_shutdown,
+            )
+        elif isinstance(record, BrokerRegistrationChangeRecord):
+            b = self.brokers.get(record.broker_id) or self.image.brokers.get(record.broker_id)
+            if b is None or b.epoch != record.broker_epoch:
+                return  # a change to an earlier incarnation's registration
+            self.brokers[record.broker_id] = replace(
+                b,
+                fenced=b.fenced if record.fenced is None else record.fenced,
+                in_controlled_shutdown=(
+                    b.in_controlled_shutdown if record.in_controlled_shutdown is None else record.in_controlled_shutdown
+                ),
             )
         else:
             raise TypeError(f"not a metadata record: {record!r}")

@@ -35,13 +35,16 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from kavka.config import BrokerConfig
+from kavka.controller import controller as logic
 from kavka.controller import records as mr
 from kavka.controller.controller import ApiResult, ControllerLogic, CreatedTopic, NewTopic
+from kavka.controller.heartbeats import BrokerSessions
 from kavka.controller.image import MetadataDelta, MetadataImage, TopicImage
 from kavka.raft.api import NotLeaderError, SnapshotId
 from kavka.raft.client import RaftClient
@@ -61,6 +64,16 @@ class NotControllerError(Exception):
 UNAVAILABLE = (NotControllerError, TimeoutError)
 
 
+@dataclass(frozen=True, slots=True)
+class HeartbeatReply:
+    """BrokerHeartbeatResponse's fields."""
+
+    error: ErrorCode = ErrorCode.none
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
 def unavailable_result(e: BaseException) -> ApiResult:
     """Kafka's answer when the controller could not decide or commit: NOT_CONTROLLER or REQUEST_TIMED_OUT."""
     code = ErrorCode.not_controller if isinstance(e, NotControllerError) else ErrorCode.request_timed_out
@@ -77,8 +90,11 @@ class QuorumController:
         rng: random.Random | None = None,
         wakeup: Callable[[], None] = lambda: None,
         timeout_s: float = 30.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        self._monotonic = monotonic
+        self.sessions = BrokerSessions(config["broker.session.timeout.ms"])
         self.raft = raft
         self._clock = clock
         self._wakeup = wakeup
@@ -120,6 +136,7 @@ class QuorumController:
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
         if leader_id != self.raft.node_id:
+            self.sessions.deactivate()
             for _, fut in self._waiters:
                 if not fut.done():
                     fut.set_exception(NotControllerError(f"leadership moved to {leader_id} in epoch {epoch}"))
@@ -169,7 +186,8 @@ class QuorumController:
                 return False
             self._changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), timeout=min(left, 0.5))
+                async with asyncio.timeout(min(left, 0.5)):  # not wait_for: 3.11's can lose a cancel
+                    await self._changed.wait()
             except TimeoutError:
                 pass
         return True
@@ -202,18 +220,109 @@ class QuorumController:
         except TimeoutError:
             raise TimeoutError(f"metadata records up to offset {last} not committed in {self.timeout_s:.0f}s") from None
 
+    # ---- brokers: registration, heartbeats, fencing, controlled shutdown ---------------------
+
+    def _session_ms(self) -> int:
+        return int(self._monotonic() * 1000)
+
+    def _ensure_sessions(self) -> None:
+        if not self.sessions.active:
+            self.sessions.activate(self.image.brokers, self._session_ms())
+
     async def register_broker(
-        self, *, broker_id: int, endpoints: Sequence[tuple[str, str, int]], rack: str | None, log_dirs: Sequence[str]
-    ) -> None:
-        wanted = (tuple(tuple(e) for e in endpoints), rack, tuple(log_dirs))
+        self,
+        *,
+        broker_id: int,
+        incarnation_id: str,
+        endpoints: Sequence[tuple[str, str, int]],
+        rack: str | None,
+        log_dirs: Sequence[str],
+    ) -> int:
+        """Register (fenced) and return the broker epoch (the offset of its RegisterBrokerRecord)."""
 
         def decide(image: MetadataImage) -> tuple[list[Any], None]:
-            current = image.brokers.get(broker_id)
-            if current is not None and (current.endpoints, current.rack, current.log_dirs) == wanted:
-                return [], None
-            return [mr.RegisterBrokerRecord(broker_id, generate_uuid(), wanted[0], rack, wanted[2])], None  # type: ignore[arg-type]
+            records = self.logic.register_broker(
+                image,
+                broker_id=broker_id,
+                incarnation_id=incarnation_id,
+                endpoints=tuple(tuple(e) for e in endpoints),  # type: ignore[misc]
+                rack=rack,
+                log_dirs=tuple(log_dirs),
+            )
+            return records, None
 
         await self._run(decide)
+        self._ensure_sessions()
+        self.sessions.touch(broker_id, self._session_ms())
+        reg = self.image.brokers.get(broker_id)
+        if reg is None or reg.incarnation_id != incarnation_id:
+            raise NotControllerError(f"broker {broker_id}'s registration was replaced while it committed")
+        return reg.epoch
+
+    async def broker_heartbeat(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        metadata_offset: int,
+        want_fence: bool = False,
+        want_shut_down: bool = False,
+    ) -> HeartbeatReply:
+        """Kafka's BrokerHeartbeat: renews the session, and may fence, unfence or shut down the broker."""
+
+        def decide(image: MetadataImage) -> tuple[list[Any], HeartbeatReply | str]:
+            b = image.brokers.get(broker_id)
+            if b is None:
+                return [], HeartbeatReply(ErrorCode.broker_id_not_registered)
+            if b.epoch != broker_epoch:
+                return [], HeartbeatReply(ErrorCode.stale_broker_epoch)
+            self._ensure_sessions()
+            self.sessions.touch(broker_id, self._session_ms())
+            state = self.logic.next_broker_state(
+                image, broker_id, metadata_offset=metadata_offset, want_fence=want_fence, want_shut_down=want_shut_down
+            )
+            records = self.logic.broker_state_records(image, broker_id, state)
+            if records:
+                log.info("broker %d (epoch %d): %s", broker_id, broker_epoch, state.lower().replace("_", " "))
+            return records, state
+
+        state = await self._run(decide)
+        if isinstance(state, HeartbeatReply):
+            return state
+        b = self.image.brokers[broker_id]
+        return HeartbeatReply(
+            ErrorCode.none,
+            is_caught_up=metadata_offset >= b.epoch,
+            is_fenced=b.fenced,
+            should_shut_down=state == logic.SHUTDOWN_NOW,
+        )
+
+    async def fence_stale_brokers(self) -> list[int]:
+        """Fence every unfenced broker whose session expired (called periodically; active controller only)."""
+        if not self.is_active:
+            return []
+        self._ensure_sessions()
+        fenced = []
+        for broker_id in self.sessions.expired(self.image, self._session_ms()):
+
+            def decide(image: MetadataImage, broker_id: int = broker_id) -> tuple[list[Any], bool]:
+                if broker_id not in self.sessions.expired(image, self._session_ms()):
+                    return [], False  # a heartbeat came while we waited for the lock
+                return self.logic.broker_state_records(image, broker_id, logic.FENCED), True
+
+            try:
+                if await self._run(decide):
+                    last = self.sessions.last_contact_ms(broker_id)
+                    log.warning(
+                        "fenced broker %d: no heartbeat for %s ms (broker.session.timeout.ms=%d)",
+                        broker_id,
+                        "?" if last is None else self._session_ms() - last,
+                        self.sessions.session_timeout_ms,
+                    )
+                    fenced.append(broker_id)
+            except UNAVAILABLE:
+                break
+        return fenced
 
     async def allocate_producer_ids(self, broker_id: int, block_size: int = 1000) -> tuple[int, int]:
         """A fresh block [start, end) of producer ids (Kafka's AllocateProducerIds, KIP-730)."""

@@ -28,6 +28,25 @@ class RegisterBrokerRecord:
     endpoints: tuple[tuple[str, str, int], ...]  # (listener name, host, port)
     rack: str | None = None
     log_dirs: tuple[str, ...] = ()  # directory ids (KIP-858)
+    # Kafka's BrokerEpoch is the offset of this record; -1 (what the controller writes) means
+    # "this record's offset". A snapshot writes the epoch out, since it replays at another offset.
+    broker_epoch: int = -1
+    fenced: bool = True  # a registered broker is fenced until its heartbeat shows it caught up
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    """Fencing and controlled shutdown of a registration (Kafka's BrokerRegistrationChangeRecord).
+
+    Applies only to the registration whose epoch is `broker_epoch`; None leaves a field as it is.
+    """
+
+    TYPE: ClassVar[str] = "BrokerRegistrationChange"
+    broker_id: int
+    broker_epoch: int
+    fenced: bool | None = None
+    in_controlled_shutdown: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +106,7 @@ class ProducerIdsRecord:
 
 MetadataRecord = (
     RegisterBrokerRecord
+    | BrokerRegistrationChangeRecord
     | TopicRecord
     | PartitionRecord
     | PartitionChangeRecord
@@ -99,6 +119,7 @@ _TYPES: dict[str, type] = {
     t.TYPE: t
     for t in (
         RegisterBrokerRecord,
+        BrokerRegistrationChangeRecord,
         TopicRecord,
         PartitionRecord,
         PartitionChangeRecord,

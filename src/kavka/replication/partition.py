@@ -86,6 +86,9 @@ class Partition:
         return self.log.log_start_offset
 
     def update_registration(self, *, leader: int, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...]) -> None:
+        if leader == self.local_broker_id and leader_epoch > self.leader_epoch:
+            # Becoming leader in a new epoch (Kafka's Partition.makeLeader): it starts at the log end.
+            self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
         self.leader = leader
         self.leader_epoch = leader_epoch
         self.replicas = replicas

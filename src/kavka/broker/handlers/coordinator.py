@@ -46,7 +46,7 @@ async def _locate(node: BrokerNode, key_type: int, key: str) -> tuple[ErrorCode,
     topic = image.topics_by_name.get(OFFSETS_TOPIC)
     reg = topic.partitions.get(node.groups.partition_for(key)) if topic is not None else None
     broker = image.brokers.get(reg.leader) if reg is not None and reg.leader is not None else None
-    if broker is None or not broker.endpoints:
+    if broker is None or broker.fenced or not broker.endpoints:
         return ErrorCode.coordinator_not_available, -1, "", -1
     _name, host, port = broker.endpoints[0]  # the endpoint Metadata advertises for that broker
     return ErrorCode.none, broker.broker_id, host, port

@@ -24,13 +24,24 @@ if TYPE_CHECKING:
 _OPS_UNSET = -2147483648  # topic_authorized_operations when not requested
 
 
-def _brokers(node: BrokerNode, cls: type, id_field: str) -> tuple[Any, ...]:
+def _brokers(node: BrokerNode, cls: type, id_field: str, *, include_fenced: bool = False) -> tuple[Any, ...]:
+    """Live (unfenced) brokers, as Kafka's KRaft metadata cache answers; DescribeCluster v2 may ask for all."""
     out = []
     for b in sorted(node.image.brokers.values(), key=lambda b: b.broker_id):
-        if not b.endpoints:
+        if not b.endpoints or (b.fenced and not include_fenced):
             continue
         name, host, port = b.endpoints[0]
-        out.append(make(cls, **{id_field: b.broker_id}, host=host, port=port, rack=b.rack))
+        out.append(make(cls, **{id_field: b.broker_id}, host=host, port=port, rack=b.rack, is_fenced=b.fenced))
+    return tuple(out)
+
+
+def _offline_replicas(node: BrokerNode, image: Any, topic: str, p: Any) -> tuple[int, ...]:
+    """Replicas on fenced or unknown brokers, or (KIP-112) on a failed log dir of this broker."""
+    out = []
+    for r in p.replicas:
+        b = image.brokers.get(r)
+        if b is None or b.fenced or (r == node.node_id and node.log_manager.is_offline(topic, p.partition_id)):
+            out.append(r)
     return tuple(out)
 
 
@@ -59,20 +70,22 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
                 await node.controller.create_topics([NewTopic(n) for n in dict.fromkeys(missing)])
             image = node.image
 
+    def leader_alive(p: Any) -> bool:
+        b = image.brokers.get(p.leader)
+        return b is not None and not b.fenced
+
     def topic_entry(t: Any) -> Any:
         parts = tuple(
             make(
                 part_cls,
-                error_code=ErrorCode.none,
+                # Kafka: no live leader (offline partition) -> LEADER_NOT_AVAILABLE, leader -1.
+                error_code=ErrorCode.none if leader_alive(p) else ErrorCode.leader_not_available,
                 partition_index=p.partition_id,
-                leader_id=p.leader,
+                leader_id=p.leader if leader_alive(p) else -1,
                 leader_epoch=p.leader_epoch,
                 replica_nodes=tuple(p.replicas),
                 isr_nodes=tuple(p.isr),
-                # KIP-112: a replica on a failed log dir of this broker.
-                offline_replicas=(
-                    (node.node_id,) if node.log_manager.is_offline(t.name, p.partition_id) else ()
-                ),
+                offline_replicas=_offline_replicas(node, image, t.name, p),
             )
             for p in sorted(t.partitions.values(), key=lambda p: p.partition_id)
         )
@@ -144,7 +157,12 @@ def handle_describe_cluster(node: BrokerNode, ctx: RequestContext, req: Any) -> 
         endpoint_type=req.endpoint_type,
         cluster_id=node.cluster_id,
         controller_id=_controller_id(node),
-        brokers=_brokers(node, nested(resp_cls, "DescribeClusterBroker"), "broker_id"),
+        brokers=_brokers(
+            node,
+            nested(resp_cls, "DescribeClusterBroker"),
+            "broker_id",
+            include_fenced=bool(getattr(req, "include_fenced_brokers", False)),
+        ),
         cluster_authorized_operations=_OPS_UNSET,
     )
 

@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 from kavka.controller.quorum_controller import UNAVAILABLE
 from kavka.protocol import api
 from kavka.protocol.messages import make, nested
+from kavka.raft.codec import METADATA_TOPIC
 
 if TYPE_CHECKING:
     from kavka.broker.node import BrokerNode
@@ -35,8 +36,48 @@ def _in_version(entity: Any, cls: type) -> Any:
     return make(cls, **kwargs)
 
 
+def _asks_for_the_metadata_partition(req: Any) -> bool:
+    """Kafka's hasValidTopicPartition: one topic, `__cluster_metadata`, one partition, 0."""
+    return (
+        len(req.topics) == 1
+        and req.topics[0].topic_name == METADATA_TOPIC
+        and len(req.topics[0].partitions) == 1
+        and req.topics[0].partitions[0].partition_index == 0
+    )
+
+
 async def handle_describe_quorum(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    if not _asks_for_the_metadata_partition(req):
+        # Kafka's partition-level answer: every requested partition UNKNOWN_TOPIC_OR_PARTITION.
+        topic_cls, part_cls = nested(resp_cls, "TopicData"), nested(resp_cls, "PartitionData")
+        return make(
+            resp_cls,
+            error_code=ErrorCode.none,
+            error_message=None,
+            topics=tuple(
+                make(
+                    topic_cls,
+                    topic_name=t.topic_name,
+                    partitions=tuple(
+                        make(
+                            part_cls,
+                            partition_index=p.partition_index,
+                            error_code=ErrorCode.unknown_topic_or_partition,
+                            error_message="This server does not host this topic-partition.",
+                            leader_id=-1,
+                            leader_epoch=-1,
+                            high_watermark=-1,
+                            current_voters=(),
+                            observers=(),
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in req.topics
+            ),
+            nodes=(),
+        )
     try:
         answer = await node.controller.describe_quorum()
     except UNAVAILABLE as e:

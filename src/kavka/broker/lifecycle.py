@@ -1,0 +1,162 @@
+"""BrokerLifecycle: this broker's registration, heartbeats and controlled shutdown (Kafka's
+BrokerLifecycleManager).
+
+States, as Kafka's broker sees them:
+- registered, fenced: after BrokerRegistration the controller keeps the broker fenced (not in
+  Metadata, leading nothing) until a heartbeat reports a metadata offset at or past its own
+  registration record; then it unfences it and elects it leader where it is the only live ISR
+  member. `wait_unfenced` is what startup waits on before the broker announces itself ready.
+- running: a heartbeat every `broker.heartbeat.interval.ms`; every 50 ms while fenced or shutting
+  down. A broker the controller fenced (its session expired, e.g. a long pause) asks to be
+  unfenced again by its next heartbeat. STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED (the
+  controller lost or replaced the registration) re-registers with a new incarnation.
+- controlled shutdown (`controlled_shutdown`): heartbeats with want_shut_down; the controller
+  moves every leadership away (a partition with no other live ISR member goes offline, leader -1,
+  as in Kafka) and answers should_shut_down, fencing the broker; only then does the broker stop
+  serving. Bounded: when no controller answers (the quorum is gone) it gives up and stops anyway,
+  and the controller fences it when its session expires.
+
+Runs on the event loop; the controller calls go through ControllerClient (local on the active
+controller, an RPC elsewhere).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from kavka.controller.quorum_controller import UNAVAILABLE, HeartbeatReply
+from kavka.storage.meta_properties import generate_uuid
+
+if TYPE_CHECKING:
+    from kavka.broker.controller_rpc import ControllerClient
+
+log = logging.getLogger("kavka.broker")
+
+_FAST_S = 0.05  # heartbeat period while fenced or shutting down
+
+
+class BrokerLifecycle:
+    def __init__(
+        self,
+        controller: ControllerClient,
+        *,
+        broker_id: int,
+        heartbeat_interval_ms: int,
+        session_timeout_ms: int,
+        metadata_offset: Callable[[], int],
+        register: Callable[[str], Awaitable[int]],
+    ) -> None:
+        self.controller = controller
+        self.broker_id = broker_id
+        self.interval_s = heartbeat_interval_ms / 1000
+        self.session_timeout_s = session_timeout_ms / 1000
+        self._metadata_offset = metadata_offset
+        self._register = register  # (incarnation id) -> broker epoch
+        self.epoch = -1
+        self.fenced = True
+        self._want_shut_down = False
+        self._shut_down_granted = asyncio.Event()
+        self._unfenced = asyncio.Event()
+        self._kick = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def register(self) -> int:
+        """Register a new incarnation of this broker; returns its broker epoch."""
+        self.epoch = await self._register(generate_uuid())
+        self.fenced = True
+        self._unfenced.clear()
+        log.info("registered broker %d with broker epoch %d (fenced until caught up)", self.broker_id, self.epoch)
+        return self.epoch
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="broker-heartbeat")
+
+    async def wait_unfenced(self, timeout_s: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self._unfenced.wait()
+        return self._unfenced.is_set()
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask the controller to move this broker's leaderships away; True when it granted the shutdown."""
+        if self._task is None or self._task.done():
+            return False
+        self._want_shut_down = True
+        self._kick.set()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                await self._shut_down_granted.wait()
+        return self._shut_down_granted.is_set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        failures = 0
+        while not self._shut_down_granted.is_set():
+            reply = await self._beat()
+            if reply is None:
+                failures += 1
+                if self._want_shut_down and failures >= 3:
+                    log.warning("controlled shutdown: no controller answered; stopping without it")
+                    self._shut_down_granted.set()
+                    return
+            else:
+                failures = 0
+                await self._handle(reply)
+            period = _FAST_S if (self.fenced or self._want_shut_down) else self.interval_s
+            self._kick.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(period):  # not wait_for: 3.11's can lose a cancel
+                    await self._kick.wait()
+
+    async def _beat(self) -> HeartbeatReply | None:
+        try:
+            return await self.controller.broker_heartbeat(
+                broker_id=self.broker_id,
+                broker_epoch=self.epoch,
+                metadata_offset=self._metadata_offset(),
+                want_shut_down=self._want_shut_down,
+                timeout_s=max(self.interval_s, 1.0),
+            )
+        except UNAVAILABLE as e:
+            log.debug("heartbeat not answered: %s", e)
+            return None
+        except (OSError, RuntimeError) as e:
+            log.warning("heartbeat failed: %s", e)
+            return None
+
+    async def _handle(self, reply: HeartbeatReply) -> None:
+        if reply.error in (ErrorCode.stale_broker_epoch, ErrorCode.broker_id_not_registered):
+            if self._want_shut_down:
+                self._shut_down_granted.set()  # the controller no longer counts on this registration
+                return
+            log.warning("the controller answered %s: registering again", ErrorCode(reply.error).name)
+            try:
+                await self.register()
+            except (*UNAVAILABLE, OSError, RuntimeError) as e:
+                log.warning("registering again failed: %s", e)
+            return
+        if reply.error != ErrorCode.none:
+            log.warning("heartbeat answered %s", ErrorCode(reply.error).name)
+            return
+        if reply.is_fenced != self.fenced:
+            self.fenced = reply.is_fenced
+            if self.fenced:
+                log.warning("broker %d was fenced by the controller", self.broker_id)
+                self._unfenced.clear()
+            else:
+                log.info("broker %d is unfenced", self.broker_id)
+                self._unfenced.set()
+        if reply.should_shut_down and self._want_shut_down:
+            log.info("the controller granted the controlled shutdown of broker %d", self.broker_id)
+            self._shut_down_granted.set()
