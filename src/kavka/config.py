@@ -276,6 +276,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("log.dirs", _LST, None, "directories holding partition data"),
         _b("log.dir", _S, "/tmp/kavka-logs", "used when log.dirs is not set"),
         _b("metadata.log.dir", _S, None, "directory of the metadata log; defaults to the first log dir"),
+        _b("metadata.log.max.record.bytes.between.snapshots", _L, 20971520, "write a metadata snapshot once this many bytes of metadata records were committed since the last one", at_least(1)),
+        _b("metadata.log.max.snapshot.interval.ms", _L, 3600000, "write a metadata snapshot this long after the last one if records were committed since (0: never by time)", at_least(0)),
         _b("num.partitions", _I, 1, "partitions of an auto-created topic", at_least(1), dynamic=True),
         _b("default.replication.factor", _I, 1, "replication factor of an auto-created topic",
            lambda v: None if v == 1 else f"{v} is not supported yet: kavka brokers do not replicate partitions (use 1)"),

@@ -7,6 +7,7 @@ import pytest
 from kavka.protocol.framing import decode_body, encode_entity
 from kavka.raft import codec
 from kavka.raft import messages as m
+from kavka.raft.api import SnapshotId
 from kavka.raft.replicated_log import LogEntry
 
 CID = "abcdefghijklmnopqrstuv"
@@ -31,6 +32,10 @@ MESSAGES: list[m.Message] = [
     m.FetchResponse(m.NONE, 1, 7, 11, (), (4, 90)),
     m.FetchResponse(m.NOT_LEADER_OR_FOLLOWER, None, 8, 0, (), None),
     m.VoteResponse(m.INCONSISTENT_VOTER_SET, 1, 3, False, False),
+    m.FetchResponse(m.NONE, 1, 7, 500, (), None, SnapshotId(400, 6)),
+    m.FetchSnapshotRequest(CID, 2, 7, SnapshotId(400, 6), 4096, 1 << 20),
+    m.FetchSnapshotResponse(m.NONE, 1, 7, SnapshotId(400, 6), 9000, 4096, b"\x00\x01chunk"),
+    m.FetchSnapshotResponse(m.SNAPSHOT_NOT_FOUND, 1, 7, SnapshotId(400, 6), -1, 0, b""),
 ]
 
 
@@ -98,3 +103,18 @@ def test_describe_quorum_response_encodes_as_kafkas_v2() -> None:
         (1, 80, 1000),
         (2, -1, -1),
     ]
+
+
+def test_fetch_snapshot_with_a_negative_position_is_refused() -> None:
+    entity = codec.encode(m.FetchSnapshotRequest(CID, 2, 7, SnapshotId(400, 6), 0, 100), destination=1)
+    part = entity.topics[0].partitions[0]
+    bad = type(entity)(
+        cluster_id=CID,
+        replica_id=entity.replica_id,
+        max_bytes=entity.max_bytes,
+        topics=(type(entity.topics[0])(name=entity.topics[0].name, partitions=(type(part)(
+            partition=part.partition, current_leader_epoch=part.current_leader_epoch,
+            snapshot_id=part.snapshot_id, position=-5),)),),
+    )
+    with pytest.raises(ValueError):
+        codec.decode(bad)

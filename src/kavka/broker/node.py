@@ -62,7 +62,7 @@ from kavka.coordinator.group import GroupConfig
 from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
 from kavka.raft.client import RaftClient, RaftConfig
-from kavka.raft.file_log import FileReplicatedLog
+from kavka.raft.file_log import FileReplicatedLog, NoSnapshotError
 from kavka.raft.state import FileQuorumStateStore
 from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
@@ -193,7 +193,11 @@ class BrokerNode:
             offload=self.storage_io.run,
         )
         self.quorum_controller = QuorumController(
-            self.config, self.raft, clock=self.clock, wakeup=lambda: self.raft_driver.wakeup()
+            self.config,
+            self.raft,
+            clock=self.clock,
+            wakeup=lambda: self.raft_driver.wakeup(),
+            write_snapshot=lambda *a: self.raft_driver.write_snapshot(*a),
         )
         self.quorum_controller.add_listener(self._on_metadata)
         ctl = self._controller_listener()
@@ -229,7 +233,10 @@ class BrokerNode:
         c = self.config
         self.voters = parse_voters(c["controller.quorum.voters"]) or {self.node_id: ("127.0.0.1", 0)}
         voters = tuple(sorted(self.voters))
-        self.metadata_log = FileReplicatedLog.open(c.metadata_log_dir, now_ms=self.now_ms())
+        try:
+            self.metadata_log = FileReplicatedLog.open(c.metadata_log_dir, now_ms=self.now_ms())
+        except NoSnapshotError as e:
+            raise StartupError(f"metadata.log.dir: {e}") from None
         store = FileQuorumStateStore(self.metadata_log.log.dir / "quorum-state", voters)
         stored = store.stored_voters()
         if stored is not None and stored != voters:

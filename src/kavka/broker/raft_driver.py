@@ -29,6 +29,8 @@ from typing import Any
 from kavka.protocol.framing import decode_body, encode_entity, encode_request, read_request_header
 from kavka.raft import codec
 from kavka.raft import messages as m
+from kavka.raft import snapshot as raft_snapshot
+from kavka.raft.api import SnapshotId
 from kavka.raft.client import RaftClient
 
 log = logging.getLogger("kavka.raft")
@@ -43,7 +45,7 @@ def _sender(msg: m.Message) -> int:
         return msg.candidate_id
     if isinstance(msg, m.BeginQuorumEpochRequest | m.EndQuorumEpochRequest):
         return msg.leader_id
-    if isinstance(msg, m.FetchRequest):
+    if isinstance(msg, m.FetchRequest | m.FetchSnapshotRequest):
         return msg.replica_id
     raise TypeError(type(msg).__name__)
 
@@ -98,6 +100,36 @@ class RaftDriver:
     def wakeup(self) -> None:
         """Poll the core soon (the controller appended and wants its records flushed and sent)."""
         self._inbox.put_nowait(None)
+
+    def write_snapshot(
+        self,
+        snapshot_id: SnapshotId,
+        records: list[tuple[bytes | None, bytes | None]],
+        done: Callable[[SnapshotId, bool], None],
+    ) -> None:
+        """Encode and write a prepared snapshot on a worker thread, then freeze it here."""
+        self._spawn(self._write_snapshot(snapshot_id, records, done))
+
+    async def _write_snapshot(
+        self,
+        snapshot_id: SnapshotId,
+        records: list[tuple[bytes | None, bytes | None]],
+        done: Callable[[SnapshotId, bool], None],
+    ) -> None:
+        log_ = self.client.log
+
+        def work() -> None:
+            log_.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, records))
+
+        try:
+            await asyncio.to_thread(work)
+        except OSError as e:
+            # The log itself is fine; the next snapshot tries again.
+            log.warning("writing metadata snapshot %s failed: %s", raft_snapshot.file_name(snapshot_id), e)
+            done(snapshot_id, False)
+            return
+        self.client.snapshot_frozen(snapshot_id)
+        done(snapshot_id, True)
 
     def poll_now(self) -> None:
         """One synchronous poll with no inbound messages (startup of the sole voter)."""
@@ -161,7 +193,14 @@ class RaftDriver:
     # ---- outbound ------------------------------------------------------------------------
 
     def _dispatch(self, env: m.Envelope) -> None:
-        if isinstance(env.message, m.VoteResponse | m.BeginQuorumEpochResponse | m.EndQuorumEpochResponse | m.FetchResponse):
+        if isinstance(
+            env.message,
+            m.VoteResponse
+            | m.BeginQuorumEpochResponse
+            | m.EndQuorumEpochResponse
+            | m.FetchResponse
+            | m.FetchSnapshotResponse,
+        ):
             writer = self._answer_to.pop((env.dst, env.correlation_id), None)
             if writer is None or writer.is_closing():
                 return

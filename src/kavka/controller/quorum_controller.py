@@ -25,6 +25,16 @@ image, registered listeners (the broker's metadata publisher) see it, and
 waiting operations whose records are in it complete. At startup the whole
 committed log arrives in one poll and is published as one delta.
 
+Snapshots (Kafka's SnapshotGenerator, on every node): once
+`metadata.log.max.record.bytes.between.snapshots` bytes of records were
+committed since the last snapshot (or `metadata.log.max.snapshot.interval.ms`
+passed with any), `after_poll` serialises the published image
+(controller/snapshot.py; the image is immutable, so this is cheap and safe on
+the loop) and hands it to `write_snapshot` (the driver encodes and writes the
+file on a worker thread, then freezes it in raft). One at a time.
+`handle_load_snapshot` rebuilds the image from a snapshot's records (at start,
+or when a follower fetched one from the leader) and publishes it as one delta.
+
 Runs on the event-loop thread (the raft driver's).
 """
 
@@ -46,6 +56,8 @@ from kavka.controller import records as mr
 from kavka.controller.controller import ApiResult, ControllerLogic, CreatedTopic, NewTopic
 from kavka.controller.heartbeats import BrokerSessions
 from kavka.controller.image import MetadataDelta, MetadataImage, TopicImage
+from kavka.controller.snapshot import image_records
+from kavka.raft import snapshot as raft_snapshot
 from kavka.raft.api import NotLeaderError, SnapshotId
 from kavka.raft.client import RaftClient
 from kavka.storage.meta_properties import generate_uuid
@@ -53,6 +65,9 @@ from kavka.storage.meta_properties import generate_uuid
 log = logging.getLogger("kavka.controller")
 
 Listener = Callable[[MetadataDelta, MetadataImage], None]
+Record = tuple[bytes | None, bytes | None]
+# write_snapshot(snapshot_id, records, done): write and freeze, then call done(snapshot_id, ok).
+SnapshotWriter = Callable[[SnapshotId, list[Record], Callable[[SnapshotId, bool], None]], None]
 T = TypeVar("T")
 
 
@@ -91,6 +106,7 @@ class QuorumController:
         wakeup: Callable[[], None] = lambda: None,
         timeout_s: float = 30.0,
         monotonic: Callable[[], float] = time.monotonic,
+        write_snapshot: SnapshotWriter | None = None,
     ) -> None:
         self.config = config
         self._monotonic = monotonic
@@ -110,6 +126,12 @@ class QuorumController:
         self._lock = asyncio.Lock()
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._changed: asyncio.Event | None = None
+        self._write_snapshot = write_snapshot or self._write_snapshot_inline
+        self._snapshot_bytes = int(config["metadata.log.max.record.bytes.between.snapshots"])
+        self._snapshot_interval_ms = int(config["metadata.log.max.snapshot.interval.ms"])
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = self._now_ms()
+        self._snapshot_in_flight: SnapshotId | None = None
         raft.register_listener(self)
 
     def _now_ms(self) -> int:
@@ -128,11 +150,33 @@ class QuorumController:
         for offset, key, value in records:
             self._delta.replay(mr.decode(key, value), offset)
             self._applied = offset
+            # Kafka counts batch bytes; key + value is close enough to pace snapshots.
+            self._bytes_since_snapshot += len(key or b"") + len(value or b"")
 
-    def handle_load_snapshot(
-        self, snapshot_id: SnapshotId, records: Iterable[tuple[bytes | None, bytes | None]]
-    ) -> None:
-        raise NotImplementedError("metadata snapshots are not written yet")
+    def handle_load_snapshot(self, snapshot_id: SnapshotId, records: Iterable[Record]) -> None:
+        started = time.monotonic()
+        old = self.image
+        delta = MetadataDelta(MetadataImage())
+        last = snapshot_id.end_offset - 1
+        count = 0
+        for key, value in records:
+            delta.replay(mr.decode(key, value), last)
+            count += 1
+        delta.offset = last
+        # Topics the old image had and the snapshot has not were deleted meanwhile.
+        for topic_id, topic in old.topics_by_id.items():
+            if topic_id not in delta.topics:
+                delta.deleted_topics[topic_id] = topic
+        self._delta = delta  # supersedes anything replayed but not yet published
+        self._applied = last
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = self._now_ms()
+        log.info(
+            "loaded metadata snapshot %s (%d records) in %.3fs",
+            raft_snapshot.file_name(snapshot_id)[: -len(raft_snapshot.SUFFIX)],
+            count,
+            time.monotonic() - started,
+        )
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
         if leader_id != self.raft.node_id:
@@ -157,7 +201,42 @@ class QuorumController:
                 for _, fut in done:
                     if not fut.done():
                         fut.set_result(None)
+        self._maybe_snapshot()
         self._signal()
+
+    # ---- snapshots -------------------------------------------------------------------------
+
+    def _maybe_snapshot(self) -> None:
+        if self._snapshot_in_flight is not None or self._bytes_since_snapshot == 0:
+            return
+        now = self._now_ms()
+        due = self._bytes_since_snapshot >= self._snapshot_bytes or (
+            self._snapshot_interval_ms > 0 and now - self._last_snapshot_ms >= self._snapshot_interval_ms
+        )
+        if not due:
+            return
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now
+        sid = self.raft.prepare_snapshot(self._applied + 1)
+        if sid is None:
+            return
+        records = [mr.encode(r) for r in image_records(self.image)]
+        self._snapshot_in_flight = sid
+        self._write_snapshot(sid, records, self._snapshot_done)
+
+    def _snapshot_done(self, snapshot_id: SnapshotId, ok: bool) -> None:
+        if self._snapshot_in_flight == snapshot_id:
+            self._snapshot_in_flight = None
+        if ok:
+            log.info("wrote metadata snapshot %s", raft_snapshot.file_name(snapshot_id))
+
+    def _write_snapshot_inline(
+        self, snapshot_id: SnapshotId, records: list[Record], done: Callable[[SnapshotId, bool], None]
+    ) -> None:
+        """Without a driver (tests): encode, write and freeze right here."""
+        self.raft.log.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, records))
+        self.raft.snapshot_frozen(snapshot_id)
+        done(snapshot_id, True)
 
     def _signal(self) -> None:
         if self._changed is not None:

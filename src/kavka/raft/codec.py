@@ -2,8 +2,9 @@
 
 Versions (what a Kafka 4.x controller sends): Vote v2 (KIP-996 PreVote),
 BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v18 (KIP-595 fetch of
-__cluster_metadata-0 with ReplicaState, LastFetchedEpoch, DivergingEpoch;
-v18 adds the follower's HighWatermark the core parks on). Every request names
+__cluster_metadata-0 with ReplicaState, LastFetchedEpoch, DivergingEpoch,
+SnapshotId; v18 adds the follower's HighWatermark the core parks on),
+FetchSnapshot v1 (KIP-630: a chunk of a snapshot file as UnalignedRecords). Every request names
 topic __cluster_metadata partition 0; Fetch names its topic id
 (Kafka's fixed METADATA_TOPIC_ID). Records travel as record batch v2, one
 batch per `append` (a control batch for the LeaderChange record), with the
@@ -28,6 +29,8 @@ from kio.schema.end_quorum_epoch.v1 import response as eqe_resp
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v18 import request as fetch_req
 from kio.schema.fetch.v18 import response as fetch_resp
+from kio.schema.fetch_snapshot.v1 import request as fs_req
+from kio.schema.fetch_snapshot.v1 import response as fs_resp
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.vote.v2 import request as vote_req
 from kio.schema.vote.v2 import response as vote_resp
@@ -35,6 +38,7 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from kavka.protocol.records import build_batch, decode_batch, iter_batches
 from kavka.raft import messages as m
+from kavka.raft.api import SnapshotId
 from kavka.raft.quorum import METADATA_TOPIC
 from kavka.raft.replicated_log import LogEntry
 
@@ -69,7 +73,7 @@ def _topic_partition(topics: tuple[Any, ...], what: str) -> Any:
     if name is not None and name != METADATA_TOPIC:
         raise ValueError(f"{what}: topic {name!r} is not {METADATA_TOPIC}")
     part = _one(topic.partitions, what)
-    index = getattr(part, "partition_index", getattr(part, "partition", 0))
+    index = getattr(part, "partition_index", getattr(part, "partition", getattr(part, "index", 0)))
     if index != 0:
         raise ValueError(f"{what}: partition {index} is not 0")
     return part
@@ -232,7 +236,10 @@ def encode(msg: m.Message, *, destination: int) -> Any:
             current_leader=fetch_resp.LeaderIdAndEpoch(
                 leader_id=_bid(msg.leader_id), leader_epoch=i32(msg.leader_epoch)
             ),
-            snapshot_id=fetch_resp.SnapshotId(end_offset=i64(-1), epoch=i32(-1)),
+            snapshot_id=fetch_resp.SnapshotId(
+                end_offset=i64(msg.snapshot_id.end_offset if msg.snapshot_id else -1),
+                epoch=i32(msg.snapshot_id.epoch if msg.snapshot_id else -1),
+            ),
             aborted_transactions=None,
             preferred_read_replica=BrokerId(-1),
             records=encode_records(msg.records),
@@ -242,6 +249,35 @@ def encode(msg: m.Message, *, destination: int) -> Any:
             error_code=_split_error(msg.error_code)[0],
             session_id=i32(0),
             responses=(fetch_resp.FetchableTopicResponse(topic_id=METADATA_TOPIC_UUID, partitions=(rpart,)),),
+        )
+    if isinstance(msg, m.FetchSnapshotRequest):
+        spart = fs_req.PartitionSnapshot(
+            partition=i32(0),
+            current_leader_epoch=i32(msg.current_leader_epoch),
+            snapshot_id=fs_req.SnapshotId(end_offset=i64(msg.snapshot_id.end_offset), epoch=i32(msg.snapshot_id.epoch)),
+            position=i64(msg.position),
+            replica_directory_id=None,
+        )
+        return fs_req.FetchSnapshotRequest(
+            cluster_id=msg.cluster_id,
+            replica_id=BrokerId(msg.replica_id),
+            max_bytes=i32(msg.max_bytes),
+            topics=(fs_req.TopicSnapshot(name=topic, partitions=(spart,)),),
+        )
+    if isinstance(msg, m.FetchSnapshotResponse):
+        srpart = fs_resp.PartitionSnapshot(
+            index=i32(0),
+            error_code=_split_error(msg.error_code)[1],
+            snapshot_id=fs_resp.SnapshotId(end_offset=i64(msg.snapshot_id.end_offset), epoch=i32(msg.snapshot_id.epoch)),
+            current_leader=fs_resp.LeaderIdAndEpoch(leader_id=_bid(msg.leader_id), leader_epoch=i32(msg.leader_epoch)),
+            size=i64(msg.size),
+            position=i64(msg.position),
+            unaligned_records=msg.data,
+        )
+        return fs_resp.FetchSnapshotResponse(
+            throttle_time=i32Timedelta.parse(timedelta(0)),
+            error_code=_split_error(msg.error_code)[0],
+            topics=(fs_resp.TopicSnapshot(name=topic, partitions=(srpart,)),),
         )
     raise TypeError(f"not a raft message: {type(msg).__name__}")
 
@@ -310,6 +346,7 @@ def decode(entity: Any, *, request: m.Message | None = None) -> m.Message:
         p = _topic_partition(entity.responses, "Fetch response")
         div = p.diverging_epoch
         diverging = None if div.epoch < 0 else (int(div.epoch), int(div.end_offset))
+        snap = p.snapshot_id
         return m.FetchResponse(
             error_code=int(p.error_code),
             leader_id=_node(p.current_leader.leader_id),
@@ -317,6 +354,34 @@ def decode(entity: Any, *, request: m.Message | None = None) -> m.Message:
             high_watermark=int(p.high_watermark),
             records=decode_records(p.records),
             diverging_epoch=diverging,
+            snapshot_id=None if snap.end_offset < 0 or snap.epoch < 0 else SnapshotId(int(snap.end_offset), int(snap.epoch)),
+        )
+    if isinstance(entity, fs_req.FetchSnapshotRequest):
+        p = _topic_partition(entity.topics, "FetchSnapshot")
+        if p.position < 0 or p.snapshot_id.end_offset < 0 or p.snapshot_id.epoch < 0:
+            raise ValueError("FetchSnapshot: negative position or snapshot id")
+        return m.FetchSnapshotRequest(
+            cluster_id=entity.cluster_id or "",
+            replica_id=int(entity.replica_id),
+            current_leader_epoch=int(p.current_leader_epoch),
+            snapshot_id=SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)),
+            position=int(p.position),
+            max_bytes=int(entity.max_bytes),
+        )
+    if isinstance(entity, fs_resp.FetchSnapshotResponse):
+        req_sid = request.snapshot_id if isinstance(request, m.FetchSnapshotRequest) else SnapshotId(-1, -1)
+        req_pos = request.position if isinstance(request, m.FetchSnapshotRequest) else -1
+        if entity.error_code != ErrorCode.none or not entity.topics:
+            return m.FetchSnapshotResponse(int(entity.error_code), None, -1, req_sid, -1, req_pos, b"")
+        p = _topic_partition(entity.topics, "FetchSnapshot response")
+        return m.FetchSnapshotResponse(
+            error_code=int(p.error_code),
+            leader_id=_node(p.current_leader.leader_id),
+            leader_epoch=int(p.current_leader.leader_epoch),
+            snapshot_id=SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)),
+            size=int(p.size),
+            position=int(p.position),
+            data=bytes(p.unaligned_records or b""),
         )
     raise ValueError(f"not a KRaft message: {type(entity).__name__}")
 
@@ -359,10 +424,12 @@ API_VERSIONS: dict[type, int] = {
     bqe_req.BeginQuorumEpochRequest: 1,
     eqe_req.EndQuorumEpochRequest: 1,
     fetch_req.FetchRequest: 18,
+    fs_req.FetchSnapshotRequest: 1,
 }
 RESPONSE_SCHEMA: dict[type, type] = {
     vote_req.VoteRequest: vote_resp.VoteResponse,
     bqe_req.BeginQuorumEpochRequest: bqe_resp.BeginQuorumEpochResponse,
     eqe_req.EndQuorumEpochRequest: eqe_resp.EndQuorumEpochResponse,
     fetch_req.FetchRequest: fetch_resp.FetchResponse,
+    fs_req.FetchSnapshotRequest: fs_resp.FetchSnapshotResponse,
 }
