@@ -146,29 +146,48 @@ class BrokerProcess:
 
 
 class Cluster:
-    """N combined broker,controller nodes with one cluster id and a quorum of all of them."""
+    """N nodes with one cluster id: combined broker,controller voters by default; with
+    `controllers=k`, nodes 1..k are controller-only voters and the rest broker-only observers."""
 
-    def __init__(self, root: Path, nodes: int = 3, *, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        nodes: int = 3,
+        *,
+        overrides: dict[str, str] | None = None,
+        controllers: int | None = None,
+    ) -> None:
         self.root = Path(root)
-        ctl_ports = {i: free_port() for i in range(1, nodes + 1)}
+        voter_ids = range(1, (controllers or nodes) + 1)
+        ctl_ports = {i: free_port() for i in voter_ids}
         client_ports = {i: free_port() for i in range(1, nodes + 1)}
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ctl_ports.items())
         self.controller_ports = ctl_ports
         self.nodes: dict[int, BrokerProcess] = {}
         for i in range(1, nodes + 1):
+            if controllers is None:
+                roles = "broker,controller"
+                listeners = f"PLAINTEXT://127.0.0.1:{client_ports[i]},CONTROLLER://127.0.0.1:{ctl_ports[i]}"
+            elif i in ctl_ports:
+                roles, listeners = "controller", f"CONTROLLER://127.0.0.1:{ctl_ports[i]}"
+            else:
+                roles, listeners = "broker", f"PLAINTEXT://127.0.0.1:{client_ports[i]}"
             props = {
-                "listeners": f"PLAINTEXT://127.0.0.1:{client_ports[i]},CONTROLLER://127.0.0.1:{ctl_ports[i]}",
+                "process.roles": roles,
+                "listeners": listeners,
                 "controller.listener.names": "CONTROLLER",
                 "controller.quorum.voters": voters,
                 "offsets.topic.num.partitions": "6",
             }
             props.update(overrides or {})
-            self.nodes[i] = BrokerProcess(self.root / f"node{i}", node_id=i, overrides=props, port=client_ports[i])
+            port = ctl_ports[i] if roles == "controller" else client_ports[i]
+            self.nodes[i] = BrokerProcess(self.root / f"node{i}", node_id=i, overrides=props, port=port)
+        self.brokers = {i: n for i, n in self.nodes.items() if controllers is None or i not in ctl_ports}
         self.cluster_id = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()  # a Kafka Uuid
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes.values())
+        return ",".join(n.bootstrap for n in self.brokers.values())
 
     def start(self, timeout: float = 60.0) -> Cluster:
         for n in self.nodes.values():

@@ -248,7 +248,7 @@ _SINGLE_NODE = "brokers do not replicate partitions to each other yet; every par
 
 
 def _refuse_nonempty(what: str) -> Validator:
-    return lambda v: f"{what} is not supported yet (kavka runs one combined node)" if v else None
+    return lambda v: f"{what} is not supported yet (list the quorum in controller.quorum.voters; KIP-853 dynamic quorums are not supported)" if v else None
 
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
@@ -579,23 +579,46 @@ def parse_voters(values: Sequence[str]) -> dict[int, tuple[str, int]]:
 
 
 def _check_roles(cfg: BrokerConfig) -> None:
-    """Refuse role and quorum settings this release cannot honour, naming the key."""
-    roles = sorted(set(cfg.values["process.roles"]))
-    if roles != ["broker", "controller"]:
-        raise ConfigError(
-            "process.roles",
-            f"{','.join(cfg.values['process.roles']) or '(empty)'} is not supported yet: "
-            "kavka runs combined broker,controller nodes only",
-        )
+    """Refuse role and quorum settings that cannot work, naming the key (Kafka's KafkaConfig checks)."""
+    roles = set(cfg.values["process.roles"])
+    if not roles:
+        raise ConfigError("process.roles", "(empty): a node needs the broker role, the controller role, or both")
     voters = parse_voters(cfg.values["controller.quorum.voters"])
-    if voters and cfg.node_id not in voters:
+    names = [n.upper() for n in cfg.values["controller.listener.names"]]
+    ctl = [e for e in cfg.listeners if e.name in names]
+    if roles != {"broker", "controller"} and not voters:
+        raise ConfigError(
+            "controller.quorum.voters",
+            f"must list the controller quorum when process.roles={','.join(sorted(roles))} "
+            "(only a combined broker,controller node may run as a quorum of one without it)",
+        )
+    if "controller" in roles and voters and cfg.node_id not in voters:
         raise ConfigError(
             "controller.quorum.voters",
             f"node.id {cfg.node_id} is not a voter: a node with the controller role must be one of {sorted(voters)}",
         )
-    if set(voters) - {cfg.node_id}:
-        names = [n.upper() for n in cfg.values["controller.listener.names"]]
-        ctl = [e for e in cfg.listeners if e.name in names]
+    if roles == {"broker"}:
+        if cfg.node_id in voters:
+            raise ConfigError(
+                "controller.quorum.voters",
+                f"node.id {cfg.node_id} is a voter, but process.roles=broker: a voter needs the controller role",
+            )
+        if ctl:
+            raise ConfigError(
+                "listeners",
+                f"{ctl[0].name} is a controller listener (controller.listener.names), but process.roles=broker",
+            )
+    if roles == {"controller"}:
+        if not ctl:
+            raise ConfigError("controller.listener.names", f"none of {names} is in listeners: a controller needs its listener")
+        others = [e.name for e in cfg.listeners if e.name not in names]
+        if others:
+            raise ConfigError(
+                "listeners",
+                f"{others[0]} is not a controller listener: with process.roles=controller every listener "
+                f"must be one of controller.listener.names {names}",
+            )
+    if "controller" in roles and set(voters) - {cfg.node_id}:
         if not ctl:
             raise ConfigError(
                 "controller.listener.names",
@@ -607,7 +630,7 @@ def _check_roles(cfg: BrokerConfig) -> None:
                 "controller.quorum.voters",
                 f"this node's entry {cfg.node_id}@{host}:{port} does not match its controller listener {ctl[0]}",
             )
-        if len(ctl) == len(cfg.listeners):
+        if roles == {"broker", "controller"} and len(ctl) == len(cfg.listeners):
             raise ConfigError("listeners", "no listener for clients: every listener is a controller listener")
     if cfg.values["broker.heartbeat.interval.ms"] > cfg.values["broker.session.timeout.ms"]:
         raise ConfigError(

@@ -2,7 +2,8 @@
 
 Writes one `server.properties` per node under `<data_dir>/node<i>/` (combined
 broker,controller nodes, every node a voter of the metadata quorum, a client
-listener and a CONTROLLER listener on loopback), formats every node with one
+listener and a CONTROLLER listener on loopback; or, with `controllers=k`,
+nodes 1..k controller-only voters and k+1..k+n broker-only observers), formats every node with one
 cluster id (kept in `<data_dir>/cluster.id`, so starting again brings back the
 same cluster), starts each as `kavka server start`, copies its output to
 `<data_dir>/node<i>/server.log`, and waits until every node printed
@@ -51,19 +52,23 @@ class LocalCluster:
         nodes: int,
         *,
         base_port: int | None = None,
+        controllers: int | None = None,
         racks: list[str] | None = None,
         overrides: Mapping[str, str] | None = None,
         on_event: Callable[[str], None] = lambda message: None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
-        self.n = nodes
+        self.separate = controllers is not None
+        self.n = nodes + (controllers or 0)
+        voters = list(range(1, (controllers or nodes) + 1))
+        brokers = list(range((controllers or 0) + 1, self.n + 1))
         if base_port is None:
-            ports = _free_ports(2 * nodes)
-            self.client_ports = {i: ports[i - 1] for i in range(1, nodes + 1)}
-            self.controller_ports = {i: ports[nodes + i - 1] for i in range(1, nodes + 1)}
+            ports = _free_ports(len(voters) + len(brokers))
+            self.client_ports = {b: ports[k] for k, b in enumerate(brokers)}
+            self.controller_ports = {v: ports[len(brokers) + k] for k, v in enumerate(voters)}
         else:
-            self.client_ports = {i: base_port + i - 1 for i in range(1, nodes + 1)}
-            self.controller_ports = {i: base_port + 100 + i - 1 for i in range(1, nodes + 1)}
+            self.client_ports = {b: base_port + k for k, b in enumerate(brokers)}
+            self.controller_ports = {v: base_port + 100 + k for k, v in enumerate(voters)}
         self.racks = racks or []
         self.overrides = dict(overrides or {})
         self.on_event = on_event
@@ -78,15 +83,21 @@ class LocalCluster:
 
     def node_props(self, i: int) -> dict[str, str]:
         voters = ",".join(f"{j}@127.0.0.1:{self.controller_ports[j]}" for j in sorted(self.controller_ports))
+        listeners = []
+        if i in self.client_ports:
+            listeners.append(f"PLAINTEXT://127.0.0.1:{self.client_ports[i]}")
+        if i in self.controller_ports:
+            listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_ports[i]}")
+        roles = "broker,controller" if not self.separate else ("controller" if i in self.controller_ports else "broker")
         props = {
             "node.id": str(i),
-            "process.roles": "broker,controller",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.client_ports[i]},CONTROLLER://127.0.0.1:{self.controller_ports[i]}",
+            "process.roles": roles,
+            "listeners": ",".join(listeners),
             "controller.listener.names": "CONTROLLER",
             "controller.quorum.voters": voters,
             "log.dirs": str(self.data_dir / f"node{i}" / "data"),
         }
-        if self.racks:
+        if self.racks and i in self.client_ports:
             props["broker.rack"] = self.racks[(i - 1) % len(self.racks)]
         props.update(self.overrides)
         return props
@@ -126,7 +137,9 @@ class LocalCluster:
                     raise LocalClusterError(f"node {i} did not start in {timeout_s:.0f}s:\n{self.tail(i)}")
             if not any(line.startswith("KAVKA_READY") for line in self.logs[i]):
                 raise LocalClusterError(f"node {i} exited with {self.procs[i].wait(10)}:\n{self.tail(i)}")
-            self.on_event(f"node {i} ready on 127.0.0.1:{self.client_ports[i]}")
+            where = self.client_ports.get(i) or self.controller_ports[i]
+            role = "" if not self.separate else (" (controller)" if i in self.controller_ports else " (broker)")
+            self.on_event(f"node {i}{role} ready on 127.0.0.1:{where}")
         return self.bootstrap
 
     def _pump(self, i: int, proc: subprocess.Popen[str]) -> None:

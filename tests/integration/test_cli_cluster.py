@@ -79,3 +79,32 @@ def test_cluster_up_status_and_ctrl_c(tmp_path: Path) -> None:
         assert "shut down cleanly" in log, log[-2000:]
     # The same command brings the same cluster back (its id is kept).
     assert (tmp_path / "c" / "cluster.id").read_text().strip() in text
+
+
+def test_cluster_up_with_separate_controllers(tmp_path: Path) -> None:
+    base = _free_block()
+    kavka = [sys.executable, "-m", "kavka"]
+    up = subprocess.Popen(
+        [*kavka, "cluster", "up", "--nodes", "2", "--controllers", "1", "--data-dir", str(tmp_path / "c"),
+         "--base-port", str(base)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    lines: list[str] = []
+    threading.Thread(target=lambda: [lines.append(x) for x in up.stdout], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        wait_until(lambda: any(x.startswith("bootstrap servers:") for x in lines), timeout=90,
+                   message="kavka cluster up to print the bootstrap servers")
+        assert any("1 controllers + 2 brokers" in x for x in lines), "".join(lines)
+        assert any("node 1 (controller) ready" in x for x in lines), "".join(lines)
+        out = subprocess.run([*kavka, "cluster", "status", "--bootstrap-server", f"127.0.0.1:{base}", "--json"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert [b["id"] for b in data["brokers"]] == [2, 3]
+        assert data["quorum"]["leader_id"] == 1 and [v["id"] for v in data["quorum"]["voters"]] == [1]
+        props = (tmp_path / "c" / "node1" / "server.properties").read_text()
+        assert "process.roles=controller\n" in props
+    finally:
+        up.send_signal(signal.SIGINT)
+        code = up.wait(90)
+    assert code == 0, "".join(lines)

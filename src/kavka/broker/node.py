@@ -137,6 +137,9 @@ class BrokerNode:
         self.config = config
         self.clock = clock
         self.node_id = config.node_id
+        roles = set(config["process.roles"])
+        self.is_broker = "broker" in roles  # serves clients, hosts partitions, registers and heartbeats
+        self.is_controller = "controller" in roles  # a voter of the metadata quorum
         self.resolver = ConfigResolver(config)
         self.faults = FaultInjection.from_environment(bool(config["kavka.test.fault.injection.enable"]))
         FAULTS.configure(self.faults.disk_fault_file)
@@ -206,9 +209,10 @@ class BrokerNode:
             host=ctl.host if ctl else "127.0.0.1",
             port=ctl.port if ctl else 0,
             peers={v: a for v, a in self.voters.items() if v != self.node_id},
-            listen=ctl is not None,
+            listen=ctl is not None and self.is_controller,
             after_poll=self.quorum_controller.after_poll,
-            controller_apis=ControllerApis(self.quorum_controller, cluster_id=self.cluster_id),
+            # A broker-only node is an observer of the quorum: it answers no controller requests.
+            controller_apis=ControllerApis(self.quorum_controller, cluster_id=self.cluster_id) if self.is_controller else None,
             rpc_schemas=RPCS,
         )
         # What every handler calls: local on the active controller, an RPC to it elsewhere.
@@ -224,7 +228,7 @@ class BrokerNode:
     def _controller_listener(self) -> Any:
         names = {n.upper() for n in self.config["controller.listener.names"]}
         ctl = [e for e in self.config.listeners if e.name in names]
-        if not ctl or len(ctl) == len(self.config.listeners):
+        if not ctl or (self.is_broker and len(ctl) == len(self.config.listeners)):
             return None  # a sole voter may name its only listener CONTROLLER and serve clients on it
         return ctl[0]
 
@@ -282,7 +286,8 @@ class BrokerNode:
         )
         for topic, partition in sorted(self.log_manager.future_logs()):
             self.log_dir_movers.add(TopicPartition(topic, partition))  # KIP-113: resume
-        self.groups = self._open_group_coordinator()
+        if self.is_broker:
+            self.groups = self._open_group_coordinator()
         log.info(
             "kavka node %d of cluster %s opened %d partitions in %.2fs",
             self.node_id,
@@ -466,6 +471,11 @@ class BrokerNode:
 
         self.open()
         await self._catch_up_metadata()
+        if not self.is_broker:
+            # process.roles=controller: a voter that serves only its controller listener.
+            self._every(min(250, self.config["broker.session.timeout.ms"] // 4), self.quorum_controller.fence_stale_brokers, "broker-sessions")
+            log.info("controller-only node: serving the metadata quorum on %s", self._controller_listener())
+            return
         from kavka.broker.handlers.producer_ids import ProducerIdManager
 
         self.producer_ids = ProducerIdManager(self)

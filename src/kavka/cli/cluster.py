@@ -31,7 +31,8 @@ def cluster() -> None:
 
 @cluster.command(name="up")
 @click.option("--nodes", default=3, show_default=True, type=click.IntRange(1, 9), help="Number of nodes.")
-@click.option("--controllers", type=int, default=None, help="Voters among them (all nodes: combined roles).")
+@click.option("--controllers", type=click.IntRange(1, 9), default=None,
+              help="Separate controller-only voters (then --nodes counts broker-only nodes); default: every node is a combined broker,controller voter.")
 @click.option("--racks", default=None, help="Comma-separated racks, assigned to nodes round-robin.")
 @click.option("--data-dir", required=True, type=click.Path(path_type=Path), help="Where the nodes keep their data.")
 @click.option("--base-port", default=9092, show_default=True, type=int, help="Client port of node 1 (node i: +i-1).")
@@ -40,11 +41,6 @@ def up(nodes: int, controllers: int | None, racks: str | None, data_dir: Path, b
     """Start a local cluster; Ctrl-C stops every node (each with a controlled shutdown)."""
     from kavka.local_cluster import LocalCluster, LocalClusterError
 
-    if controllers is not None and controllers != nodes:
-        raise CliError(
-            f"--controllers {controllers}: separate controller and broker roles are not supported yet "
-            "(every node is a combined broker,controller voter)"
-        )
     props: dict[str, str] = {}
     for item in overrides:
         k, sep, v = item.partition("=")
@@ -55,13 +51,15 @@ def up(nodes: int, controllers: int | None, racks: str | None, data_dir: Path, b
         data_dir,
         nodes,
         base_port=base_port,
+        controllers=controllers,
         racks=[r.strip() for r in racks.split(",")] if racks else None,
         overrides=props,
         on_event=lambda message: click.echo(message, err=True),
     )
     try:
         bootstrap = local.start()
-        click.echo(f"cluster {local.cluster_id}: {nodes} nodes, logs in {local.data_dir}/node*/server.log")
+        shape = f"{nodes} nodes" if controllers is None else f"{controllers} controllers + {nodes} brokers"
+        click.echo(f"cluster {local.cluster_id}: {shape}, logs in {local.data_dir}/node*/server.log")
         click.echo(f"bootstrap servers: {bootstrap}")
         click.echo("Ctrl-C stops every node.", err=True)
         stop = threading.Event()
