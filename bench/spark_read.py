@@ -126,14 +126,14 @@ def main(argv: list[str] | None = None, *, spark=None) -> dict:  # noqa: ANN001
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from kavka.client.admin import AdminClient, NewTopic
-    from kavka.demo import LocalBroker
+    from kavka.local_cluster import LocalCluster
     from kavka.spark.session import local_session
 
     broker = None
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
-        broker = LocalBroker(Path(tempfile.mkdtemp(prefix="kavka-bench-")), console)
+        broker = LocalCluster(Path(tempfile.mkdtemp(prefix="kavka-bench-")), 1)  # one combined node
         bootstrap = broker.start()
     own_spark = spark is None
     try:

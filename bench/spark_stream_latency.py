@@ -55,14 +55,14 @@ def main(argv: list[str] | None = None) -> dict:
     console = Console()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from kavka.client.admin import AdminClient, NewTopic
-    from kavka.demo import LocalBroker
+    from kavka.local_cluster import LocalCluster
     from kavka.spark.session import local_session
 
     broker = None
     if args.bootstrap:
         bootstrap = args.bootstrap
     else:
-        broker = LocalBroker(Path(tempfile.mkdtemp(prefix="kavka-bench-")), console)
+        broker = LocalCluster(Path(tempfile.mkdtemp(prefix="kavka-bench-")), 1)  # one combined node
         bootstrap = broker.start()
     spark = query = None
     latencies: list[np.ndarray] = []
