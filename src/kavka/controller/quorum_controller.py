@@ -192,6 +192,8 @@ class QuorumController:
     def _maybe_snapshot(self) -> None:
         if self._snapshot_in_flight is not None or self._bytes_since_snapshot == 0:
             return
+        if self._applied + 1 > self.raft.high_watermark:
+            return  # not yet known committed here (a restart learns the high watermark late)
         now = self._now_ms()
         due = self._bytes_since_snapshot >= self._snapshot_bytes or (
             self._snapshot_interval_ms > 0 and now - self._last_snapshot_ms >= self._snapshot_interval_ms
