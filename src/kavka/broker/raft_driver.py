@@ -134,28 +134,27 @@ class RaftDriver:
     def write_snapshot(
         self,
         snapshot_id: SnapshotId,
-        records: list[tuple[bytes | None, bytes | None]],
+        make_records: Callable[[], list[tuple[bytes | None, bytes | None]]],
         done: Callable[[SnapshotId, bool], None],
     ) -> None:
-        """Encode and write a prepared snapshot on a worker thread, then freeze it here."""
-        self._spawn(self._write_snapshot(snapshot_id, records, done))
+        """Serialise, encode and write a prepared snapshot on a worker thread, then freeze it here."""
+        self._spawn(self._write_snapshot(snapshot_id, make_records, done))
 
     async def _write_snapshot(
         self,
         snapshot_id: SnapshotId,
-        records: list[tuple[bytes | None, bytes | None]],
+        make_records: Callable[[], list[tuple[bytes | None, bytes | None]]],
         done: Callable[[SnapshotId, bool], None],
     ) -> None:
         log_ = self.client.log
 
         def work() -> None:
-            log_.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, records))
+            log_.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, make_records()))
 
         try:
             await asyncio.to_thread(work)
-        except OSError as e:
-            # The log itself is fine; the next snapshot tries again.
-            log.warning("writing metadata snapshot %s failed: %s", raft_snapshot.file_name(snapshot_id), e)
+        except Exception:  # noqa: BLE001 -- the log itself is fine; the next snapshot tries again
+            log.exception("writing metadata snapshot %s failed", raft_snapshot.file_name(snapshot_id))
             done(snapshot_id, False)
             return
         self.client.snapshot_frozen(snapshot_id)
