@@ -8,7 +8,7 @@ import pytest
 
 from kavka.raft import messages as m
 from kavka.raft.api import MetadataQuorum, NotLeaderError, SnapshotId
-from kavka.raft.client import RaftClient, RaftConfig
+from kavka.raft.client import PollResult, RaftClient, RaftConfig
 from kavka.raft.replicated_log import LogEntry
 from kavka.raft.state import ElectionState, EpochState, MemoryQuorumStateStore
 from kavka.testing import MemoryLog
@@ -28,6 +28,16 @@ def make(
     return RaftClient(
         config, log or MemoryLog(), store or MemoryQuorumStateStore(), random.Random(0), now_ms=0
     )
+
+
+def poll(c: RaftClient, now_ms: int, inbound: list[m.Envelope] | tuple = ()) -> PollResult:
+    """poll, and if the core asks for a flush, flush at once and poll again (what a driver does)."""
+    first = c.poll(now_ms, inbound)
+    if not first.flush_needed:
+        return first
+    c.log.flush()
+    second = c.poll(now_ms)
+    return PollResult(first.outbound + second.outbound, second.next_deadline_ms)
 
 
 def env(src: int, dst: int, msg: m.Message, corr: int = 99) -> m.Envelope:
@@ -58,11 +68,19 @@ def test_one_voter_elects_itself_and_commits_on_local_flush() -> None:
     rec = Recorder()
     c.register_listener(rec)
     assert isinstance(c, MetadataQuorum)
-    c.poll(10_000)  # the election timer fires: prospective, candidate, leader at once
+    r = c.poll(10_000)  # the election timer fires: prospective, candidate, leader at once
     assert c.state is S.LEADER and c.leader_and_epoch().epoch == 1 and c.leader_and_epoch().leader_id == 1
+    # The core never fsyncs: it asks, and nothing commits until the flush is done.
+    assert r.flush_needed and c.high_watermark == 0 and c.log.flushed_end_offset == 0
+    c.log.flush()
+    assert not c.poll(10_001).flush_needed and c.high_watermark == 1  # the LeaderChange record
     last = c.append([(b"a", b"1"), (None, b"2")], now_ms=10_001)
-    assert last == 2 and c.high_watermark == 1  # only the LeaderChange record so far
-    c.poll(10_002)
+    assert last == 2 and c.poll(10_002).flush_needed and c.high_watermark == 1
+    ticket = c.log.begin_flush()
+    assert ticket is not None
+    ticket.run()
+    c.log.end_flush(ticket, ok=True)
+    c.poll(10_003)
     assert c.log.flushed_end_offset == 3 and c.high_watermark == 3
     assert rec.commits == [(1, 1, [(1, b"a", b"1"), (2, None, b"2")])]
     assert rec.leaders == [(None, 1), (1, 1)]  # the candidate's epoch, then its win
@@ -84,7 +102,7 @@ def test_config_refuses_repeated_or_no_voters_and_a_node_outside_them_is_an_obse
 def test_wrong_cluster_id_and_non_voter_are_refused() -> None:
     c = make()
     bad = m.VoteRequest("other", 1, 2, 0, 0, pre_vote=False)
-    out = c.poll(1, [env(2, 1, bad), env(9, 1, m.VoteRequest(CID, 1, 9, 0, 0, pre_vote=False))]).outbound
+    out = poll(c, 1, [env(2, 1, bad), env(9, 1, m.VoteRequest(CID, 1, 9, 0, 0, pre_vote=False))]).outbound
     codes = [r.error_code for r in replies(out, m.VoteResponse)]
     assert codes == [m.INCONSISTENT_CLUSTER_ID, m.INCONSISTENT_VOTER_SET]
     assert c.epoch == 0 and c.voted_id is None
@@ -93,14 +111,14 @@ def test_wrong_cluster_id_and_non_voter_are_refused() -> None:
 def test_one_vote_per_epoch_and_it_is_durable() -> None:
     store = MemoryQuorumStateStore()
     c = make(store=store)
-    out = c.poll(1, [env(2, 1, m.VoteRequest(CID, 1, 2, 0, 0, pre_vote=False))]).outbound
+    out = poll(c, 1, [env(2, 1, m.VoteRequest(CID, 1, 2, 0, 0, pre_vote=False))]).outbound
     assert replies(out, m.VoteResponse)[0].vote_granted
     assert store.state == ElectionState(epoch=1, voted_id=2)
-    out = c.poll(2, [env(3, 1, m.VoteRequest(CID, 1, 3, 0, 0, pre_vote=False))]).outbound
+    out = poll(c, 2, [env(3, 1, m.VoteRequest(CID, 1, 3, 0, 0, pre_vote=False))]).outbound
     assert not replies(out, m.VoteResponse)[0].vote_granted
     # A restart keeps the vote: still no vote for 3 in epoch 1.
     again = make(store=store)
-    out = again.poll(3, [env(3, 1, m.VoteRequest(CID, 1, 3, 0, 0, pre_vote=False))]).outbound
+    out = poll(again, 3, [env(3, 1, m.VoteRequest(CID, 1, 3, 0, 0, pre_vote=False))]).outbound
     assert not replies(out, m.VoteResponse)[0].vote_granted and again.epoch == 1
 
 
@@ -108,14 +126,14 @@ def test_vote_refused_to_a_shorter_log() -> None:
     log = MemoryLog()
     log.append([LogEntry(0, 1, 0, None, None, control=True), LogEntry(1, 1, 1, b"k", b"v")])
     c = make(log=log, store=MemoryQuorumStateStore())
-    out = c.poll(1, [env(2, 1, m.VoteRequest(CID, 2, 2, 1, 1, pre_vote=False))]).outbound
+    out = poll(c, 1, [env(2, 1, m.VoteRequest(CID, 2, 2, 1, 1, pre_vote=False))]).outbound
     assert not replies(out, m.VoteResponse)[0].vote_granted
     assert c.epoch == 2  # the epoch is still learned
 
 
 def test_pre_vote_never_changes_state() -> None:
     c = make()
-    out = c.poll(1, [env(2, 1, m.VoteRequest(CID, 1, 2, 0, 0, pre_vote=True))]).outbound
+    out = poll(c, 1, [env(2, 1, m.VoteRequest(CID, 1, 2, 0, 0, pre_vote=True))]).outbound
     resp = replies(out, m.VoteResponse)[0]
     assert resp.vote_granted and resp.pre_vote
     assert c.epoch == 0 and c.voted_id is None and c.state is S.UNATTACHED
@@ -123,11 +141,11 @@ def test_pre_vote_never_changes_state() -> None:
 
 def _elect(c: RaftClient, now: int = 5000) -> list[m.Envelope]:
     """Drive node c to leader of epoch 1 with grants from node 2."""
-    out = c.poll(now).outbound
+    out = poll(c, now).outbound
     assert c.state is S.PROSPECTIVE and replies(out, m.VoteRequest)[0].pre_vote
-    c.poll(now + 1, [env(2, 1, m.VoteResponse(m.NONE, None, 0, True, True), 0)])
+    poll(c, now + 1, [env(2, 1, m.VoteResponse(m.NONE, None, 0, True, True), 0)])
     assert c.state is S.CANDIDATE and c.epoch == 1 and c.voted_id == 1
-    out = c.poll(now + 2, [env(2, 1, m.VoteResponse(m.NONE, None, 1, True, False), 0)]).outbound
+    out = poll(c, now + 2, [env(2, 1, m.VoteResponse(m.NONE, None, 1, True, False), 0)]).outbound
     assert c.state is S.LEADER
     return out
 
@@ -137,14 +155,14 @@ def test_leader_high_watermark_needs_a_majority_and_its_own_epoch() -> None:
     out = _elect(c)
     assert {e.dst for e in out if isinstance(e.message, m.BeginQuorumEpochRequest)} == {2, 3}
     c.append([(b"a", b"1")], now_ms=5003)
-    c.poll(5004)
+    poll(c, 5004)
     assert c.high_watermark == 0  # only the leader has the records
     fetch = m.FetchRequest(CID, 2, 1, 1, 1, 0, 0)
-    out = c.poll(5005, [env(2, 1, fetch, 7)]).outbound
+    out = poll(c, 5005, [env(2, 1, fetch, 7)]).outbound
     resp = replies(out, m.FetchResponse)[0]
     assert [e.offset for e in resp.records] == [1] and resp.diverging_epoch is None
     assert c.high_watermark == 1  # node 2 has acknowledged the LeaderChange record at 0
-    c.poll(5006, [env(2, 1, m.FetchRequest(CID, 2, 1, 2, 1, 0, 0), 8)])
+    poll(c, 5006, [env(2, 1, m.FetchRequest(CID, 2, 1, 2, 1, 0, 0), 8)])
     assert c.high_watermark == 2
 
 
@@ -153,9 +171,9 @@ def test_records_of_older_epochs_commit_only_with_the_new_epochs_first_record() 
     log.append([LogEntry(i, 0, 0, b"old", b"old") for i in range(3)])
     c = make(log=log)
     _elect(c)  # LeaderChange at offset 3, epoch 1
-    c.poll(5003, [env(2, 1, m.FetchRequest(CID, 2, 1, 3, 0, 0, 0), 5)])
+    poll(c, 5003, [env(2, 1, m.FetchRequest(CID, 2, 1, 3, 0, 0, 0), 5)])
     assert c.high_watermark == 0  # a majority has 0..2, but none of epoch 1 yet
-    c.poll(5004, [env(2, 1, m.FetchRequest(CID, 2, 1, 4, 1, 0, 0), 6)])
+    poll(c, 5004, [env(2, 1, m.FetchRequest(CID, 2, 1, 4, 1, 0, 0), 6)])
     assert c.high_watermark == 4
 
 
@@ -165,9 +183,9 @@ def test_leader_answers_a_diverging_fetch_with_its_epoch_end() -> None:
     c = make(log=log)
     _elect(c)
     # The follower's last fetched epoch 0 ends at offset 1 here, but it asks from offset 4.
-    out = c.poll(6000, [env(2, 1, m.FetchRequest(CID, 2, 1, 4, 0, 0, 0), 5)]).outbound
+    out = poll(c, 6000, [env(2, 1, m.FetchRequest(CID, 2, 1, 4, 0, 0, 0), 5)]).outbound
     assert replies(out, m.FetchResponse)[0].diverging_epoch == (0, 1)
-    out = c.poll(6001, [env(3, 1, m.FetchRequest(CID, 3, 0, 1, 0, 0, 0), 6)]).outbound
+    out = poll(c, 6001, [env(3, 1, m.FetchRequest(CID, 3, 0, 1, 0, 0, 0), 6)]).outbound
     assert replies(out, m.FetchResponse)[0].error_code == m.FENCED_LEADER_EPOCH
 
 
@@ -175,33 +193,33 @@ def test_follower_truncates_on_diverging_epoch_and_refetches() -> None:
     log = MemoryLog()
     log.append([LogEntry(i, 1, 0, b"k", b"v") for i in range(5)])
     c = make(2, log=log)
-    out = c.poll(1, [env(1, 2, m.BeginQuorumEpochRequest(CID, 1, 2))]).outbound
+    out = poll(c, 1, [env(1, 2, m.BeginQuorumEpochRequest(CID, 1, 2))]).outbound
     assert c.state is S.FOLLOWER and c.leader_id == 1 and c.epoch == 2
     fetch = [e for e in out if isinstance(e.message, m.FetchRequest)][0]
     assert (fetch.message.fetch_offset, fetch.message.last_fetched_epoch) == (5, 1)
     diverge = m.FetchResponse(m.NONE, 1, 2, 0, (), (1, 3))
-    out = c.poll(2, [env(1, 2, diverge, fetch.correlation_id)]).outbound
+    out = poll(c, 2, [env(1, 2, diverge, fetch.correlation_id)]).outbound
     assert c.log.end_offset == 3
     refetch = replies(out, m.FetchRequest)[0]
     assert refetch.fetch_offset == 3
     # A duplicate of the old response is stale: nothing changes.
-    c.poll(3, [env(1, 2, diverge, fetch.correlation_id)])
+    poll(c, 3, [env(1, 2, diverge, fetch.correlation_id)])
     assert c.log.end_offset == 3
 
 
 def test_follower_appends_flushes_and_takes_the_leaders_high_watermark() -> None:
     c = make(2)
-    out = c.poll(1, [env(1, 2, m.BeginQuorumEpochRequest(CID, 1, 1))]).outbound
+    out = poll(c, 1, [env(1, 2, m.BeginQuorumEpochRequest(CID, 1, 1))]).outbound
     fetch = [e for e in out if isinstance(e.message, m.FetchRequest)][0]
     records = (LogEntry(0, 1, 0, None, None, control=True), LogEntry(1, 1, 1, b"k", b"v"))
-    c.poll(2, [env(1, 2, m.FetchResponse(m.NONE, 1, 1, 1, records, None), fetch.correlation_id)])
+    poll(c, 2, [env(1, 2, m.FetchResponse(m.NONE, 1, 1, 1, records, None), fetch.correlation_id)])
     assert c.log.end_offset == 2 and c.log.flushed_end_offset == 2 and c.high_watermark == 1
 
 
 def test_follower_times_out_into_a_pre_vote_without_bumping_its_epoch() -> None:
     c = make(2)
-    c.poll(1, [env(1, 2, m.BeginQuorumEpochRequest(CID, 1, 3))])
-    out = c.poll(1 + c.config.fetch_timeout_ms).outbound
+    poll(c, 1, [env(1, 2, m.BeginQuorumEpochRequest(CID, 1, 3))])
+    out = poll(c, 1 + c.config.fetch_timeout_ms).outbound
     assert c.state is S.PROSPECTIVE and c.epoch == 3
     pre = replies(out, m.VoteRequest)
     assert pre and all(r.pre_vote and r.candidate_epoch == 4 for r in pre)
@@ -209,8 +227,8 @@ def test_follower_times_out_into_a_pre_vote_without_bumping_its_epoch() -> None:
 
 def test_stale_begin_quorum_epoch_is_fenced() -> None:
     c = make(2)
-    c.poll(1, [env(1, 2, m.BeginQuorumEpochRequest(CID, 1, 5))])
-    out = c.poll(2, [env(3, 2, m.BeginQuorumEpochRequest(CID, 3, 4))]).outbound
+    poll(c, 1, [env(1, 2, m.BeginQuorumEpochRequest(CID, 1, 5))])
+    out = poll(c, 2, [env(3, 2, m.BeginQuorumEpochRequest(CID, 3, 4))]).outbound
     resp = replies(out, m.BeginQuorumEpochResponse)[0]
     assert resp.error_code == m.FENCED_LEADER_EPOCH and resp.leader_epoch == 5 and resp.leader_id == 1
 
@@ -218,7 +236,7 @@ def test_stale_begin_quorum_epoch_is_fenced() -> None:
 def test_leader_without_a_quorum_resigns_and_ends_its_epoch() -> None:
     c = make()
     _elect(c)
-    out = c.poll(5002 + c.config.fetch_timeout_ms * 3 // 2 + 1).outbound
+    out = poll(c, 5002 + c.config.fetch_timeout_ms * 3 // 2 + 1).outbound
     assert c.state is S.RESIGNED
     assert {e.dst for e in out if isinstance(e.message, m.EndQuorumEpochRequest)} == {2, 3}
     with pytest.raises(NotLeaderError):
@@ -230,7 +248,7 @@ def test_describe_quorum_is_the_leaders_view_of_its_voters() -> None:
     assert follower.describe_quorum().error_code == m.NOT_LEADER_OR_FOLLOWER
     c = make()
     _elect(c)
-    c.poll(5003, [env(2, 1, m.FetchRequest(CID, 2, 1, 1, 1, 0, 0), 5)])
+    poll(c, 5003, [env(2, 1, m.FetchRequest(CID, 2, 1, 1, 1, 0, 0), 5)])
     desc = c.describe_quorum()
     assert (desc.error_code, desc.leader_id, desc.leader_epoch, desc.high_watermark) == (m.NONE, 1, 1, 1)
     by_id = {r.replica_id: r for r in desc.current_voters}

@@ -101,13 +101,22 @@ def test_one_voter_on_disk_commits_restarts_in_a_new_epoch_and_replays(tmp_path:
         config = RaftConfig(node_id=1, voters=(1,), cluster_id="c")
         client = RaftClient(config, log, store, random.Random(1), now_ms=0)
         client.register_listener(Listener())
-        client.poll(5000)
+        poll(client, 5000)
         return client, log
+
+    def poll(client: RaftClient, now: int) -> None:
+        # The core asks for the fsync; here it runs as the driver runs it: begin, run, end.
+        if client.poll(now).flush_needed:
+            ticket = client.log.begin_flush()
+            assert ticket is not None
+            ticket.run()
+            client.log.end_flush(ticket, ok=True)
+            client.poll(now)
 
     client, log = start()
     assert client.leader_and_epoch().epoch == 1
     client.append([(b"a", b"1")], now_ms=5000)
-    client.poll(5001)
+    poll(client, 5001)
     assert client.high_watermark == 2 and commits == [(1, 1, [(1, b"a", b"1")])]
     log.close()
     commits.clear()
@@ -189,3 +198,30 @@ def test_file_log_shorter_than_its_snapshot_restarts_at_it(tmp_path: Path) -> No
         assert (again.start_offset, again.end_offset, again.last_epoch) == (50, 50, 3)
     finally:
         again.close()
+
+
+def test_a_flush_begun_before_a_truncation_moves_nothing(make_log: Callable[[], ReplicatedLog]) -> None:
+    log = make_log()
+    log.append(batch(0, 1, 10))
+    ticket = log.begin_flush()
+    assert ticket is not None
+    log.truncate_to(5)
+    log.append(batch(5, 2, 5))  # new entries at the offsets the ticket was meant to cover
+    ticket.run()
+    log.end_flush(ticket, ok=True)
+    assert log.flushed_end_offset <= 5
+    again = log.begin_flush()
+    assert again is not None
+    again.run()
+    log.end_flush(again, ok=True)
+    assert log.flushed_end_offset == 10 and log.begin_flush() is None
+
+
+def test_a_failed_flush_moves_nothing(make_log: Callable[[], ReplicatedLog]) -> None:
+    log = make_log()
+    log.append(batch(0, 1, 3))
+    ticket = log.begin_flush()
+    assert ticket is not None
+    ticket.run()  # as if its fsync had raised afterwards
+    log.end_flush(ticket, ok=False)
+    assert log.flushed_end_offset == 0

@@ -15,6 +15,7 @@ import pytest
 from kavka.raft import messages as m
 from kavka.raft.api import SnapshotId
 from kavka.raft.client import RaftClient
+from kavka.raft.state import EpochState
 from kavka.testing.raft_simulation import Sim
 
 CHUNK = 100
@@ -68,15 +69,10 @@ class _NoLogCheck(RaftClient):
 
 
 class _FollowerAcksUnflushed(RaftClient):
-    """Followers never flush, so the leader counts acknowledgements a crash can undo."""
+    """Fetches before its flush ends, so the leader counts acknowledgements a crash can undo."""
 
-    def _handle_fetch_response(self, env: m.Envelope) -> None:
-        flush = self.log.flush
-        self.log.flush = lambda: None  # type: ignore[method-assign]
-        try:
-            super()._handle_fetch_response(env)
-        finally:
-            self.log.flush = flush  # type: ignore[method-assign]
+    def _log_durable(self) -> bool:
+        return self.state is EpochState.FOLLOWER or super()._log_durable()
 
 
 class _SnapshotOneTooFar(RaftClient):

@@ -134,7 +134,9 @@ async def _drive(raft: RaftClient, qc: QuorumController, stop: asyncio.Event) ->
     now = 0
     while not stop.is_set():
         now += 1
-        raft.poll(now)
+        if raft.poll(now).flush_needed:
+            raft.log.flush()
+            raft.poll(now)
         qc.after_poll()
         await asyncio.sleep(0.001)
 

@@ -11,6 +11,12 @@ on the connection the request came in on, keyed by (sender, correlation id).
 The sender of a request is the node id it names (candidate, leader or replica
 id), as in Kafka. A malformed frame closes that one connection.
 
+The core never fsyncs: when a poll says the metadata log needs a flush, the
+driver begins it here, runs the fsync on a worker thread, ends it back on the
+loop and polls again (one flush at a time; a failed fsync stops the driver,
+and with it the node, as Kafka halts on a metadata log I/O error). Snapshots
+are written the same way (`write_snapshot`).
+
 Owned by the node (broker/node.py), which starts it after storage is open
 and stops it last; `after_poll` (the controller's) runs after every poll.
 A node whose only voter is itself opens no listener. Called from one event
@@ -85,6 +91,8 @@ class RaftDriver:
         self._out: dict[int, asyncio.StreamWriter] = {}
         self._pending: dict[int, tuple[int, m.Message]] = {}  # correlation id -> (peer, request)
         self._answer_to: dict[tuple[int, int], asyncio.StreamWriter] = {}
+        self._flushing = False
+        self._flush_error: BaseException | None = None
 
     async def start(self) -> None:
         if self.listen:
@@ -101,31 +109,52 @@ class RaftDriver:
         """Poll the core soon (the controller appended and wants its records flushed and sent)."""
         self._inbox.put_nowait(None)
 
+    def _maybe_flush(self, needed: bool) -> None:
+        if not needed or self._flushing:
+            return
+        ticket = self.client.log.begin_flush()
+        if ticket is None:
+            return
+        self._flushing = True
+        self._spawn(self._flush(ticket))
+
+    async def _flush(self, ticket: Any) -> None:
+        ok = False
+        try:
+            await asyncio.to_thread(ticket.run)
+            ok = True
+        except OSError as e:
+            log.error("flushing the metadata log failed: %s", e)
+            self._flush_error = e
+        finally:
+            self.client.log.end_flush(ticket, ok=ok)
+            self._flushing = False
+            self.wakeup()
+
     def write_snapshot(
         self,
         snapshot_id: SnapshotId,
-        records: list[tuple[bytes | None, bytes | None]],
+        make_records: Callable[[], list[tuple[bytes | None, bytes | None]]],
         done: Callable[[SnapshotId, bool], None],
     ) -> None:
-        """Encode and write a prepared snapshot on a worker thread, then freeze it here."""
-        self._spawn(self._write_snapshot(snapshot_id, records, done))
+        """Serialise, encode and write a prepared snapshot on a worker thread, then freeze it here."""
+        self._spawn(self._write_snapshot(snapshot_id, make_records, done))
 
     async def _write_snapshot(
         self,
         snapshot_id: SnapshotId,
-        records: list[tuple[bytes | None, bytes | None]],
+        make_records: Callable[[], list[tuple[bytes | None, bytes | None]]],
         done: Callable[[SnapshotId, bool], None],
     ) -> None:
         log_ = self.client.log
 
         def work() -> None:
-            log_.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, records))
+            log_.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, make_records()))
 
         try:
             await asyncio.to_thread(work)
-        except OSError as e:
-            # The log itself is fine; the next snapshot tries again.
-            log.warning("writing metadata snapshot %s failed: %s", raft_snapshot.file_name(snapshot_id), e)
+        except Exception:  # noqa: BLE001 -- the log itself is fine; the next snapshot tries again
+            log.exception("writing metadata snapshot %s failed", raft_snapshot.file_name(snapshot_id))
             done(snapshot_id, False)
             return
         self.client.snapshot_frozen(snapshot_id)
@@ -136,6 +165,7 @@ class RaftDriver:
         result = self.client.poll(self._now_ms())
         for env in result.outbound:
             self._dispatch(env)
+        self._maybe_flush(result.flush_needed)
         self._after_poll()
 
     async def stop(self) -> None:
@@ -165,6 +195,8 @@ class RaftDriver:
     async def _run(self) -> None:
         inbound: list[m.Envelope] = []
         while True:
+            if self._flush_error is not None:
+                raise self._flush_error
             try:
                 result = self.client.poll(self._now_ms(), inbound)
             except Exception:
@@ -175,6 +207,7 @@ class RaftDriver:
             inbound = []
             for env in result.outbound:
                 self._dispatch(env)
+            self._maybe_flush(result.flush_needed)
             self._after_poll()
             wait_s = max(0.0, (result.next_deadline_ms - self._now_ms()) / 1000)
             got: m.Envelope | None = None

@@ -28,10 +28,11 @@ committed log arrives in one poll and is published as one delta.
 Snapshots (Kafka's SnapshotGenerator, on every node): once
 `metadata.log.max.record.bytes.between.snapshots` bytes of records were
 committed since the last snapshot (or `metadata.log.max.snapshot.interval.ms`
-passed with any), `after_poll` serialises the published image
-(controller/snapshot.py; the image is immutable, so this is cheap and safe on
-the loop) and hands it to `write_snapshot` (the driver encodes and writes the
-file on a worker thread, then freezes it in raft). One at a time.
+passed with any), `after_poll` names the snapshot in raft and hands
+`write_snapshot` a function that serialises the published image
+(controller/snapshot.py); the image is immutable, so the driver runs it, the
+encoding and the write on a worker thread (10,000 partitions take about half
+a second to serialise), then freezes the snapshot in raft. One at a time.
 `handle_load_snapshot` rebuilds the image from a snapshot's records (at start,
 or when a follower fetched one from the leader) and publishes it as one delta.
 
@@ -66,8 +67,11 @@ log = logging.getLogger("kavka.controller")
 
 Listener = Callable[[MetadataDelta, MetadataImage], None]
 Record = tuple[bytes | None, bytes | None]
-# write_snapshot(snapshot_id, records, done): write and freeze, then call done(snapshot_id, ok).
-SnapshotWriter = Callable[[SnapshotId, list[Record], Callable[[SnapshotId, bool], None]], None]
+# write_snapshot(snapshot_id, make_records, done): make_records() (any thread) gives the records;
+# write and freeze them, then call done(snapshot_id, ok).
+SnapshotWriter = Callable[
+    [SnapshotId, Callable[[], list[Record]], Callable[[SnapshotId, bool], None]], None
+]
 T = TypeVar("T")
 
 
@@ -209,6 +213,8 @@ class QuorumController:
     def _maybe_snapshot(self) -> None:
         if self._snapshot_in_flight is not None or self._bytes_since_snapshot == 0:
             return
+        if self._applied + 1 > self.raft.high_watermark:
+            return  # not yet known committed here (a restart learns the high watermark late)
         now = self._now_ms()
         due = self._bytes_since_snapshot >= self._snapshot_bytes or (
             self._snapshot_interval_ms > 0 and now - self._last_snapshot_ms >= self._snapshot_interval_ms
@@ -220,9 +226,13 @@ class QuorumController:
         sid = self.raft.prepare_snapshot(self._applied + 1)
         if sid is None:
             return
-        records = [mr.encode(r) for r in image_records(self.image)]
+        image = self.image  # immutable: safe to serialise on another thread
+
+        def make_records() -> list[Record]:
+            return [mr.encode(r) for r in image_records(image)]
+
         self._snapshot_in_flight = sid
-        self._write_snapshot(sid, records, self._snapshot_done)
+        self._write_snapshot(sid, make_records, self._snapshot_done)
 
     def _snapshot_done(self, snapshot_id: SnapshotId, ok: bool) -> None:
         if self._snapshot_in_flight == snapshot_id:
@@ -231,10 +241,13 @@ class QuorumController:
             log.info("wrote metadata snapshot %s", raft_snapshot.file_name(snapshot_id))
 
     def _write_snapshot_inline(
-        self, snapshot_id: SnapshotId, records: list[Record], done: Callable[[SnapshotId, bool], None]
+        self,
+        snapshot_id: SnapshotId,
+        make_records: Callable[[], list[Record]],
+        done: Callable[[SnapshotId, bool], None],
     ) -> None:
-        """Without a driver (tests): encode, write and freeze right here."""
-        self.raft.log.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, records))
+        """Without a driver (tests): serialise, encode, write and freeze right here."""
+        self.raft.log.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, make_records()))
         self.raft.snapshot_frozen(snapshot_id)
         done(snapshot_id, True)
 

@@ -1,9 +1,10 @@
 """The raft core for the metadata log: a deterministic state machine driven by poll(now).
 
 Theory of operation (Kafka's KafkaRaftClient; KIP-595, KIP-996). Every call
-is `poll(now_ms, inbound) -> PollResult(outbound, next_deadline_ms)`: the
-caller delivers the messages that arrived, the core handles them, fires its
-timers, flushes the log and returns what to send and when to poll next. It
+is `poll(now_ms, inbound) -> PollResult(outbound, next_deadline_ms,
+flush_needed)`: the caller delivers the messages that arrived, the core
+handles them, fires its timers and returns what to send, when to poll next
+and whether the log needs a flush. It
 never reads the clock, never draws its own randomness (a `random.Random` is
 injected) and never touches a socket, so a seeded simulation replays exactly.
 
@@ -24,8 +25,14 @@ injected) and never touches a socket, so a seeded simulation replays exactly.
   voters (its own *flushed* end offset, the followers' validated fetch
   offsets) have reached, and it moves only once past the epoch start offset
   (a leader commits nothing of older epochs until its own record commits).
-  A follower flushes what it appended before it fetches again, so a fetch
-  offset is a durable acknowledgement. High watermarks never move back.
+  A follower's appended records are flushed before it fetches again, so a
+  fetch offset is a durable acknowledgement. High watermarks never move back.
+- Flushing. The core never fsyncs: a poll whose log holds unflushed entries
+  says so (`PollResult.flush_needed`); the caller flushes (the driver on a
+  worker thread, the simulation after a seeded delay) and polls again. The
+  leader counts only its flushed end offset toward the high watermark and a
+  follower sends no fetch until its log is flushed, so a flush that is slow,
+  or lost in a crash, delays commits but never fakes one.
 - A leader that has not heard from a majority for 1.5 x the fetch timeout
   resigns (check quorum) and sends EndQuorumEpoch.
 
@@ -91,6 +98,9 @@ class RaftConfig:
 class PollResult:
     outbound: list[m.Envelope]
     next_deadline_ms: int
+    # The log has unflushed entries: flush it (begin_flush / run / end_flush, off this thread
+    # if the caller likes) and poll again. The core never fsyncs itself.
+    flush_needed: bool = False
 
 
 @dataclass(slots=True)
@@ -270,15 +280,16 @@ class RaftClient:
             self._handle(env)
         self._fire_timers()
         if self.state is _S.LEADER:
-            if self.log.flushed_end_offset < self.log.end_offset:
-                self.log.flush()
             self._fetch_offset_update(self.node_id, self.log.flushed_end_offset)
             self._leader_send()
         elif self.state is _S.FOLLOWER:
             self._maybe_send_fetch()
         self._deliver_committed()
         out, self._outbound = self._outbound, []
-        return PollResult(out, self._next_deadline())
+        return PollResult(out, self._next_deadline(), flush_needed=not self._log_durable())
+
+    def _log_durable(self) -> bool:
+        return self.log.flushed_end_offset >= self.log.end_offset
 
     def _next_deadline(self) -> int:
         d = self._v.deadline_ms
@@ -289,7 +300,9 @@ class RaftClient:
                 d = min(d, self._v.next_begin_ms)
         elif self.state is _S.FOLLOWER:
             if self._v.fetch_correlation is None:
-                d = min(d, self._now)
+                # Not before the last append is durable: the caller polls when its flush ends.
+                if self._log_durable() or self._v.snapshot_fetch is not None:
+                    d = min(d, self._now)
             else:
                 d = min(d, self._v.fetch_sent_ms + self._fetch_request_timeout())
         return d
@@ -470,6 +483,8 @@ class RaftClient:
         v = self._v
         if v.fetch_correlation is not None and self._now < v.fetch_sent_ms + self._fetch_request_timeout():
             return
+        if v.snapshot_fetch is None and not self._log_durable():
+            return  # a fetch offset is an acknowledgement the leader counts: it must survive a crash
         assert self.leader_id is not None
         if v.snapshot_fetch is not None:
             v.fetch_correlation = self._send(
@@ -786,8 +801,7 @@ class RaftClient:
         if resp.records:
             if resp.records[0].offset != self.log.end_offset:
                 return
-            self.log.append(resp.records)
-            self.log.flush()  # a fetch offset the leader counts must survive a crash
+            self.log.append(resp.records)  # flushed before the next fetch (PollResult.flush_needed)
         hw = min(resp.high_watermark, self.log.end_offset)
         if hw > self._high_watermark:
             self._high_watermark = hw

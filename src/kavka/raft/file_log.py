@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from kavka.raft import snapshot as snapshots
@@ -34,11 +35,20 @@ from kavka.raft.api import SnapshotId
 from kavka.raft.codec import decode_records, encode_records
 from kavka.raft.quorum import METADATA_DIR_NAME, METADATA_TOPIC_ID
 from kavka.raft.replicated_log import LogEntry
-from kavka.storage.log import Log
+from kavka.storage.log import FlushJob, Log
 from kavka.storage.log_config import LogConfig
 
 _READ_BYTES = 1024 * 1024
 _log = logging.getLogger("kavka.raft")
+
+
+@dataclass(slots=True)
+class _FileFlush:
+    job: FlushJob
+    truncations: int
+
+    def run(self) -> None:
+        self.job.run()
 
 
 class NoSnapshotError(Exception):
@@ -49,6 +59,7 @@ class FileReplicatedLog:
     def __init__(self, log: Log) -> None:
         self.log = log
         self._snapshots: list[SnapshotId] = []  # valid ones, oldest first
+        self._truncations = 0  # a flush begun before a truncation moves nothing
         self._load_snapshots()
 
     @classmethod
@@ -134,7 +145,8 @@ class FileReplicatedLog:
         self.log.append_as_follower(encode_records(tuple(entries)), now_ms=0)
 
     def truncate_to(self, offset: int) -> None:
-        self.log.truncate_to(offset)
+        if self.log.truncate_to(offset):
+            self._truncations += 1
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         # The same contract as MemoryLog (largest epoch <= `epoch`, and where it ends), from
@@ -171,6 +183,14 @@ class FileReplicatedLog:
     def flush(self) -> None:
         self.log.flush()
 
+    def begin_flush(self) -> _FileFlush | None:
+        job = self.log.prepare_flush()
+        return None if job is None else _FileFlush(job, self._truncations)
+
+    def end_flush(self, ticket: _FileFlush, *, ok: bool) -> None:
+        # After a truncation the entries now below the job's target may be new, unsynced ones.
+        self.log.complete_flush(ticket.job, ok=ok and ticket.truncations == self._truncations)
+
     # ---- snapshots -------------------------------------------------------------------------
 
     def write_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
@@ -199,6 +219,7 @@ class FileReplicatedLog:
 
     def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         self.write_snapshot(snapshot_id, data)
+        self._truncations += 1
         self.log.truncate_fully_and_start_at(snapshot_id.end_offset)
         self._snapshots = [s for s in self._snapshots if s.end_offset < snapshot_id.end_offset]
         self.snapshot_frozen(snapshot_id)

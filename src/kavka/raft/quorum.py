@@ -2,6 +2,7 @@
 
     <metadata.log.dir>/__cluster_metadata-0/               the log (raft.file_log)
     <metadata.log.dir>/__cluster_metadata-0/quorum-state   epoch, leader, vote (raft.state)
+    <metadata.log.dir>/__cluster_metadata-0/<offset>-<epoch>.checkpoint   snapshots (raft.snapshot)
 
 The quorum itself is `raft.client.RaftClient`, driven by
 `broker.raft_driver.RaftDriver` and used by `controller.quorum_controller`.

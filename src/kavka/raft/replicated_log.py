@@ -7,7 +7,11 @@ Invariants every implementation keeps (Kafka's ReplicatedLog):
 - each entry carries the leader epoch it was written in, and epochs never
   decrease along the log; the leader epoch cache is derived from them;
 - `flushed_end_offset <= end_offset`; entries at or above it may be lost by a
-  crash (`kavka.testing.MemoryLog.crash` does exactly that);
+  crash (`kavka.testing.MemoryLog.crash` does exactly that). The fsync is
+  split so it can run off the polling thread: `begin_flush` (owner thread)
+  returns a ticket, `ticket.run()` fsyncs on any thread, `end_flush` (owner
+  thread) moves `flushed_end_offset` -- unless the log was truncated since
+  `begin_flush`, as the entries then on disk may not be the ones fsynced;
 - `truncate_to(offset)` drops every entry at or above `offset` (a diverging
   follower, KIP-595); raft never truncates below its high watermark.
 
@@ -46,6 +50,12 @@ class LogEntry:
     control: bool = False
 
 
+class FlushTicket(Protocol):
+    def run(self) -> None:
+        """fsync what `begin_flush` picked; any thread; raises OSError if the disk fails."""
+        ...
+
+
 class ReplicatedLog(Protocol):
     @property
     def end_offset(self) -> int: ...
@@ -68,7 +78,15 @@ class ReplicatedLog(Protocol):
 
     def read(self, start_offset: int, max_entries: int) -> list[LogEntry]: ...
 
-    def flush(self) -> None: ...
+    def flush(self) -> None:
+        """begin_flush + run + end_flush on this thread."""
+        ...
+
+    def begin_flush(self) -> FlushTicket | None:
+        """A ticket to make everything appended so far durable; None if nothing is unflushed."""
+        ...
+
+    def end_flush(self, ticket: FlushTicket, *, ok: bool) -> None: ...
 
     @property
     def start_offset(self) -> int: ...

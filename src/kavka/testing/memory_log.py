@@ -13,9 +13,19 @@ as Kafka's truncateToLatestSnapshot does at start).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kavka.raft.api import SnapshotId
 from kavka.raft.replicated_log import LogEntry
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFlush:
+    target: int
+    truncations: int
+
+    def run(self) -> None:
+        pass
 
 
 class MemoryLog:
@@ -27,6 +37,7 @@ class MemoryLog:
         self._epochs: list[tuple[int, int]] = []
         self.snapshots: dict[SnapshotId, bytes] = {}
         self._latest: SnapshotId | None = None
+        self._truncations = 0  # a flush begun before a truncation moves nothing
 
     @property
     def start_offset(self) -> int:
@@ -70,6 +81,7 @@ class MemoryLog:
         if offset < self._start:
             raise ValueError(f"truncation to {offset} below the log start offset {self._start}")
         del self.entries[offset - self._start :]
+        self._truncations += 1
         self._flushed = min(self._flushed, offset)
         while self._epochs and self._epochs[-1][1] >= offset:
             self._epochs.pop()
@@ -98,6 +110,15 @@ class MemoryLog:
     def flush(self) -> None:
         self._flushed = self.end_offset
 
+    def begin_flush(self) -> MemoryFlush | None:
+        if self._flushed >= self.end_offset:
+            return None
+        return MemoryFlush(self.end_offset, self._truncations)
+
+    def end_flush(self, ticket: MemoryFlush, *, ok: bool) -> None:
+        if ok and ticket.truncations == self._truncations:
+            self._flushed = max(self._flushed, min(ticket.target, self.end_offset))
+
     # ---- snapshots ---------------------------------------------------------------------------
 
     def write_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
@@ -120,6 +141,7 @@ class MemoryLog:
         self.write_snapshot(snapshot_id, data)
         self.entries = []
         self._epochs = []
+        self._truncations += 1
         self._start = self._flushed = snapshot_id.end_offset
         self._latest = None
         self.snapshot_frozen(snapshot_id)

@@ -3,7 +3,9 @@
 Nodes run `RaftClient` over `MemoryLog` and a crash-proof quorum-state store;
 messages travel through `SimNetwork` (delays, drops, duplicates, partitions).
 An event heap orders deliveries, node timers, client appends and faults
-(partitions, heals, hard kills that lose unflushed data, restarts). After
+(partitions, heals, hard kills that lose unflushed data, restarts) and the
+log flushes the core asks for, which end after a seeded delay (a kill before
+then loses them, as a kill during an fsync on a worker thread does). After
 every event the invariants are checked; `run()` ends with every fault healed
 and asserts liveness: a leader elected and a new record committed on all voters.
 
@@ -85,6 +87,8 @@ class Node:
     last_epoch: int = 0
     last_hw: int = 0
     checked_hw: int = 0  # committed offsets below this were checked against the cluster record
+    incarnation: int = 0  # bumped by every start: a flush begun before a crash never ends
+    flushing: bool = False
     machine: StateMachine | None = None
 
 
@@ -110,6 +114,9 @@ class Sim:
         self.snapshot_every: int | None = sr.choice([None, 3, 10, 40])
         self.snapshot_chunk_bytes = sr.choice([512, 4096, 1 << 20])
         self.snapshots_taken = 0
+        # The fsync the core asks for ends after a seeded delay (0: at once); a kill meanwhile loses it.
+        self.flush_delay_ms = sr.choice([0, 2, 10, 50])
+        self._flush_rng = random.Random(sr.random())
         self.net = SimNetwork(
             random.Random(r.random()),
             max_delay_ms=r.choice([5, 20, 100]),
@@ -149,6 +156,8 @@ class Sim:
         n.machine = StateMachine(self, n.node_id)
         n.client.register_listener(n.machine)
         n.alive = True
+        n.incarnation += 1
+        n.flushing = False
         n.last_hw = 0
         n.checked_hw = 0
         self._poll(n, [])
@@ -161,6 +170,12 @@ class Sim:
                 self._push(t, "deliver", env)
         n.deadline = result.next_deadline_ms
         self._push(max(n.deadline, self.clock.now_ms + 1), "timer", (n.node_id, n.deadline))
+        if result.flush_needed and not n.flushing:
+            ticket = n.log.begin_flush()
+            if ticket is not None:
+                n.flushing = True
+                delay = self._flush_rng.randint(0, self.flush_delay_ms)
+                self._push(self.clock.now_ms + delay, "flushed", (n.node_id, n.incarnation, ticket))
         self.check(n)
         self._maybe_snapshot(n)
 
@@ -258,6 +273,14 @@ class Sim:
         elif kind == "fault":
             self.fault()
             self._push(self.clock.now_ms + self.rng.randint(100, 1500), "fault", None)
+        elif kind == "flushed":
+            node_id, incarnation, ticket = payload
+            n = self.nodes[node_id]
+            if n.alive and n.incarnation == incarnation:
+                ticket.run()
+                n.log.end_flush(ticket, ok=True)
+                n.flushing = False
+                self._poll(n, [])
         elif kind == "restart":
             n = self.nodes[payload]
             if not n.alive:
@@ -296,6 +319,8 @@ class Sim:
         a new record with the rest.
         """
         self.net.drop_rate = 0.0
+        # Liveness is owed only when the round trip is well inside the election timeout.
+        self.net.max_delay_ms = min(self.net.max_delay_ms, max(1, self.election_timeout_ms // 10))
         self.net.partition([[i for i in self.ids if i != lagging], [lagging]])
         self._push(1, "append", None)
         self.run_until(apart_ms)
