@@ -66,6 +66,15 @@ def test_corrupted_records_are_refused_or_still_decode(recs, data):
     assert len(decoded) == header.records_count
 
 
+def test_long_header_keys_and_values_are_accepted():
+    """Multi-byte varints in headers (keys or values of 64 bytes and more) were misread and refused."""
+    recs = [(NOW, b"k", b"v", [("h" * 100, b"x" * 200), ("t", b"y" * 64)]), (NOW, None, b"w", [("k" * 64, None)])]
+    batch = bytearray(build_batch(recs))
+    validate_records(batch, ValidationConfig(), now_ms=NOW)
+    _, decoded = decode_batch(batch)
+    assert len(decoded) == 2
+
+
 def test_keyless_record_refused_only_when_compacted():
     batch = bytearray(build_batch([(NOW, None, b"v")]))
     validate_records(bytearray(batch), ValidationConfig(), now_ms=NOW)

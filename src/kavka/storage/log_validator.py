@@ -209,7 +209,7 @@ def _scan_records(data: bytes, count: int, base_ts: int, compacted: bool) -> tup
                     raise _Malformed(f"record {i} has {hc} headers")
                 for _ in range(hc):
                     hk, p = (
-                        _slow_varint(data, p, data[p])
+                        _slow_varint(data, p + 1, data[p])  # p + 1: past the first byte
                         if data[p] >= 0x80
                         else ((data[p] >> 1) ^ -(data[p] & 1), p + 1)
                     )
@@ -217,7 +217,7 @@ def _scan_records(data: bytes, count: int, base_ts: int, compacted: bool) -> tup
                         raise _Malformed(f"record {i} has a null header key")
                     p += hk
                     hv, p = (
-                        _slow_varint(data, p, data[p])
+                        _slow_varint(data, p + 1, data[p])
                         if data[p] >= 0x80
                         else ((data[p] >> 1) ^ -(data[p] & 1), p + 1)
                     )
