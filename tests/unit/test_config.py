@@ -98,8 +98,10 @@ def test_plaintext_spelled_out_is_accepted():
 @pytest.mark.parametrize(
     ("props", "key"),
     [
-        ({"process.roles": "broker"}, "process.roles"),
-        ({"process.roles": "controller"}, "process.roles"),
+        # A broker-only or controller-only node must be told where the quorum is.
+        ({"process.roles": "broker"}, "controller.quorum.voters"),
+        ({"process.roles": "controller"}, "controller.quorum.voters"),
+        ({"process.roles": ""}, "process.roles"),
         # A combined node must be a voter; a multi-voter quorum needs the controller listener, at its address.
         ({"controller.quorum.voters": "2@127.0.0.1:9093,3@127.0.0.1:9094"}, "controller.quorum.voters"),
         ({"controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094"}, "controller.listener.names"),
