@@ -33,12 +33,10 @@ def _free_block() -> int:
     raise RuntimeError("no free port block")
 
 
-def test_cluster_up_status_and_ctrl_c(tmp_path: Path) -> None:
-    base = _free_block()
-    kavka = [sys.executable, "-m", "kavka"]
+def _cluster_up(tmp_path: Path, base: int, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
+    """`kavka cluster up ARGS` under tmp_path/c; returns once it printed the bootstrap servers."""
     up = subprocess.Popen(
-        [*kavka, "cluster", "up", "--nodes", "3", "--racks", "r1,r2", "--data-dir", str(tmp_path / "c"),
-         "--base-port", str(base)],
+        [sys.executable, "-m", "kavka", "cluster", "up", *args, "--data-dir", str(tmp_path / "c"), "--base-port", str(base)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     lines: list[str] = []
@@ -46,6 +44,17 @@ def test_cluster_up_status_and_ctrl_c(tmp_path: Path) -> None:
     try:
         wait_until(lambda: any(x.startswith("bootstrap servers:") for x in lines), timeout=90,
                    message="kavka cluster up to print the bootstrap servers")
+    except TimeoutError:
+        up.kill()
+        raise
+    return up, lines
+
+
+def test_cluster_up_status_and_ctrl_c(tmp_path: Path) -> None:
+    base = _free_block()
+    kavka = [sys.executable, "-m", "kavka"]
+    up, lines = _cluster_up(tmp_path, base, "--nodes", "3", "--racks", "r1,r2")
+    try:
         [line] = [x for x in lines if x.startswith("bootstrap servers:")]
         bootstrap = line.split(":", 1)[1].strip()
         assert bootstrap == ",".join(f"127.0.0.1:{base + i}" for i in range(3))
@@ -84,16 +93,8 @@ def test_cluster_up_status_and_ctrl_c(tmp_path: Path) -> None:
 def test_cluster_up_with_separate_controllers(tmp_path: Path) -> None:
     base = _free_block()
     kavka = [sys.executable, "-m", "kavka"]
-    up = subprocess.Popen(
-        [*kavka, "cluster", "up", "--nodes", "2", "--controllers", "1", "--data-dir", str(tmp_path / "c"),
-         "--base-port", str(base)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    lines: list[str] = []
-    threading.Thread(target=lambda: [lines.append(x) for x in up.stdout], daemon=True).start()  # type: ignore[union-attr]
+    up, lines = _cluster_up(tmp_path, base, "--nodes", "2", "--controllers", "1")
     try:
-        wait_until(lambda: any(x.startswith("bootstrap servers:") for x in lines), timeout=90,
-                   message="kavka cluster up to print the bootstrap servers")
         assert any("1 controllers + 2 brokers" in x for x in lines), "".join(lines)
         assert any("node 1 (controller) ready" in x for x in lines), "".join(lines)
         out = subprocess.run([*kavka, "cluster", "status", "--bootstrap-server", f"127.0.0.1:{base}", "--json"],
@@ -102,6 +103,10 @@ def test_cluster_up_with_separate_controllers(tmp_path: Path) -> None:
         data = json.loads(out.stdout)
         assert [b["id"] for b in data["brokers"]] == [2, 3]
         assert data["quorum"]["leader_id"] == 1 and [v["id"] for v in data["quorum"]["voters"]] == [1]
+        # The broker-only nodes follow the metadata log as observers.
+        wait_until(lambda: [o["id"] for o in json.loads(subprocess.run(
+            [*kavka, "cluster", "status", "--bootstrap-server", f"127.0.0.1:{base}", "--json"],
+            capture_output=True, text=True, timeout=60).stdout)["quorum"]["observers"]] == [2, 3], timeout=10)
         props = (tmp_path / "c" / "node1" / "server.properties").read_text()
         assert "process.roles=controller\n" in props
     finally:

@@ -15,11 +15,10 @@ import sys
 import time
 
 import pytest
-from confluent_kafka.admin import NewTopic
 
 from kavka.client.admin import AdminClient
 from tests.broker_harness import Cluster, wait_until
-from tests.integration.helpers import ck_admin, ck_producer, ck_wait_topic, unique
+from tests.integration.helpers import ck_admin, ck_create_topic, ck_producer, unique
 
 SESSION_MS = 3000
 
@@ -61,17 +60,9 @@ def _describe_cluster(bootstrap: str) -> dict[int, bool]:
         admin.close()
 
 
-def _create(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = ck_admin(bootstrap)
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)], request_timeout=15)[
-        topic
-    ].result(timeout=20)
-    ck_wait_topic(admin, topic, partitions)
-
-
 def test_a_broker_whose_heartbeats_stop_is_fenced_and_unfenced_after_restart(cluster: Cluster) -> None:
     topic = unique("fence")
-    _create(cluster.bootstrap, topic, 6)
+    ck_create_topic(ck_admin(cluster.bootstrap), topic, 6)
     leader = _quorum_leader(cluster.bootstrap)
     victim_id = next(i for i in sorted(cluster.nodes) if i != leader)  # not the active controller
     survivor = cluster.nodes[leader]
@@ -118,7 +109,7 @@ def test_a_broker_whose_heartbeats_stop_is_fenced_and_unfenced_after_restart(clu
 
 def test_a_graceful_stop_is_a_controlled_shutdown(cluster: Cluster) -> None:
     topic = unique("ctlshut")
-    _create(cluster.bootstrap, topic, 6)
+    ck_create_topic(ck_admin(cluster.bootstrap), topic, 6)
     leader = _quorum_leader(cluster.bootstrap)
     victim_id = next(i for i in sorted(cluster.nodes, reverse=True) if i != leader)
     survivor = cluster.nodes[leader]

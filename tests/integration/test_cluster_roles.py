@@ -13,11 +13,16 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import NewTopic
 
 from kavka.client.admin import AdminClient
 from tests.broker_harness import BrokerProcess, Cluster, wait_until
-from tests.integration.helpers import ck_admin, ck_producer, ck_read_to_end, ck_wait_topic, unique
+from tests.integration.helpers import (
+    ck_admin,
+    ck_create_topic,
+    ck_producer,
+    ck_read_to_end,
+    unique,
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,14 +30,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     c = Cluster(tmp_path_factory.mktemp("roles"), 5, controllers=3).start()
     yield c
     c.stop()
-
-
-def _create(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = ck_admin(bootstrap)
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)], request_timeout=15)[
-        topic
-    ].result(timeout=20)
-    ck_wait_topic(admin, topic, partitions)
 
 
 def _quorum(bootstrap: str):  # noqa: ANN202
@@ -50,7 +47,7 @@ def test_brokers_serve_clients_and_controllers_only_the_quorum(cluster: Cluster)
     assert q.leader_id in (1, 2, 3)
     assert sorted(v.node_id for v in q.voters) == [1, 2, 3]
     topic = unique("roles")
-    _create(cluster.nodes[5].bootstrap, topic, 4)
+    ck_create_topic(ck_admin(cluster.nodes[5].bootstrap), topic, 4)
     leaders = {p.leader for p in ck_admin(cluster.bootstrap).list_topics(topic=topic, timeout=10).topics[topic].partitions.values()}
     assert leaders == {4, 5}
     p = ck_producer(cluster.bootstrap)
@@ -65,19 +62,7 @@ def test_brokers_serve_clients_and_controllers_only_the_quorum(cluster: Cluster)
 
 def test_describe_quorum_lists_the_brokers_as_observers(cluster: Cluster) -> None:
     def observers() -> list[int]:
-        admin = AdminClient(cluster.nodes[4].bootstrap)
-        try:
-            from kio.schema.describe_quorum.v2 import request as dq
-
-            conn = admin._any()
-            resp = conn.send(
-                dq.DescribeQuorumRequest(
-                    topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),)
-                )
-            )
-            return sorted(o.replica_id for o in resp.topics[0].partitions[0].observers)
-        finally:
-            admin.close()
+        return sorted(o.node_id for o in _quorum(cluster.nodes[4].bootstrap).observers)
 
     wait_until(lambda: observers() == [4, 5], timeout=10, message="both brokers listed as observers")
 
@@ -89,7 +74,7 @@ def test_killing_the_active_controller_elects_another(cluster: Cluster) -> None:
     topic = unique("after-kill")
 
     def created() -> bool:
-        _create(cluster.nodes[4].bootstrap, topic, 2)
+        ck_create_topic(ck_admin(cluster.nodes[4].bootstrap), topic, 2)
         return True
 
     wait_until(created, timeout=10, message="CreateTopics through a broker after the controller died")

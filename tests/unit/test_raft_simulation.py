@@ -114,6 +114,24 @@ def test_voters_with_observers(voters: int, observers: int) -> None:
             raise AssertionError(f"voters={voters} observers={observers} seed={seed}: {e}") from e
 
 
+# Seeds the slow run found: fetchers of different snapshots evicted each other's from the leader's
+# one-entry chunk cache, and with snapshots every few records they never finished (no progress).
+@pytest.mark.parametrize(("voters", "observers", "seed"), [(3, 2, 1691), (5, 2, 577)])
+def test_fetchers_of_different_snapshots_all_finish(voters: int, observers: int, seed: int) -> None:
+    Sim(seed, voters, observers=observers).run()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("voters", "observers"), [(3, 2), (5, 2)])
+@pytest.mark.parametrize("start", range(200, 5200, 1000))
+def test_many_more_seeds_with_observers(voters: int, observers: int, start: int) -> None:
+    for seed in range(start, start + 1000):
+        try:
+            Sim(seed, voters, observers=observers).run()
+        except AssertionError as e:
+            raise AssertionError(f"voters={voters} observers={observers} seed={seed}: {e}") from e
+
+
 @pytest.mark.parametrize(
     ("broken", "voters", "observers"),
     [

@@ -48,14 +48,12 @@ class BrokerLifecycle:
         *,
         broker_id: int,
         heartbeat_interval_ms: int,
-        session_timeout_ms: int,
         metadata_offset: Callable[[], int],
         register: Callable[[str], Awaitable[int]],
     ) -> None:
         self.controller = controller
         self.broker_id = broker_id
         self.interval_s = heartbeat_interval_ms / 1000
-        self.session_timeout_s = session_timeout_ms / 1000
         self._metadata_offset = metadata_offset
         self._register = register  # (incarnation id) -> broker epoch
         self.epoch = -1

@@ -357,7 +357,6 @@ class BrokerNode:
             self.controller,
             broker_id=self.node_id,
             heartbeat_interval_ms=self.config["broker.heartbeat.interval.ms"],
-            session_timeout_ms=self.config["broker.session.timeout.ms"],
             metadata_offset=lambda: self.image.offset,
             register=register,
         )

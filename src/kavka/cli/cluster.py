@@ -87,6 +87,16 @@ def status(bootstrap: str, as_json: bool) -> None:
         desc = admin.describe_cluster()
         quorum = admin.describe_quorum()
     now = int(time.time() * 1000)
+
+    def replica(v: Any, status: str) -> dict[str, Any]:
+        return {
+            "id": v.node_id,
+            "log_end_offset": v.log_end_offset,
+            "lag": max(0, quorum.high_watermark - v.log_end_offset) if v.log_end_offset >= 0 else None,
+            "last_fetch_ms_ago": now - v.last_fetch_timestamp if v.last_fetch_timestamp >= 0 else None,
+            "status": status,
+        }
+
     data: dict[str, Any] = {
         "cluster_id": desc.cluster_id,
         "brokers": [
@@ -96,16 +106,8 @@ def status(bootstrap: str, as_json: bool) -> None:
             "leader_id": quorum.leader_id,
             "leader_epoch": quorum.leader_epoch,
             "high_watermark": quorum.high_watermark,
-            "voters": [
-                {
-                    "id": v.node_id,
-                    "log_end_offset": v.log_end_offset,
-                    "lag": max(0, quorum.high_watermark - v.log_end_offset) if v.log_end_offset >= 0 else None,
-                    "last_fetch_ms_ago": now - v.last_fetch_timestamp if v.last_fetch_timestamp >= 0 else None,
-                    "status": "Leader" if v.node_id == quorum.leader_id else "Follower",
-                }
-                for v in quorum.voters
-            ],
+            "voters": [replica(v, "Leader" if v.node_id == quorum.leader_id else "Follower") for v in quorum.voters],
+            "observers": [replica(v, "Observer") for v in quorum.observers],
         },
     }
 
@@ -117,6 +119,6 @@ def status(bootstrap: str, as_json: bool) -> None:
                         [(b["id"], b["host"], b["port"], b["rack"], "fenced" if b["fenced"] else "unfenced")
                          for b in data["brokers"]]))
         out.print(table("Quorum", ["NodeId", "LogEndOffset", "Lag", "LastFetch(ms ago)", "Status"],
-                        [(v["id"], v["log_end_offset"], v["lag"], v["last_fetch_ms_ago"], v["status"]) for v in q["voters"]]))
+                        [(v["id"], v["log_end_offset"], v["lag"], v["last_fetch_ms_ago"], v["status"]) for v in q["voters"] + q["observers"]]))
 
     emit(as_json, data, render)

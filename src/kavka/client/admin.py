@@ -177,6 +177,7 @@ class QuorumDescription:
     leader_epoch: int
     high_watermark: int
     voters: tuple[VoterState, ...]
+    observers: tuple[VoterState, ...] = ()  # broker-only nodes following the metadata log
 
 
 # ---------------------------------------------------------------------- client
@@ -539,11 +540,15 @@ class AdminClient:
         [topic] = resp.topics
         [part] = topic.partitions
         raise_for_error(part.error_code, part.error_message)
-        voters = tuple(
-            VoterState(v.replica_id, v.log_end_offset, v.last_fetch_timestamp, v.last_caught_up_timestamp)
-            for v in part.current_voters
+        def states(replicas: Any) -> tuple[VoterState, ...]:
+            return tuple(
+                VoterState(v.replica_id, v.log_end_offset, v.last_fetch_timestamp, v.last_caught_up_timestamp)
+                for v in replicas
+            )
+
+        return QuorumDescription(
+            part.leader_id, part.leader_epoch, part.high_watermark, states(part.current_voters), states(part.observers)
         )
-        return QuorumDescription(part.leader_id, part.leader_epoch, part.high_watermark, voters)
 
     def describe_cluster(self) -> ClusterDescription:
         conn = self._any()

@@ -305,9 +305,10 @@ class ControllerLogic:
     ) -> str:
         """Kafka's BrokerHeartbeatManager.calculateNextBrokerState, without its lowest-active-offset wait."""
         b = image.brokers[broker_id]
-        leads = self.has_leaderships(image, broker_id)
+        # Scanning every partition for its leaderships is paid only by a broker shutting down,
+        # not by every routine heartbeat.
         if b.in_controlled_shutdown:
-            return CONTROLLED_SHUTDOWN if leads else SHUTDOWN_NOW
+            return CONTROLLED_SHUTDOWN if self.has_leaderships(image, broker_id) else SHUTDOWN_NOW
         if b.fenced:
             if want_shut_down:
                 return SHUTDOWN_NOW
@@ -317,7 +318,7 @@ class ControllerLogic:
         if want_fence:
             return SHUTDOWN_NOW if want_shut_down else FENCED
         if want_shut_down:
-            return CONTROLLED_SHUTDOWN if leads else SHUTDOWN_NOW
+            return CONTROLLED_SHUTDOWN if self.has_leaderships(image, broker_id) else SHUTDOWN_NOW
         return UNFENCED
 
     def broker_state_records(self, image: MetadataImage, broker_id: int, state: str) -> list[Any]:

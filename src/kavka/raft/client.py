@@ -163,7 +163,9 @@ class RaftClient:
         self._next_correlation = 0
         self._now = now_ms
         self._high_watermark = 0
-        self._snapshot_cache: tuple[SnapshotId, bytes] | None = None  # the one being served in chunks
+        # The snapshot each follower or observer is fetching in chunks, by node (one entry per
+        # fetcher, so fetchers of different snapshots never evict each other's).
+        self._snapshot_cache: dict[int, tuple[SnapshotId, bytes]] = {}
         # A restarted voter starts Unattached in its last epoch and keeps its vote: it may
         # have been leader or follower, but it must learn that again (Kafka resigns/forgets).
         saved = store.read() or ElectionState(epoch=0)
@@ -415,17 +417,18 @@ class RaftClient:
         if self.state is _S.FOLLOWER:
             self._transition(_S.UNATTACHED, self.epoch)
         self._v.deadline_ms = self._now + self.config.request_timeout_ms
-        self._send(
-            self.rng.choice(self.voters),
-            m.FetchRequest(
-                cluster_id=self.config.cluster_id,
-                replica_id=self.node_id,
-                current_leader_epoch=self.epoch,
-                fetch_offset=self.log.end_offset,
-                last_fetched_epoch=self.log.last_epoch,
-                high_watermark=self._high_watermark,
-                max_wait_ms=0,
-            ),
+        self._send(self.rng.choice(self.voters), self._fetch_request(max_wait_ms=0))
+
+    def _fetch_request(self, *, max_wait_ms: int) -> m.FetchRequest:
+        """A Fetch from this log's end: a follower's to its leader, or an observer's to any voter."""
+        return m.FetchRequest(
+            cluster_id=self.config.cluster_id,
+            replica_id=self.node_id,
+            current_leader_epoch=self.epoch,
+            fetch_offset=self.log.end_offset,
+            last_fetched_epoch=self.log.last_epoch,
+            high_watermark=self._high_watermark,
+            max_wait_ms=max_wait_ms,
         )
 
     def _check_quorum(self) -> None:
@@ -500,18 +503,7 @@ class RaftClient:
             )
             v.fetch_sent_ms = self._now
             return
-        v.fetch_correlation = self._send(
-            self.leader_id,
-            m.FetchRequest(
-                cluster_id=self.config.cluster_id,
-                replica_id=self.node_id,
-                current_leader_epoch=self.epoch,
-                fetch_offset=self.log.end_offset,
-                last_fetched_epoch=self.log.last_epoch,
-                high_watermark=self._high_watermark,
-                max_wait_ms=self.config.fetch_max_wait_ms,
-            ),
-        )
+        v.fetch_correlation = self._send(self.leader_id, self._fetch_request(max_wait_ms=self.config.fetch_max_wait_ms))
         v.fetch_sent_ms = self._now
 
     # ---- inbound ---------------------------------------------------------------------------
@@ -705,15 +697,18 @@ class RaftClient:
             return
         self._v.last_fetch_ms[env.src] = self._now  # a voter busy fetching a snapshot is alive
         self._v.begin_acked.add(env.src)
-        cache = self._snapshot_cache
+        cache = self._snapshot_cache.get(env.src)
         if cache is None or cache[0] != sid:
-            # Any snapshot still kept; the one being served stays cached even after the log
-            # drops it, so a slow follower is not sent back to the start by newer snapshots.
-            data = self.log.read_snapshot(sid)
+            # Any snapshot still kept; the one a fetcher is reading stays cached for it even
+            # after the log drops it, so a slow fetcher is not sent back to the start by newer
+            # snapshots (nor by another fetcher reading a different one).
+            data = next((d for s, d in self._snapshot_cache.values() if s == sid), None)
+            if data is None:
+                data = self.log.read_snapshot(sid)
             if data is None:
                 answer(m.SNAPSHOT_NOT_FOUND)
                 return
-            cache = self._snapshot_cache = (sid, data)
+            cache = self._snapshot_cache[env.src] = (sid, data)
         data = cache[1]
         if not 0 <= req.position < len(data):
             answer(m.POSITION_OUT_OF_RANGE)

@@ -35,14 +35,13 @@ def _brokers(node: BrokerNode, cls: type, id_field: str, *, include_fenced: bool
     return tuple(out)
 
 
-def _offline_replicas(node: BrokerNode, image: Any, topic: str, p: Any) -> tuple[int, ...]:
+def _offline_replicas(node: BrokerNode, live: set[int], topic: str, p: Any) -> tuple[int, ...]:
     """Replicas on fenced or unknown brokers, or (KIP-112) on a failed log dir of this broker."""
-    out = []
-    for r in p.replicas:
-        b = image.brokers.get(r)
-        if b is None or b.fenced or (r == node.node_id and node.log_manager.is_offline(topic, p.partition_id)):
-            out.append(r)
-    return tuple(out)
+    return tuple(
+        r
+        for r in p.replicas
+        if r not in live or (r == node.node_id and node.log_manager.is_offline(topic, p.partition_id))
+    )
 
 
 async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
@@ -70,25 +69,23 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
                 await node.controller.create_topics([NewTopic(n) for n in dict.fromkeys(missing)])
             image = node.image
 
-    def leader_alive(p: Any) -> bool:
-        b = image.brokers.get(p.leader)
-        return b is not None and not b.fenced
+    live = {b.broker_id for b in image.brokers.values() if not b.fenced}
+
+    def partition_entry(t: Any, p: Any) -> Any:
+        alive = p.leader in live  # Kafka: no live leader (offline) -> LEADER_NOT_AVAILABLE, leader -1
+        return make(
+            part_cls,
+            error_code=ErrorCode.none if alive else ErrorCode.leader_not_available,
+            partition_index=p.partition_id,
+            leader_id=p.leader if alive else -1,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=tuple(p.replicas),
+            isr_nodes=tuple(p.isr),
+            offline_replicas=_offline_replicas(node, live, t.name, p),
+        )
 
     def topic_entry(t: Any) -> Any:
-        parts = tuple(
-            make(
-                part_cls,
-                # Kafka: no live leader (offline partition) -> LEADER_NOT_AVAILABLE, leader -1.
-                error_code=ErrorCode.none if leader_alive(p) else ErrorCode.leader_not_available,
-                partition_index=p.partition_id,
-                leader_id=p.leader if leader_alive(p) else -1,
-                leader_epoch=p.leader_epoch,
-                replica_nodes=tuple(p.replicas),
-                isr_nodes=tuple(p.isr),
-                offline_replicas=_offline_replicas(node, image, t.name, p),
-            )
-            for p in sorted(t.partitions.values(), key=lambda p: p.partition_id)
-        )
+        parts = tuple(partition_entry(t, p) for p in sorted(t.partitions.values(), key=lambda p: p.partition_id))
         return make(
             topic_cls,
             error_code=ErrorCode.none,
