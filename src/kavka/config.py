@@ -182,7 +182,7 @@ def _t(
     return TopicConfigDef(ConfigDef(name, t, default, doc, v, informational=informational), synonym)
 
 
-_NO_REPLICATION = "brokers do not replicate partitions yet: every partition has a single replica, so there is no follower to throttle or elect"
+_NO_REPLICATION = "replication is not throttled yet: followers fetch as fast as the leader answers"
 _NOT_TIERED = "tiered storage is not available yet (remote.storage.enable is refused)"
 
 
@@ -221,8 +221,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         _t("segment.index.bytes", _I, 10485760, "log.index.size.max.bytes", "max size of an offset index", at_least(4)),
         _t("segment.jitter.ms", _L, 0, "log.roll.jitter.ms", "random jitter on segment.ms", at_least(0)),
         _t("segment.ms", _L, 604800000, "log.roll.ms", "time after which a segment rolls", at_least(1)),
-        _t("unclean.leader.election.enable", _B, False, "unclean.leader.election.enable", "allow out-of-sync leaders",
-           informational=_NO_REPLICATION),
+        _t("unclean.leader.election.enable", _B, False, "unclean.leader.election.enable", "elect a replica outside the ISR when no ISR member is alive (may lose committed records)"),
     ]
 }
 
@@ -244,7 +243,6 @@ def _b(
 
 
 _ONE_LOOP = "kavka serves every connection and request on one asyncio event loop per process"
-_SINGLE_NODE = "brokers do not replicate partitions to each other yet; every partition has one replica"
 
 
 def _refuse_nonempty(what: str) -> Validator:
@@ -271,7 +269,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("listeners", _LST, ["PLAINTEXT://127.0.0.1:9092"], "NAME://host:port, comma separated"),
         _b("advertised.listeners", _LST, None, "what clients are told; defaults to listeners"),
         _b("listener.security.protocol.map", _LST, None, "listener name to protocol"),
-        _b("inter.broker.listener.name", _S, None, "", informational=_SINGLE_NODE),
+        _b("inter.broker.listener.name", _S, None, "listener followers fetch from (default: the first listener that is not a controller listener)"),
         _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2): reported in Metadata and DescribeCluster, used by rack-aware placement"),
         _b("log.dirs", _LST, None, "directories holding partition data"),
         _b("log.dir", _S, "/tmp/kavka-logs", "used when log.dirs is not set"),
@@ -279,8 +277,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("metadata.log.max.record.bytes.between.snapshots", _L, 20971520, "write a metadata snapshot once this many bytes of metadata records were committed since the last one", at_least(1)),
         _b("metadata.log.max.snapshot.interval.ms", _L, 3600000, "write a metadata snapshot this long after the last one if records were committed since (0: never by time)", at_least(0)),
         _b("num.partitions", _I, 1, "partitions of an auto-created topic", at_least(1), dynamic=True),
-        _b("default.replication.factor", _I, 1, "replication factor of an auto-created topic",
-           lambda v: None if v == 1 else f"{v} is not supported yet: kavka brokers do not replicate partitions (use 1)"),
+        _b("default.replication.factor", _I, 1, "replication factor of a topic created without one (and of auto-created topics)", at_least(1)),
         _b("auto.create.topics.enable", _B, True, "create a topic on first Metadata/Produce"),
         _b("delete.topic.enable", _B, True, ""),
         _b("message.max.bytes", _I, 1048588, "largest record batch", at_least(0), dynamic=True),
@@ -331,7 +328,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("compression.type", _S, "producer", "", one_of(*_COMPRESSION), dynamic=True),
         _b("min.insync.replicas", _I, 1, "", at_least(1), dynamic=True),
         _b("unclean.leader.election.enable", _B, False, "", dynamic=True),
-        _b("offsets.topic.replication.factor", _S, "1", "", informational=_SINGLE_NODE),
+        _b("offsets.topic.replication.factor", _I, 3, "replicas of __consumer_offsets (capped by the brokers registered when it is created)", at_least(1)),
         _b("offsets.topic.num.partitions", _I, 50, "", at_least(1)),
         _b("transaction.state.log.replication.factor", _S, "1", "", informational="transactions are not implemented"),
         _b("transaction.state.log.min.isr", _I, 1, "", informational="transactions are not implemented"),
@@ -346,7 +343,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("offsets.retention.check.interval.ms", _L, 600000, "how often expired offsets are removed", at_least(1)),
         _b("offset.metadata.max.bytes", _I, 4096, "largest metadata string of a committed offset", at_least(0)),
         _b("offsets.topic.segment.bytes", _I, 104857600, "segment.bytes of __consumer_offsets", at_least(1)),
-        _b("replica.fetch.max.bytes", _I, 1048576, "", at_least(0), informational=_SINGLE_NODE),
+        _b("replica.fetch.max.bytes", _I, 1048576, "bytes a follower asks per partition in one fetch (at least one batch is sent)", at_least(0)),
+        _b("replica.fetch.response.max.bytes", _I, 10485760, "bytes a follower asks for in one fetch", at_least(0)),
+        _b("replica.fetch.wait.max.ms", _I, 500, "how long a follower's fetch waits at the leader for new records", at_least(0)),
+        _b("replica.fetch.min.bytes", _I, 1, "bytes a follower's fetch waits for", at_least(1)),
+        _b("replica.fetch.backoff.ms", _I, 1000, "pause after a follower's fetch failed", at_least(0)),
+        _b("replica.lag.time.max.ms", _L, 30000, "a follower not caught up with the leader this long leaves the ISR", at_least(1)),
+        _b("replica.socket.timeout.ms", _I, 30000, "a follower's fetch unanswered this long is retried on a new connection", at_least(1)),
+        _b("num.replica.fetchers", _I, 1, "fetcher connections per source broker", at_least(1)),
         _b("num.replica.alter.log.dirs.threads", _I, None, "movers of replicas between log dirs (default: one per log dir)", at_least(1)),
         _b("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX, "throttle of moves between log dirs (KIP-113)", at_least(1), dynamic=True),
         _b("log.dir.select.strategy", _S, "size", "where new replicas go: size (bytes used and free space) or partitions (fewest, Kafka's rule)", one_of("size", "partitions")),
@@ -641,6 +645,14 @@ def _check_roles(cfg: BrokerConfig) -> None:
     ibl = cfg.values["inter.broker.listener.name"]
     if ibl and ibl.upper() not in {e.name for e in cfg.listeners}:
         raise ConfigError("inter.broker.listener.name", f"{ibl} is not a listener name in listeners")
+    if ibl and ibl.upper() in {n.upper() for n in cfg.values["controller.listener.names"]}:
+        raise ConfigError("inter.broker.listener.name", f"{ibl} is a controller listener: brokers cannot fetch from it")
+    # Kafka's KafkaConfig checks of the follower's fetch settings.
+    v = cfg.values
+    if v["replica.fetch.wait.max.ms"] > v["replica.socket.timeout.ms"]:
+        raise ConfigError("replica.socket.timeout.ms", "should always be at least replica.fetch.wait.max.ms to prevent unnecessary socket timeouts")
+    if v["replica.fetch.wait.max.ms"] > v["replica.lag.time.max.ms"]:
+        raise ConfigError("replica.fetch.wait.max.ms", "should always be less than or equal to replica.lag.time.max.ms to prevent frequent changes in ISR")
 
 
 def informational_keys() -> dict[str, str]:

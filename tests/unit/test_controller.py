@@ -68,16 +68,20 @@ def test_validate_only_emits_no_records():
     assert recs == [] and res[0].result.ok and res[0].num_partitions == 4
 
 
-def test_replication_factor_above_one_is_refused_until_brokers_replicate():
+def test_replicas_on_fenced_brokers_start_outside_the_isr():
     logic, image = _logic(), _cluster(3)
-    _, res = logic.create_topics(image, [NewTopic("r2", replication_factor=2)], validate_only=False)
-    assert res[0].result.error == ErrorCode.invalid_replication_factor
-    assert "do not replicate" in res[0].result.message
+    image = _apply(image, logic.broker_state_records(image, 2, "FENCED"))[0]
+    recs, res = logic.create_topics(image, [NewTopic("m", assignments={0: [2, 3], 1: [1, 2]})], validate_only=False)
+    assert res[0].result.ok
+    parts = _apply(image, recs)[0].topics_by_name["m"].partitions
+    assert (parts[0].isr, parts[0].leader) == ((3,), 3)
+    assert (parts[1].isr, parts[1].leader) == ((1,), 1)
+    _, res = logic.create_topics(image, [NewTopic("n", assignments={0: [2]})], validate_only=False)
+    assert res[0].result.error == ErrorCode.invalid_replica_assignment and "fenced" in res[0].result.message
 
 
 def test_create_partitions_and_delete():
     logic, image = _logic(), _cluster(3)
-    logic.allow_replication = True  # the placement decisions are ready for it
     image, _ = _apply(image, logic.create_topics(image, [NewTopic("t", num_partitions=2, replication_factor=2)], validate_only=False)[0])
     recs, res = logic.create_partitions(image, "t", 5, None)
     assert res.ok
@@ -123,7 +127,7 @@ def test_record_encoding_roundtrip():
 
 def _replicated_logic(**props):
     ids = (f"id{i}" for i in itertools.count())
-    return ControllerLogic(build_config({"node.id": "1", **props}), new_uuid=lambda: next(ids), allow_replication=True)
+    return ControllerLogic(build_config({"node.id": "1", **props}), new_uuid=lambda: next(ids))
 
 
 def _topic(logic, image, name, partitions, rf):
@@ -226,3 +230,70 @@ def test_sessions_expire_only_unfenced_brokers_and_restart_on_activation():
     assert s.expired(image, 1901) == [2, 1]
     s.activate(image.brokers, 5000)
     assert s.expired(image, 5500) == []
+
+
+def _alter(logic, image, topic, pid, new_isr, *, leader=None, leader_epoch=None, partition_epoch=None, epochs=None):
+    t = image.topics_by_name[topic]
+    reg = t.partitions[pid]
+    recs, err, after = logic.alter_partition(
+        image,
+        broker_id=reg.leader if leader is None else leader,
+        broker_epoch=-1,
+        topic_id=t.topic_id,
+        partition=pid,
+        leader_epoch=reg.leader_epoch if leader_epoch is None else leader_epoch,
+        partition_epoch=reg.partition_epoch if partition_epoch is None else partition_epoch,
+        new_isr=tuple((b, (epochs or {}).get(b, -1)) for b in new_isr),
+    )
+    return recs, err, after
+
+
+def test_alter_partition_follows_kafkas_rules():
+    logic, image = _replicated_logic(), _cluster(3)
+    image = _topic(logic, image, "r", 1, 3)
+    reg = image.topics_by_name["r"].partitions[0]
+    leader = reg.leader
+    others = [b for b in reg.replicas if b != leader]
+    # Shrink: committed, the partition epoch moves and the leader epoch does not.
+    recs, err, after = _alter(logic, image, "r", 0, (leader, others[0]))
+    assert err == ErrorCode.none and after.isr == (leader, others[0])
+    image = _apply(image, recs)[0]
+    now = image.topics_by_name["r"].partitions[0]
+    assert now.isr == (leader, others[0]) and now.partition_epoch == reg.partition_epoch + 1
+    assert now.leader_epoch == reg.leader_epoch
+    # A stale partition epoch, a wrong leader epoch, a non-leader sender, the leader left out.
+    assert _alter(logic, image, "r", 0, (leader,), partition_epoch=reg.partition_epoch)[1] == ErrorCode.invalid_update_version
+    assert _alter(logic, image, "r", 0, (leader,), leader_epoch=reg.leader_epoch + 1)[1] == ErrorCode.fenced_leader_epoch
+    assert _alter(logic, image, "r", 0, (leader,), leader=others[0])[1] == ErrorCode.not_leader_or_follower
+    assert _alter(logic, image, "r", 0, (others[0],))[1] == ErrorCode.invalid_request
+    # Expanding with a fenced broker, or one whose broker epoch is not the registered one: INELIGIBLE_REPLICA.
+    fenced = _apply(image, logic.broker_state_records(image, others[1], "FENCED"))[0]
+    assert _alter(logic, fenced, "r", 0, (leader, others[0], others[1]))[1] == ErrorCode.ineligible_replica
+    stale = {others[1]: image.brokers[others[1]].epoch + 100}
+    assert _alter(logic, image, "r", 0, (leader, others[0], others[1]), epochs=stale)[1] == ErrorCode.ineligible_replica
+    recs, err, after = _alter(logic, image, "r", 0, (leader, others[0], others[1]))
+    assert err == ErrorCode.none and set(after.isr) == set(reg.replicas)
+    assert logic.alter_partition(image, broker_id=leader, broker_epoch=-1, topic_id="nope", partition=0, leader_epoch=0,
+                                 partition_epoch=0, new_isr=())[1] == ErrorCode.unknown_topic_id
+
+
+def test_unclean_election_follows_the_topic_then_the_cluster_config():
+    logic, image = _replicated_logic(), _cluster(2)
+    image = _topic(logic, image, "u", 1, 2)
+    reg = image.topics_by_name["u"].partitions[0]
+    leader, other = reg.leader, [b for b in reg.replicas if b != reg.leader][0]
+    # The follower dropped out of the ISR; then the leader dies.
+    image = _apply(image, _alter(logic, image, "u", 0, (leader,))[0])[0]
+    clean = _apply(image, logic.broker_state_records(image, leader, "FENCED"))[0]
+    p = clean.topics_by_name["u"].partitions[0]
+    assert p.leader == -1 and p.isr == (leader,)  # offline: no ISR member is alive
+    recs, res = logic.alter_configs(image, 2, "u", [("unclean.leader.election.enable", 0, "true")], incremental=True)
+    assert res.ok
+    image = _apply(image, recs)[0]
+    assert logic.unclean_election(image, "u") and not logic.unclean_election(image, "other")
+    unclean = _apply(image, logic.broker_state_records(image, leader, "FENCED"))[0]
+    p = unclean.topics_by_name["u"].partitions[0]
+    assert p.leader == other and p.isr == (other,) and p.leader_epoch == reg.leader_epoch + 1
+    # The cluster-wide dynamic default applies to topics without an override.
+    recs, _ = logic.alter_configs(image, 4, "", [("unclean.leader.election.enable", 0, "true")], incremental=True)
+    assert logic.unclean_election(_apply(image, recs)[0], "other")

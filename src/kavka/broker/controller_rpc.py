@@ -39,6 +39,8 @@ from kio.schema.allocate_producer_ids.v0 import request as apid_req
 from kio.schema.allocate_producer_ids.v0 import response as apid_resp
 from kio.schema.alter_configs.v2 import request as ac_req
 from kio.schema.alter_configs.v2 import response as ac_resp
+from kio.schema.alter_partition.v3 import request as ap_req
+from kio.schema.alter_partition.v3 import response as ap_resp
 from kio.schema.broker_heartbeat.v1 import request as bh_req
 from kio.schema.broker_heartbeat.v1 import response as bh_resp
 from kio.schema.broker_registration.v4 import request as br_req
@@ -56,7 +58,7 @@ from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 
 from kavka.broker.handlers import configs, topics
-from kavka.controller.controller import ApiResult, CreatedTopic, NewTopic
+from kavka.controller.controller import AlterPartitionItem, ApiResult, CreatedTopic, NewTopic
 from kavka.controller.image import MetadataImage, TopicImage
 from kavka.controller.quorum_controller import (
     UNAVAILABLE,
@@ -89,6 +91,7 @@ RPCS: dict[int, tuple[type, type]] = {
     63: (bh_req.BrokerHeartbeatRequest, bh_resp.BrokerHeartbeatResponse),
     55: (dq_req.DescribeQuorumRequest, dq_resp.DescribeQuorumResponse),
     67: (apid_req.AllocateProducerIdsRequest, apid_resp.AllocateProducerIdsResponse),
+    56: (ap_req.AlterPartitionRequest, ap_resp.AlterPartitionResponse),
 }
 
 
@@ -217,6 +220,24 @@ class ControllerApis:
     async def _api_55(self, req: Any) -> Any:
         return codec.encode_describe_quorum(self.qc.raft.describe_quorum())
 
+    async def _api_56(self, req: ap_req.AlterPartitionRequest) -> Any:
+        items = [
+            AlterPartitionItem(
+                uuid_to_str(t.topic_id) or "",
+                p.partition_index,
+                p.leader_epoch,
+                p.partition_epoch,
+                tuple((b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs),
+            )
+            for t in req.topics
+            for p in t.partitions
+        ]
+        try:
+            error, results = await self.qc.alter_partition(req.broker_id, req.broker_epoch, items)
+        except UNAVAILABLE as e:
+            error, results = unavailable_result(e).error, []
+        return alter_partition_response(error, results)
+
     async def _api_67(self, req: apid_req.AllocateProducerIdsRequest) -> Any:
         try:
             start, end = await self.qc.allocate_producer_ids(req.broker_id)
@@ -227,6 +248,26 @@ class ControllerApis:
         return apid_resp.AllocateProducerIdsResponse(
             throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, producer_id_start=start, producer_id_len=end - start
         )
+
+
+def alter_partition_response(error: ErrorCode, results: Sequence[tuple[AlterPartitionItem, ErrorCode, Any]]) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for item, perr, reg in results:
+        by_topic.setdefault(item.topic_id, []).append(
+            ap_resp.PartitionData(
+                partition_index=item.partition,
+                error_code=perr,
+                leader_id=reg.leader if reg is not None else -1,
+                leader_epoch=reg.leader_epoch if reg is not None else -1,
+                isr=tuple(reg.isr) if reg is not None else (),
+                partition_epoch=reg.partition_epoch if reg is not None else -1,
+            )
+        )
+    return ap_resp.AlterPartitionResponse(
+        throttle_time=_NO_THROTTLE,
+        error_code=error,
+        topics=tuple(ap_resp.TopicData(topic_id=_uuid(tid), partitions=tuple(ps)) for tid, ps in by_topic.items()),
+    )
 
 
 # ---------------------------------------------------------------------------- client side
@@ -579,6 +620,41 @@ class ControllerClient:
         epoch = resp.broker_epoch
         await self._await_image(lambda img: broker_id in img.brokers and img.brokers[broker_id].epoch == epoch)
         return epoch
+
+    async def alter_partition(
+        self, *, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem], timeout_s: float
+    ) -> tuple[ErrorCode, dict[tuple[str, int], tuple[ErrorCode, int, int]]]:
+        """Send a leader's ISR changes to the active controller: the top-level error and, per
+        (topic id, partition), (error, leader epoch, partition epoch) after the change."""
+
+        async def local() -> Any:
+            error, results = await self.qc.alter_partition(broker_id, broker_epoch, items)
+            return alter_partition_response(error, results)
+
+        def request() -> Any:
+            by_topic: dict[str, list[Any]] = {}
+            for it in items:
+                by_topic.setdefault(it.topic_id, []).append(
+                    ap_req.PartitionData(
+                        partition_index=it.partition,
+                        leader_epoch=it.leader_epoch,
+                        new_isr_with_epochs=tuple(ap_req.BrokerState(broker_id=b, broker_epoch=e) for b, e in it.new_isr),
+                        partition_epoch=it.partition_epoch,
+                    )
+                )
+            return ap_req.AlterPartitionRequest(
+                broker_id=broker_id,
+                broker_epoch=broker_epoch,
+                topics=tuple(ap_req.TopicData(topic_id=_uuid(t), partitions=tuple(ps)) for t, ps in by_topic.items()),
+            )
+
+        resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller, timeout_s)
+        out = {
+            (uuid_to_str(t.topic_id) or "", p.partition_index): (ErrorCode(p.error_code), p.leader_epoch, p.partition_epoch)
+            for t in resp.topics
+            for p in t.partitions
+        }
+        return ErrorCode(resp.error_code), out
 
     async def broker_heartbeat(
         self,

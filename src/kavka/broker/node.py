@@ -48,6 +48,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from kavka.broker.config_resolver import ConfigResolver
 from kavka.broker.controller_rpc import RPCS, ControllerApis, ControllerClient
 from kavka.broker.lifecycle import BrokerLifecycle
@@ -64,9 +66,11 @@ from kavka.coordinator.records import OFFSETS_TOPIC
 from kavka.raft.client import RaftClient, RaftConfig
 from kavka.raft.file_log import FileReplicatedLog, NoSnapshotError
 from kavka.raft.state import FileQuorumStateStore
+from kavka.replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
+from kavka.replication.replica_state import PartitionRegistration as ReplicaRegistration
 from kavka.storage.cleaner import CleanerConfig
 from kavka.storage.faults import FAULTS
 from kavka.storage.log_manager import LogManager
@@ -185,6 +189,7 @@ class BrokerNode:
             )
         self._open_raft()
         self.replica_manager = ReplicaManager(node_id=self.node_id, log_manager=self.log_manager, now_ms=self.now_ms)
+        self._open_replication()
         threads = self.config["num.replica.alter.log.dirs.threads"] or len(self.config.log_dirs)
         self.log_dir_movers = ReplicaAlterLogDirsManager(
             replica_manager=self.replica_manager,
@@ -224,6 +229,50 @@ class BrokerNode:
             voters=self.voters,
         )
         self._opened_at = started
+
+    def _open_replication(self) -> None:
+        """Replica fetchers and the AlterPartition path (the ReplicaManager's collaborators)."""
+        c = self.config
+        rm = self.replica_manager
+        self.replica_fetchers = ReplicaFetcherManager(
+            node_id=self.node_id,
+            replica_manager=rm,
+            endpoint=self._broker_endpoint,
+            broker_epoch=self._broker_epoch,
+            settings=FetcherSettings(
+                max_bytes=c["replica.fetch.max.bytes"],
+                response_max_bytes=c["replica.fetch.response.max.bytes"],
+                wait_max_ms=c["replica.fetch.wait.max.ms"],
+                min_bytes=c["replica.fetch.min.bytes"],
+                backoff_ms=c["replica.fetch.backoff.ms"],
+                socket_timeout_ms=c["replica.socket.timeout.ms"],
+                num_fetchers=c["num.replica.fetchers"],
+            ),
+        )
+        rm.fetchers = self.replica_fetchers
+
+        async def send(items: list[Any]) -> Any:
+            return await self.controller.alter_partition(
+                broker_id=self.node_id, broker_epoch=self._broker_epoch(), items=items, timeout_s=c["replica.lag.time.max.ms"] / 1000
+            )
+
+        rm.send_alter_partition = send
+        rm.broker_epochs = lambda: {b: r.epoch for b, r in self.image.brokers.items()}
+
+    def _broker_epoch(self) -> int:
+        lifecycle: BrokerLifecycle | None = getattr(self, "lifecycle", None)
+        return lifecycle.epoch if lifecycle is not None else -1
+
+    def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        """Where followers fetch from `broker_id`: its inter.broker.listener.name endpoint (default: its first)."""
+        b = self.image.brokers.get(broker_id)
+        if b is None or not b.endpoints:
+            return None
+        want = (self.config["inter.broker.listener.name"] or "").upper()
+        for name, host, port in b.endpoints:
+            if not want or name.upper() == want:
+                return host, port
+        return None
 
     def _controller_listener(self) -> Any:
         names = {n.upper() for n in self.config["controller.listener.names"]}
@@ -340,6 +389,8 @@ class BrokerNode:
         rf = 1  # offsets.topic.replication.factor waits for replication (controller.NO_REPLICATION)
         configs = {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
         [created] = await self.controller.create_topics([NewTopic(OFFSETS_TOPIC, partitions, rf, configs=configs)])
+        if created.result.error == ErrorCode.topic_already_exists:
+            return  # another broker created it first (both saw a group before the topic)
         if not created.result.ok:
             raise OSError(f"cannot create {OFFSETS_TOPIC}: {created.result.message}")
 
@@ -414,10 +465,7 @@ class BrokerNode:
                         lambda tp=tp, tid=tid, reg=reg, cfg=cfg, min_isr=min_isr: rm.apply_partition(
                             tp,
                             topic_id=tid,
-                            leader=reg.leader,
-                            leader_epoch=reg.leader_epoch,
-                            replicas=reg.replicas,
-                            isr=reg.isr,
+                            registration=ReplicaRegistration(reg.replicas, reg.isr, reg.leader, reg.leader_epoch, reg.partition_epoch),
                             config=cfg,
                             min_insync_replicas=min_isr,
                         )
@@ -537,6 +585,10 @@ class BrokerNode:
         # On the active controller: fence brokers whose heartbeats stopped (broker.session.timeout.ms).
         self._every(min(250, c["broker.session.timeout.ms"] // 4), self.quorum_controller.fence_stale_brokers, "broker-sessions")
         self.log_dir_movers.start()
+        self.replica_fetchers.start()
+        # Kafka's isr-expiration task: followers not caught up for replica.lag.time.max.ms leave the ISR.
+        lag_ms = c["replica.lag.time.max.ms"]
+        self._every(max(lag_ms // 2, 10), lambda: self.replica_manager.shrink_isrs(replica_lag_time_max_ms=lag_ms), "isr-expiration")
         if c["log.cleaner.enable"]:
             self._every(c["log.cleaner.backoff.ms"], self._clean, "log-cleaner")
 
@@ -610,6 +662,8 @@ class BrokerNode:
             steps.append(("client connections", self.server.close))
         if self.metrics is not None:
             steps.append(("metrics", self.metrics.close))
+        if hasattr(self, "replica_fetchers"):
+            steps.append(("replica fetchers", self.replica_fetchers.stop))
         if hasattr(self, "log_dir_movers"):
             steps.append(("log dir movers", self.log_dir_movers.stop))
         if hasattr(self, "groups"):

@@ -42,12 +42,6 @@ from kavka.controller.records import (
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-# Until brokers replicate partitions (ISR, followers fetching), a second replica would be
-# an empty copy that holds back the high watermark: refused rather than silently wrong.
-NO_REPLICATION = (
-    "Replication factor {rf} is not supported yet: kavka brokers do not replicate partitions "
-    "to each other, so every partition has exactly one replica (use replication factor 1)"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +70,17 @@ class CreatedTopic:
     topic_id: str | None = None
     num_partitions: int = -1
     replication_factor: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    """One partition of an AlterPartition request: the ISR its leader wants, and what it saw."""
+
+    topic_id: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[tuple[int, int], ...]  # (broker id, broker epoch or -1)
 
 
 def validate_topic_name(name: str) -> str | None:
@@ -120,10 +125,8 @@ class ControllerLogic:
         new_uuid: Callable[[], str],
         start_index: Callable[[int], int] = lambda n: 0,
         placer: ReplicaPlacer | None = None,
-        allow_replication: bool = False,
     ) -> None:
         self.config = config
-        self.allow_replication = allow_replication  # True once brokers replicate (ISR, fetchers)
         self._new_uuid = new_uuid
         self._start_index = start_index
         self._placer = placer or RoundRobinPlacer()
@@ -214,15 +217,22 @@ class ControllerLogic:
                 )
             except PlacementError as e:
                 return fail(ErrorCode.invalid_replication_factor, str(e))
-        if rf > 1 and not self.allow_replication:
-            return fail(ErrorCode.invalid_replication_factor, NO_REPLICATION.format(rf=rf))
         topic_id = self._new_uuid()
         records: list[Any] = [TopicRecord(t.name, topic_id)]
         for key, value in sorted(t.configs.items()):
             if value is not None:
                 records.append(ConfigRecord(TOPIC_RESOURCE, t.name, key, TOPIC_CONFIGS[key].config.render(overrides[key])))
+        usable = set(brokers)
         for p, reps in enumerate(assignment):
-            records.append(PartitionRecord(topic_id, p, tuple(reps), tuple(reps), reps[0], 0, 0))
+            # Kafka's ReplicationControlManager: the ISR is the replicas that are unfenced now,
+            # and the first of them leads.
+            isr = tuple(r for r in reps if r in usable)
+            if not isr:
+                return fail(
+                    ErrorCode.invalid_replica_assignment,
+                    f"All brokers specified in the partition assignment for partition {p} are fenced or in controlled shutdown.",
+                )
+            records.append(PartitionRecord(topic_id, p, tuple(reps), isr, isr[0], 0, 0))
         return records, CreatedTopic(t.name, ApiResult(), topic_id, len(assignment), rf)
 
     def delete_topics(self, image: MetadataImage, topics: Sequence[TopicImage]) -> list[Any]:
@@ -264,12 +274,16 @@ class ControllerLogic:
                 start_index=self._start_index(len(brokers)),
                 racks={b: image.brokers[b].rack for b in brokers},
             )
-        if rf > 1 and not self.allow_replication:
-            return [], ApiResult(ErrorCode.invalid_replication_factor, NO_REPLICATION.format(rf=rf))
-        recs = [
-            PartitionRecord(t.topic_id, current + i, tuple(r), tuple(r), r[0], 0, 0)
-            for i, r in enumerate(new)
-        ]
+        usable = set(image.usable_brokers())
+        recs = []
+        for i, r in enumerate(new):
+            isr = tuple(b for b in r if b in usable)
+            if not isr:
+                return [], ApiResult(
+                    ErrorCode.invalid_replica_assignment,
+                    f"All brokers specified in the partition assignment for partition {current + i} are fenced or in controlled shutdown.",
+                )
+            recs.append(PartitionRecord(t.topic_id, current + i, tuple(r), isr, isr[0], 0, 0))
         return recs, ApiResult()
 
     # ------------------------------------------------------------------ brokers
@@ -338,8 +352,10 @@ class ControllerLogic:
             live = set(image.usable_brokers()) | {broker_id}
             for t in image.topics_by_id.values():
                 for reg in t.partitions.values():
-                    if reg.leader == -1 and broker_id in reg.isr:
-                        rec = _change_record(t.topic_id, reg, partition_change.on_broker_unfenced(reg, live=live))  # type: ignore[arg-type]
+                    unclean = reg.leader == -1 and broker_id in reg.replicas and self.unclean_election(image, t.name)
+                    if reg.leader == -1 and (broker_id in reg.isr or unclean):
+                        new = partition_change.on_broker_unfenced(reg, live=live, unclean=unclean)  # type: ignore[arg-type]
+                        rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
                         if rec is not None:
                             records.append(rec)
             return records
@@ -354,20 +370,76 @@ class ControllerLogic:
     def has_leaderships(image: MetadataImage, broker_id: int) -> bool:
         return any(reg.leader == broker_id for t in image.topics_by_id.values() for reg in t.partitions.values())
 
-    @staticmethod
-    def _leave_partitions(image: MetadataImage, broker_id: int) -> list[Any]:
+    def unclean_election(self, image: MetadataImage, topic: str) -> bool:
+        """unclean.leader.election.enable for `topic`: its override, else the cluster-wide dynamic
+        broker default, else this controller's static config (Kafka's order)."""
+        raw = image.topic_configs(topic).get("unclean.leader.election.enable")
+        if raw is None:
+            raw = image.configs.get((BROKER_RESOURCE, ""), {}).get("unclean.leader.election.enable")
+        if raw is None:
+            return bool(self.config["unclean.leader.election.enable"])
+        return raw.strip().lower() == "true"
+
+    def _leave_partitions(self, image: MetadataImage, broker_id: int) -> list[Any]:
         """The broker leaves every ISR (unless it is the last member) and every leadership moves to
-        a live ISR member, or the partition goes offline (leader -1) until one returns."""
+        a live ISR member -- or, with unclean election on, to any live replica --, or the
+        partition goes offline (leader -1) until one returns."""
         live = [b for b in image.usable_brokers() if b != broker_id]
         records: list[Any] = []
         for t in image.topics_by_id.values():
+            unclean: bool | None = None
             for reg in t.partitions.values():
                 if broker_id in reg.isr or reg.leader == broker_id:
-                    new = partition_change.on_broker_fenced(reg, broker_id, live=live)  # type: ignore[arg-type]
+                    if unclean is None:
+                        unclean = self.unclean_election(image, t.name)
+                    new = partition_change.on_broker_fenced(reg, broker_id, live=live, unclean=unclean)  # type: ignore[arg-type]
                     rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
                     if rec is not None:
                         records.append(rec)
         return records
+
+    def alter_partition(
+        self,
+        image: MetadataImage,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        topic_id: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: Sequence[tuple[int, int]],
+    ) -> tuple[list[Any], ErrorCode, PartitionRegistration | None]:
+        """A leader's AlterPartition for one partition (Kafka's ReplicationControlManager.alterPartition,
+        KIP-497, KIP-841, KIP-903): the records, the partition's error, and its registration after.
+
+        `new_isr` is (broker id, broker epoch) pairs; an epoch of -1 is not checked. A member that is
+        fenced, shutting down, or registered with another epoch than the leader saw is INELIGIBLE_REPLICA.
+        """
+        t = image.topics_by_id.get(topic_id)
+        if t is None:
+            return [], ErrorCode.unknown_topic_id, None
+        reg = t.partitions.get(partition)
+        if reg is None:
+            return [], ErrorCode.unknown_topic_or_partition, None
+        for member, epoch in new_isr:
+            b = image.brokers.get(member)
+            if member not in reg.isr and (b is None or (epoch >= 0 and b.epoch != epoch)):
+                return [], ErrorCode.ineligible_replica, reg
+        error, new = partition_change.alter_partition(
+            reg,  # type: ignore[arg-type]
+            leader_id=broker_id,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            new_isr=tuple(m for m, _ in new_isr),
+            live=image.usable_brokers(),
+        )
+        if error != ErrorCode.none:
+            return [], error, reg
+        rec = _change_record(topic_id, reg, new)  # type: ignore[arg-type]
+        if rec is None:
+            return [], ErrorCode.none, reg
+        return [rec], ErrorCode.none, new  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ configs
 

@@ -54,7 +54,13 @@ from kio.schema.errors import ErrorCode
 from kavka.config import BrokerConfig
 from kavka.controller import controller as logic
 from kavka.controller import records as mr
-from kavka.controller.controller import ApiResult, ControllerLogic, CreatedTopic, NewTopic
+from kavka.controller.controller import (
+    AlterPartitionItem,
+    ApiResult,
+    ControllerLogic,
+    CreatedTopic,
+    NewTopic,
+)
 from kavka.controller.heartbeats import BrokerSessions
 from kavka.controller.image import MetadataDelta, MetadataImage, TopicImage
 from kavka.controller.snapshot import image_records
@@ -422,6 +428,35 @@ class QuorumController:
         def decide(image: MetadataImage) -> tuple[list[Any], tuple[int, int]]:
             start = image.next_producer_id
             return [mr.ProducerIdsRecord(broker_id, start + block_size)], (start, start + block_size)
+
+        return await self._run(decide)
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, items: Sequence[AlterPartitionItem]
+    ) -> tuple[ErrorCode, list[tuple[AlterPartitionItem, ErrorCode, Any]]]:
+        """AlterPartition from a partition leader: a top-level error, and per partition its error and
+        its registration after the change (committed before this returns)."""
+
+        def decide(image: MetadataImage) -> tuple[list[Any], Any]:
+            b = image.brokers.get(broker_id)
+            if b is None or (broker_epoch >= 0 and b.epoch != broker_epoch):
+                return [], (ErrorCode.stale_broker_epoch, [])
+            records: list[Any] = []
+            out = []
+            for item in items:
+                recs, error, reg = self.logic.alter_partition(
+                    image,
+                    broker_id=broker_id,
+                    broker_epoch=broker_epoch,
+                    topic_id=item.topic_id,
+                    partition=item.partition,
+                    leader_epoch=item.leader_epoch,
+                    partition_epoch=item.partition_epoch,
+                    new_isr=item.new_isr,
+                )
+                records.extend(recs)
+                out.append((item, error, reg))
+            return records, (ErrorCode.none, out)
 
         return await self._run(decide)
 

@@ -1,21 +1,31 @@
-"""Partition: one topic-partition replica on this broker, with Kafka's replication state.
+"""Partition: one topic-partition replica on this broker, leader or follower (Kafka's Partition).
 
-Owns the Log and the state replication is built on: leader id and
-leader_epoch (from the metadata image), replicas and isr, and the
-high_watermark -- the offset below which records are committed and visible to
-consumers. With a single broker the ISR is just this replica, so the high
-watermark follows the log end offset after each append (Kafka's
-maybeIncrementLeaderHW with one in-sync replica); followers and ISR changes
-come with the cluster work without changing this interface.
+Owns the Log and the replica's role as the controller last committed it
+(`registration`: replicas, ISR, leader, leader epoch, partition epoch). The
+replication rules themselves are pure and live in `replica_state`; this class
+applies them to the real log:
+
+- **Leader** (`leader_state` set): appends client batches in its leader epoch,
+  tracks each follower from its fetches (`fetch_for_follower`, which first runs
+  the KIP-320 diverging-epoch check), and moves the high watermark to the
+  smallest log end offset over the maximal ISR. ISR changes are proposals
+  (`IsrProposal`) the ReplicaManager sends to the controller as AlterPartition;
+  the ISR changes only when the controller's committed registration comes back
+  through the metadata log (`apply_registration`).
+- **Follower** (`leader_state` None): appends the leader's batches as sent
+  (`append_as_follower`), truncates where the leader says its log diverges,
+  and keeps the high watermark the leader reports, capped by its own log end.
+
+Becoming leader in a new epoch writes (epoch, log end offset) to the
+leader-epoch checkpoint before any batch of that epoch, as Kafka's makeLeader
+does. Every change of the high watermark or of the role calls `on_change`
+(the ReplicaManager wakes waiting fetches and acks=all produces).
 
 KIP-112: an OSError from the log (a failing disk) is reported through
-``on_storage_error`` -- the LogManager takes the whole dir offline -- and
-answered KAFKA_STORAGE_ERROR; once ``offline`` is set every append and read
-is answered so without touching the disk. During a move between log dirs
-(KIP-113) ``log`` is replaced by the ReplicaManager between two requests,
-which is what "under the partition lock" means on one event-loop thread.
-
-Called on the event-loop thread only.
+``on_storage_error`` and answered KAFKA_STORAGE_ERROR; once ``offline`` is set
+every append and read is answered so without touching the disk. During a move
+between log dirs (KIP-113) ``log`` is replaced by the ReplicaManager between
+two requests. Called on the event-loop thread only.
 """
 
 from __future__ import annotations
@@ -25,7 +35,17 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from kavka.storage.log import FetchDataInfo, Log
+from kavka.replication.replica_state import (
+    DivergingEpoch,
+    IsrProposal,
+    LeaderState,
+    PartitionRegistration,
+    diverging_epoch,
+    truncation_offset,
+)
+from kavka.storage.errors import OffsetOutOfRangeError
+from kavka.storage.leader_epoch import UNDEFINED_EPOCH
+from kavka.storage.log import AppendInfo, FetchDataInfo, Log
 
 
 class PartitionError(Exception):
@@ -43,6 +63,17 @@ class TopicPartition:
         return f"{self.topic}-{self.partition}"
 
 
+@dataclass(frozen=True, slots=True)
+class FollowerRead:
+    """What the leader answers one follower's fetch of this partition."""
+
+    data: FetchDataInfo | None
+    diverging: DivergingEpoch | None
+    proposal: IsrProposal | None
+    high_watermark: int
+    log_start_offset: int
+
+
 class Partition:
     def __init__(
         self,
@@ -51,31 +82,58 @@ class Partition:
         topic_id: str,
         log: Log,
         local_broker_id: int,
-        leader: int,
-        leader_epoch: int,
-        replicas: tuple[int, ...],
-        isr: tuple[int, ...],
+        registration: PartitionRegistration,
         high_watermark: int,
+        now_ms: int,
         min_insync_replicas: int = 1,
         on_storage_error: Callable[[Log, OSError], None] | None = None,
+        on_change: Callable[[TopicPartition], None] | None = None,
     ) -> None:
         self.tp = tp
         self.offline = False
         self.on_storage_error = on_storage_error
+        self.on_change = on_change or (lambda tp: None)
         self.topic_id = topic_id
         self.log = log
         self.local_broker_id = local_broker_id
-        self.leader = leader
-        self.leader_epoch = leader_epoch
-        self.replicas = replicas
-        self.isr = isr
         self.min_insync_replicas = min_insync_replicas
-        self.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
-        self._maybe_increment_leader_hw()
+        self.registration = registration
+        self.leader_state: LeaderState | None = None
+        self._follower_hw = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
+        if registration.leader == local_broker_id:
+            self._become_leader(registration, now_ms)
+
+    # ------------------------------------------------------------------ role
+
+    @property
+    def leader(self) -> int:
+        return self.registration.leader
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.registration.leader_epoch
+
+    @property
+    def partition_epoch(self) -> int:
+        return self.registration.partition_epoch
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        return self.registration.replicas
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.registration.isr
 
     @property
     def is_leader(self) -> bool:
-        return self.leader == self.local_broker_id
+        return self.leader_state is not None
+
+    @property
+    def high_watermark(self) -> int:
+        if self.leader_state is not None:
+            return self.leader_state.high_watermark
+        return self._follower_hw
 
     @property
     def log_end_offset(self) -> int:
@@ -85,19 +143,49 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
-    def update_registration(self, *, leader: int, leader_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...]) -> None:
-        if leader == self.local_broker_id and leader_epoch > self.leader_epoch:
-            # Becoming leader in a new epoch (Kafka's Partition.makeLeader): it starts at the log end.
-            self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
-        self.leader = leader
-        self.leader_epoch = leader_epoch
-        self.replicas = replicas
-        self.isr = isr
-        self._maybe_increment_leader_hw()
+    def _become_leader(self, reg: PartitionRegistration, now_ms: int) -> None:
+        cache = self.log.leader_epoch_cache
+        latest = cache.latest_epoch
+        if latest is None or reg.leader_epoch > latest:
+            cache.assign(reg.leader_epoch, self.log.log_end_offset)
+        self.leader_state = LeaderState.become_leader(
+            self.local_broker_id,
+            reg,
+            high_watermark=self.high_watermark,
+            log_end_offset=self.log.log_end_offset,
+            now_ms=now_ms,
+        )
+        self.leader_state.maybe_increment_high_watermark(self.log.log_end_offset)
 
-    def _maybe_increment_leader_hw(self) -> None:
-        if self.is_leader and tuple(self.isr) == (self.local_broker_id,):
-            self.high_watermark = self.log.log_end_offset
+    def apply_registration(self, reg: PartitionRegistration, *, now_ms: int) -> bool:
+        """A committed registration from the metadata log. Returns True when this replica's role
+        changed (it became leader, or follower of a new leader or epoch)."""
+        old = self.registration
+        if reg.leader_epoch < old.leader_epoch or (
+            reg.leader_epoch == old.leader_epoch and reg.partition_epoch < old.partition_epoch
+        ):
+            return False  # stale
+        hw_before = self.high_watermark
+        self.registration = reg
+        changed = False
+        if reg.leader == self.local_broker_id:
+            ls = self.leader_state
+            if ls is None or not ls.on_registration(reg, log_end_offset=self.log.log_end_offset):
+                self._follower_hw = self.high_watermark
+                self._become_leader(reg, now_ms)
+                changed = True
+        else:
+            if self.leader_state is not None:
+                self._follower_hw = min(self.leader_state.high_watermark, self.log.log_end_offset)
+                self.leader_state = None
+                changed = True
+            elif reg.leader != old.leader or reg.leader_epoch != old.leader_epoch:
+                changed = True
+        if changed or self.high_watermark != hw_before:
+            self.on_change(self.tp)
+        return changed
+
+    # ------------------------------------------------------------------ checks
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320: fence clients whose view of the leader epoch is off."""
@@ -120,6 +208,16 @@ class Partition:
         self.offline = True
         return PartitionError(ErrorCode.kafka_storage_error, f"{self.tp}: {exc}")
 
+    def _require_leader(self) -> LeaderState:
+        if self.leader_state is None:
+            raise PartitionError(
+                ErrorCode.not_leader_or_follower,
+                f"broker {self.local_broker_id} is not the leader of {self.tp} (leader: {self.leader})",
+            )
+        return self.leader_state
+
+    # ------------------------------------------------------------------ reads
+
     def read_records(
         self, fetch_offset: int, *, max_bytes: int, max_offset: int | None, min_one_message: bool
     ) -> FetchDataInfo:
@@ -131,10 +229,13 @@ class Partition:
         except OSError as e:
             raise self._storage_error(e) from e
 
-    def append_records_to_leader(self, records: memoryview | bytes, *, required_acks: int, now_ms: int):  # noqa: ANN201
+    # ------------------------------------------------------------------ leader
+
+    def append_records_to_leader(
+        self, records: memoryview | bytes, *, required_acks: int, now_ms: int
+    ) -> AppendInfo:
         self.check_online()
-        if not self.is_leader:
-            raise PartitionError(ErrorCode.not_leader_or_follower)
+        ls = self._require_leader()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise PartitionError(
                 ErrorCode.not_enough_replicas,
@@ -144,5 +245,132 @@ class Partition:
             info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
         except OSError as e:
             raise self._storage_error(e) from e
-        self._maybe_increment_leader_hw()
+        if ls.maybe_increment_high_watermark(self.log.log_end_offset):
+            self.on_change(self.tp)
         return info
+
+    def acks_all_state(self, required_offset: int) -> ErrorCode | None:
+        """Where an acks=all produce that needs the high watermark at `required_offset` stands
+        (Kafka's checkEnoughReplicasReachOffset): None while it must wait, else its answer."""
+        ls = self.leader_state
+        if ls is None or self.offline:
+            return ErrorCode.not_leader_or_follower
+        if ls.high_watermark < required_offset:
+            return None
+        if len(ls.maximal_isr) < self.min_insync_replicas:
+            return ErrorCode.not_enough_replicas_after_append
+        return ErrorCode.none
+
+    def fetch_for_follower(
+        self,
+        replica_id: int,
+        *,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        current_leader_epoch: int,
+        max_bytes: int,
+        min_one_message: bool,
+        now_ms: int,
+    ) -> FollowerRead:
+        """The leader's side of a follower's fetch: the diverging-epoch check, the read (up to the
+        log end: followers see everything), then the follower's new position (KIP-320 first,
+        so only a position that is a prefix of this log ever counts)."""
+        self.check_online()
+        self.check_leader_epoch(current_leader_epoch)
+        ls = self._require_leader()
+        if replica_id not in self.replicas:
+            raise PartitionError(
+                ErrorCode.not_leader_or_follower, f"broker {replica_id} is not a replica of {self.tp}"
+            )
+        leo, start = self.log.log_end_offset, self.log.log_start_offset
+        div = diverging_epoch(
+            self.log.leader_epoch_cache,
+            fetch_offset=fetch_offset,
+            last_fetched_epoch=last_fetched_epoch,
+            log_end_offset=leo,
+            log_start_offset=start,
+        )
+        if div is not None:
+            return FollowerRead(None, div, None, ls.high_watermark, start)
+        if fetch_offset < start or fetch_offset > leo:
+            raise OffsetOutOfRangeError(
+                f"follower {replica_id} fetch offset {fetch_offset} is outside [{start}, {leo}] of {self.tp}",
+                log_start_offset=start,
+                log_end_offset=leo,
+            )
+        data = None
+        if fetch_offset < leo:
+            data = self.read_records(fetch_offset, max_bytes=max_bytes, max_offset=None, min_one_message=min_one_message)
+        proposal = ls.on_follower_fetch(replica_id, fetch_offset=fetch_offset, now_ms=now_ms, log_end_offset=leo)
+        if ls.maybe_increment_high_watermark(leo):
+            self.on_change(self.tp)
+        return FollowerRead(data, None, proposal, ls.high_watermark, start)
+
+    def maybe_shrink_isr(self, *, now_ms: int, replica_lag_time_max_ms: int) -> IsrProposal | None:
+        if self.leader_state is None:
+            return None
+        return self.leader_state.maybe_shrink_isr(now_ms=now_ms, replica_lag_time_max_ms=replica_lag_time_max_ms)
+
+    # ------------------------------------------------------------------ follower
+
+    @property
+    def last_fetched_epoch(self) -> int:
+        latest = self.log.leader_epoch_cache.latest_epoch
+        return UNDEFINED_EPOCH if latest is None else latest
+
+    def append_as_follower(self, records: bytes | memoryview, *, now_ms: int) -> AppendInfo | None:
+        self.check_online()
+        if self.leader_state is not None:
+            raise PartitionError(ErrorCode.not_leader_or_follower, f"{self.tp}: this replica leads")
+        try:
+            return self.log.append_as_follower(records, now_ms=now_ms)
+        except OSError as e:
+            raise self._storage_error(e) from e
+
+    def truncate_on_divergence(self, diverging: DivergingEpoch, *, now_ms: int) -> int:
+        """Truncate where the leader says this log diverges; the new log end offset."""
+        self.check_online()
+        offset, _done = truncation_offset(
+            self.log.leader_epoch_cache,
+            diverging,
+            log_end_offset=self.log.log_end_offset,
+            log_start_offset=self.log.log_start_offset,
+        )
+        return self.truncate_to(offset, now_ms=now_ms)
+
+    def truncate_to(self, offset: int, *, now_ms: int) -> int:
+        try:
+            if offset < self.log.log_start_offset:
+                self.log.truncate_fully_and_start_at(offset, now_ms=now_ms)
+            else:
+                self.log.truncate_to(offset, now_ms=now_ms)
+        except OSError as e:
+            raise self._storage_error(e) from e
+        self._follower_hw = min(self._follower_hw, self.log.log_end_offset)
+        return self.log.log_end_offset
+
+    def restart_at(self, offset: int, *, now_ms: int) -> None:
+        """The leader's log starts above everything here: start over at its log start offset."""
+        try:
+            self.log.truncate_fully_and_start_at(offset, now_ms=now_ms)
+        except OSError as e:
+            raise self._storage_error(e) from e
+        self._follower_hw = offset
+
+    def update_follower_state(self, *, leader_high_watermark: int, leader_log_start_offset: int) -> None:
+        """The high watermark and log start offset the leader reported (Kafka's follower rule:
+        the high watermark is the leader's, capped by this log's end)."""
+        if self.leader_state is not None:
+            return
+        log = self.log
+        if leader_log_start_offset > log.log_start_offset:
+            target = min(leader_log_start_offset, log.log_end_offset)
+            if target > log.log_start_offset:
+                try:
+                    log.maybe_increment_log_start_offset(target, "the leader's log start offset moved")
+                except OSError as e:
+                    raise self._storage_error(e) from e
+        hw = min(max(leader_high_watermark, log.log_start_offset), log.log_end_offset)
+        if hw != self._follower_hw:
+            self._follower_hw = hw
+            self.on_change(self.tp)

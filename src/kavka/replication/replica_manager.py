@@ -1,11 +1,21 @@
-"""ReplicaManager: the partitions this broker hosts, and the waits on them.
+"""ReplicaManager: the partitions this broker hosts, their roles, and the waits on them.
 
 It creates and removes Partition objects as the metadata image says (the
-broker's metadata publisher calls `apply_partition` / `remove_partition`),
-and owns the purgatory: Fetch requests that wait (max_wait / min_bytes
-long-poll) register a future that is completed on the next append to any of
-their partitions, or by their timeout. acks=all produce completes at once
-while the ISR is this broker alone; with followers it will wait here too.
+broker's metadata publisher calls `apply_partition` / `remove_partition`);
+a partition whose leader is another broker is handed to the replica fetchers
+(`fetchers`, set by the node), one this broker leads is taken from them.
+
+The purgatory has two kinds of waits, both futures keyed by partition:
+- *visible-change* waits -- consumer Fetch long-polls and acks=all produces --
+  wake when a partition's high watermark moves or its role changes;
+- *append* waits -- followers' Fetch long-polls -- wake on any append.
+Each waiter re-checks its own condition and waits again until its deadline.
+
+ISR changes a leader wants (`IsrProposal`) are sent to the controller as
+AlterPartition by one sender task, one request in flight at a time with every
+queued partition in it (Kafka's AlterPartitionManager); a proposal whose
+answer says "not applied" or "retry" is handled by the partition's
+`LeaderState`, and the committed ISR comes back through the metadata log.
 
 JBOD (KIP-112/113): partitions on a failed log dir are marked offline
 (`mark_offline`, called by the broker's dir-failure listener);
@@ -19,18 +29,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from kavka.controller.controller import AlterPartitionItem
 from kavka.replication.partition import Partition, TopicPartition
+from kavka.replication.replica_state import IsrProposal, PartitionRegistration
 from kavka.storage.errors import KafkaStorageError, LogDirNotFoundError
 from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
 from kavka.storage.log_manager import LogManager
 
 log = logging.getLogger("kavka.replication")
+
+# AlterPartition answers: top-level error, and per (topic id, partition) (error, leader epoch, partition epoch).
+AlterPartitionSender = Callable[
+    [list[AlterPartitionItem]], Awaitable[tuple[ErrorCode, dict[tuple[str, int], tuple[ErrorCode, int, int]]]]
+]
+
+
+class FetcherManager(Protocol):
+    def update(self, partition: Partition) -> None: ...
+    def remove(self, tp: TopicPartition) -> None: ...
 
 
 class ReplicaManager:
@@ -39,8 +62,17 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.now_ms = now_ms
         self.partitions: dict[TopicPartition, Partition] = {}
-        self._watchers: dict[TopicPartition, list[asyncio.Future[None]]] = {}
+        self._hw_watchers: dict[TopicPartition, list[asyncio.Future[None]]] = {}
+        self._append_watchers: dict[TopicPartition, list[asyncio.Future[None]]] = {}
         self._hw_checkpoint = log_manager.read_high_watermarks()
+        self.fetchers: FetcherManager | None = None
+        self.send_alter_partition: AlterPartitionSender | None = None
+        self.broker_epochs: Callable[[], dict[int, int]] = dict  # broker id -> epoch, from the image
+        self.alter_partition_retry_ms = 100
+        self._isr_queue: dict[TopicPartition, IsrProposal] = {}
+        self._isr_sender: asyncio.Task[None] | None = None
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -52,10 +84,7 @@ class ReplicaManager:
         tp: TopicPartition,
         *,
         topic_id: str,
-        leader: int,
-        leader_epoch: int,
-        replicas: tuple[int, ...],
-        isr: tuple[int, ...],
+        registration: PartitionRegistration,
         config: LogConfig,
         min_insync_replicas: int,
     ) -> Partition | None:
@@ -66,32 +95,32 @@ class ReplicaManager:
             except KafkaStorageError as e:
                 log.error("cannot host %s: %s", tp, e)
                 return None
-            hw = self._hw_checkpoint.get((tp.topic, tp.partition), 0)
             p = Partition(
                 tp,
                 topic_id=topic_id,
                 log=plog,
                 local_broker_id=self.node_id,
-                leader=leader,
-                leader_epoch=leader_epoch,
-                replicas=replicas,
-                isr=isr,
-                high_watermark=hw,
+                registration=registration,
+                high_watermark=self._hw_checkpoint.get((tp.topic, tp.partition), 0),
+                now_ms=self.now_ms(),
                 min_insync_replicas=min_insync_replicas,
                 on_storage_error=self.handle_storage_error,
+                on_change=self._on_partition_change,
             )
-            if p.is_leader:
-                # A new leader epoch starts at the current log end (Kafka's
-                # Partition.makeLeader -> leaderEpochCache.assign).
-                plog.leader_epoch_cache.assign(leader_epoch, plog.log_end_offset)
             self.partitions[tp] = p
+            role_changed = True
         else:
-            p.update_registration(leader=leader, leader_epoch=leader_epoch, replicas=replicas, isr=isr)
+            role_changed = p.apply_registration(registration, now_ms=self.now_ms())
             p.min_insync_replicas = min_insync_replicas
             p.log.update_config(config)
             fut = self.log_manager.future_log((tp.topic, tp.partition))
             if fut is not None:
                 fut.update_config(config)
+        if role_changed:
+            self._isr_queue.pop(tp, None)
+            self._wake(self._append_watchers, tp)  # a waiting follower fetch answers NOT_LEADER now
+        if self.fetchers is not None:
+            self.fetchers.update(p)
         return p
 
     def update_config(self, tp: TopicPartition, config: LogConfig, min_insync_replicas: int) -> None:
@@ -102,9 +131,86 @@ class ReplicaManager:
 
     def remove_partition(self, tp: TopicPartition, *, delete: bool) -> None:
         p = self.partitions.pop(tp, None)
-        self._wake(tp)
+        self._isr_queue.pop(tp, None)
+        if self.fetchers is not None:
+            self.fetchers.remove(tp)
+        self._wake(self._hw_watchers, tp)
+        self._wake(self._append_watchers, tp)
         if p is not None and delete:
             self.log_manager.delete_log(tp.topic, tp.partition)
+
+    def leader_partitions(self) -> list[Partition]:
+        return [p for p in self.partitions.values() if p.is_leader]
+
+    # ------------------------------------------------------------ ISR changes (AlterPartition)
+
+    def propose(self, partition: Partition, proposal: IsrProposal | None) -> None:
+        """Queue a leader's ISR proposal for the AlterPartition sender."""
+        if proposal is None:
+            return
+        old = partition.isr
+        kind = "expand" if len(proposal.new_isr) > len(old) else "shrink"
+        log.info("%s: proposing ISR %s -> %s (%s, leader epoch %d)", partition.tp, list(old), list(proposal.new_isr), kind,
+                 proposal.leader_epoch)
+        self._isr_queue[partition.tp] = proposal
+        if self._isr_sender is None or self._isr_sender.done():
+            self._isr_sender = asyncio.get_running_loop().create_task(self._send_isr_changes(), name="alter-partition")
+
+    def shrink_isrs(self, *, replica_lag_time_max_ms: int) -> None:
+        """Propose dropping followers that have not caught up for replica.lag.time.max.ms."""
+        now = self.now_ms()
+        for p in self.leader_partitions():
+            self.propose(p, p.maybe_shrink_isr(now_ms=now, replica_lag_time_max_ms=replica_lag_time_max_ms))
+
+    async def _send_isr_changes(self) -> None:
+        while self._isr_queue:
+            batch = dict(self._isr_queue)
+            self._isr_queue.clear()
+            items = []
+            for tp, prop in batch.items():
+                p = self.partitions.get(tp)
+                if p is None or p.leader_state is None or p.leader_state.pending != prop:
+                    continue  # leadership moved or the proposal was settled meanwhile
+                epochs = self.broker_epochs()
+                items.append(
+                    AlterPartitionItem(
+                        p.topic_id, tp.partition, prop.leader_epoch, prop.partition_epoch,
+                        tuple((b, epochs.get(b, -1)) for b in prop.new_isr),
+                    )
+                )
+            if not items or self.send_alter_partition is None:
+                continue
+            retry: dict[TopicPartition, IsrProposal] = {}
+            try:
+                error, results = await self.send_alter_partition(items)
+            except Exception as e:  # no answer: its fate is unknown, so the proposal stays and is resent
+                log.warning("AlterPartition for %d partitions got no answer (%s); retrying", len(items), e)
+                error, results = ErrorCode.request_timed_out, {}
+            by_id = {(p.topic_id, tp.partition): (tp, p) for tp, p in self.partitions.items()}
+            for item in items:
+                found = by_id.get((item.topic_id, item.partition))
+                if found is None:
+                    continue
+                tp, p = found
+                ls = p.leader_state
+                prop = batch.get(tp)
+                if ls is None or prop is None or ls.pending != prop:
+                    continue
+                perr = error if error != ErrorCode.none else results.get((item.topic_id, item.partition), (ErrorCode.unknown_server_error, -1, -1))[0]
+                if perr == ErrorCode.none:
+                    if len(prop.new_isr) > len(p.isr):
+                        self.isr_expands += 1
+                    else:
+                        self.isr_shrinks += 1
+                    continue  # committed: the registration arrives through the metadata log
+                if ls.on_alter_partition_error(ErrorCode(perr)):
+                    retry[tp] = prop
+                else:
+                    log.info("%s: AlterPartition %s answered %s", tp, list(prop.new_isr), ErrorCode(perr).name)
+            if retry:
+                await asyncio.sleep(self.alter_partition_retry_ms / 1000)
+                for tp, prop in retry.items():
+                    self._isr_queue.setdefault(tp, prop)
 
     # ------------------------------------------------------------ log dirs (KIP-112, KIP-113)
 
@@ -152,35 +258,66 @@ class ReplicaManager:
 
     # ------------------------------------------------------------ purgatory
 
-    def _wake(self, tp: TopicPartition) -> None:
-        for fut in self._watchers.pop(tp, ()):
+    @staticmethod
+    def _wake(watchers: dict[TopicPartition, list[asyncio.Future[None]]], tp: TopicPartition) -> None:
+        for fut in watchers.pop(tp, ()):
             if not fut.done():
                 fut.set_result(None)
 
-    def notify_append(self, tp: TopicPartition) -> None:
-        if tp in self._watchers:
-            self._wake(tp)
+    def _on_partition_change(self, tp: TopicPartition) -> None:
+        """A partition's high watermark or role changed: consumers and acks=all produces look again."""
+        self._wake(self._hw_watchers, tp)
 
-    async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:
-        """Return after an append to any of `tps`, or after `timeout_s` (a delayed fetch)."""
+    def notify_append(self, tp: TopicPartition) -> None:
+        if tp in self._append_watchers:
+            self._wake(self._append_watchers, tp)
+
+    async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float, *, follower: bool = False) -> None:
+        """Return after a change to any of `tps`, or after `timeout_s`: for a follower an append,
+        for anyone else a move of the high watermark (what makes records visible) or of the role."""
+        watchers = self._append_watchers if follower else self._hw_watchers
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         keys = list(tps)
         for tp in keys:
-            self._watchers.setdefault(tp, []).append(fut)
+            watchers.setdefault(tp, []).append(fut)
         try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+            async with asyncio.timeout(max(timeout_s, 0)):
+                await asyncio.shield(fut)
         except TimeoutError:
             pass
         finally:
             for tp in keys:
-                lst = self._watchers.get(tp)
+                lst = watchers.get(tp)
                 if lst is not None:
                     try:
                         lst.remove(fut)
                     except ValueError:
                         pass
                     if not lst:
-                        del self._watchers[tp]
+                        del watchers[tp]
+
+    async def wait_for_acks(self, waits: list[tuple[TopicPartition, int]], timeout_s: float) -> dict[TopicPartition, ErrorCode]:
+        """acks=all (Kafka's DelayedProduce): wait until each partition's high watermark reaches its
+        required offset, or the timeout. The answer per partition: NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        NOT_LEADER_OR_FOLLOWER (leadership moved), or REQUEST_TIMED_OUT."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        out: dict[TopicPartition, ErrorCode] = {}
+        pending = dict(waits)
+        while True:
+            for tp, required in list(pending.items()):
+                p = self.partitions.get(tp)
+                state = ErrorCode.not_leader_or_follower if p is None else p.acks_all_state(required)
+                if state is not None:
+                    out[tp] = state
+                    del pending[tp]
+            left = deadline - loop.time()
+            if not pending or left <= 0:
+                break
+            await self.wait_for_data(pending, left)
+        for tp in pending:
+            out[tp] = ErrorCode.request_timed_out
+        return out
 
     # ------------------------------------------------------------ checkpoints
 

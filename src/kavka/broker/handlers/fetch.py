@@ -59,7 +59,9 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
                     session_id=0, responses=())
     by_id = ctx.api_version >= 13
     topics = _resolve_topics(node, req, by_id)
-    result, total, errors = _read_all(node, ctx, req, topics, resp_cls)
+    replica_id = req.replica_state.replica_id if ctx.api_version >= 15 else req.replica_id
+    follower = replica_id >= 0
+    result, total, errors = _read_all(node, ctx, req, topics, resp_cls, replica_id)
     wait_ms = int(req.max_wait.total_seconds() * 1000)
     if total >= req.min_bytes or errors or wait_ms <= 0 or not topics:
         return result
@@ -71,17 +73,21 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
             remaining = loop_deadline - node.clock()
             if remaining <= 0:
                 break
-            await node.replica_manager.wait_for_data(tps, remaining)
-            res, tot, errs = _read_all(node, ctx, req, topics, resp_cls)
+            await node.replica_manager.wait_for_data(tps, remaining, follower=follower)
+            res, tot, errs = _read_all(node, ctx, req, topics, resp_cls, replica_id)
             if tot >= req.min_bytes or errs:
                 return res
-        return _read_all(node, ctx, req, topics, resp_cls)[0]
+        return _read_all(node, ctx, req, topics, resp_cls, replica_id)[0]
 
     return delayed()
 
 
-def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tuple[Any, str | None, Any]], resp_cls: type) -> tuple[Any, int, bool]:
+def _read_all(
+    node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tuple[Any, str | None, Any]], resp_cls: type, replica_id: int
+) -> tuple[Any, int, bool]:
     rm = node.replica_manager
+    now_ms = node.now_ms()
+    epoch_cls = nested(resp_cls, "EpochEndOffset") if ctx.api_version >= 12 else None
     topic_cls = nested(resp_cls, "FetchableTopicResponse")
     part_cls = nested(resp_cls, "PartitionData")
     remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
@@ -98,9 +104,35 @@ def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tupl
             error = ErrorCode.none
             hw = lso = start = -1
             records = b""
+            diverging = None
             p = rm.get_partition(name, fp.partition) if name is not None else None
             if p is None:
                 error = ErrorCode.unknown_topic_id if (name is None and ctx.api_version >= 13) else ErrorCode.unknown_topic_or_partition
+            elif replica_id >= 0:
+                # A follower's fetch (Kafka's replica fetcher): everything up to the log end.
+                hw, start = p.high_watermark, p.log_start_offset
+                lso = hw
+                try:
+                    r = p.fetch_for_follower(
+                        replica_id,
+                        fetch_offset=fp.fetch_offset,
+                        last_fetched_epoch=getattr(fp, "last_fetched_epoch", -1),
+                        current_leader_epoch=fp.current_leader_epoch,
+                        max_bytes=max(min(fp.partition_max_bytes, remaining), 0),
+                        min_one_message=min_one,
+                        now_ms=now_ms,
+                    )
+                    rm.propose(p, r.proposal)
+                    hw = lso = r.high_watermark
+                    start = r.log_start_offset
+                    if r.diverging is not None:
+                        any_error = True  # answered at once, as Kafka does
+                        if epoch_cls is not None:
+                            diverging = epoch_cls(epoch=r.diverging.epoch, end_offset=r.diverging.end_offset)
+                    elif r.data is not None:
+                        records = r.data.records
+                except Exception as e:
+                    error, _msg = error_for(e)
             else:
                 hw = p.high_watermark
                 lso = hw  # no transactions yet: the last stable offset is the high watermark
@@ -147,6 +179,7 @@ def _read_all(node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tupl
                     aborted_transactions=None if not read_committed else (),
                     preferred_read_replica=-1,
                     records=spliced.add(records) if n else records,
+                    **({"diverging_epoch": diverging} if diverging is not None else {}),
                 )
             )
         if by_id_key(ctx):

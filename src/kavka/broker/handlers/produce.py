@@ -50,8 +50,10 @@ def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
         if acks == 0:
             raise ProtocolError("produce v0-v2 (message format v0/v1) is not supported; closing the connection")
         return refuse_legacy_produce(req, resp_cls)
+    waits: list[tuple[TopicPartition, int]] = []  # acks=all: (partition, offset the high watermark must reach)
+    answers: list[tuple[str, list[dict[str, Any]]]] = []
     for t in req.topic_data:
-        parts = []
+        parts: list[dict[str, Any]] = []
         for pd in t.partition_data:
             p = rm.get_partition(t.name, pd.index)
             error, message = ErrorCode.none, None
@@ -82,11 +84,13 @@ def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
                     if info.log_append_time_ms >= 0:
                         append_time = datetime.fromtimestamp(info.log_append_time_ms / 1000, UTC)
                     start = info.log_start_offset
-                    rm.notify_append(TopicPartition(t.name, pd.index))
+                    tp = TopicPartition(t.name, pd.index)
+                    rm.notify_append(tp)
+                    if acks == -1:
+                        waits.append((tp, info.last_offset + 1))
             any_error = any_error or error != ErrorCode.none
             parts.append(
-                make(
-                    part_cls,
+                dict(
                     index=pd.index,
                     error_code=error,
                     base_offset=base_offset,
@@ -96,12 +100,37 @@ def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
                     error_message=message,
                 )
             )
-        topics.append(make(topic_cls, name=t.name, partition_responses=tuple(parts)))
+        answers.append((t.name, parts))
     if acks == 0:
         if any_error:
             raise ProtocolError("produce with acks=0 failed; closing the connection to tell the producer")
         return None
-    return make(resp_cls, responses=tuple(topics), throttle_time=NO_THROTTLE)
+
+    def respond(acked: dict[TopicPartition, ErrorCode]) -> Any:
+        for name, parts in answers:
+            for part in parts:
+                err = acked.get(TopicPartition(name, part["index"]), ErrorCode.none)
+                if err != ErrorCode.none and part["error_code"] == ErrorCode.none:
+                    part["error_code"] = err
+                    part["error_message"] = _ACK_MESSAGES.get(err)
+            topics.append(make(topic_cls, name=name, partition_responses=tuple(make(part_cls, **p) for p in parts)))
+        return make(resp_cls, responses=tuple(topics), throttle_time=NO_THROTTLE)
+
+    pending = [(tp, off) for tp, off in waits if (p := rm.partitions.get(tp)) is None or p.acks_all_state(off) != ErrorCode.none]
+    if not pending:
+        return respond({})
+
+    async def delayed() -> Any:  # Kafka's DelayedProduce: until the high watermark passes, or timeout.ms
+        return respond(await rm.wait_for_acks(pending, max(req.timeout.total_seconds(), 0.0)))
+
+    return delayed()
+
+
+_ACK_MESSAGES = {
+    ErrorCode.request_timed_out: "the in-sync replicas did not all acknowledge the records within the request's timeout",
+    ErrorCode.not_enough_replicas_after_append: "the records were written, but fewer in-sync replicas than min.insync.replicas hold them",
+    ErrorCode.not_leader_or_follower: "leadership moved before the in-sync replicas acknowledged the records",
+}
 
 
 def _uses_zstd(records: bytes | memoryview) -> bool:

@@ -1,0 +1,361 @@
+"""Replica fetchers: followers pull their partitions from the leaders (Kafka's ReplicaFetcherThread).
+
+`ReplicaFetcherManager` keeps one `ReplicaFetcher` per (source broker, fetcher id):
+a partition this broker follows goes to the fetcher for its leader and
+`hash(partition) % num.replica.fetchers` (Kafka's rule), and moves when the
+metadata names another leader. Each fetcher is one asyncio task with one
+connection to the leader's inter-broker listener, sending Fetch v15 as a
+replica (ReplicaState: this broker's id and broker epoch) for all of its
+partitions at once:
+
+- each partition's fetch offset is its log end offset and its last fetched
+  epoch the latest epoch in its leader-epoch cache, so the leader can answer a
+  *diverging epoch* (KIP-320) and the follower truncates there before fetching
+  again -- never by high watermark alone;
+- the batches are appended as sent (`Log.append_as_follower`: CRC checked, no
+  re-encoding) and the leader's high watermark and log start offset are taken;
+- the leader long-polls the request (`replica.fetch.wait.max.ms`,
+  `replica.fetch.min.bytes`), so an idle cluster does not spin;
+- an error on one partition (a newer leader epoch, storage) backs that
+  partition off for `replica.fetch.backoff.ms` until metadata moves it; a lost
+  connection backs off the whole fetcher and reconnects.
+
+Called on the event loop; appends run there too, as produce appends do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v15 import request as fetch_req
+from kio.schema.fetch.v15 import response as fetch_resp
+
+from kavka.protocol.framing import decode_body, encode_entity, encode_request
+from kavka.protocol.messages import uuid_from_str, uuid_to_str
+from kavka.replication.partition import Partition, PartitionError, TopicPartition
+from kavka.replication.replica_manager import ReplicaManager
+from kavka.replication.replica_state import DivergingEpoch
+
+log = logging.getLogger("kavka.replication.fetcher")
+
+_I32 = struct.Struct(">i")
+FETCH_VERSION = 15
+_METADATA_WAIT = frozenset(
+    {
+        ErrorCode.fenced_leader_epoch,
+        ErrorCode.unknown_leader_epoch,
+        ErrorCode.not_leader_or_follower,
+        ErrorCode.unknown_topic_or_partition,
+        ErrorCode.unknown_topic_id,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    """The follower's fetch configs (Kafka's names)."""
+
+    max_bytes: int = 1048576  # replica.fetch.max.bytes, per partition
+    response_max_bytes: int = 10485760  # replica.fetch.response.max.bytes
+    wait_max_ms: int = 500  # replica.fetch.wait.max.ms
+    min_bytes: int = 1  # replica.fetch.min.bytes
+    backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    socket_timeout_ms: int = 30000  # replica.socket.timeout.ms
+    num_fetchers: int = 1  # num.replica.fetchers
+
+
+@dataclass(slots=True)
+class _FetchState:
+    leader_epoch: int
+    delayed_until: float = 0.0  # loop time
+
+
+class ReplicaFetcherManager:
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        replica_manager: ReplicaManager,
+        endpoint: Callable[[int], tuple[str, int] | None],
+        broker_epoch: Callable[[], int],
+        settings: FetcherSettings,
+    ) -> None:
+        self.node_id = node_id
+        self.rm = replica_manager
+        self.endpoint = endpoint
+        self.broker_epoch = broker_epoch
+        self.settings = settings
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._assigned: dict[TopicPartition, tuple[int, int]] = {}
+        self._started = False
+
+    def _key(self, tp: TopicPartition, leader: int) -> tuple[int, int]:
+        # Stable across processes (str hash is salted): crc32 of the name, as Kafka uses the hash.
+        return leader, (zlib.crc32(tp.topic.encode()) * 31 + tp.partition) % self.settings.num_fetchers
+
+    def update(self, p: Partition) -> None:
+        """Follow `p` from its leader, or stop fetching it (it leads, has no leader, or is offline)."""
+        tp = p.tp
+        if p.is_leader or p.leader < 0 or p.leader == self.node_id or p.offline:
+            self.remove(tp)
+            return
+        key = self._key(tp, p.leader)
+        old = self._assigned.get(tp)
+        if old is not None and old != key:
+            self.remove(tp)
+        fetcher = self.fetchers.get(key)
+        if fetcher is None:
+            fetcher = self.fetchers[key] = ReplicaFetcher(self, *key)
+            if self._started:
+                fetcher.start()
+        fetcher.add(tp, p.leader_epoch)
+        self._assigned[tp] = key
+
+    def remove(self, tp: TopicPartition) -> None:
+        key = self._assigned.pop(tp, None)
+        if key is None:
+            return
+        fetcher = self.fetchers.get(key)
+        if fetcher is not None:
+            fetcher.partitions.pop(tp, None)
+
+    def start(self) -> None:
+        self._started = True
+        for f in self.fetchers.values():
+            f.start()
+
+    async def stop(self) -> None:
+        self._started = False
+        for f in list(self.fetchers.values()):
+            await f.stop()
+
+    def lag(self) -> dict[TopicPartition, int]:
+        """Followed partition -> how far this replica is behind the leader's high watermark it last saw."""
+        out = {}
+        for tp in self._assigned:
+            p = self.rm.partitions.get(tp)
+            if p is not None:
+                out[tp] = max(0, p.high_watermark - p.log_end_offset)
+        return out
+
+
+class ReplicaFetcher:
+    """One connection to one leader, fetching a set of partitions in a loop."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int, fetcher_id: int) -> None:
+        self.m = manager
+        self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
+        self.partitions: dict[TopicPartition, _FetchState] = {}
+        self.task: asyncio.Task[None] | None = None
+        self._wakeup = asyncio.Event()
+        self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._correlation = 0
+        self._failing = False
+
+    @property
+    def name(self) -> str:
+        return f"ReplicaFetcher-{self.fetcher_id}-{self.leader_id}"
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        st = self.partitions.get(tp)
+        if st is None or st.leader_epoch != leader_epoch:
+            self.partitions[tp] = _FetchState(leader_epoch)
+        self._wakeup.set()
+
+    def start(self) -> None:
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                log.exception("%s failed", self.name)
+        self._close()
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn[1].close()
+            self._conn = None
+
+    # ------------------------------------------------------------------ loop
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = self.m.settings.backoff_ms / 1000
+        while True:
+            now = loop.time()
+            ready = {tp: st for tp, st in self.partitions.items() if st.delayed_until <= now}
+            if not ready:
+                self._wakeup.clear()
+                waits = [st.delayed_until - now for st in self.partitions.values()]
+                try:
+                    async with asyncio.timeout(min(waits) if waits else None):
+                        await self._wakeup.wait()
+                except TimeoutError:
+                    pass
+                continue
+            addr = self.m.endpoint(self.leader_id)
+            request, sent = self._build(ready)
+            if addr is None or request is None:
+                await asyncio.sleep(backoff)
+                continue
+            try:
+                resp = await self._call(addr, request)
+            except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, ConnectionError, ValueError) as e:
+                self._close()
+                if not self._failing:
+                    log.warning("%s: fetch from broker %d at %s:%d failed: %r; retrying every %.1fs",
+                                self.name, self.leader_id, *addr, e, backoff)
+                    self._failing = True
+                await asyncio.sleep(backoff)
+                continue
+            if self._failing:
+                log.info("%s: fetching from broker %d again", self.name, self.leader_id)
+                self._failing = False
+            if resp.error_code != ErrorCode.none:
+                log.warning("%s: fetch answered %s", self.name, ErrorCode(resp.error_code).name)
+                await asyncio.sleep(backoff)
+                continue
+            self._process(resp, sent)
+
+    def _build(self, ready: dict[TopicPartition, _FetchState]) -> tuple[Any, dict[TopicPartition, tuple[int, int]]]:
+        """The Fetch request, and what was asked per partition: (fetch offset, leader epoch)."""
+        s = self.m.settings
+        topics: dict[str, list[Any]] = {}
+        sent: dict[TopicPartition, tuple[int, int]] = {}
+        for tp, st in ready.items():
+            p = self.m.rm.partitions.get(tp)
+            if p is None or p.is_leader or p.offline:
+                continue
+            sent[tp] = (p.log_end_offset, st.leader_epoch)
+            topics.setdefault(p.topic_id, []).append(
+                fetch_req.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=st.leader_epoch,
+                    fetch_offset=p.log_end_offset,
+                    last_fetched_epoch=p.last_fetched_epoch,
+                    log_start_offset=p.log_start_offset,
+                    partition_max_bytes=s.max_bytes,
+                )
+            )
+        if not sent:
+            return None, sent
+        req = fetch_req.FetchRequest(
+            cluster_id=None,
+            replica_state=fetch_req.ReplicaState(replica_id=self.m.node_id, replica_epoch=self.m.broker_epoch()),
+            max_wait=datetime.timedelta(milliseconds=s.wait_max_ms),
+            min_bytes=s.min_bytes,
+            max_bytes=s.response_max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=tuple(
+                fetch_req.FetchTopic(topic_id=uuid_from_str(tid), partitions=tuple(parts)) for tid, parts in topics.items()
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        return req, sent
+
+    async def _call(self, addr: tuple[str, int], request: Any) -> Any:
+        timeout = self.m.settings.socket_timeout_ms / 1000 + self.m.settings.wait_max_ms / 1000
+        async with asyncio.timeout(timeout):
+            if self._conn is None:
+                self._conn = await asyncio.open_connection(*addr)
+            reader, writer = self._conn
+            self._correlation += 1
+            writer.write(
+                encode_request(
+                    api_key=1,
+                    api_version=FETCH_VERSION,
+                    correlation_id=self._correlation,
+                    client_id=f"kavka-replica-{self.m.node_id}",
+                    body=encode_entity(request),
+                    flexible=True,
+                )
+            )
+            await writer.drain()
+            (size,) = _I32.unpack(await reader.readexactly(4))
+            frame = await reader.readexactly(size)
+        (corr,) = _I32.unpack_from(frame, 0)
+        if corr != self._correlation:
+            raise ConnectionError(f"response {corr} to request {self._correlation}")
+        return decode_body(fetch_resp.FetchResponse, frame, 5)
+
+    # ------------------------------------------------------------------ response
+
+    def _process(self, resp: Any, sent: dict[TopicPartition, tuple[int, int]]) -> None:
+        rm = self.m.rm
+        loop = asyncio.get_running_loop()
+        backoff = self.m.settings.backoff_ms / 1000
+        now_ms = rm.now_ms()
+        by_id: dict[tuple[str, int], TopicPartition] = {}
+        for tp in sent:
+            p = rm.partitions.get(tp)
+            if p is not None:
+                by_id[(p.topic_id, tp.partition)] = tp
+        for t in resp.responses:
+            tid = uuid_to_str(t.topic_id)
+            for pd in t.partitions:
+                tp = by_id.get((tid, pd.partition_index))
+                if tp is None:
+                    continue
+                p = rm.partitions.get(tp)
+                st = self.partitions.get(tp)
+                fetch_offset, epoch = sent[tp]
+                if p is None or st is None or p.is_leader or st.leader_epoch != epoch or p.log_end_offset != fetch_offset:
+                    continue  # the partition changed while the fetch was out: its answer is stale
+                try:
+                    self._apply(p, pd, fetch_offset, now_ms)
+                except PartitionError as e:
+                    # A leader epoch ahead of or behind ours settles with the next metadata; others are worth a warning.
+                    level = logging.INFO if e.error in _METADATA_WAIT else logging.WARNING
+                    log.log(level, "%s: %s: %s", self.name, tp, e)
+                    # The leader has not applied the new epoch yet: it will in a moment.
+                    pause = min(backoff, 0.05) if e.error == ErrorCode.unknown_leader_epoch else backoff
+                    st.delayed_until = loop.time() + pause
+                except Exception as e:  # a corrupt batch, an unexpected offset: log it and back off
+                    log.error("%s: cannot apply the leader's records to %s: %r", self.name, tp, e)
+                    st.delayed_until = loop.time() + backoff
+
+    def _apply(self, p: Partition, pd: Any, fetch_offset: int, now_ms: int) -> None:
+        err = ErrorCode(pd.error_code)
+        if err == ErrorCode.none:
+            div = pd.diverging_epoch
+            if div is not None and (div.epoch >= 0 or div.end_offset >= 0):
+                before = p.log_end_offset
+                after = p.truncate_on_divergence(DivergingEpoch(div.epoch, div.end_offset), now_ms=now_ms)
+                log.info("%s: truncated %s from %d to %d (the leader's epoch %d ends at %d)",
+                         self.name, p.tp, before, after, div.epoch, div.end_offset)
+                return
+            records = pd.records
+            if records:
+                p.append_as_follower(records, now_ms=now_ms)
+            p.update_follower_state(leader_high_watermark=pd.high_watermark, leader_log_start_offset=pd.log_start_offset)
+            return
+        if err == ErrorCode.offset_out_of_range:
+            if pd.log_start_offset >= 0 and fetch_offset < pd.log_start_offset:
+                log.info("%s: %s restarts at the leader's log start offset %d", self.name, p.tp, pd.log_start_offset)
+                p.restart_at(pd.log_start_offset, now_ms=now_ms)
+                return
+            if pd.high_watermark >= 0 and pd.high_watermark < fetch_offset:
+                # Above the leader's log end (only without an epoch to compare): keep what is
+                # committed, fetch the rest again.
+                log.info("%s: %s truncates to the leader's high watermark %d", self.name, p.tp, pd.high_watermark)
+                p.truncate_to(pd.high_watermark, now_ms=now_ms)
+                return
+        raise PartitionError(err, f"the leader answered {err.name}")
