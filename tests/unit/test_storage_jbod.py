@@ -324,6 +324,7 @@ def test_partition_answers_kafka_storage_error_and_reports_the_dir_once(tmp_path
     from kio.schema.errors import ErrorCode
 
     from kavka.replication.partition import Partition, PartitionError, TopicPartition
+    from kavka.replication.replica_state import PartitionRegistration
 
     dirs = [tmp_path / "a", tmp_path / "b"]
     lm = LogManager(dirs, default_config=LogConfig(), now_ms=NOW)
@@ -334,8 +335,9 @@ def test_partition_answers_kafka_storage_error_and_reports_the_dir_once(tmp_path
         reports.append(log.dir)
         lm.handle_io_error(log.dir, exc)
 
-    p = Partition(TopicPartition("t", 0), topic_id=TID, log=lg, local_broker_id=1, leader=1, leader_epoch=0,
-                  replicas=(1,), isr=(1,), high_watermark=0, on_storage_error=on_storage_error)
+    p = Partition(TopicPartition("t", 0), topic_id=TID, log=lg, local_broker_id=1,
+                  registration=PartitionRegistration((1,), (1,), 1, 0, 0), high_watermark=0, now_ms=NOW,
+                  on_storage_error=on_storage_error)
     p.append_records_to_leader(records(3), required_acks=-1, now_ms=NOW)
     assert len(p.read_records(0, max_bytes=1 << 20, max_offset=3, min_one_message=True).records) > 0
     fail(faults, dirs[0])

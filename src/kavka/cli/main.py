@@ -21,6 +21,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kavka.cli.reassign", "reassign_partitions"),
     ("kavka.cli.groups", "groups"),
     ("kavka.cli.demo", "demo"),
+    ("kavka.cli.dump_log", "dump_log"),
 )
 
 

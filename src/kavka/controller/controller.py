@@ -10,6 +10,7 @@ placement start index come from injected callables.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from kavka.controller.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+
+log = logging.getLogger("kavka.controller")
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
@@ -105,6 +108,12 @@ def _collision_key(name: str) -> str:
 def _change_record(topic_id: str, old: PartitionRegistration, new: PartitionRegistration) -> PartitionChangeRecord | None:
     if new.leader == old.leader and new.isr == old.isr:
         return None
+    if new.leader >= 0 and new.leader != old.leader and new.leader not in old.isr:
+        log.warning(
+            "unclean leader election for partition %d of topic id %s: broker %d was not in the ISR %s "
+            "and leads now; records only the ISR had are lost (unclean.leader.election.enable)",
+            old.partition_id, topic_id, new.leader, list(old.isr),
+        )
     return PartitionChangeRecord(
         topic_id,
         old.partition_id,
