@@ -284,3 +284,75 @@ def test_unclean_leader_election(split_cluster: Cluster, unclean: bool) -> None:
         ctl_logs = "".join("".join(n.output) for n in cluster.nodes.values() if n.alive())
         assert "unclean leader election" in ctl_logs
         cluster.nodes[leader].start()
+
+
+def test_consumer_group_resumes_from_its_commits_after_a_coordinator_failover(cluster: Cluster) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    topic, group = unique("cgfail"), unique("grp")
+    _create(cluster, topic, 3, 3)
+    _produce_all(cluster.bootstrap, topic, [b"before-%03d" % i for i in range(150)])
+    seen: dict[str, list[bytes]] = {"before": [], "after": []}
+    phase = ["before"]
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def member() -> None:
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest", "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+        c.subscribe([topic])
+        try:
+            while not stop.is_set():
+                msg = c.poll(0.2)
+                if msg is None or msg.error() is not None:
+                    continue
+                seen[phase[0]].append(msg.value())
+                while not stop.is_set():
+                    try:
+                        c.commit(message=msg, asynchronous=False)
+                        break
+                    except Exception as e:  # the coordinator is moving: commit again
+                        errors.append(str(e))
+                        time.sleep(0.2)
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=member, daemon=True) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: len(seen["before"]) >= 150, timeout=60, message="the group consumed and committed everything")
+        admin = ck_admin(cluster.bootstrap)
+        desc = admin.describe_consumer_groups([group])[group].result(10)
+        coordinator = desc.coordinator.id
+        assert len(desc.members) == 3
+        phase[0] = "after"
+        cluster.nodes[coordinator].kill()
+        _produce_all(cluster.bootstrap, topic, [b"after-%03d" % i for i in range(150)])
+        wait_until(lambda: len(set(seen["after"])) >= 150, timeout=60, message="the group resumed on the new coordinator")
+        # Resumed from the commits: nothing committed before the failover is read again.
+        assert not [v for v in seen["after"] if v.startswith(b"before-")]
+        assert sorted(set(seen["before"])) == [b"before-%03d" % i for i in range(150)]
+        admin = ck_admin(cluster.nodes[_live(cluster)[0]].bootstrap)
+        desc = admin.describe_consumer_groups([group])[group].result(10)
+        assert desc.coordinator.id != coordinator
+        committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
+        wait_until(lambda: sum(tp.offset for tp in admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)])[group].result(10).topic_partitions if tp.topic == topic) == 300,
+            timeout=20, message="the new coordinator holds every commit")
+        assert committed.group_id == group
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    cluster.nodes[coordinator].start()
+
+
+def _produce_all(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    errors: list[KafkaError | None] = []
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 60000})
+    for i, v in enumerate(values):
+        p.produce(topic, v, partition=i % 3, on_delivery=lambda e, m: errors.append(e))
+    p.flush(90)
+    assert errors == [None] * len(values)

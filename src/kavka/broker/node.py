@@ -386,7 +386,9 @@ class BrokerNode:
     async def _create_offsets_topic(self, partitions: int) -> None:
         if OFFSETS_TOPIC in self.image.topics_by_name:
             return
-        rf = 1  # offsets.topic.replication.factor waits for replication (controller.NO_REPLICATION)
+        # offsets.topic.replication.factor, capped by the brokers there are (a single-node cluster
+        # still gets its offsets topic).
+        rf = max(1, min(self.config["offsets.topic.replication.factor"], len(self.image.usable_brokers())))
         configs = {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
         [created] = await self.controller.create_topics([NewTopic(OFFSETS_TOPIC, partitions, rf, configs=configs)])
         if created.result.error == ErrorCode.topic_already_exists:
@@ -472,6 +474,8 @@ class BrokerNode:
                     )
                 else:
                     work.append(functools.partial(rm.remove_partition, tp, delete=True))
+        if any(image.topics_by_id.get(tid) is not None and image.topics_by_id[tid].name == OFFSETS_TOPIC for tid in touched_topics):
+            work.append(self._sync_coordinator)
         if delta.changed_configs:
             broker_changed = any(rt == 4 for rt, _ in delta.changed_configs)
             names = {name for rt, name in delta.changed_configs if rt == 2}
@@ -491,6 +495,12 @@ class BrokerNode:
             self._run_slice()  # small deltas are applied before this call returns
             if self._publish_queue:
                 self._publisher = asyncio.get_running_loop().create_task(self._publish_rest(), name="publisher")
+
+    def _sync_coordinator(self) -> None:
+        """The group coordinator follows the leadership of `__consumer_offsets` partitions."""
+        groups: GroupCoordinatorManager | None = getattr(self, "groups", None)
+        if groups is not None:
+            groups.sync_leadership()
 
     def _run_slice(self) -> None:
         for _ in range(min(self.PUBLISH_SLICE, len(self._publish_queue))):

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -121,6 +122,8 @@ class GroupCoordinatorManager:
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._task: asyncio.Task[None] | None = None
         self._created = False
+        self._led: set[int] = set()  # __consumer_offsets partitions this broker leads and has loaded
+        self._unreplicated: dict[int, int] = {}  # partition -> offset the high watermark must reach
 
     # ------------------------------------------------------------ lifecycle
 
@@ -129,38 +132,77 @@ class GroupCoordinatorManager:
         return sorted(tp.partition for tp in rm.partitions if tp.topic == rec.OFFSETS_TOPIC)
 
     def load(self) -> int:
-        """Replay every hosted `__consumer_offsets` partition into the core; returns records read."""
+        """Replay every `__consumer_offsets` partition this broker leads into the core; records read."""
         hosted = self.offsets_partitions()
         if hosted:
             self.num_partitions = self._topic_partitions(rec.OFFSETS_TOPIC) or max(hosted) + 1
         n = 0
-        now = self.now_ms()
         for p in hosted:
             part = self.replica_manager.get_partition(rec.OFFSETS_TOPIC, p)
-            if part is None:
-                continue
-            offset, end = part.log_start_offset, part.log_end_offset
-            while offset < end:
-                data = part.log.read(offset, max_bytes=_LOAD_CHUNK, min_one_message=True).records
-                if not data:
-                    break
-                next_offset = offset
-                for _pos, header in iter_batches(data):
-                    next_offset = max(next_offset, header.next_offset)
-                for r in iter_records(data):
-                    if r.offset < offset:
-                        continue  # the head of a batch already replayed
-                    n += 1
-                    try:
-                        self._replay(r.key, r.value, now)
-                    except (rec.RecordFormatError, UnicodeDecodeError) as e:
-                        log.warning("skipping unreadable record at %s-%d@%d: %s", rec.OFFSETS_TOPIC, p, r.offset, e)
-                if next_offset <= offset:
-                    break  # no progress: never loop forever on an odd log
-                offset = next_offset
+            if part is not None and part.is_leader:
+                n += self._load_partition(p)
+        now = self.now_ms()
         self.core.poll(now)  # members whose sessions ran out while the broker was down
         self.core.drain()
         return n
+
+    def _load_partition(self, p: int) -> int:
+        """Replay one partition's log (Kafka's GroupMetadataManager.loadGroupsAndOffsets)."""
+        part = self.replica_manager.get_partition(rec.OFFSETS_TOPIC, p)
+        self._led.add(p)
+        if part is None:
+            return 0
+        n = 0
+        now = self.now_ms()
+        offset, end = part.log_start_offset, part.log_end_offset
+        while offset < end:
+            data = part.log.read(offset, max_bytes=_LOAD_CHUNK, min_one_message=True).records
+            if not data:
+                break
+            next_offset = offset
+            for _pos, header in iter_batches(data):
+                next_offset = max(next_offset, header.next_offset)
+            for r in iter_records(data):
+                if r.offset < offset:
+                    continue  # the head of a batch already replayed
+                n += 1
+                try:
+                    self._replay(r.key, r.value, now)
+                except (rec.RecordFormatError, UnicodeDecodeError) as e:
+                    log.warning("skipping unreadable record at %s-%d@%d: %s", rec.OFFSETS_TOPIC, p, r.offset, e)
+            if next_offset <= offset:
+                break  # no progress: never loop forever on an odd log
+            offset = next_offset
+        return n
+
+    def _unload_partition(self, p: int) -> None:
+        """This broker no longer leads `p`: forget its groups (Kafka's onResignation)."""
+        self._led.discard(p)
+        for g in [g for g in self.core.groups if self.partition_for(g) == p]:
+            del self.core.groups[g]
+        for g in [g for g in self.consumer.groups if self.partition_for(g) == p]:
+            del self.consumer.groups[g]
+
+    def sync_leadership(self) -> None:
+        """Follow the leadership of `__consumer_offsets` partitions: a partition this broker now
+        leads is replayed from its log (it becomes the coordinator of its groups); one it stopped
+        leading is dropped. Called after every metadata change."""
+        hosted = set()
+        for p in self.offsets_partitions():
+            part = self.replica_manager.get_partition(rec.OFFSETS_TOPIC, p)
+            if part is None:
+                continue
+            hosted.add(p)
+            if part.is_leader and p not in self._led:
+                started = time.monotonic()
+                n = self._load_partition(p)
+                log.info("became the coordinator of %s-%d: loaded %d records in %.2fs", rec.OFFSETS_TOPIC, p, n,
+                         time.monotonic() - started)
+            elif not part.is_leader and p in self._led:
+                self._unload_partition(p)
+                log.info("no longer the coordinator of %s-%d", rec.OFFSETS_TOPIC, p)
+        for p in self._led - hosted:
+            self._unload_partition(p)
 
     def _replay(self, key: bytes | None, value: bytes | None, now: int) -> None:
         if key is None:
@@ -243,6 +285,8 @@ class GroupCoordinatorManager:
         self._created = True
         return True
 
+    write_timeout_s = 5.0  # Kafka's offsets.commit.timeout.ms default
+
     def _after(self) -> None:
         """Write what the core emitted, then answer parked requests (in that order: durable first).
 
@@ -281,8 +325,21 @@ class GroupCoordinatorManager:
             if part is None:
                 raise OSError(f"{rec.OFFSETS_TOPIC}-{p} is not hosted here")
             batch = build_batch([(now, k, v) for k, v in kvs])
-            part.append_records_to_leader(batch, required_acks=-1, now_ms=now)
+            info = part.append_records_to_leader(batch, required_acks=-1, now_ms=now)
             self.replica_manager.notify_append(TopicPartition(rec.OFFSETS_TOPIC, p))
+            self._unreplicated[p] = max(self._unreplicated.get(p, 0), info.last_offset + 1)
+
+    async def _replicated(self) -> ErrorCode:
+        """Wait until what was written is on every in-sync replica (acks=all, as Kafka's
+        coordinator appends); the error to answer with if it did not get there."""
+        waits, self._unreplicated = self._unreplicated, {}
+        if not waits:
+            return ErrorCode.none
+        acked = await self.replica_manager.wait_for_acks(
+            [(TopicPartition(rec.OFFSETS_TOPIC, p), off) for p, off in waits.items()], self.write_timeout_s
+        )
+        bad = [e for e in acked.values() if e != ErrorCode.none]
+        return bad[0] if bad else ErrorCode.none
 
     async def _wait(self, result: Any) -> Any:
         if not isinstance(result, Parked):
@@ -389,6 +446,10 @@ class GroupCoordinatorManager:
             except Exception as e:
                 log.exception("writing committed offsets of group %s failed", group_id)
                 errors.update(dict.fromkeys(good, _store_error(e, _OFFSET_STORE_ERRORS)))
+                return errors
+            acked = await self._replicated()
+            if acked != ErrorCode.none:
+                errors.update(dict.fromkeys(good, _OFFSET_STORE_ERRORS.get(acked, acked)))
                 return errors
             self.core.apply_offsets(group_id, good)
             errors.update(dict.fromkeys(good, ErrorCode.none))

@@ -224,7 +224,10 @@ class ReplicaManager:
             p = self.partitions.get(tp)
             if p is not None:
                 p.offline = True
-            self._wake(tp)
+                if self.fetchers is not None:
+                    self.fetchers.update(p)  # an offline replica is not fetched
+            self._wake(self._hw_watchers, tp)
+            self._wake(self._append_watchers, tp)
 
     def alter_replica_log_dir(self, tp: TopicPartition, path: str, *, now_ms: int) -> tuple[ErrorCode, bool]:
         """AlterReplicaLogDirs for one replica: (error, whether a mover must start)."""
