@@ -287,8 +287,7 @@ def test_unclean_leader_election(split_cluster: Cluster, unclean: bool) -> None:
 
 
 def test_consumer_group_resumes_from_its_commits_after_a_coordinator_failover(cluster: Cluster) -> None:
-    from confluent_kafka import Consumer
-    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
 
     topic, group = unique("cgfail"), unique("grp")
     _create(cluster, topic, 3, 3)
