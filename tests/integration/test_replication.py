@@ -11,6 +11,9 @@ and loses nothing, with it on a lagging replica leads and the loss is exactly wh
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -19,8 +22,9 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from kavka.cli.dump_log import dump_log_dir
-from tests.broker_harness import Cluster, wait_until
+from tests.broker_harness import KAVKA, Cluster, wait_until
 from tests.integration.helpers import ck_admin, ck_read_to_end, unique
+from tests.integration.test_metrics import scrape
 
 SESSION_MS = 3000
 OVERRIDES = {
@@ -46,7 +50,7 @@ def cluster(tmp_path) -> Iterator[Cluster]:  # noqa: ANN001
 @pytest.fixture
 def split_cluster(tmp_path) -> Iterator[Cluster]:  # noqa: ANN001
     """One controller-only voter and three brokers: killing two brokers keeps the quorum."""
-    c = Cluster(tmp_path, 4, overrides=OVERRIDES, controllers=1).start()
+    c = Cluster(tmp_path, 4, overrides={**OVERRIDES, "metrics.prometheus.port": "0"}, controllers=1).start()
     yield c
     try:
         c.stop()
@@ -224,6 +228,19 @@ def test_min_insync_replicas_refuses_acks_all_before_appending(split_cluster: Cl
     p.flush(10)
     assert errors and errors[0] is not None and errors[0].name() == "NOT_ENOUGH_REPLICAS", errors
     assert _replica_batches(cluster, topic, 0, leader) == end_before  # nothing appended
+
+    # Observability: the leader's gauges and kavka topics describe --under-replicated-partitions.
+    m = re.search(r"prometheus metrics on http://127\.0\.0\.1:(\d+)/metrics", "".join(cluster.nodes[leader].output))
+    assert m is not None
+    metrics = scrape(int(m.group(1)))
+    assert metrics[("kafka_server_replicamanager_underreplicatedpartitions", ())] >= 1
+    assert metrics[("kafka_server_replicamanager_underminisrpartitioncount", ())] >= 1
+    assert metrics[("kafka_server_replicamanager_leadercount", ())] >= 1
+    out = subprocess.run([*KAVKA, "topics", "describe", "--bootstrap-server", cluster.nodes[leader].bootstrap,
+                          "--under-replicated-partitions", "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    described = {t["topic"]: t["partitions"] for t in json.loads(out.stdout)}
+    assert [(p["partition"], p["isr"]) for p in described[topic]] == [(0, [leader])]
 
     acks1: list[KafkaError | None] = []
     p1 = Producer({"bootstrap.servers": cluster.nodes[leader].bootstrap, "acks": 1})

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 if TYPE_CHECKING:
     from kavka.broker.node import BrokerNode
@@ -46,12 +46,20 @@ class BrokerSnapshot:
     partition_count: int
     offline_replica_count: int
     connection_count: int
+    leader_count: int = 0
+    under_replicated: int = 0
+    under_min_isr: int = 0
+    offline_partitions: int = -1  # -1: not the active controller (the gauge is the controller's)
+    isr_shrinks: int = 0
+    isr_expands: int = 0
+    replica_max_lag: int = 0
 
 
 def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
     """Read the gauges' values. Event-loop thread only."""
     lm = node.log_manager
     partitions = node.replica_manager.partitions
+    leaders = node.replica_manager.leader_partitions()
     server = node.server
     return BrokerSnapshot(
         offline_log_directory_count=lm.offline_log_directory_count,
@@ -59,6 +67,16 @@ def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
         partition_count=len(partitions),
         offline_replica_count=sum(1 for tp in partitions if lm.is_offline(tp.topic, tp.partition)),
         connection_count=len(server.connections) if server is not None else 0,
+        leader_count=sum(1 for p in leaders),
+        under_replicated=sum(1 for p in leaders if len(p.isr) < len(p.replicas)),
+        under_min_isr=sum(1 for p in leaders if len(p.isr) < p.min_insync_replicas),
+        offline_partitions=(
+            sum(1 for t in node.image.topics_by_id.values() for r in t.partitions.values() if r.leader < 0)
+            if node.quorum_controller.is_active else -1
+        ),
+        isr_shrinks=node.replica_manager.isr_shrinks,
+        isr_expands=node.replica_manager.isr_expands,
+        replica_max_lag=max(node.replica_fetchers.lag().values(), default=0),
     )
 
 
@@ -83,7 +101,7 @@ class BrokerCollector:
         self.loop.call_soon_threadsafe(run)
         return done.result(SNAPSHOT_TIMEOUT_S)
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         s = self.snapshot()
         yield GaugeMetricFamily(
             "kafka_log_logmanager_offlinelogdirectorycount",
@@ -108,6 +126,29 @@ class BrokerCollector:
             "kafka.server:type=ReplicaManager,name=OfflineReplicaCount: replicas on offline log dirs",
             value=s.offline_replica_count,
         )
+        for name, help_, value in (
+            ("kafka_server_replicamanager_leadercount", "LeaderCount: partitions this broker leads", s.leader_count),
+            ("kafka_server_replicamanager_underreplicatedpartitions",
+             "UnderReplicatedPartitions: led partitions whose ISR is smaller than their replica set", s.under_replicated),
+            ("kafka_server_replicamanager_underminisrpartitioncount",
+             "UnderMinIsrPartitionCount: led partitions whose ISR is below min.insync.replicas", s.under_min_isr),
+            ("kafka_server_replicafetchermanager_maxlag",
+             "ReplicaFetcherManager MaxLag (clientId=Replica): the most offsets a followed replica is behind", s.replica_max_lag),
+        ):
+            yield GaugeMetricFamily(name, f"kafka.server:type=ReplicaManager,name={help_}", value=value)
+        if s.offline_partitions >= 0:
+            yield GaugeMetricFamily(
+                "kafka_controller_kafkacontroller_offlinepartitionscount",
+                "kafka.controller:type=KafkaController,name=OfflinePartitionsCount: partitions without a leader (active controller only)",
+                value=s.offline_partitions,
+            )
+        for name, help_, value in (
+            ("kafka_server_replicamanager_isrshrinks", "IsrShrinksPerSec: ISR shrinks this broker had committed", s.isr_shrinks),
+            ("kafka_server_replicamanager_isrexpands", "IsrExpandsPerSec: ISR expansions this broker had committed", s.isr_expands),
+        ):
+            c = CounterMetricFamily(name, f"kafka.server:type=ReplicaManager,name={help_}")
+            c.add_metric([], value)
+            yield c
         yield GaugeMetricFamily(
             "kafka_server_socketservermetrics_connection_count",
             "kafka.server:type=socket-server-metrics,name=connection-count: open client connections",

@@ -188,12 +188,32 @@ def render_describe(con: Any, data: list[dict[str, Any]]) -> None:
     multiple=True,
     help="Topic to describe (repeatable); all topics when omitted.",
 )
+@click.option("--under-replicated-partitions", "under_replicated", is_flag=True,
+              help="Only partitions whose ISR is smaller than their replica set (as kafka-topics.sh).")
+@click.option("--unavailable-partitions", "unavailable", is_flag=True,
+              help="Only partitions without a leader (as kafka-topics.sh).")
 @json_option
-def describe(bootstrap: str, names: tuple[str, ...], as_json: bool) -> None:
+def describe(bootstrap: str, names: tuple[str, ...], under_replicated: bool, unavailable: bool, as_json: bool) -> None:
     """Describe topics: id, partitions, leaders, replicas, ISR and config overrides."""
     with admin_client(bootstrap) as admin:
         data = describe_data(admin, list(names) or None)
+    if under_replicated or unavailable:
+        data = filter_partitions(data, under_replicated=under_replicated, unavailable=unavailable)
     emit(as_json, data, lambda con: render_describe(con, data))
+
+
+def filter_partitions(data: list[dict[str, Any]], *, under_replicated: bool, unavailable: bool) -> list[dict[str, Any]]:
+    """kafka-topics.sh --describe filters: keep the matching partitions and the topics that have any."""
+
+    def keep(p: dict[str, Any]) -> bool:
+        return (under_replicated and len(p["isr"]) < len(p["replicas"])) or (unavailable and p["leader"] < 0)
+
+    out = []
+    for t in data:
+        parts = [p for p in t["partitions"] if keep(p)]
+        if parts:
+            out.append({**t, "partitions": parts})
+    return out
 
 
 @topics.command(name="alter")

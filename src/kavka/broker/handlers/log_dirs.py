@@ -26,6 +26,13 @@ if TYPE_CHECKING:
     from kavka.broker.server import RequestContext
 
 
+def _replica_lag(node: BrokerNode, topic: str, partition: int) -> int:
+    """Kafka's offsetLag of a current replica: how far its log end is behind the high watermark
+    it knows (a follower that is catching up), never negative."""
+    p = node.replica_manager.get_partition(topic, partition)
+    return 0 if p is None else max(p.high_watermark - p.log_end_offset, 0)
+
+
 def handle_describe_log_dirs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     result_cls = nested(resp_cls, "DescribeLogDirsResult")
@@ -47,7 +54,7 @@ def handle_describe_log_dirs(node: BrokerNode, ctx: RequestContext, req: Any) ->
                     part_cls,
                     partition_index=r.partition,
                     partition_size=r.size,
-                    offset_lag=r.offset_lag,
+                    offset_lag=r.offset_lag if r.is_future else _replica_lag(node, r.topic, r.partition),
                     is_future_key=r.is_future,
                 )
             )
