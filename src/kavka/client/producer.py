@@ -15,12 +15,27 @@ Produce request per leader, waiting for each answer -- one request in flight
 per connection, so batches of a partition are appended in sequence order.
 acks=0 is not offered: it has no answer to wait for, so retries could not be
 told apart from successes. One thread owns a producer.
+
+Bulk path (the Spark sink's): `send_regions` takes records already encoded
+into the records region of a batch (`RecordsRegion`, e.g. from
+`kavka.spark.arrow_encode`) and hands them to a sender thread through a
+bounded queue (`PIPELINE_DEPTH` rounds): the caller encodes the next rows
+while the previous Produce is on the wire. A round holds at most one batch
+per partition; the sender seals it (`seal_batch`: compressed once, sequence
+numbers assigned in queue order) and sends it with the same retries and
+acks as `flush()`, one request at a time, so a partition's batches still
+arrive in sequence order. A sender error is raised to the owning thread by
+the next `send_regions` or `flush()`; `flush()` returns once every round is
+acknowledged.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import random
+import struct
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,7 +49,12 @@ from kavka.client.errors import LEADER_MAY_HAVE_MOVED, KafkaConnectionError, Kaf
 from kavka.protocol import compression as _compression
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import make, nested
-from kavka.protocol.records import build_batch
+from kavka.protocol.records import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    build_batch,
+    compute_crc,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +69,48 @@ _RETRIABLE = LEADER_MAY_HAVE_MOVED | {
 }
 ACKS = {"all": -1, "-1": -1, "1": 1}
 COMPRESSION_CODES = {name: code for code, name in _compression.CODEC_NAMES.items()}
+# Rounds of encoded batches queued for the sender thread: bounds the memory a
+# fast encoder can fill while the broker is slow.
+PIPELINE_DEPTH = 2
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # kavka.protocol.records' header layout
+_MAGIC = 2
+
+
+@dataclass(frozen=True, slots=True)
+class RecordsRegion:
+    """The uncompressed records of one batch (offset deltas 0..count-1), not yet sealed."""
+
+    data: bytes
+    count: int
+    base_timestamp: int
+    max_timestamp: int
+
+
+def seal_batch(
+    region: RecordsRegion,
+    *,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """`region` as one v2 batch at base offset 0: compressed once, header, CRC-32C.
+
+    Byte-for-byte what `build_batch` writes for the same records (CreateTime,
+    not transactional)."""
+    if region.count <= 0:
+        raise ValueError("a record batch needs at least one record")
+    payload = _compression.compress(compression, region.data) if compression else region.data
+    size = BATCH_HEADER_SIZE + len(payload)
+    out = bytearray(size)
+    _BATCH_HEADER.pack_into(
+        out, 0, 0, size - LOG_OVERHEAD, -1, _MAGIC, 0,
+        compression & 0x07, region.count - 1, region.base_timestamp, region.max_timestamp,
+        producer_id, producer_epoch, base_sequence, region.count,
+    )
+    out[BATCH_HEADER_SIZE:] = payload
+    struct.pack_into(">I", out, 17, compute_crc(out, 0, size))
+    return bytes(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +186,15 @@ class Producer:
         self.producer_id = -1
         self.producer_epoch = -1
         self.records_sent = 0
+        # Guards the AdminClient's connections and the metadata maps once a
+        # sender thread exists (it refreshes leaders while the owner may look
+        # up a new topic).
+        self._lock = threading.RLock()
+        self._queue: queue.Queue[list[tuple[tuple[str, int], RecordsRegion]] | None] = (
+            queue.Queue(PIPELINE_DEPTH)
+        )
+        self._sender: threading.Thread | None = None
+        self._sender_error: BaseException | None = None
         if self.config.enable_idempotence:
             self._init_producer_id()
 
@@ -132,6 +203,10 @@ class Producer:
         return self.producer_id >= 0
 
     def close(self) -> None:
+        if self._sender is not None:
+            self._queue.put(None)
+            self._sender.join()
+            self._sender = None
         self.admin.close()
 
     def __enter__(self) -> Producer:
@@ -144,8 +219,38 @@ class Producer:
 
     def partitions_for(self, topic: str) -> int:
         if topic not in self._partition_counts:
-            self._refresh_metadata(topic)
+            with self._lock:
+                self._refresh_metadata(topic)
         return self._partition_counts[topic]
+
+    def send_regions(self, items: Sequence[tuple[str, int, RecordsRegion]]) -> None:
+        """Queue encoded batches for the sender thread; blocks while `PIPELINE_DEPTH` rounds wait.
+
+        Batches of one partition are sent in the order given, each in its own
+        Produce request (one batch per partition per request)."""
+        self._raise_sender_error()
+        rounds: list[list[tuple[tuple[str, int], RecordsRegion]]] = []
+        depth: dict[tuple[str, int], int] = {}
+        for topic, partition, region in items:
+            count = self.partitions_for(topic)
+            if not 0 <= partition < count:
+                raise KafkaError(
+                    3, message=f"partition {partition} does not exist ({count} partitions)",
+                    resource=f"{topic}-{partition}",
+                )
+            k = depth.get((topic, partition), 0)
+            depth[(topic, partition)] = k + 1
+            if k == len(rounds):
+                rounds.append([])
+            rounds[k].append(((topic, partition), region))
+        if rounds and self._sender is None:
+            self._sender = threading.Thread(
+                target=self._run_sender, name=f"{self.config.client_id}-sender", daemon=True
+            )
+            self._sender.start()
+        for r in rounds:
+            self._queue.put(r)
+        self._raise_sender_error()
 
     def send(
         self,
@@ -178,6 +283,9 @@ class Producer:
 
     def flush(self) -> None:
         """Send every buffered record; returns once every batch is acknowledged."""
+        if self._sender is not None:
+            self._queue.join()  # every queued round answered (or dropped after an error)
+            self._raise_sender_error()
         deadline = time.monotonic() + self.config.delivery_timeout_ms / 1000
         while self._buffers:
             batches: dict[tuple[str, int], tuple[bytes, int]] = {}
@@ -202,6 +310,46 @@ class Producer:
             self._sticky.clear()  # a new sticky partition per batch, as Kafka's KIP-480
 
     # ------------------------------------------------------------------ internals
+
+    def _raise_sender_error(self) -> None:
+        if self._sender_error is not None:
+            raise self._sender_error
+
+    def _run_sender(self) -> None:
+        """The sender thread: seal and send each queued round; the first error stops sending."""
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                if self._sender_error is None:
+                    self._send_round(item)
+            except BaseException as e:  # handed to the owner thread, which re-raises it
+                self._sender_error = e
+            finally:
+                self._queue.task_done()
+
+    def _send_round(self, items: list[tuple[tuple[str, int], RecordsRegion]]) -> None:
+        deadline = time.monotonic() + self.config.delivery_timeout_ms / 1000
+        batches: dict[tuple[str, int], tuple[bytes, int]] = {}
+        for tp, region in items:
+            seq = self._sequences.get(tp, 0)
+            batches[tp] = (
+                seal_batch(
+                    region,
+                    compression=self.config.compression,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=seq if self.idempotent else -1,
+                ),
+                region.count,
+            )
+        with self._lock:
+            self._send_batches(batches, deadline)
+        for tp, (_, n) in batches.items():
+            if self.idempotent:
+                self._sequences[tp] = (self._sequences.get(tp, 0) + n) & 0x7FFFFFFF
+            self.records_sent += n
 
     def _init_producer_id(self) -> None:
         conn = self.admin._any()
@@ -328,6 +476,9 @@ __all__ = [
     "COMPRESSION_CODES",
     "Producer",
     "ProducerConfig",
+    "RecordsRegion",
+    "PIPELINE_DEPTH",
+    "seal_batch",
     "default_partition",
     "murmur2",
 ]

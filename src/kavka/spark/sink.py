@@ -8,6 +8,11 @@ key, a sticky partition for null keys) and ``headers``
 schema is checked on the driver (`check_schema`) so a wrong column fails the
 query before any task runs.
 
+Rows are never turned into Python objects: each Arrow batch is split by
+topic and partition with numpy/Arrow kernels and encoded in bulk into record
+batches (`kavka.spark.arrow_encode`), which the producer's sender thread
+sends while the next batch is encoded.
+
 Each task writes with its own idempotent `kavka.client.producer.Producer`
 (a fresh producer id per task attempt), so requests retried inside a task
 never duplicate. Semantics are at-least-once: a task that Spark retries, or a
@@ -17,10 +22,15 @@ producer id. Writers run on executors and open connections only in `write()`.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -34,7 +44,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from kavka.client.producer import Producer, ProducerConfig
+from kavka.client.errors import KafkaError
+from kavka.client.producer import Producer, ProducerConfig, RecordsRegion
+from kavka.spark.arrow_encode import chunk_bounds, encode_records, record_sizes
 from kavka.spark.options import OptionError, SinkOptions
 from kavka.spark.partitioner import key_partitions
 
@@ -84,22 +96,63 @@ def check_schema(schema: StructType, opts: SinkOptions) -> None:
             )
 
 
-def _bytes(v: Any) -> bytes | None:
-    if v is None or isinstance(v, bytes):
-        return v
-    if isinstance(v, str):
-        return v.encode("utf-8")
-    return bytes(v)
+def _partitions(
+    rows: Any, names: list[str], topic: str, count: int
+) -> np.ndarray:
+    """The partition of every row: the partition column, else murmur2 of the key, else sticky.
+
+    Kafka's default partitioner (KIP-480): keyed rows by murmur2 of the key;
+    rows with neither key nor partition share one random partition per input
+    batch."""
+    n = rows.num_rows
+    parts = np.full(n, -1, dtype=np.int64)
+    if "partition" in names:
+        col = rows.column(names.index("partition"))
+        explicit = np.asarray(col.fill_null(-1), dtype=np.int64)
+        bad = explicit[(explicit >= count) | (explicit < -1)]
+        if len(bad):
+            raise KafkaError(
+                3, message=f"partition {int(bad[0])} does not exist ({count} partitions)",
+                resource=f"{topic}-{int(bad[0])}",
+            )
+        parts = explicit
+    if "key" in names and (parts < 0).any():
+        hashed = key_partitions(rows.column(names.index("key")), count)
+        parts = np.where(parts >= 0, parts, hashed)
+    if (parts < 0).any():
+        parts = np.where(parts >= 0, parts, random.randrange(count))
+    return parts
 
 
-def _hashable(t: Any) -> bool:
-    import pyarrow as pa
-
-    return bool(pa.types.is_binary(t) or pa.types.is_string(t))
+def _regions(
+    rows: Any, names: list[str], topic: str, producer: Producer, max_bytes: int
+) -> list[tuple[str, int, RecordsRegion]]:
+    """`rows` (one topic) encoded as batches of at most `max_bytes`, per partition."""
+    parts = _partitions(rows, names, topic, producer.partitions_for(topic))
+    now = int(time.time() * 1000)
+    cols = {n: rows.column(names.index(n)) for n in ("key", "value", "headers") if n in names}
+    out: list[tuple[str, int, RecordsRegion]] = []
+    for p in np.unique(parts):
+        if len(parts) and parts[0] == p and (parts == p).all():
+            sub = cols
+        else:
+            idx = pa.array(np.flatnonzero(parts == p))
+            sub = {n: c.take(idx) for n, c in cols.items()}
+        sizes = record_sizes(sub["value"], sub.get("key"), sub.get("headers"))
+        for start, end in chunk_bounds(sizes, max_bytes):
+            part = {n: c.slice(start, end - start) for n, c in sub.items()}
+            out.append((topic, int(p), encode_records(
+                part["value"], keys=part.get("key"), headers=part.get("headers"), timestamps=now,
+            )))
+    return out
 
 
 def write_batches(opts: SinkOptions, batches: Iterator[Any]) -> KavkaCommitMessage:
-    """Produce every row of `batches` (Arrow record batches); runs on executors."""
+    """Produce every row of `batches` (Arrow record batches); runs on executors.
+
+    Each input batch is split by topic and partition, encoded in bulk
+    (`kavka.spark.arrow_encode`) and queued to the producer's sender thread,
+    which sends it while the next input batch is encoded."""
     config = ProducerConfig(
         acks=opts.acks,
         compression=opts.compression,
@@ -111,38 +164,24 @@ def write_batches(opts: SinkOptions, batches: Iterator[Any]) -> KavkaCommitMessa
     )
     with Producer(opts.client.bootstrap_servers, config) as producer:
         for batch in batches:
+            if batch.num_rows == 0:
+                continue
             names = [n.lower() for n in batch.schema.names]
-            cols = {n: batch.column(i).to_pylist() for i, n in enumerate(names)}
-            n = batch.num_rows
-            values = cols["value"]
-            keys = cols.get("key") or [None] * n
-            topics = [opts.topic] * n if opts.topic else cols["topic"]
-            partitions = cols.get("partition") or [None] * n
-            if opts.topic and "key" in names and n and _hashable(batch.schema.field(names.index("key")).type):
-                # Kafka's default partitioner over the whole key column at once;
-                # an explicit partition still wins, a null key stays sticky.
-                hashed = key_partitions(
-                    batch.column(names.index("key")), producer.partitions_for(opts.topic)
-                ).tolist()
-                partitions = [
-                    p if p is not None else (h if h >= 0 else None)
-                    for p, h in zip(partitions, hashed, strict=True)
-                ]
-            headers = cols.get("headers") or [None] * n
-            for i in range(n):
-                topic = topics[i]
-                if not topic:
-                    raise ValueError(
-                        "topic: a row has a null topic and no topic option is set"
-                    )
-                hdrs = headers[i]
-                producer.send(
-                    topic,
-                    _bytes(values[i]),
-                    _bytes(keys[i]),
-                    headers=[(h["key"], h["value"]) for h in hdrs] if hdrs else (),
-                    partition=partitions[i],
+            if opts.topic:
+                by_topic = [(opts.topic, batch)]
+            else:
+                topics = batch.column(names.index("topic"))
+                if topics.null_count or not pc.all(pc.greater(pc.binary_length(topics), 0)).as_py():
+                    raise ValueError("topic: a row has a null topic and no topic option is set")
+                uniq = pc.unique(topics).to_pylist()
+                by_topic = (
+                    [(uniq[0], batch)] if len(uniq) == 1
+                    else [(t, batch.filter(pc.equal(topics, t))) for t in uniq]
                 )
+            items: list[tuple[str, int, RecordsRegion]] = []
+            for topic, rows in by_topic:
+                items += _regions(rows, names, topic, producer, opts.batch_max_bytes)
+            producer.send_regions(items)
         producer.flush()
         return KavkaCommitMessage(records=producer.records_sent, idempotent=producer.idempotent)
 
