@@ -1,0 +1,247 @@
+"""Tiered storage (KIP-405) on a real broker process, driven by unmodified clients.
+
+A topic with remote.storage.enable=true and a small local.retention.bytes is produced past its
+local retention: closed segments are copied to remote storage (the ``local`` backend, a directory)
+and deleted locally, and every record is still read from offset 0 -- keys, values, headers,
+timestamps, offsets -- by confluent-kafka and kafka-python. A restart loses no remote state
+(__remote_log_metadata is replayed); total retention deletes remote segments and moves the log
+start offset; a kill -9 between a copy and its COPY_SEGMENT_FINISHED leaves no half-visible segment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, OffsetSpec
+
+from kavka.protocol import api
+from kavka.protocol.messages import make, nested
+from tests.broker_harness import BrokerProcess, wait_until
+from tests.integration.helpers import (
+    assert_same_records,
+    ck_admin,
+    ck_list_offset,
+    ck_produce_samples,
+    ck_producer,
+    ck_read_to_end,
+    ck_wait_topic,
+    kafka_error_code,
+    partition_dir,
+    recent_base_ts,
+    sample_records,
+)
+
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5
+
+
+def tiered_broker(root: Path, remote: Path, **extra: str) -> BrokerProcess:
+    return BrokerProcess(
+        root,
+        overrides={
+            "remote.log.storage.system.enable": "true",
+            "remote.log.storage.manager.class.name": "local",
+            "rsm.config.dir": str(remote),
+            "remote.log.manager.task.interval.ms": "200",
+            "log.retention.check.interval.ms": "200",
+            "remote.log.metadata.topic.num.partitions": "3",
+            **extra,
+        },
+    )
+
+
+TIERED = {
+    "remote.storage.enable": "true",
+    "segment.bytes": "4096",
+    "local.retention.bytes": "4096",
+    "retention.ms": "-1",
+}
+
+
+def list_offset(broker: BrokerProcess, topic: str, timestamp: int, partition: int = 0) -> tuple[int, int]:
+    """ListOffsets v9 (the version with -4 / -5) for one partition: (error code, offset)."""
+    cls = api.request_schema(2, 9)
+    topic_cls, part_cls = nested(cls, "ListOffsetsTopic"), nested(cls, "ListOffsetsPartition")
+    req = make(
+        cls,
+        replica_id=-1,
+        isolation_level=0,
+        topics=(make(topic_cls, name=topic, partitions=(make(part_cls, partition_index=partition, current_leader_epoch=-1, timestamp=timestamp),)),),
+    )
+    from tests.integration.helpers import raw_call
+
+    resp = raw_call(broker, 2, 9, req)
+    part = resp.topics[0].partitions[0]
+    return part.error_code, part.offset
+
+
+def local_logs(broker: BrokerProcess, topic: str) -> list[Path]:
+    return sorted(partition_dir(broker.log_dirs[0], topic).glob("*.log"))
+
+
+def remote_segments(remote: Path, topic: str) -> list[Path]:
+    return sorted(p for d in remote.glob(f"{topic}-0-*") for p in d.glob("*.log"))
+
+
+def produce_past_local_retention(broker: BrokerProcess, topic: str, n: int = 400) -> list:
+    admin = ck_admin(broker.bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1, config=TIERED)])[topic].result(15)
+    ck_wait_topic(admin, topic, 1)
+    samples = sample_records(n, base_ts=recent_base_ts())
+    offsets = ck_produce_samples(ck_producer(broker.bootstrap, {"linger.ms": 0, "batch.num.messages": 5}), topic, samples)
+    assert [o for _, o in offsets] == list(range(n))
+    # local retention: only copied segments go, so the local log start offset moving past 0
+    # proves both the copy and the local delete
+    wait_until(lambda: list_offset(broker, topic, EARLIEST_LOCAL)[1] > 0 and len(local_logs(broker, topic)) <= 3,
+               timeout=60, message="copied segments to leave local disk")
+    return samples
+
+
+def test_tiered_topic_reads_every_record_from_offset_zero(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    b = tiered_broker(tmp_path / "b", remote).start()
+    try:
+        topic = "tiered-read"
+        samples = produce_past_local_retention(b, topic)
+        local_start = list_offset(b, topic, EARLIEST_LOCAL)[1]
+        assert list_offset(b, topic, -2) == (0, 0)  # the log start offset stays: data is remote
+        err, tiered = list_offset(b, topic, LATEST_TIERED)
+        assert err == 0 and local_start - 1 <= tiered < len(samples)
+        assert remote_segments(remote, topic), "no segment in remote storage"
+        # confluent-kafka from offset 0: the head comes from remote storage
+        got = ck_read_to_end(b.bootstrap, topic)
+        assert_same_records(got, samples)
+        # small fetches cross every remote segment boundary
+        got = ck_read_to_end(b.bootstrap, topic, conf={"fetch.max.bytes": 1024, "message.max.bytes": 1000, "max.partition.fetch.bytes": 700})
+        assert_same_records(got, samples)
+        # a timestamp in the remote range is found in remote storage
+        tp_offset = ck_list_offset(ck_admin(b.bootstrap), topic, 0, OffsetSpec.for_timestamp(samples[5].timestamp))
+        assert tp_offset == 5
+        # kafka-python, also from 0
+        from kafka import KafkaConsumer, TopicPartition
+
+        c = KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000)
+        try:
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            c.seek(tp, 0)
+            recs = []
+            while len(recs) < len(samples):
+                batch = c.poll(timeout_ms=2000)
+                if not batch:
+                    break
+                recs.extend(batch.get(tp, []))
+        finally:
+            c.close()
+        assert [r.offset for r in recs] == list(range(len(samples)))
+        for r, s in zip(recs, samples, strict=True):
+            assert (r.key, r.value, r.timestamp) == (s.key, s.value, s.timestamp)
+            assert tuple(r.headers) == s.headers
+    finally:
+        assert b.stop() == 0, b.log_text()
+
+
+def test_restart_keeps_remote_state(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    b = tiered_broker(tmp_path / "b", remote).start()
+    topic = "tiered-restart"
+    try:
+        samples = produce_past_local_retention(b, topic, 300)
+        local_start = list_offset(b, topic, EARLIEST_LOCAL)[1]
+        tiered = list_offset(b, topic, LATEST_TIERED)[1]
+    finally:
+        assert b.stop() == 0, b.log_text()
+    b.start()
+    try:
+        assert list_offset(b, topic, -2) == (0, 0)
+        assert list_offset(b, topic, EARLIEST_LOCAL)[1] >= local_start
+        assert list_offset(b, topic, LATEST_TIERED)[1] >= tiered
+        assert "remote log metadata events replayed" in b.log_text()
+        assert_same_records(ck_read_to_end(b.bootstrap, topic), samples)
+    finally:
+        assert b.stop() == 0, b.log_text()
+
+
+def test_total_retention_deletes_remote_segments_and_moves_log_start(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    b = tiered_broker(tmp_path / "b", remote).start()
+    topic = "tiered-expire"
+    try:
+        samples = produce_past_local_retention(b, topic, 400)
+        before = len(remote_segments(remote, topic))
+        assert before >= 2
+        admin = ck_admin(b.bootstrap)
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+            ConfigEntry("retention.bytes", "12288", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(15)
+        start = wait_until(lambda: list_offset(b, topic, -2)[1] or None, timeout=30,
+                           message="total retention to move the log start offset")
+        wait_until(lambda: len(remote_segments(remote, topic)) < before, timeout=30,
+                   message="remote segments past total retention to be deleted")
+        assert 0 < start <= list_offset(b, topic, EARLIEST_LOCAL)[1] or start < list_offset(b, topic, EARLIEST_LOCAL)[1]
+        got = ck_read_to_end(b.bootstrap, topic)
+        assert got[0].offset == list_offset(b, topic, -2)[1]
+        assert_same_records(got, samples[got[0].offset:], first_offset=got[0].offset)
+    finally:
+        assert b.stop() == 0, b.log_text()
+
+
+def test_kill_during_copy_leaves_no_half_visible_segment(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    b = tiered_broker(tmp_path / "b", remote, **{"kavka.test.fault.injection.enable": "true"})
+    b.start(env={"KAVKA_TEST_CRASH_POINT": "tiered-copy-before-finished"})
+    topic = "tiered-kill"
+    admin = ck_admin(b.bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1, config=TIERED)])[topic].result(15)
+    samples = sample_records(200, base_ts=recent_base_ts())
+    ck_produce_samples(ck_producer(b.bootstrap, {"linger.ms": 0, "batch.num.messages": 5}), topic, samples)
+    # the first copy reaches remote storage, then the broker dies before COPY_SEGMENT_FINISHED
+    wait_until(lambda: not b.alive(), timeout=60, message="the broker to die at the crash point")
+    assert remote_segments(remote, topic), "the copy did not reach remote storage before the kill"
+    first_local = min(int(p.stem) for p in local_logs(b, topic))
+    assert first_local == 0  # nothing was deleted locally: the segment was never marked copied
+    b.start()
+    try:
+        # the restarted broker deletes the orphan and copies again; every record is read
+        wait_until(lambda: list_offset(b, topic, EARLIEST_LOCAL)[1] > 0, timeout=60,
+                   message="the segment to be copied again and leave local disk")
+        assert_same_records(ck_read_to_end(b.bootstrap, topic), samples)
+        assert "deleting unfinished remote segment" in b.log_text()
+    finally:
+        assert b.stop() == 0, b.log_text()
+
+
+@pytest.mark.parametrize("configs, message", [
+    ({"remote.storage.enable": "true", "cleanup.policy": "compact"}, "compacted"),
+    ({"remote.storage.enable": "true", "retention.ms": "1000", "local.retention.ms": "2000"}, "local.retention.ms"),
+    ({"remote.storage.enable": "true", "retention.bytes": "1000", "local.retention.bytes": "2000"}, "local.retention.bytes"),
+])
+def test_invalid_tiered_topic_configs_are_refused(broker_factory, configs: dict[str, str], message: str, tmp_path: Path) -> None:
+    b = tiered_broker(tmp_path / "b", tmp_path / "remote").start()
+    try:
+        admin = ck_admin(b.bootstrap)
+        with pytest.raises(Exception) as e:
+            admin.create_topics([NewTopic("bad", 1, 1, config=configs)])["bad"].result(15)
+        assert kafka_error_code(e.value) == 40, e.value  # INVALID_CONFIG
+        assert message in str(e.value)
+        # (Incremental)AlterConfigs runs the same checks
+        admin.create_topics([NewTopic("ok", 1, 1, config={"cleanup.policy": "compact"})])["ok"].result(15)
+        res = ConfigResource(ConfigResource.Type.TOPIC, "ok", incremental_configs=[
+            ConfigEntry("remote.storage.enable", "true", incremental_operation=AlterConfigOpType.SET)])
+        with pytest.raises(Exception) as e2:
+            admin.incremental_alter_configs([res])[res].result(15)
+        assert kafka_error_code(e2.value) == 40, e2.value
+    finally:
+        assert b.stop() == 0, b.log_text()
+
+
+def test_tiered_topic_refused_when_the_broker_has_no_tiering(broker, topic_name) -> None:
+    admin = ck_admin(broker.bootstrap)
+    with pytest.raises(Exception) as e:
+        admin.create_topics([NewTopic(topic_name, 1, 1, config={"remote.storage.enable": "true"})])[topic_name].result(15)
+    assert kafka_error_code(e.value) == 40
+    assert "Tiered Storage functionality is disabled in the broker" in str(e.value)
+
+
+_ = os
