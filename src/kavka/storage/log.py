@@ -229,6 +229,7 @@ class Log:
         # The last offset copied to remote storage (KIP-405), -1 before any; the broker's
         # remote log manager sets it. Local retention of a tiered log never goes past it.
         self.highest_offset_in_remote = -1
+        self._checkpointed_log_start_offset: int | None = None
         # Built from the batch headers on first use (see producer_state).
         self._producer_state: ProducerStateManager | None = None
 
@@ -299,9 +300,10 @@ class Log:
                 )
             )
         log_end_offset = segments[-1].read_next_offset()
+        checkpointed = min(log_start_offset, log_end_offset)
         if config.remote_storage_enable:
             # Offsets below the first local segment may be in remote storage: keep the checkpoint's.
-            log_start_offset = min(log_start_offset, log_end_offset)
+            log_start_offset = checkpointed
         else:
             log_start_offset = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
         if clean_shutdown:
@@ -310,7 +312,7 @@ class Log:
             recovery_point = min(recovery_point, log_end_offset)
         leader_epoch_cache.truncate_from_end(log_end_offset, flush=False)
         leader_epoch_cache.truncate_from_start(log_start_offset, flush=False)
-        return cls(
+        opened = cls(
             dir,
             config,
             topic_id=topic_id,
@@ -321,6 +323,11 @@ class Log:
             recovery_point=recovery_point,
             now_ms=now_ms,
         )
+        if checkpointed < log_start_offset:
+            # Opened before the topic's config is known (LogManager loads with the defaults):
+            # update_config puts it back if the topic turns out to be tiered.
+            opened._checkpointed_log_start_offset = checkpointed
+        return opened
 
     # ------------------------------------------------------------------ facts
 
@@ -364,6 +371,10 @@ class Log:
         return self._unflushed_messages
 
     def update_config(self, config: LogConfig) -> None:
+        restore, self._checkpointed_log_start_offset = self._checkpointed_log_start_offset, None
+        if config.remote_storage_enable and restore is not None and restore < self.log_start_offset:
+            log.info("%s is tiered: its log start offset is %d (below its first local segment)", self.dir.name, restore)
+            self.log_start_offset = restore
         self.config = config
 
     @property
@@ -832,6 +843,7 @@ class Log:
                 log_start_offset=self.log_start_offset,
                 log_end_offset=self._log_end_offset,
             )
+        self._checkpointed_log_start_offset = None
         if new_log_start_offset <= self.log_start_offset:
             return False
         log.info(
