@@ -10,6 +10,7 @@ start offset; a kill -9 between a copy and its COPY_SEGMENT_FINISHED leaves no h
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,89 @@ def test_tiered_topic_refused_when_the_broker_has_no_tiering(broker, topic_name)
     assert kafka_error_code(e.value) == 40
     assert "Tiered Storage functionality is disabled in the broker" in str(e.value)
 
+
+
+def test_s3_backend_behind_a_flaky_proxy(tmp_path: Path) -> None:
+    """The same path against moto's S3 server, every third upload and read answered HTTP 500 by a
+    proxy: botocore's retries hide the faults, nothing is lost."""
+    boto3 = pytest.importorskip("boto3")
+    from tests.s3_server import FaultProxy, MotoServer, aws_test_env
+
+    with aws_test_env():
+        server = MotoServer()
+        server.start()
+        proxy = FaultProxy(server.port, fail_every=3)
+        proxy.start()
+        try:
+            boto3.client("s3", region_name="us-east-1", endpoint_url=server.url).create_bucket(Bucket="tiered")
+            b = BrokerProcess(tmp_path / "b", overrides={
+                "remote.log.storage.system.enable": "true",
+                "remote.log.storage.manager.class.name": "s3",
+                "rsm.config.s3.bucket": "tiered",
+                "rsm.config.s3.prefix": "kavka/",
+                "rsm.config.s3.region": "us-east-1",
+                "rsm.config.s3.endpoint.url": proxy.url,
+                "remote.log.manager.task.interval.ms": "200",
+                "log.retention.check.interval.ms": "200",
+                "remote.log.metadata.topic.num.partitions": "3",
+            })
+            b.start(env={k: os.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")})
+            try:
+                topic = "tiered-s3"
+                samples = produce_past_local_retention(b, topic, 300)
+                assert_same_records(ck_read_to_end(b.bootstrap, topic), samples)
+                keys = [o["Key"] for o in boto3.client("s3", region_name="us-east-1", endpoint_url=server.url)
+                        .list_objects_v2(Bucket="tiered", Prefix=f"kavka/{topic}-0-").get("Contents", [])]
+                assert any(k.endswith(".log") for k in keys) and any(k.endswith(".remoteLogIndex") for k in keys)
+                assert proxy.injected["write"] > 0 and proxy.injected["read"] > 0, proxy.injected
+            finally:
+                assert b.stop() == 0, b.log_text()
+        finally:
+            proxy.stop()
+            server.stop()
+
+
+def test_copy_throttle_holds_back_the_next_copy(tmp_path: Path) -> None:
+    """remote.log.manager.copy.max.bytes.per.second: after one 4 KiB segment at 100 B/s the next
+    copy waits ~40 s, so closed segments stay local, uncopied (and undeleted)."""
+    remote = tmp_path / "remote"
+    b = tiered_broker(tmp_path / "b", remote, **{"remote.log.manager.copy.max.bytes.per.second": "100"}).start()
+    try:
+        topic = "tiered-throttle"
+        admin = ck_admin(b.bootstrap)
+        admin.create_topics([NewTopic(topic, 1, 1, config=TIERED)])[topic].result(15)
+        samples = sample_records(300, base_ts=recent_base_ts())
+        ck_produce_samples(ck_producer(b.bootstrap, {"linger.ms": 0, "batch.num.messages": 5}), topic, samples)
+        assert len(local_logs(b, topic)) >= 4
+        wait_until(lambda: remote_segments(remote, topic), timeout=30, message="the first copy")
+        # the next pass finds the second segment and waits for the quota instead of copying it
+        wait_until(lambda: "copy throttled" in b.log_text(), timeout=30, message="the throttle to hold a copy back")
+        assert len(remote_segments(remote, topic)) == 1 and b.log_text().count("copied segment") == 1
+        assert len(local_logs(b, topic)) >= 4  # nothing uncopied left local disk
+        assert_same_records(ck_read_to_end(b.bootstrap, topic), samples)
+    finally:
+        assert b.stop() == 0, b.log_text()
+
+
+def test_disable_with_delete_on_disable_deletes_remote_data(tmp_path: Path) -> None:
+    """KIP-950: remote.storage.enable=false with remote.log.delete.on.disable=true deletes the
+    topic's remote segments and moves the log start offset to the local log start offset."""
+    remote = tmp_path / "remote"
+    b = tiered_broker(tmp_path / "b", remote).start()
+    try:
+        topic = "tiered-off"
+        samples = produce_past_local_retention(b, topic, 300)
+        local_start = list_offset(b, topic, EARLIEST_LOCAL)[1]
+        admin = ck_admin(b.bootstrap)
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+            ConfigEntry("remote.storage.enable", "false", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("remote.log.delete.on.disable", "true", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(15)
+        wait_until(lambda: not remote_segments(remote, topic), timeout=30, message="remote data to be deleted")
+        start = wait_until(lambda: list_offset(b, topic, -2)[1] or None, timeout=30, message="the log start offset to move")
+        assert start == local_start
+        assert list_offset(b, topic, LATEST_TIERED)[1] == -1
+        got = ck_read_to_end(b.bootstrap, topic)
+        assert_same_records(got, samples[start:], first_offset=start)
+    finally:
+        assert b.stop() == 0, b.log_text()

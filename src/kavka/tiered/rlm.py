@@ -255,6 +255,8 @@ class RemoteLogManager:
     async def _wait_quota(self) -> None:
         delay = self._quota_free_at - time.monotonic()
         if delay > 0:
+            if delay >= 1.0:
+                log.info("copy throttled: waiting %.1fs for remote.log.manager.copy.max.bytes.per.second", delay)
             await asyncio.sleep(delay)
 
     def _charge_quota(self, nbytes: int) -> None:
