@@ -124,6 +124,22 @@ def test_tiered_topic_reads_every_record_from_offset_zero(tmp_path: Path) -> Non
         # a timestamp in the remote range is found in remote storage
         tp_offset = ck_list_offset(ck_admin(b.bootstrap), topic, 0, OffsetSpec.for_timestamp(samples[5].timestamp))
         assert tp_offset == 5
+        # DescribeLogDirs and `kavka topics describe`: local vs remote bytes
+        from tests.integration.test_cli_topics import kavka_json
+
+        [desc] = kavka_json(b, "topics", "describe", "--topic", topic)
+        [p0] = desc["partitions"]
+        local_size = sum(f.stat().st_size for f in local_logs(b, topic))
+        assert p0["local_bytes"] == local_size and p0["remote_bytes"] >= 4096, p0
+        remote_bytes = sum(f.stat().st_size for f in remote_segments(remote, topic))
+        assert p0["remote_bytes"] == remote_bytes
+        from kavka.client.admin import AdminClient as KavkaAdmin
+
+        with KavkaAdmin(b.bootstrap) as ka:
+            [ka_dirs] = ka.describe_log_dirs(topics=[topic]).values()
+            names = [d.path for d in ka_dirs]
+            assert names[-1] == "remote:local" and names[0] == str(b.log_dirs[0])
+            assert ka.alter_replica_log_dirs({(1, topic, 0): "remote:local"})[(1, topic, 0)] == 57  # LOG_DIR_NOT_FOUND
         # kafka-python, also from 0
         from kafka import KafkaConsumer, TopicPartition
 
