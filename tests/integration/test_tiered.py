@@ -362,3 +362,57 @@ def test_disable_with_delete_on_disable_deletes_remote_data(tmp_path: Path) -> N
         assert_same_records(got, samples[start:], first_offset=start)
     finally:
         assert b.stop() == 0, b.log_text()
+
+
+def raw_fetch(broker: BrokerProcess, topic: str, offsets: dict[int, int], partition_max_bytes: int = 1 << 20):
+    """One Fetch v12 for several partitions of ``topic``: {partition: (error, records bytes)}."""
+    import datetime
+
+    from tests.integration.helpers import raw_call
+
+    cls = api.request_schema(1, 12)
+    topic_cls, part_cls = nested(cls, "FetchTopic"), nested(cls, "FetchPartition")
+    parts = tuple(make(part_cls, partition=p, current_leader_epoch=-1, fetch_offset=o, last_fetched_epoch=-1,
+                       log_start_offset=-1, partition_max_bytes=partition_max_bytes) for p, o in offsets.items())
+    req = make(cls, cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(milliseconds=100), min_bytes=1,
+               max_bytes=50 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+               topics=(make(topic_cls, topic=topic, partitions=parts),), forgotten_topics_data=(), rack_id="")
+    resp = raw_call(broker, 1, 12, req)
+    return {p.partition_index: (p.error_code, bytes(p.records or b"")) for t in resp.responses for p in t.partitions}
+
+
+def test_one_fetch_reads_many_partitions_from_remote_storage(tmp_path: Path) -> None:
+    from kavka.protocol.records import iter_records
+
+    remote = tmp_path / "remote"
+    b = tiered_broker(tmp_path / "b", remote).start()
+    try:
+        topic = "tiered-many"
+        admin = ck_admin(b.bootstrap)
+        admin.create_topics([NewTopic(topic, 3, 1, config=TIERED)])[topic].result(15)
+        ck_wait_topic(admin, topic, 3)
+        producer = ck_producer(b.bootstrap, {"linger.ms": 0, "batch.num.messages": 5})
+        sent = {p: sample_records(200, base_ts=recent_base_ts()) for p in range(3)}
+        for p, samples in sent.items():
+            ck_produce_samples(producer, topic, samples, partition=p)
+        wait_until(lambda: all(list_offset(b, topic, EARLIEST_LOCAL, p)[1] > 0 for p in range(3)),
+                   timeout=60, message="every partition's head to leave local disk")
+        got = raw_fetch(b, topic, {0: 0, 1: 0, 2: 0})
+        for p in range(3):
+            err, data = got[p]
+            assert err == 0, (p, err)
+            recs = list(iter_records(data))
+            assert recs and recs[0].offset == 0, p  # from remote storage: offset 0 is not on local disk
+            assert [r.value for r in recs] == [s.value for s in sent[p][:len(recs)]]
+        # a fetch offset in the middle of a remote batch: whole batches, the batch holding it first
+        err, data = raw_fetch(b, topic, {1: 7})[1]
+        recs = list(iter_records(data))
+        assert err == 0 and recs[0].offset <= 7 < recs[-1].offset
+        # every partition read to the end through one consumer (librdkafka fetches them together)
+        by_p: dict[int, list] = {0: [], 1: [], 2: []}
+        for r in ck_read_to_end(b.bootstrap, topic, (0, 1, 2)):
+            by_p[r.partition].append(r)
+        for p in range(3):
+            assert_same_records(by_p[p], sent[p], partition=p)
+    finally:
+        assert b.stop() == 0, b.log_text()
