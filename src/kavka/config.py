@@ -183,11 +183,11 @@ def _t(
 
 
 _NO_REPLICATION = "replication is not throttled yet: followers fetch as fast as the leader answers"
-_NOT_TIERED = "tiered storage is not available yet (remote.storage.enable is refused)"
+_TIERED_SYSTEM_KEY = "remote.log.storage.system.enable"
 
 
-def _refuse_tiering(v: bool) -> str | None:
-    return "tiered storage (KIP-405) is not available in this kavka release" if v else None
+def _refuse_fetch_quota(v: int) -> str | None:
+    return None if v == LONG_MAX else "a remote fetch quota is not supported yet: remote reads are bounded by remote.log.reader.threads only"
 
 
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
@@ -202,8 +202,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         _t("follower.replication.throttled.replicas", _LST, [], None, "throttled follower replicas", informational=_NO_REPLICATION),
         _t("index.interval.bytes", _I, 4096, "log.index.interval.bytes", "bytes between offset index entries", at_least(0)),
         _t("leader.replication.throttled.replicas", _LST, [], None, "throttled leader replicas", informational=_NO_REPLICATION),
-        _t("local.retention.bytes", _L, -2, "log.local.retention.bytes", "local tier retention bytes (tiered storage)", at_least(-2), informational=_NOT_TIERED),
-        _t("local.retention.ms", _L, -2, "log.local.retention.ms", "local tier retention ms (tiered storage)", at_least(-2), informational=_NOT_TIERED),
+        _t("local.retention.bytes", _L, -2, "log.local.retention.bytes", "local tier retention bytes of a tiered topic (-2: retention.bytes)", at_least(-2)),
+        _t("local.retention.ms", _L, -2, "log.local.retention.ms", "local tier retention ms of a tiered topic (-2: retention.ms)", at_least(-2)),
         _t("max.compaction.lag.ms", _L, LONG_MAX, "log.cleaner.max.compaction.lag.ms", "max time a message stays uncompacted", at_least(1)),
         _t("max.message.bytes", _I, 1048588, "message.max.bytes", "largest record batch size", at_least(0)),
         _t("message.timestamp.after.max.ms", _L, 3600000, "log.message.timestamp.after.max.ms", "max timestamp ahead of broker time", at_least(0)),
@@ -214,7 +214,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         _t("min.insync.replicas", _I, 1, "min.insync.replicas", "replicas that must ack with acks=all", at_least(1)),
         _t("preallocate", _B, False, "log.preallocate", "preallocate segment files",
            informational="segments are written append-only and sized by what is written; nothing is preallocated"),
-        _t("remote.storage.enable", _B, False, None, "tier closed segments to remote storage", _refuse_tiering),
+        _t("remote.log.copy.disable", _B, False, None, "stop copying segments to remote storage; remote data stays readable and expires (KIP-950)"),
+        _t("remote.log.delete.on.disable", _B, False, None, "with remote.storage.enable=false: delete the topic's remote data (KIP-950)"),
+        _t("remote.storage.enable", _B, False, None, "tier closed segments to remote storage (KIP-405)"),
         _t("retention.bytes", _L, -1, "log.retention.bytes", "max bytes per partition before deleting old segments"),
         _t("retention.ms", _L, 604800000, "log.retention.ms", "max age of a segment before it is deleted", at_least(-1)),
         _t("segment.bytes", _I, 1073741824, "log.segment.bytes", "segment file size", at_least(14)),
@@ -322,9 +324,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("log.message.timestamp.after.max.ms", _L, 3600000, "", at_least(0), dynamic=True),
         _b("log.message.timestamp.before.max.ms", _L, LONG_MAX, "", at_least(0), dynamic=True),
         _b("log.preallocate", _B, False, "", dynamic=True),
-        _b("remote.log.storage.system.enable", _B, False, "tiered storage on this broker (KIP-405)", _refuse_tiering),
-        _b("log.local.retention.ms", _L, -2, "", at_least(-2), dynamic=True, informational=_NOT_TIERED),
-        _b("log.local.retention.bytes", _L, -2, "", at_least(-2), dynamic=True, informational=_NOT_TIERED),
+        _b("remote.log.storage.system.enable", _B, False, "tiered storage on this broker (KIP-405)"),
+        _b("remote.log.storage.manager.class.name", _S, None, "the RemoteStorageManager: local, s3 or module:Class; configured by the rsm.config.* keys"),
+        _b("remote.log.manager.task.interval.ms", _L, 30000, "how often the remote log manager copies and expires segments", at_least(1)),
+        _b("remote.log.manager.copy.max.bytes.per.second", _L, LONG_MAX, "throttle of segment copies to remote storage", at_least(1), dynamic=True),
+        _b("remote.log.manager.fetch.max.bytes.per.second", _L, LONG_MAX, "", _refuse_fetch_quota),
+        _b("remote.log.reader.threads", _I, 10, "threads serving reads from remote storage", at_least(1)),
+        _b("remote.log.metadata.topic.num.partitions", _I, 50, "partitions of __remote_log_metadata", at_least(1)),
+        _b("log.local.retention.ms", _L, -2, "", at_least(-2), dynamic=True),
+        _b("log.local.retention.bytes", _L, -2, "", at_least(-2), dynamic=True),
         _b("compression.type", _S, "producer", "", one_of(*_COMPRESSION), dynamic=True),
         _b("min.insync.replicas", _I, 1, "", at_least(1), dynamic=True),
         _b("unclean.leader.election.enable", _B, False, "", dynamic=True),
@@ -514,6 +522,9 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
         if refusal:
             raise ConfigError(key, refusal)
         d = BROKER_CONFIGS.get(key)
+        if d is None and key.startswith(RSM_CONFIG_PREFIX):
+            unknown[key] = raw  # the RemoteStorageManager's own keys (remote.log.storage.manager.class.name)
+            continue
         if d is None:
             unknown[key] = raw
             log.warning("unknown config %s=%s is ignored", key, raw)
@@ -536,6 +547,11 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
             log.info("config %s is accepted but has no effect: %s", key, reason)
     if not cfg.log_dirs or any(not str(d) for d in cfg.log_dirs):
         raise ConfigError("log.dirs", "at least one directory is required")
+    if values[_TIERED_SYSTEM_KEY] and not values["remote.log.storage.manager.class.name"]:
+        raise ConfigError(
+            "remote.log.storage.manager.class.name",
+            f"required when {_TIERED_SYSTEM_KEY}=true: local, s3 or an importable module:Class",
+        )
     if values["message.max.bytes"] > values["socket.request.max.bytes"]:
         raise ConfigError("message.max.bytes", "must not exceed socket.request.max.bytes")
     return cfg
@@ -670,6 +686,41 @@ def load_config(path: Path | None, overrides: Iterable[str] = ()) -> BrokerConfi
         k, v = item.split("=", 1)
         props[k.strip()] = v.strip()
     return build_config(props)
+
+
+RSM_CONFIG_PREFIX = "rsm.config."
+
+
+def validate_tiered_topic(
+    config: BrokerConfig, new: Mapping[str, str | None], old: Mapping[str, str] | None = None
+) -> str | None:
+    """Kafka's remote-storage checks of a topic's config (LogConfig.validateRemoteStorage*, KIP-950):
+    None if acceptable, else the INVALID_CONFIG message. ``old`` / ``new`` are the topic's overrides
+    after and before (``old`` None at creation); broker defaults fill in the rest. Called by the
+    controller on CreateTopics and (Incremental)AlterConfigs."""
+    from kavka.tiered.remote_log_manager import validate_tiered_topic_config
+
+    def effective(overrides: Mapping[str, str | None]) -> dict[str, str]:
+        out = {}
+        for key in ("remote.storage.enable", "cleanup.policy", "retention.ms", "retention.bytes",
+                    "local.retention.ms", "local.retention.bytes", "remote.log.copy.disable",
+                    "remote.log.delete.on.disable"):
+            if key in overrides and overrides[key] is not None:
+                out[key] = str(overrides[key])
+            else:
+                d = TOPIC_CONFIGS[key].config
+                out[key] = d.render(config.static_topic_default(key)[0]) or ""
+        return out
+
+    before, after = effective(old or {}), effective(new)
+    was = before["remote.storage.enable"].lower() == "true"
+    now = after["remote.storage.enable"].lower() == "true"
+    if old is not None and was and not now and after["remote.log.delete.on.disable"].lower() != "true":
+        return ("It is invalid to disable remote storage without deleting remote data. If you want to keep "
+                "the remote data and turn to read only, please set `remote.storage.enable=true,"
+                "remote.log.copy.disable=true`. If you want to disable remote storage and delete all remote "
+                "data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.")
+    return validate_tiered_topic_config(after, system_enabled=bool(config.values[_TIERED_SYSTEM_KEY]))
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:

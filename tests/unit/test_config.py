@@ -6,6 +6,7 @@ from kavka.config import (
     build_config,
     informational_keys,
     load_config,
+    validate_tiered_topic,
     validate_topic_configs,
 )
 
@@ -153,7 +154,32 @@ def test_informational_keys_are_logged_and_listed(caplog):
     assert "segment.bytes" not in keys and "min.insync.replicas" not in keys and "broker.rack" not in keys
 
 
-def test_tiered_storage_topic_config_is_refused():
-    with pytest.raises(ConfigError, match="remote.storage.enable"):
-        validate_topic_configs({"remote.storage.enable": "true"})
-    assert validate_topic_configs({"remote.storage.enable": "false"}) == {"remote.storage.enable": False}
+def test_tiered_topic_configs_follow_kafkas_checks():
+    off = build_config({"node.id": "1"})
+    on = build_config({"node.id": "1", "remote.log.storage.system.enable": "true",
+                       "remote.log.storage.manager.class.name": "local", "rsm.config.dir": "/tmp/x"})
+    assert validate_topic_configs({"remote.storage.enable": "true"}) == {"remote.storage.enable": True}
+    assert "disabled in the broker" in validate_tiered_topic(off, {"remote.storage.enable": "true"})
+    assert validate_tiered_topic(on, {"remote.storage.enable": "true", "local.retention.ms": "1000"}) is None
+    assert "compacted" in validate_tiered_topic(on, {"remote.storage.enable": "true", "cleanup.policy": "compact"})
+    assert "retention.ms" in validate_tiered_topic(on, {"remote.storage.enable": "true", "retention.ms": "10", "local.retention.ms": "20"})
+    # the broker default (log.retention.bytes) is the total retention a topic override must not exceed
+    small = build_config({"node.id": "1", "remote.log.storage.system.enable": "true",
+                          "remote.log.storage.manager.class.name": "local", "log.retention.bytes": "100"})
+    assert "retention.bytes" in validate_tiered_topic(small, {"remote.storage.enable": "true", "local.retention.bytes": "200"})
+    # KIP-950: off again only with remote.log.delete.on.disable
+    was = {"remote.storage.enable": "true"}
+    assert "remote.log.delete.on.disable" in validate_tiered_topic(on, {"remote.storage.enable": "false"}, was)
+    assert validate_tiered_topic(on, {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}, was) is None
+    assert validate_tiered_topic(on, {}, None) is None  # a plain topic
+
+
+def test_tiered_broker_configs():
+    with pytest.raises(ConfigError, match="remote.log.storage.manager.class.name"):
+        build_config({"node.id": "1", "remote.log.storage.system.enable": "true"})
+    with pytest.raises(ConfigError, match="remote.log.manager.fetch.max.bytes.per.second"):
+        build_config({"node.id": "1", "remote.log.manager.fetch.max.bytes.per.second": "1000"})
+    c = build_config({"node.id": "1", "remote.log.storage.system.enable": "true",
+                      "remote.log.storage.manager.class.name": "s3", "rsm.config.s3.bucket": "b"})
+    assert c.unknown == {"rsm.config.s3.bucket": "b"}  # handed to the plugin, not warned about
+    assert c["remote.log.manager.task.interval.ms"] == 30000

@@ -426,3 +426,34 @@ def test_property_appends_are_readable(tmp_path_factory, appends) -> None:
     lg.close()
     check(open_log(path, cfg, clean_shutdown=True))
     check(open_log(path, cfg, clean_shutdown=False, recovery_point=0))
+
+
+def test_tiered_local_retention_deletes_only_copied_segments(tmp_path: Path) -> None:
+    """KIP-405: a tiered log's retention never deletes a segment not yet in remote storage, keeps
+    its log start offset (the data is remote), and moves only the local log start offset."""
+    cfg = LogConfig(segment_bytes=1000, retention_ms=-1, retention_bytes=-1, remote_storage_enable=True,
+                    local_retention_bytes=1000, local_retention_ms=-2)
+    lg = open_log(tmp_path / "t-0", cfg)
+    for i in range(40):
+        lg.append_as_leader(batch(2, ts=NOW + i, size=50), leader_epoch=0, now_ms=NOW)
+    bases = [s.base_offset for s in lg.segments]
+    assert len(bases) > 4
+    # nothing copied yet: nothing goes, however far past local retention
+    assert lg.delete_retention_segments(NOW, high_watermark=lg.log_end_offset) == 0
+    # the first two segments copied: only they may go
+    lg.highest_offset_in_remote = bases[2] - 1
+    assert lg.delete_retention_segments(NOW, high_watermark=lg.log_end_offset) == 2
+    assert lg.log_start_offset == 0 and lg.local_log_start_offset == bases[2]
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.read(0, max_bytes=100)  # below the local log start: the remote reader's job
+    # everything copied but the active segment: local retention bytes keeps the newest segments
+    lg.highest_offset_in_remote = lg.log_end_offset - 1
+    lg.delete_retention_segments(NOW, high_watermark=lg.log_end_offset)
+    assert lg.size_in_bytes - lg.active_segment.size <= 1000
+    assert lg.log_start_offset == 0
+    # a restart opens it with the defaults first: the tiered config puts the log start offset back
+    lg.close()
+    again = open_log(tmp_path / "t-0", LogConfig(segment_bytes=1000), log_start_offset=0)
+    assert again.log_start_offset == again.local_log_start_offset > 0
+    again.update_config(cfg)
+    assert again.log_start_offset == 0 and again.local_log_start_offset > 0

@@ -124,4 +124,9 @@ class ConfigResolver:
             compression_type=v["compression.type"],
             message_timestamp_before_max_ms=v["message.timestamp.before.max.ms"],
             message_timestamp_after_max_ms=v["message.timestamp.after.max.ms"],
+            remote_storage_enable=v["remote.storage.enable"],
+            local_retention_ms=v["local.retention.ms"],
+            local_retention_bytes=v["local.retention.bytes"],
+            remote_log_copy_disable=v["remote.log.copy.disable"],
+            remote_log_delete_on_disable=v["remote.log.delete.on.disable"],
         )

@@ -337,6 +337,7 @@ class BrokerNode:
             self.log_dir_movers.add(TopicPartition(topic, partition))  # KIP-113: resume
         if self.is_broker:
             self.groups = self._open_group_coordinator()
+            self.remote_log_manager = self._open_remote_log_manager()
         log.info(
             "kavka node %d of cluster %s opened %d partitions in %.2fs",
             self.node_id,
@@ -378,6 +379,56 @@ class BrokerNode:
         if n:
             log.info("loaded %d records of %s in %.2fs", n, OFFSETS_TOPIC, time.monotonic() - started)
         return groups
+
+    def _open_remote_log_manager(self) -> Any:
+        """Tiered storage (KIP-405, kavka.tiered.rlm) when remote.log.storage.system.enable=true:
+        the RemoteStorageManager plugin loaded, __remote_log_metadata replayed. None otherwise."""
+        if not self.config["remote.log.storage.system.enable"]:
+            return None
+        from kavka.tiered.backends import PluginLoadError, load_remote_storage_manager
+        from kavka.tiered.metadata import REMOTE_LOG_METADATA_TOPIC
+        from kavka.tiered.rlm import RemoteLogManager, rsm_settings
+        from kavka.tiered.topic_metadata import TopicBasedRemoteLogMetadataManager
+
+        c = self.config
+        try:
+            rsm = load_remote_storage_manager(c["remote.log.storage.manager.class.name"], rsm_settings(c.unknown))
+        except Exception as e:  # the plugin's own configure() errors too
+            if isinstance(e, PluginLoadError):
+                raise StartupError(str(e)) from None
+            raise StartupError(f"remote.log.storage.manager.class.name: the RemoteStorageManager refused its rsm.config.* keys: {e}") from None
+
+        async def create_topic(partitions: int) -> None:
+            if REMOTE_LOG_METADATA_TOPIC in self.image.topics_by_name:
+                return
+            configs = {"retention.ms": "-1", "cleanup.policy": "delete"}
+            [created] = await self.controller.create_topics([NewTopic(REMOTE_LOG_METADATA_TOPIC, partitions, 1, configs=configs)])
+            if not created.result.ok and REMOTE_LOG_METADATA_TOPIC not in self.image.topics_by_name:
+                raise OSError(f"cannot create {REMOTE_LOG_METADATA_TOPIC}: {created.result.message}")
+
+        metadata = TopicBasedRemoteLogMetadataManager(
+            broker_id=self.node_id,
+            replica_manager=self.replica_manager,
+            num_partitions=c["remote.log.metadata.topic.num.partitions"],
+            create_topic=create_topic,
+            topic_partitions=lambda: self._topic_partition_count(REMOTE_LOG_METADATA_TOPIC),
+            now_ms=self.now_ms,
+        )
+        rlm = RemoteLogManager(
+            broker_id=self.node_id,
+            rsm=rsm,
+            metadata=metadata,
+            replica_manager=self.replica_manager,
+            run_io=self.storage_io.run,
+            now_ms=self.now_ms,
+            interval_ms=c["remote.log.manager.task.interval.ms"],
+            copy_bytes_per_second=lambda: self.resolver.broker_value(self.image, "remote.log.manager.copy.max.bytes.per.second"),
+            reader_threads=c["remote.log.reader.threads"],
+            crash_point=self.faults.crash_point_hook(),
+        )
+        n = rlm.load()
+        log.info("tiered storage on (%s): %d remote log metadata events replayed", c["remote.log.storage.manager.class.name"], n)
+        return rlm
 
     def _topic_partition_count(self, name: str) -> int | None:
         t = self.image.topics_by_name.get(name)
@@ -599,6 +650,8 @@ class BrokerNode:
         # Kafka's isr-expiration task: followers not caught up for replica.lag.time.max.ms leave the ISR.
         lag_ms = c["replica.lag.time.max.ms"]
         self._every(max(lag_ms // 2, 10), lambda: self.replica_manager.shrink_isrs(replica_lag_time_max_ms=lag_ms), "isr-expiration")
+        if getattr(self, "remote_log_manager", None) is not None:
+            self.remote_log_manager.start()
         if c["log.cleaner.enable"]:
             self._every(c["log.cleaner.backoff.ms"], self._clean, "log-cleaner")
 
@@ -678,6 +731,8 @@ class BrokerNode:
             steps.append(("log dir movers", self.log_dir_movers.stop))
         if hasattr(self, "groups"):
             steps.append(("group coordinator", self.groups.stop))
+        if getattr(self, "remote_log_manager", None) is not None:
+            steps.append(("remote log manager", self.remote_log_manager.stop))
         steps.append(("background tasks", self._stop_tasks))
         steps.append(("storage io", self.storage_io.stop))  # jobs in flight finish before the logs close
         if hasattr(self, "raft_driver"):

@@ -137,6 +137,7 @@ def describe_data(admin: Any, names: list[str] | None) -> list[dict[str, Any]]:
         configs = {
             e.name: e.value for e in admin.describe_configs("topic", t.name) if not e.is_default
         }
+        sizes = _tier_sizes(admin, t.name) if configs.get("remote.storage.enable") == "true" else {}
         out.append(
             {
                 "topic": t.name,
@@ -154,11 +155,26 @@ def describe_data(admin: Any, names: list[str] | None) -> list[dict[str, Any]]:
                         "isr": list(p.isr),
                         "offline_replicas": list(p.offline_replicas),
                         **({"error": p.error} if p.error else {}),
+                        **sizes.get(p.partition, {}),
                     }
                     for p in t.partitions
                 ],
             }
         )
+    return out
+
+
+def _tier_sizes(admin: Any, topic: str) -> dict[int, dict[str, int]]:
+    """Tiered topics: local and remote bytes per partition, from DescribeLogDirs (the broker lists
+    remote bytes under a ``remote:`` entry)."""
+    out: dict[int, dict[str, int]] = {}
+    for dirs in admin.describe_log_dirs(topics=[topic]).values():
+        for d in dirs:
+            key = "remote_bytes" if d.path.startswith("remote:") else "local_bytes"
+            for r in d.replicas:
+                if r.topic == topic and not r.is_future:
+                    sizes = out.setdefault(r.partition, {"local_bytes": 0, "remote_bytes": 0})
+                    sizes[key] += r.size
     return out
 
 
@@ -172,11 +188,14 @@ def render_describe(con: Any, data: list[dict[str, Any]]) -> None:
             f"Configs: {','.join(f'{k}={v}' for k, v in t['configs'].items())}"
         )
         con.print(header)
+        tiered = any("remote_bytes" in p for p in t["partitions"])
         rows = [
             (p["partition"], p["leader"] if p["leader"] >= 0 else "none", p["replicas"], p["isr"])
+            + ((p.get("local_bytes", "-"), p.get("remote_bytes", "-")) if tiered else ())
             for p in t["partitions"]
         ]
-        con.print(table(None, ["Partition", "Leader", "Replicas", "Isr"], rows))
+        cols = ["Partition", "Leader", "Replicas", "Isr"] + (["LocalBytes", "RemoteBytes"] if tiered else [])
+        con.print(table(None, cols, rows))
         con.print()
 
 

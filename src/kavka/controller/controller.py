@@ -23,6 +23,7 @@ from kavka.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
+    validate_tiered_topic,
     validate_topic_configs,
 )
 from kavka.controller import partition_change
@@ -185,6 +186,9 @@ class ControllerLogic:
             overrides = validate_topic_configs(t.configs)
         except ConfigError as e:
             return fail(ErrorCode.invalid_config, str(e))
+        problem = validate_tiered_topic(self.config, t.configs)
+        if problem:
+            return fail(ErrorCode.invalid_config, problem)
         brokers = image.usable_brokers()  # Kafka places replicas on unfenced brokers only
         if t.assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:
@@ -508,6 +512,10 @@ class ControllerLogic:
                 new[name] = d.render(d.parse(value)) or ""
             except ConfigError as e:
                 return [], ApiResult(ErrorCode.invalid_config, str(e))
+        if resource_type == TOPIC_RESOURCE:
+            problem = validate_tiered_topic(self.config, new, current)
+            if problem:
+                return [], ApiResult(ErrorCode.invalid_config, problem)
         records: list[Any] = []
         for name in sorted(set(current) | set(new)):
             if current.get(name) != new.get(name):

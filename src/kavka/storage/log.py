@@ -8,7 +8,14 @@ offset, the last one active), ``leader-epoch-checkpoint`` and
   DeleteRecords, never moved back except by ``truncate_fully_and_start_at``;
 * ``log_end_offset`` (LEO): the offset the next appended record gets;
 * ``recovery_point``: every offset below it has been fsynced, so recovery
-  after a crash only scans segments from there on.
+  after a crash only scans segments from there on;
+* ``local_log_start_offset`` (KIP-405): the first offset on local disk. It
+  equals ``log_start_offset`` unless the topic is tiered
+  (``remote.storage.enable``): then offsets in [log_start_offset,
+  local_log_start_offset) live only in remote storage (kavka.tiered), local
+  retention (``local.retention.*``) deletes only segments whose last offset is
+  at or below ``highest_offset_in_remote`` (set by the remote log manager), and
+  only total retention in remote storage moves ``log_start_offset``.
 
 The high watermark is not kept here: it belongs to the broker's Partition,
 which passes it in as ``max_offset`` on reads and ``high_watermark`` to
@@ -219,6 +226,10 @@ class Log:
         # ``.deleted`` and listed here, for a worker to unlink.
         self.deferred_unlinks: list[Path] | None = None
         self._closed = False
+        # The last offset copied to remote storage (KIP-405), -1 before any; the broker's
+        # remote log manager sets it. Local retention of a tiered log never goes past it.
+        self.highest_offset_in_remote = -1
+        self._checkpointed_log_start_offset: int | None = None
         # Built from the batch headers on first use (see producer_state).
         self._producer_state: ProducerStateManager | None = None
 
@@ -289,14 +300,19 @@ class Log:
                 )
             )
         log_end_offset = segments[-1].read_next_offset()
-        log_start_offset = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
+        checkpointed = min(log_start_offset, log_end_offset)
+        if config.remote_storage_enable:
+            # Offsets below the first local segment may be in remote storage: keep the checkpoint's.
+            log_start_offset = checkpointed
+        else:
+            log_start_offset = min(max(log_start_offset, segments[0].base_offset), log_end_offset)
         if clean_shutdown:
             recovery_point = log_end_offset
         else:
             recovery_point = min(recovery_point, log_end_offset)
         leader_epoch_cache.truncate_from_end(log_end_offset, flush=False)
         leader_epoch_cache.truncate_from_start(log_start_offset, flush=False)
-        return cls(
+        opened = cls(
             dir,
             config,
             topic_id=topic_id,
@@ -307,6 +323,11 @@ class Log:
             recovery_point=recovery_point,
             now_ms=now_ms,
         )
+        if checkpointed < log_start_offset:
+            # Opened before the topic's config is known (LogManager loads with the defaults):
+            # update_config puts it back if the topic turns out to be tiered.
+            opened._checkpointed_log_start_offset = checkpointed
+        return opened
 
     # ------------------------------------------------------------------ facts
 
@@ -341,10 +362,19 @@ class Log:
         return sum(s.size for s in self._segments)
 
     @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on local disk (KIP-405's localLogStartOffset)."""
+        return min(max(self.log_start_offset, self._base_offsets[0]), self._log_end_offset)
+
+    @property
     def unflushed_messages(self) -> int:
         return self._unflushed_messages
 
     def update_config(self, config: LogConfig) -> None:
+        restore, self._checkpointed_log_start_offset = self._checkpointed_log_start_offset, None
+        if config.remote_storage_enable and restore is not None and restore < self.log_start_offset:
+            log.info("%s is tiered: its log start offset is %d (below its first local segment)", self.dir.name, restore)
+            self.log_start_offset = restore
         self.config = config
 
     @property
@@ -689,10 +719,11 @@ class Log:
         consumers); batches containing it or later are not returned.
         """
         leo = self._log_end_offset
-        if fetch_offset < self.log_start_offset or fetch_offset > leo:
+        if fetch_offset < self.local_log_start_offset or fetch_offset > leo:
             raise OffsetOutOfRangeError(
                 f"offset {fetch_offset} is out of range for {self.dir.name}: log start "
-                f"offset {self.log_start_offset}, log end offset {leo}",
+                f"offset {self.log_start_offset}, local log start offset "
+                f"{self.local_log_start_offset}, log end offset {leo}",
                 log_start_offset=self.log_start_offset,
                 log_end_offset=leo,
             )
@@ -812,6 +843,7 @@ class Log:
                 log_start_offset=self.log_start_offset,
                 log_end_offset=self._log_end_offset,
             )
+        self._checkpointed_log_start_offset = None
         if new_log_start_offset <= self.log_start_offset:
             return False
         log.info(
@@ -848,6 +880,8 @@ class Log:
         )
         if not self.config.delete_enabled:
             return deleted
+        if self.config.remote_storage_enable:
+            return deleted + self._delete_local_tier_segments(now_ms, high_watermark=high_watermark)
         retention_bytes = self.config.retention_bytes
         if retention_bytes >= 0:
             diff = self.size_in_bytes - retention_bytes
@@ -876,6 +910,44 @@ class Log:
             )
         return deleted
 
+    def _delete_local_tier_segments(self, now_ms: int, *, high_watermark: int) -> int:
+        """Local retention of a tiered log: closed segments already in remote storage and past
+        local.retention.bytes / local.retention.ms go; the log start offset stays (the data is
+        still readable from remote storage). An uncopied segment is never deleted."""
+        copied = self.highest_offset_in_remote
+
+        def in_remote(nxt: LogSegment | None) -> bool:
+            return nxt is not None and nxt.base_offset - 1 <= copied
+
+        deleted = 0
+        retention_bytes = self.config.effective_local_retention_bytes
+        if retention_bytes >= 0 and self.size_in_bytes - retention_bytes > 0:
+            remaining = [self.size_in_bytes - retention_bytes]
+
+            def size_breached(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                if in_remote(nxt) and remaining[0] - seg.size >= 0:
+                    remaining[0] -= seg.size
+                    return True
+                return False
+
+            deleted += self._delete_old_segments(
+                size_breached,
+                high_watermark=high_watermark,
+                now_ms=now_ms,
+                reason=f"local retention bytes {retention_bytes} breach (copied to remote storage)",
+                move_log_start=False,
+            )
+        retention_ms = self.config.effective_local_retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_old_segments(
+                lambda seg, nxt: in_remote(nxt) and now_ms - seg.largest_timestamp > retention_ms,
+                high_watermark=high_watermark,
+                now_ms=now_ms,
+                reason=f"local retention ms {retention_ms} breach (copied to remote storage)",
+                move_log_start=False,
+            )
+        return deleted
+
     def _delete_old_segments(
         self,
         predicate: Callable[[LogSegment, LogSegment | None], bool],
@@ -883,6 +955,7 @@ class Log:
         high_watermark: int,
         now_ms: int,
         reason: str,
+        move_log_start: bool = True,
     ) -> int:
         deletable: list[LogSegment] = []
         for i, segment in enumerate(self._segments):
@@ -901,7 +974,7 @@ class Log:
             if deletable[-1] is new_segment:
                 deletable.pop()
         self._remove_segments(deletable, reason=reason)
-        if self._segments[0].base_offset > self.log_start_offset:
+        if move_log_start and self._segments[0].base_offset > self.log_start_offset:
             self.log_start_offset = self._segments[0].base_offset
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         return len(deletable)

@@ -35,6 +35,21 @@ class LogConfig:
     compression_type: str = "producer"  # compression.type: producer, uncompressed or a codec
     message_timestamp_before_max_ms: int = LONG_MAX  # message.timestamp.before.max.ms
     message_timestamp_after_max_ms: int = 3600000  # message.timestamp.after.max.ms
+    # Tiered storage (KIP-405, kavka.tiered): with remote_storage_enable the Log keeps uncopied
+    # segments whatever the retention; local_retention_* (-2: follow retention_*) bound the local tier.
+    remote_storage_enable: bool = False  # remote.storage.enable
+    local_retention_ms: int = -2  # local.retention.ms
+    local_retention_bytes: int = -2  # local.retention.bytes
+    remote_log_copy_disable: bool = False  # remote.log.copy.disable
+    remote_log_delete_on_disable: bool = False  # remote.log.delete.on.disable
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     @property
     def delete_enabled(self) -> bool:

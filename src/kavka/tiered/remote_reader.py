@@ -28,7 +28,7 @@ from collections.abc import Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from kavka.protocol.records import iter_batches
+from kavka.protocol.records import decode_batch, iter_batches
 from kavka.tiered.api import IndexType, RemoteLogSegmentMetadata, RemoteStorageManager
 from kavka.tiered.remote_index import decode_entry, lookup_offset, lookup_timestamp
 
@@ -159,6 +159,36 @@ class RemoteLogReader:
         loop = asyncio.get_running_loop()
         futures = [loop.run_in_executor(self._pool, self.read, r) for r in reqs]
         return list(await asyncio.gather(*futures, return_exceptions=True))
+
+    def record_for_timestamp(self, md: RemoteLogSegmentMetadata, timestamp: int, min_offset: int
+                             ) -> tuple[int, int, int] | None:
+        """(timestamp, offset, batch leader epoch) of the first record at or above ``min_offset``
+        whose timestamp is >= ``timestamp`` (ListOffsets), or None (blocking; run in the pool)."""
+        start = self.offset_for_timestamp(md, timestamp)
+        if start is None:
+            return None
+        while start <= md.end_offset:
+            data = self.read(RemoteFetch(md, max(start, min_offset), 1 << 20, min_one_message=True))
+            if not data:
+                return None
+            next_start = start
+            for pos, h in iter_batches(data):
+                next_start = h.base_offset + h.last_offset_delta + 1
+                if h.max_timestamp < timestamp:
+                    continue
+                _, records = decode_batch(data[pos:pos + h.size_in_bytes])
+                for r in records:
+                    if r.offset >= min_offset and r.timestamp >= timestamp:
+                        return r.timestamp, r.offset, h.partition_leader_epoch
+            if next_start <= start:
+                return None
+            start = next_start
+        return None
+
+    async def record_for_timestamp_async(self, md: RemoteLogSegmentMetadata, timestamp: int, min_offset: int
+                                         ) -> tuple[int, int, int] | None:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self.record_for_timestamp, md, timestamp, min_offset)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

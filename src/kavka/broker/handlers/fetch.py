@@ -11,6 +11,14 @@ SplicedResponse whose record chunks go to the socket as they were read
 ReplicaManager's purgatory until an append to one of its partitions or
 max_wait, then reads again.
 
+Tiered storage (KIP-405): a partition whose fetch offset is at or above the
+log start offset but below the local log start offset is read from remote
+storage (kavka.tiered.rlm). Every such partition of one Fetch is read in
+parallel in the remote reader's bounded pool while the event loop awaits it;
+then the whole response is built with those bytes (cut at a batch boundary to
+the response's remaining max_bytes, at least one batch for the first
+partition with data). A Fetch with remote partitions does not long-poll.
+
 Fetch v0-v3 predate record batches: their records are down-converted to
 message format v0/v1 (protocol.message_format), uncompressed.
 
@@ -61,6 +69,9 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     topics = _resolve_topics(node, req, by_id)
     replica_id = req.replica_state.replica_id if ctx.api_version >= 15 else req.replica_id
     follower = replica_id >= 0
+    remote_plan = {} if follower else _remote_plan(node, topics)
+    if remote_plan:
+        return _read_with_remote(node, ctx, req, topics, resp_cls, remote_plan)
     result, total, errors = _read_all(node, ctx, req, topics, resp_cls, replica_id)
     wait_ms = int(req.max_wait.total_seconds() * 1000)
     if total >= req.min_bytes or errors or wait_ms <= 0 or not topics:
@@ -82,8 +93,58 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     return delayed()
 
 
+def _remote_plan(node: BrokerNode, topics: list[tuple[Any, str | None, Any]]) -> dict[tuple[str, int], Any]:
+    """The partitions of this Fetch to read from remote storage, with what to read."""
+    rlm = getattr(node, "remote_log_manager", None)
+    if rlm is None:
+        return {}
+    from kavka.tiered.remote_reader import RemoteFetch
+
+    rm = node.replica_manager
+    plan: dict[tuple[str, int], Any] = {}
+    for t, name, _ in topics:
+        if name is None:
+            continue
+        for fp in t.partitions:
+            p = rm.get_partition(name, fp.partition)
+            if p is None or not p.is_leader or p.offline:
+                continue
+            lg = p.log
+            if lg.log_start_offset <= fp.fetch_offset < lg.local_log_start_offset:
+                md = rlm.segment_for(p, fp.fetch_offset)
+                if md is not None:
+                    plan[(name, fp.partition)] = RemoteFetch(md, fp.fetch_offset, fp.partition_max_bytes, min_one_message=True)
+    return plan
+
+
+async def _read_with_remote(
+    node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tuple[Any, str | None, Any]], resp_cls: type, plan: dict[tuple[str, int], Any]
+) -> Any:
+    keys = list(plan)
+    results = await node.remote_log_manager.read([plan[k] for k in keys])
+    return _read_all(node, ctx, req, topics, resp_cls, remote=dict(zip(keys, results, strict=True)))[0]
+
+
+def _cut(records: bytes, limit: int, min_one: bool) -> bytes:
+    """Whole batches of ``records`` within ``limit`` bytes (at least one if ``min_one``)."""
+    from kavka.protocol.records import iter_batches
+
+    end = 0
+    for pos, h in iter_batches(records):
+        if pos + h.size_in_bytes > limit and not (min_one and end == 0):
+            break
+        end = pos + h.size_in_bytes
+    return records[:end]
+
+
 def _read_all(
-    node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tuple[Any, str | None, Any]], resp_cls: type, replica_id: int
+    node: BrokerNode,
+    ctx: RequestContext,
+    req: Any,
+    topics: list[tuple[Any, str | None, Any]],
+    resp_cls: type,
+    replica_id: int = -1,
+    remote: dict[tuple[str, int], bytes | BaseException] | None = None,
 ) -> tuple[Any, int, bool]:
     rm = node.replica_manager
     now_ms = node.now_ms()
@@ -148,7 +209,14 @@ def _read_all(
                         raise OffsetOutOfRangeError(
                             f"fetch offset {fp.fetch_offset} is outside [{start}, {p.log_end_offset}] of {name}-{fp.partition}"
                         )
-                    if fp.fetch_offset < upper:
+                    fetched = remote.get((name, fp.partition)) if remote is not None and name is not None else None
+                    if isinstance(fetched, BaseException):
+                        raise fetched
+                    if fetched is not None:
+                        records = _cut(fetched, max(limit, 0), min_one)
+                        if ctx.api_version < 4:
+                            records = down_convert(records, 0 if ctx.api_version < 2 else 1)
+                    elif fp.fetch_offset < upper:
                         data = p.read_records(
                             fp.fetch_offset,
                             max_bytes=max(limit, 0),

@@ -9,6 +9,12 @@ replica is there already), LOG_DIR_NOT_FOUND for a path that is not a log
 dir here, KAFKA_STORAGE_ERROR for an offline dir or replica, and
 REPLICA_NOT_AVAILABLE for a replica this broker does not host yet -- the
 wish is remembered and honoured when the replica is created, as in Kafka.
+
+With tiered storage on, DescribeLogDirs adds one entry named
+``remote:<remote.log.storage.manager.class.name>`` holding each tiered
+partition's bytes in remote storage; the real dirs' sizes are local bytes only
+(as in Kafka). It is not a log dir: AlterReplicaLogDirs to it is
+LOG_DIR_NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -71,7 +77,39 @@ def handle_describe_log_dirs(node: BrokerNode, ctx: RequestContext, req: Any) ->
                 usable_bytes=d.usable_bytes,
             )
         )
+    remote = _remote_tier(node, wanted, result_cls, topic_cls, part_cls)
+    if remote is not None:
+        results.append(remote)
     return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=tuple(results))
+
+
+REMOTE_LOG_DIR_PREFIX = "remote:"
+
+
+def _remote_tier(node: BrokerNode, wanted: dict[str, set[int]] | None, result_cls: Any, topic_cls: Any, part_cls: Any) -> Any:
+    """Tiered storage (KIP-405): one more entry, ``remote:<remote.log.storage.manager.class.name>``,
+    listing the bytes each tiered partition this broker leads has in remote storage (Kafka's
+    DescribeLogDirs has no field for them). Its total and usable bytes are -1 (unknown)."""
+    rlm = getattr(node, "remote_log_manager", None)
+    if rlm is None:
+        return None
+    by_topic: dict[str, list[Any]] = {}
+    for tp, part in sorted(node.replica_manager.partitions.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        if not part.log.config.remote_storage_enable or not part.is_leader:
+            continue
+        if wanted is not None and tp.partition not in wanted.get(tp.topic, ()):
+            continue
+        by_topic.setdefault(tp.topic, []).append(
+            make(part_cls, partition_index=tp.partition, partition_size=rlm.remote_size(part), offset_lag=0, is_future_key=False)
+        )
+    return make(
+        result_cls,
+        error_code=ErrorCode.none,
+        log_dir=REMOTE_LOG_DIR_PREFIX + node.config["remote.log.storage.manager.class.name"],
+        topics=tuple(make(topic_cls, name=name, partitions=tuple(parts)) for name, parts in sorted(by_topic.items())),
+        total_bytes=-1,
+        usable_bytes=-1,
+    )
 
 
 def handle_alter_replica_log_dirs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:

@@ -3,9 +3,12 @@
 ListOffsets special timestamps (KIP-734, KIP-405): -2 earliest (log start
 offset), -1 latest (high watermark; the last stable offset under
 read_committed), -3 the record with the largest timestamp, -4 the earliest
-offset on local disk, -5 the latest tiered offset (none until tiered storage
-exists: -1). A positive timestamp finds the first offset whose timestamp is at
-least that, among committed records.
+offset on local disk (the local log start offset, KIP-405), -5 the latest
+tiered offset (the highest offset copied to remote storage; -1 when none, or
+for a topic that is not tiered). A positive timestamp finds the first offset
+whose timestamp is at least that, among committed records; on a tiered topic
+remote storage is searched first, in the remote reader's pool while the event
+loop awaits it (Kafka's asyncOffsetRead).
 """
 
 from __future__ import annotations
@@ -46,6 +49,27 @@ def _epoch_at(p: Any, offset: int) -> int:
 
 
 def handle_list_offsets(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    rlm = getattr(node, "remote_log_manager", None)
+    wanted = []
+    if rlm is not None:
+        for t in req.topics:
+            for rp in t.partitions:
+                p = node.replica_manager.get_partition(t.name, rp.partition_index)
+                if rp.timestamp >= 0 and p is not None and p.is_leader and p.log.config.remote_storage_enable:
+                    wanted.append((t.name, rp.partition_index, p, rp.timestamp))
+    if not wanted:
+        return _list_offsets(node, ctx, req, {})
+
+    async def with_remote() -> Any:
+        found: dict[tuple[str, int], tuple[int, int, int] | None] = {}
+        for name, index, p, ts in wanted:
+            found[(name, index)] = await rlm.record_for_timestamp(p, ts)
+        return _list_offsets(node, ctx, req, found)
+
+    return with_remote()
+
+
+def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[tuple[str, int], tuple[int, int, int] | None]) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     topic_cls = nested(resp_cls, "ListOffsetsTopicResponse")
     part_cls = nested(resp_cls, "ListOffsetsPartitionResponse")
@@ -59,8 +83,11 @@ def handle_list_offsets(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
                 p = _leader(node, t.name, rp.partition_index, rp.current_leader_epoch)
                 hw = p.high_watermark
                 target = rp.timestamp
-                if target == EARLIEST or target == EARLIEST_LOCAL:
+                if target == EARLIEST:
                     offset = p.log_start_offset
+                    epoch = _epoch_at(p, offset)
+                elif target == EARLIEST_LOCAL:
+                    offset = p.log.local_log_start_offset
                     epoch = _epoch_at(p, offset)
                 elif target == LATEST:
                     offset = hw  # == last stable offset: no transactions yet
@@ -70,7 +97,13 @@ def handle_list_offsets(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
                     if found is not None and found.offset < hw:
                         offset, ts, epoch = found.offset, found.timestamp, _epoch(found.leader_epoch)
                 elif target == LATEST_TIERED:
-                    pass
+                    if p.log.config.remote_storage_enable:
+                        offset = p.log.highest_offset_in_remote
+                        epoch = _epoch_at(p, offset) if offset >= 0 else -1
+                elif target >= 0 and remote.get((t.name, rp.partition_index)) is not None:
+                    ts, offset, epoch = remote[(t.name, rp.partition_index)]  # type: ignore[misc]
+                    if offset >= hw:
+                        ts, offset, epoch = -1, -1, -1
                 elif target >= 0:
                     found = p.log.fetch_offset_by_timestamp(target)
                     if found is not None and found.offset < hw:

@@ -1,0 +1,380 @@
+"""The broker's remote log manager (KIP-405's RemoteLogManager): the task that tiers, expires and
+reads remote data on the partitions this broker leads.
+
+Owns the RemoteStorageManager (loaded from ``remote.log.storage.manager.class.name`` and the
+``rsm.config.*`` keys), the remote log metadata manager (tiered.topic_metadata) and the remote
+reader (tiered.remote_reader). Started and stopped by BrokerNode when
+``remote.log.storage.system.enable=true``. Every ``remote.log.manager.task.interval.ms`` it runs one
+pass over each partition it leads whose topic has ``remote.storage.enable=true``:
+
+1. **Clean up**: a segment left in COPY_SEGMENT_STARTED (a copy that died, e.g. kill -9) or
+   DELETE_SEGMENT_STARTED is deleted from remote storage and marked DELETE_SEGMENT_FINISHED. It was
+   never readable (only COPY_SEGMENT_FINISHED segments are), so no reader saw half a segment.
+2. **Copy** (unless ``remote.log.copy.disable``): closed segments past the highest copied offset and
+   wholly below the last stable offset (tiered.remote_log_manager.segments_to_copy; never the
+   active segment), oldest first: COPY_SEGMENT_STARTED is written to ``__remote_log_metadata``, the
+   segment's files, producer snapshot, leader-epoch entries and the seed's three remote indexes
+   (built here) go to remote storage on a worker thread, then COPY_SEGMENT_FINISHED. The log's
+   ``highest_offset_in_remote`` then moves, and only then may local retention (Log) delete the
+   segment. Copies are throttled by ``remote.log.manager.copy.max.bytes.per.second``: Kafka's
+   quota rule, checked before a copy (a copy starts only once the bytes already sent fit the rate),
+   waited for on the event loop, never in a worker.
+3. **Expire**: remote segments past total retention (``retention.ms`` / ``retention.bytes`` over
+   both tiers) or wholly below the log start offset are deleted (DELETE_SEGMENT_STARTED, delete,
+   DELETE_SEGMENT_FINISHED) and the log start offset moves past them (never above the high
+   watermark).
+4. A topic switched to ``remote.storage.enable=false`` with ``remote.log.delete.on.disable=true``
+   (KIP-950) has all its remote segments deleted and its log start offset moved to the local log
+   start offset.
+
+Threading: the pass runs on the event loop; every remote-storage call and every file read runs
+in ``run_io`` (the broker's StorageIoManager) or in the reader's bounded pool. The logs are only
+touched on the event loop. Crash points (kavka.testing, KAVKA_TEST_CRASH_POINT):
+``tiered-copy-before-finished`` (the data is in remote storage, COPY_SEGMENT_FINISHED not yet
+written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kavka.protocol.messages import uuid_from_str
+from kavka.storage.log import Log
+from kavka.tiered.api import (
+    LogSegmentData,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    RemoteStorageManager,
+    TopicIdPartition,
+)
+from kavka.tiered.metadata import RemoteLogSegmentMetadataUpdate
+from kavka.tiered.remote_index import build_remote_indexes
+from kavka.tiered.remote_log_manager import (
+    LocalSegmentView,
+    TieredTopicConfig,
+    remote_segments_to_delete,
+    segments_to_copy,
+)
+from kavka.tiered.remote_reader import RemoteFetch, RemoteLogReader
+from kavka.tiered.topic_metadata import TopicBasedRemoteLogMetadataManager
+
+log = logging.getLogger("kavka.tiered")
+T = TypeVar("T")
+S = RemoteLogSegmentState
+
+
+def _topic_config(log_: Log) -> TieredTopicConfig:
+    c = log_.config
+    return TieredTopicConfig(
+        remote_storage_enable=c.remote_storage_enable,
+        retention_ms=c.retention_ms,
+        retention_bytes=c.retention_bytes,
+        local_retention_ms=c.local_retention_ms,
+        local_retention_bytes=c.local_retention_bytes,
+        remote_log_copy_disable=c.remote_log_copy_disable,
+        remote_log_delete_on_disable=c.remote_log_delete_on_disable,
+    )
+
+
+def _views(log_: Log) -> list[LocalSegmentView]:
+    segs = log_.segments
+    out = []
+    for i, s in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else log_.log_end_offset
+        out.append(LocalSegmentView(base_offset=s.base_offset, last_offset=nxt - 1,
+                                    size_in_bytes=s.size, largest_timestamp_ms=s.largest_timestamp))
+    return out
+
+
+def _stage_segment(log_dir: Path, base: int, next_offset: int, segment_id: uuid.UUID,
+                   epochs: list[tuple[int, int]]) -> tuple[Path, LogSegmentData]:
+    """On a worker: the files of one closed segment, as LogSegmentData (indexes copied into a
+    staging dir so a roll or trim of the live index cannot change what is shipped)."""
+    stage = Path(tempfile.mkdtemp(prefix="kavka-rlm-"))
+    stem = f"{base:020d}"
+    seg = log_dir / f"{stem}.log"
+    if not seg.exists():
+        raise FileNotFoundError(seg)
+
+    def copy_or_empty(src: Path, name: str) -> Path:
+        dst = stage / name
+        if src.exists():
+            shutil.copyfile(src, dst)
+        else:
+            dst.write_bytes(b"")
+        return dst
+
+    offset_index = copy_or_empty(log_dir / f"{stem}.index", f"{stem}.index")
+    time_index = copy_or_empty(log_dir / f"{stem}.timeindex", f"{stem}.timeindex")
+    txn = log_dir / f"{stem}.txnindex"
+    snapshot = copy_or_empty(log_dir / f"{next_offset:020d}.snapshot", f"{next_offset:020d}.snapshot")
+    epoch_text = "0\n" + f"{len(epochs)}\n" + "".join(f"{e} {o}\n" for e, o in epochs)
+    idx = build_remote_indexes(seg, base_offset=base, segment_id=segment_id, out_dir=stage)
+    data = LogSegmentData(
+        log_segment=seg, offset_index=offset_index, time_index=time_index,
+        transaction_index=txn if txn.exists() else None, producer_snapshot_index=snapshot,
+        leader_epoch_index=epoch_text.encode(), remote_log_index=idx.remote_log_index,
+        remote_offset_index=idx.remote_offset_index, remote_time_index=idx.remote_time_index)
+    return stage, data
+
+
+class RemoteLogManager:
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        rsm: RemoteStorageManager,
+        metadata: TopicBasedRemoteLogMetadataManager,
+        replica_manager: Any,
+        run_io: Callable[[Callable[[], Any]], Awaitable[Any]],
+        now_ms: Callable[[], int],
+        interval_ms: int,
+        copy_bytes_per_second: Callable[[], int],
+        reader_threads: int = 10,
+        crash_point: Callable[[str], None] = lambda _step: None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.rsm = rsm
+        self.metadata = metadata
+        self.replica_manager = replica_manager
+        self.run_io = run_io
+        self.now_ms = now_ms
+        self.interval_ms = interval_ms
+        self.copy_bytes_per_second = copy_bytes_per_second
+        self.crash_point = crash_point
+        self.reader = RemoteLogReader(rsm, threads=reader_threads)
+        self._task: asyncio.Task[None] | None = None
+        self._quota_free_at = 0.0  # monotonic time at which the bytes copied so far fit the rate
+        self.bytes_copied = 0
+        self.segments_copied = 0
+        self.segments_deleted = 0
+        self._wake = asyncio.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def load(self) -> int:
+        """Replay __remote_log_metadata and tell each hosted log its highest copied offset."""
+        n = self.metadata.load()
+        self.sync_logs()
+        return n
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="remote-log-manager")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await asyncio.to_thread(self.reader.close)
+        await asyncio.to_thread(self.rsm.close)
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(self.interval_ms, 10) / 1000)
+            self._wake.clear()
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("remote log manager pass failed")
+
+    # ------------------------------------------------------------------ state
+
+    def tip(self, part: Any) -> TopicIdPartition:
+        return TopicIdPartition(uuid_from_str(part.topic_id), part.tp.topic, part.tp.partition)
+
+    def sync_logs(self) -> None:
+        for part in list(self.replica_manager.partitions.values()):
+            if part.log.config.remote_storage_enable:
+                cache = self.metadata.cache(self.tip(part))
+                part.log.highest_offset_in_remote = cache.highest_offset_in_remote_storage
+
+    def remote_size(self, part: Any) -> int:
+        return self.metadata.cache(self.tip(part)).remote_size_in_bytes
+
+    # ------------------------------------------------------------------ the pass
+
+    async def _move_log_start(self, lg: Log, offset: int, reason: str) -> None:
+        """Advance the log start offset; the local files it drops are unlinked on a worker."""
+        lg.deferred_unlinks = []
+        try:
+            lg.maybe_increment_log_start_offset(offset, reason)
+        finally:
+            doomed, lg.deferred_unlinks = lg.deferred_unlinks, None
+        if doomed:
+            await self.run_io(functools.partial(_unlink, doomed))
+
+    async def run_once(self) -> None:
+        self.sync_logs()
+        for part in list(self.replica_manager.partitions.values()):
+            if not part.is_leader or part.offline:
+                continue
+            cfg = part.log.config
+            cache = self.metadata.cache(self.tip(part))
+            if not cfg.remote_storage_enable:
+                if cfg.remote_log_delete_on_disable and (cache.readable() or any(True for _ in cache.unfinished())):
+                    await self._delete_all(part)
+                continue
+            await self._clean_unfinished(part)
+            if not cfg.remote_log_copy_disable:
+                await self._copy(part)
+            await self._expire(part)
+
+    async def _delete_remote(self, md: RemoteLogSegmentMetadata) -> None:
+        now = self.now_ms()
+        if md.state is not S.DELETE_SEGMENT_STARTED:
+            await self.metadata.publish(RemoteLogSegmentMetadataUpdate(
+                segment_id=md.segment_id, state=S.DELETE_SEGMENT_STARTED, event_timestamp_ms=now,
+                broker_id=self.broker_id))
+        await self.run_io(functools.partial(self.rsm.delete_log_segment_data, md))
+        await self.metadata.publish(RemoteLogSegmentMetadataUpdate(
+            segment_id=md.segment_id, state=S.DELETE_SEGMENT_FINISHED, event_timestamp_ms=self.now_ms(),
+            broker_id=self.broker_id))
+        self.segments_deleted += 1
+
+    async def _clean_unfinished(self, part: Any) -> None:
+        for md in list(self.metadata.cache(self.tip(part)).unfinished()):
+            log.info("deleting unfinished remote segment %s of %s (%s)", md.segment_id.id, part.tp, md.state.name)
+            await self._delete_remote(md)
+
+    async def _wait_quota(self) -> None:
+        delay = self._quota_free_at - time.monotonic()
+        if delay > 0:
+            if delay >= 1.0:
+                log.info("copy throttled: waiting %.1fs for remote.log.manager.copy.max.bytes.per.second", delay)
+            await asyncio.sleep(delay)
+
+    def _charge_quota(self, nbytes: int) -> None:
+        rate = self.copy_bytes_per_second()
+        if rate <= 0 or rate >= 2**62:
+            return
+        self._quota_free_at = max(self._quota_free_at, time.monotonic()) + nbytes / rate
+
+    async def _copy(self, part: Any) -> None:
+        lg: Log = part.log
+        tip = self.tip(part)
+        cache = self.metadata.cache(tip)
+        highest = cache.highest_offset_in_remote_storage
+        lso = part.high_watermark  # no transactions yet: the last stable offset is the high watermark
+        for view in segments_to_copy(_views(lg), highest_copied_offset=highest, last_stable_offset=lso):
+            if view.base_offset < lg.log_start_offset:
+                continue  # below the log start offset (DeleteRecords): never tiered
+            await self._wait_quota()
+            if part.log is not lg or not part.is_leader:
+                return  # moved or lost leadership while waiting
+            segment_id = RemoteLogSegmentId.generate(tip)
+            epochs = [(e.epoch, e.start_offset) for e in lg.leader_epoch_cache.epoch_entries()
+                      if e.start_offset <= view.last_offset]
+            seg_epochs: dict[int, int] = {}  # epoch -> its first offset inside the segment
+            for e, o in epochs:
+                if o <= view.base_offset:
+                    seg_epochs = {e: view.base_offset}
+                else:
+                    seg_epochs[e] = o
+            md = RemoteLogSegmentMetadata(
+                segment_id=segment_id, start_offset=view.base_offset, end_offset=view.last_offset,
+                max_timestamp_ms=view.largest_timestamp_ms, broker_id=self.broker_id,
+                event_timestamp_ms=self.now_ms(), segment_size_in_bytes=view.size_in_bytes,
+                segment_leader_epochs=seg_epochs)
+            await self.metadata.publish(md)
+            next_offset = view.last_offset + 1
+            stage: Path | None = None
+            try:
+                stage, data = await self.run_io(
+                    functools.partial(_stage_segment, lg.dir, view.base_offset, next_offset, segment_id.id, epochs))
+                await self.run_io(functools.partial(self.rsm.copy_log_segment_data, md, data))
+            except Exception:
+                log.exception("copying segment %d of %s to remote storage failed; retried next pass",
+                              view.base_offset, part.tp)
+                with contextlib.suppress(Exception):
+                    await self._delete_remote(md)
+                return
+            finally:
+                if stage is not None:
+                    shutil.rmtree(stage, ignore_errors=True)
+            self.crash_point("tiered-copy-before-finished")
+            await self.metadata.publish(RemoteLogSegmentMetadataUpdate(
+                segment_id=segment_id, state=S.COPY_SEGMENT_FINISHED, event_timestamp_ms=self.now_ms(),
+                broker_id=self.broker_id))
+            self._charge_quota(view.size_in_bytes)
+            self.bytes_copied += view.size_in_bytes
+            self.segments_copied += 1
+            lg.highest_offset_in_remote = cache.highest_offset_in_remote_storage
+            log.info("copied segment [%d, %d] of %s to remote storage (%d bytes, id %s)", view.base_offset,
+                     view.last_offset, part.tp, view.size_in_bytes, segment_id.id)
+
+    async def _expire(self, part: Any) -> None:
+        lg: Log = part.log
+        cache = self.metadata.cache(self.tip(part))
+        remote = cache.readable()
+        if not remote:
+            return
+        highest = cache.highest_offset_in_remote_storage
+        local_only = sum(v.size_in_bytes for v in _views(lg) if v.base_offset > highest)
+        exp = remote_segments_to_delete(remote, config=_topic_config(lg), log_start_offset=lg.log_start_offset,
+                                        local_only_bytes=local_only, now_ms=self.now_ms())
+        for md in exp.delete:
+            new_start = min(md.end_offset + 1, part.high_watermark)
+            # the log start offset moves first: no reader is sent to a segment being deleted
+            if part.log is lg and new_start > lg.log_start_offset:
+                await self._move_log_start(lg, new_start, "remote segment past total retention")
+            log.info("deleting remote segment [%d, %d] of %s past total retention", md.start_offset, md.end_offset, part.tp)
+            await self._delete_remote(md)
+
+    async def _delete_all(self, part: Any) -> None:
+        lg: Log = part.log
+        cache = self.metadata.cache(self.tip(part))
+        target = min(lg.local_log_start_offset, part.high_watermark)
+        if target > lg.log_start_offset:
+            await self._move_log_start(lg, target, "remote.log.delete.on.disable")
+        for md in [*cache.readable(), *cache.unfinished()]:
+            await self._delete_remote(md)
+        lg.highest_offset_in_remote = -1
+        log.info("deleted the remote data of %s (remote.log.delete.on.disable)", part.tp)
+
+    # ------------------------------------------------------------------ reads
+
+    def segment_for(self, part: Any, offset: int) -> RemoteLogSegmentMetadata | None:
+        return self.metadata.cache(self.tip(part)).segment_for_offset(offset)
+
+    async def read(self, reqs: list[RemoteFetch]) -> list[bytes | BaseException]:
+        return await self.reader.read_many(reqs)
+
+    async def record_for_timestamp(self, part: Any, timestamp: int) -> tuple[int, int, int] | None:
+        """(timestamp, offset, leader epoch) of the first record in remote storage at or above the
+        log start offset with a timestamp >= ``timestamp`` (ListOffsets), or None."""
+        start = part.log.log_start_offset
+        for md in self.metadata.cache(self.tip(part)).readable():
+            if md.end_offset < start or md.max_timestamp_ms < timestamp:
+                continue
+            found = await self.reader.record_for_timestamp_async(md, timestamp, start)
+            if found is not None:
+                return found
+        return None
+
+
+def _unlink(paths: list[Path]) -> None:
+    for p in paths:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def rsm_settings(unknown: Mapping[str, str]) -> dict[str, str]:
+    from kavka.tiered.backends import rsm_configs
+
+    return rsm_configs(unknown)
