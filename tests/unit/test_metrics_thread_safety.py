@@ -53,7 +53,8 @@ def churning_node() -> Iterator[tuple[SimpleNamespace, asyncio.AbstractEventLoop
     partitions: dict[_Tp, object] = {}
     for i in range(BASE):
         partitions[_Tp("t", i)] = object()
-    node = SimpleNamespace(log_manager=lm, replica_manager=SimpleNamespace(partitions=partitions),
+    node = SimpleNamespace(log_manager=lm, replica_manager=SimpleNamespace(partitions=partitions, leader_partitions=list,
+                                                                           isr_shrinks=0, isr_expands=0),
                            server=SimpleNamespace(connections=set()))
     stop = asyncio.Event()
 

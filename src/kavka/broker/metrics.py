@@ -60,6 +60,7 @@ def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
     lm = node.log_manager
     partitions = node.replica_manager.partitions
     leaders = node.replica_manager.leader_partitions()
+    fetchers = getattr(node, "replica_fetchers", None)
     server = node.server
     return BrokerSnapshot(
         offline_log_directory_count=lm.offline_log_directory_count,
@@ -70,14 +71,19 @@ def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
         leader_count=sum(1 for p in leaders),
         under_replicated=sum(1 for p in leaders if len(p.isr) < len(p.replicas)),
         under_min_isr=sum(1 for p in leaders if len(p.isr) < p.min_insync_replicas),
-        offline_partitions=(
-            sum(1 for t in node.image.topics_by_id.values() for r in t.partitions.values() if r.leader < 0)
-            if node.quorum_controller.is_active else -1
-        ),
+        offline_partitions=_offline_partitions(node),
         isr_shrinks=node.replica_manager.isr_shrinks,
         isr_expands=node.replica_manager.isr_expands,
-        replica_max_lag=max(node.replica_fetchers.lag().values(), default=0),
+        replica_max_lag=max(fetchers.lag().values(), default=0) if fetchers is not None else 0,
     )
+
+
+def _offline_partitions(node: BrokerNode) -> int:
+    """Partitions without a leader, counted by the active controller only (-1 elsewhere)."""
+    qc = getattr(node, "quorum_controller", None)
+    if qc is None or not qc.is_active:
+        return -1
+    return sum(1 for t in qc.image.topics_by_id.values() for r in t.partitions.values() if r.leader < 0)
 
 
 class BrokerCollector:
