@@ -205,6 +205,10 @@ def test_total_retention_deletes_remote_segments_and_moves_log_start(tmp_path: P
         got = ck_read_to_end(b.bootstrap, topic)
         assert got[0].offset == list_offset(b, topic, -2)[1]
         assert_same_records(got, samples[got[0].offset:], first_offset=got[0].offset)
+        # deleting the topic deletes its remote data too
+        admin.delete_topics([topic])[topic].result(15)
+        wait_until(lambda: not remote_segments(remote, topic), timeout=30, message="a deleted topic's remote segments to go")
+        assert "remote segments of deleted topic" in b.log_text()
     finally:
         assert b.stop() == 0, b.log_text()
 
