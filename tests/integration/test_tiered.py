@@ -205,6 +205,10 @@ def test_total_retention_deletes_remote_segments_and_moves_log_start(tmp_path: P
         got = ck_read_to_end(b.bootstrap, topic)
         assert got[0].offset == list_offset(b, topic, -2)[1]
         assert_same_records(got, samples[got[0].offset:], first_offset=got[0].offset)
+        # deleting the topic deletes its remote data too
+        admin.delete_topics([topic])[topic].result(15)
+        wait_until(lambda: not remote_segments(remote, topic), timeout=30, message="a deleted topic's remote segments to go")
+        assert "remote segments of deleted topic" in b.log_text()
     finally:
         assert b.stop() == 0, b.log_text()
 
@@ -415,4 +419,41 @@ def test_one_fetch_reads_many_partitions_from_remote_storage(tmp_path: Path) -> 
         for p in range(3):
             assert_same_records(by_p[p], sent[p], partition=p)
     finally:
+        assert b.stop() == 0, b.log_text()
+
+
+def test_a_blocked_remote_read_stalls_nothing_else(tmp_path: Path) -> None:
+    """The Fetch handler awaits remote reads in the reader's pool: while a remote segment read is
+    held (tests.tiered_plugins, below the process boundary), the broker still answers Metadata,
+    produces and local reads -- ordering, not wall-clock thresholds -- and the held Fetch then
+    completes with the right records."""
+    import threading
+
+    from kavka.protocol.records import iter_records
+
+    remote = tmp_path / "remote"
+    b = tiered_broker(tmp_path / "b", remote, **{
+        "remote.log.storage.manager.class.name": "tests.tiered_plugins:BlockingReadsRemoteStorageManager"}).start()
+    try:
+        topic, other = "tiered-slow", "plain"
+        samples = produce_past_local_retention(b, topic, 300)
+        (remote / "block-reads").touch()
+        result: dict[int, tuple[int, bytes]] = {}
+        t = threading.Thread(target=lambda: result.update(raw_fetch(b, topic, {0: 0})), daemon=True)
+        t.start()
+        wait_until(lambda: (remote / "read-blocked").exists(), timeout=30, message="the remote read to block")
+        admin = ck_admin(b.bootstrap)
+        admin.create_topics([NewTopic(other, 1, 1)])[other].result(15)
+        more = sample_records(20, base_ts=recent_base_ts())
+        ck_produce_samples(ck_producer(b.bootstrap), other, more)
+        assert_same_records(ck_read_to_end(b.bootstrap, other), more)
+        assert (remote / "read-blocked").exists() and t.is_alive()  # still held all along
+        (remote / "block-reads").unlink()
+        t.join(30)
+        err, data = result[0]
+        recs = list(iter_records(data))
+        assert err == 0 and recs[0].offset == 0
+        assert [r.value for r in recs] == [s.value for s in samples[:len(recs)]]
+    finally:
+        (remote / "block-reads").unlink(missing_ok=True)
         assert b.stop() == 0, b.log_text()

@@ -385,6 +385,7 @@ class BrokerNode:
         the RemoteStorageManager plugin loaded, __remote_log_metadata replayed. None otherwise."""
         if not self.config["remote.log.storage.system.enable"]:
             return None
+        from kavka.protocol.messages import uuid_to_str
         from kavka.tiered.backends import PluginLoadError, load_remote_storage_manager
         from kavka.tiered.metadata import REMOTE_LOG_METADATA_TOPIC
         from kavka.tiered.rlm import RemoteLogManager, rsm_settings
@@ -425,6 +426,7 @@ class BrokerNode:
             copy_bytes_per_second=lambda: self.resolver.broker_value(self.image, "remote.log.manager.copy.max.bytes.per.second"),
             reader_threads=c["remote.log.reader.threads"],
             crash_point=self.faults.crash_point_hook(),
+            topic_exists=lambda tid: uuid_to_str(tid) in self.image.topics_by_id,
         )
         n = rlm.load()
         log.info("tiered storage on (%s): %d remote log metadata events replayed", c["remote.log.storage.manager.class.name"], n)

@@ -26,6 +26,7 @@ pass over each partition it leads whose topic has ``remote.storage.enable=true``
 4. A topic switched to ``remote.storage.enable=false`` with ``remote.log.delete.on.disable=true``
    (KIP-950) has all its remote segments deleted and its log start offset moved to the local log
    start offset.
+5. A deleted topic's remote segments are deleted (found by topic id in the metadata).
 
 Threading: the pass runs on the event loop; every remote-storage call and every file read runs
 in ``run_io`` (the broker's StorageIoManager) or in the reader's bounded pool. The logs are only
@@ -143,6 +144,7 @@ class RemoteLogManager:
         copy_bytes_per_second: Callable[[], int],
         reader_threads: int = 10,
         crash_point: Callable[[str], None] = lambda _step: None,
+        topic_exists: Callable[[uuid.UUID], bool] = lambda _tid: True,
     ) -> None:
         self.broker_id = broker_id
         self.rsm = rsm
@@ -153,6 +155,7 @@ class RemoteLogManager:
         self.interval_ms = interval_ms
         self.copy_bytes_per_second = copy_bytes_per_second
         self.crash_point = crash_point
+        self.topic_exists = topic_exists
         self.reader = RemoteLogReader(rsm, threads=reader_threads)
         self._task: asyncio.Task[None] | None = None
         self._quota_free_at = 0.0  # monotonic time at which the bytes copied so far fit the rate
@@ -234,6 +237,22 @@ class RemoteLogManager:
             if not cfg.remote_log_copy_disable:
                 await self._copy(part)
             await self._expire(part)
+        await self._delete_deleted_topics()
+
+    async def _delete_deleted_topics(self) -> None:
+        """A deleted topic's remote segments go too (Kafka's RemoteLogManager.stopPartitions with
+        deleteRemoteLog): every segment of a topic id the metadata no longer knows."""
+        for topic_id, partition in self.metadata.known():
+            if self.topic_exists(topic_id):
+                continue
+            cache = self.metadata.cache(TopicIdPartition(topic_id, "", partition))
+            doomed = [*cache.readable(), *cache.unfinished()]
+            for md in doomed:
+                await self._delete_remote(md)
+            if doomed:
+                log.info("deleted %d remote segments of deleted topic %s partition %d",
+                         len(doomed), doomed[0].segment_id.topic_id_partition.topic, partition)
+            self.metadata.forget_if_empty(topic_id, partition)
 
     async def _delete_remote(self, md: RemoteLogSegmentMetadata) -> None:
         now = self.now_ms()

@@ -84,6 +84,12 @@ class TopicBasedRemoteLogMetadataManager:
     def known(self) -> list[tuple[uuid.UUID, int]]:
         return list(self._caches)
 
+    def forget_if_empty(self, topic_id: uuid.UUID, partition: int) -> None:
+        """Drop the cache of a partition with no remote segment left (a deleted topic's)."""
+        c = self._caches.get((topic_id, partition))
+        if c is not None and not c.readable() and not any(True for _ in c.unfinished()):
+            del self._caches[(topic_id, partition)]
+
     def _apply(self, event: MetadataEvent) -> None:
         tp = event.segment_id.topic_id_partition
         if isinstance(event, RemoteLogSegmentMetadata):

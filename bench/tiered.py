@@ -1,0 +1,227 @@
+"""Tiered storage (issue 15), the seed's test cases 1 and 2 scaled to this machine.
+
+``python -m bench.tiered [--seconds S] [--rate MIBS] [--old-mib N] [--rounds R]`` starts one kavka
+broker with tiering on (the ``local`` plugin, a directory on the same disk; task interval 500 ms,
+1 MiB segments) and measures, with a closed-loop probe producer (confluent-kafka, linger.ms=0, one
+1 KiB record at a time, each round trip timed):
+
+1. **Produce latency, tiering on vs off** (acks=1 and acks=all): while a load producer writes
+   ``--rate`` MiB/s of 1 KiB records to the same topic, the probe sends to it for ``--seconds``;
+   "on" is a topic with remote.storage.enable=true and local.retention.bytes=2 MiB (every segment
+   copied and deleted locally as it closes), "off" a plain topic. Rounds alternate off/on.
+2. **Producers while consumers read old data, remote vs local**: two topics hold ``--old-mib`` MiB
+   each, one tiered (all but the last 2 MiB only in remote storage), one plain; a confluent-kafka
+   consumer reads one of them from offset 0 to the end, again and again, while the probe produces
+   to a third topic. Rounds alternate local/remote; the consumer's MiB/s is printed too.
+
+Prints p50/p95/p99/max per window and the load average. Not a test: figures go to
+docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from bench.servers import free_port, wait_port
+from kavka.client.admin import AdminClient, NewTopic
+
+MIB = 1 << 20
+VALUE = b"v" * 1024
+
+
+def start_broker(work: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    props = {
+        "node.id": "1",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "log.dirs": str(work / "data"),
+        "num.partitions": "1",
+        "auto.create.topics.enable": "false",
+        "log.retention.check.interval.ms": "500",
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": "local",
+        "rsm.config.dir": str(work / "remote"),
+        "remote.log.manager.task.interval.ms": "500",
+        "remote.log.metadata.topic.num.partitions": "3",
+    }
+    cfg = work / "server.properties"
+    cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    kavka = [sys.executable, "-m", "kavka"]
+    subprocess.run([*kavka, "storage", "format", "--config", str(cfg)], check=True, capture_output=True, timeout=60)
+    log = open(work / "broker.log", "wb")  # noqa: SIM115 -- owned by the process
+    proc = subprocess.Popen([*kavka, "server", "start", "--config", str(cfg)], stdout=log, stderr=subprocess.STDOUT)
+    wait_port(port, proc)
+    return proc, port
+
+
+TIERED = {"remote.storage.enable": "true", "segment.bytes": str(MIB), "local.retention.bytes": str(2 * MIB), "retention.ms": "-1"}
+PLAIN = {"segment.bytes": str(MIB), "retention.ms": "-1"}
+
+
+def fill(bootstrap: str, topic: str, mib: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 20, "batch.size": 256 * 1024})
+    for i in range(mib * 1024):
+        while True:
+            try:
+                p.produce(topic, value=VALUE)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 2000 == 0:
+            p.poll(0)
+    assert p.flush(300) == 0
+
+
+def load(bootstrap: str, topic: str, mib_per_s: float, stop: threading.Event, acks: str) -> None:
+    """Paced background writes: 1 KiB records at ``mib_per_s``."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5})
+    per_tick = max(1, int(mib_per_s * 1024 / 100))  # 10 ms ticks
+    nxt = time.monotonic()
+    while not stop.is_set():
+        for _ in range(per_tick):
+            try:
+                p.produce(topic, value=VALUE)
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+        nxt += 0.01
+        time.sleep(max(0.0, nxt - time.monotonic()))
+    p.flush(30)
+
+
+def probe(bootstrap: str, topic: str, seconds: float, acks: str) -> list[float]:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
+    done: list[float] = []
+    lat: list[float] = []
+    p.produce(topic, value=VALUE, on_delivery=lambda e, m: done.append(0.0))
+    p.flush(10)
+    done.clear()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        t0 = time.perf_counter()
+        p.produce(topic, value=VALUE, on_delivery=lambda err, msg: done.append(time.perf_counter()))
+        while not done:
+            p.poll(0.0005)
+        lat.append(done.pop() - t0)
+    p.flush(10)
+    return lat
+
+
+def read_loop(bootstrap: str, topic: str, stop: threading.Event, out: list[int]) -> None:
+    """Read ``topic`` from offset 0 to the end, again and again; bytes read go to ``out``."""
+    while not stop.is_set():
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                      "enable.partition.eof": True, "fetch.max.bytes": 8 * MIB})
+        c.assign([TopicPartition(topic, 0, 0)])
+        try:
+            while not stop.is_set():
+                m = c.poll(0.2)
+                if m is None:
+                    continue
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        break
+                    raise RuntimeError(m.error())
+                out[0] += len(m.value() or b"")
+        finally:
+            c.close()
+
+
+def summary(lat: list[float]) -> str:
+    s = sorted(lat)
+    if not s:
+        return "no samples"
+
+    def q(f: float) -> float:
+        return s[min(int(f * len(s)), len(s) - 1)] * 1000
+
+    return (f"n={len(s)} p50={q(0.5):.2f} p95={q(0.95):.2f} p99={q(0.99):.2f} max={s[-1] * 1000:.1f} ms"
+            f" (load {os.getloadavg()[0]:.1f})")
+
+
+def copies(work: Path) -> int:
+    return (work / "broker.log").read_text(errors="replace").count("copied segment")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--rate", type=float, default=4.0, help="MiB/s of background writes in case 1")
+    ap.add_argument("--old-mib", type=int, default=64, help="MiB of old data per topic in case 2")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--case", choices=["1", "2", "both"], default="both")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="kavka-tiered-bench-"))
+    proc, port = start_broker(work)
+    bootstrap = f"127.0.0.1:{port}"
+    try:
+        if args.case in ("1", "both"):
+            print(f"case 1: probe produce latency with {args.rate} MiB/s of background writes to the same topic", flush=True)
+            for r in range(args.rounds):
+                for acks in ("1", "all"):
+                    for variant in ("off", "on"):
+                        topic = f"c1-{variant}-{acks}-{r}"
+                        with AdminClient(bootstrap, timeout_s=30) as a:
+                            a.create_topics([NewTopic(topic, 1, 1, TIERED if variant == "on" else PLAIN)])
+                        time.sleep(1)
+                        stop = threading.Event()
+                        t = threading.Thread(target=load, args=(bootstrap, topic, args.rate, stop, acks), daemon=True)
+                        before = copies(work)
+                        t.start()
+                        time.sleep(2)  # segments roll and (on) copies begin before the window
+                        lat = probe(bootstrap, topic, args.seconds, acks)
+                        stop.set()
+                        t.join(60)
+                        print(f"  round {r} acks={acks} tiering {variant}: {summary(lat)}; segments copied {copies(work) - before}", flush=True)
+        if args.case in ("2", "both"):
+            with AdminClient(bootstrap, timeout_s=30) as a:
+                a.create_topics([NewTopic("old-remote", 1, 1, TIERED), NewTopic("old-local", 1, 1, PLAIN), NewTopic("probe", 1, 1)])
+            time.sleep(1)
+            t0 = time.monotonic()
+            fill(bootstrap, "old-remote", args.old_mib)
+            fill(bootstrap, "old-local", args.old_mib)
+            with AdminClient(bootstrap, timeout_s=30) as a:
+                while True:
+                    res = a.list_offsets({("old-remote", 0): "earliest-local"})
+                    local_start = res[("old-remote", 0)].offset
+                    if local_start >= (args.old_mib - 3) * 1024 or time.monotonic() - t0 > 600:
+                        break
+                    time.sleep(1)
+            print(f"case 2: {args.old_mib} MiB per topic filled and tiered in {time.monotonic() - t0:.0f} s; "
+                  f"old-remote's local log starts at offset {local_start} of {args.old_mib * 1024}", flush=True)
+            base = probe(bootstrap, "probe", min(args.seconds, 10), "1")
+            print(f"  baseline, no reader: {summary(base)}", flush=True)
+            for r in range(args.rounds):
+                for source in ("old-local", "old-remote"):
+                    stop = threading.Event()
+                    got = [0]
+                    t = threading.Thread(target=read_loop, args=(bootstrap, source, stop, got), daemon=True)
+                    t.start()
+                    time.sleep(1)
+                    start_bytes, t1 = got[0], time.monotonic()
+                    lat = probe(bootstrap, "probe", args.seconds, "1")
+                    rate = (got[0] - start_bytes) / MIB / (time.monotonic() - t1)
+                    stop.set()
+                    t.join(60)
+                    print(f"  round {r} reader on {source}: {summary(lat)}; reader {rate:.1f} MiB/s", flush=True)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
