@@ -46,7 +46,7 @@ from pyspark.sql.types import (
 
 from kavka.client.errors import KafkaError
 from kavka.client.producer import Producer, ProducerConfig, RecordsRegion
-from kavka.spark.arrow_encode import chunk_bounds, encode_records, record_sizes
+from kavka.spark.arrow_encode import chunk_bounds, encode_records, int_values, record_sizes
 from kavka.spark.options import OptionError, SinkOptions
 from kavka.spark.partitioner import key_partitions
 
@@ -108,7 +108,7 @@ def _partitions(
     parts = np.full(n, -1, dtype=np.int64)
     if "partition" in names:
         col = rows.column(names.index("partition"))
-        explicit = np.asarray(col.fill_null(-1), dtype=np.int64)
+        explicit = int_values(col, -1)
         bad = explicit[(explicit >= count) | (explicit < -1)]
         if len(bad):
             raise KafkaError(
