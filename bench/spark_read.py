@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None, *, spark=None) -> dict:  # noqa: ANN001
                 admin.create_topics([NewTopic(ck_topic, args.partitions, 1)])
             with console.status("Spark write: warm-up"):
                 df = write_frame(spark, args.records, args.value_bytes)
-                spark_write(df.limit(1000), bootstrap, out_topic)  # starts the writer workers
+                # one task per core, so every Python worker has loaded the writer
+                spark_write(df.limit(2000).repartition(args.cores), bootstrap, out_topic)
                 produce(bootstrap, ck_topic, 1000, args.value_bytes)
             for i in range(args.runs):  # interleaved, as the reads
                 with console.status(f"write round {i + 1}/{args.runs}"):

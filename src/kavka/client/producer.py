@@ -79,9 +79,11 @@ _CRC_START = 21  # the CRC covers the attributes onwards
 
 @dataclass(frozen=True, slots=True)
 class RecordsRegion:
-    """The uncompressed records of one batch (offset deltas 0..count-1), not yet sealed."""
+    """The uncompressed records of one batch (offset deltas 0..count-1), not yet sealed.
 
-    data: bytes
+    `data` may be a view of a buffer the encoder owns (no copy until sealed)."""
+
+    data: bytes | memoryview
     count: int
     base_timestamp: int
     max_timestamp: int
