@@ -193,12 +193,34 @@ def encode_records(
     value: binary>> array or None. `timestamps`: one CreateTime (ms) for
     every record or an int64 array, one per row.
     """
-    vals = _binary(values, "value")
-    n = len(vals)
+    n = len(values)
     if n == 0:
         raise ValueError("a record batch needs at least one record")
+    return encode_chunks(values, keys=keys, headers=headers, timestamps=timestamps, bounds=[(0, n)])[0]
+
+
+def encode_chunks(
+    values: Any,
+    *,
+    keys: Any = None,
+    headers: Any = None,
+    timestamps: np.ndarray | int,
+    bounds: list[tuple[int, int]],
+) -> list[RecordsRegion]:
+    """One records region per [start, end) row range of `bounds` (contiguous, covering every row).
+
+    Arguments as `encode_records`. Every row is encoded in one pass (offset
+    and timestamp deltas relative to its range's first row); each region is
+    a view of the one encoded buffer, so many small batches cost one call."""
+    vals = _binary(values, "value")
+    n = len(vals)
+    if not bounds or bounds[0][0] != 0 or bounds[-1][1] != n:
+        raise ValueError("bounds must cover every row")
+    starts = np.array([b[0] for b in bounds], dtype=np.int64)
+    lens = np.array([b[1] - b[0] for b in bounds], dtype=np.int64)
+    if (lens <= 0).any() or (starts[1:] != starts[:-1] + lens[:-1]).any():
+        raise ValueError("bounds must be contiguous, non-empty row ranges")
     ts = np.broadcast_to(np.asarray(timestamps, dtype=np.int64), (n,))
-    base_ts = int(ts[0])
     vlen = _lengths(vals)
     if keys is None:
         key_arr = None
@@ -209,8 +231,9 @@ def encode_records(
             raise ValueError("key and value columns differ in length")
         klen = _lengths(key_arr)
     hdr, hdr_sizes = _headers(headers, n)
-    ts_delta = ts - base_ts
-    offset_delta = np.arange(n, dtype=np.int64)
+    first = np.repeat(starts, lens)  # the first row of each row's batch
+    ts_delta = ts - ts[first]
+    offset_delta = np.arange(n, dtype=np.int64) - first
     zero = np.zeros(n, dtype=np.int64)
     # attributes (a 0 byte), timestamp delta, offset delta, key length
     inner_sizes = 1 + _varint_sizes(ts_delta) + _varint_sizes(offset_delta) + _varint_sizes(klen)
@@ -221,12 +244,18 @@ def encode_records(
     joined = _join(pieces)
     offsets = _offsets(joined)
     data = joined.buffers()[2]
-    start, end = int(offsets[0]), int(offsets[-1])
-    # A view of Arrow's buffer, not a copy: the producer copies it once, into the sealed batch.
-    region = memoryview(data.slice(start, end - start)) if data is not None else memoryview(b"")
-    return RecordsRegion(
-        data=region, count=n, base_timestamp=base_ts, max_timestamp=int(ts.max())
-    )
+    # Views of Arrow's buffer, not copies: the producer copies each once, into the sealed batch.
+    whole = memoryview(data) if data is not None else memoryview(b"")
+    max_ts = np.maximum.reduceat(ts, starts) if len(ts) else ts
+    return [
+        RecordsRegion(
+            data=whole[int(offsets[s]) : int(offsets[s + k])],
+            count=int(k),
+            base_timestamp=int(ts[s]),
+            max_timestamp=int(m),
+        )
+        for s, k, m in zip(starts.tolist(), lens.tolist(), max_ts.tolist(), strict=True)
+    ]
 
 
 def record_sizes(values: Any, keys: Any = None, headers: Any = None) -> np.ndarray:
@@ -261,4 +290,4 @@ def chunk_bounds(sizes: np.ndarray, max_bytes: int) -> list[tuple[int, int]]:
     return bounds
 
 
-__all__ = ["chunk_bounds", "encode_records", "int_values", "record_sizes", "validity"]
+__all__ = ["chunk_bounds", "encode_chunks", "encode_records", "int_values", "record_sizes", "validity"]
