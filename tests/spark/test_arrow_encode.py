@@ -30,7 +30,12 @@ from kavka.client.errors import KafkaError  # noqa: E402
 from kavka.client.producer import Producer, ProducerConfig, seal_batch  # noqa: E402
 from kavka.protocol.records import build_batch, decode_batch  # noqa: E402
 from kavka.spark.arrow_decode import decode_arrow  # noqa: E402
-from kavka.spark.arrow_encode import chunk_bounds, encode_records, record_sizes  # noqa: E402
+from kavka.spark.arrow_encode import (  # noqa: E402
+    chunk_bounds,
+    encode_chunks,
+    encode_records,
+    record_sizes,
+)
 from kavka.spark.source import _arrow_schema  # noqa: E402
 from tests.integration.helpers import ck_read_to_end  # noqa: E402
 from tests.spark.util import create_topic  # noqa: E402
@@ -126,6 +131,29 @@ def test_encoded_batch_is_the_reference_batch_and_decodes_to_the_rows(r: dict, c
         assert [[(h["key"], h["value"]) for h in hs] for hs in got.column("headers").to_pylist()] == [
             list(w[3]) for w in want
         ]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows(), st.data())
+def test_chunks_encoded_in_one_pass_equal_each_chunk_encoded_alone(r: dict, data: st.DataObject) -> None:
+    values, keys, headers = _arrays(r)
+    n = len(values)
+    cuts = sorted(data.draw(st.sets(st.integers(1, n - 1), max_size=5)) if n > 1 else set())
+    edges = [0, *cuts, n]
+    bounds = list(zip(edges, edges[1:], strict=False))
+    ts = np.array(r["timestamps"], dtype=np.int64) if isinstance(r["timestamps"], list) else r["timestamps"]
+    regions = encode_chunks(values, keys=keys, headers=headers, timestamps=ts, bounds=bounds)
+    assert len(regions) == len(bounds)
+    for (s, e), region in zip(bounds, regions, strict=True):
+        alone = encode_records(
+            values.slice(s, e - s),
+            keys=None if keys is None else keys.slice(s, e - s),
+            headers=None if headers is None else headers.slice(s, e - s),
+            timestamps=ts[s:e] if isinstance(ts, np.ndarray) else ts,
+        )
+        assert (bytes(region.data), region.count, region.base_timestamp, region.max_timestamp) == (
+            bytes(alone.data), alone.count, alone.base_timestamp, alone.max_timestamp
+        )
 
 
 @given(st.lists(st.integers(0, 5000), min_size=1, max_size=200), st.integers(1, 8000))

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import crc32c
 from kio.schema.errors import ErrorCode
 
 from kavka.client.admin import AdminClient
@@ -53,7 +54,6 @@ from kavka.protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     build_batch,
-    compute_crc,
 )
 
 log = logging.getLogger(__name__)
@@ -74,13 +74,16 @@ COMPRESSION_CODES = {name: code for code, name in _compression.CODEC_NAMES.items
 PIPELINE_DEPTH = 2
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # kavka.protocol.records' header layout
 _MAGIC = 2
+_CRC_START = 21  # the CRC covers the attributes onwards
 
 
 @dataclass(frozen=True, slots=True)
 class RecordsRegion:
-    """The uncompressed records of one batch (offset deltas 0..count-1), not yet sealed."""
+    """The uncompressed records of one batch (offset deltas 0..count-1), not yet sealed.
 
-    data: bytes
+    `data` may be a view of a buffer the encoder owns (no copy until sealed)."""
+
+    data: bytes | memoryview
     count: int
     base_timestamp: int
     max_timestamp: int
@@ -102,15 +105,16 @@ def seal_batch(
         raise ValueError("a record batch needs at least one record")
     payload = _compression.compress(compression, region.data) if compression else region.data
     size = BATCH_HEADER_SIZE + len(payload)
-    out = bytearray(size)
+    header = bytearray(BATCH_HEADER_SIZE)
     _BATCH_HEADER.pack_into(
-        out, 0, 0, size - LOG_OVERHEAD, -1, _MAGIC, 0,
+        header, 0, 0, size - LOG_OVERHEAD, -1, _MAGIC, 0,
         compression & 0x07, region.count - 1, region.base_timestamp, region.max_timestamp,
         producer_id, producer_epoch, base_sequence, region.count,
     )
-    out[BATCH_HEADER_SIZE:] = payload
-    struct.pack_into(">I", out, 17, compute_crc(out, 0, size))
-    return bytes(out)
+    # CRC-32C from the attributes to the end, continued over the payload: one copy, not three.
+    crc = crc32c.crc32c(payload, crc32c.crc32c(memoryview(header)[_CRC_START:]))
+    struct.pack_into(">I", header, 17, crc)
+    return b"".join((header, payload))
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,22 +54,78 @@ def _binary(arr: Any, name: str) -> pa.Array:
     raise TypeError(f"{name}: must be binary or string, not {t}")
 
 
+# Arrow -> numpy goes through the buffers: pyarrow's to_numpy()/__array__ import
+# pandas on first use, seconds of a fresh Spark worker's first task.
+
+
+def validity(arr: pa.Array) -> np.ndarray:
+    """True where `arr` is not null, as a numpy bool array."""
+    n = len(arr)
+    bitmap = arr.buffers()[0]
+    if arr.null_count == 0 or bitmap is None:
+        return np.ones(n, dtype=bool)
+    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
+    return bits[arr.offset : arr.offset + n].astype(bool)
+
+
+def int_values(arr: pa.Array, fill: int) -> np.ndarray:
+    """An int32/int64 Arrow array as int64 numpy, `fill` where null."""
+    dtype = {pa.int32(): np.int32, pa.int64(): np.int64}.get(arr.type)
+    if dtype is None:
+        raise TypeError(f"expected int32 or int64, not {arr.type}")
+    size = np.dtype(dtype).itemsize
+    out = np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr), offset=size * arr.offset)
+    out = out.astype(np.int64)
+    if arr.null_count:
+        out[~validity(arr)] = fill
+    return out
+
+
+def _offsets(arr: pa.Array) -> np.ndarray:
+    """The n + 1 int32 value offsets of a binary or list array."""
+    return np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
+
+
 def _lengths(arr: pa.Array) -> np.ndarray:
-    """Byte length per element, -1 where null (Kafka's null length)."""
-    return np.asarray(pc.binary_length(arr).fill_null(-1), dtype=np.int64)
+    """Byte length (binary) or element count (list) per element, -1 where null."""
+    out = np.diff(_offsets(arr)).astype(np.int64)
+    if arr.null_count:
+        out[~validity(arr)] = -1
+    return out
+
+
+def _zigzag(values: np.ndarray) -> np.ndarray:
+    v = values.astype(np.int64)
+    return ((v << 1) ^ (v >> 63)).view(np.uint64)
+
+
+def _width(z: np.ndarray) -> int:
+    """Bytes of the longest varint among zigzagged `z` (at least 1)."""
+    top = int(z.max()) if len(z) else 0
+    return max(1, -(-top.bit_length() // 7))
+
+
+def _varint_sizes(values: np.ndarray) -> np.ndarray:
+    """Bytes of each zigzag varint of `values`."""
+    z = _zigzag(values)
+    sizes = np.ones(len(z), dtype=np.int64)
+    for k in range(1, _width(z)):
+        sizes += z >= np.uint64(1 << (7 * k))
+    return sizes
 
 
 def _varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Zigzag varints of int64 `values`: (bytes uint8 (n, w), in-use mask (n, w))."""
-    v = values.astype(np.int64)
-    z = ((v << 1) ^ (v >> 63)).view(np.uint64)
-    groups = z[:, None] >> _SHIFTS  # 7-bit groups, lowest first
-    nbytes = 1 + np.count_nonzero(groups[:, 1:], axis=1)
-    width = int(nbytes.max()) if len(v) else 1
+    """Zigzag varints of int64 `values`: (bytes uint8 (n, w), in-use mask (n, w)).
+
+    Only as many columns as the longest varint needs (most are 1-2 bytes)."""
+    z = _zigzag(values)
+    width = _width(z)
+    groups = z[:, None] >> _SHIFTS[:width]  # 7-bit groups, lowest first
+    nbytes = 1 + np.count_nonzero(groups[:, 1:], axis=1) if width > 1 else np.ones(len(z), np.int64)
     cols = np.arange(width)
     mask = cols < nbytes[:, None]
     cont = (cols < (nbytes - 1)[:, None]).astype(np.uint64) << np.uint64(7)
-    out = ((groups[:, :width] & np.uint64(0x7F)) | cont).astype(np.uint8)
+    out = ((groups & np.uint64(0x7F)) | cont).astype(np.uint8)
     return out, mask
 
 
@@ -100,7 +156,7 @@ def _headers(headers: Any, n: int) -> tuple[pa.Array, np.ndarray]:
         return _varint_runs([np.zeros(n, dtype=np.int64)])
     if isinstance(headers, pa.ChunkedArray):
         headers = headers.combine_chunks()
-    counts = np.asarray(pc.list_value_length(headers).fill_null(0), dtype=np.int64)
+    counts = np.maximum(_lengths(headers), 0)
     count_bytes, count_sizes = _varint_runs([counts])
     if not counts.any():
         return count_bytes, count_sizes
@@ -137,12 +193,34 @@ def encode_records(
     value: binary>> array or None. `timestamps`: one CreateTime (ms) for
     every record or an int64 array, one per row.
     """
-    vals = _binary(values, "value")
-    n = len(vals)
+    n = len(values)
     if n == 0:
         raise ValueError("a record batch needs at least one record")
+    return encode_chunks(values, keys=keys, headers=headers, timestamps=timestamps, bounds=[(0, n)])[0]
+
+
+def encode_chunks(
+    values: Any,
+    *,
+    keys: Any = None,
+    headers: Any = None,
+    timestamps: np.ndarray | int,
+    bounds: list[tuple[int, int]],
+) -> list[RecordsRegion]:
+    """One records region per [start, end) row range of `bounds` (contiguous, covering every row).
+
+    Arguments as `encode_records`. Every row is encoded in one pass (offset
+    and timestamp deltas relative to its range's first row); each region is
+    a view of the one encoded buffer, so many small batches cost one call."""
+    vals = _binary(values, "value")
+    n = len(vals)
+    if not bounds or bounds[0][0] != 0 or bounds[-1][1] != n:
+        raise ValueError("bounds must cover every row")
+    starts = np.array([b[0] for b in bounds], dtype=np.int64)
+    lens = np.array([b[1] - b[0] for b in bounds], dtype=np.int64)
+    if (lens <= 0).any() or (starts[1:] != starts[:-1] + lens[:-1]).any():
+        raise ValueError("bounds must be contiguous, non-empty row ranges")
     ts = np.broadcast_to(np.asarray(timestamps, dtype=np.int64), (n,))
-    base_ts = int(ts[0])
     vlen = _lengths(vals)
     if keys is None:
         key_arr = None
@@ -153,22 +231,31 @@ def encode_records(
             raise ValueError("key and value columns differ in length")
         klen = _lengths(key_arr)
     hdr, hdr_sizes = _headers(headers, n)
-    ts_delta = ts - base_ts
-    offset_delta = np.arange(n, dtype=np.int64)
+    first = np.repeat(starts, lens)  # the first row of each row's batch
+    ts_delta = ts - ts[first]
+    offset_delta = np.arange(n, dtype=np.int64) - first
     zero = np.zeros(n, dtype=np.int64)
-    _, inner_sizes = _varint_runs([zero, ts_delta, offset_delta, klen])  # attributes is a 0 byte
+    # attributes (a 0 byte), timestamp delta, offset delta, key length
+    inner_sizes = 1 + _varint_sizes(ts_delta) + _varint_sizes(offset_delta) + _varint_sizes(klen)
     before_value, bv_sizes = _varint_runs([vlen])
     length = inner_sizes + np.maximum(klen, 0) + bv_sizes + np.maximum(vlen, 0) + hdr_sizes
     before_key, _ = _varint_runs([length, zero, ts_delta, offset_delta, klen])
     pieces = [before_key] + ([key_arr] if key_arr is not None else []) + [before_value, vals, hdr]
     joined = _join(pieces)
-    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * joined.offset)
+    offsets = _offsets(joined)
     data = joined.buffers()[2]
-    start, end = int(offsets[0]), int(offsets[-1])
-    region = data.slice(start, end - start).to_pybytes() if data is not None else b""
-    return RecordsRegion(
-        data=region, count=n, base_timestamp=base_ts, max_timestamp=int(ts.max())
-    )
+    # Views of Arrow's buffer, not copies: the producer copies each once, into the sealed batch.
+    whole = memoryview(data) if data is not None else memoryview(b"")
+    max_ts = np.maximum.reduceat(ts, starts) if len(ts) else ts
+    return [
+        RecordsRegion(
+            data=whole[int(offsets[s]) : int(offsets[s + k])],
+            count=int(k),
+            base_timestamp=int(ts[s]),
+            max_timestamp=int(m),
+        )
+        for s, k, m in zip(starts.tolist(), lens.tolist(), max_ts.tolist(), strict=True)
+    ]
 
 
 def record_sizes(values: Any, keys: Any = None, headers: Any = None) -> np.ndarray:
@@ -179,7 +266,7 @@ def record_sizes(values: Any, keys: Any = None, headers: Any = None) -> np.ndarr
     if headers is not None:
         if isinstance(headers, pa.ChunkedArray):
             headers = headers.combine_chunks()
-        counts = np.asarray(pc.list_value_length(headers).fill_null(0), dtype=np.int64)
+        counts = np.maximum(_lengths(headers), 0)
         if counts.any():
             flat = pc.list_flatten(headers)
             hk, hv = (_binary(c, "headers") for c in flat.flatten())
@@ -203,4 +290,4 @@ def chunk_bounds(sizes: np.ndarray, max_bytes: int) -> list[tuple[int, int]]:
     return bounds
 
 
-__all__ = ["chunk_bounds", "encode_records", "record_sizes"]
+__all__ = ["chunk_bounds", "encode_chunks", "encode_records", "int_values", "record_sizes", "validity"]

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from kavka.spark.arrow_encode import validity
+
 _SEED = np.uint32(0x9747B28C)
 _M = np.uint32(0x5BD1E995)
 
@@ -65,7 +67,7 @@ def key_partitions(keys: Any, num_partitions: int) -> np.ndarray:
         h = h * _M
         h ^= h >> np.uint32(15)
     part = (h & np.uint32(0x7FFFFFFF)).astype(np.int64) % num_partitions
-    valid = np.asarray(keys.is_valid())
+    valid = validity(keys)
     out[valid] = part[valid]
     return out
 

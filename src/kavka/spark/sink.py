@@ -46,7 +46,7 @@ from pyspark.sql.types import (
 
 from kavka.client.errors import KafkaError
 from kavka.client.producer import Producer, ProducerConfig, RecordsRegion
-from kavka.spark.arrow_encode import chunk_bounds, encode_records, record_sizes
+from kavka.spark.arrow_encode import chunk_bounds, encode_chunks, int_values, record_sizes
 from kavka.spark.options import OptionError, SinkOptions
 from kavka.spark.partitioner import key_partitions
 
@@ -108,7 +108,7 @@ def _partitions(
     parts = np.full(n, -1, dtype=np.int64)
     if "partition" in names:
         col = rows.column(names.index("partition"))
-        explicit = np.asarray(col.fill_null(-1), dtype=np.int64)
+        explicit = int_values(col, -1)
         bad = explicit[(explicit >= count) | (explicit < -1)]
         if len(bad):
             raise KafkaError(
@@ -127,24 +127,29 @@ def _partitions(
 def _regions(
     rows: Any, names: list[str], topic: str, producer: Producer, max_bytes: int
 ) -> list[tuple[str, int, RecordsRegion]]:
-    """`rows` (one topic) encoded as batches of at most `max_bytes`, per partition."""
+    """`rows` (one topic) encoded as batches of at most `max_bytes`, per partition.
+
+    Rows are put in partition order once (a stable sort keeps each
+    partition's rows in input order), cut into batches, and encoded in one
+    `encode_chunks` call."""
     parts = _partitions(rows, names, topic, producer.partitions_for(topic))
-    now = int(time.time() * 1000)
     cols = {n: rows.column(names.index(n)) for n in ("key", "value", "headers") if n in names}
-    out: list[tuple[str, int, RecordsRegion]] = []
-    for p in np.unique(parts):
-        if len(parts) and parts[0] == p and (parts == p).all():
-            sub = cols
-        else:
-            idx = pa.array(np.flatnonzero(parts == p))
-            sub = {n: c.take(idx) for n, c in cols.items()}
-        sizes = record_sizes(sub["value"], sub.get("key"), sub.get("headers"))
-        for start, end in chunk_bounds(sizes, max_bytes):
-            part = {n: c.slice(start, end - start) for n, c in sub.items()}
-            out.append((topic, int(p), encode_records(
-                part["value"], keys=part.get("key"), headers=part.get("headers"), timestamps=now,
-            )))
-    return out
+    if len(parts) > 1 and (np.diff(parts) < 0).any():
+        order = np.argsort(parts, kind="stable")
+        parts = parts[order]
+        idx = pa.array(order)
+        cols = {n: c.take(idx) for n, c in cols.items()}
+    sizes = record_sizes(cols["value"], cols.get("key"), cols.get("headers"))
+    cuts = np.flatnonzero(np.diff(parts)) + 1
+    edges = [0, *cuts.tolist(), len(parts)]
+    bounds: list[tuple[int, int]] = []
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        bounds += [(lo + s, lo + e) for s, e in chunk_bounds(sizes[lo:hi], max_bytes)]
+    regions = encode_chunks(
+        cols["value"], keys=cols.get("key"), headers=cols.get("headers"),
+        timestamps=int(time.time() * 1000), bounds=bounds,
+    )
+    return [(topic, int(parts[s]), r) for (s, _), r in zip(bounds, regions, strict=True)]
 
 
 def write_batches(opts: SinkOptions, batches: Iterator[Any]) -> KavkaCommitMessage:
