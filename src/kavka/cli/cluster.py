@@ -64,6 +64,9 @@ def up(nodes: int, controllers: int | None, racks: str | None, data_dir: Path, b
         click.echo("Ctrl-C stops every node.", err=True)
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        # Explicitly, not through KeyboardInterrupt: a process started in the background of a
+        # script inherits SIGINT as ignored, and Python then never raises KeyboardInterrupt.
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
         while not stop.is_set():
             dead = local.dead()
             if dead:
