@@ -8,7 +8,8 @@ together in numpy uint32 arithmetic (wrapping multiplies), one step per
 4-byte block of the longest key, instead of a Python loop per record.
 
 Invariant: equal to `default_partition` for every key (tests/spark/
-test_partitioner.py checks it on random keys). Imports numpy and pyarrow.
+test_partitioner.py checks it on random keys). Imports numpy, pyarrow and
+`kavka.spark.arrow_encode` (its buffer-level Arrow -> numpy helpers).
 """
 
 from __future__ import annotations
