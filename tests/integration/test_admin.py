@@ -57,6 +57,8 @@ KAFKA_TOPIC_DEFAULTS = {
     "min.compaction.lag.ms": "0",
     "min.insync.replicas": "1",
     "preallocate": "false",
+    "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false",
     "remote.storage.enable": "false",
     "retention.bytes": "-1",
     "retention.ms": "604800000",
