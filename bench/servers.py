@@ -83,8 +83,10 @@ class Broker:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_kavka(overrides: dict[str, str] | None = None) -> Broker:
-    work = Path(tempfile.mkdtemp(prefix="kavka-bench-"))
+def start_kavka(overrides: dict[str, str] | None = None, *, work: Path | None = None) -> Broker:
+    """One formatted kavka broker on a free port; `work` (default: a new temp dir) holds its data,
+    config and broker.log, and is removed by `Broker.stop`."""
+    work = work or Path(tempfile.mkdtemp(prefix="kavka-bench-"))
     port = free_port()
     props = {
         "node.id": "1",

@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,36 +29,26 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from bench.servers import free_port, wait_port
+from bench.servers import Broker, start_kavka
 from kavka.client.admin import AdminClient, NewTopic
 
 MIB = 1 << 20
 VALUE = b"v" * 1024
 
 
-def start_broker(work: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    props = {
-        "node.id": "1",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "log.dirs": str(work / "data"),
-        "num.partitions": "1",
-        "auto.create.topics.enable": "false",
-        "log.retention.check.interval.ms": "500",
-        "remote.log.storage.system.enable": "true",
-        "remote.log.storage.manager.class.name": "local",
-        "rsm.config.dir": str(work / "remote"),
-        "remote.log.manager.task.interval.ms": "500",
-        "remote.log.metadata.topic.num.partitions": "3",
-    }
-    cfg = work / "server.properties"
-    cfg.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    kavka = [sys.executable, "-m", "kavka"]
-    subprocess.run([*kavka, "storage", "format", "--config", str(cfg)], check=True, capture_output=True, timeout=60)
-    log = open(work / "broker.log", "wb")  # noqa: SIM115 -- owned by the process
-    proc = subprocess.Popen([*kavka, "server", "start", "--config", str(cfg)], stdout=log, stderr=subprocess.STDOUT)
-    wait_port(port, proc)
-    return proc, port
+def start_broker(work: Path) -> Broker:
+    """A single broker with tiering on (the `local` plugin under `work`/remote)."""
+    return start_kavka(
+        {
+            "log.retention.check.interval.ms": "500",
+            "remote.log.storage.system.enable": "true",
+            "remote.log.storage.manager.class.name": "local",
+            "rsm.config.dir": str(work / "remote"),
+            "remote.log.manager.task.interval.ms": "500",
+            "remote.log.metadata.topic.num.partitions": "3",
+        },
+        work=work,
+    )
 
 
 TIERED = {"remote.storage.enable": "true", "segment.bytes": str(MIB), "local.retention.bytes": str(2 * MIB), "retention.ms": "-1"}
@@ -162,8 +149,8 @@ def main() -> None:
     ap.add_argument("--case", choices=["1", "2", "both"], default="both")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kavka-tiered-bench-"))
-    proc, port = start_broker(work)
-    bootstrap = f"127.0.0.1:{port}"
+    broker = start_broker(work)
+    bootstrap = broker.bootstrap
     try:
         if args.case in ("1", "both"):
             print(f"case 1: probe produce latency with {args.rate} MiB/s of background writes to the same topic", flush=True)
@@ -215,12 +202,7 @@ def main() -> None:
                     t.join(60)
                     print(f"  round {r} reader on {source}: {summary(lat)}; reader {rate:.1f} MiB/s", flush=True)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(work, ignore_errors=True)
+        broker.stop()
 
 
 if __name__ == "__main__":

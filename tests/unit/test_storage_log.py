@@ -457,3 +457,16 @@ def test_tiered_local_retention_deletes_only_copied_segments(tmp_path: Path) -> 
     assert again.log_start_offset == again.local_log_start_offset > 0
     again.update_config(cfg)
     assert again.log_start_offset == 0 and again.local_log_start_offset > 0
+
+
+def test_replay_records_yields_every_record_once_in_order(tmp_path: Path) -> None:
+    lg = open_log(tmp_path / "t-0", LogConfig(segment_bytes=600))
+    for i in range(12):  # several segments, compressed and plain batches of 3
+        lg.append_as_leader(batch(3, codec=i % 2, tag=f"b{i}-"), leader_epoch=0, now_ms=NOW)
+    lg.maybe_increment_log_start_offset(4, "test")  # starts mid-batch
+    want = list(range(4, 36))
+    for chunk in (1, 150, 1 << 20):  # a chunk smaller than a batch still makes progress
+        got = [r.offset for r in lg.replay_records(chunk_bytes=chunk)]
+        assert got == want, chunk
+    values = [r.value for r in lg.replay_records()]
+    assert len(set(values)) == len(values) == 32

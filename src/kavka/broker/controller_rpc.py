@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import struct
 import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -58,6 +57,7 @@ from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 
 from kavka.broker.handlers import configs, topics
+from kavka.client.async_channel import AsyncChannel
 from kavka.controller.controller import AlterPartitionItem, ApiResult, CreatedTopic, NewTopic
 from kavka.controller.image import MetadataImage, TopicImage
 from kavka.controller.quorum_controller import (
@@ -67,7 +67,6 @@ from kavka.controller.quorum_controller import (
     QuorumController,
     unavailable_result,
 )
-from kavka.protocol.framing import decode_body, encode_entity, encode_request
 from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.raft import codec
 
@@ -76,7 +75,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kavka.controller")
 
-_I32 = struct.Struct(">i")
 _NO_THROTTLE = datetime.timedelta(0)
 _TIMEOUT = datetime.timedelta(seconds=30)
 
@@ -273,54 +271,6 @@ def alter_partition_response(error: ErrorCode, results: Sequence[tuple[AlterPart
 # ---------------------------------------------------------------------------- client side
 
 
-class _Channel:
-    """One connection to one controller endpoint, one request at a time."""
-
-    def __init__(self, host: str, port: int, client_id: str) -> None:
-        self.addr = (host, port)
-        self.client_id = client_id
-        self._lock = asyncio.Lock()
-        self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-        self._correlation = 0
-
-    async def call(self, request: Any, timeout_s: float) -> Any:
-        req_cls, resp_cls = RPCS[request.__api_key__]
-        async with self._lock:
-            try:
-                return await asyncio.wait_for(self._call(request, resp_cls), timeout=timeout_s)
-            except BaseException:
-                self.close()
-                raise
-
-    async def _call(self, request: Any, resp_cls: type) -> Any:
-        if self._conn is None:
-            self._conn = await asyncio.open_connection(*self.addr)
-        reader, writer = self._conn
-        self._correlation += 1
-        writer.write(
-            encode_request(
-                api_key=request.__api_key__,
-                api_version=request.__version__,
-                correlation_id=self._correlation,
-                client_id=self.client_id,
-                body=encode_entity(request),
-                flexible=True,
-            )
-        )
-        await writer.drain()
-        (size,) = _I32.unpack(await reader.readexactly(4))
-        frame = await reader.readexactly(size)
-        (corr,) = _I32.unpack_from(frame, 0)
-        if corr != self._correlation:
-            raise ConnectionError(f"response {corr} to request {self._correlation}")
-        return decode_body(resp_cls, frame, 5)  # response header v1: id + empty tagged fields
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn[1].close()
-            self._conn = None
-
-
 class ControllerClient:
     """`node.controller`: the QuorumController's operations, from any node of the cluster."""
 
@@ -342,7 +292,7 @@ class ControllerClient:
         self.voters = voters
         self.timeout_s = timeout_s
         self.propagation_timeout_s = propagation_timeout_s
-        self._channels: dict[int, _Channel] = {}
+        self._channels: dict[int, AsyncChannel] = {}
 
     @property
     def image(self) -> MetadataImage:
@@ -377,9 +327,10 @@ class ControllerClient:
             elif leader is not None and leader in self.voters:
                 ch = self._channels.get(leader)
                 if ch is None:
-                    ch = self._channels[leader] = _Channel(*self.voters[leader], f"kavka-node-{self.node_id}")
+                    ch = self._channels[leader] = AsyncChannel(f"kavka-node-{self.node_id}")
                 try:
-                    resp = await ch.call(request(), max(0.1, deadline - loop.time()))
+                    req = request()
+                    resp = await ch.call(self.voters[leader], req, RPCS[req.__api_key__][1], max(0.1, deadline - loop.time()))
                     if not retry(resp):
                         return resp
                     last = NotControllerError(f"node {leader} is not the active controller")

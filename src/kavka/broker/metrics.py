@@ -149,8 +149,8 @@ class BrokerCollector:
                 value=s.offline_partitions,
             )
         for name, help_, value in (
-            ("kafka_server_replicamanager_isrshrinks", "IsrShrinksPerSec: ISR shrinks this broker had committed", s.isr_shrinks),
-            ("kafka_server_replicamanager_isrexpands", "IsrExpandsPerSec: ISR expansions this broker had committed", s.isr_expands),
+            ("kafka_server_replicamanager_isrshrinks", "IsrShrinksPerSec: ISR shrinks of partitions this broker leads", s.isr_shrinks),
+            ("kafka_server_replicamanager_isrexpands", "IsrExpandsPerSec: ISR expansions of partitions this broker leads", s.isr_expands),
         ):
             c = CounterMetricFamily(name, f"kafka.server:type=ReplicaManager,name={help_}")
             c.add_metric([], value)

@@ -52,7 +52,7 @@ from kavka.coordinator.group import (
     Parked,
     SyncResult,
 )
-from kavka.protocol.records import build_batch, iter_batches, iter_records
+from kavka.protocol.records import build_batch
 from kavka.replication.partition import PartitionError, TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
 
@@ -88,7 +88,6 @@ def _store_error(exc: BaseException, table: dict[ErrorCode, ErrorCode]) -> Error
 
 log = logging.getLogger("kavka.coordinator")
 
-_LOAD_CHUNK = 1 << 20
 _TIMER_TICK_S = 0.05  # how late a newly earlier deadline (a join, a short session) may fire
 
 
@@ -154,25 +153,12 @@ class GroupCoordinatorManager:
             return 0
         n = 0
         now = self.now_ms()
-        offset, end = part.log_start_offset, part.log_end_offset
-        while offset < end:
-            data = part.log.read(offset, max_bytes=_LOAD_CHUNK, min_one_message=True).records
-            if not data:
-                break
-            next_offset = offset
-            for _pos, header in iter_batches(data):
-                next_offset = max(next_offset, header.next_offset)
-            for r in iter_records(data):
-                if r.offset < offset:
-                    continue  # the head of a batch already replayed
-                n += 1
-                try:
-                    self._replay(r.key, r.value, now)
-                except (rec.RecordFormatError, UnicodeDecodeError) as e:
-                    log.warning("skipping unreadable record at %s-%d@%d: %s", rec.OFFSETS_TOPIC, p, r.offset, e)
-            if next_offset <= offset:
-                break  # no progress: never loop forever on an odd log
-            offset = next_offset
+        for r in part.log.replay_records():
+            n += 1
+            try:
+                self._replay(r.key, r.value, now)
+            except (rec.RecordFormatError, UnicodeDecodeError) as e:
+                log.warning("skipping unreadable record at %s-%d@%d: %s", rec.OFFSETS_TOPIC, p, r.offset, e)
         return n
 
     def _unload_partition(self, p: int) -> None:

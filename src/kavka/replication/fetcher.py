@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
-import struct
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v15 import request as fetch_req
 from kio.schema.fetch.v15 import response as fetch_resp
 
-from kavka.protocol.framing import decode_body, encode_entity, encode_request
+from kavka.client.async_channel import AsyncChannel
 from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.replication.partition import Partition, PartitionError, TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
@@ -46,8 +45,6 @@ from kavka.replication.replica_state import DivergingEpoch
 
 log = logging.getLogger("kavka.replication.fetcher")
 
-_I32 = struct.Struct(">i")
-FETCH_VERSION = 15
 _METADATA_WAIT = frozenset(
     {
         ErrorCode.fenced_leader_epoch,
@@ -157,8 +154,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self.task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
-        self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-        self._correlation = 0
+        self._channel = AsyncChannel(f"kavka-replica-{manager.node_id}")
         self._failing = False
 
     @property
@@ -187,9 +183,7 @@ class ReplicaFetcher:
         self._close()
 
     def _close(self) -> None:
-        if self._conn is not None:
-            self._conn[1].close()
-            self._conn = None
+        self._channel.close()
 
     # ------------------------------------------------------------------ loop
 
@@ -214,7 +208,10 @@ class ReplicaFetcher:
                 await asyncio.sleep(backoff)
                 continue
             try:
-                resp = await self._call(addr, request)
+                s = self.m.settings
+                resp = await self._channel.call(
+                    addr, request, fetch_resp.FetchResponse, (s.socket_timeout_ms + s.wait_max_ms) / 1000
+                )
             except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, ConnectionError, ValueError) as e:
                 self._close()
                 if not self._failing:
@@ -270,31 +267,6 @@ class ReplicaFetcher:
             rack_id="",
         )
         return req, sent
-
-    async def _call(self, addr: tuple[str, int], request: Any) -> Any:
-        timeout = self.m.settings.socket_timeout_ms / 1000 + self.m.settings.wait_max_ms / 1000
-        async with asyncio.timeout(timeout):
-            if self._conn is None:
-                self._conn = await asyncio.open_connection(*addr)
-            reader, writer = self._conn
-            self._correlation += 1
-            writer.write(
-                encode_request(
-                    api_key=1,
-                    api_version=FETCH_VERSION,
-                    correlation_id=self._correlation,
-                    client_id=f"kavka-replica-{self.m.node_id}",
-                    body=encode_entity(request),
-                    flexible=True,
-                )
-            )
-            await writer.drain()
-            (size,) = _I32.unpack(await reader.readexactly(4))
-            frame = await reader.readexactly(size)
-        (corr,) = _I32.unpack_from(frame, 0)
-        if corr != self._correlation:
-            raise ConnectionError(f"response {corr} to request {self._correlation}")
-        return decode_body(fetch_resp.FetchResponse, frame, 5)
 
     # ------------------------------------------------------------------ response
 

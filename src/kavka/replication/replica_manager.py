@@ -110,7 +110,12 @@ class ReplicaManager:
             self.partitions[tp] = p
             role_changed = True
         else:
+            old_isr = set(p.isr)
             role_changed = p.apply_registration(registration, now_ms=self.now_ms())
+            if p.is_leader and not role_changed:  # IsrShrinksPerSec / IsrExpandsPerSec, counted by leaders
+                new_isr = set(p.isr)
+                self.isr_expands += new_isr > old_isr
+                self.isr_shrinks += new_isr < old_isr
             p.min_insync_replicas = min_insync_replicas
             p.log.update_config(config)
             fut = self.log_manager.future_log((tp.topic, tp.partition))
@@ -166,42 +171,32 @@ class ReplicaManager:
         while self._isr_queue:
             batch = dict(self._isr_queue)
             self._isr_queue.clear()
-            items = []
+            epochs = self.broker_epochs()
+            sent: list[tuple[TopicPartition, IsrProposal, AlterPartitionItem]] = []
             for tp, prop in batch.items():
                 p = self.partitions.get(tp)
                 if p is None or p.leader_state is None or p.leader_state.pending != prop:
                     continue  # leadership moved or the proposal was settled meanwhile
-                epochs = self.broker_epochs()
-                items.append(
-                    AlterPartitionItem(
-                        p.topic_id, tp.partition, prop.leader_epoch, prop.partition_epoch,
-                        tuple((b, epochs.get(b, -1)) for b in prop.new_isr),
-                    )
+                item = AlterPartitionItem(
+                    p.topic_id, tp.partition, prop.leader_epoch, prop.partition_epoch,
+                    tuple((b, epochs.get(b, -1)) for b in prop.new_isr),
                 )
-            if not items or self.send_alter_partition is None:
+                sent.append((tp, prop, item))
+            if not sent or self.send_alter_partition is None:
                 continue
             retry: dict[TopicPartition, IsrProposal] = {}
             try:
-                error, results = await self.send_alter_partition(items)
+                error, results = await self.send_alter_partition([item for _, _, item in sent])
             except Exception as e:  # no answer: its fate is unknown, so the proposal stays and is resent
-                log.warning("AlterPartition for %d partitions got no answer (%s); retrying", len(items), e)
+                log.warning("AlterPartition for %d partitions got no answer (%s); retrying", len(sent), e)
                 error, results = ErrorCode.request_timed_out, {}
-            by_id = {(p.topic_id, tp.partition): (tp, p) for tp, p in self.partitions.items()}
-            for item in items:
-                found = by_id.get((item.topic_id, item.partition))
-                if found is None:
-                    continue
-                tp, p = found
-                ls = p.leader_state
-                prop = batch.get(tp)
-                if ls is None or prop is None or ls.pending != prop:
-                    continue
+            for tp, prop, item in sent:
+                p = self.partitions.get(tp)
+                ls = p.leader_state if p is not None else None
+                if p is None or ls is None or ls.pending != prop:
+                    continue  # settled by metadata while the request was out
                 perr = error if error != ErrorCode.none else results.get((item.topic_id, item.partition), (ErrorCode.unknown_server_error, -1, -1))[0]
                 if perr == ErrorCode.none:
-                    if len(prop.new_isr) > len(p.isr):
-                        self.isr_expands += 1
-                    else:
-                        self.isr_shrinks += 1
                     continue  # committed: the registration arrives through the metadata log
                 if ls.on_alter_partition_error(ErrorCode(perr)):
                     retry[tp] = prop

@@ -9,7 +9,7 @@ file (one absolute path a line); if so the operation raises
 ``OSError(EIO)``, exactly what a dying disk raises. A line
 ``block-fsync <dir>`` instead makes every fsync of a file under that dir wait
 until the line is gone (`before_fsync`): a disk that is slow, not dead. The control file is read
-again when its mtime changes (stat at most every 20 ms), so a test fails a
+again at most every 20 ms, so a test fails a
 dir of a running broker by writing its path there. Without the variable,
 `check` is one attribute test. Any thread may call `check`.
 """
@@ -34,29 +34,28 @@ class DiskFaults:
         """(Re)point at a control file; None turns injection off (unit tests use this)."""
         self.enabled = bool(control_file)
         self._control = Path(control_file) if control_file else None
-        self._mtime_ns = -1
         self._next_stat = 0.0
         self._failing: tuple[str, ...] = ()
         self._block_fsync: tuple[str, ...] = ()
 
     def _refresh(self) -> None:
+        # The file is re-read every interval, not on an mtime change: a test's write_text
+        # truncates then writes, and a stat between the two sees the empty file with the same
+        # coarse-clock mtime the write then leaves, so an mtime check could miss the new lines.
         now = time.monotonic()
         if now < self._next_stat or self._control is None:
             return
         self._next_stat = now + _RECHECK_S
         try:
-            mtime = self._control.stat().st_mtime_ns
-        except OSError:
-            self._failing, self._block_fsync, self._mtime_ns = (), (), -1
-            return
-        if mtime != self._mtime_ns:
-            self._mtime_ns = mtime
             lines = [x.strip() for x in self._control.read_text().splitlines() if x.strip()]
-            block = "block-fsync "
-            self._failing = tuple(os.path.abspath(x) + os.sep for x in lines if not x.startswith(block))
-            self._block_fsync = tuple(
-                os.path.abspath(x[len(block) :].strip()) + os.sep for x in lines if x.startswith(block)
-            )
+        except OSError:
+            lines = []
+        block = "block-fsync "
+        # one assignment each: another thread reading meanwhile sees the old or the new tuple
+        self._failing = tuple(os.path.abspath(x) + os.sep for x in lines if not x.startswith(block))
+        self._block_fsync = tuple(
+            os.path.abspath(x[len(block) :].strip()) + os.sep for x in lines if x.startswith(block)
+        )
 
     def before_fsync(self, path: Path | str) -> None:
         """Block an fsync of a file under a dir listed as ``block-fsync <dir>`` until that

@@ -46,10 +46,12 @@ from kavka.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
     CorruptRecordError,
+    Record,
     assign_offsets,
     batch_crc_ok,
     decode_batch,
     iter_batches,
+    iter_records,
     parse_header,
     validate_batches,
 )
@@ -705,6 +707,26 @@ class Log:
 
     # ------------------------------------------------------------------ read
 
+    def replay_records(self, *, chunk_bytes: int = 1 << 20) -> Iterator[Record]:
+        """Every record from the log start to the log end as it is now, read `chunk_bytes` at a
+        time -- what an internal topic's owner replays into memory (the group coordinator's
+        `__consumer_offsets`, tiered storage's `__remote_log_metadata`). A batch that starts
+        below a chunk's first offset is yielded only from that offset on."""
+        offset, end = self.log_start_offset, self._log_end_offset
+        while offset < end:
+            data = self.read(offset, max_bytes=chunk_bytes, min_one_message=True).records
+            if not data:
+                return
+            next_offset = offset
+            for _pos, header in iter_batches(data):
+                next_offset = max(next_offset, header.next_offset)
+            for r in iter_records(data):
+                if r.offset >= offset:
+                    yield r
+            if next_offset <= offset:
+                return  # no progress: never loop forever on an odd log
+            offset = next_offset
+
     def read(
         self,
         fetch_offset: int,
@@ -881,51 +903,50 @@ class Log:
         if not self.config.delete_enabled:
             return deleted
         if self.config.remote_storage_enable:
-            return deleted + self._delete_local_tier_segments(now_ms, high_watermark=high_watermark)
-        retention_bytes = self.config.retention_bytes
-        if retention_bytes >= 0:
-            diff = self.size_in_bytes - retention_bytes
-            if diff > 0:
-                remaining = [diff]
-
-                def size_breached(seg: LogSegment, nxt: LogSegment | None) -> bool:
-                    if remaining[0] - seg.size >= 0:
-                        remaining[0] -= seg.size
-                        return True
-                    return False
-
-                deleted += self._delete_old_segments(
-                    size_breached,
-                    high_watermark=high_watermark,
-                    now_ms=now_ms,
-                    reason=f"retention.bytes {retention_bytes} breach",
-                )
-        retention_ms = self.config.retention_ms
-        if retention_ms >= 0:
-            deleted += self._delete_old_segments(
-                lambda seg, nxt: now_ms - seg.largest_timestamp > retention_ms,
+            # Local retention of a tiered log: closed segments already in remote storage and
+            # past local.retention.bytes / local.retention.ms go; the log start offset stays (the
+            # data is still readable from remote storage). An uncopied segment is never deleted.
+            copied = self.highest_offset_in_remote
+            return deleted + self._delete_by_retention(
+                now_ms,
                 high_watermark=high_watermark,
-                now_ms=now_ms,
-                reason=f"retention.ms {retention_ms} breach",
+                retention_bytes=self.config.effective_local_retention_bytes,
+                retention_ms=self.config.effective_local_retention_ms,
+                eligible=lambda nxt: nxt is not None and nxt.base_offset - 1 <= copied,
+                names=("local retention bytes", "local retention ms"),
+                move_log_start=False,
             )
-        return deleted
+        return deleted + self._delete_by_retention(
+            now_ms,
+            high_watermark=high_watermark,
+            retention_bytes=self.config.retention_bytes,
+            retention_ms=self.config.retention_ms,
+            eligible=lambda nxt: True,
+            names=("retention.bytes", "retention.ms"),
+            move_log_start=True,
+        )
 
-    def _delete_local_tier_segments(self, now_ms: int, *, high_watermark: int) -> int:
-        """Local retention of a tiered log: closed segments already in remote storage and past
-        local.retention.bytes / local.retention.ms go; the log start offset stays (the data is
-        still readable from remote storage). An uncopied segment is never deleted."""
-        copied = self.highest_offset_in_remote
-
-        def in_remote(nxt: LogSegment | None) -> bool:
-            return nxt is not None and nxt.base_offset - 1 <= copied
-
+    def _delete_by_retention(
+        self,
+        now_ms: int,
+        *,
+        high_watermark: int,
+        retention_bytes: int,
+        retention_ms: int,
+        eligible: Callable[[LogSegment | None], bool],
+        names: tuple[str, str],
+        move_log_start: bool,
+    ) -> int:
+        """Oldest segments first while the log is over `retention_bytes`, then segments whose
+        newest record is older than `retention_ms` (-1: no limit); only those `eligible` (given
+        the segment after them) may go."""
         deleted = 0
-        retention_bytes = self.config.effective_local_retention_bytes
-        if retention_bytes >= 0 and self.size_in_bytes - retention_bytes > 0:
+        suffix = "" if move_log_start else " (copied to remote storage)"
+        if retention_bytes >= 0 and self.size_in_bytes > retention_bytes:
             remaining = [self.size_in_bytes - retention_bytes]
 
             def size_breached(seg: LogSegment, nxt: LogSegment | None) -> bool:
-                if in_remote(nxt) and remaining[0] - seg.size >= 0:
+                if eligible(nxt) and remaining[0] - seg.size >= 0:
                     remaining[0] -= seg.size
                     return True
                 return False
@@ -934,17 +955,16 @@ class Log:
                 size_breached,
                 high_watermark=high_watermark,
                 now_ms=now_ms,
-                reason=f"local retention bytes {retention_bytes} breach (copied to remote storage)",
-                move_log_start=False,
+                reason=f"{names[0]} {retention_bytes} breach{suffix}",
+                move_log_start=move_log_start,
             )
-        retention_ms = self.config.effective_local_retention_ms
         if retention_ms >= 0:
             deleted += self._delete_old_segments(
-                lambda seg, nxt: in_remote(nxt) and now_ms - seg.largest_timestamp > retention_ms,
+                lambda seg, nxt: eligible(nxt) and now_ms - seg.largest_timestamp > retention_ms,
                 high_watermark=high_watermark,
                 now_ms=now_ms,
-                reason=f"local retention ms {retention_ms} breach (copied to remote storage)",
-                move_log_start=False,
+                reason=f"{names[1]} {retention_ms} breach{suffix}",
+                move_log_start=move_log_start,
             )
         return deleted
 

@@ -28,7 +28,7 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kavka.protocol.records import build_batch, iter_batches, iter_records
+from kavka.protocol.records import build_batch
 from kavka.replication.partition import TopicPartition
 from kavka.tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
 from kavka.tiered.metadata import (
@@ -42,7 +42,6 @@ from kavka.tiered.metadata import (
 
 log = logging.getLogger("kavka.tiered")
 
-_LOAD_CHUNK = 1 << 20
 _KEY = struct.Struct(">16si")
 
 
@@ -111,25 +110,14 @@ class TopicBasedRemoteLogMetadataManager:
             part = self.replica_manager.get_partition(REMOTE_LOG_METADATA_TOPIC, p)
             if part is None:
                 continue
-            offset, end = part.log_start_offset, part.log_end_offset
-            while offset < end:
-                data = part.log.read(offset, max_bytes=_LOAD_CHUNK, min_one_message=True).records
-                if not data:
-                    break
-                next_offset = offset
-                for _pos, header in iter_batches(data):
-                    next_offset = max(next_offset, header.next_offset)
-                for r in iter_records(data):
-                    if r.offset < offset or r.value is None:
-                        continue
-                    try:
-                        self._apply(decode_event(bytes(r.value), self._names))
-                        n += 1
-                    except RemoteMetadataError as e:
-                        log.warning("skipping remote log metadata at %s-%d@%d: %s", REMOTE_LOG_METADATA_TOPIC, p, r.offset, e)
-                if next_offset <= offset:
-                    break
-                offset = next_offset
+            for r in part.log.replay_records():
+                if r.value is None:
+                    continue
+                try:
+                    self._apply(decode_event(bytes(r.value), self._names))
+                    n += 1
+                except RemoteMetadataError as e:
+                    log.warning("skipping remote log metadata at %s-%d@%d: %s", REMOTE_LOG_METADATA_TOPIC, p, r.offset, e)
         self.events_loaded = n
         return n
 

@@ -8,8 +8,19 @@ always returned even if larger, KIP-74, so a consumer can make progress).
 Record bytes are not copied through kio's encoder: the response is a
 SplicedResponse whose record chunks go to the socket as they were read
 (protocol.splice). If fewer than min_bytes are ready and nothing failed, the request waits in the
-ReplicaManager's purgatory until an append to one of its partitions or
-max_wait, then reads again.
+ReplicaManager's purgatory until one of its partitions changes or max_wait,
+then reads again.
+
+Followers (a replica id in the request: `ReplicaState` from v15): the leader
+first checks the follower's last fetched epoch against its epoch cache and
+answers a diverging epoch when they disagree (KIP-320); otherwise it reads up
+to the log end offset, not the high watermark, and records the follower's
+position (which may move the high watermark or propose an ISR expansion,
+`Partition.fetch_for_follower`). A follower's long-poll wakes on appends; a
+consumer's on moves of the high watermark, when records become visible. A
+fetch from an earlier incarnation of the broker (its replica epoch below the
+registered broker epoch) is answered NOT_LEADER_OR_FOLLOWER and counts for
+nothing.
 
 Tiered storage (KIP-405): a partition whose fetch offset is at or above the
 log start offset but below the local log start offset is read from remote
@@ -69,6 +80,9 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     topics = _resolve_topics(node, req, by_id)
     replica_id = req.replica_state.replica_id if ctx.api_version >= 15 else req.replica_id
     follower = replica_id >= 0
+    if follower and ctx.api_version >= 15 and _stale_replica(node, replica_id, req.replica_state.replica_epoch):
+        # A fetch from an earlier incarnation of that broker (KIP-903): it must not move the high watermark.
+        return _read_all(node, ctx, req, topics, resp_cls, replica_id, stale_replica=True)[0]
     remote_plan = {} if follower else _remote_plan(node, topics)
     if remote_plan:
         return _read_with_remote(node, ctx, req, topics, resp_cls, remote_plan)
@@ -91,6 +105,11 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
         return _read_all(node, ctx, req, topics, resp_cls, replica_id)[0]
 
     return delayed()
+
+
+def _stale_replica(node: BrokerNode, replica_id: int, replica_epoch: int) -> bool:
+    b = node.image.brokers.get(replica_id)
+    return b is None or (replica_epoch >= 0 and replica_epoch < b.epoch)
 
 
 def _remote_plan(node: BrokerNode, topics: list[tuple[Any, str | None, Any]]) -> dict[tuple[str, int], Any]:
@@ -145,6 +164,8 @@ def _read_all(
     resp_cls: type,
     replica_id: int = -1,
     remote: dict[tuple[str, int], bytes | BaseException] | None = None,
+    *,
+    stale_replica: bool = False,
 ) -> tuple[Any, int, bool]:
     rm = node.replica_manager
     now_ms = node.now_ms()
@@ -174,6 +195,8 @@ def _read_all(
                 hw, start = p.high_watermark, p.log_start_offset
                 lso = hw
                 try:
+                    if stale_replica:
+                        raise PartitionError(ErrorCode.not_leader_or_follower, f"fetch from a stale or unknown broker {replica_id}")
                     r = p.fetch_for_follower(
                         replica_id,
                         fetch_offset=fp.fetch_offset,

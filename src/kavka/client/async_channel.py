@@ -1,0 +1,81 @@
+"""AsyncChannel: one asyncio connection to one Kafka-protocol endpoint, one request at a time.
+
+What brokers use to talk to each other: forwarding and broker RPCs to the active
+controller (`broker.controller_rpc`) and followers' Fetch to a leader
+(`replication.fetcher`). Requests are flexible versions (request header v2,
+response header v1: correlation id plus empty tagged fields). A response whose
+correlation id is not the request's, or whose frame is larger than
+`max_response_bytes`, or that does not decode, is a ConnectionError; any failure or timeout closes the
+connection, and the next call opens a new one -- to the address it is given,
+so a peer that moved is followed. Event-loop thread only; concurrent calls
+queue on a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from kavka.protocol.framing import ProtocolError, decode_body, encode_entity, encode_request
+
+_I32 = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # as the blocking client (client.connection)
+
+
+class AsyncChannel:
+    def __init__(self, client_id: str, *, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
+        self.client_id = client_id
+        self.max_response_bytes = max_response_bytes
+        self._lock = asyncio.Lock()
+        self._addr: tuple[str, int] | None = None
+        self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._correlation = 0
+
+    async def call(self, addr: tuple[str, int], request: Any, resp_cls: type, timeout_s: float) -> Any:
+        """Send `request` to `addr` and decode the answer as `resp_cls`, within `timeout_s`."""
+        if not request.__flexible__:
+            raise ValueError(f"{type(request).__name__} v{request.__version__} is not a flexible version")
+        async with self._lock:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    return await self._call(addr, request, resp_cls)
+            except BaseException:
+                self.close()
+                raise
+
+    async def _call(self, addr: tuple[str, int], request: Any, resp_cls: type) -> Any:
+        if self._conn is not None and self._addr != addr:
+            self.close()
+        if self._conn is None:
+            self._conn = await asyncio.open_connection(*addr)
+            self._addr = addr
+        reader, writer = self._conn
+        self._correlation += 1
+        writer.write(
+            encode_request(
+                api_key=request.__api_key__,
+                api_version=request.__version__,
+                correlation_id=self._correlation,
+                client_id=self.client_id,
+                body=encode_entity(request),
+                flexible=True,
+            )
+        )
+        await writer.drain()
+        (size,) = _I32.unpack(await reader.readexactly(4))
+        if not 5 <= size <= self.max_response_bytes:
+            raise ConnectionError(f"response frame of {size} bytes from {addr[0]}:{addr[1]}")
+        frame = await reader.readexactly(size)
+        (corr,) = _I32.unpack_from(frame, 0)
+        if corr != self._correlation:
+            raise ConnectionError(f"response {corr} to request {self._correlation}")
+        try:
+            return decode_body(resp_cls, frame, 5)
+        except ProtocolError as e:  # the peer sent bytes that are not this response
+            raise ConnectionError(f"undecodable {resp_cls.__name__} from {addr[0]}:{addr[1]}: {e}") from e
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn[1].close()
+            self._conn = None
