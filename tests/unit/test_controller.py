@@ -232,6 +232,34 @@ def test_sessions_expire_only_unfenced_brokers_and_restart_on_activation():
     assert s.expired(image, 5500) == []
 
 
+def test_a_closed_heartbeat_connection_fences_after_the_grace_unless_the_broker_comes_back():
+    from kavka.controller.heartbeats import CONNECTION_LOSS_GRACE_MS as G
+    from kavka.controller.heartbeats import BrokerSessions
+
+    image = _cluster(3)
+    s = BrokerSessions(30_000)
+    s.activate(image.brokers, 0)
+    old, new = object(), object()
+    s.touch(1, 100, old)
+    s.touch(2, 100, old)  # two brokers on one connection (a test harness could): both count
+    s.touch(3, 100, None)  # in-process: no connection to lose
+    assert s.connection_lost(object(), 200) == []  # nobody's connection
+    assert sorted(s.connection_lost(old, 200)) == [1, 2]
+    assert s.lost_connection(1) and not s.lost_connection(3)
+    s.touch(2, 300, new)  # 2 came back over a new connection before the grace ran out
+    assert s.expired(image, 200 + G - 1) == []
+    assert s.expired(image, 200 + G) == [1]  # long before its 30 s session would end
+    # The old connection of a broker that moved on closing later changes nothing.
+    assert s.connection_lost(old, 400) == []
+    assert s.expired(image, 10_000) == [1]
+    s.touch(1, 10_001, new)
+    assert s.expired(image, 20_000) == []
+    assert sorted(s.connection_lost(new, 20_000)) == [1, 2]
+    s.deactivate()
+    s.activate(image.brokers, 21_000)  # a new active controller starts every session afresh
+    assert s.expired(image, 21_000 + G) == []
+
+
 def _alter(logic, image, topic, pid, new_isr, *, leader=None, leader_epoch=None, partition_epoch=None, epochs=None):
     t = image.topics_by_name[topic]
     reg = t.partitions[pid]

@@ -31,7 +31,7 @@ import asyncio
 import datetime
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.allocate_producer_ids.v0 import request as apid_req
@@ -107,8 +107,15 @@ class ControllerApis:
         self.qc = controller
         self.cluster_id = cluster_id
 
-    async def handle(self, api_key: int, req: Any) -> Any:
+    async def handle(self, api_key: int, req: Any, connection: Hashable | None = None) -> Any:
+        """Answer one request; `connection` identifies the connection it came over (heartbeats
+        remember it, so a broker whose connection closes is fenced soon: controller.heartbeats)."""
+        if api_key == bh_req.BrokerHeartbeatRequest.__api_key__:
+            return await self._api_63(req, connection)
         return await getattr(self, f"_api_{api_key}")(req)
+
+    def connection_lost(self, connection: Hashable) -> None:
+        self.qc.broker_connection_lost(connection)
 
     async def _api_19(self, req: ct_req.CreateTopicsRequest) -> Any:
         results = await topics.create_topics(self.qc, topics.new_topics(req), validate_only=req.validate_only)
@@ -196,7 +203,7 @@ class ControllerApis:
             )
         return br_resp.BrokerRegistrationResponse(throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, broker_epoch=epoch)
 
-    async def _api_63(self, req: bh_req.BrokerHeartbeatRequest) -> Any:
+    async def _api_63(self, req: bh_req.BrokerHeartbeatRequest, connection: Hashable | None = None) -> Any:
         try:
             r = await self.qc.broker_heartbeat(
                 broker_id=req.broker_id,
@@ -204,6 +211,7 @@ class ControllerApis:
                 metadata_offset=req.current_metadata_offset,
                 want_fence=req.want_fence,
                 want_shut_down=req.want_shut_down,
+                connection=connection,
             )
         except UNAVAILABLE as e:
             r = HeartbeatReply(unavailable_result(e).error)

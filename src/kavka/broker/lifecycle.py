@@ -7,7 +7,8 @@ States, as Kafka's broker sees them:
   registration record; then it unfences it and elects it leader where it is the only live ISR
   member. `wait_unfenced` is what startup waits on before the broker announces itself ready.
 - running: a heartbeat every `broker.heartbeat.interval.ms`; every 50 ms while fenced or shutting
-  down. A broker the controller fenced (its session expired, e.g. a long pause) asks to be
+  down; 200 ms after a heartbeat that got no answer (the controller fences a broker whose
+  heartbeat connection closed and that is not heard from again within a second). A broker the controller fenced (its session expired, e.g. a long pause) asks to be
   unfenced again by its next heartbeat. STALE_BROKER_EPOCH / BROKER_ID_NOT_REGISTERED (the
   controller lost or replaced the registration) re-registers with a new incarnation.
 - controlled shutdown (`controlled_shutdown`): heartbeats with want_shut_down; the controller
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kavka.broker")
 
 _FAST_S = 0.05  # heartbeat period while fenced or shutting down
+_RETRY_S = 0.2  # after a heartbeat that got no answer
 
 
 class BrokerLifecycle:
@@ -112,6 +114,10 @@ class BrokerLifecycle:
                 failures = 0
                 await self._handle(reply)
             period = _FAST_S if (self.fenced or self._want_shut_down) else self.interval_s
+            if reply is None:
+                # Beat again soon: the controller fences a broker whose heartbeat connection closed
+                # and that is not heard from again within a second (controller.heartbeats).
+                period = min(period, _RETRY_S)
             self._kick.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(period):  # not wait_for: 3.11's can lose a cancel

@@ -439,11 +439,17 @@ class BrokerNode:
     async def _create_offsets_topic(self, partitions: int) -> None:
         if OFFSETS_TOPIC in self.image.topics_by_name:
             return
-        # offsets.topic.replication.factor, capped by the brokers there are (a single-node cluster
-        # still gets its offsets topic).
-        rf = max(1, min(self.config["offsets.topic.replication.factor"], len(self.image.usable_brokers())))
+        # offsets.topic.replication.factor as asked, the controller judging whether the brokers are
+        # there (this broker's view may lag behind brokers that just registered); only if it says
+        # there are too few, capped by the brokers this broker sees (a single-node cluster still
+        # gets its offsets topic).
+        wanted = self.config["offsets.topic.replication.factor"]
         configs = {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
-        [created] = await self.controller.create_topics([NewTopic(OFFSETS_TOPIC, partitions, rf, configs=configs)])
+        [created] = await self.controller.create_topics([NewTopic(OFFSETS_TOPIC, partitions, wanted, configs=configs)])
+        if created.result.error == ErrorCode.invalid_replication_factor:
+            rf = max(1, min(wanted, len(self.image.usable_brokers())))
+            log.info("creating %s with replication factor %d: %s", OFFSETS_TOPIC, rf, created.result.message)
+            [created] = await self.controller.create_topics([NewTopic(OFFSETS_TOPIC, partitions, rf, configs=configs)])
         if created.result.error == ErrorCode.topic_already_exists:
             return  # another broker created it first (both saw a group before the topic)
         if not created.result.ok:

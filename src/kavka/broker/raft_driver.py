@@ -304,7 +304,7 @@ class RaftDriver:
         if header.api_version != req_cls.__version__:
             raise ValueError(f"api {header.api_key} v{header.api_version} is not spoken between kavka nodes")
         request = decode_body(req_cls, frame, header.header_size)
-        response = await self.controller_apis.handle(header.api_key, request)
+        response = await self.controller_apis.handle(header.api_key, request, connection=writer)
         body = encode_entity(response)
         writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(header.correlation_id) + b"\x00" + body)
         await writer.drain()
@@ -337,5 +337,7 @@ class RaftDriver:
             pass  # stop(): asyncio's server callback would log a cancelled handler as an error
         finally:
             writer.close()
+            if self.controller_apis is not None:
+                self.controller_apis.connection_lost(writer)  # a broker heartbeating over it may be dead
             if task is not None:
                 self._tasks.discard(task)

@@ -6,6 +6,15 @@ Every broker heartbeats the active controller each `broker.heartbeat.interval.ms
 its leaderships move (or the partition goes offline, leader -1) and it disappears from
 Metadata. The decisions themselves (which records) are ControllerLogic's.
 
+A broker whose heartbeat connection closes (its process died: a kill -9 closes its
+sockets) and that does not heartbeat again on a new connection within
+`CONNECTION_LOSS_GRACE_MS` is fenced then, without waiting out the session: the
+session timeout stays the bound for what closes nothing (a frozen or unplugged
+machine), and a broker that is merely slow keeps its connection and is never fenced
+by this. A loss only counts for the connection the broker's latest heartbeat came on,
+so an old connection closing after the broker moved to a new one changes nothing; a
+combined node heartbeating its own controller has no connection (`connection=None`).
+
 Session times are not metadata: they live only in the active controller's memory, on
 a monotonic clock. A controller that becomes active gives every registered broker a
 fresh session (Kafka does the same), so a failover never fences a healthy broker that
@@ -14,9 +23,13 @@ was heartbeating the previous controller. Pure: the caller passes `now_ms`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 
 from kavka.controller.image import MetadataImage
+
+# A broker retries a failed heartbeat within a fraction of this (broker.lifecycle), so only a
+# broker that cannot reach the controller again for a whole second is fenced by a lost connection.
+CONNECTION_LOSS_GRACE_MS = 1000
 
 
 class BrokerSessions:
@@ -24,6 +37,8 @@ class BrokerSessions:
         self.session_timeout_ms = session_timeout_ms
         self._last_ms: dict[int, int] = {}
         self._active_since_ms: int | None = None
+        self._connection: dict[int, Hashable] = {}  # broker -> the connection of its latest heartbeat
+        self._lost_ms: dict[int, int] = {}  # broker -> when that connection closed
 
     def activate(self, broker_ids: Iterable[int], now_ms: int) -> None:
         """This node just became the active controller: every broker starts a fresh session."""
@@ -33,19 +48,40 @@ class BrokerSessions:
     def deactivate(self) -> None:
         self._active_since_ms = None
         self._last_ms.clear()
+        self._connection.clear()
+        self._lost_ms.clear()
 
     @property
     def active(self) -> bool:
         return self._active_since_ms is not None
 
-    def touch(self, broker_id: int, now_ms: int) -> None:
+    def touch(self, broker_id: int, now_ms: int, connection: Hashable | None = None) -> None:
+        """A heartbeat from `broker_id`, over `connection` (None: in-process)."""
         self._last_ms[broker_id] = now_ms
+        self._lost_ms.pop(broker_id, None)
+        if connection is None:
+            self._connection.pop(broker_id, None)
+        else:
+            self._connection[broker_id] = connection
+
+    def connection_lost(self, connection: Hashable, now_ms: int) -> list[int]:
+        """`connection` closed; the brokers whose latest heartbeat came over it."""
+        lost = [b for b, c in self._connection.items() if c == connection]
+        for b in lost:
+            del self._connection[b]
+            self._lost_ms[b] = now_ms
+        return lost
+
+    def lost_connection(self, broker_id: int) -> bool:
+        """The broker's heartbeat connection closed and it has not heartbeated since."""
+        return broker_id in self._lost_ms
 
     def last_contact_ms(self, broker_id: int) -> int | None:
         return self._last_ms.get(broker_id)
 
     def expired(self, image: MetadataImage, now_ms: int) -> list[int]:
-        """Unfenced brokers (shutting down or not) whose session ran out, oldest contact first."""
+        """Unfenced brokers (shutting down or not) whose session ran out, or whose heartbeat
+        connection closed `CONNECTION_LOSS_GRACE_MS` ago without a heartbeat since; oldest contact first."""
         if self._active_since_ms is None:
             return []
         out = []
@@ -53,6 +89,7 @@ class BrokerSessions:
             if b.fenced:
                 continue
             last = self._last_ms.get(b.broker_id, self._active_since_ms)
-            if now_ms - last > self.session_timeout_ms:
+            lost = self._lost_ms.get(b.broker_id)
+            if now_ms - last > self.session_timeout_ms or (lost is not None and now_ms - lost >= CONNECTION_LOSS_GRACE_MS):
                 out.append((last, b.broker_id))
         return [b for _, b in sorted(out)]

@@ -45,7 +45,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -365,8 +365,10 @@ class QuorumController:
         metadata_offset: int,
         want_fence: bool = False,
         want_shut_down: bool = False,
+        connection: Hashable | None = None,
     ) -> HeartbeatReply:
-        """Kafka's BrokerHeartbeat: renews the session, and may fence, unfence or shut down the broker."""
+        """Kafka's BrokerHeartbeat: renews the session, and may fence, unfence or shut down the broker.
+        `connection` identifies the connection it came over (None: this process), see heartbeats."""
 
         def decide(image: MetadataImage) -> tuple[list[Any], HeartbeatReply | str]:
             b = image.brokers.get(broker_id)
@@ -375,7 +377,7 @@ class QuorumController:
             if b.epoch != broker_epoch:
                 return [], HeartbeatReply(ErrorCode.stale_broker_epoch)
             self._ensure_sessions()
-            self.sessions.touch(broker_id, self._session_ms())
+            self.sessions.touch(broker_id, self._session_ms(), connection)
             state = self.logic.next_broker_state(
                 image, broker_id, metadata_offset=metadata_offset, want_fence=want_fence, want_shut_down=want_shut_down
             )
@@ -395,6 +397,13 @@ class QuorumController:
             should_shut_down=state == logic.SHUTDOWN_NOW,
         )
 
+    def broker_connection_lost(self, connection: Hashable) -> None:
+        """A connection brokers heartbeat over closed (controller listener); see heartbeats."""
+        if not self.sessions.active:
+            return
+        for broker_id in self.sessions.connection_lost(connection, self._session_ms()):
+            log.info("broker %d: its heartbeat connection closed", broker_id)
+
     async def fence_stale_brokers(self) -> list[int]:
         """Fence every unfenced broker whose session expired (called periodically; active controller only)."""
         if not self.is_active:
@@ -409,8 +418,15 @@ class QuorumController:
                 return self.logic.broker_state_records(image, broker_id, logic.FENCED), True
 
             try:
+                lost = self.sessions.lost_connection(broker_id)
                 if await self._run(decide):
                     last = self.sessions.last_contact_ms(broker_id)
+                    if lost:
+                        log.warning("fenced broker %d: its heartbeat connection closed and it did not heartbeat "
+                                    "again (last heartbeat %s ms ago)", broker_id,
+                                    "?" if last is None else self._session_ms() - last)
+                        fenced.append(broker_id)
+                        continue
                     log.warning(
                         "fenced broker %d: no heartbeat for %s ms (broker.session.timeout.ms=%d)",
                         broker_id,

@@ -10,9 +10,13 @@ It owns three things the core does not:
   `poll(now)`;
 - durability: the records the core emits are appended to the group's
   partition of `__consumer_offsets` (Kafka's key/value formats,
-  coordinator.records) before anything that depends on them is answered, and
-  on startup every hosted partition of that topic is replayed into the core,
-  so the coordinator's state is the log's, not a side file's.
+  coordinator.records) and an answer that depends on them (a join, a sync, a
+  commit) waits until the high watermark passes them -- they are on every
+  in-sync replica, acks=all as Kafka's coordinator writes -- and on
+  leadership of a partition every record of it is replayed into the core, so
+  the coordinator's state is the log's, not a side file's. When this broker
+  stops leading a partition its groups are dropped and their parked joins and
+  syncs answer NOT_COORDINATOR (Kafka's onResignation).
 
 `__consumer_offsets` is created on first use (as Kafka does on the first
 FindCoordinator for a group), with `offsets.topic.num.partitions` partitions
@@ -76,6 +80,20 @@ _OFFSET_STORE_ERRORS = {
 }
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Waiter:
+    group_id: str
+    future: asyncio.Future[Any]
+    error_result: Callable[[ErrorCode], Any]
+
+
+def _with_error(result: Any, error: ErrorCode) -> Any:
+    """`result` answering `error` instead of success (an error it already carries stays)."""
+    if error == ErrorCode.none or getattr(result, "error", ErrorCode.none) != ErrorCode.none:
+        return result
+    return dataclasses.replace(result, error=error)
+
+
 def _store_error(exc: BaseException, table: dict[ErrorCode, ErrorCode]) -> ErrorCode:
     if isinstance(exc, PartitionError):
         code = exc.error
@@ -118,11 +136,13 @@ class GroupCoordinatorManager:
         self.offsets_retention_ms = offsets_retention_ms
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._next_expiry_check_ms = 0
-        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        # parked JoinGroup/SyncGroup: token -> (group, future, the answer carrying an error)
+        self._waiters: dict[int, _Waiter] = {}
+        self._ack_tasks: set[asyncio.Task[None]] = set()  # answers waiting for their records' replication
         self._task: asyncio.Task[None] | None = None
         self._created = False
         self._led: set[int] = set()  # __consumer_offsets partitions this broker leads and has loaded
-        self._unreplicated: dict[int, int] = {}  # partition -> offset the high watermark must reach
+        self._written_end: dict[int, int] = {}  # partition -> end of what this coordinator wrote there
 
     # ------------------------------------------------------------ lifecycle
 
@@ -164,6 +184,13 @@ class GroupCoordinatorManager:
     def _unload_partition(self, p: int) -> None:
         """This broker no longer leads `p`: forget its groups (Kafka's onResignation)."""
         self._led.discard(p)
+        self._written_end.pop(p, None)
+        # Kafka's onResignation: parked joins and syncs of these groups learn the coordinator moved.
+        for token, w in list(self._waiters.items()):
+            if self.partition_for(w.group_id) == p:
+                del self._waiters[token]
+                if not w.future.done():
+                    w.future.set_result(w.error_result(ErrorCode.not_coordinator))
         for g in [g for g in self.core.groups if self.partition_for(g) == p]:
             del self.core.groups[g]
         for g in [g for g in self.consumer.groups if self.partition_for(g) == p]:
@@ -212,10 +239,12 @@ class GroupCoordinatorManager:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        for fut in self._waiters.values():
-            if not fut.done():
-                fut.cancel()
+        for w in self._waiters.values():
+            if not w.future.done():
+                w.future.cancel()
         self._waiters.clear()
+        for t in list(self._ack_tasks):
+            t.cancel()
 
     async def _timer(self) -> None:
         # A plain bounded sleep, not wait_for on an event: Python 3.11's wait_for can swallow
@@ -274,11 +303,13 @@ class GroupCoordinatorManager:
     write_timeout_s = 5.0  # Kafka's offsets.commit.timeout.ms default
 
     def _after(self) -> None:
-        """Write what the core emitted, then answer parked requests (in that order: durable first).
+        """Write what the core emitted, then answer parked requests once their group's records
+        are on every in-sync replica (durable first, as Kafka's coordinator answers after the
+        high watermark passes its append).
 
-        When the write fails, every answer waiting on it carries Kafka's error for a failed group
-        metadata store (GroupMetadataManager.storeGroup's mapping) instead of success: a member
-        must not believe in a generation the log does not hold.
+        When the write fails, or does not replicate, every answer waiting on it carries Kafka's
+        error for a failed group metadata store (GroupMetadataManager.storeGroup's mapping)
+        instead of success: a member must not believe in a generation the log does not hold.
         """
         completions, records = self.core.drain()
         failure = ErrorCode.none
@@ -288,12 +319,41 @@ class GroupCoordinatorManager:
             except Exception as e:
                 log.exception("writing group metadata to %s failed", rec.OFFSETS_TOPIC)
                 failure = _store_error(e, _GROUP_STORE_ERRORS)
+        deferred: list[tuple[_Waiter, Any]] = []
         for token, result in completions:
-            fut = self._waiters.pop(token, None)
-            if fut is not None and not fut.done():
-                if failure != ErrorCode.none and getattr(result, "error", ErrorCode.none) == ErrorCode.none:
-                    result = dataclasses.replace(result, error=failure)
-                fut.set_result(result)
+            w = self._waiters.pop(token, None)
+            if w is None or w.future.done():
+                continue
+            if failure == ErrorCode.none and getattr(result, "error", ErrorCode.none) == ErrorCode.none:
+                state = self._ack_state(self.partition_for(w.group_id))
+                if state is None:
+                    deferred.append((w, result))
+                    continue
+                failure_here = _GROUP_STORE_ERRORS.get(state, state)
+            else:
+                failure_here = failure
+            w.future.set_result(_with_error(result, failure_here))
+        if deferred:
+            task = asyncio.get_running_loop().create_task(self._answer_when_replicated(deferred))
+            self._ack_tasks.add(task)
+            task.add_done_callback(self._ack_tasks.discard)
+
+    async def _answer_when_replicated(self, deferred: list[tuple[_Waiter, Any]]) -> None:
+        parts = {self.partition_for(w.group_id) for w, _ in deferred}
+        errors = {p: await self._replicated(p) for p in parts}
+        for w, result in deferred:
+            if not w.future.done():
+                error = errors[self.partition_for(w.group_id)]
+                w.future.set_result(_with_error(result, _GROUP_STORE_ERRORS.get(error, error)))
+
+    def _ack_state(self, p: int) -> ErrorCode | None:
+        """NONE if what this coordinator wrote to `p` is replicated (or nothing was), None while
+        it is not yet, else the error it will not get there with."""
+        end = self._written_end.get(p)
+        if end is None:
+            return ErrorCode.none
+        part = self.replica_manager.get_partition(rec.OFFSETS_TOPIC, p)
+        return ErrorCode.not_leader_or_follower if part is None else part.acks_all_state(end)
 
     def _write(self, records: Sequence[GroupRecord | OffsetRecord]) -> None:
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
@@ -313,26 +373,27 @@ class GroupCoordinatorManager:
             batch = build_batch([(now, k, v) for k, v in kvs])
             info = part.append_records_to_leader(batch, required_acks=-1, now_ms=now)
             self.replica_manager.notify_append(TopicPartition(rec.OFFSETS_TOPIC, p))
-            self._unreplicated[p] = max(self._unreplicated.get(p, 0), info.last_offset + 1)
+            self._written_end[p] = max(self._written_end.get(p, 0), info.last_offset + 1)
 
-    async def _replicated(self) -> ErrorCode:
-        """Wait until what was written is on every in-sync replica (acks=all, as Kafka's
-        coordinator appends); the error to answer with if it did not get there."""
-        waits, self._unreplicated = self._unreplicated, {}
-        if not waits:
+    async def _replicated(self, p: int) -> ErrorCode:
+        """Wait until what this coordinator wrote to `p` is on every in-sync replica (acks=all, as
+        Kafka's coordinator appends); the error to answer with if it did not get there."""
+        end = self._written_end.get(p)
+        if end is None:
             return ErrorCode.none
-        acked = await self.replica_manager.wait_for_acks(
-            [(TopicPartition(rec.OFFSETS_TOPIC, p), off) for p, off in waits.items()], self.write_timeout_s
-        )
-        bad = [e for e in acked.values() if e != ErrorCode.none]
-        return bad[0] if bad else ErrorCode.none
+        acked = await self.replica_manager.wait_for_acks([(TopicPartition(rec.OFFSETS_TOPIC, p), end)],
+                                                         self.write_timeout_s)
+        return next(iter(acked.values()))
 
-    async def _wait(self, result: Any) -> Any:
+    async def _wait(self, group_id: str, result: Any, error_result: Callable[[ErrorCode], Any]) -> Any:
         if not isinstance(result, Parked):
             self._after()
-            return result
+            if getattr(result, "error", ErrorCode.none) != ErrorCode.none:
+                return result
+            error = await self._replicated(self.partition_for(group_id))
+            return _with_error(result, _GROUP_STORE_ERRORS.get(error, error))
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiters[result.token] = fut
+        self._waiters[result.token] = _Waiter(group_id, fut, error_result)
         self._after()
         try:
             return await fut
@@ -350,12 +411,15 @@ class GroupCoordinatorManager:
         if cg is not None and cg.members:
             # A classic member cannot join a group run by the consumer protocol (no online migration yet).
             return JoinResult(ErrorCode.inconsistent_group_protocol, kwargs.get("member_id", ""))
-        return await self._wait(self.core.join_group(now_ms=self.now_ms(), **kwargs))
+        member_id = kwargs.get("member_id", "")
+        return await self._wait(kwargs["group_id"], self.core.join_group(now_ms=self.now_ms(), **kwargs),
+                                lambda e: JoinResult(e, member_id))
 
     async def sync_group(self, **kwargs: Any) -> SyncResult:
         if not self.owns(kwargs["group_id"]):
             return SyncResult(ErrorCode.not_coordinator)
-        return await self._wait(self.core.sync_group(now_ms=self.now_ms(), **kwargs))
+        return await self._wait(kwargs["group_id"], self.core.sync_group(now_ms=self.now_ms(), **kwargs),
+                                SyncResult)
 
     def heartbeat(self, **kwargs: Any) -> ErrorCode:
         if not self.owns(kwargs["group_id"]):
@@ -433,7 +497,7 @@ class GroupCoordinatorManager:
                 log.exception("writing committed offsets of group %s failed", group_id)
                 errors.update(dict.fromkeys(good, _store_error(e, _OFFSET_STORE_ERRORS)))
                 return errors
-            acked = await self._replicated()
+            acked = await self._replicated(self.partition_for(group_id))
             if acked != ErrorCode.none:
                 errors.update(dict.fromkeys(good, _OFFSET_STORE_ERRORS.get(acked, acked)))
                 return errors

@@ -1,0 +1,218 @@
+"""`python -m bench.replication`: what replication costs and how long a leader's death stops writes.
+
+One controller-only voter and three brokers (real `kavka server start` processes, the shipped
+defaults unless said), confluent-kafka as the client:
+
+- throughput: `--mb` MiB of 1 KiB records into a one-partition topic, RF=3 acks=all against RF=1
+  acks=1 on the same cluster; MB/s from the first produce to the last delivery report, and the
+  CPU seconds each broker process spent per MB written (from /proc), by role: the leader, and the
+  mean of the two followers (a follower appends batches as sent, no re-encoding, so its cost per
+  MB should be at most half the leader's);
+- latency: 1,000 records/s for `--seconds` seconds, RF=3 acks=all, linger.ms=0; p50/p99/max of
+  produce() to delivery report;
+- unavailability: an idempotent acks=all producer writes to one partition every 5 ms; the
+  partition's leader is killed -9; the figure is the time from the kill to the next record
+  acknowledged on that partition. The killed broker is restarted and the ISR complete again before
+  the next run; median and max over `--kills` kills. The controller's log is scanned afterwards
+  for fences of brokers that were not killed (false fencing): the count is reported.
+
+`--smoke` shrinks everything so the harness is exercised in seconds. A table prints (JSON with
+--json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from tests.broker_harness import Cluster, wait_until  # noqa: E402
+
+from bench.servers import cpu_seconds  # noqa: E402
+
+RECORD = 1024
+
+
+def _topic(c: Cluster, name: str, rf: int) -> dict[str, int | list[int]]:
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.create_topics([NewTopic(name, 1, rf)])[name].result(30)
+
+    def ready() -> bool:
+        p = admin.list_topics(topic=name, timeout=10).topics[name].partitions.get(0)
+        return p is not None and p.leader >= 0 and len(p.isrs) == rf
+
+    wait_until(ready, timeout=30, message=f"{name} led with a full ISR")
+    p = admin.list_topics(topic=name, timeout=10).topics[name].partitions[0]
+    return {"leader": p.leader, "replicas": list(p.replicas)}
+
+
+def throughput(c: Cluster, mb: int, rf: int, acks: str) -> dict[str, float]:
+    name = f"tput-rf{rf}-{int(time.time() * 1000)}"
+    where = _topic(c, name, rf)
+    n = mb * 1024 * 1024 // RECORD
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 262144,
+                  "compression.type": "none", "queue.buffering.max.messages": 200000})
+    value = b"x" * RECORD
+    errors: list[object] = []
+    cpu0 = {i: cpu_seconds(b.proc.pid) for i, b in c.brokers.items()}
+    t0 = time.monotonic()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(name, value, partition=0, on_delivery=lambda err, _m: err and errors.append(err))
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush(300)
+    elapsed = time.monotonic() - t0
+    if errors:
+        raise RuntimeError(f"{len(errors)} records failed: {errors[:3]}")
+    cpu = {i: cpu_seconds(b.proc.pid) - cpu0[i] for i, b in c.brokers.items()}
+    leader = int(where["leader"])  # type: ignore[arg-type]
+    followers = [i for i in where["replicas"] if i != leader]  # type: ignore[union-attr]
+    out = {"mb_per_s": mb / elapsed, "leader_cpu_s_per_mb": cpu[leader] / mb}
+    if followers:
+        out["follower_cpu_s_per_mb"] = statistics.mean(cpu[f] for f in followers) / mb
+    return out
+
+
+def latency(c: Cluster, seconds: float, rate: int = 1000) -> dict[str, float]:
+    name = f"lat-{int(time.time() * 1000)}"
+    _topic(c, name, 3)
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 0})
+    lat: list[float] = []
+    p.produce(name, b"warm-up", partition=0)
+    p.flush(30)
+    start = time.monotonic()
+    n = int(seconds * rate)
+    for k in range(n):
+        due = start + k / rate
+        while (now := time.monotonic()) < due:
+            p.poll(max(0.0, min(due - now, 0.001)))
+        sent = time.monotonic()
+        p.produce(name, b"y" * 100, partition=0,
+                  on_delivery=lambda err, _m, s=sent: lat.append(time.monotonic() - s) if err is None else None)
+        p.poll(0)
+    p.flush(30)
+    lat.sort()
+    return {"records": len(lat), "p50_ms": 1000 * lat[len(lat) // 2], "p99_ms": 1000 * lat[int(len(lat) * 0.99)],
+            "max_ms": 1000 * lat[-1]}
+
+
+class _Writer:
+    """acks=all, idempotent, one record per 5 ms to partition 0; remembers each acknowledgement's time."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                           "linger.ms": 0, "message.timeout.ms": 60000})
+        self.topic = topic
+        self.acked: list[float] = []
+        self.errors: list[object] = []
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _on(self, err, _msg) -> None:  # noqa: ANN001
+        if err is None:
+            self.acked.append(time.monotonic())
+        else:
+            self.errors.append(err)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.p.produce(self.topic, b"z" * 100, partition=0, on_delivery=self._on)
+            self.p.poll(0.005)
+        self.p.flush(60)
+
+    def start(self) -> _Writer:
+        self._t.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(90)
+
+
+def unavailability(c: Cluster, kills: int) -> dict[str, float]:
+    name = f"unavail-{int(time.time() * 1000)}"
+    _topic(c, name, 3)
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    w = _Writer(c.bootstrap, name).start()
+    gaps: list[float] = []
+    killed: list[int] = []
+    try:
+        for _ in range(kills):
+            wait_until(lambda: len(w.acked) > 50, timeout=30, message="the writer to run")
+            live = next(b for b in c.brokers.values() if b.alive())
+            leader = AdminClient({"bootstrap.servers": live.bootstrap}).list_topics(
+                topic=name, timeout=10).topics[name].partitions[0].leader
+            c.nodes[leader].kill()
+            killed.append(leader)
+            t0 = time.monotonic()
+            wait_until(lambda t0=t0: w.acked and w.acked[-1] > t0, timeout=60, message="an acknowledgement after the kill")
+            gaps.append(next(t for t in w.acked if t > t0) - t0)
+            c.nodes[leader].start(timeout=60)
+
+            def full() -> bool:
+                p = admin.list_topics(topic=name, timeout=10).topics[name].partitions[0]
+                return len(p.isrs) == 3
+
+            wait_until(full, timeout=60, message="the restarted broker back in the ISR")
+            w.acked.clear()
+    finally:
+        w.stop()
+    if w.errors:
+        raise RuntimeError(f"{len(w.errors)} records failed: {w.errors[:3]}")
+    fences = sum(1 for n in c.nodes.values() for line in n.output if "fenced broker" in line)
+    return {"median_s": statistics.median(gaps), "max_s": max(gaps), "kills": len(gaps),
+            "fences": fences, "false_fences": max(0, fences - len(killed))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mb", type=int, default=200)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    mb, seconds, kills = (8, 3.0, 2) if args.smoke else (args.mb, args.seconds, args.kills)
+    results: dict[str, object] = {}
+    with tempfile.TemporaryDirectory(prefix="kavka-bench-replication-") as d:
+        c = Cluster(Path(d), 4, controllers=1).start(timeout=120)
+        try:
+            results["rf3_acks_all"] = throughput(c, mb, 3, "all")
+            results["rf1_acks_1"] = throughput(c, mb, 1, "1")
+            print(f"throughput: {results}", file=sys.stderr, flush=True)
+            results["latency_1k_per_s"] = latency(c, seconds)
+            print(f"latency: {results['latency_1k_per_s']}", file=sys.stderr, flush=True)
+            results["unavailability"] = unavailability(c, kills)
+        finally:
+            c.stop()
+            for n in c.nodes.values():
+                n.kill()
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    r3, r1 = results["rf3_acks_all"], results["rf1_acks_1"]
+    lat, un = results["latency_1k_per_s"], results["unavailability"]
+    print("| figure | value |")
+    print("|---|---|")
+    print(f"| RF=3 acks=all throughput | {r3['mb_per_s']:.1f} MB/s ({r3['mb_per_s'] / r1['mb_per_s']:.2f}x RF=1 acks=1: {r1['mb_per_s']:.1f} MB/s) |")  # type: ignore[index]
+    print(f"| CPU per MB, leader / follower | {1000 * r3['leader_cpu_s_per_mb']:.1f} / {1000 * r3['follower_cpu_s_per_mb']:.1f} ms "  # type: ignore[index]
+          f"(follower/leader {r3['follower_cpu_s_per_mb'] / r3['leader_cpu_s_per_mb']:.2f}); RF=1 leader {1000 * r1['leader_cpu_s_per_mb']:.1f} ms |")  # type: ignore[index]
+    print(f"| produce latency at 1k rec/s, RF=3 acks=all | p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms, max {lat['max_ms']:.1f} ms |")  # type: ignore[index]
+    print(f"| unavailability after kill -9 of the leader | median {un['median_s']:.2f} s, max {un['max_s']:.2f} s over {un['kills']} kills; "  # type: ignore[index]
+          f"false fences: {un['false_fences']} |")  # type: ignore[index]
+
+
+if __name__ == "__main__":
+    main()
