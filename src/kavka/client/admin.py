@@ -15,13 +15,18 @@ on first use and kept until `close()`. One thread owns a client.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from kio.schema.errors import ErrorCode
 
 from kavka.client import requests
 from kavka.client.connection import BlockingConnection, parse_host_port
 from kavka.client.errors import (
+    LEADER_MAY_HAVE_MOVED,
     KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
@@ -418,8 +423,8 @@ class AdminClient:
     ) -> dict[tuple[str, int], ListOffsetsResult]:
         """Offsets per partition; spec: earliest, latest, max-timestamp, earliest-local or a timestamp (ms)."""
         wanted = {tp: requests.offset_spec_timestamp(s) for tp, s in specs.items()}
-        out: dict[tuple[str, int], ListOffsetsResult] = {}
-        for conn, part in self._by_leader(wanted).items():
+
+        def send(conn: BlockingConnection, part: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple[int, Any]]:
             version = conn.pick_version(ApiKey.LIST_OFFSETS)
             for ts in part.values():
                 need = requests.OFFSET_SPEC_MIN_VERSION.get(ts, 0)
@@ -428,29 +433,73 @@ class AdminClient:
                         f"ListOffsets v{need}+ is needed for this offset spec; the broker speaks v{version}"
                     )
             resp = conn.send(requests.list_offsets(version, part, isolation_level=isolation_level))
-            for t in resp.topics:
-                for p in t.partitions:
-                    raise_for_error(p.error_code, resource=f"{t.name}-{p.partition_index}")
-                    out[(t.name, p.partition_index)] = ListOffsetsResult(
-                        offset=p.offset,
-                        timestamp=p.timestamp,
-                        leader_epoch=getattr(p, "leader_epoch", -1),
-                    )
-        return out
+            return {
+                (t.name, p.partition_index): (
+                    p.error_code,
+                    ListOffsetsResult(offset=p.offset, timestamp=p.timestamp, leader_epoch=getattr(p, "leader_epoch", -1)),
+                )
+                for t in resp.topics
+                for p in t.partitions
+            }
+
+        return self._to_leaders(wanted, send)
 
     def delete_records(
         self, offsets: Mapping[tuple[str, int], int], timeout_ms: int = DEFAULT_TIMEOUT_MS
     ) -> dict[tuple[str, int], int]:
         """Delete records below each offset; returns each partition's new low watermark."""
-        out: dict[tuple[str, int], int] = {}
-        for conn, part in self._by_leader(dict(offsets)).items():
+
+        def send(conn: BlockingConnection, part: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple[int, Any]]:
             version = conn.pick_version(ApiKey.DELETE_RECORDS)
             resp = conn.send(requests.delete_records(version, part, timeout_ms=timeout_ms))
-            for t in resp.topics:
-                for p in t.partitions:
-                    raise_for_error(p.error_code, resource=f"{t.name}-{p.partition_index}")
-                    out[(t.name, p.partition_index)] = p.low_watermark
-        return out
+            return {(t.name, p.partition_index): (p.error_code, p.low_watermark) for t in resp.topics for p in t.partitions}
+
+        return self._to_leaders(dict(offsets), send)
+
+    def _to_leaders(
+        self,
+        wanted: dict[tuple[str, int], int],
+        send: Callable[[BlockingConnection, dict[tuple[str, int], int]], dict[tuple[str, int], tuple[int, Any]]],
+    ) -> dict[tuple[str, int], Any]:
+        """Send each partition's entry to its leader; as Kafka's admin client, a partition whose
+        leader moved or died (a leader error, a closed connection) is retried against fresh
+        metadata until the client's timeout. Other errors raise at once."""
+        deadline = time.monotonic() + self.timeout_s
+        out: dict[tuple[str, int], Any] = {}
+        pending = wanted
+        for attempt in itertools.count():
+            retry: dict[tuple[str, int], int] = {}
+            last: Exception | None = None
+            try:
+                groups = self._by_leader(pending)
+            except KafkaConnectionError as e:
+                groups, retry, last = {}, dict(pending), e
+            except KafkaError as e:
+                if e.code != ErrorCode.leader_not_available:
+                    raise
+                groups, retry, last = {}, dict(pending), e
+            for conn, part in groups.items():
+                try:
+                    answers = send(conn, part)
+                except KafkaConnectionError as e:
+                    retry.update(part)
+                    last = e
+                    continue
+                for tp, (code, result) in answers.items():
+                    if code in LEADER_MAY_HAVE_MOVED:
+                        retry[tp] = part[tp]
+                        last = KafkaError(code, resource=f"{tp[0]}-{tp[1]}")
+                        continue
+                    raise_for_error(code, resource=f"{tp[0]}-{tp[1]}")
+                    out[tp] = result
+            if not retry:
+                return out
+            if time.monotonic() > deadline:
+                assert last is not None
+                raise last
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+            pending = retry
+        raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ groups
 
