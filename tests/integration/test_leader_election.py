@@ -127,7 +127,8 @@ def test_preferred_election_by_the_cli_and_by_two_admin_clients(manual_cluster: 
         from confluent_kafka.admin import AdminClient
 
         moved = _restart(c, topic, brokers[1])
-        result = AdminClient({"bootstrap.servers": c.bootstrap}).elect_leaders(ElectionType.PREFERRED, None).result(60)
+        ck = AdminClient({"bootstrap.servers": c.bootstrap})  # kept referenced: the future needs its handle
+        result = ck.elect_leaders(ElectionType.PREFERRED, None).result(60)
         elected = sorted(tp.partition for tp, err in result.items() if tp.topic == topic and err is None)
         assert elected == moved, result
         wait_until(lambda: _preferred_lead(c, topic), timeout=10, message="preferred leaders after confluent-kafka's election")
