@@ -15,6 +15,7 @@ out-of-sync replica of a partition whose only ISR member is dead although
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 
@@ -39,7 +40,8 @@ PARTITIONS = 6
 
 @pytest.fixture
 def manual_cluster(tmp_path) -> Iterator[Cluster]:  # noqa: ANN001
-    yield from _running(Cluster(tmp_path, 3, overrides={**OVERRIDES, "auto.leader.rebalance.enable": "false"}))
+    yield from _running(Cluster(tmp_path, 3, overrides={**OVERRIDES, "auto.leader.rebalance.enable": "false",
+                                                        "metrics.prometheus.port": "0"}))
 
 
 @pytest.fixture
@@ -80,6 +82,15 @@ def _controller_id(c: Cluster) -> int:
         admin.close()
 
 
+def _imbalance_gauge(c: Cluster) -> float:
+    """PreferredReplicaImbalanceCount from the active controller's Prometheus endpoint."""
+    from tests.integration.test_metrics import scrape
+
+    m = re.search(r"prometheus metrics on http://127\.0\.0\.1:(\d+)/metrics", "".join(c.nodes[_controller_id(c)].output))
+    assert m is not None
+    return scrape(int(m.group(1)))[("kafka_controller_kafkacontroller_preferredreplicaimbalancecount", ())]
+
+
 def _cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*KAVKA, "leader-election", "--bootstrap-server", bootstrap, *args],
                           capture_output=True, text=True, timeout=120)
@@ -107,6 +118,7 @@ def test_preferred_election_by_the_cli_and_by_two_admin_clients(manual_cluster: 
 
         # 1. kavka leader-election, through a node that forwards it to the active controller.
         moved = _restart(c, topic, brokers[0])
+        assert _imbalance_gauge(c) >= len(moved)  # __consumer_offsets may add its own
         ctl = _controller_id(c)
         via = c.nodes[next(i for i in _live(c) if i != ctl)].bootstrap
         out = _cli(via, "--election-type", "preferred", "--all-topic-partitions", "--json")
@@ -115,6 +127,7 @@ def test_preferred_election_by_the_cli_and_by_two_admin_clients(manual_cluster: 
         assert report["election_type"] == "PREFERRED" and report["failed"] == []
         assert sorted(e["partition"] for e in report["succeeded"] if e["topic"] == topic) == moved
         assert _preferred_lead(c, topic)  # the forwarding node answered once its metadata showed it
+        wait_until(lambda: _imbalance_gauge(c) == 0, timeout=10, message="PreferredReplicaImbalanceCount back to 0")
         out = _cli(via, "--election-type", "preferred", "--topic", topic, "--partition", str(moved[0]))
         assert out.returncode == 0, out.stderr
         assert f"Valid replica already elected for partitions {topic}-{moved[0]}" in out.stdout
