@@ -152,7 +152,9 @@ def test_preferred_election_by_the_cli_and_by_two_admin_clients(manual_cluster: 
         moved = _restart(c, topic, brokers[2])
         admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
         try:
-            resp = admin.elect_leaders(0, {topic: list(range(PARTITIONS))}, timeout_ms=60000)
+            # kafka-python 3 names it elect_leaders; 2.x called it perform_leader_election.
+            elect = getattr(admin, "elect_leaders", None) or admin.perform_leader_election
+            resp = elect(0, {topic: list(range(PARTITIONS))}, timeout_ms=60000)
         finally:
             admin.close()
         codes = {p.partition_id: p.error_code for t in resp.replica_election_results for p in t.partition_result}
