@@ -95,8 +95,8 @@ _ELECTION_MESSAGES = {
     ErrorCode.preferred_leader_not_available: "The preferred leader was not available.",
     ErrorCode.eligible_leaders_not_available: "Eligible topic partition leaders are not available.",
 }
-# Kafka's QuorumController caps one rebalance pass (maxElectionsPerImbalance) and runs the
-# next pass at once when the cap was reached.
+# Kafka's QuorumController caps one rebalance pass (maxElectionsPerImbalance) and reschedules
+# at once when the cap was reached; kavka's QuorumController runs the next pass at its next poll.
 MAX_ELECTIONS_PER_IMBALANCE = 1000
 
 
