@@ -17,6 +17,12 @@ Checked after every event:
 And at the end, once faults stop and the network heals: one leader, every replica in the ISR,
 every log identical, and every acknowledged record present.
 
+With `elections=True` the controller also runs preferred-leader elections: ElectLeaders PREFERRED
+at random moments (an operator's `kavka leader-election`) and the automatic rebalance
+(`ControllerLogic.balance_leaders`, leader.imbalance.per.broker.percentage=10) on a seeded
+interval -- leadership moves while the old leader is alive and taking writes. Each election must
+pick a live ISR member, and every check above must still hold: no committed record is lost.
+
 The one loss Kafka's design allows -- a replica that was the last ISR member loses unflushed
 records in a hard kill and leads again on return (what KIP-966 addresses) -- is detected when it
 happens; the safety checks stop for that seed and the run is counted. A seed shows what failed and
@@ -33,7 +39,18 @@ from dataclasses import dataclass, field
 import pytest
 from kio.schema.errors import ErrorCode
 
+from kavka.config import build_config
 from kavka.controller import partition_change as pc
+from kavka.controller import records as mr
+from kavka.controller.controller import ControllerLogic
+from kavka.controller.image import (
+    BrokerRegistration,
+    MetadataImage,
+    TopicImage,
+)
+from kavka.controller.image import (
+    PartitionRegistration as ImagePartition,
+)
 from kavka.replication.replica_state import (
     NO_LEADER,
     DivergingEpoch,
@@ -112,9 +129,11 @@ class Event:
 
 
 class Sim:
-    def __init__(self, seed: int, *, duration_ms: int) -> None:
+    def __init__(self, seed: int, *, duration_ms: int, elections: bool = False) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
+        self.elections = elections
+        self.preferred_elections = 0  # leader changes made by ElectLeaders or the rebalance
         self.now = 0
         self.duration_ms = duration_ms
         self._queue: list[Event] = []
@@ -184,7 +203,10 @@ class Sim:
     def fault(self) -> None:
         if not self.faults:
             return
-        kind = self.rng.choice(["kill", "restart", "cut", "cut_controller", "heal_one", "flush"])
+        kinds = ["kill", "restart", "cut", "cut_controller", "heal_one", "flush"]
+        if self.elections:
+            kinds += ["elect_preferred", "elect_preferred"]
+        kind = self.rng.choice(kinds)
         dead = [b for b in self.brokers.values() if not b.alive]
         alive = [b for b in self.brokers.values() if b.alive]
         if kind == "kill" and not dead:
@@ -201,6 +223,8 @@ class Sim:
         elif kind == "flush":
             for b in alive:
                 b.log.flush()
+        elif kind == "elect_preferred":
+            self.controller.elect_preferred()
         self.at(self.now + self.rng.randint(30, 250), self.fault)
 
     def heal(self) -> None:
@@ -287,8 +311,11 @@ class Sim:
 class Controller:
     def __init__(self, sim: Sim) -> None:
         self.sim = sim
+        # With elections, the partition may start led by a replica that is not the preferred one
+        # (as after a broker's return), so most seeds move leadership back under faults.
+        leader = sim.rng.choice(BROKERS) if sim.elections else BROKERS[0]
         self.reg = PartitionRegistration(
-            replicas=BROKERS, isr=BROKERS, leader=BROKERS[0], leader_epoch=0, partition_epoch=0
+            replicas=BROKERS, isr=BROKERS, leader=leader, leader_epoch=0, partition_epoch=0
         )
         self.last_heartbeat = {b: 0 for b in BROKERS}
         self.incarnation = {b: 0 for b in BROKERS}
@@ -300,6 +327,9 @@ class Controller:
 
     def start(self) -> None:
         self.sim.at(10, self.tick)
+        if self.sim.elections:
+            self.balance_interval = self.sim.rng.choice([50, 150, 400])
+            self.sim.at(self.balance_interval, self.balance)
 
     def tick(self) -> None:
         for b in BROKERS:
@@ -307,6 +337,44 @@ class Controller:
                 self.fence(b)
         self.broadcast()
         self.sim.at(self.sim.now + 25, self.tick)
+
+    def elect_preferred(self) -> None:
+        """ElectLeaders PREFERRED for the partition (partition_change, as the controller runs it)."""
+        old = self.reg
+        err, reg = pc.elect_preferred(old, live=self.live)
+        if err == ErrorCode.none:
+            self.check_election(old, reg)
+        self.update(reg)
+
+    def balance(self) -> None:
+        """The automatic rebalance: ControllerLogic decides on an image of this cluster."""
+        records, _ = LOGIC.balance_leaders(self.image(), percentage=10)
+        if records:
+            old = self.reg
+            err, reg = pc.elect_preferred(old, live=self.live)
+            if err != ErrorCode.none or [reg.leader] != [r.leader for r in records]:
+                self.sim.fail(f"rebalance records {records} disagree with the election {err} {reg}")
+            self.check_election(old, reg)
+            self.update(reg)
+        self.sim.at(self.sim.now + self.balance_interval, self.balance)
+
+    def image(self) -> MetadataImage:
+        reg = self.reg
+        part = ImagePartition(0, reg.replicas, reg.isr, reg.leader, reg.leader_epoch, reg.partition_epoch)
+        return MetadataImage(
+            topics_by_id={"t": TopicImage("t", "t", {0: part})},
+            topics_by_name={"t": TopicImage("t", "t", {0: part})},
+            brokers={
+                b: BrokerRegistration(b, "i", (), None, (), epoch=0, fenced=b in self.fenced) for b in BROKERS
+            },
+        )
+
+    def check_election(self, old: PartitionRegistration, new: PartitionRegistration) -> None:
+        if new.leader not in old.isr or new.leader not in self.live:
+            self.sim.fail(f"preferred election chose {new.leader}, not a live member of the ISR {old.isr}")
+        if new.leader_epoch != old.leader_epoch + 1 or new.isr != old.isr:
+            self.sim.fail(f"preferred election changed {old} into {new}")
+        self.sim.preferred_elections += 1
 
     def fence(self, b: int) -> None:
         self.fenced.add(b)
@@ -676,8 +744,12 @@ class Producer:
 # ------------------------------------------------------------------ tests
 
 
-def run_seed(seed: int, duration_ms: int = 1500) -> Sim:
-    sim = Sim(seed, duration_ms=duration_ms)
+LOGIC = ControllerLogic(build_config({"node.id": "1"}), new_uuid=lambda: "t")
+assert mr.PartitionChangeRecord  # the records balance_leaders returns
+
+
+def run_seed(seed: int, duration_ms: int = 1500, *, elections: bool = False) -> Sim:
+    sim = Sim(seed, duration_ms=duration_ms, elections=elections)
     sim.run()
     return sim
 
@@ -697,6 +769,53 @@ def test_replication_seeds(block: int) -> None:
     assert acked > 0
     # The KIP-966 case must stay rare, or the checks would prove little.
     assert licensed <= SEEDS // 10 // 5 + 1
+
+
+ELECTION_SEEDS = int(os.environ.get("KAVKA_SIM_ELECTION_SEEDS", "1000"))
+
+
+@pytest.mark.parametrize("block", range(5))
+def test_preferred_elections_seeds(block: int) -> None:
+    """ElectLeaders PREFERRED and the automatic rebalance move leadership under faults: every
+    election picks a live ISR member and no acknowledged or committed record is lost."""
+    elected = 0
+    acked = 0
+    licensed = 0
+    for seed in range(500_000 + block, 500_000 + ELECTION_SEEDS, 5):
+        sim = run_seed(seed, elections=True)
+        elected += sim.preferred_elections
+        acked += len(sim.producer.acked)
+        licensed += sim.licensed_loss
+    n = ELECTION_SEEDS // 5
+    assert elected >= n // 2  # most seeds move leadership at least once: the property is exercised
+    assert acked > 0
+    assert licensed <= n // 5 + 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", range(10))
+def test_preferred_elections_many_seeds(block: int) -> None:
+    for seed in range(600_000 + block * 1000, 600_000 + (block + 1) * 1000):
+        run_seed(seed, duration_ms=3000, elections=True)
+
+
+def test_elections_simulation_can_fail() -> None:
+    """A preferred election that ignores the ISR must be caught by some seed."""
+    original = pc.elect_preferred
+
+    def reckless(reg, *, live):  # noqa: ANN001, ANN202
+        preferred = reg.replicas[0]
+        if reg.leader == preferred or preferred not in live:
+            return ErrorCode.election_not_needed, reg
+        return ErrorCode.none, pc._change(reg, leader=preferred, isr=reg.isr)
+
+    try:
+        pc.elect_preferred = reckless  # type: ignore[assignment]
+        with pytest.raises(InvariantViolation):
+            for seed in range(300):
+                run_seed(seed, elections=True)
+    finally:
+        pc.elect_preferred = original  # type: ignore[assignment]
 
 
 @pytest.mark.slow

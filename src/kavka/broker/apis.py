@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from kavka.broker.handlers import (
     configs,
     coordinator,
+    elect_leaders,
     fetch,
     groups,
     log_dirs,
@@ -70,6 +71,7 @@ class KafkaApis:
             ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter_replica_log_dirs,
             ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
             ApiKey.DESCRIBE_QUORUM: quorum.handle_describe_quorum,
+            ApiKey.ELECT_LEADERS: elect_leaders.handle_elect_leaders,
         }
 
     def handlers(self) -> dict[int, Handler]:

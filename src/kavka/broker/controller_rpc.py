@@ -3,7 +3,7 @@
 Kafka 4 brokers never change metadata themselves: they send BrokerRegistration
 and AllocateProducerIds to the active controller, and forward admin requests
 (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs) to it. kavka does the same over the controller
+IncrementalAlterConfigs, ElectLeaders) to it. kavka does the same over the controller
 listener (the one the raft RPCs use), with Kafka's own request messages at
 fixed versions (`RPCS`):
 
@@ -52,13 +52,21 @@ from kio.schema.delete_topics.v6 import request as dt_req
 from kio.schema.delete_topics.v6 import response as dt_resp
 from kio.schema.describe_quorum.v2 import request as dq_req
 from kio.schema.describe_quorum.v2 import response as dq_resp
+from kio.schema.elect_leaders.v2 import request as el_req
+from kio.schema.elect_leaders.v2 import response as el_resp
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 
-from kavka.broker.handlers import configs, topics
+from kavka.broker.handlers import configs, elect_leaders, topics
 from kavka.client.async_channel import AsyncChannel
-from kavka.controller.controller import AlterPartitionItem, ApiResult, CreatedTopic, NewTopic
+from kavka.controller.controller import (
+    AlterPartitionItem,
+    ApiResult,
+    CreatedTopic,
+    NewTopic,
+    TopicElections,
+)
 from kavka.controller.image import MetadataImage, TopicImage
 from kavka.controller.quorum_controller import (
     UNAVAILABLE,
@@ -90,6 +98,7 @@ RPCS: dict[int, tuple[type, type]] = {
     55: (dq_req.DescribeQuorumRequest, dq_resp.DescribeQuorumResponse),
     67: (apid_req.AllocateProducerIdsRequest, apid_resp.AllocateProducerIdsResponse),
     56: (ap_req.AlterPartitionRequest, ap_resp.AlterPartitionResponse),
+    43: (el_req.ElectLeadersRequest, el_resp.ElectLeadersResponse),
 }
 
 
@@ -243,6 +252,10 @@ class ControllerApis:
         except UNAVAILABLE as e:
             error, results = unavailable_result(e).error, []
         return alter_partition_response(error, results)
+
+    async def _api_43(self, req: el_req.ElectLeadersRequest) -> Any:
+        answer = await elect_leaders.elect_leaders(self.qc, req.election_type, elect_leaders.requested(req))
+        return elect_leaders.encode(el_resp.ElectLeadersResponse, answer)
 
     async def _api_67(self, req: apid_req.AllocateProducerIdsRequest) -> Any:
         try:
@@ -506,6 +519,52 @@ class ControllerClient:
             return resp
         [r] = resp.responses
         return ApiResult(r.error_code, r.error_message)
+
+    async def elect_leaders(
+        self,
+        election_type: int,
+        topic_partitions: Sequence[tuple[str, Sequence[int]]] | None,
+        *,
+        timeout_s: float | None = None,
+    ) -> list[TopicElections]:
+        """ElectLeaders on the active controller; once it answers, waits (bounded) until this node's
+        image shows every election it made, so Metadata from this node names the new leaders."""
+        before = self.qc.image
+
+        async def local() -> Any:
+            return await self.qc.elect_leaders(election_type, topic_partitions)
+
+        def request() -> Any:
+            return el_req.ElectLeadersRequest(
+                election_type=election_type,
+                topic_partitions=(
+                    None
+                    if topic_partitions is None
+                    else tuple(el_req.TopicPartitions(topic=t, partitions=tuple(ps)) for t, ps in topic_partitions)
+                ),
+                timeout=_TIMEOUT if timeout_s is None else datetime.timedelta(seconds=timeout_s),
+            )
+
+        resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller, timeout_s)
+        if isinstance(resp, list):
+            return resp
+        answer = elect_leaders.decode(resp)
+        if answer.error == ErrorCode.request_timed_out:
+            raise TimeoutError(next((p.message for t in answer.results for p in t.partitions if p.message), "timed out"))
+        if answer.error != ErrorCode.none:
+            raise NotControllerError(f"ElectLeaders failed on the controller: {answer.error.name}")
+        elected = [
+            (t.topic, p.partition) for t in answer.results for p in t.partitions if p.error == ErrorCode.none
+        ]
+
+        def epoch(img: MetadataImage, topic: str, partition: int) -> int:
+            t = img.topics_by_name.get(topic)
+            reg = t.partitions.get(partition) if t is not None else None
+            return -1 if reg is None else reg.leader_epoch
+
+        if elected:
+            await self._await_image(lambda img: all(epoch(img, t, p) > epoch(before, t, p) for t, p in elected))
+        return list(answer.results)
 
     async def allocate_producer_ids(self, broker_id: int, block_size: int = 1000) -> tuple[int, int]:
         async def local() -> Any:

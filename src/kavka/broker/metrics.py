@@ -50,6 +50,7 @@ class BrokerSnapshot:
     under_replicated: int = 0
     under_min_isr: int = 0
     offline_partitions: int = -1  # -1: not the active controller (the gauge is the controller's)
+    preferred_replica_imbalance: int = -1  # -1: not the active controller
     isr_shrinks: int = 0
     isr_expands: int = 0
     replica_max_lag: int = 0
@@ -72,9 +73,20 @@ def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
         under_replicated=sum(1 for p in leaders if len(p.isr) < len(p.replicas)),
         under_min_isr=sum(1 for p in leaders if len(p.isr) < p.min_insync_replicas),
         offline_partitions=_offline_partitions(node),
+        preferred_replica_imbalance=_preferred_replica_imbalance(node),
         isr_shrinks=node.replica_manager.isr_shrinks,
         isr_expands=node.replica_manager.isr_expands,
         replica_max_lag=max(fetchers.lag().values(), default=0) if fetchers is not None else 0,
+    )
+
+
+def _preferred_replica_imbalance(node: BrokerNode) -> int:
+    """Partitions not led by their preferred (first) replica, counted by the active controller only."""
+    qc = getattr(node, "quorum_controller", None)
+    if qc is None or not qc.is_active:
+        return -1
+    return sum(
+        1 for t in qc.image.topics_by_id.values() for r in t.partitions.values() if r.replicas and r.leader != r.replicas[0]
     )
 
 
@@ -147,6 +159,12 @@ class BrokerCollector:
                 "kafka_controller_kafkacontroller_offlinepartitionscount",
                 "kafka.controller:type=KafkaController,name=OfflinePartitionsCount: partitions without a leader (active controller only)",
                 value=s.offline_partitions,
+            )
+        if s.preferred_replica_imbalance >= 0:
+            yield GaugeMetricFamily(
+                "kafka_controller_kafkacontroller_preferredreplicaimbalancecount",
+                "kafka.controller:type=KafkaController,name=PreferredReplicaImbalanceCount: partitions not led by their preferred replica (active controller only)",
+                value=s.preferred_replica_imbalance,
             )
         for name, help_, value in (
             ("kafka_server_replicamanager_isrshrinks", "IsrShrinksPerSec: ISR shrinks of partitions this broker leads", s.isr_shrinks),

@@ -590,6 +590,7 @@ class BrokerNode:
         if not self.is_broker:
             # process.roles=controller: a voter that serves only its controller listener.
             self._every(min(250, self.config["broker.session.timeout.ms"] // 4), self.quorum_controller.fence_stale_brokers, "broker-sessions")
+            self._every(self._leader_balance_poll_ms(), self.quorum_controller.maybe_balance_leaders, "leader-balance")
             log.info("controller-only node: serving the metadata quorum on %s", self._controller_listener())
             return
         from kavka.broker.handlers.producer_ids import ProducerIdManager
@@ -653,6 +654,8 @@ class BrokerNode:
         self._every(c["producer.id.expiration.check.interval.ms"], self._expire_producer_ids, "producer-id-expiration")
         # On the active controller: fence brokers whose heartbeats stopped (broker.session.timeout.ms).
         self._every(min(250, c["broker.session.timeout.ms"] // 4), self.quorum_controller.fence_stale_brokers, "broker-sessions")
+        # On the active controller: preferred leaders back every leader.imbalance.check.interval.seconds.
+        self._every(self._leader_balance_poll_ms(), self.quorum_controller.maybe_balance_leaders, "leader-balance")
         self.log_dir_movers.start()
         self.replica_fetchers.start()
         # Kafka's isr-expiration task: followers not caught up for replica.lag.time.max.ms leave the ISR.
@@ -662,6 +665,11 @@ class BrokerNode:
             self.remote_log_manager.start()
         if c["log.cleaner.enable"]:
             self._every(c["log.cleaner.backoff.ms"], self._clean, "log-cleaner")
+
+    def _leader_balance_poll_ms(self) -> int:
+        """How often the controller is asked whether a leader imbalance check is due (it keeps the
+        schedule itself, on its own clock)."""
+        return min(1000, int(self.config["leader.imbalance.check.interval.seconds"]) * 1000)
 
     def _every(self, interval_ms: int, fn: Callable[[], Any], name: str) -> None:
         async def loop() -> None:

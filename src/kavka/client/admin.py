@@ -618,6 +618,30 @@ class AdminClient:
             _sorted_brokers(brokers),
         )
 
+    def elect_leaders(
+        self,
+        election_type: int,
+        partitions: Sequence[tuple[str, int]] | None,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """ElectLeaders (0 preferred, 1 unclean) through any broker (it forwards to the controller):
+        (error code, message) per partition; `partitions` None elects wherever needed (partitions
+        that needed no election are then left out). A top-level error raises KafkaError."""
+        conn = self._any()
+        version = conn.pick_version(ApiKey.ELECT_LEADERS)
+        if version == 0 and election_type != 0:
+            raise KafkaProtocolError("this broker's ElectLeaders v0 knows only preferred elections")
+        resp = conn.send(requests.elect_leaders(version, election_type, partitions, timeout_ms=timeout_ms))
+        out = {
+            (t.topic, p.partition_id): (int(p.error_code), p.error_message)
+            for t in resp.replica_election_results
+            for p in t.partition_result
+        }
+        top = int(getattr(resp, "error_code", 0))
+        if top and not out:
+            raise_for_error(top)
+        return out
+
     # ------------------------------------------------------------------ log dirs (KIP-113)
 
     def describe_log_dirs(

@@ -281,6 +281,21 @@ def alter_replica_log_dirs(version: int, moves: Mapping[tuple[str, int], str]) -
     )
 
 
+def elect_leaders(
+    version: int, election_type: int, partitions: Sequence[tuple[str, int]] | None, *, timeout_ms: int
+) -> Any:
+    """ElectLeaders (API 43); `partitions` None asks for every partition (KIP-460)."""
+    cls = request_class(ApiKey.ELECT_LEADERS, version)
+    topic_cls = nested(cls, "TopicPartitions")
+    topics = None
+    if partitions is not None:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        topics = tuple(make(topic_cls, topic=t, partitions=tuple(sorted(ps))) for t, ps in sorted(by_topic.items()))
+    return make(cls, election_type=election_type, topic_partitions=topics, timeout=_ms(timeout_ms))
+
+
 # ------------------------------------------------------------------ groups
 
 

@@ -87,6 +87,36 @@ class AlterPartitionItem:
     new_isr: tuple[tuple[int, int], ...]  # (broker id, broker epoch or -1)
 
 
+# ElectLeaders' election types (KIP-460: ElectionType.PREFERRED / UNCLEAN).
+PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
+# Kafka's ApiError(Errors.X) messages for the per-partition election errors.
+_ELECTION_MESSAGES = {
+    ErrorCode.election_not_needed: "Leader election not needed for topic partition.",
+    ErrorCode.preferred_leader_not_available: "The preferred leader was not available.",
+    ErrorCode.eligible_leaders_not_available: "Eligible topic partition leaders are not available.",
+}
+# Kafka's QuorumController caps one rebalance pass (maxElectionsPerImbalance) and reschedules
+# at once when the cap was reached; kavka's QuorumController runs the next pass at its next poll.
+MAX_ELECTIONS_PER_IMBALANCE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionElection:
+    """One partition's ElectLeaders result (ElectLeadersResponse.PartitionResult)."""
+
+    partition: int
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicElections:
+    """One topic's ElectLeaders results (ElectLeadersResponse.ReplicaElectionResult)."""
+
+    topic: str
+    partitions: tuple[PartitionElection, ...]
+
+
 def validate_topic_name(name: str) -> str | None:
     if not name:
         return "Topic name is illegal, it can't be empty"
@@ -453,6 +483,111 @@ class ControllerLogic:
         if rec is None:
             return [], ErrorCode.none, reg
         return [rec], ErrorCode.none, new  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ elections
+
+    def elect_leaders(
+        self,
+        image: MetadataImage,
+        election_type: int,
+        topic_partitions: Sequence[tuple[str, Sequence[int]]] | None,
+    ) -> tuple[list[Any], list[TopicElections]]:
+        """ElectLeaders (Kafka's ReplicationControlManager.electLeaders): the records and, per topic,
+        each partition's result. `topic_partitions` None means every partition of every topic;
+        then, as Kafka does, partitions whose election was not needed are left out of the answer
+        (their topic is still listed). The caller has checked `election_type` is 0 or 1."""
+        live = set(image.usable_brokers())
+        records: list[Any] = []
+        out: list[TopicElections] = []
+        if topic_partitions is None:
+            for name in sorted(image.topics_by_name):
+                t = image.topics_by_name[name]
+                results = []
+                for p in sorted(t.partitions):
+                    r = self._elect_one(image, name, p, election_type, live, records)
+                    if r.error != ErrorCode.election_not_needed:
+                        results.append(r)
+                out.append(TopicElections(name, tuple(results)))
+            return records, out
+        for name, partitions in topic_partitions:
+            out.append(
+                TopicElections(
+                    name, tuple(self._elect_one(image, name, p, election_type, live, records) for p in partitions)
+                )
+            )
+        return records, out
+
+    def _elect_one(
+        self, image: MetadataImage, topic: str, partition: int, election_type: int, live: set[int], records: list[Any]
+    ) -> PartitionElection:
+        t = image.topics_by_name.get(topic)
+        if t is None:
+            return PartitionElection(partition, ErrorCode.unknown_topic_or_partition, f"No such topic as {topic}")
+        reg = t.partitions.get(partition)
+        if reg is None:
+            return PartitionElection(
+                partition, ErrorCode.unknown_topic_or_partition, f"No such partition as {topic}-{partition}"
+            )
+        if election_type == UNCLEAN_ELECTION:
+            error, new = partition_change.elect_unclean(reg, live=live)  # type: ignore[arg-type]
+        else:
+            error, new = partition_change.elect_preferred(reg, live=live)  # type: ignore[arg-type]
+        if error != ErrorCode.none:
+            return PartitionElection(partition, error, _ELECTION_MESSAGES.get(error))
+        rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
+        if rec is None:  # nothing would change: Kafka's builder returns no record
+            error = (
+                ErrorCode.eligible_leaders_not_available
+                if election_type == UNCLEAN_ELECTION
+                else ErrorCode.preferred_leader_not_available
+            )
+            return PartitionElection(partition, error, _ELECTION_MESSAGES[error])
+        records.append(rec)
+        return PartitionElection(partition, ErrorCode.none, None)
+
+    def imbalanced_brokers(self, image: MetadataImage, percentage: int) -> dict[int, float]:
+        """Per broker, the share of the partitions it is the preferred replica of that another broker
+        (or nobody) leads -- only brokers above `percentage` percent (the leader imbalance ratio
+        of Kafka's KafkaController.checkAndTriggerAutoLeaderRebalance)."""
+        preferred: dict[int, int] = {}
+        not_led: dict[int, int] = {}
+        for t in image.topics_by_id.values():
+            for reg in t.partitions.values():
+                b = partition_change.preferred_replica(reg)  # type: ignore[arg-type]
+                if b == -1:
+                    continue
+                preferred[b] = preferred.get(b, 0) + 1
+                if reg.leader != b:
+                    not_led[b] = not_led.get(b, 0) + 1
+        ratios = {b: not_led.get(b, 0) / n for b, n in preferred.items()}
+        return {b: r for b, r in sorted(ratios.items()) if r * 100 > percentage}
+
+    def balance_leaders(
+        self, image: MetadataImage, *, percentage: int, max_elections: int = MAX_ELECTIONS_PER_IMBALANCE
+    ) -> tuple[list[Any], bool]:
+        """The automatic preferred-leader rebalance (auto.leader.rebalance.enable): for every broker
+        whose leader imbalance ratio exceeds `percentage` percent, move leadership back to it on each
+        of its preferred partitions where it is live and in the ISR. Returns the records and whether
+        the cap was reached (more may be due at once)."""
+        brokers = self.imbalanced_brokers(image, percentage)
+        if not brokers:
+            return [], False
+        live = set(image.usable_brokers())
+        records: list[Any] = []
+        for t in image.topics_by_id.values():
+            for reg in t.partitions.values():
+                b = partition_change.preferred_replica(reg)  # type: ignore[arg-type]
+                if b not in brokers or b not in live or reg.leader == b or b not in reg.isr:
+                    continue
+                error, new = partition_change.elect_preferred(reg, live=live)  # type: ignore[arg-type]
+                if error != ErrorCode.none or new.leader != b:
+                    continue
+                rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
+                if rec is not None:
+                    records.append(rec)
+                    if len(records) >= max_elections:
+                        return records, True
+        return records, False
 
     # ------------------------------------------------------------------ configs
 

@@ -13,6 +13,12 @@ and the ISR parts of ReplicationControlManager), as pure functions of a Partitio
 - AlterPartition from the leader is accepted only for its current leader epoch and partition
   epoch, with the leader itself in the new ISR and no fenced broker added (KIP-841:
   INELIGIBLE_REPLICA).
+- ElectLeaders (KIP-183, KIP-460), as Kafka's ReplicationControlManager.electLeader: PREFERRED
+  moves leadership to the first replica (the preferred one) when it is a live ISR member,
+  ELECTION_NOT_NEEDED when it already leads, PREFERRED_LEADER_NOT_AVAILABLE otherwise; UNCLEAN
+  elects only a leaderless partition -- a live ISR member if there is one, else any live replica,
+  whatever `unclean.leader.election.enable` says (the operator asked) --, ELECTION_NOT_NEEDED when
+  it has a leader, ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is live.
 
 Returns values only; the caller turns them into PartitionChangeRecords.
 """
@@ -103,3 +109,44 @@ def alter_partition(
     if any(r not in reg.isr and r not in live for r in new_isr):
         return ErrorCode.ineligible_replica, reg
     return ErrorCode.none, _change(reg, leader=reg.leader, isr=new_isr)
+
+
+def preferred_replica(reg: PartitionRegistration) -> int:
+    """The first replica of the assignment (Kafka's PartitionRegistration.preferredReplica)."""
+    return reg.replicas[0] if reg.replicas else NO_LEADER
+
+
+def elect_preferred(
+    reg: PartitionRegistration, *, live: Collection[int]
+) -> tuple[ErrorCode, PartitionRegistration]:
+    """ElectLeaders PREFERRED for one partition (PartitionChangeBuilder's Election.PREFERRED):
+    the preferred replica if it is a live ISR member; else the current leader stays if it is one
+    (PREFERRED_LEADER_NOT_AVAILABLE); else the next live ISR member in replica order."""
+    preferred = preferred_replica(reg)
+    if reg.leader == preferred:
+        return ErrorCode.election_not_needed, reg
+
+    def valid(r: int) -> bool:
+        return r in reg.isr and r in live
+
+    if valid(preferred):
+        return ErrorCode.none, _change(reg, leader=preferred, isr=reg.isr)
+    if valid(reg.leader):
+        return ErrorCode.preferred_leader_not_available, reg
+    leader = next((r for r in reg.replicas[1:] if valid(r)), NO_LEADER)
+    if leader == reg.leader:
+        return ErrorCode.preferred_leader_not_available, reg
+    return ErrorCode.none, _change(reg, leader=leader, isr=reg.isr)
+
+
+def elect_unclean(
+    reg: PartitionRegistration, *, live: Collection[int]
+) -> tuple[ErrorCode, PartitionRegistration]:
+    """ElectLeaders UNCLEAN for one partition (Election.UNCLEAN): only a partition without a
+    leader; a live ISR member if any, else the first live replica, whose ISR becomes itself."""
+    if reg.leader != NO_LEADER:
+        return ErrorCode.election_not_needed, reg
+    new = elect_leader(reg, live=live, unclean=True)
+    if new.leader == NO_LEADER:
+        return ErrorCode.eligible_leaders_not_available, reg
+    return ErrorCode.none, new

@@ -60,6 +60,7 @@ from kavka.controller.controller import (
     ControllerLogic,
     CreatedTopic,
     NewTopic,
+    TopicElections,
 )
 from kavka.controller.heartbeats import BrokerSessions
 from kavka.controller.image import MetadataDelta, MetadataImage, TopicImage
@@ -142,6 +143,9 @@ class QuorumController:
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = self._now_ms()
         self._snapshot_in_flight: SnapshotId | None = None
+        # Automatic preferred-leader rebalance: the next check, on the monotonic clock; None
+        # until this node is the active controller (the first check is one interval after).
+        self._next_balance_ms: int | None = None
         raft.register_listener(self)
 
     def _now_ms(self) -> int:
@@ -475,6 +479,53 @@ class QuorumController:
             return records, (ErrorCode.none, out)
 
         return await self._run(decide)
+
+    async def elect_leaders(
+        self, election_type: int, topic_partitions: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> list[TopicElections]:
+        """ElectLeaders (API 43): the elections committed, then each partition's result."""
+        return await self._run(lambda image: self.logic.elect_leaders(image, election_type, topic_partitions))
+
+    async def maybe_balance_leaders(self, now_ms: int | None = None) -> int:
+        """The automatic preferred-leader rebalance, polled periodically on every controller (Kafka's
+        leader imbalance check): on the active controller, every
+        `leader.imbalance.check.interval.seconds`, elect preferred leaders for the brokers whose
+        imbalance exceeds `leader.imbalance.per.broker.percentage`. Returns how many partitions
+        changed leader. `now_ms` is the monotonic clock (injected; defaults to the controller's)."""
+        if not self.config["auto.leader.rebalance.enable"]:
+            return 0
+        if not self.is_active:
+            self._next_balance_ms = None
+            return 0
+        now = self._session_ms() if now_ms is None else now_ms
+        interval_ms = int(self.config["leader.imbalance.check.interval.seconds"]) * 1000
+        if self._next_balance_ms is None:
+            self._next_balance_ms = now + interval_ms
+            return 0
+        if now < self._next_balance_ms:
+            return 0
+        percentage = int(self.config["leader.imbalance.per.broker.percentage"])
+
+        def decide(image: MetadataImage) -> tuple[list[Any], tuple[int, bool, dict[int, float]]]:
+            imbalance = self.logic.imbalanced_brokers(image, percentage)
+            records, more = self.logic.balance_leaders(image, percentage=percentage)
+            return records, (len(records), more, imbalance)
+
+        try:
+            elected, more, imbalance = await self._run(decide)
+        except UNAVAILABLE:
+            return 0
+        # A capped pass goes on at the next poll; otherwise wait a whole interval.
+        self._next_balance_ms = now if more else now + interval_ms
+        if elected:
+            log.info(
+                "leader imbalance %s above leader.imbalance.per.broker.percentage=%d: "
+                "elected the preferred leader of %d partitions",
+                ", ".join(f"broker {b} {r:.0%}" for b, r in imbalance.items()),
+                percentage,
+                elected,
+            )
+        return elected
 
     async def create_topics(self, topics: Sequence[NewTopic], *, validate_only: bool = False) -> list[CreatedTopic]:
         return await self._run(lambda image: self.logic.create_topics(image, topics, validate_only=validate_only))
