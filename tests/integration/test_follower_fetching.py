@@ -4,8 +4,8 @@ Every broker sets `replica.selector.class` to Kafka's RackAwareReplicaSelector; 
 replicas, so each rack holds one. Who served a consumer's records is read from the brokers
 themselves: each broker's BytesOutPerSec counter for the topic (record bytes sent to consumers,
 never to followers), scraped from its Prometheus endpoint. The consumers are unmodified
-confluent-kafka (librdkafka) consumers; kafka-python and aiokafka send no rack (their Fetch
-requests carry rack_id "" or predate v11), so they always read from leaders.
+confluent-kafka (librdkafka, `client.rack`), aiokafka 0.14 and kafka-python 3.0 (`client_rack`)
+consumers: all three follow preferred_read_replica.
 
 Raw Fetch requests pin down the answers Kafka gives: the leader's preferred_read_replica with no
 records, a follower's reads bounded by its high watermark, OFFSET_OUT_OF_RANGE above its log
@@ -220,6 +220,72 @@ def test_the_consumer_goes_back_to_the_leader_when_its_follower_dies(own_racks: 
     assert first + rest == _expected(400)  # every record exactly once, in order
     after = _bytes_out(c, topic)
     assert after[leader] >= 200 * 200, after  # the rest came from the leader
+
+
+def _aiokafka_read(c: Cluster, topic: str, rack: str, n: int) -> list[tuple[int, bytes]]:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as AkTopicPartition
+
+    async def read() -> list[tuple[int, bytes]]:
+        cons = AIOKafkaConsumer(bootstrap_servers=c.bootstrap, group_id=None, enable_auto_commit=False,
+                                client_rack=rack, max_partition_fetch_bytes=4096, request_timeout_ms=15000)
+        await cons.start()
+        try:
+            tp = AkTopicPartition(topic, 0)
+            cons.assign([tp])
+            await cons.seek_to_beginning(tp)
+            got: list[tuple[int, bytes]] = []
+            while len(got) < n:
+                batch = await cons.getmany(tp, timeout_ms=500)
+                got += [(m.offset, m.value) for m in batch.get(tp, [])]
+            return got
+        finally:
+            await cons.stop()
+
+    return asyncio.run(asyncio.wait_for(read(), 60))
+
+
+def test_aiokafka_reads_from_the_follower_in_its_rack(racks: Cluster) -> None:
+    """aiokafka 0.14 sends client_rack and follows preferred_read_replica too."""
+    topic = unique("kip392-ak")
+    leader, followers = _create(racks, topic)
+    near = followers[1]
+    _produce(racks, topic, 0, 100)
+    assert _aiokafka_read(racks, topic, RACKS[near], 100) == _expected(100)
+    served = _bytes_out(racks, topic)
+    assert served[near] >= 100 * 200 and served[leader] == 0 and served[followers[0]] == 0, served
+
+
+def _kafka_python_read(c: Cluster, topic: str, rack: str, n: int) -> list[tuple[int, bytes]]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTopicPartition
+
+    cons = KafkaConsumer(bootstrap_servers=c.bootstrap.split(","), group_id=None, enable_auto_commit=False,
+                         client_rack=rack, max_partition_fetch_bytes=4096, request_timeout_ms=15000)
+    try:
+        tp = KpTopicPartition(topic, 0)
+        cons.assign([tp])
+        cons.seek_to_beginning(tp)
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 60
+        while len(got) < n and time.monotonic() < deadline:
+            got += [(m.offset, m.value) for m in cons.poll(timeout_ms=500).get(tp, [])]
+        return got
+    finally:
+        cons.close()
+
+
+def test_kafka_python_reads_from_the_follower_in_its_rack(racks: Cluster) -> None:
+    """kafka-python 3.0 sends client_rack and follows preferred_read_replica too."""
+    topic = unique("kip392-kp")
+    leader, followers = _create(racks, topic)
+    near = followers[0]
+    _produce(racks, topic, 0, 100)
+    assert _kafka_python_read(racks, topic, RACKS[near], 100) == _expected(100)
+    served = _bytes_out(racks, topic)
+    assert served[near] >= 100 * 200 and served[leader] == 0 and served[followers[1]] == 0, served
 
 
 # ---------------------------------------------------------------- raw requests: Kafka's answers
