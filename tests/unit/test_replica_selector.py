@@ -173,3 +173,12 @@ def test_a_new_leadership_forgets_follower_positions(tmp_path: Path) -> None:
     assert pick(p, "b", 0) == NO_PREFERRED_REPLICA  # 2 has not fetched from this leadership yet
     fetched(p, 2, 10)
     assert pick(p, "b", 0) == 2
+
+
+def test_a_tiered_partition_is_served_by_its_leader(tmp_path: Path) -> None:
+    """Followers cannot read remote storage, and their local log may start above the leader's."""
+    p = leader(tmp_path)
+    fetched(p, 2, 10)
+    assert pick(p, "b", 0) == 2
+    p.log.update_config(LogConfig(remote_storage_enable=True))
+    assert pick(p, "b", 0) == NO_PREFERRED_REPLICA

@@ -9,8 +9,8 @@ that broker. The choice is the leader's, made per fetch by the broker's `replica
   every follower that is in the committed ISR, lives on a broker that is registered and usable
   (unfenced, not shutting down), and holds the fetch offset (its log start <= fetch offset <= its
   log end offset, as the leader saw them in its last fetch). Followers fetching as replicas are
-  never redirected. A follower cannot read tiered storage yet, so an offset below the leader's
-  local log start is served by the leader.
+  never redirected. Followers cannot read tiered storage yet and their local log start may lie
+  above the leader's, so a partition with `remote.storage.enable` is always served by its leader.
 - **Who is chosen** (Kafka's RackAwareReplicaSelector): with no client rack, or no candidate in
   the client's rack, or the leader in it, the leader; otherwise the most caught-up candidate of
   that rack (largest log end offset, then the shortest time since it was caught up, then the
@@ -101,7 +101,7 @@ def partition_view(
     leader_reg = brokers.get(partition.local_broker_id)
     leader = ReplicaView(partition.local_broker_id, leader_reg.rack if leader_reg else None, partition.log_end_offset, 0)
     candidates = [leader]
-    if fetch_offset >= partition.log.local_log_start_offset:
+    if not partition.log.config.remote_storage_enable:
         for r in partition.isr:
             remote = ls.remotes.get(r)
             reg = brokers.get(r)

@@ -256,6 +256,9 @@ def _read_all(
                         raise OffsetOutOfRangeError(
                             f"fetch offset {fp.fetch_offset} is outside [{start}, {p.log_end_offset}] of {name}-{fp.partition}"
                         )
+                    if not p.is_leader and fp.fetch_offset < p.log.local_log_start_offset:
+                        # Only leaders read tiered storage (kavka.tiered): the client goes back to the leader.
+                        raise PartitionError(ErrorCode.not_leader_or_follower, "remote reads are served by the leader")
                     fetched = remote.get((name, fp.partition)) if remote is not None and name is not None else None
                     if isinstance(fetched, BaseException):
                         raise fetched
