@@ -115,8 +115,8 @@ def fetched(p: Partition, replica: int, offset: int, *, log_start: int = 0) -> N
 
 
 def pick(p: Partition, rack: str, offset: int, *, selector: object = RackAwareReplicaSelector(), image: dict | None = None) -> int:
-    return preferred_read_replica(selector, p, client(rack), image or brokers(), fetch_offset=offset,  # type: ignore[arg-type]
-                                  now_ms=NOW + 10)
+    return preferred_read_replica(selector, p, client=client(rack), brokers=image or brokers(),  # type: ignore[arg-type]
+                                  fetch_offset=offset, now_ms=NOW + 10)
 
 
 def test_a_caught_up_follower_in_the_clients_rack_is_preferred(tmp_path: Path) -> None:

@@ -116,9 +116,9 @@ def partition_view(
 def preferred_read_replica(
     selector: ReplicaSelector | None,
     partition: Partition,
+    *,
     client: ClientMetadata,
     brokers: Mapping[int, BrokerRegistration],
-    *,
     fetch_offset: int,
     now_ms: int,
 ) -> int:

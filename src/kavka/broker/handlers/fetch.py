@@ -60,7 +60,7 @@ from kavka.protocol import api
 from kavka.protocol.message_format import down_convert
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_to_str
 from kavka.protocol.splice import SplicedResponse, placeholder_index
-from kavka.replication.partition import PartitionError, TopicPartition
+from kavka.replication.partition import Partition, PartitionError, TopicPartition
 from kavka.replication.replica_selector import (
     NO_PREFERRED_REPLICA,
     ClientMetadata,
@@ -263,7 +263,7 @@ def _read_all(
                     if isinstance(fetched, BaseException):
                         raise fetched
                     if fetched is None and p.is_leader:
-                        preferred = _preferred_read_replica(node, ctx, req, p, fp.fetch_offset, now_ms)
+                        preferred = _preferred_read_replica(node, ctx, req, p, fetch_offset=fp.fetch_offset, now_ms=now_ms)
                         any_error |= preferred != NO_PREFERRED_REPLICA  # answered at once, with no records, as Kafka does
                     if fetched is not None:
                         records = _cut(fetched, max(limit, 0), min_one)
@@ -336,7 +336,9 @@ def _missing_partition_error(node: BrokerNode, ctx: RequestContext, name: str | 
     return ErrorCode.unknown_topic_or_partition
 
 
-def _preferred_read_replica(node: BrokerNode, ctx: RequestContext, req: Any, p: Any, fetch_offset: int, now_ms: int) -> int:
+def _preferred_read_replica(
+    node: BrokerNode, ctx: RequestContext, req: Any, p: Partition, *, fetch_offset: int, now_ms: int
+) -> int:
     """The replica a consumer's fetch (v11+, with client metadata) should read from instead of this
     leader, chosen by `replica.selector.class`; NO_PREFERRED_REPLICA when it should read here."""
     if ctx.api_version < 11:
@@ -345,7 +347,7 @@ def _preferred_read_replica(node: BrokerNode, ctx: RequestContext, req: Any, p: 
     if selector is None:
         return NO_PREFERRED_REPLICA
     client = ClientMetadata(req.rack_id or "", ctx.client_id or "", ctx.peer)
-    return preferred_read_replica(selector, p, client, node.image.brokers, fetch_offset=fetch_offset, now_ms=now_ms)
+    return preferred_read_replica(selector, p, client=client, brokers=node.image.brokers, fetch_offset=fetch_offset, now_ms=now_ms)
 
 
 def _count_bytes_out(node: BrokerNode, topics: list[tuple[Any, str | None, Any]], resp: SplicedResponse) -> SplicedResponse:
