@@ -423,18 +423,22 @@ def test_kafkas_answers_to_raw_fetches(racks: Cluster) -> None:
         c.nodes[leader].start()
 
 
-def test_without_a_selector_the_leader_serves_every_consumer(tmp_path) -> None:  # noqa: ANN001
-    with_no_selector = _cluster(tmp_path, selector=False)
-    for c in _running(with_no_selector):
-        topic = unique("kip392-off")
-        leader, followers = _create(c, topic)
-        _produce(c, topic, 0, 10)
-        pd = _fetch(c, leader, topic, offset=0, rack=RACKS[followers[0]])
-        assert pd.preferred_read_replica == -1 and _records(pd)
-        cons = _consumer(c, topic, RACKS[followers[0]])
-        try:
-            assert _read(cons, 10) == _expected(10)
-        finally:
-            cons.close()
-        served = _bytes_out(c, topic)
-        assert served[leader] >= 10 * 200 and served[followers[0]] == 0, served
+@pytest.fixture
+def racks_without_selector(tmp_path) -> Iterator[Cluster]:  # noqa: ANN001
+    yield from _running(_cluster(tmp_path, selector=False))
+
+
+def test_without_a_selector_the_leader_serves_every_consumer(racks_without_selector: Cluster) -> None:
+    c = racks_without_selector
+    topic = unique("kip392-off")
+    leader, followers = _create(c, topic)
+    _produce(c, topic, 0, 10)
+    pd = _fetch(c, leader, topic, offset=0, rack=RACKS[followers[0]])
+    assert pd.preferred_read_replica == -1 and _records(pd)
+    cons = _consumer(c, topic, RACKS[followers[0]])
+    try:
+        assert _read(cons, 10) == _expected(10)
+    finally:
+        cons.close()
+    served = _bytes_out(c, topic)
+    assert served[leader] >= 10 * 200 and served[followers[0]] == 0, served
