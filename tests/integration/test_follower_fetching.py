@@ -288,6 +288,24 @@ def test_kafka_python_reads_from_the_follower_in_its_rack(racks: Cluster) -> Non
     assert served[near] >= 100 * 200 and served[leader] == 0 and served[followers[1]] == 0, served
 
 
+def test_kcat_reads_from_the_follower_in_its_rack(racks: Cluster) -> None:
+    """kcat (Debian's, librdkafka 2.0) with `-X client.rack`: what the README shows."""
+    import subprocess
+
+    topic = unique("kip392-kcat")
+    leader, followers = _create(racks, topic)
+    near = followers[0]
+    _produce(racks, topic, 0, 50)
+    # kcat -e stops at the end its replica reports: wait until the follower knows the high watermark.
+    wait_until(lambda: _fetch(racks, near, topic, offset=0).high_watermark == 50, 20, message="the follower's high watermark")
+    out = subprocess.run(["kcat", "-C", "-b", racks.bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
+                          "-X", f"client.rack={RACKS[near]}", "-f", "%o %s\n"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.splitlines() == [f"{o} {v.decode()}" for o, v in _expected(50)]
+    served = _bytes_out(racks, topic)
+    assert served[near] >= 50 * 200 and served[leader] == 0 and served[followers[1]] == 0, served
+
+
 # ---------------------------------------------------------------- raw requests: Kafka's answers
 
 
