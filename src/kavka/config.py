@@ -186,6 +186,16 @@ _NO_REPLICATION = "replication is not throttled yet: followers fetch as fast as 
 _TIERED_SYSTEM_KEY = "remote.log.storage.system.enable"
 
 
+# KIP-392: the one ReplicaSelector kavka implements, under Kafka's class name (a Java class cannot be loaded).
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _replica_selector(v: str) -> str | None:
+    if v in ("", RACK_AWARE_REPLICA_SELECTOR):
+        return None
+    return f"kavka cannot load Java classes; the supported selector is {RACK_AWARE_REPLICA_SELECTOR} (or leave it unset: consumers read from leaders only)"
+
+
 def _refuse_fetch_quota(v: int) -> str | None:
     return None if v == LONG_MAX else "a remote fetch quota is not supported yet: remote reads are bounded by remote.log.reader.threads only"
 
@@ -273,6 +283,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("listener.security.protocol.map", _LST, None, "listener name to protocol"),
         _b("inter.broker.listener.name", _S, None, "listener followers fetch from (default: the first listener that is not a controller listener)"),
         _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2): reported in Metadata and DescribeCluster, used by rack-aware placement"),
+        _b("replica.selector.class", ConfigType.CLASS, None, "KIP-392: how a leader picks a replica for a consumer's fetches (with client.rack); unset: the leader serves them", _replica_selector),
         _b("log.dirs", _LST, None, "directories holding partition data"),
         _b("log.dir", _S, "/tmp/kavka-logs", "used when log.dirs is not set"),
         _b("metadata.log.dir", _S, None, "directory of the metadata log; defaults to the first log dir"),

@@ -54,7 +54,7 @@ def churning_node() -> Iterator[tuple[SimpleNamespace, asyncio.AbstractEventLoop
     for i in range(BASE):
         partitions[_Tp("t", i)] = object()
     node = SimpleNamespace(log_manager=lm, replica_manager=SimpleNamespace(partitions=partitions, leader_partitions=list,
-                                                                           isr_shrinks=0, isr_expands=0),
+                                                                           isr_shrinks=0, isr_expands=0, bytes_out={}),
                            server=SimpleNamespace(connections=set()))
     stop = asyncio.Event()
 

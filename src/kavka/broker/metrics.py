@@ -54,6 +54,7 @@ class BrokerSnapshot:
     isr_shrinks: int = 0
     isr_expands: int = 0
     replica_max_lag: int = 0
+    bytes_out: tuple[tuple[str, int], ...] = ()  # (topic, record bytes sent to consumers)
 
 
 def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
@@ -77,6 +78,7 @@ def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
         isr_shrinks=node.replica_manager.isr_shrinks,
         isr_expands=node.replica_manager.isr_expands,
         replica_max_lag=max(fetchers.lag().values(), default=0) if fetchers is not None else 0,
+        bytes_out=tuple(sorted(node.replica_manager.bytes_out.items())),
     )
 
 
@@ -173,6 +175,14 @@ class BrokerCollector:
             c = CounterMetricFamily(name, f"kafka.server:type=ReplicaManager,name={help_}")
             c.add_metric([], value)
             yield c
+        out = CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_bytesout",
+            "kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec: record bytes sent to consumers (not to followers)",
+            labels=["topic"],
+        )
+        for topic, n in s.bytes_out:
+            out.add_metric([topic], n)
+        yield out
         yield GaugeMetricFamily(
             "kafka_server_socketservermetrics_connection_count",
             "kafka.server:type=socket-server-metrics,name=connection-count: open client connections",

@@ -30,6 +30,11 @@ def placeholder(index: int) -> bytes:
     return _MARK + struct.pack(">I", index)
 
 
+def placeholder_index(records: bytes) -> int:
+    """The index of the chunk a placeholder (from `SplicedResponse.add`) stands for."""
+    return struct.unpack(">I", records[len(_MARK):])[0]
+
+
 def _uvarint(n: int) -> bytes:
     out = bytearray()
     while n > 0x7F:

@@ -99,6 +99,9 @@ class Partition:
         self.min_insync_replicas = min_insync_replicas
         self.registration = registration
         self.leader_state: LeaderState | None = None
+        # Each follower's log start offset from its last fetch in this leadership (KIP-392: a consumer is
+        # sent only to a replica that holds its fetch offset).
+        self._follower_log_starts: dict[int, int] = {}
         self._follower_hw = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
         if registration.leader == local_broker_id:
             self._become_leader(registration, now_ms)
@@ -148,6 +151,7 @@ class Partition:
         latest = cache.latest_epoch
         if latest is None or reg.leader_epoch > latest:
             cache.assign(reg.leader_epoch, self.log.log_end_offset)
+        self._follower_log_starts = {}
         self.leader_state = LeaderState.become_leader(
             self.local_broker_id,
             reg,
@@ -271,6 +275,7 @@ class Partition:
         max_bytes: int,
         min_one_message: bool,
         now_ms: int,
+        log_start_offset: int = -1,
     ) -> FollowerRead:
         """The leader's side of a follower's fetch: the diverging-epoch check, the read (up to the
         log end: followers see everything), then the follower's new position (KIP-320 first,
@@ -302,9 +307,14 @@ class Partition:
         if fetch_offset < leo:
             data = self.read_records(fetch_offset, max_bytes=max_bytes, max_offset=None, min_one_message=min_one_message)
         proposal = ls.on_follower_fetch(replica_id, fetch_offset=fetch_offset, now_ms=now_ms, log_end_offset=leo)
+        self._follower_log_starts[replica_id] = log_start_offset
         if ls.maybe_increment_high_watermark(leo):
             self.on_change(self.tp)
         return FollowerRead(data, None, proposal, ls.high_watermark, start)
+
+    def follower_log_start_offset(self, replica_id: int) -> int:
+        """A follower's log start offset as its last fetch said (0 when it has not said)."""
+        return max(self._follower_log_starts.get(replica_id, 0), 0)
 
     def maybe_shrink_isr(self, *, now_ms: int, replica_lag_time_max_ms: int) -> IsrProposal | None:
         if self.leader_state is None:

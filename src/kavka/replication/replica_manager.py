@@ -73,6 +73,7 @@ class ReplicaManager:
         self._isr_sender: asyncio.Task[None] | None = None
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.bytes_out: dict[str, int] = {}  # topic -> record bytes sent to consumers (BytesOutPerSec)
 
     # ------------------------------------------------------------ lifecycle
 

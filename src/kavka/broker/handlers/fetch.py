@@ -22,6 +22,16 @@ fetch from an earlier incarnation of the broker (its replica epoch below the
 registered broker epoch) is answered NOT_LEADER_OR_FOLLOWER and counts for
 nothing.
 
+Reading from followers (KIP-392): a consumer's Fetch v11+ may be served by any replica, bounded
+by that replica's high watermark (a follower's is the leader's as last received); an offset above
+a follower's log end is OFFSET_OUT_OF_RANGE, after which the client asks the leader again. With
+`replica.selector.class` set, the leader answers a consumer that sent its rack with
+`preferred_read_replica` and no records when the selector picks another replica
+(kavka.replication.replica_selector). Consumer fetches before v11 and ListOffsets stay
+leader-only. A partition this broker does not host but the cluster has is
+NOT_LEADER_OR_FOLLOWER (the client's metadata is stale), as Kafka answers. Record bytes sent to
+consumers are counted per topic (BytesOutPerSec).
+
 Tiered storage (KIP-405): a partition whose fetch offset is at or above the
 log start offset but below the local log start offset is read from remote
 storage (kavka.tiered.rlm). Every such partition of one Fetch is read in
@@ -49,8 +59,14 @@ from kavka.broker.handlers.errors import error_for
 from kavka.protocol import api
 from kavka.protocol.message_format import down_convert
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_to_str
-from kavka.protocol.splice import SplicedResponse
-from kavka.replication.partition import PartitionError, TopicPartition
+from kavka.protocol.splice import SplicedResponse, placeholder_index
+from kavka.replication.partition import Partition, PartitionError, TopicPartition
+from kavka.replication.replica_selector import (
+    NO_PREFERRED_REPLICA,
+    ClientMetadata,
+    preferred_read_replica,
+    replica_selector,
+)
 from kavka.storage.errors import OffsetOutOfRangeError
 
 if TYPE_CHECKING:
@@ -88,8 +104,12 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
         return _read_with_remote(node, ctx, req, topics, resp_cls, remote_plan)
     result, total, errors = _read_all(node, ctx, req, topics, resp_cls, replica_id)
     wait_ms = int(req.max_wait.total_seconds() * 1000)
+
+    def done(res: SplicedResponse) -> SplicedResponse:
+        return res if follower else _count_bytes_out(node, topics, res)
+
     if total >= req.min_bytes or errors or wait_ms <= 0 or not topics:
-        return result
+        return done(result)
 
     async def delayed() -> Any:
         loop_deadline = node.clock() + wait_ms / 1000
@@ -101,8 +121,8 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
             await node.replica_manager.wait_for_data(tps, remaining, follower=follower)
             res, tot, errs = _read_all(node, ctx, req, topics, resp_cls, replica_id)
             if tot >= req.min_bytes or errs:
-                return res
-        return _read_all(node, ctx, req, topics, resp_cls, replica_id)[0]
+                return done(res)
+        return done(_read_all(node, ctx, req, topics, resp_cls, replica_id)[0])
 
     return delayed()
 
@@ -141,7 +161,8 @@ async def _read_with_remote(
 ) -> Any:
     keys = list(plan)
     results = await node.remote_log_manager.read([plan[k] for k in keys])
-    return _read_all(node, ctx, req, topics, resp_cls, remote=dict(zip(keys, results, strict=True)))[0]
+    resp = _read_all(node, ctx, req, topics, resp_cls, remote=dict(zip(keys, results, strict=True)))[0]
+    return _count_bytes_out(node, topics, resp)
 
 
 def _cut(records: bytes, limit: int, min_one: bool) -> bytes:
@@ -187,9 +208,10 @@ def _read_all(
             hw = lso = start = -1
             records = b""
             diverging = None
+            preferred = NO_PREFERRED_REPLICA
             p = rm.get_partition(name, fp.partition) if name is not None else None
             if p is None:
-                error = ErrorCode.unknown_topic_id if (name is None and ctx.api_version >= 13) else ErrorCode.unknown_topic_or_partition
+                error = _missing_partition_error(node, ctx, name, fp.partition)
             elif replica_id >= 0:
                 # A follower's fetch (Kafka's replica fetcher): everything up to the log end.
                 hw, start = p.high_watermark, p.log_start_offset
@@ -205,6 +227,7 @@ def _read_all(
                         max_bytes=max(min(fp.partition_max_bytes, remaining), 0),
                         min_one_message=min_one,
                         now_ms=now_ms,
+                        log_start_offset=getattr(fp, "log_start_offset", -1),
                     )
                     rm.propose(p, r.proposal)
                     hw = lso = r.high_watermark
@@ -224,7 +247,8 @@ def _read_all(
                 try:
                     p.check_online()
                     p.check_leader_epoch(fp.current_leader_epoch)
-                    if not p.is_leader:
+                    if not p.is_leader and ctx.api_version < 11:
+                        # Before v11 a consumer sends no client metadata and reads from leaders only (KIP-392).
                         raise PartitionError(ErrorCode.not_leader_or_follower)
                     limit = min(fp.partition_max_bytes, remaining)
                     upper = lso if read_committed else hw
@@ -232,14 +256,20 @@ def _read_all(
                         raise OffsetOutOfRangeError(
                             f"fetch offset {fp.fetch_offset} is outside [{start}, {p.log_end_offset}] of {name}-{fp.partition}"
                         )
+                    if not p.is_leader and fp.fetch_offset < p.log.local_log_start_offset:
+                        # Only leaders read tiered storage (kavka.tiered): the client goes back to the leader.
+                        raise PartitionError(ErrorCode.not_leader_or_follower, "remote reads are served by the leader")
                     fetched = remote.get((name, fp.partition)) if remote is not None and name is not None else None
                     if isinstance(fetched, BaseException):
                         raise fetched
+                    if fetched is None and p.is_leader:
+                        preferred = _preferred_read_replica(node, ctx, req, p, fetch_offset=fp.fetch_offset, now_ms=now_ms)
+                        any_error |= preferred != NO_PREFERRED_REPLICA  # answered at once, with no records, as Kafka does
                     if fetched is not None:
                         records = _cut(fetched, max(limit, 0), min_one)
                         if ctx.api_version < 4:
                             records = down_convert(records, 0 if ctx.api_version < 2 else 1)
-                    elif fp.fetch_offset < upper:
+                    elif fp.fetch_offset < upper and preferred == NO_PREFERRED_REPLICA:
                         data = p.read_records(
                             fp.fetch_offset,
                             max_bytes=max(limit, 0),
@@ -268,7 +298,7 @@ def _read_all(
                     last_stable_offset=lso,
                     log_start_offset=start,
                     aborted_transactions=None if not read_committed else (),
-                    preferred_read_replica=-1,
+                    preferred_read_replica=preferred,
                     records=spliced.add(records) if n else records,
                     **({"diverging_epoch": diverging} if diverging is not None else {}),
                 )
@@ -289,3 +319,47 @@ def _read_all(
 
 def by_id_key(ctx: RequestContext) -> bool:
     return ctx.api_version >= 13
+
+
+# ---------------------------------------------------------------- KIP-392: reading from followers
+
+
+def _missing_partition_error(node: BrokerNode, ctx: RequestContext, name: str | None, partition: int) -> ErrorCode:
+    """A partition this broker does not host: NOT_LEADER_OR_FOLLOWER when the cluster has it (the
+    client's metadata is stale, e.g. it was sent to a replica that has since moved away), else
+    unknown -- Kafka's ReplicaManager.getPartitionOrError."""
+    if name is None:
+        return ErrorCode.unknown_topic_id if ctx.api_version >= 13 else ErrorCode.unknown_topic_or_partition
+    t = node.image.topics_by_name.get(name)
+    if t is not None and partition in t.partitions:
+        return ErrorCode.not_leader_or_follower
+    return ErrorCode.unknown_topic_or_partition
+
+
+def _preferred_read_replica(
+    node: BrokerNode, ctx: RequestContext, req: Any, p: Partition, *, fetch_offset: int, now_ms: int
+) -> int:
+    """The replica a consumer's fetch (v11+, with client metadata) should read from instead of this
+    leader, chosen by `replica.selector.class`; NO_PREFERRED_REPLICA when it should read here."""
+    if ctx.api_version < 11:
+        return NO_PREFERRED_REPLICA
+    selector = replica_selector(node.config["replica.selector.class"])
+    if selector is None:
+        return NO_PREFERRED_REPLICA
+    client = ClientMetadata(req.rack_id or "", ctx.client_id or "", ctx.peer)
+    return preferred_read_replica(selector, p, client=client, brokers=node.image.brokers, fetch_offset=fetch_offset, now_ms=now_ms)
+
+
+def _count_bytes_out(node: BrokerNode, topics: list[tuple[Any, str | None, Any]], resp: SplicedResponse) -> SplicedResponse:
+    """Add the record bytes a consumer fetch's response carries to each topic's BytesOutPerSec
+    (Kafka counts followers' fetches apart, as ReplicationBytesOutPerSec; kavka does not count those)."""
+    if not resp.chunks:
+        return resp
+    counts = node.replica_manager.bytes_out
+    for (_t, name, _key), out in zip(topics, resp.entity.responses, strict=True):
+        if name is None:
+            continue
+        n = sum(len(resp.chunks[placeholder_index(pd.records)]) for pd in out.partitions if pd.records)
+        if n:
+            counts[name] = counts.get(name, 0) + n
+    return resp
