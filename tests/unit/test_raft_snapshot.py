@@ -9,6 +9,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from kavka.config import build_config
 from kavka.controller import records as mr
@@ -192,3 +193,50 @@ def test_no_snapshot_below_the_threshold() -> None:
 
     asyncio.run(_run_with(raft, qc, create))
     assert log.latest_snapshot_id is None and log.start_offset == 0
+
+
+def test_a_caller_cancelled_mid_commit_keeps_the_lock_until_its_records_commit() -> None:
+    """A client that closes its connection cancels its CreateTopics while the records are
+    appended but not committed; the next CreateTopics of the same name must still see them
+    (it once decided on the older image and created the topic a second time)."""
+    raft, qc = _controller(MemoryLog())
+
+    async def run() -> None:
+        paused = [False]
+        stop = asyncio.Event()
+
+        async def drive() -> None:
+            now = 0
+            while not stop.is_set():
+                if not paused[0]:
+                    now += 1
+                    if raft.poll(now).flush_needed:
+                        raft.log.flush()
+                        raft.poll(now)
+                    qc.after_poll()
+                await asyncio.sleep(0.001)
+
+        driver = asyncio.create_task(drive())
+        try:
+            assert await qc.wait_for(raft.leader_ready, 5)
+            epoch = await qc.register_broker(broker_id=1, incarnation_id="inc-1", endpoints=[("PLAINTEXT", "h", 9092)],
+                                             rack=None, log_dirs=[])
+            await qc.broker_heartbeat(broker_id=1, broker_epoch=epoch, metadata_offset=epoch)
+            paused[0] = True  # nothing commits from here on
+            appended = raft.log.end_offset
+            first = asyncio.ensure_future(qc.create_topics([NewTopic("__consumer_offsets", 3, 1)]))
+            while raft.log.end_offset == appended:  # its records are in the log, not committed
+                await asyncio.sleep(0)
+            first.cancel()
+            second = asyncio.ensure_future(qc.create_topics([NewTopic("__consumer_offsets", 3, 1)]))
+            for _ in range(20):
+                await asyncio.sleep(0)  # the cancellation lands; the second may decide now
+            paused[0] = False
+            [created] = await second
+            assert created.result.error == ErrorCode.topic_already_exists, created
+            assert [t.name for t in qc.image.topics_by_id.values()] == ["__consumer_offsets"]
+        finally:
+            stop.set()
+            await driver
+
+    asyncio.run(run())

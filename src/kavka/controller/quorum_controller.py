@@ -15,6 +15,14 @@ leader *and* caught up (its own epoch's LeaderChange record committed, so
 the image holds everything earlier leaders committed): elsewhere it raises
 `NotControllerError` (Kafka's NOT_CONTROLLER). A commit that does not come
 within `timeout_s` raises `TimeoutError` (REQUEST_TIMED_OUT); one lost to a
+leader change raises NotControllerError. The lock is held until the records
+are committed (or leadership is lost), whatever happens to the caller: an
+operation runs in a task of its own, which neither the caller's cancellation
+(a client that closed its connection) nor its timeout ends -- releasing the
+lock with appended but uncommitted records would let the next operation decide
+on an image without them (two `__consumer_offsets` topics, once). A lost
+leadership always ends the wait (raft's check-quorum resigns a leader cut
+off from the majority), so the lock cannot be held forever. An operation lost to a
 leader change raises NotControllerError (the records may still commit under
 the next leader, as in Kafka: a retried CreateTopics then answers
 TOPIC_ALREADY_EXISTS).
@@ -104,6 +112,11 @@ def unavailable_result(e: BaseException) -> ApiResult:
     """Kafka's answer when the controller could not decide or commit: NOT_CONTROLLER or REQUEST_TIMED_OUT."""
     code = ErrorCode.not_controller if isinstance(e, NotControllerError) else ErrorCode.request_timed_out
     return ApiResult(code, str(e) or type(e).__name__)
+
+
+def _consume_exception(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class QuorumController:
@@ -297,6 +310,14 @@ class QuorumController:
     # ---- operations ------------------------------------------------------------------------
 
     async def _run(self, decide: Callable[[MetadataImage], tuple[Sequence[Any], T]]) -> T:
+        task = asyncio.ensure_future(self._run_exclusive(decide))
+        task.add_done_callback(_consume_exception)  # the caller may be gone when it ends
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), timeout=self.timeout_s)
+        except TimeoutError:
+            raise TimeoutError(f"the metadata operation did not commit in {self.timeout_s:.0f}s") from None
+
+    async def _run_exclusive(self, decide: Callable[[MetadataImage], tuple[Sequence[Any], T]]) -> T:
         async with self._lock:
             if not self.raft.leader_ready():
                 if self.raft.leader_and_epoch().leader_id != self.raft.node_id:
@@ -317,10 +338,7 @@ class QuorumController:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((last, fut))
         self._wakeup()
-        try:
-            await asyncio.wait_for(asyncio.shield(fut), timeout=self.timeout_s)
-        except TimeoutError:
-            raise TimeoutError(f"metadata records up to offset {last} not committed in {self.timeout_s:.0f}s") from None
+        await fut  # committed, or failed by a leader change (handle_leader_change)
 
     # ---- brokers: registration, heartbeats, fencing, controlled shutdown ---------------------
 
