@@ -32,6 +32,7 @@ Threading: everything here runs on the broker's event loop. Callers: tiered.rlm.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import struct
 import uuid
@@ -92,6 +93,9 @@ class TopicBasedRemoteLogMetadataManager:
         self._caches: dict[tuple[uuid.UUID, int], RemoteLogMetadataCache] = {}
         self._names: dict[uuid.UUID, str] = {}
         self._applied: dict[int, int] = {}  # metadata partition -> next offset to apply
+        # metadata partition -> an offset below which this broker knows every event is committed
+        # (its own acks=all writes): a follower replica learns the high watermark a fetch later.
+        self._committed: dict[int, int] = {}
         self._channel = AsyncChannel(f"kavka-rlmm-{broker_id}")
         self.events_loaded = 0
 
@@ -149,7 +153,7 @@ class TopicBasedRemoteLogMetadataManager:
         """Apply the committed events of metadata partition ``p`` not applied yet."""
         lg = part.log
         offset = max(self._applied.get(p, 0), lg.log_start_offset)
-        hw = part.high_watermark
+        hw = max(part.high_watermark, min(self._committed.get(p, 0), lg.log_end_offset))
         n = 0
         while offset < hw:
             data = lg.read(offset, max_bytes=1 << 20, max_offset=hw, min_one_message=True).records
@@ -242,7 +246,7 @@ class TopicBasedRemoteLogMetadataManager:
             cls,
             transactional_id=None,
             acks=-1,
-            timeout=int(self.PUBLISH_TIMEOUT_S * 1000),
+            timeout=datetime.timedelta(seconds=self.PUBLISH_TIMEOUT_S),
             topic_data=(make(nested(cls, "TopicProduceData"), name=REMOTE_LOG_METADATA_TOPIC,
                              partition_data=(make(nested(cls, "PartitionProduceData"), index=p, records=batch),)),),
         )
@@ -258,6 +262,7 @@ class TopicBasedRemoteLogMetadataManager:
         if self._local(p) is None and not self._is_replica(p):
             self._apply(event)
             return
+        self._committed[p] = max(self._committed.get(p, 0), next_offset)
         mtp = TopicPartition(REMOTE_LOG_METADATA_TOPIC, p)
         deadline = asyncio.get_running_loop().time() + self.PUBLISH_TIMEOUT_S
         while True:
