@@ -51,7 +51,10 @@ def tiered_overrides(remote: Path) -> dict[str, str]:
 
 
 SEGMENT = 8192
-LOCAL_RETENTION = 16384
+# eight segments: a replica rebuilt from remote storage starts at the leader's local log start,
+# and must fetch it before the leader's local retention deletes it under a producer at full speed
+# (with two segments, a restarted replica chased the leader's local log start for a minute here)
+LOCAL_RETENTION = 65536
 TIERED = {
     "remote.storage.enable": "true",
     "segment.bytes": str(SEGMENT),
@@ -99,7 +102,13 @@ def _leader(c: Cluster, topic: str) -> int:
 
 
 def _isr(c: Cluster, topic: str, members: int, timeout: float = 60) -> None:
-    wait_until(lambda: len(_part(c, topic).isrs) == members, timeout=timeout, message=f"the ISR of {topic}-0 at {members}")
+    try:
+        wait_until(lambda: len(_part(c, topic).isrs) == members, timeout=timeout, message=f"the ISR of {topic}-0 at {members}")
+    except TimeoutError:
+        for i, n in c.nodes.items():
+            lines = [ln for ln in n.output if f"{topic}-0" in ln and "rolled" not in ln and "copied segment" not in ln]
+            print(f"---- node {i}\n" + "".join(lines[-40:]))
+        raise
 
 
 def remote_segments(c: Cluster, topic: str) -> list[RemoteLogSegmentMetadata]:
@@ -139,12 +148,16 @@ def local_log_files(c: Cluster, node: int, topic: str) -> list[Path]:
 class _Producer:
     """An idempotent acks=all producer in a thread, remembering what was acknowledged where."""
 
-    def __init__(self, bootstrap: str, topic: str, pad: int = 100) -> None:
+    def __init__(self, bootstrap: str, topic: str, pad: int = 100, pause: float = 0.01) -> None:
         self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
                            "batch.size": 4096,
                            "message.timeout.ms": 120000, "retry.backoff.ms": 100,
                            "topic.metadata.refresh.interval.ms": 1000})
         self.topic, self.pad = topic, b"x" * pad
+        # between records (read each time: a test may slow the producer down). At full speed the
+        # test's tiny local retention lasts less than one replica fetch round trip, and a replica
+        # restarted from remote storage chases the leader's local log start (as in Kafka).
+        self.pause = pause
         self.acked: dict[bytes, int] = {}
         self.failed: list[str] = []
         self.sent = 0
@@ -161,7 +174,7 @@ class _Producer:
         while not self._stop.is_set():
             self.p.produce(self.topic, b"seq-%08d-" % self.sent + self.pad, partition=0, on_delivery=self._on_delivery)
             self.sent += 1
-            self.p.poll(0.003)
+            self.p.poll(self.pause)
         self.p.flush(150)
 
     def start(self) -> _Producer:
@@ -232,11 +245,12 @@ def test_wiped_follower_rebuilds_only_the_local_tail(split_cluster: Cluster) -> 
     admin = ck_admin(c.bootstrap)
     admin.create_topics([NewTopic(topic, 1, 3, config=TIERED)])[topic].result(20)
     _isr(c, topic, 3)
-    prod = _Producer(c.bootstrap, topic, pad=300).start()
+    prod = _Producer(c.bootstrap, topic, pad=300, pause=0.001).start()
     try:
         leader = _leader(c, topic)
-        wait_until(lambda: list_offset(c.nodes[leader], topic, EARLIEST_LOCAL)[1] > 1500, timeout=90,
+        wait_until(lambda: list_offset(c.nodes[leader], topic, EARLIEST_LOCAL)[1] > 3000, timeout=120,
                    message="several times the local retention produced and tiered")
+        prod.pause = 0.02  # the local retention now spans seconds of producing
         victim = next(b for b in c.brokers if b != leader)
         assert c.nodes[victim].stop() == 0
         shutil.rmtree(partition_dir(c.nodes[victim].log_dirs[0], topic))
@@ -248,8 +262,11 @@ def test_wiped_follower_rebuilds_only_the_local_tail(split_cluster: Cluster) -> 
     assert "rebuilt from remote storage" in text, text[-3000:]
 
     # it started from the leader's local tail, never from offset 0 ...
-    m = re.search(r"rebuilt from remote storage: local log starts at (\d+)", text)
-    assert m is not None and int(m.group(1)) > 1500, m
+    m = re.search(r"rebuilt from remote storage: local log starts at (\d+) .* log start offset (\d+), (\d+) leader "
+                  r"epochs, producer snapshot of (\d+) bytes", text)
+    assert m is not None and int(m.group(1)) > 3000, m
+    # the log start offset stays the remote one; epochs and the idempotent producer's state came along
+    assert int(m.group(2)) == 0 and int(m.group(3)) >= 1 and int(m.group(4)) > 0, m.group(0)
     assert f"{topic}-0 restarts at" not in text
     # ... and, once its local retention caught up with what it fetched meanwhile, holds about the
     # local retention, not the log

@@ -494,7 +494,12 @@ class Log:
         if self._producer_state is None or self._closed:
             return
         write_snapshot(self.dir, self._log_end_offset, self._producer_state)
+        # A tiered log ships each segment with the snapshot at its end (KIP-405: a follower
+        # rebuilt from remote storage loads it): those of segments not copied yet stay.
+        tiered = self.config.remote_storage_enable and not self.config.remote_log_copy_disable
         for offset in snapshot_offsets(self.dir)[:-2]:
+            if tiered and offset > self.highest_offset_in_remote + 1:
+                continue
             snapshot_path(self.dir, offset).unlink(missing_ok=True)
 
     def _delete_snapshots_above(self, offset: int) -> None:

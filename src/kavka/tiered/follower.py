@@ -14,6 +14,12 @@ this module does the rest, as Kafka's ``ReplicaFetcherTierStateMachine.buildRemo
 3. starts its local log at the next fetch offset with those epochs (kept below it) and that
    producer state, the log start offset staying the leader's (below it: remote storage).
 
+A replica that is sent to tiered storage again before it fetched anything (the leader's local
+retention deleted its oldest local segment in the meantime: a producer faster than one fetch
+round trip per segment) starts at the end of the newest remote segment instead (``chasing``): the
+leader deletes no segment locally before it is copied, so the offset after the highest copied
+one stays on its disk for at least one more copy.
+
 Leader-epoch checkpoint bytes are Kafka's checkpoint text (``0``, the count, then ``epoch
 start-offset`` lines), as ``tiered.rlm`` ships them with each segment. A segment missing from the
 metadata (this broker has not applied the leader's last events yet) raises
@@ -60,12 +66,19 @@ async def build_remote_log_aux_state(
     leader_local_log_start_offset: int,
     leader_log_start_offset: int,
     now_ms: int,
+    chasing: bool = False,
 ) -> int:
     """Start ``part``'s local log at the end of the remote segment holding the offset before the
-    leader's local log start; returns that next fetch offset."""
+    leader's local log start (``chasing``: the newest remote segment); returns that next fetch
+    offset."""
     previous = leader_local_log_start_offset - 1
     md = cache.segment_for_offset(previous)
-    if md is None or md.start_offset > previous:
+    if chasing and md is not None:
+        newest = max(cache.readable(), key=lambda m: m.end_offset)
+        log.info("%s: sent to tiered storage again before fetching: starting after the newest remote "
+                 "segment [%d, %d]", part.tp, newest.start_offset, newest.end_offset)
+        md = newest
+    if md is None or md.start_offset > previous and not chasing:
         raise RemoteAuxStateNotReady(
             f"{part.tp}: no remote segment holds offset {previous} (highest copied here: "
             f"{cache.highest_offset_in_remote_storage})")

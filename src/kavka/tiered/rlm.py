@@ -179,6 +179,9 @@ class RemoteLogManager:
         self.segments_deleted = 0
         self._wake = asyncio.Event()
         self._led: dict[Any, int] = {}  # partitions this broker leads -> the leader epoch it took
+        # followed partitions -> (leader epoch, offset) where the last rebuild from remote storage
+        # started them: sent back again from there, the replica is chasing the leader's local start
+        self._rebuilt_at: dict[Any, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -425,10 +428,13 @@ class RemoteLogManager:
         from kavka.tiered.follower import build_remote_log_aux_state
 
         self.metadata.poll()
-        return await build_remote_log_aux_state(
+        chasing = self._rebuilt_at.get(part.tp) == (part.leader_epoch, part.log_end_offset)
+        next_offset = await build_remote_log_aux_state(
             part, cache=self.metadata.cache(self.tip(part)), rsm=self.rsm, run_io=self.run_io,
             leader_local_log_start_offset=leader_local_log_start_offset,
-            leader_log_start_offset=leader_log_start_offset, now_ms=self.now_ms())
+            leader_log_start_offset=leader_log_start_offset, now_ms=self.now_ms(), chasing=chasing)
+        self._rebuilt_at[part.tp] = (part.leader_epoch, next_offset)
+        return next_offset
 
     # ------------------------------------------------------------------ reads
 
