@@ -216,6 +216,8 @@ def rebuild(sizes_mib: list[int], local_mib: int, rounds: int) -> None:
                         print(f"  round {r} {mib:4d} MiB ({mib // local_mib}x local retention) {variant:6s}: "
                               f"in the ISR {t_isr - t0:6.2f} s after its start, {t_isr - t_ready:6.2f} s after ready; "
                               f"holds {local_bytes() / MIB:6.1f} MiB (load {os.getloadavg()[0]:.1f})", flush=True)
+                        if os.environ.get("BENCH_DEBUG"):
+                            print("".join(ln for ln in c.nodes[victim].output if topic in ln and "rolled" not in ln)[-3000:])
                         admin.delete_topics([topic])[topic].result(30)
         finally:
             c.stop()
