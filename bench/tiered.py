@@ -211,13 +211,15 @@ def rebuild(sizes_mib: list[int], local_mib: int, rounds: int) -> None:
                         c.nodes[victim].start(timeout=120, wait=False)
                         c.nodes[victim].wait_ready(120)
                         t_ready = time.monotonic()
-                        wait(lambda t=topic: len(part(t).isrs) == 3, 600, "the wiped replica back in the ISR")
+                        try:
+                            wait(lambda t=topic: len(part(t).isrs) == 3, float(os.environ.get("BENCH_ISR_WAIT", "600")), "the wiped replica back in the ISR")
+                        except TimeoutError:
+                            print("".join(ln for ln in c.nodes[victim].output if topic in ln and "rolled" not in ln)[-5000:])
+                            raise
                         t_isr = time.monotonic()
                         print(f"  round {r} {mib:4d} MiB ({mib // local_mib}x local retention) {variant:6s}: "
                               f"in the ISR {t_isr - t0:6.2f} s after its start, {t_isr - t_ready:6.2f} s after ready; "
                               f"holds {local_bytes() / MIB:6.1f} MiB (load {os.getloadavg()[0]:.1f})", flush=True)
-                        if os.environ.get("BENCH_DEBUG"):
-                            print("".join(ln for ln in c.nodes[victim].output if topic in ln and "rolled" not in ln)[-3000:])
                         admin.delete_topics([topic])[topic].result(30)
         finally:
             c.stop()

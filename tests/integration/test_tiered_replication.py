@@ -9,6 +9,8 @@ RF=3 topic with small segments and a small local retention:
   repeats a range already covered -- and followers keep only a local tail whose every deleted
   offset is in remote storage; every acknowledged record is read back from offset 0;
 * a follower whose partition directory is wiped rejoins the ISR holding only the local tail
+  (with ``__remote_log_metadata`` at one replica, so the remote state it needs is read from, and
+  written to, other brokers)
   (KIP-405 follower fetch: OFFSET_MOVED_TO_TIERED_STORAGE, then its epochs and producer state from
   remote storage), and once it is the only broker left it leads and serves every record from
   offset 0, and the idempotent producer goes on from where it was.
@@ -82,8 +84,12 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 @pytest.fixture
 def split_cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """One controller-only voter and three brokers: two brokers can stop and the quorum stays."""
-    yield from _running(Cluster(tmp_path, 4, overrides=tiered_overrides(tmp_path / "remote"), controllers=1))
+    """One controller-only voter and three brokers: two brokers can stop and the quorum stays.
+    ``__remote_log_metadata`` has one replica per partition here, so each broker reads most of
+    the remote metadata from other brokers and writes its events to them over the network."""
+    overrides = {**tiered_overrides(tmp_path / "remote"), "remote.log.metadata.topic.replication.factor": "1",
+                 "remote.log.metadata.topic.num.partitions": "1"}
+    yield from _running(Cluster(tmp_path, 4, overrides=overrides, controllers=1))
 
 
 def _live(c: Cluster) -> list[int]:
@@ -114,7 +120,8 @@ def _isr(c: Cluster, topic: str, members: int, timeout: float = 60) -> None:
 def remote_segments(c: Cluster, topic: str) -> list[RemoteLogSegmentMetadata]:
     """The finished remote segments of ``topic``-0, replayed from __remote_log_metadata as read by
     a client (what any broker's cache holds once it applied the committed events)."""
-    records = ck_read_to_end(c.bootstrap, REMOTE_LOG_METADATA_TOPIC, list(range(METADATA_PARTITIONS)))
+    n = len(ck_admin(c.bootstrap).list_topics(topic=REMOTE_LOG_METADATA_TOPIC, timeout=10).topics[REMOTE_LOG_METADATA_TOPIC].partitions)
+    records = ck_read_to_end(c.bootstrap, REMOTE_LOG_METADATA_TOPIC, list(range(n)))
     names: dict = {}
     caches: dict = {}
     for r in sorted(records, key=lambda r: (r.partition, r.offset)):
@@ -251,7 +258,9 @@ def test_wiped_follower_rebuilds_only_the_local_tail(split_cluster: Cluster) -> 
         wait_until(lambda: list_offset(c.nodes[leader], topic, EARLIEST_LOCAL)[1] > 3000, timeout=120,
                    message="several times the local retention produced and tiered")
         prod.pause = 0.02  # the local retention now spans seconds of producing
-        victim = next(b for b in c.brokers if b != leader)
+        # a follower that hosts no replica of __remote_log_metadata: it reads the remote state over the network
+        md_host = admin.list_topics(topic=REMOTE_LOG_METADATA_TOPIC, timeout=10).topics[REMOTE_LOG_METADATA_TOPIC].partitions[0].replicas
+        victim = next(b for b in c.brokers if b != leader and b not in md_host)
         assert c.nodes[victim].stop() == 0
         shutil.rmtree(partition_dir(c.nodes[victim].log_dirs[0], topic))
         c.nodes[victim].start()

@@ -260,8 +260,16 @@ class RemoteLogManager:
         if doomed:
             await self.run_io(functools.partial(_unlink, doomed))
 
+    def _tiered_hosted(self) -> list[TopicIdPartition]:
+        return [self.tip(p) for p in list(self.replica_manager.partitions.values())
+                if p.log.config.remote_storage_enable or p.log.config.remote_log_delete_on_disable]
+
     async def run_once(self) -> None:
         self.metadata.poll()
+        try:
+            await self.metadata.poll_remote(self._tiered_hosted())
+        except (OSError, ConnectionError, TimeoutError, EOFError) as e:
+            log.warning("reading __remote_log_metadata from its leaders failed: %r", e)
         self.sync_logs()
         self.sync_leadership()
         for part in list(self.replica_manager.partitions.values()):
@@ -428,6 +436,7 @@ class RemoteLogManager:
         from kavka.tiered.follower import build_remote_log_aux_state
 
         self.metadata.poll()
+        await self.metadata.poll_remote([self.tip(part)])
         chasing = self._rebuilt_at.get(part.tp) == (part.leader_epoch, part.log_end_offset)
         next_offset = await build_remote_log_aux_state(
             part, cache=self.metadata.cache(self.tip(part)), rsm=self.rsm, run_io=self.run_io,

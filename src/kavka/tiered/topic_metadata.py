@@ -18,6 +18,8 @@ partition next:
 * ``poll`` applies what each hosted metadata partition committed since the last poll, in offset
   order (``load`` is the first poll, at startup). An event that does not decode or whose
   transition is not in Kafka's table is logged and skipped (never believed).
+* ``poll_remote`` reads the metadata partitions this broker needs but hosts no replica of (more
+  brokers than ``remote.log.metadata.topic.replication.factor``) from their leaders, as a consumer.
 * ``ready(tp)``: this broker has applied its metadata partition up to the high watermark it
   knows, so a new leader starts copying only where the old one stopped (Kafka's
   ``isReady`` before the copy task runs).
@@ -96,6 +98,9 @@ class TopicBasedRemoteLogMetadataManager:
         # metadata partition -> an offset below which this broker knows every event is committed
         # (its own acks=all writes): a follower replica learns the high watermark a fetch later.
         self._committed: dict[int, int] = {}
+        # metadata partitions this broker hosts no replica of -> the high watermark their leader
+        # last answered (read over the network: ``poll_remote``)
+        self._remote_hw: dict[int, int] = {}
         self._channel = AsyncChannel(f"kavka-rlmm-{broker_id}")
         self.events_loaded = 0
 
@@ -129,7 +134,9 @@ class TopicBasedRemoteLogMetadataManager:
         p = self.partition_for(tp)
         part = self._local(p)
         if part is None:
-            return self._topic_partitions() is None  # no metadata topic yet: nothing was copied
+            if self._topic_partitions() is None:
+                return True  # no metadata topic yet: nothing was copied
+            return p in self._remote_hw and self._applied.get(p, 0) >= self._remote_hw[p]
         self._poll_partition(p, part)
         return self._applied.get(p, 0) >= part.high_watermark
 
@@ -187,6 +194,62 @@ class TopicBasedRemoteLogMetadataManager:
             part = self._local(p)
             if part is not None and not part.offline:
                 n += self._poll_partition(p, part)
+        return n
+
+    async def poll_remote(self, tps: list[TopicIdPartition]) -> int:
+        """Read, from their leaders, the metadata partitions of ``tps`` this broker hosts no
+        replica of (Kafka's manager consumes every metadata partition it needs over the network;
+        kavka tails the local replicas and reads only the others this way): Fetch v12 as a
+        consumer, committed events only. Returns how many events were applied."""
+        if self._topic_partitions() is None:
+            return 0
+        n = 0
+        for p in sorted({self.partition_for(tp) for tp in tps}):
+            if self._local(p) is None:
+                n += await self._fetch_remote(p)
+        return n
+
+    async def _fetch_remote(self, p: int) -> int:
+        addr = self._leader_endpoint(p)
+        if addr is None:
+            return 0
+        cls = api.request_schema(1, 12)
+        n = 0
+        for _ in range(1000):  # 1 MiB a round: bounded, the next pass goes on
+            offset = self._applied.get(p, 0)
+            req = make(
+                cls, cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0,
+                max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                topics=(make(nested(cls, "FetchTopic"), topic=REMOTE_LOG_METADATA_TOPIC, partitions=(
+                    make(nested(cls, "FetchPartition"), partition=p, current_leader_epoch=-1, fetch_offset=offset,
+                         last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+                forgotten_topics_data=(), rack_id="",
+            )
+            resp = await self._channel.call(addr, req, api.response_schema(1, 12), self.PUBLISH_TIMEOUT_S)
+            pd = resp.responses[0].partitions[0]
+            if pd.error_code == ErrorCode.offset_out_of_range and pd.log_start_offset > offset:
+                self._applied[p] = pd.log_start_offset
+                continue
+            if pd.error_code != ErrorCode.none:
+                raise OSError(f"{REMOTE_LOG_METADATA_TOPIC}-{p}: fetch answered {ErrorCode(pd.error_code).name}")
+            hw = int(pd.high_watermark)
+            self._remote_hw[p] = hw
+            data = bytes(pd.records or b"")
+            progressed = offset
+            for _pos, header in iter_batches(data):
+                if header.next_offset <= hw:
+                    progressed = max(progressed, header.next_offset)
+            for r in iter_records(data):
+                if r.offset < offset or r.offset >= progressed or r.value is None:
+                    continue
+                try:
+                    self._apply(decode_event(bytes(r.value), self._names))
+                    n += 1
+                except RemoteMetadataError as e:
+                    log.warning("skipping remote log metadata at %s-%d@%d: %s", REMOTE_LOG_METADATA_TOPIC, p, r.offset, e)
+            self._applied[p] = progressed
+            if progressed <= offset or progressed >= hw:
+                break
         return n
 
     def load(self) -> int:
@@ -257,10 +320,14 @@ class TopicBasedRemoteLogMetadataManager:
         return int(pr.base_offset)
 
     async def _caught_up(self, p: int, next_offset: int, event: MetadataEvent) -> None:
-        """Wait until this broker's replica of ``p`` has applied up to ``next_offset``. A broker
-        that hosts no replica of ``p`` applies its own event (it sees no one else's: README)."""
+        """Wait until this broker has applied ``p`` up to ``next_offset``: from its replica, or
+        read from the leader when it hosts none."""
         if self._local(p) is None and not self._is_replica(p):
-            self._apply(event)
+            while self._applied.get(p, 0) < next_offset:  # read back from the leader
+                before = self._applied.get(p, 0)
+                await self._fetch_remote(p)
+                if self._applied.get(p, 0) <= before:
+                    raise OSError(f"{REMOTE_LOG_METADATA_TOPIC}-{p}: the event at {next_offset - 1} could not be read back")
             return
         self._committed[p] = max(self._committed.get(p, 0), next_offset)
         mtp = TopicPartition(REMOTE_LOG_METADATA_TOPIC, p)
