@@ -16,6 +16,10 @@ partitions at once:
   re-encoding) and the leader's high watermark and log start offset are taken;
 - the leader long-polls the request (`replica.fetch.wait.max.ms`,
   `replica.fetch.min.bytes`), so an idle cluster does not spin;
+- OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405: the offset is only in remote
+  storage) starts a task that asks the leader its earliest local offset and
+  has tiered storage rebuild the replica's epochs and producer state there
+  (tiered.follower); the partition is fetched again from that offset;
 - an error on one partition (a newer leader epoch, storage) backs that
   partition off for `replica.fetch.backoff.ms` until metadata moves it; a lost
   connection backs off the whole fetcher and reconnects.
@@ -377,6 +381,8 @@ class ReplicaFetcher:
             log.warning("%s: %s: rebuilding from tiered storage failed: %r; retrying in %.1fs", self.name, tp, e, backoff)
             st.delayed_until = loop.time() + backoff
         finally:
+            if st.delayed_until == float("inf"):  # returned early: fetch again after a pause
+                st.delayed_until = loop.time() + backoff
             self._rebuilds.pop(tp, None)
             self._wakeup.set()
 
