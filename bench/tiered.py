@@ -14,6 +14,15 @@ broker with tiering on (the ``local`` plugin, a directory on the same disk; task
    consumer reads one of them from offset 0 to the end, again and again, while the probe produces
    to a third topic. Rounds alternate local/remote; the consumer's MiB/s is printed too.
 
+3. **Rebuild a wiped replica, tiered vs not** (``--case 3 [--rebuild-mib 8,16,32] [--local-mib 1]``):
+   a cluster of three broker+controller nodes (tests/broker_harness.Cluster; one shared remote
+   directory), and per data size two RF=3 topics filled with the same ``N`` MiB of 1 KiB records:
+   one tiered with ``local.retention.bytes`` = ``--local-mib``, one plain. For each, a follower is
+   stopped, its partition directory deleted and the broker started again; the time from its
+   process start, and from its ready line, until the ISR lists it again, and the bytes it then holds.
+   The tiered replica fetches only the leader's local tail (KIP-405 follower fetch); the plain one
+   fetches the whole log.
+
 Prints p50/p95/p99/max per window and the load average. Not a test: figures go to
 docs/benchmarks.md.
 """
@@ -140,14 +149,101 @@ def copies(work: Path) -> int:
     return (work / "broker.log").read_text(errors="replace").count("copied segment")
 
 
+def rebuild(sizes_mib: list[int], local_mib: int, rounds: int) -> None:
+    """Case 3: the time a wiped follower takes to rejoin the ISR, tiered vs plain."""
+    import shutil
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from confluent_kafka.admin import AdminClient as CkAdmin
+    from confluent_kafka.admin import NewTopic as CkNewTopic
+    from tests.broker_harness import Cluster
+
+    seg = max(MIB // 4, local_mib * MIB // 4)
+    with tempfile.TemporaryDirectory(prefix="kavka-rebuild-bench-") as d:
+        root = Path(d)
+        c = Cluster(root, 3, overrides={
+            "remote.log.storage.system.enable": "true",
+            "remote.log.storage.manager.class.name": "local",
+            "rsm.config.dir": str(root / "remote"),
+            "remote.log.manager.task.interval.ms": "500",
+            "log.retention.check.interval.ms": "500",
+            "remote.log.metadata.topic.num.partitions": "3",
+            "replica.lag.time.max.ms": "10000",
+        }).start(timeout=120)
+        admin = CkAdmin({"bootstrap.servers": c.bootstrap})
+
+        def part(topic: str):  # noqa: ANN202
+            return admin.list_topics(topic=topic, timeout=10).topics[topic].partitions[0]
+
+        def wait(pred, timeout: float, what: str) -> None:  # noqa: ANN001
+            end = time.monotonic() + timeout
+            while not pred():
+                if time.monotonic() > end:
+                    raise TimeoutError(what)
+                time.sleep(0.02)
+
+        try:
+            print(f"case 3: a wiped follower rejoins the ISR; local retention {local_mib} MiB, segments {seg // 1024} KiB", flush=True)
+            for r in range(rounds):
+                for mib in sizes_mib:
+                    for variant in ("plain", "tiered"):
+                        topic = f"rebuild-{variant}-{mib}-{r}"
+                        cfg = {"segment.bytes": str(seg), "retention.ms": "-1"}
+                        if variant == "tiered":
+                            cfg |= {"remote.storage.enable": "true", "local.retention.bytes": str(local_mib * MIB)}
+                        admin.create_topics([CkNewTopic(topic, 1, 3, config=cfg)])[topic].result(30)
+                        wait(lambda t=topic: len(part(t).isrs) == 3, 60, "ISR")
+                        fill(c.bootstrap, topic, mib)
+                        leader = part(topic).leader
+                        victim = next(b for b in c.brokers if b != leader)
+                        pdir = c.nodes[victim].log_dirs[0] / f"{topic}-0"
+
+                        def local_bytes(p: Path = pdir) -> int:
+                            return sum(f.stat().st_size for f in p.glob("*.log")) if p.exists() else 0
+
+                        if variant == "tiered":  # copies and local retention done on the leader and here first
+                            def leader_tail_only(t: str = topic, n: int = mib) -> bool:
+                                with AdminClient(c.bootstrap, timeout_s=30) as a:
+                                    start = a.list_offsets({(t, 0): "earliest-local"})[(t, 0)].offset
+                                return start * 1024 >= (n - local_mib) * MIB - 2 * seg
+
+                            wait(leader_tail_only, 600, "the leader's local retention")
+                            wait(lambda: local_bytes() <= local_mib * MIB + 2 * seg, 300, "local retention")
+                        wait(lambda t=topic: len(part(t).isrs) == 3, 60, "ISR")
+                        assert c.nodes[victim].stop() == 0
+                        shutil.rmtree(pdir)
+                        t0 = time.monotonic()
+                        c.nodes[victim].start(timeout=120, wait=False)
+                        c.nodes[victim].wait_ready(120)
+                        t_ready = time.monotonic()
+                        try:
+                            wait(lambda t=topic: len(part(t).isrs) == 3, float(os.environ.get("BENCH_ISR_WAIT", "600")), "the wiped replica back in the ISR")
+                        except TimeoutError:
+                            print("".join(ln for ln in c.nodes[victim].output if topic in ln and "rolled" not in ln)[-5000:])
+                            raise
+                        t_isr = time.monotonic()
+                        print(f"  round {r} {mib:4d} MiB ({mib // local_mib}x local retention) {variant:6s}: "
+                              f"in the ISR {t_isr - t0:6.2f} s after its start, {t_isr - t_ready:6.2f} s after ready; "
+                              f"holds {local_bytes() / MIB:6.1f} MiB (load {os.getloadavg()[0]:.1f})", flush=True)
+                        admin.delete_topics([topic])[topic].result(30)
+        finally:
+            c.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--rate", type=float, default=4.0, help="MiB/s of background writes in case 1")
     ap.add_argument("--old-mib", type=int, default=64, help="MiB of old data per topic in case 2")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--case", choices=["1", "2", "both"], default="both")
+    ap.add_argument("--case", choices=["1", "2", "both", "3"], default="both")
+    ap.add_argument("--rebuild-mib", default="8,16,32", help="case 3: MiB of data per topic, comma-separated")
+    ap.add_argument("--local-mib", type=int, default=1, help="case 3: local.retention.bytes in MiB")
     args = ap.parse_args()
+    if args.case == "3":
+        rebuild([int(x) for x in args.rebuild_mib.split(",")], args.local_mib, args.rounds)
+        return
     work = Path(tempfile.mkdtemp(prefix="kavka-tiered-bench-"))
     broker = start_broker(work)
     bootstrap = broker.bootstrap

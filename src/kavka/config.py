@@ -342,6 +342,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("remote.log.manager.fetch.max.bytes.per.second", _L, LONG_MAX, "", _refuse_fetch_quota),
         _b("remote.log.reader.threads", _I, 10, "threads serving reads from remote storage", at_least(1)),
         _b("remote.log.metadata.topic.num.partitions", _I, 50, "partitions of __remote_log_metadata", at_least(1)),
+        _b("remote.log.metadata.topic.replication.factor", _I, 3, "replicas of __remote_log_metadata (capped by the brokers registered when it is created)", at_least(1)),
         _b("log.local.retention.ms", _L, -2, "", at_least(-2), dynamic=True),
         _b("log.local.retention.bytes", _L, -2, "", at_least(-2), dynamic=True),
         _b("compression.type", _S, "producer", "", one_of(*_COMPRESSION), dynamic=True),

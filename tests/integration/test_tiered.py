@@ -226,7 +226,9 @@ def test_total_retention_deletes_remote_segments_and_moves_log_start(tmp_path: P
         # deleting the topic deletes its remote data too
         admin.delete_topics([topic])[topic].result(15)
         wait_until(lambda: not remote_segments(remote, topic), timeout=30, message="a deleted topic's remote segments to go")
-        assert "remote segments of deleted topic" in b.log_text()
+        # logged once the last DELETE_SEGMENT_FINISHED is committed, a moment after the files go
+        wait_until(lambda: "remote segments of deleted topic" in b.log_text(), timeout=10,
+                   message="the deleted topic's remote clean-up to be logged")
     finally:
         assert b.stop() == 0, b.log_text()
 

@@ -403,7 +403,8 @@ class BrokerNode:
             if REMOTE_LOG_METADATA_TOPIC in self.image.topics_by_name:
                 return
             configs = {"retention.ms": "-1", "cleanup.policy": "delete"}
-            [created] = await self.controller.create_topics([NewTopic(REMOTE_LOG_METADATA_TOPIC, partitions, 1, configs=configs)])
+            rf = max(1, min(c["remote.log.metadata.topic.replication.factor"], len(self.image.usable_brokers())))
+            [created] = await self.controller.create_topics([NewTopic(REMOTE_LOG_METADATA_TOPIC, partitions, rf, configs=configs)])
             if not created.result.ok and REMOTE_LOG_METADATA_TOPIC not in self.image.topics_by_name:
                 raise OSError(f"cannot create {REMOTE_LOG_METADATA_TOPIC}: {created.result.message}")
 
@@ -414,6 +415,8 @@ class BrokerNode:
             create_topic=create_topic,
             topic_partitions=lambda: self._topic_partition_count(REMOTE_LOG_METADATA_TOPIC),
             now_ms=self.now_ms,
+            leader_endpoint=lambda p: self._partition_leader_endpoint(REMOTE_LOG_METADATA_TOPIC, p),
+            is_replica=lambda p: self._hosts_replica(REMOTE_LOG_METADATA_TOPIC, p),
         )
         rlm = RemoteLogManager(
             broker_id=self.node_id,
@@ -428,9 +431,22 @@ class BrokerNode:
             crash_point=self.faults.crash_point_hook(),
             topic_exists=lambda tid: uuid_to_str(tid) in self.image.topics_by_id,
         )
+        # KIP-405 follower fetch: a replica the leader sends to tiered storage rebuilds only the local tail.
+        self.replica_fetchers.remote_log_aux_state = rlm.build_remote_log_aux_state
         n = rlm.load()
         log.info("tiered storage on (%s): %d remote log metadata events replayed", c["remote.log.storage.manager.class.name"], n)
         return rlm
+
+    def _partition_leader_endpoint(self, topic: str, partition: int) -> tuple[str, int] | None:
+        """The inter-broker endpoint of the leader of a partition (tiered storage's metadata writes)."""
+        t = self.image.topics_by_name.get(topic)
+        reg = t.partitions.get(partition) if t is not None else None
+        return self._broker_endpoint(reg.leader) if reg is not None and reg.leader >= 0 else None
+
+    def _hosts_replica(self, topic: str, partition: int) -> bool:
+        t = self.image.topics_by_name.get(topic)
+        reg = t.partitions.get(partition) if t is not None else None
+        return reg is not None and self.node_id in reg.replicas
 
     def _topic_partition_count(self, name: str) -> int | None:
         t = self.image.topics_by_name.get(name)
@@ -535,6 +551,8 @@ class BrokerNode:
                     work.append(functools.partial(rm.remove_partition, tp, delete=True))
         if any(image.topics_by_id.get(tid) is not None and image.topics_by_id[tid].name == OFFSETS_TOPIC for tid in touched_topics):
             work.append(self._sync_coordinator)
+        if touched_topics and getattr(self, "remote_log_manager", None) is not None:
+            work.append(self.remote_log_manager.sync_leadership)
         if delta.changed_configs:
             broker_changed = any(rt == 4 for rt, _ in delta.changed_configs)
             names = {name for rt, name in delta.changed_configs if rt == 2}

@@ -16,6 +16,10 @@ partitions at once:
   re-encoding) and the leader's high watermark and log start offset are taken;
 - the leader long-polls the request (`replica.fetch.wait.max.ms`,
   `replica.fetch.min.bytes`), so an idle cluster does not spin;
+- OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405: the offset is only in remote
+  storage) starts a task that asks the leader its earliest local offset and
+  has tiered storage rebuild the replica's epochs and producer state there
+  (tiered.follower); the partition is fetched again from that offset;
 - an error on one partition (a newer leader epoch, storage) backs that
   partition off for `replica.fetch.backoff.ms` until metadata moves it; a lost
   connection backs off the whole fetcher and reconnects.
@@ -29,7 +33,7 @@ import asyncio
 import datetime
 import logging
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +97,10 @@ class ReplicaFetcherManager:
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, tuple[int, int]] = {}
         self._started = False
+        # KIP-405 follower fetch (tiered.rlm.RemoteLogManager.build_remote_log_aux_state), set by
+        # the broker when tiered storage is on: (partition, leader's local log start offset,
+        # leader's log start offset) -> the offset to fetch from next.
+        self.remote_log_aux_state: Callable[..., Awaitable[int]] | None = None
 
     def _key(self, tp: TopicPartition, leader: int) -> tuple[int, int]:
         # Stable across processes (str hash is salted): crc32 of the name, as Kafka uses the hash.
@@ -156,6 +164,7 @@ class ReplicaFetcher:
         self._wakeup = asyncio.Event()
         self._channel = AsyncChannel(f"kavka-replica-{manager.node_id}")
         self._failing = False
+        self._rebuilds: dict[TopicPartition, asyncio.Task[None]] = {}
 
     @property
     def name(self) -> str:
@@ -172,6 +181,8 @@ class ReplicaFetcher:
             self.task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
 
     async def stop(self) -> None:
+        for t in list(self._rebuilds.values()):
+            t.cancel()
         if self.task is not None:
             self.task.cancel()
             try:
@@ -330,4 +341,74 @@ class ReplicaFetcher:
                 log.info("%s: %s truncates to the leader's high watermark %d", self.name, p.tp, pd.high_watermark)
                 p.truncate_to(pd.high_watermark, now_ms=now_ms)
                 return
+        if err == ErrorCode.offset_moved_to_tiered_storage and self._maybe_rebuild_from_tiered(p, pd):
+            return
         raise PartitionError(err, f"the leader answered {err.name}")
+
+    # ------------------------------------------------------------------ KIP-405 follower fetch
+
+    def _maybe_rebuild_from_tiered(self, p: Partition, pd: Any) -> bool:
+        """The leader answered OFFSET_MOVED_TO_TIERED_STORAGE: rebuild the replica's epochs and
+        producer state from remote storage in a task of its own (the partition is not fetched
+        meanwhile) and fetch only the local tail after it. False without tiered storage here."""
+        if self.m.remote_log_aux_state is None:
+            return False
+        st = self.partitions.get(p.tp)
+        if st is None:
+            return True
+        running = self._rebuilds.get(p.tp)
+        if running is None or running.done():
+            st.delayed_until = float("inf")
+            self._rebuilds[p.tp] = asyncio.get_running_loop().create_task(
+                self._rebuild_from_tiered(p.tp, st, pd.log_start_offset), name=f"{self.name}-tiered-{p.tp}")
+        return True
+
+    async def _rebuild_from_tiered(self, tp: TopicPartition, st: _FetchState, leader_log_start_offset: int) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = self.m.settings.backoff_ms / 1000
+        try:
+            local_start = await self._fetch_earliest_local_offset(tp, st.leader_epoch)
+            p = self.m.rm.partitions.get(tp)
+            aux = self.m.remote_log_aux_state
+            if p is None or p.is_leader or p.leader_epoch != st.leader_epoch or aux is None:
+                return  # the partition moved meanwhile: the next metadata decides
+            if p.log_end_offset < local_start:  # else the leader's local log reaches us again
+                await aux(p, leader_local_log_start_offset=local_start, leader_log_start_offset=leader_log_start_offset)
+            st.delayed_until = 0.0
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.warning("%s: %s: rebuilding from tiered storage failed: %r; retrying in %.1fs", self.name, tp, e, backoff)
+            st.delayed_until = loop.time() + backoff
+        finally:
+            if st.delayed_until == float("inf"):  # returned early: fetch again after a pause
+                st.delayed_until = loop.time() + backoff
+            self._rebuilds.pop(tp, None)
+            self._wakeup.set()
+
+    async def _fetch_earliest_local_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
+        """ListOffsets v8 with timestamp -4 (EARLIEST_LOCAL, KIP-405) as this replica, to the leader."""
+        from kavka.protocol import api
+        from kavka.protocol.messages import make, nested
+
+        addr = self.m.endpoint(self.leader_id)
+        if addr is None:
+            raise OSError(f"broker {self.leader_id} has no endpoint")
+        cls = api.request_schema(2, 8)
+        req = make(
+            cls,
+            replica_id=self.m.node_id,
+            isolation_level=0,
+            topics=(make(nested(cls, "ListOffsetsTopic"), name=tp.topic, partitions=(
+                make(nested(cls, "ListOffsetsPartition"), partition_index=tp.partition,
+                     current_leader_epoch=leader_epoch, timestamp=-4),)),),
+        )
+        channel = AsyncChannel(f"kavka-replica-{self.m.node_id}")
+        try:
+            resp = await channel.call(addr, req, api.response_schema(2, 8), self.m.settings.socket_timeout_ms / 1000)
+        finally:
+            channel.close()
+        part = resp.topics[0].partitions[0]
+        if part.error_code != ErrorCode.none:
+            raise PartitionError(ErrorCode(part.error_code), f"ListOffsets -4 answered {ErrorCode(part.error_code).name}")
+        return int(part.offset)

@@ -367,6 +367,33 @@ class Partition:
             raise self._storage_error(e) from e
         self._follower_hw = offset
 
+    def restart_at_remote_boundary(
+        self,
+        next_offset: int,
+        *,
+        log_start_offset: int,
+        epoch_entries: list[tuple[int, int]],
+        producer_snapshot: bytes,
+        now_ms: int,
+    ) -> None:
+        """KIP-405 follower fetch: the leader moved the offsets this replica needs to tiered
+        storage; start the local log at ``next_offset`` with the remote segment's epochs and
+        producer state (storage.log.Log.start_at_remote_boundary). Followers only."""
+        self.check_online()
+        if self.leader_state is not None:
+            raise PartitionError(ErrorCode.not_leader_or_follower, f"{self.tp}: this replica leads")
+        try:
+            self.log.start_at_remote_boundary(
+                next_offset,
+                log_start_offset=log_start_offset,
+                epoch_entries=epoch_entries,
+                producer_snapshot=producer_snapshot,
+                now_ms=now_ms,
+            )
+        except OSError as e:
+            raise self._storage_error(e) from e
+        self._follower_hw = next_offset
+
     def update_follower_state(self, *, leader_high_watermark: int, leader_log_start_offset: int) -> None:
         """The high watermark and log start offset the leader reported (Kafka's follower rule:
         the high watermark is the leader's, capped by this log's end)."""

@@ -55,7 +55,7 @@ from kavka.protocol.records import (
     parse_header,
     validate_batches,
 )
-from kavka.storage.checkpoints import PartitionMetadataFile
+from kavka.storage.checkpoints import PartitionMetadataFile, write_atomically
 from kavka.storage.errors import (
     InconsistentTopicIdError,
     OffsetOutOfRangeError,
@@ -494,7 +494,12 @@ class Log:
         if self._producer_state is None or self._closed:
             return
         write_snapshot(self.dir, self._log_end_offset, self._producer_state)
+        # A tiered log ships each segment with the snapshot at its end (KIP-405: a follower
+        # rebuilt from remote storage loads it): those of segments not copied yet stay.
+        tiered = self.config.remote_storage_enable and not self.config.remote_log_copy_disable
         for offset in snapshot_offsets(self.dir)[:-2]:
+            if tiered and offset > self.highest_offset_in_remote + 1:
+                continue
             snapshot_path(self.dir, offset).unlink(missing_ok=True)
 
     def _delete_snapshots_above(self, offset: int) -> None:
@@ -854,6 +859,36 @@ class Log:
         self._producer_state = None
         self._delete_snapshots_above(-1)
         self.leader_epoch_cache.clear_and_flush()
+
+    def start_at_remote_boundary(
+        self,
+        next_offset: int,
+        *,
+        log_start_offset: int,
+        epoch_entries: list[tuple[int, int]],
+        producer_snapshot: bytes,
+        now_ms: int | None = None,
+    ) -> None:
+        """KIP-405 follower rebuild (Kafka's ``buildRemoteLogAuxState`` then
+        ``truncateFullyAndStartAt(nextOffset, leaderLogStartOffset)``): drop every local
+        segment and start the local log at ``next_offset`` -- the end of a remote segment --
+        while the log start offset stays the leader's (below it: remote storage). The leader
+        epoch cache and producer state are those the remote segment was shipped with, so the
+        next fetch's last fetched epoch and idempotent dedup hold as if the log had been
+        replicated from the start. The caller (tiered.follower) fetched them from remote
+        storage; only a tiered log is started this way."""
+        if not log_start_offset <= next_offset:
+            raise ValueError(f"log start offset {log_start_offset} above the local start {next_offset}")
+        self.truncate_fully_and_start_at(next_offset, now_ms=now_ms)
+        self.log_start_offset = log_start_offset
+        self._checkpointed_log_start_offset = None
+        for epoch, start in sorted(epoch_entries, key=lambda e: e[1]):
+            if start < next_offset:
+                self.leader_epoch_cache.assign(epoch, start)
+        self.leader_epoch_cache.truncate_from_start(log_start_offset)
+        if producer_snapshot:
+            write_atomically(snapshot_path(self.dir, next_offset), producer_snapshot)
+        self._producer_state = None  # loaded from that snapshot on first use
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str) -> bool:
         """Advance log_start_offset (DeleteRecords, retention) and delete the

@@ -28,6 +28,21 @@ pass over each partition it leads whose topic has ``remote.storage.enable=true``
    start offset.
 5. A deleted topic's remote segments are deleted (found by topic id in the metadata).
 
+Leadership (KIP-405 with replication): every broker runs the task, but only a partition's leader
+copies, expires and cleans up; the others only take ``highest_offset_in_remote`` from the metadata
+(every broker tails ``__remote_log_metadata``, tiered.topic_metadata), so their local retention
+deletes a segment only once the leader's copy of it is finished, as Kafka's followers do
+(UnifiedLog.deleteOldSegments with ``highestOffsetInRemoteStorage``). ``sync_leadership`` (called by
+BrokerNode when the metadata moves partitions) wakes the task: a new leader starts at once, from
+the highest offset the metadata says was copied, and only after it has applied every committed
+metadata event of the partition (``ready``): so it never copies again what the old leader
+finished, and never leaves a gap (its first segment may start below that offset when its segment
+boundaries differ from the old leader's: that overlap is Kafka's too, and the reader takes each
+offset from one segment). A copy whose leader epoch changed while it ran is abandoned (its remote
+data deleted) instead of being made visible. A follower the leader answers
+OFFSET_MOVED_TO_TIERED_STORAGE rebuilds its epochs and producer state from remote storage
+(``build_remote_log_aux_state``, tiered.follower) and fetches only the local tail.
+
 Threading: the pass runs on the event loop; every remote-storage call and every file read runs
 in ``run_io`` (the broker's StorageIoManager) or in the reader's bounded pool. The logs are only
 touched on the event loop. Crash points (kavka.testing, KAVKA_TEST_CRASH_POINT):
@@ -163,6 +178,10 @@ class RemoteLogManager:
         self.segments_copied = 0
         self.segments_deleted = 0
         self._wake = asyncio.Event()
+        self._led: dict[Any, int] = {}  # partitions this broker leads -> the leader epoch it took
+        # followed partitions -> (leader epoch, offset) where the last rebuild from remote storage
+        # started them: sent back again from there, the replica is chasing the leader's local start
+        self._rebuilt_at: dict[Any, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -181,6 +200,7 @@ class RemoteLogManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        self.metadata.close()
         await asyncio.to_thread(self.reader.close)
         await asyncio.to_thread(self.rsm.close)
 
@@ -207,6 +227,24 @@ class RemoteLogManager:
                 cache = self.metadata.cache(self.tip(part))
                 part.log.highest_offset_in_remote = cache.highest_offset_in_remote_storage
 
+    def sync_leadership(self) -> None:
+        """The replica manager applied a metadata change: note the tiered partitions this broker
+        now leads or stopped leading, and wake the task so a new leader starts copying at once
+        (a copy in flight on a lost leadership is abandoned by ``_copy``)."""
+        led: dict[Any, int] = {}
+        for part in list(self.replica_manager.partitions.values()):
+            if part.is_leader and not part.offline and part.log.config.remote_storage_enable:
+                led[part.tp] = part.leader_epoch
+        for tp, epoch in led.items():
+            if self._led.get(tp) != epoch:
+                log.info("remote log manager: leading %s (leader epoch %d): copying from remote offset %d + 1",
+                         tp, epoch, self.replica_manager.partitions[tp].log.highest_offset_in_remote)
+        for tp in self._led.keys() - led.keys():
+            log.info("remote log manager: no longer leading %s: copies and expiry stop here", tp)
+        if led != self._led:
+            self._led = led
+            self._wake.set()
+
     def remote_size(self, part: Any) -> int:
         return self.metadata.cache(self.tip(part)).remote_size_in_bytes
 
@@ -222,12 +260,24 @@ class RemoteLogManager:
         if doomed:
             await self.run_io(functools.partial(_unlink, doomed))
 
+    def _tiered_hosted(self) -> list[TopicIdPartition]:
+        return [self.tip(p) for p in list(self.replica_manager.partitions.values())
+                if p.log.config.remote_storage_enable or p.log.config.remote_log_delete_on_disable]
+
     async def run_once(self) -> None:
+        self.metadata.poll()
+        try:
+            await self.metadata.poll_remote(self._tiered_hosted())
+        except (OSError, ConnectionError, TimeoutError, EOFError) as e:
+            log.warning("reading __remote_log_metadata from its leaders failed: %r", e)
         self.sync_logs()
+        self.sync_leadership()
         for part in list(self.replica_manager.partitions.values()):
             if not part.is_leader or part.offline:
                 continue
             cfg = part.log.config
+            if (cfg.remote_storage_enable or cfg.remote_log_delete_on_disable) and not self.metadata.ready(self.tip(part)):
+                continue  # a new leader: the old one's last events are not applied here yet
             cache = self.metadata.cache(self.tip(part))
             if not cfg.remote_storage_enable:
                 if cfg.remote_log_delete_on_disable and (cache.readable() or any(True for _ in cache.unfinished())):
@@ -245,6 +295,8 @@ class RemoteLogManager:
         for topic_id, partition in self.metadata.known():
             if self.topic_exists(topic_id):
                 continue
+            if not self.metadata.leads(TopicIdPartition(topic_id, "", partition)):
+                continue  # the leader of its metadata partition cleans up, once
             cache = self.metadata.cache(TopicIdPartition(topic_id, "", partition))
             doomed = [*cache.readable(), *cache.unfinished()]
             for md in doomed:
@@ -290,6 +342,7 @@ class RemoteLogManager:
         cache = self.metadata.cache(tip)
         highest = cache.highest_offset_in_remote_storage
         lso = part.high_watermark  # no transactions yet: the last stable offset is the high watermark
+        epoch = part.leader_epoch
         for view in segments_to_copy(_views(lg), highest_copied_offset=highest, last_stable_offset=lso):
             if view.base_offset < lg.log_start_offset:
                 continue  # below the log start offset (DeleteRecords): never tiered
@@ -327,6 +380,13 @@ class RemoteLogManager:
                 if stage is not None:
                     shutil.rmtree(stage, ignore_errors=True)
             self.crash_point("tiered-copy-before-finished")
+            if not part.is_leader or part.leader_epoch != epoch:
+                # Leadership moved while the data was copied: the new leader copies from what
+                # the metadata says, so this copy must never become visible (no duplicate).
+                log.info("leadership of %s moved during the copy of segment %d: abandoning it", part.tp, view.base_offset)
+                with contextlib.suppress(Exception):
+                    await self._delete_remote(md)
+                return
             await self.metadata.publish(RemoteLogSegmentMetadataUpdate(
                 segment_id=segment_id, state=S.COPY_SEGMENT_FINISHED, event_timestamp_ms=self.now_ms(),
                 broker_id=self.broker_id))
@@ -365,6 +425,25 @@ class RemoteLogManager:
             await self._delete_remote(md)
         lg.highest_offset_in_remote = -1
         log.info("deleted the remote data of %s (remote.log.delete.on.disable)", part.tp)
+
+    # ------------------------------------------------------------------ follower fetch
+
+    async def build_remote_log_aux_state(self, part: Any, *, leader_local_log_start_offset: int,
+                                         leader_log_start_offset: int) -> int:
+        """KIP-405 follower fetch (tiered.follower): start ``part``'s local log where the leader's
+        local log starts, with the epochs and producer state of the remote segment before it.
+        Returns the offset the follower fetches from next."""
+        from kavka.tiered.follower import build_remote_log_aux_state
+
+        self.metadata.poll()
+        await self.metadata.poll_remote([self.tip(part)])
+        chasing = self._rebuilt_at.get(part.tp) == (part.leader_epoch, part.log_end_offset)
+        next_offset = await build_remote_log_aux_state(
+            part, cache=self.metadata.cache(self.tip(part)), rsm=self.rsm, run_io=self.run_io,
+            leader_local_log_start_offset=leader_local_log_start_offset,
+            leader_log_start_offset=leader_log_start_offset, now_ms=self.now_ms(), chasing=chasing)
+        self._rebuilt_at[part.tp] = (part.leader_epoch, next_offset)
+        return next_offset
 
     # ------------------------------------------------------------------ reads
 

@@ -165,6 +165,27 @@ async def _read_with_remote(
     return _count_bytes_out(node, topics, resp)
 
 
+def _maybe_moved_to_tiered_storage(node: BrokerNode, p: Any, fetch_offset: int, last_fetched_epoch: int) -> None:
+    """KIP-405 follower fetch: a follower asking for an offset that only remote storage holds
+    (at or above the log start offset, below the local log start offset of a tiered topic) is
+    answered OFFSET_MOVED_TO_TIERED_STORAGE, as Kafka's leader does (ReplicaManager.readFromLog);
+    it rebuilds its epochs and producer state from remote storage and fetches the local tail
+    (tiered.follower) instead of having the leader read remote segments for it."""
+    lg = p.log
+    if getattr(node, "remote_log_manager", None) is None or not lg.config.remote_storage_enable or not p.is_leader:
+        return
+    if lg.log_start_offset <= fetch_offset < lg.local_log_start_offset:
+        from kavka.replication.replica_state import diverging_epoch
+
+        if diverging_epoch(lg.leader_epoch_cache, fetch_offset=fetch_offset, last_fetched_epoch=last_fetched_epoch,
+                           log_end_offset=lg.log_end_offset, log_start_offset=lg.log_start_offset) is not None:
+            return  # a diverging epoch is answered first (KIP-320), as for any follower fetch
+        raise PartitionError(
+            ErrorCode.offset_moved_to_tiered_storage,
+            f"offset {fetch_offset} of {p.tp} is in tiered storage (local log start {lg.local_log_start_offset})",
+        )
+
+
 def _cut(records: bytes, limit: int, min_one: bool) -> bytes:
     """Whole batches of ``records`` within ``limit`` bytes (at least one if ``min_one``)."""
     from kavka.protocol.records import iter_batches
@@ -219,6 +240,7 @@ def _read_all(
                 try:
                     if stale_replica:
                         raise PartitionError(ErrorCode.not_leader_or_follower, f"fetch from a stale or unknown broker {replica_id}")
+                    _maybe_moved_to_tiered_storage(node, p, fp.fetch_offset, getattr(fp, "last_fetched_epoch", -1))
                     r = p.fetch_for_follower(
                         replica_id,
                         fetch_offset=fp.fetch_offset,
