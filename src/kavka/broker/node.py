@@ -400,13 +400,9 @@ class BrokerNode:
             raise StartupError(f"remote.log.storage.manager.class.name: the RemoteStorageManager refused its rsm.config.* keys: {e}") from None
 
         async def create_topic(partitions: int) -> None:
-            if REMOTE_LOG_METADATA_TOPIC in self.image.topics_by_name:
-                return
             configs = {"retention.ms": "-1", "cleanup.policy": "delete"}
-            rf = max(1, min(c["remote.log.metadata.topic.replication.factor"], len(self.image.usable_brokers())))
-            [created] = await self.controller.create_topics([NewTopic(REMOTE_LOG_METADATA_TOPIC, partitions, rf, configs=configs)])
-            if not created.result.ok and REMOTE_LOG_METADATA_TOPIC not in self.image.topics_by_name:
-                raise OSError(f"cannot create {REMOTE_LOG_METADATA_TOPIC}: {created.result.message}")
+            await self._create_internal_topic(REMOTE_LOG_METADATA_TOPIC, partitions,
+                                              c["remote.log.metadata.topic.replication.factor"], configs)
 
         metadata = TopicBasedRemoteLogMetadataManager(
             broker_id=self.node_id,
@@ -453,23 +449,27 @@ class BrokerNode:
         return len(t.partitions) if t is not None else None
 
     async def _create_offsets_topic(self, partitions: int) -> None:
-        if OFFSETS_TOPIC in self.image.topics_by_name:
-            return
-        # offsets.topic.replication.factor as asked, the controller judging whether the brokers are
-        # there (this broker's view may lag behind brokers that just registered); only if it says
-        # there are too few, capped by the brokers this broker sees (a single-node cluster still
-        # gets its offsets topic).
-        wanted = self.config["offsets.topic.replication.factor"]
         configs = {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
-        [created] = await self.controller.create_topics([NewTopic(OFFSETS_TOPIC, partitions, wanted, configs=configs)])
+        await self._create_internal_topic(OFFSETS_TOPIC, partitions, self.config["offsets.topic.replication.factor"], configs)
+
+    async def _create_internal_topic(self, name: str, partitions: int, wanted_rf: int, configs: dict[str, str]) -> None:
+        """Create an internal topic (`__consumer_offsets`, `__remote_log_metadata`) unless it exists.
+
+        The replication factor is asked for as configured, the controller judging whether the
+        brokers are there (this broker's view may lag behind brokers that just registered); only
+        if it says there are too few is it capped by the brokers this broker sees, so a
+        single-node cluster still gets the topic."""
+        if name in self.image.topics_by_name:
+            return
+        [created] = await self.controller.create_topics([NewTopic(name, partitions, wanted_rf, configs=configs)])
         if created.result.error == ErrorCode.invalid_replication_factor:
-            rf = max(1, min(wanted, len(self.image.usable_brokers())))
-            log.info("creating %s with replication factor %d: %s", OFFSETS_TOPIC, rf, created.result.message)
-            [created] = await self.controller.create_topics([NewTopic(OFFSETS_TOPIC, partitions, rf, configs=configs)])
+            rf = max(1, min(wanted_rf, len(self.image.usable_brokers())))
+            log.info("creating %s with replication factor %d: %s", name, rf, created.result.message)
+            [created] = await self.controller.create_topics([NewTopic(name, partitions, rf, configs=configs)])
         if created.result.error == ErrorCode.topic_already_exists:
-            return  # another broker created it first (both saw a group before the topic)
+            return  # another broker created it first (both saw the need before the topic)
         if not created.result.ok:
-            raise OSError(f"cannot create {OFFSETS_TOPIC}: {created.result.message}")
+            raise OSError(f"cannot create {name}: {created.result.message}")
 
     def _lifecycle(self, endpoints: list[tuple[str, str, int]]) -> BrokerLifecycle:
         async def register(incarnation_id: str) -> int:
