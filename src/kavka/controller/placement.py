@@ -25,7 +25,7 @@ Built-ins, chosen by `broker.replica.placer` (`load_placer`):
   fewest of its replicas is taken, and the ring pointer moves past it. Pointers persist from replica
   to replica and partition to partition, so every level is visited round robin; new partitions or a
   higher replication factor continue where the topic's last replica left off (the pointers are
-  replayed from the existing assignment). The preferred leader is the partition's replica that leads
+  replayed by walking the existing assignment again). The preferred leader is the partition's replica that leads
   fewest partitions so far. With 3 DCs x 2 racks and RF=3 every partition has one replica per DC.
 
 Pure: randomness comes in as `spec.seed`; nothing here reads the clock or a global random source.
@@ -180,10 +180,12 @@ class RoundRobinPlacer:
         for i in range(num_partitions):
             p = start_partition + i
             first = (start_index + p) % n
-            shift = 1 + (start_index + p // n) % max(n - 1, 1)
+            shift = start_index + p // n
             replicas = [ids[first]]
             for j in range(replication_factor - 1):
-                replicas.append(ids[(first + shift + j) % n] if n > 1 else ids[first])
+                # Kafka's replicaIndex: the shift wraps within 1..n-1, so a follower never lands on
+                # the leader (adding j after the wrap, as this did before, repeated brokers).
+                replicas.append(ids[(first + 1 + (shift + j) % max(n - 1, 1)) % n] if n > 1 else ids[first])
             # guard against duplicate picks for tiny clusters
             seen: list[int] = []
             for r in replicas + ids:
@@ -282,9 +284,14 @@ class MultiLevelPlacer:
         for replicas in before:
             if replicas and replicas[0] in paths:
                 leaders[replicas[0]] += 1
-            for b in replicas:
-                if b in paths:
-                    self._touch(root, paths[b])
+            # Walk again, allowed only onto this partition's brokers: the same choices the walk made
+            # when it placed them (whatever order the leader pick left them in), so the rings end
+            # where they ended then. Brokers no longer offered are skipped.
+            offered = set(replicas) & set(ids)
+            used = set(ids) - offered
+            walked: Counter[tuple[str, ...]] = Counter()
+            for _ in offered:
+                used.add(self._walk(root, used, walked))
         existing = cluster.existing(spec)
         out = []
         for p in range(spec.start_partition, spec.start_partition + spec.num_partitions):
@@ -330,14 +337,6 @@ class MultiLevelPlacer:
 
         start(root, "")
         return root
-
-    @staticmethod
-    def _touch(root: _Node, path: tuple[str, ...]) -> None:
-        node = root
-        for name in path:
-            ring = node.ring()
-            node.ptr = (ring.index(name) + 1) % len(ring)
-            node = node.children[name]
 
     @staticmethod
     def _walk(root: _Node, used: set[int], counts: Counter[tuple[str, ...]]) -> int:
