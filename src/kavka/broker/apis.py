@@ -22,6 +22,7 @@ from kavka.broker.handlers import (
     log_dirs,
     metadata,
     offsets,
+    placement,
     produce,
     producer_ids,
     quorum,
@@ -70,6 +71,7 @@ class KafkaApis:
             ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter_replica_log_dirs,
             ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
             ApiKey.DESCRIBE_QUORUM: quorum.handle_describe_quorum,
+            ApiKey.CREATE_REPLICA_PLACEMENT: placement.handle_create_replica_placement,
         }
 
     def handlers(self) -> dict[int, Handler]:

@@ -174,6 +174,24 @@ class ControllerLogic:
         )
         return run_placer(self._placer, self._placer_name, spec, view, broker_ids)
 
+    def replica_placement(
+        self, image: MetadataImage, num_partitions: int, replication_factor: int, *, force_simple: bool, node_ids: Sequence[int]
+    ) -> tuple[ApiResult, list[list[int]]]:
+        """CreateReplicaPlacement (KIP-879): the placer's answer for a would-be topic; creates nothing."""
+        if num_partitions <= 0:
+            return ApiResult(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."), []
+        if replication_factor <= 0:
+            return ApiResult(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."), []
+        unknown = [b for b in node_ids if b not in image.brokers]
+        if unknown:
+            return ApiResult(ErrorCode.invalid_replica_assignment, f"Broker {unknown[0]} is not registered."), []
+        brokers = sorted(set(node_ids)) if node_ids else image.usable_brokers()
+        spec = PlacementSpec(num_partitions, replication_factor, force_simple=force_simple, seed=self._start_index(len(brokers)))
+        try:
+            return ApiResult(), self.place_replicas(image, spec, brokers)
+        except PlacementError as e:
+            return ApiResult(e.code, str(e)), []
+
     # ------------------------------------------------------------------ topics
 
     def create_topics(
