@@ -156,7 +156,9 @@ class Cluster:
         *,
         overrides: dict[str, str] | None = None,
         controllers: int | None = None,
+        node_overrides: dict[int, dict[str, str]] | None = None,
     ) -> None:
+        """`node_overrides` adds per-node properties (e.g. {1: {"broker.rack": "/DC1/R1"}})."""
         self.root = Path(root)
         voter_ids = range(1, (controllers or nodes) + 1)
         ctl_ports = {i: free_port() for i in voter_ids}
@@ -180,6 +182,7 @@ class Cluster:
                 "offsets.topic.num.partitions": "6",
             }
             props.update(overrides or {})
+            props.update((node_overrides or {}).get(i, {}))
             port = ctl_ports[i] if roles == "controller" else client_ports[i]
             self.nodes[i] = BrokerProcess(self.root / f"node{i}", node_id=i, overrides=props, port=port)
         self.brokers = {i: n for i, n in self.nodes.items() if controllers is None or i not in ctl_ports}
