@@ -19,6 +19,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kavka.cli.configs", "configs"),
     ("kavka.cli.log_dirs", "log_dirs"),
     ("kavka.cli.reassign", "reassign_partitions"),
+    ("kavka.cli.placement", "replica_placement"),
     ("kavka.cli.groups", "groups"),
     ("kavka.cli.demo", "demo"),
     ("kavka.cli.dump_log", "dump_log"),
