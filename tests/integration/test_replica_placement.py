@@ -124,3 +124,17 @@ def test_cli_reassign_generate_asks_the_clusters_placer(cluster: Cluster, tmp_pa
     spread = Counter(e["replicas"][0] for e in doc["proposed"]["partitions"])
     assert set(spread) == {1, 2, 3} and max(spread.values()) == 2  # 4 partitions over 3 DCs, balanced
     assert [(e["partition"], e["replicas"]) for e in doc["current"]["partitions"]] == sorted(current.items())
+
+
+def test_key_1000_is_advertised_to_kavkas_client_only(cluster: Cluster) -> None:
+    from kafka import KafkaAdminClient
+
+    # kafka-python maps every advertised key through its ApiKey enum (0-92): key 1000 would break it.
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=15000)
+    try:
+        keys = {int(k) for k in kp.api_versions()}
+    finally:
+        kp.close()
+    assert ApiKey.CREATE_TOPICS in keys and ApiKey.CREATE_REPLICA_PLACEMENT not in keys
+    with AdminClient(cluster.bootstrap) as admin:  # KIP-511 client_software_name "kavka"
+        assert admin._any().pick_version(ApiKey.CREATE_REPLICA_PLACEMENT) == 0

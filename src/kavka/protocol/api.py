@@ -143,6 +143,10 @@ def _clip(key: ApiKey, wanted: tuple[int, int]) -> tuple[int, int]:
 
 SUPPORTED: dict[int, tuple[int, int]] = {int(k): _clip(k, v) for k, v in _WANTED.items()}
 
+# kavka's own APIs, and the KIP-511 client software name they are advertised to (broker.apis).
+OWN_API_KEYS = frozenset(k for k, _ in kavka_schema.SCHEMAS)
+OWN_CLIENT_SOFTWARE_NAME = "kavka"
+
 
 def is_supported(api_key: int, api_version: int) -> bool:
     rng = SUPPORTED.get(api_key)
