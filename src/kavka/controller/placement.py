@@ -255,15 +255,13 @@ def rack_path(rack: str | None) -> tuple[str, ...]:
 
 
 class _Node:
-    __slots__ = ("children", "ptr", "brokers")
+    __slots__ = ("children", "ptr", "brokers", "ring")
 
     def __init__(self) -> None:
         self.children: dict[str, _Node] = {}  # name -> subtree; a broker leaf is named "#<id>"
         self.ptr = 0
         self.brokers: set[int] = set()  # every broker below this node
-
-    def ring(self) -> list[str]:
-        return sorted(self.children)
+        self.ring: list[str] = []  # the children's names, sorted (set once the tree is built)
 
 
 def _leaf(b: int) -> str:
@@ -329,6 +327,7 @@ class MultiLevelPlacer:
             leaf.brokers.add(b)
 
         def start(node: _Node, path: str) -> None:
+            node.ring = sorted(node.children)
             if node.children:
                 # The ring's first child, seeded per topic; crc32 keeps it stable across processes.
                 node.ptr = (seed + zlib.crc32(path.encode())) % len(node.children)
@@ -342,7 +341,7 @@ class MultiLevelPlacer:
     def _walk(root: _Node, used: set[int], counts: Counter[tuple[str, ...]]) -> int:
         node, path = root, ()
         while node.children:
-            ring = node.ring()
+            ring = node.ring
             best: tuple[int, int] | None = None  # (replicas of this partition below, ring distance)
             for d in range(len(ring)):
                 i = (node.ptr + d) % len(ring)
@@ -352,6 +351,8 @@ class MultiLevelPlacer:
                 key = (counts[path + (ring[i],)], d)
                 if best is None or key < best:
                     best = key
+                    if key[0] == 0:
+                        break  # nothing comes before the nearest child holding none of this partition
             if best is None:  # unreachable: _check_rf guarantees a free broker
                 raise PlacementError("no free broker left for this partition")
             i = (node.ptr + best[1]) % len(ring)
