@@ -111,7 +111,7 @@ layouts = st.one_of(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    name=st.sampled_from(PLACERS),
+    name=st.sampled_from([*PLACERS, "tests.placer_plugins:Reversed"]),  # the shared contract, plugins too
     rack_of=layouts,
     rf=st.integers(1, 9),
     parts=st.integers(1, 25),
@@ -123,7 +123,7 @@ def test_every_placer_gives_distinct_offered_brokers(name, rack_of, rf, parts, f
     racks = {first_id + 2 * i: r for i, r in enumerate(rack_of)}
     rf = min(rf, len(racks))
     spec = PlacementSpec(parts, rf, start_partition=first, seed=seed)
-    out = BUILT_IN[name]().place(spec, ClusterView(racks=racks), list(racks))
+    out = load_placer(name).place(spec, ClusterView(racks=racks), list(racks))
     assert len(out) == parts
     for reps in out:
         assert len(reps) == rf and len(set(reps)) == rf and set(reps) <= set(racks)
