@@ -37,6 +37,7 @@ from kavka.controller.placement import (
     load_placer,
     rack_path,
     run_placer,
+    topic_seed,
 )
 
 PLACERS = sorted(BUILT_IN)
@@ -243,14 +244,14 @@ def test_multi_level_new_partitions_continue_where_the_topic_left_off(dcs, racks
     view = ClusterView(racks=racks)
     before = MultiLevelPlacer().place(PlacementSpec(first, rf, seed=seed, topic="t"), view, list(racks))
     grown = MultiLevelPlacer().place(
-        PlacementSpec(more, rf, start_partition=first, seed=seed + 1, topic="t"),
+        PlacementSpec(more, rf, start_partition=first, seed=seed, topic="t"),
         ClusterView(racks=racks, assignments={"t": before}),
         list(racks),
     )
-    whole = before + grown
-    _fair(whole, racks, rf, dcs, racks_per_dc)
-    # The rings continue: the grown topic is as balanced as one placed at once.
-    assert _spread(Counter(b for r in whole for b in r), racks) <= 1
+    # The rings continue (replayed from the existing replicas): the same as placing all at once.
+    at_once = MultiLevelPlacer().place(PlacementSpec(first + more, rf, seed=seed, topic="t"), view, list(racks))
+    assert before + grown == at_once
+    _fair(at_once, racks, rf, dcs, racks_per_dc)
 
 
 # --------------------------------------------------------------------------- plugins and the controller
@@ -294,6 +295,10 @@ def test_create_topics_and_partitions_go_through_the_configured_placer(name):
     assert len(got) == 8 and all(len(set(r)) == 2 for r in got)
     if name == "simple":
         assert got == SimplePlacer().place(PlacementSpec(8, 2), ClusterView(), [1, 2, 3, 4])
+    if name in ("striped", "multi-level"):
+        # The topic's seed is stable, so the grown topic is laid out as if created with 8 partitions.
+        at_once = BUILT_IN[name]().place(PlacementSpec(8, 2, seed=topic_seed("t"), topic="t"), ClusterView(racks=racks), [1, 2, 3, 4])
+        assert got == at_once
     if name == "multi-level":
         assert all(len({racks[b][:4] for b in r}) == 2 for r in got)  # one replica in each DC
     if name.endswith("Reversed"):

@@ -36,6 +36,7 @@ from kavka.controller.placement import (
     SimplePlacer,
     load_placer,
     run_placer,
+    topic_seed,
 )
 from kavka.controller.records import (
     BROKER_RESOURCE,
@@ -271,7 +272,7 @@ class ControllerLogic:
                     f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {len(brokers)} broker(s) are registered and unfenced.",
                 )
             try:
-                spec = PlacementSpec(num, rf, seed=self._start_index(len(brokers)), topic=t.name)
+                spec = PlacementSpec(num, rf, seed=topic_seed(t.name), topic=t.name)
                 assignment = self.place_replicas(image, spec, brokers)
             except PlacementError as e:
                 return fail(e.code, str(e))
@@ -325,7 +326,7 @@ class ControllerLogic:
             if rf > len(brokers):
                 return [], ApiResult(ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {rf} time(s): only {len(brokers)} broker(s) are registered and unfenced.")
             try:
-                spec = PlacementSpec(added, rf, start_partition=current, seed=self._start_index(len(brokers)), topic=name)
+                spec = PlacementSpec(added, rf, start_partition=current, seed=topic_seed(name), topic=name)
                 new = self.place_replicas(image, spec, brokers)
             except PlacementError as e:
                 return [], ApiResult(e.code, str(e))

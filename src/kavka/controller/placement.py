@@ -28,7 +28,7 @@ Built-ins, chosen by `broker.replica.placer` (`load_placer`):
   replayed by walking the existing assignment again). The preferred leader is the partition's replica that leads
   fewest partitions so far. With 3 DCs x 2 racks and RF=3 every partition has one replica per DC.
 
-Pure: randomness comes in as `spec.seed`; nothing here reads the clock or a global random source.
+Pure: the per-topic seed comes in as `spec.seed`; nothing here reads the clock or a random source.
 Called by the controller (`ControllerLogic`) on the active controller's event loop only.
 """
 
@@ -60,7 +60,7 @@ class PlacementSpec:
     replication_factor: int
     start_partition: int = 0
     force_simple: bool = False
-    seed: int = 0  # per topic; the controller draws it at random, a test fixes it
+    seed: int = 0  # per topic (`topic_seed`); random for CreateReplicaPlacement; a test fixes it
     topic: str | None = None
 
 
@@ -76,6 +76,13 @@ class ClusterView:
         parts = self.assignments.get(spec.topic or "", ()) if spec.topic is not None else ()
         end = spec.start_partition + spec.num_partitions
         return {p: list(r) for p, r in enumerate(parts) if spec.start_partition <= p < end}
+
+
+def topic_seed(topic: str) -> int:
+    """A topic's placement seed: stable, so CreatePartitions continues the layout CreateTopics began
+    (as Kafka's old addPartitions started from partition 0's leader), yet spread over topics as
+    Kafka's random start index is. crc32, not hash(): the same on every controller."""
+    return zlib.crc32(topic.encode())
 
 
 @runtime_checkable
