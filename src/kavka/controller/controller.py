@@ -5,7 +5,9 @@ and returns the records that carry them out; it never writes anything itself.
 The `QuorumController` (in `quorum_controller.py`) commits those records to the
 metadata log and replays them. Error codes and messages follow Kafka's
 (ReplicationControlManager, ConfigurationControlManager). Pure: uuids and the
-placement start index come from injected callables.
+seed of a CreateReplicaPlacement come from injected callables (a topic's placement
+seed is derived from its name: placement.topic_seed). Replicas are placed by the
+`broker.replica.placer` loaded here, on the controller only (KIP-879).
 """
 
 from __future__ import annotations
