@@ -261,6 +261,14 @@ def _refuse_nonempty(what: str) -> Validator:
     return lambda v: f"{what} is not supported yet (list the quorum in controller.quorum.voters; KIP-853 dynamic quorums are not supported)" if v else None
 
 
+def _placer_value(v: str) -> str | None:
+    from kavka.controller.placement import (
+        placer_name_problem,  # placement imports no config: no cycle
+    )
+
+    return placer_name_problem(v)
+
+
 BROKER_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in [
@@ -284,6 +292,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("inter.broker.listener.name", _S, None, "listener followers fetch from (default: the first listener that is not a controller listener)"),
         _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2): reported in Metadata and DescribeCluster, used by rack-aware placement"),
         _b("replica.selector.class", ConfigType.CLASS, None, "KIP-392: how a leader picks a replica for a consumer's fetches (with client.rack); unset: the leader serves them", _replica_selector),
+        _b("broker.replica.placer", _S, "striped", "replica placer of the controller (KIP-879): simple, striped, multi-level or an importable module:Class",
+           _placer_value),
         _b("log.dirs", _LST, None, "directories holding partition data"),
         _b("log.dir", _S, "/tmp/kavka-logs", "used when log.dirs is not set"),
         _b("metadata.log.dir", _S, None, "directory of the metadata log; defaults to the first log dir"),

@@ -74,7 +74,15 @@ def test_api_versions_every_version(broker, version):
     assert corr == 77
     assert resp.error_code == ErrorCode.none
     advertised = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert advertised == api.SUPPORTED
+    # kavka's own APIs (key 1000) are listed only for kavka's own client (KIP-511 software name).
+    assert advertised == {k: v for k, v in api.SUPPORTED.items() if k not in api.OWN_API_KEYS}
+
+
+def test_api_versions_lists_kavkas_own_apis_to_kavkas_client(broker):
+    with _connect(broker) as s:
+        s.sendall(_request(18, 3, 9, client_software_name=api.OWN_CLIENT_SOFTWARE_NAME, client_software_version="1"))
+        _corr, resp = read_response(_recv_frame(s), api.response_schema(18, 3), flexible_header=False)
+    assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys} == api.SUPPORTED
 
 
 def test_api_versions_too_new_falls_back_to_v0_with_unsupported_version(broker):
@@ -86,7 +94,7 @@ def test_api_versions_too_new_falls_back_to_v0_with_unsupported_version(broker):
     corr, resp = read_response(frame, api.response_schema(18, 0), flexible_header=False)
     assert corr == 5
     assert resp.error_code == ErrorCode.unsupported_version
-    assert {k.api_key for k in resp.api_keys} == set(api.SUPPORTED)
+    assert {k.api_key for k in resp.api_keys} == set(api.SUPPORTED) - api.OWN_API_KEYS
 
 
 def test_pipelined_requests_are_answered_in_order(broker):

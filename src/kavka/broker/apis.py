@@ -23,6 +23,7 @@ from kavka.broker.handlers import (
     log_dirs,
     metadata,
     offsets,
+    placement,
     produce,
     producer_ids,
     quorum,
@@ -72,6 +73,7 @@ class KafkaApis:
             ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
             ApiKey.DESCRIBE_QUORUM: quorum.handle_describe_quorum,
             ApiKey.ELECT_LEADERS: elect_leaders.handle_elect_leaders,
+            ApiKey.CREATE_REPLICA_PLACEMENT: placement.handle_create_replica_placement,
         }
 
     def handlers(self) -> dict[int, Handler]:
@@ -80,16 +82,19 @@ class KafkaApis:
             out[int(key)] = fn if fn == self.handle_api_versions else partial(fn, self.node)
         return out
 
-    def api_versions_response(self, version: int, error: ErrorCode = ErrorCode.none) -> Any:
+    def api_versions_response(self, version: int, error: ErrorCode = ErrorCode.none, *, own_apis: bool = False) -> Any:
         cls = api.response_schema(ApiKey.API_VERSIONS, version)
         av = nested(cls, "ApiVersion")
         keys = tuple(
             av(api_key=k, min_version=lo, max_version=hi)
             for k, (lo, hi) in sorted(api.SUPPORTED.items())
-            if k in self._table
+            if k in self._table and (own_apis or k not in api.OWN_API_KEYS)
         )
         return make(cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE)
 
     def handle_api_versions(self, ctx: RequestContext, request: Any) -> Any:
-        # KIP-511 fields (client_software_name/version, v3+) are informational.
-        return self.api_versions_response(ctx.api_version)
+        # KIP-511 fields (client_software_name/version, v3+) are informational, except that kavka's own
+        # APIs (key 1000, protocol.kavka_schema) are listed only for kavka's own client: kafka-python
+        # maps every advertised key through its ApiKey enum and fails on one it does not know.
+        own = getattr(request, "client_software_name", None) == api.OWN_CLIENT_SOFTWARE_NAME
+        return self.api_versions_response(ctx.api_version, own_apis=own)

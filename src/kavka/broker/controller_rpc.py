@@ -59,6 +59,7 @@ from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 
 from kavka.broker.handlers import configs, elect_leaders, topics
+from kavka.broker.handlers.placement import placement_response
 from kavka.client.async_channel import AsyncChannel
 from kavka.controller.controller import (
     AlterPartitionItem,
@@ -75,6 +76,7 @@ from kavka.controller.quorum_controller import (
     QuorumController,
     unavailable_result,
 )
+from kavka.protocol import kavka_schema as ks
 from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.raft import codec
 
@@ -99,6 +101,7 @@ RPCS: dict[int, tuple[type, type]] = {
     67: (apid_req.AllocateProducerIdsRequest, apid_resp.AllocateProducerIdsResponse),
     56: (ap_req.AlterPartitionRequest, ap_resp.AlterPartitionResponse),
     43: (el_req.ElectLeadersRequest, el_resp.ElectLeadersResponse),
+    ks.CREATE_REPLICA_PLACEMENT: (ks.CreateReplicaPlacementRequest, ks.CreateReplicaPlacementResponse),
 }
 
 
@@ -173,6 +176,15 @@ class ControllerApis:
             for name, r in await topics.create_partitions(self.qc, req)
         )
         return cp_resp.CreatePartitionsResponse(throttle_time=_NO_THROTTLE, results=results)
+
+    async def _api_1000(self, req: ks.CreateReplicaPlacementRequest) -> Any:
+        try:
+            result, assignment = await self.qc.replica_placement(
+                req.num_partitions, req.replication_factor, force_simple=req.force_simple_placement, node_ids=list(req.node_ids)
+            )
+        except UNAVAILABLE as e:
+            result, assignment = unavailable_result(e), []
+        return placement_response(result, assignment)
 
     async def _alter(self, req: Any, *, incremental: bool, mod: Any) -> Any:
         out = tuple(
@@ -474,6 +486,36 @@ class ControllerClient:
                 lambda img: name in img.topics_by_name and len(img.topics_by_name[name].partitions) >= count
             )
         return result
+
+    async def create_replica_placement(
+        self,
+        num_partitions: int,
+        replication_factor: int,
+        *,
+        force_simple: bool,
+        node_ids: Sequence[int],
+        timeout_s: float | None = None,
+    ) -> tuple[ApiResult, list[list[int]]]:
+        """CreateReplicaPlacement (KIP-879) answered by the active controller's placer."""
+
+        def request() -> Any:
+            return ks.CreateReplicaPlacementRequest(
+                num_partitions=num_partitions,
+                replication_factor=replication_factor,
+                force_simple_placement=force_simple,
+                node_ids=tuple(node_ids),
+                timeout=datetime.timedelta(seconds=timeout_s or self.timeout_s),
+            )
+
+        async def local() -> Any:
+            return await self.qc.replica_placement(
+                num_partitions, replication_factor, force_simple=force_simple, node_ids=node_ids
+            )
+
+        resp = await self._route(local, request, lambda r: self._not_controller([r.error_code]), timeout_s)
+        if isinstance(resp, tuple):
+            return resp
+        return ApiResult(resp.error_code, resp.error_message), [list(p.replicas) for p in resp.partitions]
 
     async def alter_configs(
         self,

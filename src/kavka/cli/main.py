@@ -20,6 +20,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kavka.cli.log_dirs", "log_dirs"),
     ("kavka.cli.reassign", "reassign_partitions"),
     ("kavka.cli.leader_election", "leader_election"),
+    ("kavka.cli.placement", "replica_placement"),
     ("kavka.cli.groups", "groups"),
     ("kavka.cli.demo", "demo"),
     ("kavka.cli.dump_log", "dump_log"),

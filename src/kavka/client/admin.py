@@ -358,6 +358,34 @@ class AdminClient:
         for r in resp.results:
             raise_for_error(r.error_code, r.error_message, resource=r.name)
 
+    def create_replica_placement(
+        self,
+        num_partitions: int,
+        replication_factor: int,
+        *,
+        force_simple: bool = False,
+        node_ids: Sequence[int] = (),
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    ) -> list[list[int]]:
+        """Where the cluster's replica placer would put a topic (kavka's CreateReplicaPlacement, KIP-879)."""
+        import datetime
+
+        from kavka.protocol.kavka_schema import CreateReplicaPlacementRequest
+
+        conn = self._any()
+        conn.pick_version(ApiKey.CREATE_REPLICA_PLACEMENT)  # KafkaProtocolError against a broker without it
+        resp = conn.send(
+            CreateReplicaPlacementRequest(
+                num_partitions=num_partitions,
+                replication_factor=replication_factor,
+                force_simple_placement=force_simple,
+                node_ids=tuple(node_ids),
+                timeout=datetime.timedelta(milliseconds=timeout_ms),
+            )
+        )
+        raise_for_error(resp.error_code, resp.error_message)
+        return [list(p.replicas) for p in resp.partitions]
+
     # ------------------------------------------------------------------ configs
 
     def describe_configs(

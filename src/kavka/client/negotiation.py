@@ -30,7 +30,7 @@ API_VERSIONS = int(api.ApiKey.API_VERSIONS)
 # The ApiVersions version sent first; kio carries schemas up to v4, but v3 is
 # what every broker since Kafka 2.4 knows (KIP-511), so brokers rarely refuse.
 HANDSHAKE_VERSION = 3
-CLIENT_SOFTWARE_NAME = "kavka"
+CLIENT_SOFTWARE_NAME = api.OWN_CLIENT_SOFTWARE_NAME  # kavka's own APIs are advertised to this name
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 
 # What this client can build and parse: the same table the broker serves,

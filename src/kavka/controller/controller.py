@@ -5,7 +5,9 @@ and returns the records that carry them out; it never writes anything itself.
 The `QuorumController` (in `quorum_controller.py`) commits those records to the
 metadata log and replays them. Error codes and messages follow Kafka's
 (ReplicationControlManager, ConfigurationControlManager). Pure: uuids and the
-placement start index come from injected callables.
+seed of a CreateReplicaPlacement come from injected callables (a topic's placement
+seed is derived from its name: placement.topic_seed). Replicas are placed by the
+`broker.replica.placer` loaded here, on the controller only (KIP-879).
 """
 
 from __future__ import annotations
@@ -28,7 +30,16 @@ from kavka.config import (
 )
 from kavka.controller import partition_change
 from kavka.controller.image import MetadataImage, PartitionRegistration, TopicImage
-from kavka.controller.placement import PlacementError, ReplicaPlacer, RoundRobinPlacer
+from kavka.controller.placement import (
+    ClusterView,
+    PlacementError,
+    PlacementSpec,
+    ReplicaPlacer,
+    SimplePlacer,
+    load_placer,
+    run_placer,
+    topic_seed,
+)
 from kavka.controller.records import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -169,7 +180,50 @@ class ControllerLogic:
         self.config = config
         self._new_uuid = new_uuid
         self._start_index = start_index
-        self._placer = placer or RoundRobinPlacer()
+        # KIP-879: the placer is loaded here, on the controller only. A plugin that cannot be loaded
+        # fails each placement with its reason (INVALID_REPLICA_ASSIGNMENT) instead of the controller.
+        self._placer_name = config["broker.replica.placer"] if placer is None else type(placer).__name__
+        self._placer: ReplicaPlacer = placer or SimplePlacer()
+        self._placer_problem: PlacementError | None = None
+        if placer is None:
+            try:
+                self._placer = load_placer(self._placer_name)
+            except PlacementError as e:
+                log.error("%s", e)
+                self._placer_problem = e
+
+    def place_replicas(
+        self, image: MetadataImage, spec: PlacementSpec, broker_ids: Sequence[int]
+    ) -> list[list[int]]:
+        """The configured placer's checked answer for the spec; PlacementError (with its Kafka code) if none."""
+        if self._placer_problem is not None and not spec.force_simple:
+            raise self._placer_problem
+        view = ClusterView(
+            racks={b: r.rack for b, r in image.brokers.items()},
+            assignments={
+                name: [t.partitions[p].replicas for p in sorted(t.partitions)]
+                for name, t in image.topics_by_name.items()
+            },
+        )
+        return run_placer(self._placer, self._placer_name, spec, view, broker_ids)
+
+    def replica_placement(
+        self, image: MetadataImage, num_partitions: int, replication_factor: int, *, force_simple: bool, node_ids: Sequence[int]
+    ) -> tuple[ApiResult, list[list[int]]]:
+        """CreateReplicaPlacement (KIP-879): the placer's answer for a would-be topic; creates nothing."""
+        if num_partitions <= 0:
+            return ApiResult(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0."), []
+        if replication_factor <= 0:
+            return ApiResult(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0."), []
+        unknown = [b for b in node_ids if b not in image.brokers]
+        if unknown:
+            return ApiResult(ErrorCode.invalid_replica_assignment, f"Broker {unknown[0]} is not registered."), []
+        brokers = sorted(set(node_ids)) if node_ids else image.usable_brokers()
+        spec = PlacementSpec(num_partitions, replication_factor, force_simple=force_simple, seed=self._start_index(len(brokers)))
+        try:
+            return ApiResult(), self.place_replicas(image, spec, brokers)
+        except PlacementError as e:
+            return ApiResult(e.code, str(e)), []
 
     # ------------------------------------------------------------------ topics
 
@@ -250,16 +304,10 @@ class ControllerLogic:
                     f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {len(brokers)} broker(s) are registered and unfenced.",
                 )
             try:
-                assignment = self._placer.place(
-                    brokers,
-                    start_partition=0,
-                    num_partitions=num,
-                    replication_factor=rf,
-                    start_index=self._start_index(len(brokers)),
-                    racks={b: image.brokers[b].rack for b in brokers},
-                )
+                spec = PlacementSpec(num, rf, seed=topic_seed(t.name), topic=t.name)
+                assignment = self.place_replicas(image, spec, brokers)
             except PlacementError as e:
-                return fail(ErrorCode.invalid_replication_factor, str(e))
+                return fail(e.code, str(e))
         topic_id = self._new_uuid()
         records: list[Any] = [TopicRecord(t.name, topic_id)]
         for key, value in sorted(t.configs.items()):
@@ -309,14 +357,11 @@ class ControllerLogic:
             brokers = image.usable_brokers()
             if rf > len(brokers):
                 return [], ApiResult(ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {rf} time(s): only {len(brokers)} broker(s) are registered and unfenced.")
-            new = self._placer.place(
-                brokers,
-                start_partition=current,
-                num_partitions=added,
-                replication_factor=rf,
-                start_index=self._start_index(len(brokers)),
-                racks={b: image.brokers[b].rack for b in brokers},
-            )
+            try:
+                spec = PlacementSpec(added, rf, start_partition=current, seed=topic_seed(name), topic=name)
+                new = self.place_replicas(image, spec, brokers)
+            except PlacementError as e:
+                return [], ApiResult(e.code, str(e))
         usable = set(image.usable_brokers())
         recs = []
         for i, r in enumerate(new):

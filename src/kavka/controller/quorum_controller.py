@@ -564,6 +564,18 @@ class QuorumController:
 
         return await self._run(decide)
 
+    async def replica_placement(
+        self, num_partitions: int, replication_factor: int, *, force_simple: bool, node_ids: Sequence[int]
+    ) -> tuple[ApiResult, list[list[int]]]:
+        """CreateReplicaPlacement (KIP-879): the placer's answer on the current image; writes nothing."""
+
+        def decide(image: MetadataImage) -> tuple[list[Any], tuple[ApiResult, list[list[int]]]]:
+            return [], self.logic.replica_placement(
+                image, num_partitions, replication_factor, force_simple=force_simple, node_ids=node_ids
+            )
+
+        return await self._run(decide)
+
     async def alter_configs(
         self,
         resource_type: int,

@@ -19,6 +19,7 @@ from functools import cache
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import schema_name_map
 
+from kavka.protocol import kavka_schema
 from kavka.protocol.legacy import LEGACY_PRODUCE_VERSIONS
 
 
@@ -54,6 +55,7 @@ class ApiKey(IntEnum):
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
+    CREATE_REPLICA_PLACEMENT = kavka_schema.CREATE_REPLICA_PLACEMENT  # kavka's own (KIP-879): protocol.kavka_schema
 
 
 # Upper bounds: Produce v12+ and Fetch v18 change semantics kavka does not
@@ -93,6 +95,7 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CREATE_REPLICA_PLACEMENT: (0, 0),
 }
 
 
@@ -103,12 +106,15 @@ def _api_name(key: int) -> str:
 
 
 def kio_versions(key: int) -> list[int]:
+    own = [v for k, v in kavka_schema.SCHEMAS if k == key]
+    if own:  # kavka's own APIs: their schemas are in protocol.kavka_schema, not kio
+        return own
     return [v for v in schema_name_map[_api_name(key)] if isinstance(v, int)]
 
 
 def _legacy_module(key: int, version: int, kind: str) -> object | None:
     """The generated module (protocol.legacy_schema) for a version below kio's, if there is one."""
-    if version >= min(kio_versions(key)):
+    if (key, version) in kavka_schema.SCHEMAS or version >= min(kio_versions(key)):
         return None
     try:
         return importlib.import_module(f"kavka.protocol.legacy_schema.{_api_name(key)}.v{version}.{kind}")
@@ -139,6 +145,10 @@ def _clip(key: ApiKey, wanted: tuple[int, int]) -> tuple[int, int]:
 
 SUPPORTED: dict[int, tuple[int, int]] = {int(k): _clip(k, v) for k, v in _WANTED.items()}
 
+# kavka's own APIs, and the KIP-511 client software name they are advertised to (broker.apis).
+OWN_API_KEYS = frozenset(k for k, _ in kavka_schema.SCHEMAS)
+OWN_CLIENT_SOFTWARE_NAME = "kavka"
+
 
 def is_supported(api_key: int, api_version: int) -> bool:
     rng = SUPPORTED.get(api_key)
@@ -147,11 +157,17 @@ def is_supported(api_key: int, api_version: int) -> bool:
 
 @cache
 def request_schema(api_key: int, api_version: int) -> type:
+    own = kavka_schema.SCHEMAS.get((api_key, api_version))
+    if own is not None:
+        return own[0]
     return _legacy_schema(api_key, api_version, "request") or load_request_schema(api_key, api_version)
 
 
 @cache
 def response_schema(api_key: int, api_version: int) -> type:
+    own = kavka_schema.SCHEMAS.get((api_key, api_version))
+    if own is not None:
+        return own[1]
     return _legacy_schema(api_key, api_version, "response") or load_response_schema(api_key, api_version)
 
 

@@ -31,7 +31,6 @@ from dataclasses import MISSING, Field, fields, is_dataclass
 from functools import cache
 from typing import Any
 
-from kio.schema.index import api_key_map, schema_name_map
 from kio.serial._implicit_defaults import get_implicit_default
 from kio.serial._introspect import (
     EntityField,
@@ -75,7 +74,7 @@ def _request_classes(api_key: int) -> dict[str, list[type]]:
     out: dict[str, list[type]] = {}
     from kavka.protocol import api
 
-    versions = [v for v in schema_name_map[api_key_map[api_key]] if isinstance(v, int)]
+    versions = api.kio_versions(api_key)  # kio's, or kavka's own (protocol.kavka_schema)
     lo, _hi = api.SUPPORTED.get(api_key, (min(versions), 0))
     for v in sorted(set(versions) | set(range(lo, min(versions)))):
         module = sys.modules[api.request_schema(api_key, v).__module__]
