@@ -73,6 +73,10 @@ def test_a_broker_whose_heartbeats_stop_is_fenced_and_unfenced_after_restart(clu
     victims_parts = sorted(p for p, pm in parts.items() if pm.leader == victim_id)
     assert victims_parts, "placement put no partition on the victim"
 
+    # kavka's own admin client, bootstrapped with the victim first, connected to it before the kill.
+    kadmin = AdminClient(",".join(n.bootstrap for i, n in sorted(cluster.nodes.items(), key=lambda x: x[0] != victim_id)))
+    assert [d.name for d in kadmin.describe_topics([topic])] == [topic]
+
     cluster.nodes[victim_id].kill()
 
     def fenced() -> bool:
@@ -89,6 +93,11 @@ def test_a_broker_whose_heartbeats_stop_is_fenced_and_unfenced_after_restart(clu
             wait_until(lambda n=node: victim_id not in _metadata(n.bootstrap, topic)[0].brokers, timeout=5)
     assert _describe_cluster(survivor.bootstrap) == {1: False, 2: False, 3: False} | {victim_id: True}
     assert any(f"fenced broker {victim_id}: its heartbeat connection closed" in line for line in survivor.output)
+    # Its bootstrap connection died with the victim: the next call goes to a live bootstrap server.
+    try:
+        assert len(kadmin.describe_topics([topic])[0].partitions) == 6
+    finally:
+        kadmin.close()
 
     cluster.nodes[victim_id].start()  # waits until it is unfenced (KAVKA_READY)
 

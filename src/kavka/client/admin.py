@@ -787,11 +787,19 @@ class AdminClient:
         return groups
 
     def _metadata(self, names: Sequence[str] | None) -> Any:
-        conn = self._any()
-        version = conn.pick_version(ApiKey.METADATA)
-        if names is not None and not names and version == 0:
-            raise KafkaProtocolError("Metadata v0 cannot ask for brokers only")
-        resp = conn.send(requests.metadata(version, names))
+        # The bootstrap connection's broker may have died since it was opened: its failed send
+        # closes it, and the next try goes to the next bootstrap server that answers.
+        for attempt in range(len(self.bootstrap) + 1):
+            conn = self._any()
+            version = conn.pick_version(ApiKey.METADATA)
+            if names is not None and not names and version == 0:
+                raise KafkaProtocolError("Metadata v0 cannot ask for brokers only")
+            try:
+                resp = conn.send(requests.metadata(version, names))
+                break
+            except KafkaConnectionError:
+                if attempt == len(self.bootstrap):
+                    raise
         self._brokers = {
             b.node_id: BrokerInfo(b.node_id, b.host, b.port, getattr(b, "rack", None))
             for b in resp.brokers
