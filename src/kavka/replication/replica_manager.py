@@ -274,26 +274,13 @@ class ReplicaManager:
     async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float, *, follower: bool = False) -> None:
         """Return after a change to any of `tps`, or after `timeout_s`: for a follower an append,
         for anyone else a move of the high watermark (what makes records visible) or of the role."""
-        watchers = self._append_watchers if follower else self._hw_watchers
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        keys = list(tps)
-        for tp in keys:
-            watchers.setdefault(tp, []).append(fut)
-        try:
-            async with asyncio.timeout(max(timeout_s, 0)):
-                await asyncio.shield(fut)
-        except TimeoutError:
-            pass
-        finally:
-            for tp in keys:
-                lst = watchers.get(tp)
-                if lst is not None:
-                    try:
-                        lst.remove(fut)
-                    except ValueError:
-                        pass
-                    if not lst:
-                        del watchers[tp]
+        await self.watch(tps, follower=follower).wait(timeout_s)
+
+    def watch(self, tps: Iterable[TopicPartition], *, follower: bool = False) -> DataWatch:
+        """`wait_for_data` in two steps: the watch is registered now, so a change between this
+        call and `wait` (a request handler that parks in a task of its own starts on a later
+        turn of the loop) still wakes it."""
+        return DataWatch(self._append_watchers if follower else self._hw_watchers, list(tps))
 
     async def wait_for_acks(self, waits: list[tuple[TopicPartition, int]], timeout_s: float) -> dict[TopicPartition, ErrorCode]:
         """acks=all (Kafka's DelayedProduce): wait until each partition's high watermark reaches its
@@ -325,3 +312,35 @@ class ReplicaManager:
 
     def checkpoint_high_watermarks(self) -> None:
         self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
+
+
+class DataWatch:
+    """One registration in the purgatory's watchers (ReplicaManager.watch); `wait` once."""
+
+    def __init__(self, watchers: dict[TopicPartition, list[asyncio.Future[None]]], keys: list[TopicPartition]) -> None:
+        self._watchers = watchers
+        self._keys = keys
+        self._fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for tp in keys:
+            watchers.setdefault(tp, []).append(self._fut)
+
+    async def wait(self, timeout_s: float) -> None:
+        try:
+            async with asyncio.timeout(max(timeout_s, 0)):
+                await asyncio.shield(self._fut)
+        except TimeoutError:
+            pass
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for tp in self._keys:
+            lst = self._watchers.get(tp)
+            if lst is not None:
+                try:
+                    lst.remove(self._fut)
+                except ValueError:
+                    pass
+                if not lst:
+                    del self._watchers[tp]
+        self._keys = []

@@ -111,18 +111,25 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     if total >= req.min_bytes or errors or wait_ms <= 0 or not topics:
         return done(result)
 
+    loop_deadline = node.clock() + wait_ms / 1000
+    tps = [TopicPartition(name, p.partition) for t, name, _ in topics if name for p in t.partitions]
+    # Watch now, not when the task below first runs (a later turn of the loop): an append or a
+    # high-watermark move in between would otherwise be missed and the fetch sit out max_wait.
+    watch = node.replica_manager.watch(tps, follower=follower)
+
     async def delayed() -> Any:
-        loop_deadline = node.clock() + wait_ms / 1000
-        tps = [TopicPartition(name, p.partition) for t, name, _ in topics if name for p in t.partitions]
+        try:
+            await watch.wait(loop_deadline - node.clock())
+        finally:
+            watch.close()
         while True:
-            remaining = loop_deadline - node.clock()
-            if remaining <= 0:
-                break
-            await node.replica_manager.wait_for_data(tps, remaining, follower=follower)
             res, tot, errs = _read_all(node, ctx, req, topics, resp_cls, replica_id)
             if tot >= req.min_bytes or errs:
                 return done(res)
-        return done(_read_all(node, ctx, req, topics, resp_cls, replica_id)[0])
+            remaining = loop_deadline - node.clock()
+            if remaining <= 0:
+                return done(res)
+            await node.replica_manager.wait_for_data(tps, remaining, follower=follower)
 
     return delayed()
 
