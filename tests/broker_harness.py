@@ -133,7 +133,7 @@ class BrokerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
-            raise
+            raise TimeoutError(f"broker did not stop in {timeout}s after SIGTERM:\n{self.log_text()}") from None
 
     def kill(self) -> None:
         """kill -9: an unclean stop."""

@@ -737,6 +737,10 @@ class BrokerNode:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
 
+    async def _stop_quorum(self) -> None:
+        self.quorum_controller.fail_pending("this node is shutting down")
+        await self.raft_driver.stop()
+
     async def stop(self) -> None:
         if self._stopping:
             return
@@ -770,7 +774,7 @@ class BrokerNode:
         steps.append(("background tasks", self._stop_tasks))
         steps.append(("storage io", self.storage_io.stop))  # jobs in flight finish before the logs close
         if hasattr(self, "raft_driver"):
-            steps.append(("metadata quorum", self.raft_driver.stop))
+            steps.append(("metadata quorum", self._stop_quorum))
         for name, step in steps:
             started = time.monotonic()
             result = step()

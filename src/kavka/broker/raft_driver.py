@@ -88,6 +88,8 @@ class RaftDriver:
         self._server: asyncio.Server | None = None
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopping = False
+        self._inbound: set[asyncio.StreamWriter] = set()  # accepted connections, closed by stop()
         self._out: dict[int, asyncio.StreamWriter] = {}
         self._pending: dict[int, tuple[int, m.Message]] = {}  # correlation id -> (peer, request)
         self._answer_to: dict[tuple[int, int], asyncio.StreamWriter] = {}
@@ -170,19 +172,25 @@ class RaftDriver:
 
     async def stop(self) -> None:
         # Fixed order: stop polling, stop accepting, close connections, then their tasks.
+        self._stopping = True  # a connection accepted from here on is closed by its handler at once
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self._server is not None:
             self._server.close()
-        for w in list(self._out.values()) + list(self._answer_to.values()):
-            w.close()
-        for t in list(self._tasks):
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for w in list(self._out.values()) + list(self._answer_to.values()) + list(self._inbound):
+            w.close()  # an inbound connection's handler then reads EOF, even if a cancel is lost
+        while self._tasks:  # a handler that started meanwhile is in the next round
+            for t in list(self._tasks):
+                t.cancel()
+            await asyncio.wait(list(self._tasks), timeout=1.0)  # rounds: a swallowed cancel is repeated
         if self._server is not None:
-            await self._server.wait_closed()
+            # Waits for every accepted connection's transport to close; bounded, so a peer's
+            # connection accepted in the last moment cannot hold the node's shutdown.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    await self._server.wait_closed()
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -312,9 +320,13 @@ class RaftDriver:
     # ---- inbound -------------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._stopping:
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
+        self._inbound.add(writer)
         try:
             while True:
                 frame = await _read_frame(reader)
@@ -337,6 +349,7 @@ class RaftDriver:
             pass  # stop(): asyncio's server callback would log a cancelled handler as an error
         finally:
             writer.close()
+            self._inbound.discard(writer)
             if self.controller_apis is not None:
                 self.controller_apis.connection_lost(writer)  # a broker heartbeating over it may be dead
             if task is not None:

@@ -21,8 +21,9 @@ operation runs in a task of its own, which neither the caller's cancellation
 (a client that closed its connection) nor its timeout ends -- releasing the
 lock with appended but uncommitted records would let the next operation decide
 on an image without them (two `__consumer_offsets` topics, once). A lost
-leadership always ends the wait (raft's check-quorum resigns a leader cut
-off from the majority), so the lock cannot be held forever. An operation lost to a
+leadership ends the wait (raft's check-quorum resigns a leader cut off from
+the majority), and so does `timeout_s` (a stopping node), so the lock is
+never held for long. An operation lost to a
 leader change raises NotControllerError (the records may still commit under
 the next leader, as in Kafka: a retried CreateTopics then answers
 TOPIC_ALREADY_EXISTS).
@@ -148,6 +149,7 @@ class QuorumController:
         self._delta: MetadataDelta | None = None
         self._applied = -1  # last committed offset replayed into the image or the pending delta
         self._lock = asyncio.Lock()
+        self._stopped: str | None = None  # fail_pending(): the raft driver is stopping
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._changed: asyncio.Event | None = None
         self._write_snapshot = write_snapshot or self._write_snapshot_inline
@@ -213,6 +215,16 @@ class QuorumController:
                     fut.set_exception(NotControllerError(f"leadership moved to {leader_id} in epoch {epoch}"))
             self._waiters.clear()
         self._signal()
+
+    def fail_pending(self, reason: str) -> None:
+        """This node is stopping its raft driver: operations waiting for a commit that can no
+        longer come end now (NotControllerError) and release the lock, so handlers still being
+        served do not wait out `timeout_s`."""
+        self._stopped = reason  # and operations from now on are refused
+        for _, fut in self._waiters:
+            if not fut.done():
+                fut.set_exception(NotControllerError(reason))
+        self._waiters.clear()
 
     def after_poll(self) -> None:
         """Publish what the last poll committed; complete the operations it covered."""
@@ -312,13 +324,19 @@ class QuorumController:
     async def _run(self, decide: Callable[[MetadataImage], tuple[Sequence[Any], T]]) -> T:
         task = asyncio.ensure_future(self._run_exclusive(decide))
         task.add_done_callback(_consume_exception)  # the caller may be gone when it ends
+        # Not wait_for: Python 3.11's returns the result when the task ends in the same loop
+        # iteration as the caller's cancellation, losing the cancel (a raft driver's stop() then
+        # waited forever on a connection handler that went back to reading).
         try:
-            return await asyncio.wait_for(asyncio.shield(task), timeout=self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):
+                return await asyncio.shield(task)
         except TimeoutError:
             raise TimeoutError(f"the metadata operation did not commit in {self.timeout_s:.0f}s") from None
 
     async def _run_exclusive(self, decide: Callable[[MetadataImage], tuple[Sequence[Any], T]]) -> T:
         async with self._lock:
+            if self._stopped is not None:
+                raise NotControllerError(self._stopped)
             if not self.raft.leader_ready():
                 if self.raft.leader_and_epoch().leader_id != self.raft.node_id:
                     raise NotControllerError(f"the active controller is {self.raft.leader_and_epoch().leader_id}")
@@ -338,7 +356,13 @@ class QuorumController:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((last, fut))
         self._wakeup()
-        await fut  # committed, or failed by a leader change (handle_leader_change)
+        # Committed, failed by a leader change (handle_leader_change), or -- a quorum that stalls,
+        # a node stopping its raft driver -- given up after timeout_s, releasing the lock.
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                await fut
+        except TimeoutError:
+            raise TimeoutError(f"metadata records up to offset {last} not committed in {self.timeout_s:.0f}s") from None
 
     # ---- brokers: registration, heartbeats, fencing, controlled shutdown ---------------------
 

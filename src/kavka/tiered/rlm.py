@@ -206,8 +206,9 @@ class RemoteLogManager:
 
     async def _loop(self) -> None:
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(self.interval_ms, 10) / 1000)
+            with contextlib.suppress(TimeoutError):  # not wait_for: 3.11's can lose stop()'s cancel
+                async with asyncio.timeout(max(self.interval_ms, 10) / 1000):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 await self.run_once()
