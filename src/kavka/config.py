@@ -196,10 +196,6 @@ def _replica_selector(v: str) -> str | None:
     return f"kavka cannot load Java classes; the supported selector is {RACK_AWARE_REPLICA_SELECTOR} (or leave it unset: consumers read from leaders only)"
 
 
-def _refuse_fetch_quota(v: int) -> str | None:
-    return None if v == LONG_MAX else "a remote fetch quota is not supported yet: remote reads are bounded by remote.log.reader.threads only"
-
-
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     d.config.name: d
     for d in [
@@ -349,7 +345,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("remote.log.storage.manager.class.name", _S, None, "the RemoteStorageManager: local, s3 or module:Class; configured by the rsm.config.* keys"),
         _b("remote.log.manager.task.interval.ms", _L, 30000, "how often the remote log manager copies and expires segments", at_least(1)),
         _b("remote.log.manager.copy.max.bytes.per.second", _L, LONG_MAX, "throttle of segment copies to remote storage", at_least(1), dynamic=True),
-        _b("remote.log.manager.fetch.max.bytes.per.second", _L, LONG_MAX, "", _refuse_fetch_quota),
+        _b("remote.log.manager.fetch.max.bytes.per.second", _L, LONG_MAX, "quota of reads from remote storage (KIP-956): over it, remote reads wait", at_least(1), dynamic=True),
+        _b("remote.log.manager.fetch.quota.window.num", _I, 11, "samples of the remote fetch quota's rate", at_least(1)),
+        _b("remote.log.manager.fetch.quota.window.size.seconds", _I, 1, "length of one sample of the remote fetch quota's rate", at_least(1)),
         _b("remote.log.reader.threads", _I, 10, "threads serving reads from remote storage", at_least(1)),
         _b("remote.log.metadata.topic.num.partitions", _I, 50, "partitions of __remote_log_metadata", at_least(1)),
         _b("remote.log.metadata.topic.replication.factor", _I, 3, "replicas of __remote_log_metadata (capped by the brokers registered when it is created)", at_least(1)),

@@ -11,6 +11,7 @@ start offset; a kill -9 between a copy and its COPY_SEGMENT_FINISHED leaves no h
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -477,4 +478,51 @@ def test_a_blocked_remote_read_stalls_nothing_else(tmp_path: Path) -> None:
         assert [r.value for r in recs] == [s.value for s in samples[:len(recs)]]
     finally:
         (remote / "block-reads").unlink(missing_ok=True)
+        assert b.stop() == 0, b.log_text()
+
+
+def test_remote_fetch_quota_holds_back_remote_reads(tmp_path: Path) -> None:
+    """remote.log.manager.fetch.max.bytes.per.second (KIP-956): once the bytes read from remote
+    storage are over the quota, a fetch of remote-only data gets no records and no error (it waits
+    like a fetch with too little data); reading the remote part of the log then takes at least
+    the time the quota implies, and every record still arrives."""
+    from kavka.protocol.records import iter_records
+
+    quota, windows = 4000, 2  # bytes/s; 2 samples of 1 s: the rate is measured over 1 to 2 s
+    remote = tmp_path / "remote"
+    b = tiered_broker(tmp_path / "b", remote, **{
+        "remote.log.manager.fetch.max.bytes.per.second": str(quota),
+        "remote.log.manager.fetch.quota.window.num": str(windows),
+        "remote.log.manager.fetch.quota.window.size.seconds": "1",
+    }).start()
+    try:
+        topic = "tiered-fetch-quota"
+        samples = produce_past_local_retention(b, topic, n=600)
+        local_start = list_offset(b, topic, EARLIEST_LOCAL)[1]
+        got: list = []
+        remote_bytes = largest = throttled = 0
+        offset, started = 0, time.monotonic()
+        deadline = started + 90
+        while offset < local_start:
+            assert time.monotonic() < deadline, f"remote part not read in 90 s (at offset {offset} of {local_start})"
+            err, data = raw_fetch(b, topic, {0: offset}, partition_max_bytes=4096)[0]
+            assert err == 0, err
+            if not data:
+                throttled += 1  # held back by the quota: no records, no error
+                continue
+            remote_bytes += len(data)
+            largest = max(largest, len(data))
+            recs = [r for r in iter_records(data) if r.offset >= offset]
+            got.extend(recs)
+            offset = recs[-1].offset + 1
+        elapsed = time.monotonic() - started
+        assert throttled > 0
+        # Reads start only while the rate over the last 1-2 s is under the quota, so in `elapsed`
+        # seconds at most quota * (elapsed + 2 windows) bytes plus one read can have been read.
+        assert remote_bytes - largest <= quota * (elapsed + windows), (remote_bytes, elapsed)
+        assert remote_bytes > 3 * quota  # the bound above says something: over 3 s of quota read
+        assert [r.offset for r in got] == list(range(len(got)))
+        assert [r.value for r in got] == [s.value for s in samples[:len(got)]]
+        assert_same_records(ck_read_to_end(b.bootstrap, topic), samples)  # a client reads through the quota
+    finally:
         assert b.stop() == 0, b.log_text()

@@ -177,8 +177,10 @@ def test_tiered_topic_configs_follow_kafkas_checks():
 def test_tiered_broker_configs():
     with pytest.raises(ConfigError, match="remote.log.storage.manager.class.name"):
         build_config({"node.id": "1", "remote.log.storage.system.enable": "true"})
-    with pytest.raises(ConfigError, match="remote.log.manager.fetch.max.bytes.per.second"):
-        build_config({"node.id": "1", "remote.log.manager.fetch.max.bytes.per.second": "1000"})
+    assert build_config({"node.id": "1", "remote.log.manager.fetch.max.bytes.per.second": "1000"})[
+        "remote.log.manager.fetch.max.bytes.per.second"] == 1000
+    with pytest.raises(ConfigError, match="remote.log.manager.fetch.quota.window.num"):
+        build_config({"node.id": "1", "remote.log.manager.fetch.quota.window.num": "0"})
     c = build_config({"node.id": "1", "remote.log.storage.system.enable": "true",
                       "remote.log.storage.manager.class.name": "s3", "rsm.config.s3.bucket": "b"})
     assert c.unknown == {"rsm.config.s3.bucket": "b"}  # handed to the plugin, not warned about

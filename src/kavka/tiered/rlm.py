@@ -75,6 +75,7 @@ from kavka.tiered.api import (
     TopicIdPartition,
 )
 from kavka.tiered.metadata import RemoteLogSegmentMetadataUpdate
+from kavka.tiered.quota import UNLIMITED, SampledRate
 from kavka.tiered.remote_index import build_remote_indexes
 from kavka.tiered.remote_log_manager import (
     LocalSegmentView,
@@ -157,6 +158,8 @@ class RemoteLogManager:
         now_ms: Callable[[], int],
         interval_ms: int,
         copy_bytes_per_second: Callable[[], int],
+        fetch_bytes_per_second: Callable[[], int] = lambda: UNLIMITED,
+        fetch_quota_windows: tuple[int, float] = (11, 1.0),
         reader_threads: int = 10,
         crash_point: Callable[[str], None] = lambda _step: None,
         topic_exists: Callable[[uuid.UUID], bool] = lambda _tid: True,
@@ -172,6 +175,9 @@ class RemoteLogManager:
         self.crash_point = crash_point
         self.topic_exists = topic_exists
         self.reader = RemoteLogReader(rsm, threads=reader_threads)
+        self.fetch_bytes_per_second = fetch_bytes_per_second
+        self.fetch_rate = SampledRate(*fetch_quota_windows)  # bytes read from remote storage (KIP-956)
+        self.remote_fetches_throttled = 0  # partitions of Fetches not read because of the quota
         self._task: asyncio.Task[None] | None = None
         self._quota_free_at = 0.0  # monotonic time at which the bytes copied so far fit the rate
         self.bytes_copied = 0
@@ -451,8 +457,15 @@ class RemoteLogManager:
     def segment_for(self, part: Any, offset: int) -> RemoteLogSegmentMetadata | None:
         return self.metadata.cache(self.tip(part)).segment_for_offset(offset)
 
+    def fetch_throttle_ms(self) -> int:
+        """> 0 while the bytes read from remote storage are over
+        `remote.log.manager.fetch.max.bytes.per.second`: no new remote read starts (kavka.tiered.quota)."""
+        return self.fetch_rate.throttle_ms(self.fetch_bytes_per_second())
+
     async def read(self, reqs: list[RemoteFetch]) -> list[bytes | BaseException]:
-        return await self.reader.read_many(reqs)
+        results = await self.reader.read_many(reqs)
+        self.fetch_rate.record(sum(len(r) for r in results if not isinstance(r, BaseException)))
+        return results
 
     async def record_for_timestamp(self, part: Any, timestamp: int) -> tuple[int, int, int] | None:
         """(timestamp, offset, leader epoch) of the first record in remote storage at or above the

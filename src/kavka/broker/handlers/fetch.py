@@ -99,10 +99,10 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     if follower and ctx.api_version >= 15 and _stale_replica(node, replica_id, req.replica_state.replica_epoch):
         # A fetch from an earlier incarnation of that broker (KIP-903): it must not move the high watermark.
         return _read_all(node, ctx, req, topics, resp_cls, replica_id, stale_replica=True)[0]
-    remote_plan = {} if follower else _remote_plan(node, topics)
+    remote_plan, throttled = ({}, frozenset()) if follower else _remote_plan(node, topics)
     if remote_plan:
-        return _read_with_remote(node, ctx, req, topics, resp_cls, remote_plan)
-    result, total, errors = _read_all(node, ctx, req, topics, resp_cls, replica_id)
+        return _read_with_remote(node, ctx, req, topics, resp_cls, remote_plan, throttled)
+    result, total, errors = _read_all(node, ctx, req, topics, resp_cls, replica_id, throttled=throttled)
     wait_ms = int(req.max_wait.total_seconds() * 1000)
 
     def done(res: SplicedResponse) -> SplicedResponse:
@@ -123,7 +123,7 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
         finally:
             watch.close()
         while True:
-            res, tot, errs = _read_all(node, ctx, req, topics, resp_cls, replica_id)
+            res, tot, errs = _read_all(node, ctx, req, topics, resp_cls, replica_id, throttled=throttled)
             if tot >= req.min_bytes or errs:
                 return done(res)
             remaining = loop_deadline - node.clock()
@@ -139,15 +139,21 @@ def _stale_replica(node: BrokerNode, replica_id: int, replica_epoch: int) -> boo
     return b is None or (replica_epoch >= 0 and replica_epoch < b.epoch)
 
 
-def _remote_plan(node: BrokerNode, topics: list[tuple[Any, str | None, Any]]) -> dict[tuple[str, int], Any]:
-    """The partitions of this Fetch to read from remote storage, with what to read."""
+def _remote_plan(
+    node: BrokerNode, topics: list[tuple[Any, str | None, Any]]
+) -> tuple[dict[tuple[str, int], Any], frozenset[tuple[str, int]]]:
+    """The partitions of this Fetch to read from remote storage, with what to read; and those
+    that would be but the remote fetch quota is used up (KIP-956: answered with no records and
+    no error, so the fetch waits like one with too little data and the consumer asks again)."""
     rlm = getattr(node, "remote_log_manager", None)
     if rlm is None:
-        return {}
+        return {}, frozenset()
     from kavka.tiered.remote_reader import RemoteFetch
 
     rm = node.replica_manager
     plan: dict[tuple[str, int], Any] = {}
+    throttled: set[tuple[str, int]] = set()
+    throttle_ms: int | None = None
     for t, name, _ in topics:
         if name is None:
             continue
@@ -159,16 +165,23 @@ def _remote_plan(node: BrokerNode, topics: list[tuple[Any, str | None, Any]]) ->
             if lg.log_start_offset <= fp.fetch_offset < lg.local_log_start_offset:
                 md = rlm.segment_for(p, fp.fetch_offset)
                 if md is not None:
+                    if throttle_ms is None:
+                        throttle_ms = rlm.fetch_throttle_ms()
+                    if throttle_ms > 0:
+                        throttled.add((name, fp.partition))
+                        rlm.remote_fetches_throttled += 1
+                        continue
                     plan[(name, fp.partition)] = RemoteFetch(md, fp.fetch_offset, fp.partition_max_bytes, min_one_message=True)
-    return plan
+    return plan, frozenset(throttled)
 
 
 async def _read_with_remote(
-    node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tuple[Any, str | None, Any]], resp_cls: type, plan: dict[tuple[str, int], Any]
+    node: BrokerNode, ctx: RequestContext, req: Any, topics: list[tuple[Any, str | None, Any]], resp_cls: type,
+    plan: dict[tuple[str, int], Any], throttled: frozenset[tuple[str, int]] = frozenset(),
 ) -> Any:
     keys = list(plan)
     results = await node.remote_log_manager.read([plan[k] for k in keys])
-    resp = _read_all(node, ctx, req, topics, resp_cls, remote=dict(zip(keys, results, strict=True)))[0]
+    resp = _read_all(node, ctx, req, topics, resp_cls, remote=dict(zip(keys, results, strict=True)), throttled=throttled)[0]
     return _count_bytes_out(node, topics, resp)
 
 
@@ -215,6 +228,7 @@ def _read_all(
     remote: dict[tuple[str, int], bytes | BaseException] | None = None,
     *,
     stale_replica: bool = False,
+    throttled: frozenset[tuple[str, int]] = frozenset(),
 ) -> tuple[Any, int, bool]:
     rm = node.replica_manager
     now_ms = node.now_ms()
@@ -291,10 +305,12 @@ def _read_all(
                     fetched = remote.get((name, fp.partition)) if remote is not None and name is not None else None
                     if isinstance(fetched, BaseException):
                         raise fetched
-                    if fetched is None and p.is_leader:
+                    if fetched is None and p.is_leader and (name, fp.partition) not in throttled:
                         preferred = _preferred_read_replica(node, ctx, req, p, fetch_offset=fp.fetch_offset, now_ms=now_ms)
                         any_error |= preferred != NO_PREFERRED_REPLICA  # answered at once, with no records, as Kafka does
-                    if fetched is not None:
+                    if fetched is None and (name, fp.partition) in throttled:
+                        pass  # remote fetch quota used up: no records, no error (KIP-956)
+                    elif fetched is not None:
                         records = _cut(fetched, max(limit, 0), min_one)
                         if ctx.api_version < 4:
                             records = down_convert(records, 0 if ctx.api_version < 2 else 1)
