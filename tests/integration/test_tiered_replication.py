@@ -309,3 +309,76 @@ def test_wiped_follower_rebuilds_only_the_local_tail(split_cluster: Cluster) -> 
     for b in c.brokers:
         if b != victim:
             c.nodes[b].start()
+
+
+@pytest.fixture
+def unclean_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """One controller-only voter and three brokers; __remote_log_metadata on all three."""
+    yield from _running(Cluster(tmp_path, 4, overrides=tiered_overrides(tmp_path / "remote"), controllers=1))
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> list[int]:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 4096,
+                  "message.timeout.ms": 60000})
+    offsets: list[int] = []
+    errors: list[str] = []
+    for v in values:
+        p.produce(topic, v, partition=0,
+                  on_delivery=lambda err, msg: errors.append(str(err)) if err else offsets.append(msg.offset()))
+        p.poll(0)
+    p.flush(60)
+    assert errors == [] and len(offsets) == len(values), errors[:3]
+    return offsets
+
+
+def test_unclean_election_reads_and_copies_only_the_new_leaders_lineage(unclean_cluster: Cluster) -> None:
+    """KIP-405 after an unclean election (Kafka's isRemoteSegmentWithinLeaderEpochs): the old
+    leader copied records the new leader never had; the new leader neither serves those remote
+    segments nor counts them as copied -- it copies its own records for that range, so a reader
+    from offset 0 gets exactly the new leader's history."""
+    c = unclean_cluster
+    topic = unique("tiered-unclean")
+    admin = ck_admin(c.bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 2, config={
+        **TIERED, "min.insync.replicas": "1", "unclean.leader.election.enable": "true"})])[topic].result(30)
+    wait_until(lambda: _part(c, topic).leader >= 0 and len(_part(c, topic).isrs) == 2, timeout=30,
+               message="led, with both replicas in the ISR")
+    a = _part(c, topic).leader
+    b = next(r for r in _part(c, topic).replicas if r != a)
+    pad = b"p" * 100
+    both = [b"both-%04d-" % i + pad for i in range(300)]
+    _produce(c.nodes[a].bootstrap, topic, both)
+    wait_until(lambda: list_offset(c.nodes[a], topic, LATEST_TIERED)[1] >= 100, timeout=60,
+               message="the first leader to copy")
+    c.nodes[b].kill()
+    _isr(c, topic, 1)
+    _produce(c.nodes[a].bootstrap, topic, [b"a-only-%04d-" % i + pad for i in range(400)])
+    wait_until(lambda: list_offset(c.nodes[a], topic, LATEST_TIERED)[1] >= len(both) + 200, timeout=60,
+               message="the first leader to copy records only it has")
+    c.nodes[a].kill()
+    c.nodes[b].start()
+    wait_until(lambda: _part(c, topic).leader == b, timeout=SESSION_MS / 1000 + 30,
+               message="the out-of-sync replica elected uncleanly")
+    diverged = [m for m in remote_segments(c, topic) if m.broker_id == a and m.end_offset >= len(both) + 100]
+    assert diverged, "the scenario needs remote segments only the old leader's history has"
+
+    mine = [b"b-%04d-" % i + pad for i in range(900)]  # past the local retention: its start passes ~400
+    offsets = _produce(c.nodes[b].bootstrap, topic, mine)
+    start = offsets[0]
+    assert start <= len(both)  # the new leader's history: it had at most what was acknowledged to both
+    # its own records reach remote storage and leave its local disk (so they are read back from there)
+    wait_until(lambda: list_offset(c.nodes[b], topic, EARLIEST_LOCAL)[1] > start + 100, timeout=90,
+               message="the new leader to copy its own records and delete them locally")
+    got = ck_read_to_end(c.nodes[b].bootstrap, topic, [0], timeout=60)
+    assert [m.offset for m in got] == list(range(len(got)))
+    values = [m.value for m in got]
+    assert values[:start] == both[:start]
+    assert values[start:] == mine, "a record of the old leader's diverged history was served"
+    segs = remote_segments(c, topic)
+    assert any(m.broker_id == b and m.start_offset <= start <= m.end_offset for m in segs), \
+        "the new leader copied the range the old leader's diverged segments cover"
+    # ... and only that: what the old leader copied of the shared history was not copied again
+    # (the restarted broker waited to catch up on __remote_log_metadata before copying)
+    shared_end = max(m.end_offset for m in segs if m.broker_id == a and m.end_offset < start)
+    assert all(m.end_offset > shared_end for m in segs if m.broker_id == b), \
+        [(m.broker_id, m.start_offset, m.end_offset) for m in segs]

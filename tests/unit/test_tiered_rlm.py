@@ -266,3 +266,51 @@ def test_simulation_never_loses_an_offset(seed: int) -> None:
         rng.choice(steps)()
         p.check()
     assert p.cache.highest_offset_in_remote_storage >= 0  # the run did tier something
+
+
+# ---- epoch lineage (unclean elections): remote_log_manager.within_leader_epochs
+
+
+def lineage_md(start: int, end: int, epochs: dict[int, int]) -> RemoteLogSegmentMetadata:
+    return RemoteLogSegmentMetadata(
+        segment_id=RemoteLogSegmentId.generate(TP), start_offset=start, end_offset=end, max_timestamp_ms=0,
+        broker_id=1, event_timestamp_ms=5, segment_size_in_bytes=100, segment_leader_epochs=epochs)
+
+
+def test_a_segment_copied_past_an_unclean_elections_divergence_is_off_the_lineage() -> None:
+    from kavka.tiered.remote_log_manager import unreferenced_segments, within_leader_epochs
+
+    # The old leader (epoch 1) copied [0, 49] and [50, 99]; the new leader was elected uncleanly
+    # with only [0, 49] of epoch 1: its lineage is epoch 1 from 0, epoch 2 from 50.
+    lineage = [(1, 0), (2, 50)]
+    first, diverged = lineage_md(0, 49, {1: 0}), lineage_md(50, 99, {1: 50})
+    assert within_leader_epochs(first, lineage)
+    assert not within_leader_epochs(diverged, lineage)  # epoch 1 went on past 49 there
+    # what the new leader copies of its own history is on it
+    assert within_leader_epochs(lineage_md(50, 120, {2: 50}), lineage, log_end_offset=130)
+    assert not within_leader_epochs(lineage_md(50, 120, {2: 50}), lineage, log_end_offset=120)  # not below the log end
+    # a segment spanning the epoch change, as this leader wrote it
+    assert within_leader_epochs(lineage_md(40, 60, {1: 40, 2: 50}), lineage)
+    assert not within_leader_epochs(lineage_md(40, 60, {1: 40, 2: 55}), lineage)  # epoch 2 began elsewhere
+    assert not within_leader_epochs(lineage_md(40, 60, {1: 40, 3: 50}), lineage)  # an epoch this leader never had
+    assert not within_leader_epochs(lineage_md(130, 140, {4: 130}), lineage)  # beyond the lineage's last epoch
+    # epochs with no records are ignored on both sides (Kafka's filtered maps)
+    assert within_leader_epochs(lineage_md(40, 60, {1: 40, 4: 50}), [(1, 0), (2, 50), (3, 50), (4, 50)])
+    assert within_leader_epochs(lineage_md(0, 49, {1: 0}), [(0, 0), (1, 0), (2, 50)])
+    # no lineage to judge by: every segment counts
+    assert within_leader_epochs(diverged, [])
+    # segments whose epochs all precede the lineage (retention moved its start past them)
+    assert unreferenced_segments([first, lineage_md(60, 70, {2: 60})], [(2, 55)]) == [first]
+
+
+def test_an_older_leaders_overlapping_segment_stays_valid_after_the_log_start_moves() -> None:
+    from kavka.tiered.remote_log_manager import within_leader_epochs
+
+    # Kafka's example: the cache was {5: 10, 7: 15, 9: 100}; segment 2 (from a later leader)
+    # overlaps segment 1; once segment 1 is deleted the log start is 51 and the cache starts there.
+    lineage = [(5, 10), (7, 15), (9, 100)]
+    seg1 = lineage_md(5, 50, {5: 10, 7: 15})
+    seg2 = lineage_md(14, 150, {5: 14, 7: 15, 9: 100})
+    assert within_leader_epochs(seg1, lineage) and within_leader_epochs(seg2, lineage)
+    assert within_leader_epochs(seg2, [(7, 51), (9, 100)])
+    assert not within_leader_epochs(lineage_md(14, 150, {5: 14, 7: 16, 9: 100}), lineage)  # epoch 7 began elsewhere

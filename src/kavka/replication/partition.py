@@ -103,6 +103,8 @@ class Partition:
         # sent only to a replica that holds its fetch offset).
         self._follower_log_starts: dict[int, int] = {}
         self._follower_hw = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
+        self._leader_hw_seen = False  # a fetch answer of the current leadership gave the high watermark
+        self._leader_hw = -1  # the last one it gave
         if registration.leader == local_broker_id:
             self._become_leader(registration, now_ms)
 
@@ -137,6 +139,13 @@ class Partition:
         if self.leader_state is not None:
             return self.leader_state.high_watermark
         return self._follower_hw
+
+    @property
+    def high_watermark_known(self) -> bool:
+        """Leader, or a follower that heard the high watermark from the current leader and holds
+        every record below it (after a restart or a leader change, the checkpointed one may be far
+        behind the partition's, and a follower still catching up caps it at its own log end)."""
+        return self.leader_state is not None or (self._leader_hw_seen and self._follower_hw >= self._leader_hw)
 
     @property
     def log_end_offset(self) -> int:
@@ -185,6 +194,8 @@ class Partition:
                 changed = True
             elif reg.leader != old.leader or reg.leader_epoch != old.leader_epoch:
                 changed = True
+            if changed:
+                self._leader_hw_seen = False
         if changed or self.high_watermark != hw_before:
             self.on_change(self.tp)
         return changed
@@ -399,6 +410,8 @@ class Partition:
         the high watermark is the leader's, capped by this log's end)."""
         if self.leader_state is not None:
             return
+        self._leader_hw_seen = True
+        self._leader_hw = leader_high_watermark
         log = self.log
         if leader_log_start_offset > log.log_start_offset:
             target = min(leader_log_start_offset, log.log_end_offset)

@@ -138,8 +138,10 @@ class RemoteLogMetadataCache:
         # COPY_SEGMENT_FINISHED segments ordered by start offset, for reads
         self._starts: list[int] = []
         self._finished: list[RemoteLogSegmentMetadata] = []
+        self.version = 0  # bumped by every applied event (callers cache what they derive)
 
     def apply(self, event: MetadataEvent) -> None:
+        self.version += 1
         key = event.segment_id.id
         if isinstance(event, RemoteLogSegmentMetadata):
             if event.state is not RemoteLogSegmentState.COPY_SEGMENT_STARTED:

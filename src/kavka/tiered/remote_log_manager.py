@@ -20,6 +20,13 @@ Invariants:
   (remote plus local-only bytes over the limit, oldest first), or wholly below the log start
   offset, are deleted; the log start offset moves past the last deleted one (both tiers: a local
   copy of deleted data goes too, by the local "log start offset breach" pass).
+* Epoch lineage (after an unclean election): a remote segment counts -- for reads, for the
+  highest copied offset the next copy starts after, for total retention -- only if its leader
+  epochs lie on the current leader's epoch lineage (``within_leader_epochs``, Kafka's
+  isRemoteSegmentWithinLeaderEpochs): a segment the old leader copied past the point where the
+  new leader's history diverged is never read, and the new leader copies its own records for
+  that range. Segments whose epochs all precede the lineage's earliest epoch are unreferenced and
+  deleted (``unreferenced_segments``).
 * remote.log.copy.disable (KIP-950): the copy task does not call ``segments_to_copy``; remote data
   stays readable and expires; ``validate_tiered_topic_config`` then requires local and total
   retention to be identical, as Kafka does.
@@ -169,3 +176,63 @@ def remote_segments_to_delete(remote: Sequence[RemoteLogSegmentMetadata], *,
     if not out:
         return Expiration(out, log_start_offset)
     return Expiration(out, max(log_start_offset, max(m.end_offset for m in out) + 1))
+
+
+def _epochs_with_records(epochs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(epoch, start offset) pairs by epoch, without epochs that hold no records (an epoch whose
+    next epoch starts at the same offset), as Kafka's buildFilteredLeaderEpochMap."""
+    ordered = sorted(epochs)
+    return [e for i, e in enumerate(ordered) if i + 1 == len(ordered) or ordered[i + 1][1] != e[1]]
+
+
+def within_leader_epochs(md: RemoteLogSegmentMetadata, lineage: Sequence[tuple[int, int]],
+                         log_end_offset: int | None = None) -> bool:
+    """Whether remote segment ``md`` lies on ``lineage`` -- the leader's (epoch, start offset)
+    entries -- so its records are the leader's (Kafka's isRemoteSegmentWithinLeaderEpochs):
+
+    - its last epoch is within the lineage's range, and from its first epoch the lineage knows
+      on, every epoch of the segment is in the lineage;
+    - that first epoch starts inside the segment no earlier than in the lineage (unless it is the
+      lineage's first epoch: earlier data may have been deleted);
+    - each epoch's successor is the same in both (a segment whose epoch went on where the lineage
+      moved to another epoch diverged), and the segment's last epoch ends no later than the
+      lineage's next epoch begins;
+    - with ``log_end_offset``, it ends below the log end offset.
+
+    A lineage with no epochs (a log that has none) cannot judge: every segment counts."""
+    lin = _epochs_with_records(lineage)
+    seg = _epochs_with_records(list(md.segment_leader_epochs.items()))
+    if not lin or not seg:
+        return True
+    lin_start = dict(lin)
+    lin_index = {e: i for i, (e, _) in enumerate(lin)}
+    last_epoch = seg[-1][0]
+    if last_epoch < lin[0][0] or last_epoch > lin[-1][0]:
+        return False
+    first = next((e for e, _ in seg if e >= lin[0][0]), None)
+    if first is None:
+        return False
+    for i, (epoch, offset) in enumerate(seg):
+        if epoch < first:
+            continue
+        j = lin_index.get(epoch)
+        if j is None:
+            return False
+        if epoch == first and j > 0 and offset < lin_start[epoch]:
+            return False
+        if epoch == last_epoch:
+            if j + 1 < len(lin) and md.end_offset > lin[j + 1][1] - 1:
+                return False
+        elif j + 1 >= len(lin) or lin[j + 1] != seg[i + 1]:
+            return False
+    return log_end_offset is None or md.end_offset < log_end_offset
+
+
+def unreferenced_segments(remote: Sequence[RemoteLogSegmentMetadata],
+                          lineage: Sequence[tuple[int, int]]) -> list[RemoteLogSegmentMetadata]:
+    """Segments whose every epoch precedes the lineage's earliest epoch: no leader will read or
+    count them again (an unclean election left them behind); Kafka's expiration deletes them."""
+    if not lineage:
+        return []
+    earliest = min(e for e, _ in lineage)
+    return [m for m in remote if m.segment_leader_epochs and all(e < earliest for e in m.segment_leader_epochs)]

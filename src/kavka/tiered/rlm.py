@@ -53,6 +53,7 @@ written).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import functools
 import logging
@@ -82,6 +83,8 @@ from kavka.tiered.remote_log_manager import (
     TieredTopicConfig,
     remote_segments_to_delete,
     segments_to_copy,
+    unreferenced_segments,
+    within_leader_epochs,
 )
 from kavka.tiered.remote_reader import RemoteFetch, RemoteLogReader
 from kavka.tiered.topic_metadata import TopicBasedRemoteLogMetadataManager
@@ -180,6 +183,7 @@ class RemoteLogManager:
         self.remote_fetches_throttled = 0  # partitions of Fetches not read because of the quota
         self._task: asyncio.Task[None] | None = None
         self._quota_free_at = 0.0  # monotonic time at which the bytes copied so far fit the rate
+        self._lineage_cache: dict[Any, tuple[Any, list[RemoteLogSegmentMetadata], list[int]]] = {}
         self.bytes_copied = 0
         self.segments_copied = 0
         self.segments_deleted = 0
@@ -231,8 +235,37 @@ class RemoteLogManager:
     def sync_logs(self) -> None:
         for part in list(self.replica_manager.partitions.values()):
             if part.log.config.remote_storage_enable:
-                cache = self.metadata.cache(self.tip(part))
-                part.log.highest_offset_in_remote = cache.highest_offset_in_remote_storage
+                part.log.highest_offset_in_remote = self.highest_in_remote(part)
+
+    # Remote segments on this replica's epoch lineage (remote_log_manager.within_leader_epochs):
+    # after an unclean election, what the old leader copied past the point where this log's
+    # history diverged is neither read, nor counted as copied, nor counted for retention.
+
+    def _on_lineage(self, part: Any, *, check_end: bool) -> list[RemoteLogSegmentMetadata]:
+        lg: Log = part.log
+        cache = self.metadata.cache(self.tip(part))
+        lineage = tuple((e.epoch, e.start_offset) for e in lg.leader_epoch_cache.epoch_entries())
+        if check_end:
+            return [m for m in cache.readable() if within_leader_epochs(m, lineage, lg.log_end_offset)]
+        return self._on_lineage_by_start(part)[0]
+
+    def _on_lineage_by_start(self, part: Any) -> tuple[list[RemoteLogSegmentMetadata], list[int]]:
+        """The lineage's segments by start offset, and their start offsets (cached per metadata
+        version and lineage: the read path asks for every remote fetch)."""
+        lg: Log = part.log
+        cache = self.metadata.cache(self.tip(part))
+        lineage = tuple((e.epoch, e.start_offset) for e in lg.leader_epoch_cache.epoch_entries())
+        key = (cache.version, lineage)
+        hit = self._lineage_cache.get(part.tp)
+        if hit is None or hit[0] != key:
+            segments = [m for m in cache.readable() if within_leader_epochs(m, lineage)]
+            hit = (key, segments, [m.start_offset for m in segments])
+            self._lineage_cache[part.tp] = hit
+        return hit[1], hit[2]
+
+    def highest_in_remote(self, part: Any) -> int:
+        """Kafka's highestOffsetInRemoteStorage on this replica's lineage: -1 when nothing is copied."""
+        return max((m.end_offset for m in self._on_lineage(part, check_end=True)), default=-1)
 
     def sync_leadership(self) -> None:
         """The replica manager applied a metadata change: note the tiered partitions this broker
@@ -346,8 +379,7 @@ class RemoteLogManager:
     async def _copy(self, part: Any) -> None:
         lg: Log = part.log
         tip = self.tip(part)
-        cache = self.metadata.cache(tip)
-        highest = cache.highest_offset_in_remote_storage
+        highest = self.highest_in_remote(part)
         lso = part.high_watermark  # no transactions yet: the last stable offset is the high watermark
         epoch = part.leader_epoch
         for view in segments_to_copy(_views(lg), highest_copied_offset=highest, last_stable_offset=lso):
@@ -400,17 +432,22 @@ class RemoteLogManager:
             self._charge_quota(view.size_in_bytes)
             self.bytes_copied += view.size_in_bytes
             self.segments_copied += 1
-            lg.highest_offset_in_remote = cache.highest_offset_in_remote_storage
+            lg.highest_offset_in_remote = self.highest_in_remote(part)
             log.info("copied segment [%d, %d] of %s to remote storage (%d bytes, id %s)", view.base_offset,
                      view.last_offset, part.tp, view.size_in_bytes, segment_id.id)
 
     async def _expire(self, part: Any) -> None:
         lg: Log = part.log
         cache = self.metadata.cache(self.tip(part))
-        remote = cache.readable()
+        lineage = [(e.epoch, e.start_offset) for e in lg.leader_epoch_cache.epoch_entries()]
+        for md in unreferenced_segments(cache.readable(), lineage):
+            log.info("deleting remote segment [%d, %d] of %s: its leader epochs %s precede the leader's lineage",
+                     md.start_offset, md.end_offset, part.tp, sorted(md.segment_leader_epochs))
+            await self._delete_remote(md)
+        remote = self._on_lineage(part, check_end=True)
         if not remote:
             return
-        highest = cache.highest_offset_in_remote_storage
+        highest = max(m.end_offset for m in remote)
         local_only = sum(v.size_in_bytes for v in _views(lg) if v.base_offset > highest)
         exp = remote_segments_to_delete(remote, config=_topic_config(lg), log_start_offset=lg.log_start_offset,
                                         local_only_bytes=local_only, now_ms=self.now_ms())
@@ -455,7 +492,17 @@ class RemoteLogManager:
     # ------------------------------------------------------------------ reads
 
     def segment_for(self, part: Any, offset: int) -> RemoteLogSegmentMetadata | None:
-        return self.metadata.cache(self.tip(part)).segment_for_offset(offset)
+        """The remote segment on this replica's lineage holding ``offset`` (or the first after it:
+        a gap left by compaction); None past the highest one."""
+        segments, starts = self._on_lineage_by_start(part)
+        i = bisect.bisect_right(starts, offset) - 1
+        if i >= 0 and segments[i].end_offset >= offset:
+            return segments[i]
+        # Segments of two leaders may overlap: one that starts earlier can still hold it.
+        for m in reversed(segments[:max(i, 0)]):
+            if m.end_offset >= offset:
+                return m
+        return segments[i + 1] if i + 1 < len(segments) else None
 
     def fetch_throttle_ms(self) -> int:
         """> 0 while the bytes read from remote storage are over
@@ -471,7 +518,7 @@ class RemoteLogManager:
         """(timestamp, offset, leader epoch) of the first record in remote storage at or above the
         log start offset with a timestamp >= ``timestamp`` (ListOffsets), or None."""
         start = part.log.log_start_offset
-        for md in self.metadata.cache(self.tip(part)).readable():
+        for md in self._on_lineage(part, check_end=False):
             if md.end_offset < start or md.max_timestamp_ms < timestamp:
                 continue
             found = await self.reader.record_for_timestamp_async(md, timestamp, start)

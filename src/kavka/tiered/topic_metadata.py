@@ -20,9 +20,10 @@ partition next:
   transition is not in Kafka's table is logged and skipped (never believed).
 * ``poll_remote`` reads the metadata partitions this broker needs but hosts no replica of (more
   brokers than ``remote.log.metadata.topic.replication.factor``) from their leaders, as a consumer.
-* ``ready(tp)``: this broker has applied its metadata partition up to the high watermark it
-  knows, so a new leader starts copying only where the old one stopped (Kafka's
-  ``isReady`` before the copy task runs).
+* ``ready(tp)``: this broker has applied its metadata partition up to the high watermark --
+  its own as the partition's leader, or one heard from the current leader (a restarted
+  follower's checkpointed one may be far behind) --, so a new leader starts copying only where
+  the old one stopped (Kafka's ``isReady`` before the copy task runs).
 
 The topic is created through the controller on first use, as ``__consumer_offsets`` is
 (``remote.log.metadata.topic.num.partitions`` partitions, ``remote.log.metadata.topic.replication.factor``
@@ -137,6 +138,8 @@ class TopicBasedRemoteLogMetadataManager:
             if self._topic_partitions() is None:
                 return True  # no metadata topic yet: nothing was copied
             return p in self._remote_hw and self._applied.get(p, 0) >= self._remote_hw[p]
+        if not part.high_watermark_known:
+            return False  # a restarted follower's checkpointed high watermark may be far behind
         self._poll_partition(p, part)
         return self._applied.get(p, 0) >= part.high_watermark
 
