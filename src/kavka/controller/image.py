@@ -189,6 +189,7 @@ class MetadataDelta:
                 in_controlled_shutdown=(
                     b.in_controlled_shutdown if record.in_controlled_shutdown is None else record.in_controlled_shutdown
                 ),
+                log_dirs=b.log_dirs if record.log_dirs is None else tuple(record.log_dirs),
             )
         else:
             raise TypeError(f"not a metadata record: {record!r}")
