@@ -57,6 +57,7 @@ from kavka.broker.lifecycle import BrokerLifecycle
 from kavka.broker.raft_driver import RaftDriver
 from kavka.broker.storage_io import StorageIoManager
 from kavka.config import BrokerConfig, ConfigError, parse_voters
+from kavka.controller import directories
 from kavka.controller.controller import NewTopic
 from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.quorum_controller import QuorumController
@@ -579,6 +580,8 @@ class BrokerNode:
                 if (tid, pid) not in delta.changed_partitions:
                     continue
                 tp = TopicPartition(t.name, pid)
+                if self.node_id in reg.replicas and self._assigned_to_missing_dir(tp, reg):
+                    continue
                 if self.node_id in reg.replicas:
                     work.append(
                         lambda tp=tp, tid=tid, reg=reg, cfg=cfg, min_isr=min_isr: rm.apply_partition(
@@ -616,6 +619,23 @@ class BrokerNode:
             self._run_slice()  # small deltas are applied before this call returns
             if self._publish_queue:
                 self._publisher = asyncio.get_running_loop().create_task(self._publish_rest(), name="publisher")
+
+    def _assigned_to_missing_dir(self, tp: TopicPartition, reg: Any) -> bool:
+        """KIP-858: the controller records this replica in a dir this broker does not have online
+        (it failed, or was unreadable at start) and the replica is nowhere else here. It stays
+        offline rather than being created empty in another dir: an empty copy that the controller
+        still counts as the last ISR member could be elected and lose every record."""
+        if self.log_manager.get_log(tp.topic, tp.partition) is not None:
+            return False  # the broker is the authority: AssignReplicasToDirs corrects the record
+        recorded = directories.directory_of(reg, self.node_id)
+        if recorded in directories.RESERVED or recorded in self._online_dir_ids():
+            return False
+        log.warning(
+            "%s-%d is assigned to log dir %s, which is not online on this broker: it stays offline "
+            "until that dir returns or the partition is reassigned",
+            tp.topic, tp.partition, recorded,
+        )
+        return True
 
     def _sync_coordinator(self) -> None:
         """The group coordinator follows the leadership of `__consumer_offsets` partitions."""
