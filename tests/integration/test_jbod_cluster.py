@@ -18,7 +18,9 @@ replayed into a MetadataImage the way the controller builds its own.
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -32,7 +34,7 @@ from kavka.controller import records as mr
 from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.protocol.records import iter_records
 from kavka.storage.meta_properties import read_meta_properties
-from tests.broker_harness import Cluster, wait_until
+from tests.broker_harness import KAVKA, Cluster, wait_until
 from tests.integration.helpers import ck_admin, ck_producer, ck_read_to_end, unique
 
 STORAGE_ERROR = 56
@@ -242,9 +244,21 @@ def test_log_dir_failure_moves_leadership_and_loses_nothing(jbod_cluster: JbodCl
             by_path = {d.path: d.error_code for d in a.describe_log_dirs([leader])[leader]}
         assert by_path == {str(failed): STORAGE_ERROR, str(other): 0}
         assert jc.image().brokers[leader].log_dirs == (jc.dir_id(other),)
-        # DescribeLogDirs across the cluster: every broker answers.
-        with AdminClient(jc.bootstrap) as a:
-            assert sorted(a.describe_log_dirs(None, [topic])) == [1, 2, 3]
+        # kafka-log-dirs.sh across the cluster: every broker answers, the failed dir with its error.
+        out = subprocess.run(
+            [*KAVKA, "log-dirs", "describe", "--bootstrap-server", jc.bootstrap, "--broker-list", "1,2,3",
+             "--topic-list", topic, "--json"],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout
+        doc = json.loads(out[out.index("{"):])
+        assert [b["broker"] for b in doc["brokers"]] == [1, 2, 3]
+        errors = {(b["broker"], d["logDir"]): d["error"] for b in doc["brokers"] for d in b["logDirs"]}
+        assert errors[(leader, str(failed))] == "org.apache.kafka.common.errors.KafkaStorageException"
+        assert sum(e is None for e in errors.values()) == 5
+        hosting = {
+            b["broker"] for b in doc["brokers"] for d in b["logDirs"] for r in d["partitions"] if r["partition"] == f"{topic}-0"
+        }
+        assert hosting == {2, 3}  # the failed dir lists no replicas
 
         # Repair and restart: the replica rebuilds from the leader and rejoins the ISR.
         jc.control[leader].write_text("")
