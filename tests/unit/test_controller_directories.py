@@ -195,3 +195,13 @@ def test_heartbeat_with_offline_dirs_commits_the_changes_and_keeps_the_broker_un
         assert qc.image.brokers[1].log_dirs == ("d1a",) and not qc.image.brokers[1].fenced
 
     asyncio.run(run())
+
+
+def test_a_new_replica_set_without_directories_keeps_the_dirs_of_kept_replicas():
+    logic = _logic()
+    image = _with_topic(logic, _cluster(), "t", {0: [1, 2]})
+    image, *_ = _assign(logic, image, 1, [("d1b", "t", 0)])
+    image, *_ = _assign(logic, image, 2, [("d2a", "t", 0)])
+    tid = image.topics_by_name["t"].topic_id
+    image = _apply(image, [mr.PartitionChangeRecord(tid, 0, replicas=(2, 3, 1))])
+    assert _part(image, "t", 0).directories == ("d2a", dirs.UNASSIGNED, "d1b")
