@@ -384,6 +384,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("num.replica.fetchers", _I, 1, "fetcher connections per source broker", at_least(1)),
         _b("num.replica.alter.log.dirs.threads", _I, None, "movers of replicas between log dirs (default: one per log dir)", at_least(1)),
         _b("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX, "throttle of moves between log dirs (KIP-113)", at_least(1), dynamic=True),
+        _b("log.dir.failure.timeout.ms", _L, 30000, "KIP-858: a broker that cannot report a failed log dir to the controller within this shuts down", at_least(1)),
         _b("log.dir.select.strategy", _S, "size", "where new replicas go: size (bytes used and free space) or partitions (fewest, Kafka's rule)", one_of("size", "partitions")),
         _b("metrics.prometheus.port", _I, -1, "port of the Prometheus /metrics endpoint: -1 off, 0 any free port", between(-1, 65535)),
         _b("metrics.prometheus.host", _S, "127.0.0.1", "address the Prometheus endpoint binds"),

@@ -40,6 +40,8 @@ from kio.schema.alter_configs.v2 import request as ac_req
 from kio.schema.alter_configs.v2 import response as ac_resp
 from kio.schema.alter_partition.v3 import request as ap_req
 from kio.schema.alter_partition.v3 import response as ap_resp
+from kio.schema.assign_replicas_to_dirs.v0 import request as ard_req
+from kio.schema.assign_replicas_to_dirs.v0 import response as ard_resp
 from kio.schema.broker_heartbeat.v1 import request as bh_req
 from kio.schema.broker_heartbeat.v1 import response as bh_resp
 from kio.schema.broker_registration.v4 import request as br_req
@@ -101,6 +103,7 @@ RPCS: dict[int, tuple[type, type]] = {
     67: (apid_req.AllocateProducerIdsRequest, apid_resp.AllocateProducerIdsResponse),
     56: (ap_req.AlterPartitionRequest, ap_resp.AlterPartitionResponse),
     43: (el_req.ElectLeadersRequest, el_resp.ElectLeadersResponse),
+    73: (ard_req.AssignReplicasToDirsRequest, ard_resp.AssignReplicasToDirsResponse),
     ks.CREATE_REPLICA_PLACEMENT: (ks.CreateReplicaPlacementRequest, ks.CreateReplicaPlacementResponse),
 }
 
@@ -233,6 +236,7 @@ class ControllerApis:
                 want_fence=req.want_fence,
                 want_shut_down=req.want_shut_down,
                 connection=connection,
+                offline_log_dirs=[uuid_to_str(d) for d in req.offline_log_dirs if d is not None],
             )
         except UNAVAILABLE as e:
             r = HeartbeatReply(unavailable_result(e).error)
@@ -264,6 +268,19 @@ class ControllerApis:
         except UNAVAILABLE as e:
             error, results = unavailable_result(e).error, []
         return alter_partition_response(error, results)
+
+    async def _api_73(self, req: ard_req.AssignReplicasToDirsRequest) -> Any:
+        items = [
+            (uuid_to_str(d.id_), uuid_to_str(t.topic_id), p.partition_index)
+            for d in req.directories
+            for t in d.topics
+            for p in t.partitions
+        ]
+        try:
+            error, results = await self.qc.assign_replicas_to_dirs(req.broker_id, req.broker_epoch, items)
+        except UNAVAILABLE as e:
+            error, results = unavailable_result(e).error, []
+        return assign_replicas_to_dirs_response(error, results)
 
     async def _api_43(self, req: el_req.ElectLeadersRequest) -> Any:
         answer = await elect_leaders.elect_leaders(self.qc, req.election_type, elect_leaders.requested(req))
@@ -298,6 +315,33 @@ def alter_partition_response(error: ErrorCode, results: Sequence[tuple[AlterPart
         throttle_time=_NO_THROTTLE,
         error_code=error,
         topics=tuple(ap_resp.TopicData(topic_id=_uuid(tid), partitions=tuple(ps)) for tid, ps in by_topic.items()),
+    )
+
+
+def _by_dir_and_topic(items: Sequence[tuple[str, str, int, Any]]) -> dict[str, dict[str, list[tuple[int, Any]]]]:
+    out: dict[str, dict[str, list[tuple[int, Any]]]] = {}
+    for d, t, p, extra in items:
+        out.setdefault(d, {}).setdefault(t, []).append((p, extra))
+    return out
+
+
+def assign_replicas_to_dirs_response(error: ErrorCode, results: Sequence[tuple[str, str, int, ErrorCode]]) -> Any:
+    return ard_resp.AssignReplicasToDirsResponse(
+        throttle_time=_NO_THROTTLE,
+        error_code=error,
+        directories=tuple(
+            ard_resp.DirectoryData(
+                id_=_uuid(d),
+                topics=tuple(
+                    ard_resp.TopicData(
+                        topic_id=_uuid(t),
+                        partitions=tuple(ard_resp.PartitionData(partition_index=p, error_code=e) for p, e in ps),
+                    )
+                    for t, ps in topics.items()
+                ),
+            )
+            for d, topics in _by_dir_and_topic(results).items()
+        ),
     )
 
 
@@ -724,6 +768,7 @@ class ControllerClient:
         metadata_offset: int,
         want_fence: bool = False,
         want_shut_down: bool = False,
+        offline_log_dirs: Sequence[str] = (),
         timeout_s: float,
     ) -> HeartbeatReply:
         async def local() -> Any:
@@ -733,6 +778,7 @@ class ControllerClient:
                 metadata_offset=metadata_offset,
                 want_fence=want_fence,
                 want_shut_down=want_shut_down,
+                offline_log_dirs=offline_log_dirs,
             )
 
         def request() -> Any:
@@ -742,13 +788,50 @@ class ControllerClient:
                 current_metadata_offset=metadata_offset,
                 want_fence=want_fence,
                 want_shut_down=want_shut_down,
-                offline_log_dirs=(),
+                offline_log_dirs=tuple(_uuid(d) for d in offline_log_dirs),
             )
 
         resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller, timeout_s)
         if isinstance(resp, HeartbeatReply):
             return resp
         return HeartbeatReply(ErrorCode(resp.error_code), resp.is_caught_up, resp.is_fenced, resp.should_shut_down)
+
+    async def assign_replicas_to_dirs(
+        self, *, broker_id: int, broker_epoch: int, assignments: Sequence[tuple[str, str, int]], timeout_s: float
+    ) -> tuple[ErrorCode, dict[tuple[str, str, int], ErrorCode]]:
+        """Send AssignReplicasToDirs (API 73) to the active controller: (directory id, topic id,
+        partition) items; the top-level error and each item's."""
+
+        async def local() -> Any:
+            error, results = await self.qc.assign_replicas_to_dirs(broker_id, broker_epoch, assignments)
+            return assign_replicas_to_dirs_response(error, results)
+
+        def request() -> Any:
+            return ard_req.AssignReplicasToDirsRequest(
+                broker_id=broker_id,
+                broker_epoch=broker_epoch,
+                directories=tuple(
+                    ard_req.DirectoryData(
+                        id_=_uuid(d),
+                        topics=tuple(
+                            ard_req.TopicData(
+                                topic_id=_uuid(t), partitions=tuple(ard_req.PartitionData(partition_index=p) for p, _ in ps)
+                            )
+                            for t, ps in topics.items()
+                        ),
+                    )
+                    for d, topics in _by_dir_and_topic([(d, t, p, None) for d, t, p in assignments]).items()
+                ),
+            )
+
+        resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller, timeout_s)
+        out = {
+            (uuid_to_str(d.id_), uuid_to_str(t.topic_id), p.partition_index): ErrorCode(p.error_code)
+            for d in resp.directories
+            for t in d.topics
+            for p in t.partitions
+        }
+        return ErrorCode(resp.error_code), out
 
 
 __all__ = ["RPCS", "ControllerApis", "ControllerClient"]

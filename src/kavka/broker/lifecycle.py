@@ -16,6 +16,12 @@ States, as Kafka's broker sees them:
   as in Kafka) and answers should_shut_down, fencing the broker; only then does the broker stop
   serving. Bounded: when no controller answers (the quorum is gone) it gives up and stops anyway,
   and the controller fences it when its session expires.
+- a failed log dir (KIP-858, `propagate_dir_failure`): the next heartbeat goes at once and every
+  heartbeat from then on names the dir in OfflineLogDirs, so the controller moves the leaderships of
+  its replicas away while this broker keeps serving its other dirs. If no heartbeat naming it is
+  answered within `log.dir.failure.timeout.ms`, the broker shuts down (Kafka's
+  BrokerLifecycleManager.propagateDirectoryFailure): its replicas there would otherwise stay led by
+  a broker that cannot serve them.
 
 Runs on the event loop; the controller calls go through ControllerClient (local on the active
 controller, an RPC elsewhere).
@@ -52,6 +58,8 @@ class BrokerLifecycle:
         heartbeat_interval_ms: int,
         metadata_offset: Callable[[], int],
         register: Callable[[str], Awaitable[int]],
+        dir_failure_timeout_ms: int = 30000,
+        on_fatal: Callable[[str], None] | None = None,
     ) -> None:
         self.controller = controller
         self.broker_id = broker_id
@@ -65,6 +73,27 @@ class BrokerLifecycle:
         self._unfenced = asyncio.Event()
         self._kick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.offline_dirs: list[str] = []  # directory ids, in the order they failed
+        self.acked_offline_dirs: set[str] = set()  # named by a heartbeat the controller answered
+        self._dir_failure_timeout_s = dir_failure_timeout_ms / 1000
+        self._on_fatal = on_fatal
+
+    def propagate_dir_failure(self, directory_id: str) -> None:
+        """Report a failed log dir to the controller now; shut down if that takes too long."""
+        if directory_id in self.offline_dirs:
+            return
+        self.offline_dirs.append(directory_id)
+        self._kick.set()
+        loop = asyncio.get_running_loop()
+        loop.call_later(self._dir_failure_timeout_s, self._check_dir_failure_reported, directory_id)
+
+    def _check_dir_failure_reported(self, directory_id: str) -> None:
+        if directory_id in self.acked_offline_dirs or self._on_fatal is None:
+            return
+        self._on_fatal(
+            f"the controller was not told that log dir {directory_id} failed within "
+            f"log.dir.failure.timeout.ms={int(self._dir_failure_timeout_s * 1000)}"
+        )
 
     async def register(self) -> int:
         """Register a new incarnation of this broker; returns its broker epoch."""
@@ -124,14 +153,20 @@ class BrokerLifecycle:
                     await self._kick.wait()
 
     async def _beat(self) -> HeartbeatReply | None:
+        offline = list(self.offline_dirs)
         try:
-            return await self.controller.broker_heartbeat(
+            reply = await self.controller.broker_heartbeat(
                 broker_id=self.broker_id,
                 broker_epoch=self.epoch,
                 metadata_offset=self._metadata_offset(),
                 want_shut_down=self._want_shut_down,
+                offline_log_dirs=offline,
                 timeout_s=max(self.interval_s, 1.0),
             )
+            if reply.error == ErrorCode.none and not set(offline) <= self.acked_offline_dirs:
+                self.acked_offline_dirs.update(offline)
+                log.info("the controller knows log dirs %s are offline", ", ".join(offline))
+            return reply
         except UNAVAILABLE as e:
             log.debug("heartbeat not answered: %s", e)
             return None

@@ -55,6 +55,7 @@ class BrokerSnapshot:
     isr_expands: int = 0
     replica_max_lag: int = 0
     bytes_out: tuple[tuple[str, int], ...] = ()  # (topic, record bytes sent to consumers)
+    mismatching_dir_assignments: int = 0  # KIP-858: replicas the controller places in another dir
 
 
 def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
@@ -79,7 +80,13 @@ def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
         isr_expands=node.replica_manager.isr_expands,
         replica_max_lag=max(fetchers.lag().values(), default=0) if fetchers is not None else 0,
         bytes_out=tuple(sorted(node.replica_manager.bytes_out.items())),
+        mismatching_dir_assignments=_mismatching_dir_assignments(node),
     )
+
+
+def _mismatching_dir_assignments(node: BrokerNode) -> int:
+    assignments = getattr(node, "assignments", None)
+    return len(assignments.pending()) if assignments is not None else 0
 
 
 def _preferred_replica_imbalance(node: BrokerNode) -> int:
@@ -136,6 +143,12 @@ class BrokerCollector:
         for d, offline in s.log_dir_offline:
             online.add_metric([d], 1 if offline else 0)
         yield online
+        yield GaugeMetricFamily(
+            "kafka_server_kafkaserver_nummismatchingreplicatologdirassignments",
+            "kafka.server:type=KafkaServer,name=NumMismatchingReplicaToLogDirAssignments: hosted replicas whose "
+            "log dir in the cluster metadata is missing or not the one they are in (KIP-858)",
+            value=s.mismatching_dir_assignments,
+        )
         yield GaugeMetricFamily(
             "kafka_server_replicamanager_partitioncount",
             "kafka.server:type=ReplicaManager,name=PartitionCount: partitions on this broker",

@@ -50,12 +50,14 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.broker.assignments import Assignment, AssignmentsManager
 from kavka.broker.config_resolver import ConfigResolver
 from kavka.broker.controller_rpc import RPCS, ControllerApis, ControllerClient
 from kavka.broker.lifecycle import BrokerLifecycle
 from kavka.broker.raft_driver import RaftDriver
 from kavka.broker.storage_io import StorageIoManager
 from kavka.config import BrokerConfig, ConfigError, parse_voters
+from kavka.controller import directories
 from kavka.controller.controller import NewTopic
 from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.quorum_controller import QuorumController
@@ -481,15 +483,47 @@ class BrokerNode:
                 incarnation_id=incarnation_id,
                 endpoints=endpoints,
                 rack=self.config["broker.rack"],
-                log_dirs=sorted(self.dir_ids.values()),
+                log_dirs=self._online_dir_ids(),
             )
 
-        return BrokerLifecycle(
+        lifecycle = BrokerLifecycle(
             self.controller,
             broker_id=self.node_id,
             heartbeat_interval_ms=self.config["broker.heartbeat.interval.ms"],
             metadata_offset=lambda: self.image.offset,
             register=register,
+            dir_failure_timeout_ms=self.config["log.dir.failure.timeout.ms"],
+            on_fatal=self._fatal,
+        )
+        return lifecycle
+
+    def _online_dir_ids(self) -> list[str]:
+        """KIP-858: the directory ids this broker registers -- its online log dirs only."""
+        lm = self.log_manager
+        return sorted(self.dir_ids[d] for d in lm.online_dirs if d in self.dir_ids)
+
+    def _replica_placements(self) -> list[tuple[str, int, str]]:
+        """(topic, partition, directory id) of every replica hosted in an online dir."""
+        out = []
+        for d, logs in self.log_manager.logs_by_dir().items():
+            dir_id = self.dir_ids.get(d)
+            if dir_id is None or d in self.log_manager.offline_dirs:
+                continue
+            out.extend((lg.topic, lg.partition, dir_id) for lg in logs)
+        return out
+
+    def _assignments_manager(self) -> AssignmentsManager:
+        async def send(batch: list[Assignment]) -> Any:
+            return await self.controller.assign_replicas_to_dirs(
+                broker_id=self.node_id, broker_epoch=self._broker_epoch(), assignments=batch, timeout_s=5.0
+            )
+
+        return AssignmentsManager(
+            send,
+            broker_id=self.node_id,
+            image=lambda: self.image,
+            placements=self._replica_placements,
+            ready=lambda: self._broker_epoch() >= 0,
         )
 
     def _on_log_dir_failure(self, d: Path, reason: str, lost: list[tuple[str, int]]) -> None:
@@ -500,6 +534,15 @@ class BrokerNode:
         rm: ReplicaManager | None = getattr(self, "replica_manager", None)
         if rm is not None:
             rm.mark_offline(lost)
+        lifecycle: BrokerLifecycle | None = getattr(self, "lifecycle", None)
+        dir_id = self.dir_ids.get(d)
+        if lifecycle is not None and dir_id is not None and d != self.config.metadata_log_dir:
+            # KIP-858: the controller moves the leaderships of this dir's replicas away.
+            try:
+                asyncio.get_running_loop()
+                lifecycle.propagate_dir_failure(dir_id)
+            except RuntimeError:  # a storage worker thread
+                self._loop.call_soon_threadsafe(lifecycle.propagate_dir_failure, dir_id)
         if not lm.online_dirs:
             self._fatal(f"every log dir has failed (last: {d}: {reason})")
         elif d == self.config.metadata_log_dir:
@@ -540,6 +583,8 @@ class BrokerNode:
                 if (tid, pid) not in delta.changed_partitions:
                     continue
                 tp = TopicPartition(t.name, pid)
+                if self.node_id in reg.replicas and self._assigned_to_missing_dir(tp, reg):
+                    continue
                 if self.node_id in reg.replicas:
                     work.append(
                         lambda tp=tp, tid=tid, reg=reg, cfg=cfg, min_isr=min_isr: rm.apply_partition(
@@ -570,11 +615,30 @@ class BrokerNode:
                         )
 
             work.append(configs)
+        if delta.changed_partitions and getattr(self, "assignments", None) is not None:
+            work.append(self.assignments.maybe_kick)  # after the replicas are created
         self._publish_queue.extend(work)
         if self._publisher is None or self._publisher.done():
             self._run_slice()  # small deltas are applied before this call returns
             if self._publish_queue:
                 self._publisher = asyncio.get_running_loop().create_task(self._publish_rest(), name="publisher")
+
+    def _assigned_to_missing_dir(self, tp: TopicPartition, reg: Any) -> bool:
+        """KIP-858: the controller records this replica in a dir this broker does not have online
+        (it failed, or was unreadable at start) and the replica is nowhere else here. It stays
+        offline rather than being created empty in another dir: an empty copy that the controller
+        still counts as the last ISR member could be elected and lose every record."""
+        if self.log_manager.get_log(tp.topic, tp.partition) is not None:
+            return False  # the broker is the authority: AssignReplicasToDirs corrects the record
+        recorded = directories.directory_of(reg, self.node_id)
+        if recorded in directories.RESERVED or recorded in self._online_dir_ids():
+            return False
+        log.warning(
+            "%s-%d is assigned to log dir %s, which is not online on this broker: it stays offline "
+            "until that dir returns or the partition is reassigned",
+            tp.topic, tp.partition, recorded,
+        )
+        return True
 
     def _sync_coordinator(self) -> None:
         """The group coordinator follows the leadership of `__consumer_offsets` partitions."""
@@ -645,12 +709,18 @@ class BrokerNode:
             for ep in self.config.advertised_listeners
             if ep.name in bound
         ]
+        self._loop = asyncio.get_running_loop()
         self.lifecycle = self._lifecycle(adv)
         try:
             await self.lifecycle.register()
         except Exception as e:
             raise StartupError(f"cannot register this broker with the controller: {e}") from None
+        for d in self.log_manager.offline_dirs:  # failed while loading: registered without them
+            if d in self.dir_ids and d != self.config.metadata_log_dir:
+                self.lifecycle.propagate_dir_failure(self.dir_ids[d])
         self.lifecycle.start()
+        self.assignments = self._assignments_manager()
+        self.assignments.start()
         # Kafka's broker waits the same way: clients are told about it only once it is unfenced.
         if not await self.lifecycle.wait_unfenced(60.0):
             raise StartupError("the controller did not unfence this broker in 60s (see the heartbeat warnings above)")
@@ -762,6 +832,8 @@ class BrokerNode:
                 )
             await lifecycle.stop()
         steps: list[tuple[str, Callable[[], Any]]] = []
+        if getattr(self, "assignments", None) is not None:
+            steps.append(("assignments manager", self.assignments.stop))
         if self.server is not None:
             steps.append(("client connections", self.server.close))
         if self.metrics is not None:

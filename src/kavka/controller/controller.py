@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -28,7 +28,7 @@ from kavka.config import (
     validate_tiered_topic,
     validate_topic_configs,
 )
-from kavka.controller import partition_change
+from kavka.controller import directories, partition_change
 from kavka.controller.image import MetadataImage, PartitionRegistration, TopicImage
 from kavka.controller.placement import (
     ClusterView,
@@ -323,7 +323,12 @@ class ControllerLogic:
                     ErrorCode.invalid_replica_assignment,
                     f"All brokers specified in the partition assignment for partition {p} are fenced or in controlled shutdown.",
                 )
-            records.append(PartitionRecord(topic_id, p, tuple(reps), isr, isr[0], 0, 0))
+            records.append(
+                PartitionRecord(
+                    topic_id, p, tuple(reps), isr, isr[0], 0, 0,
+                    directories=directories.default_directories(image.brokers, reps),
+                )
+            )
         return records, CreatedTopic(t.name, ApiResult(), topic_id, len(assignment), rf)
 
     def delete_topics(self, image: MetadataImage, topics: Sequence[TopicImage]) -> list[Any]:
@@ -371,7 +376,12 @@ class ControllerLogic:
                     ErrorCode.invalid_replica_assignment,
                     f"All brokers specified in the partition assignment for partition {current + i} are fenced or in controlled shutdown.",
                 )
-            recs.append(PartitionRecord(t.topic_id, current + i, tuple(r), isr, isr[0], 0, 0))
+            recs.append(
+                PartitionRecord(
+                    t.topic_id, current + i, tuple(r), isr, isr[0], 0, 0,
+                    directories=directories.default_directories(image.brokers, r),
+                )
+            )
         return recs, ApiResult()
 
     # ------------------------------------------------------------------ brokers
@@ -441,7 +451,7 @@ class ControllerLogic:
             for t in image.topics_by_id.values():
                 for reg in t.partitions.values():
                     unclean = reg.leader == -1 and broker_id in reg.replicas and self.unclean_election(image, t.name)
-                    if reg.leader == -1 and (broker_id in reg.isr or unclean):
+                    if reg.leader == -1 and (broker_id in reg.isr or unclean) and directories.replica_online(reg, b):
                         new = partition_change.on_broker_unfenced(reg, live=live, unclean=unclean)  # type: ignore[arg-type]
                         rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
                         if rec is not None:
@@ -701,3 +711,83 @@ class ControllerLogic:
             if current.get(name) != new.get(name):
                 records.append(ConfigRecord(resource_type, resource_name, name, new.get(name)))
         return records, ApiResult()
+
+    # ------------------------------------------------------------------ directories (KIP-858)
+
+    def directories_offline(self, image: MetadataImage, broker_id: int, offline: Sequence[str]) -> list[Any]:
+        """A heartbeat reported `offline` dirs (Kafka's ReplicationControlManager.handleDirectoriesOffline):
+        the registration drops them, and each of the broker's replicas in them leaves its ISR (unless
+        it is the last member) and its leadership moves, with the fencing rules. Nothing when every
+        reported dir is already known offline (heartbeats repeat the list until the broker restarts)."""
+        b = image.brokers.get(broker_id)
+        if b is None:
+            return []
+        gone = directories.new_offline_dirs(b, offline)
+        if not gone:
+            return []
+        records: list[Any] = [
+            BrokerRegistrationChangeRecord(
+                broker_id, b.epoch, log_dirs=tuple(d for d in b.log_dirs if d not in gone)
+            )
+        ]
+        live = [x for x in image.usable_brokers() if x != broker_id]
+        for t in image.topics_by_id.values():
+            unclean: bool | None = None
+            for reg in t.partitions.values():
+                if broker_id not in reg.replicas or directories.directory_of(reg, broker_id) not in gone:
+                    continue
+                if unclean is None:
+                    unclean = self.unclean_election(image, t.name)
+                new = partition_change.on_broker_fenced(reg, broker_id, live=live, unclean=unclean)  # type: ignore[arg-type]
+                rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
+                if rec is not None:
+                    records.append(rec)
+        return records
+
+    def assign_replicas_to_dirs(
+        self,
+        image: MetadataImage,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        assignments: Sequence[tuple[str, str, int]],
+    ) -> tuple[list[Any], ErrorCode, list[tuple[str, str, int, ErrorCode]]]:
+        """AssignReplicasToDirs (API 73, Kafka's handleAssignReplicasToDirs): the broker says which
+        dir holds each of its replicas; `assignments` is (directory id, topic id, partition).
+        Returns the records, the top-level error and per item its error. A replica reported in a dir
+        the broker does not list online is handled as if that dir had just failed."""
+        b = image.brokers.get(broker_id)
+        if b is None:
+            return [], ErrorCode.broker_id_not_registered, []
+        if broker_epoch != b.epoch:
+            return [], ErrorCode.stale_broker_epoch, []
+        records: list[Any] = []
+        results: list[tuple[str, str, int, ErrorCode]] = []
+        changed: dict[tuple[str, int], PartitionRegistration] = {}
+        for dir_id, topic_id, partition in assignments:
+            t = image.topics_by_id.get(topic_id)
+            if t is None:
+                results.append((dir_id, topic_id, partition, ErrorCode.unknown_topic_id))
+                continue
+            reg = changed.get((topic_id, partition)) or t.partitions.get(partition)
+            if reg is None:
+                results.append((dir_id, topic_id, partition, ErrorCode.unknown_topic_or_partition))
+                continue
+            if broker_id not in reg.replicas:
+                results.append((dir_id, topic_id, partition, ErrorCode.not_leader_or_follower))
+                continue
+            results.append((dir_id, topic_id, partition, ErrorCode.none))
+            if directories.directory_of(reg, broker_id) == dir_id:
+                continue
+            new_dirs = directories.with_directory(reg, broker_id, dir_id)
+            changed[(topic_id, partition)] = replace(reg, directories=new_dirs)
+            records.append(PartitionChangeRecord(topic_id, partition, directories=new_dirs))
+            if dir_id not in b.log_dirs and dir_id not in directories.RESERVED:
+                # Kafka: an assignment to a dir that is not online takes the replica offline.
+                unclean = self.unclean_election(image, t.name)
+                live = [x for x in image.usable_brokers() if x != broker_id]
+                new = partition_change.on_broker_fenced(reg, broker_id, live=live, unclean=unclean)  # type: ignore[arg-type]
+                rec = _change_record(topic_id, reg, new)  # type: ignore[arg-type]
+                if rec is not None:
+                    records.append(rec)
+        return records, ErrorCode.none, results

@@ -40,6 +40,15 @@ class PartitionRegistration:
     directories: tuple[str, ...] = ()
 
 
+def _directories_for(p: PartitionRegistration, replicas: tuple[int, ...]) -> tuple[str, ...]:
+    """KIP-858: a new replica set without `directories` keeps each kept replica's dir; a new
+    replica is UNASSIGNED (Uuid 0) until its broker reports where it placed it."""
+    if not p.directories:
+        return ()
+    known = dict(zip(p.replicas, p.directories, strict=False))
+    return tuple(known.get(r, "AAAAAAAAAAAAAAAAAAAAAA") for r in replicas)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicImage:
     name: str
@@ -137,7 +146,11 @@ class MetadataDelta:
                 leader=p.leader if record.leader is None else record.leader,
                 isr=p.isr if record.isr is None else tuple(record.isr),
                 replicas=p.replicas if record.replicas is None else tuple(record.replicas),
-                directories=p.directories if record.directories is None else tuple(record.directories),
+                directories=(
+                    tuple(record.directories) if record.directories is not None
+                    else _directories_for(p, record.replicas) if record.replicas is not None
+                    else p.directories
+                ),
                 leader_epoch=p.leader_epoch + (1 if leader_changed else 0),
                 partition_epoch=p.partition_epoch + 1,
             )
@@ -189,6 +202,7 @@ class MetadataDelta:
                 in_controlled_shutdown=(
                     b.in_controlled_shutdown if record.in_controlled_shutdown is None else record.in_controlled_shutdown
                 ),
+                log_dirs=b.log_dirs if record.log_dirs is None else tuple(record.log_dirs),
             )
         else:
             raise TypeError(f"not a metadata record: {record!r}")

@@ -412,6 +412,7 @@ class QuorumController:
         want_fence: bool = False,
         want_shut_down: bool = False,
         connection: Hashable | None = None,
+        offline_log_dirs: Sequence[str] = (),
     ) -> HeartbeatReply:
         """Kafka's BrokerHeartbeat: renews the session, and may fence, unfence or shut down the broker.
         `connection` identifies the connection it came over (None: this process), see heartbeats."""
@@ -424,10 +425,21 @@ class QuorumController:
                 return [], HeartbeatReply(ErrorCode.stale_broker_epoch)
             self._ensure_sessions()
             self.sessions.touch(broker_id, self._session_ms(), connection)
+            # KIP-858: offline dirs first; the state change is decided on the image they leave.
+            dir_records = self.logic.directories_offline(image, broker_id, offline_log_dirs)
+            if dir_records:
+                log.warning(
+                    "broker %d reports log dirs %s offline: %d partition changes",
+                    broker_id, ", ".join(offline_log_dirs), len(dir_records) - 1,
+                )
+                delta = MetadataDelta(image)
+                for r in dir_records:
+                    delta.replay(r, image.offset)
+                image = delta.apply()
             state = self.logic.next_broker_state(
                 image, broker_id, metadata_offset=metadata_offset, want_fence=want_fence, want_shut_down=want_shut_down
             )
-            records = self.logic.broker_state_records(image, broker_id, state)
+            records = dir_records + self.logic.broker_state_records(image, broker_id, state)
             if records:
                 log.info("broker %d (epoch %d): %s", broker_id, broker_epoch, state.lower().replace("_", " "))
             return records, state
@@ -519,6 +531,20 @@ class QuorumController:
                 records.extend(recs)
                 out.append((item, error, reg))
             return records, (ErrorCode.none, out)
+
+        return await self._run(decide)
+
+    async def assign_replicas_to_dirs(
+        self, broker_id: int, broker_epoch: int, assignments: Sequence[tuple[str, str, int]]
+    ) -> tuple[ErrorCode, list[tuple[str, str, int, ErrorCode]]]:
+        """AssignReplicasToDirs (API 73, KIP-858): (directory id, topic id, partition) items from a
+        broker; the top-level error and each item's, once the changes are committed."""
+
+        def decide(image: MetadataImage) -> tuple[list[Any], Any]:
+            records, error, results = self.logic.assign_replicas_to_dirs(
+                image, broker_id=broker_id, broker_epoch=broker_epoch, assignments=assignments
+            )
+            return records, (error, results)
 
         return await self._run(decide)
 

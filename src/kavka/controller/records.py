@@ -47,6 +47,8 @@ class BrokerRegistrationChangeRecord:
     broker_epoch: int
     fenced: bool | None = None
     in_controlled_shutdown: bool | None = None
+    # KIP-858: the broker's online directory ids after a heartbeat reported some offline.
+    log_dirs: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,132 @@
+"""AssignmentsManager: tells the controller which log dir holds each replica (KIP-858).
+
+The broker is the authority on directories: the controller's partition records say what it last
+heard (UNASSIGNED for a new replica on a broker with several dirs), and this manager sends
+AssignReplicasToDirs (API 73) until they say where the replicas really are. It works by
+reconciliation rather than by remembering events: each pass compares, for every replica this broker
+hosts in an online dir, the directory id in the metadata image with the id of the dir the
+LogManager has it in, and sends the differences. So a new replica is reported once it exists, a
+replica moved between dirs (AlterReplicaLogDirs) once the future copy caught up and was swapped in
+(never before: until then the current copy is where the data is), and a lost or refused request is
+simply sent again on the next pass. Replicas in an offline dir are left out: heartbeats report the
+dir itself (BrokerHeartbeat OfflineLogDirs).
+
+- A pass runs after every metadata change and every `RECHECK_S` otherwise, batching at most
+  `MAX_BATCH` replicas per request (Kafka's AssignmentsManager batch limit); after an error the next
+  pass waits with an exponential backoff up to `MAX_BACKOFF_S`.
+- `mismatching` (the gauge kafka.server:type=KafkaServer,name=NumMismatchingReplicaToLogDirAssignments)
+  is the count of hosted replicas whose recorded directory differs from the actual one.
+
+Runs on the event loop; `pending_assignments` is pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+
+from kio.schema.errors import ErrorCode
+
+from kavka.controller import directories
+from kavka.controller.image import MetadataImage
+
+log = logging.getLogger("kavka.broker")
+
+MAX_BATCH = 2250
+RECHECK_S = 1.0
+MAX_BACKOFF_S = 10.0
+
+# (directory id, topic id, partition)
+Assignment = tuple[str, str, int]
+
+
+def pending_assignments(
+    image: MetadataImage, broker_id: int, placements: Iterable[tuple[str, int, str]]
+) -> list[Assignment]:
+    """The assignments the controller has wrong: `placements` is (topic name, partition, actual dir
+    id) of each replica this broker hosts in an online dir."""
+    out: list[Assignment] = []
+    for topic, partition, dir_id in placements:
+        t = image.topics_by_name.get(topic)
+        reg = t.partitions.get(partition) if t is not None else None
+        if t is None or reg is None or broker_id not in reg.replicas:
+            continue  # being deleted or moved away from this broker: not ours to report
+        if directories.directory_of(reg, broker_id) != dir_id:  # type: ignore[arg-type]
+            out.append((dir_id, t.topic_id, partition))
+    return out
+
+
+class AssignmentsManager:
+    def __init__(
+        self,
+        send: Callable[[list[Assignment]], Awaitable[tuple[ErrorCode, dict[Assignment, ErrorCode]]]],
+        *,
+        broker_id: int,
+        image: Callable[[], MetadataImage],
+        placements: Callable[[], Iterable[tuple[str, int, str]]],
+        ready: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self._send = send
+        self.broker_id = broker_id
+        self._image = image
+        self._placements = placements
+        self._ready = ready  # registered (a broker epoch to send)
+        self._kick = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.mismatching = 0
+        self.sent = 0  # assignments the controller accepted
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="assignments-manager")
+
+    def maybe_kick(self) -> None:
+        """Something changed (a metadata delta, a replica created or moved): check soon."""
+        self._kick.set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def pending(self) -> list[Assignment]:
+        todo = pending_assignments(self._image(), self.broker_id, self._placements())
+        self.mismatching = len(todo)
+        return todo
+
+    async def _run(self) -> None:
+        backoff = 0.0
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(backoff, RECHECK_S)):
+                    await self._kick.wait()
+            self._kick.clear()
+            if not self._ready():
+                continue
+            todo = self.pending()
+            if not todo:
+                backoff = 0.0
+                continue
+            ok = await self._send_batch(todo[:MAX_BATCH])
+            backoff = 0.0 if ok else min(MAX_BACKOFF_S, max(0.2, backoff * 2))
+            if ok and len(todo) > MAX_BATCH:
+                self._kick.set()
+
+    async def _send_batch(self, batch: list[Assignment]) -> bool:
+        try:
+            error, results = await self._send(batch)
+        except Exception as e:  # noqa: BLE001 -- retried on the next pass
+            log.debug("AssignReplicasToDirs not answered: %s", e)
+            return False
+        if error != ErrorCode.none:
+            log.warning("AssignReplicasToDirs: the controller answered %s; retrying", ErrorCode(error).name)
+            return False
+        failed = {a: e for a, e in results.items() if e != ErrorCode.none}
+        self.sent += len(batch) - len(failed)
+        for (d, t, p), e in failed.items():
+            log.info("AssignReplicasToDirs for partition %d of topic id %s in dir %s: %s", p, t, d, ErrorCode(e).name)
+        log.debug("assigned %d replicas to their log dirs", len(batch) - len(failed))
+        return True
+
