@@ -11,7 +11,13 @@ stays in progress, and cancelling it leaves the original replicas intact.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import threading
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -23,8 +29,8 @@ from kafka.errors import (
 )
 
 from kavka.client.admin import AdminClient
-from tests.broker_harness import Cluster, wait_until
-from tests.integration.helpers import ck_admin, ck_read_to_end, unique
+from tests.broker_harness import KAVKA, Cluster, wait_until
+from tests.integration.helpers import ck_admin, ck_consumer, ck_read_to_end, unique
 
 OVERRIDES = {
     "broker.session.timeout.ms": "3000",
@@ -120,3 +126,155 @@ def test_kafka_python_moves_a_partition_to_other_brokers(cluster: Cluster) -> No
         assert res[TopicPartition(topic, 5)] is UnknownTopicOrPartitionError
     finally:
         admin.close()
+
+
+def _kavka(c: Cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, COLUMNS="400")
+    res = subprocess.run([*KAVKA, *args, "--bootstrap-server", c.bootstrap], capture_output=True, text=True, timeout=120, env=env)
+    if check:
+        assert res.returncode == 0, f"kavka {' '.join(args)} failed ({res.returncode}):\n{res.stdout}{res.stderr}"
+    return res
+
+
+def _other_dir(c: Cluster, node: int, topic: str, partition: int) -> str:
+    """The log dir of `node` that does not hold the partition now (data1 if it holds none)."""
+    n = c.nodes[node]
+    have = [d for d in n.log_dirs if (d / f"{topic}-{partition}").is_dir()]
+    return str(next(d for d in reversed(n.log_dirs) if d not in have))
+
+
+class _Load:
+    """An idempotent acks=all producer and an assign()ed consumer, each in a thread."""
+
+    def __init__(self, c: Cluster, topic: str, partitions: int) -> None:
+        self.c, self.topic, self.partitions = c, topic, partitions
+        self.acked: dict[bytes, tuple[int, int]] = {}
+        self.consumed: list[tuple[int, int, bytes]] = []
+        self.errors: list[Any] = []
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._produce), threading.Thread(target=self._consume)]
+
+    def __enter__(self) -> _Load:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(60)
+
+    def _produce(self) -> None:
+        p = Producer({"bootstrap.servers": self.c.bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5})
+
+        def done(err, msg) -> None:  # noqa: ANN001
+            if err is not None:
+                self.errors.append(err)
+            else:
+                self.acked[msg.value()] = (msg.partition(), msg.offset())
+
+        i = 0
+        while not self.stop.is_set():
+            p.produce(self.topic, f"r{i:07d}".encode(), partition=i % self.partitions, on_delivery=done)
+            i += 1
+            p.poll(0.002)
+        if p.flush(60) != 0:
+            self.errors.append("flush left records undelivered")
+
+    def _consume(self) -> None:
+        from confluent_kafka import OFFSET_BEGINNING
+        from confluent_kafka import TopicPartition as CkTp
+
+        c = ck_consumer(self.c.bootstrap, {"enable.partition.eof": False})
+        c.assign([CkTp(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
+        while not self.stop.is_set():
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                self.consumed.append((m.partition(), m.offset(), m.value()))
+        c.close()
+
+
+def test_every_partition_moves_to_other_brokers_and_dirs_under_load(cluster: Cluster, tmp_path: Path) -> None:
+    topic = unique("load")
+    before = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
+    target = {0: [3, 2], 1: [1, 3], 2: [2, 1]}  # each loses a broker (0 and 2 lose their leader) and gains one
+    _create(cluster, topic, before)
+    plan = {"version": 1, "partitions": [
+        {"topic": topic, "partition": p, "replicas": reps, "log_dirs": [_other_dir(cluster, b, topic, p) for b in reps]}
+        for p, reps in target.items()
+    ]}
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(plan))
+    with _Load(cluster, topic, 3) as load:
+        wait_until(lambda: len(load.acked) >= 300, timeout=30, message="the producer running")
+        out = _kavka(cluster, "reassign-partitions", "--reassignment-json-file", str(f), "--execute", "--timeout", "30000")
+        assert "Current partition replica assignment" in out.stdout
+        assert f"Successfully started partition reassignments for {topic}-0,{topic}-1,{topic}-2" in out.stdout
+        assert out.stdout.count("Successfully started moving log directory to") == 6
+        rollback = json.loads(out.stdout.split("\n\n")[1])
+        assert {p["partition"]: p["replicas"] for p in rollback["partitions"]} == before
+
+        def verified() -> Any:
+            doc = json.loads(_kavka(cluster, "reassign-partitions", "--reassignment-json-file", str(f), "--verify", "--json").stdout)
+            return doc if doc["complete"] else None
+
+        doc = wait_until(verified, timeout=60, interval=0.5, message="--verify reports completion")
+        assert [p["status"] for p in doc["partitions"]] == ["completed"] * 3
+        assert [r["status"] for r in doc["replicas"]] == ["completed"] * 6
+        n = len(load.acked)
+        wait_until(lambda: len(load.acked) >= n + 300, timeout=30, message="the producer going on after the move")
+    assert load.errors == []
+    # No record lost or duplicated, and each at the offset the producer was told.
+    final = {p: reps for p, (reps, _, _) in _assignment(cluster, topic).items()}
+    assert final == target
+    for p, reps in target.items():
+        dirs = _local_dirs(cluster, topic, p)
+        assert sorted(dirs) == sorted(reps), (p, dirs)
+        for b in reps:
+            assert dirs[b] == [plan["partitions"][p]["log_dirs"][reps.index(b)]]
+    got = {m.value: (m.partition, m.offset) for m in ck_read_to_end(cluster.bootstrap, topic, partitions=[0, 1, 2])}
+    assert got == load.acked
+    seen = [v for _, _, v in load.consumed]
+    assert len(seen) == len(set(seen))  # the live consumer saw nothing twice
+    assert {v: (p, o) for p, o, v in load.consumed}.items() <= load.acked.items()
+
+
+def test_a_cancelled_reassignment_leaves_the_original_replicas(cluster: Cluster, tmp_path: Path) -> None:
+    topic = unique("cancel")
+    _create(cluster, topic, {0: [1, 2]})
+    acked = _produce(cluster, topic, 200)
+    # Broker 3 is down, so the reassignment cannot finish: it stays half done.
+    assert cluster.nodes[3].stop() == 0
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=",".join(cluster.nodes[i].bootstrap for i in (1, 2)))
+        try:
+            tp = TopicPartition(topic, 0)
+            assert admin.alter_partition_reassignments({tp: [3, 2]}) == {tp: None}
+            ongoing = admin.list_partition_reassignments([tp])
+            assert ongoing[tp] == {"replicas": [3, 2, 1], "adding_replicas": [3], "removing_replicas": [1]}
+        finally:
+            admin.close()
+        f = tmp_path / "plan.json"
+        f.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [3, 2]}]}))
+        c1 = Cluster.__new__(Cluster)  # the CLI talks to the live nodes only
+        c1.brokers = {i: cluster.nodes[i] for i in (1, 2)}
+        res = _kavka(c1, "reassign-partitions", "--reassignment-json-file", str(f), "--verify")
+        assert f"Reassignment of partition {topic}-0 is still in progress." in res.stdout
+        res = _kavka(c1, "reassign-partitions", "--reassignment-json-file", str(f), "--cancel")
+        assert f"Successfully cancelled partition reassignment for: {topic}-0" in res.stdout
+        res = _kavka(c1, "reassign-partitions", "--reassignment-json-file", str(f), "--cancel")
+        assert "None of the specified partition reassignments are active." in res.stdout
+        with AdminClient(c1.bootstrap) as a:
+            assert a.list_partition_reassignments() == {}
+            [d] = a.describe_topics([topic])
+            [p] = d.partitions
+            # Kafka's PartitionReassignmentRevert keeps the order of replicas = target + removing,
+            # without the adding ones: the same brokers, 2 before 1.
+            assert (list(p.replicas), sorted(p.isr)) == ([2, 1], [1, 2])
+        got = {(m.partition, m.offset): m.value for m in ck_read_to_end(c1.bootstrap, topic)}
+        assert got == acked
+    finally:
+        cluster.nodes[3].start()
+    with AdminClient(cluster.bootstrap) as a:
+        wait_until(lambda: len(a.describe_cluster().brokers) == 3, timeout=30, message="broker 3 back")
+    assert 3 not in _local_dirs(cluster, topic, 0)  # it never got a copy, and holds none now
