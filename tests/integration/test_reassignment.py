@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,16 @@ from kavka.client.admin import AdminClient
 from tests.broker_harness import KAVKA, Cluster, wait_until
 from tests.integration.helpers import ck_admin, ck_consumer, ck_read_to_end, unique
 
+BROKER_RATES = ("follower.replication.throttled.rate", "leader.replication.throttled.rate")
+TOPIC_LISTS = ("follower.replication.throttled.replicas", "leader.replication.throttled.replicas")
 OVERRIDES = {
     "broker.session.timeout.ms": "3000",
     "broker.heartbeat.interval.ms": "500",
     "replica.lag.time.max.ms": "5000",
+    # Throttle test: small fetches and short quota windows, so the rate bites within seconds.
+    "replica.fetch.max.bytes": "65536",
+    "replication.quota.window.num": "2",
+    "replication.quota.window.size.seconds": "1",
 }
 
 
@@ -278,3 +285,46 @@ def test_a_cancelled_reassignment_leaves_the_original_replicas(cluster: Cluster,
     with AdminClient(cluster.bootstrap) as a:
         wait_until(lambda: len(a.describe_cluster().brokers) == 3, timeout=30, message="broker 3 back")
     assert 3 not in _local_dirs(cluster, topic, 0)  # it never got a copy, and holds none now
+
+
+def test_a_throttled_move_keeps_to_the_rate_and_verify_removes_the_throttles(cluster: Cluster, tmp_path: Path) -> None:
+    topic = unique("throttle")
+    _create(cluster, topic, {0: [1]})
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "compression.type": "none", "linger.ms": 20})
+    payload = os.urandom(1000)
+    for i in range(1500):
+        p.produce(topic, payload + i.to_bytes(4, "big"), partition=0)
+        p.poll(0)
+    assert p.flush(30) == 0
+    size = sum(f.stat().st_size for f in (cluster.nodes[1].log_dirs[0] / f"{topic}-0").glob("*.log"))
+    assert size > 1_400_000
+    rate = 300_000
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2]}]}))
+    started = time.monotonic()
+    out = _kavka(cluster, "reassign-partitions", "--reassignment-json-file", str(f), "--execute", "--throttle", str(rate))
+    assert f"The inter-broker throttle limit was set to {rate} B/s" in out.stdout
+    with AdminClient(cluster.bootstrap) as a:
+        for b in (1, 2):
+            got = {e.name: e.value for e in a.describe_configs("broker", str(b), keys=list(BROKER_RATES))}
+            assert got == dict.fromkeys(BROKER_RATES, str(rate))
+        got = {e.name: e.value for e in a.describe_configs("topic", topic, keys=list(TOPIC_LISTS))}
+        assert got == {"leader.replication.throttled.replicas": "0:1", "follower.replication.throttled.replicas": "0:2"}
+
+    def verified() -> Any:
+        doc = json.loads(_kavka(cluster, "reassign-partitions", "--reassignment-json-file", str(f), "--verify", "--json").stdout)
+        return doc if doc["complete"] else None
+
+    doc = wait_until(verified, timeout=60, interval=0.2, message="the throttled move to finish")
+    elapsed = time.monotonic() - started
+    assert doc["throttle_removed"]
+    # A lower bound the rate implies: everything but the quota's one-window burst and one fetch's
+    # worth (replica.fetch.max.bytes) had to wait for the rate.
+    assert elapsed >= (size - rate * 1 - 65536) / rate, (size, elapsed)
+    with AdminClient(cluster.bootstrap) as a:
+        for b in (1, 2, 3):
+            assert a.describe_configs("broker", str(b), keys=list(BROKER_RATES))[0].source != "DYNAMIC_BROKER_CONFIG"
+            assert all(e.value == str(2**63 - 1) for e in a.describe_configs("broker", str(b), keys=list(BROKER_RATES)))
+        assert all(e.value == "" for e in a.describe_configs("topic", topic, keys=list(TOPIC_LISTS)))
+    assert _assignment(cluster, topic)[0][0] == [2]
+    assert len(ck_read_to_end(cluster.bootstrap, topic)) == 1500

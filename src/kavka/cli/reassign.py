@@ -36,6 +36,9 @@ import click
 from kavka.cli.common import CliError, admin_client, bootstrap_option, emit, json_option, table
 
 THROTTLE_KEY = "replica.alter.log.dirs.io.max.bytes.per.second"
+# KIP-73 replication throttles, as Kafka's tool sets and clears them.
+BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate", THROTTLE_KEY)
+TOPIC_THROTTLES = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 
 def parse_reassignment(text: str) -> list[tuple[str, int, list[int], list[str]]]:
@@ -104,6 +107,8 @@ def reassignment_json(assignment: dict[tuple[str, int], list[int]]) -> dict[str,
 @click.option("--disable-rack-aware", is_flag=True, help="Ignore racks: ForceSimplePlacement (with --generate).")
 @click.option("--replica-alter-log-dirs-throttle", "throttle", type=click.IntRange(min=1), default=None,
               help="Bytes per second for moves between log dirs of a broker (with --execute).")
+@click.option("--throttle", "inter_broker_throttle", type=click.IntRange(min=1), default=None,
+              help="Bytes per second for replication between brokers while the reassignment runs (with --execute).")
 @click.option("--additional", is_flag=True, help="Execute even though other reassignments are in progress.")
 @click.option("--preserve-throttles", is_flag=True, help="Leave the throttles in place (with --verify or --cancel).")
 @click.option("--timeout", "timeout_ms", type=click.IntRange(min=0), default=10_000, show_default=True,
@@ -120,6 +125,7 @@ def reassign_partitions(
     broker_list: str | None,
     disable_rack_aware: bool,
     throttle: int | None,
+    inter_broker_throttle: int | None,
     additional: bool,
     preserve_throttles: bool,
     timeout_ms: int,
@@ -144,7 +150,8 @@ def reassign_partitions(
     with admin_client(bootstrap) as admin:
         current = _current(admin, targets)
         if execute:
-            _execute(admin, targets, current, wanted, throttle=throttle, additional=additional, timeout_ms=timeout_ms, as_json=as_json)
+            _execute(admin, targets, current, wanted, throttle=throttle, inter_broker_throttle=inter_broker_throttle,
+                     additional=additional, timeout_ms=timeout_ms, as_json=as_json)
         elif verify:
             _verify(admin, targets, current, wanted, preserve_throttles=preserve_throttles, as_json=as_json)
         else:
@@ -206,6 +213,7 @@ def _execute(
     wanted: dict[tuple[int, str, int], str],
     *,
     throttle: int | None,
+    inter_broker_throttle: int | None,
     additional: bool,
     timeout_ms: int,
     as_json: bool,
@@ -224,9 +232,13 @@ def _execute(
     echo(f"Current partition replica assignment\n\n{json.dumps(rollback, separators=(',', ':'))}\n\n"
          "Save this to use as the --reassignment-json-file option during rollback")
     brokers = sorted({b for b, _, _ in wanted})
-    if throttle is not None:
+    if throttle is not None or inter_broker_throttle is not None:
         echo("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
              "throttle is removed.")
+    if inter_broker_throttle is not None:
+        _set_replication_throttles(admin, targets, current, inter_broker_throttle)
+        echo(f"The inter-broker throttle limit was set to {inter_broker_throttle} B/s")
+    if throttle is not None:
         for b in brokers:
             admin.incremental_alter_configs("broker", str(b), set={THROTTLE_KEY: str(throttle)})
         echo(f"The replica-alter-dir throttle limit was set to {throttle} B/s")
@@ -241,6 +253,7 @@ def _execute(
     emit(as_json, {
         "current": rollback,
         "throttle": throttle,
+        "inter_broker_throttle": inter_broker_throttle,
         "partitions": [{"topic": t, "partition": p, "replicas": r, "error_code": results.get((t, p), (0, None))[0]}
                        for (t, p), r in sorted(targets.items())],
         "replicas": [{"broker": b, "topic": t, "partition": p, "log_dir": d, "error_code": codes.get((b, t, p))}
@@ -250,6 +263,42 @@ def _execute(
     if failed:
         raise CliError("log dir moves refused: " + ", ".join(
             f"{t}-{p} on broker {b} (error {c})" for (b, t, p), c in sorted(failed.items())))
+
+
+def _set_replication_throttles(
+    admin: Any, targets: dict[tuple[str, int], list[int]], current: dict[tuple[str, int], list[int]], rate: int
+) -> None:
+    """Kafka's modifyReassignmentThrottle + modifyTopicThrottles: the rate on every broker a moving
+    partition has or gets; per topic, its moving partitions' current replicas as leader-throttled and
+    the replicas they gain as follower-throttled."""
+    moving = {k: t for k, t in targets.items() if sorted(t) != sorted(current[k])}
+    leaders: dict[str, list[str]] = {}
+    followers: dict[str, list[str]] = {}
+    brokers: set[int] = set()
+    for (t, p), target in sorted(moving.items()):
+        cur = current[(t, p)]
+        brokers |= set(cur) | set(target)
+        leaders.setdefault(t, []).extend(f"{p}:{b}" for b in cur)
+        followers.setdefault(t, []).extend(f"{p}:{b}" for b in target if b not in cur)
+    for b in sorted(brokers):
+        admin.incremental_alter_configs("broker", str(b), set={k: str(rate) for k in BROKER_THROTTLES[:2]})
+    for t in sorted(leaders):
+        admin.incremental_alter_configs("topic", t, set={
+            TOPIC_THROTTLES[0]: ",".join(leaders[t]), TOPIC_THROTTLES[1]: ",".join(followers.get(t, []))})
+
+
+def _clear_throttles(admin: Any, topics: list[str], echo: Any) -> None:
+    """Kafka's clearAllThrottles: the broker-level throttles on every broker, the topic-level ones
+    on the reassignment's topics."""
+    # Broker configs are sent to the broker itself: one that is down (fenced) keeps its throttle
+    # until it is cleared again (a later --verify).
+    brokers = sorted(b.node_id for b in admin.describe_cluster().brokers if not b.fenced)
+    for b in brokers:
+        admin.incremental_alter_configs("broker", str(b), delete=list(BROKER_THROTTLES))
+    for t in topics:
+        admin.incremental_alter_configs("topic", t, delete=list(TOPIC_THROTTLES))
+    echo(f"Clearing broker-level throttles on broker{'s' if len(brokers) != 1 else ''} {','.join(map(str, brokers))}")
+    echo(f"Clearing topic-level throttles on topic{'s' if len(topics) != 1 else ''} {','.join(topics)}")
 
 
 def _execute_moves(
@@ -349,11 +398,10 @@ def _verify(
             parts[key] = "other replicas"
     moves = _log_dir_status(admin, wanted)
     done = all(s != "in progress" for s in parts.values()) and all(s == "completed" for s in moves.values())
-    brokers = sorted({b for b, _, _ in wanted})
     removed = False
-    if done and not preserve_throttles and brokers:
-        for b in brokers:
-            admin.incremental_alter_configs("broker", str(b), delete=[THROTTLE_KEY])
+    cleared: list[str] = []
+    if done and not preserve_throttles:
+        _clear_throttles(admin, sorted({t for t, _ in targets}), cleared.append)
         removed = True
     data = {
         "complete": done,
@@ -392,9 +440,8 @@ def _verify(
                 else:
                     con.print(f"Partition {t}-{p} on broker {b} is not being moved from log dir "
                               f"{s} to {wanted[(b, t, p)]}.")
-        if removed:
-            con.print(f"Clearing broker-level throttles on broker{'s' if len(brokers) > 1 else ''} "
-                      + ",".join(map(str, brokers)))
+        for line in cleared:
+            con.print(line)
 
     emit(as_json, data, render)
 
@@ -408,6 +455,9 @@ def _cancel(admin: Any, targets: dict[tuple[str, int], list[int]], *, preserve_t
         raise CliError("Error cancelling partition reassignment(s) for:\n" + "\n".join(
             f"{_tp(t, p)}: {msg or code}" for (t, p), (code, msg) in sorted(errors.items())))
     cancelled = [k for k in active if results.get(k, (0, None))[0] == 0]
+    cleared: list[str] = []
+    if not preserve_throttles:
+        _clear_throttles(admin, sorted({t for t, _ in targets}), cleared.append)
 
     def render(con: Any) -> None:
         if cancelled:
@@ -415,5 +465,7 @@ def _cancel(admin: Any, targets: dict[tuple[str, int], list[int]], *, preserve_t
                       + ",".join(_tp(t, p) for t, p in cancelled))
         else:
             con.print("None of the specified partition reassignments are active.")
+        for line in cleared:
+            con.print(line)
 
     emit(as_json, {"cancelled": [{"topic": t, "partition": p} for t, p in cancelled]}, render)
