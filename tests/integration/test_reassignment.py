@@ -16,6 +16,7 @@ import os
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -328,3 +329,40 @@ def test_a_throttled_move_keeps_to_the_rate_and_verify_removes_the_throttles(clu
         assert all(e.value == "" for e in a.describe_configs("topic", topic, keys=list(TOPIC_LISTS)))
     assert _assignment(cluster, topic)[0][0] == [2]
     assert len(ck_read_to_end(cluster.bootstrap, topic)) == 1500
+
+
+def test_adding_two_brokers_and_rebalancing_ends_balanced(tmp_path: Path) -> None:
+    """Five nodes whose topics live on brokers 1-3 only (4 and 5 just joined): `kavka cluster
+    rebalance --add-brokers 4,5 --execute` moves the fewest replicas, and once the moves finish every
+    broker's replica and preferred-leader counts are within one of the mean, with every record kept."""
+    c = Cluster(tmp_path, 5, overrides=OVERRIDES).start()
+    try:
+        with AdminClient(c.bootstrap) as a:
+            wait_until(lambda: len(a.describe_cluster().brokers) == 5, timeout=30, message="five brokers")
+        old = [[1, 2], [2, 3], [3, 1]]
+        topics = {unique("grow"): {p: old[p % 3] for p in range(6)}, unique("grow"): {p: old[(p + 1) % 3] for p in range(4)}}
+        acked = {}
+        for t, assignment in topics.items():
+            _create(c, t, assignment)
+            acked[t] = _produce(c, t, 200, partitions=len(assignment))
+        out = _kavka(c, "cluster", "rebalance", "--add-brokers", "4,5", "--execute", "--json")
+        plan = json.loads(out.stdout)
+        summary = plan["kavka_plan"]
+        assert summary["executed"] and summary["brokers"] == [1, 2, 3, 4, 5]
+        assert summary["replicas"] == 20 and summary["moved_replicas"] == 8  # 20 / 5 = 4 each on the new ones
+        assert summary["full_replacement_moved_replicas"] >= summary["moved_replicas"]
+        with AdminClient(c.bootstrap) as a:
+            wait_until(lambda: a.list_partition_reassignments() == {}, timeout=60, message="the moves to finish")
+            described = a.describe_topics(list(topics))
+        replicas, leaders = Counter(), Counter()
+        for d in described:
+            for p in d.partitions:
+                replicas.update(p.replicas)
+                leaders[p.replicas[0]] += 1
+        assert sorted(replicas) == [1, 2, 3, 4, 5]
+        assert max(replicas.values()) - min(replicas.values()) <= 1, replicas
+        assert max(leaders.values()) - min(leaders.values()) <= 1, leaders
+        for t, assignment in topics.items():
+            assert _consumed(c, t, len(assignment)) == acked[t]
+    finally:
+        c.stop()
