@@ -157,8 +157,10 @@ class Cluster:
         overrides: dict[str, str] | None = None,
         controllers: int | None = None,
         node_overrides: dict[int, dict[str, str]] | None = None,
+        log_dirs: int = 1,
     ) -> None:
-        """`node_overrides` adds per-node properties (e.g. `broker.rack`) on top of `overrides`."""
+        """`node_overrides` adds per-node properties (e.g. `broker.rack`) on top of `overrides`;
+        `log_dirs` is the number of log dirs of each node."""
         self.root = Path(root)
         voter_ids = range(1, (controllers or nodes) + 1)
         ctl_ports = {i: free_port() for i in voter_ids}
@@ -184,7 +186,7 @@ class Cluster:
             props.update(overrides or {})
             props.update((node_overrides or {}).get(i, {}))
             port = ctl_ports[i] if roles == "controller" else client_ports[i]
-            self.nodes[i] = BrokerProcess(self.root / f"node{i}", node_id=i, overrides=props, port=port)
+            self.nodes[i] = BrokerProcess(self.root / f"node{i}", node_id=i, overrides=props, port=port, log_dirs=log_dirs)
         self.brokers = {i: n for i, n in self.nodes.items() if controllers is None or i not in ctl_ports}
         self.cluster_id = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()  # a Kafka Uuid
 

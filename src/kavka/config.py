@@ -182,7 +182,18 @@ def _t(
     return TopicConfigDef(ConfigDef(name, t, default, doc, v, informational=informational), synonym)
 
 
-_NO_REPLICATION = "replication is not throttled yet: followers fetch as fast as the leader answers"
+
+
+def throttled_replicas(name: str) -> Validator:
+    """Kafka's ThrottledReplicaListValidator: `*` alone, or [partitionId]:[brokerId] entries."""
+
+    def check(v: list[str]) -> str | None:
+        if v == ["*"] or all(re.fullmatch(r"[0-9]+:[0-9]+", x.strip()) for x in v):
+            return None
+        return (f"{name} must be the literal '*' or a list of replicas in the following format: "
+                "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+    return check
 _TIERED_SYSTEM_KEY = "remote.log.storage.system.enable"
 
 
@@ -205,9 +216,13 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         _t("file.delete.delay.ms", _L, 60000, "log.segment.delete.delay.ms", "delay before a deleted file is removed", at_least(0)),
         _t("flush.messages", _L, LONG_MAX, "log.flush.interval.messages", "fsync after this many messages", at_least(1)),
         _t("flush.ms", _L, LONG_MAX, "log.flush.interval.ms", "fsync after this many ms", at_least(0)),
-        _t("follower.replication.throttled.replicas", _LST, [], None, "throttled follower replicas", informational=_NO_REPLICATION),
+        _t("follower.replication.throttled.replicas", _LST, [], None,
+           "replicas ([partition]:[broker], or *) whose fetches from the leader follower.replication.throttled.rate bounds while out of sync",
+           throttled_replicas("follower.replication.throttled.replicas")),
         _t("index.interval.bytes", _I, 4096, "log.index.interval.bytes", "bytes between offset index entries", at_least(0)),
-        _t("leader.replication.throttled.replicas", _LST, [], None, "throttled leader replicas", informational=_NO_REPLICATION),
+        _t("leader.replication.throttled.replicas", _LST, [], None,
+           "replicas ([partition]:[broker], or *) whose leader sends out-of-sync followers at most leader.replication.throttled.rate",
+           throttled_replicas("leader.replication.throttled.replicas")),
         _t("local.retention.bytes", _L, -2, "log.local.retention.bytes", "local tier retention bytes of a tiered topic (-2: retention.bytes)", at_least(-2)),
         _t("local.retention.ms", _L, -2, "log.local.retention.ms", "local tier retention ms of a tiered topic (-2: retention.ms)", at_least(-2)),
         _t("max.compaction.lag.ms", _L, LONG_MAX, "log.cleaner.max.compaction.lag.ms", "max time a message stays uncompacted", at_least(1)),
@@ -385,6 +400,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("num.replica.alter.log.dirs.threads", _I, None, "movers of replicas between log dirs (default: one per log dir)", at_least(1)),
         _b("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX, "throttle of moves between log dirs (KIP-113)", at_least(1), dynamic=True),
         _b("log.dir.failure.timeout.ms", _L, 30000, "KIP-858: a broker that cannot report a failed log dir to the controller within this shuts down", at_least(1)),
+        _b("leader.replication.throttled.rate", _L, LONG_MAX, "bytes/s a leader sends to the out-of-sync followers of leader.replication.throttled.replicas", at_least(0), dynamic=True),
+        _b("follower.replication.throttled.rate", _L, LONG_MAX, "bytes/s a follower fetches for its out-of-sync follower.replication.throttled.replicas", at_least(0), dynamic=True),
+        _b("replication.quota.window.num", _I, 11, "samples the replication throttles' rate is measured over", at_least(1)),
+        _b("replication.quota.window.size.seconds", _I, 1, "length of one replication throttle sample", at_least(1)),
         _b("log.dir.select.strategy", _S, "size", "where new replicas go: size (bytes used and free space) or partitions (fewest, Kafka's rule)", one_of("size", "partitions")),
         _b("metrics.prometheus.port", _I, -1, "port of the Prometheus /metrics endpoint: -1 off, 0 any free port", between(-1, 65535)),
         _b("metrics.prometheus.host", _S, "127.0.0.1", "address the Prometheus endpoint binds"),

@@ -27,6 +27,7 @@ from kavka.broker.handlers import (
     produce,
     producer_ids,
     quorum,
+    reassignments,
     topics,
 )
 from kavka.protocol import api
@@ -74,6 +75,8 @@ class KafkaApis:
             ApiKey.DESCRIBE_QUORUM: quorum.handle_describe_quorum,
             ApiKey.ELECT_LEADERS: elect_leaders.handle_elect_leaders,
             ApiKey.CREATE_REPLICA_PLACEMENT: placement.handle_create_replica_placement,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list_partition_reassignments,
         }
 
     def handlers(self) -> dict[int, Handler]:

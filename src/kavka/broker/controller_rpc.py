@@ -3,7 +3,8 @@
 Kafka 4 brokers never change metadata themselves: they send BrokerRegistration
 and AllocateProducerIds to the active controller, and forward admin requests
 (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, ElectLeaders) to it. kavka does the same over the controller
+IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments,
+ListPartitionReassignments) to it. kavka does the same over the controller
 listener (the one the raft RPCs use), with Kafka's own request messages at
 fixed versions (`RPCS`):
 
@@ -40,6 +41,8 @@ from kio.schema.alter_configs.v2 import request as ac_req
 from kio.schema.alter_configs.v2 import response as ac_resp
 from kio.schema.alter_partition.v3 import request as ap_req
 from kio.schema.alter_partition.v3 import response as ap_resp
+from kio.schema.alter_partition_reassignments.v0 import request as apr_req
+from kio.schema.alter_partition_reassignments.v0 import response as apr_resp
 from kio.schema.assign_replicas_to_dirs.v0 import request as ard_req
 from kio.schema.assign_replicas_to_dirs.v0 import response as ard_resp
 from kio.schema.broker_heartbeat.v1 import request as bh_req
@@ -59,8 +62,10 @@ from kio.schema.elect_leaders.v2 import response as el_resp
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.incremental_alter_configs.v1 import response as iac_resp
+from kio.schema.list_partition_reassignments.v0 import request as lpr_req
+from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 
-from kavka.broker.handlers import configs, elect_leaders, topics
+from kavka.broker.handlers import configs, elect_leaders, reassignments, topics
 from kavka.broker.handlers.placement import placement_response
 from kavka.client.async_channel import AsyncChannel
 from kavka.controller.controller import (
@@ -68,6 +73,8 @@ from kavka.controller.controller import (
     ApiResult,
     CreatedTopic,
     NewTopic,
+    OngoingReassignment,
+    ReassignmentResult,
     TopicElections,
 )
 from kavka.controller.image import MetadataImage, TopicImage
@@ -104,6 +111,8 @@ RPCS: dict[int, tuple[type, type]] = {
     56: (ap_req.AlterPartitionRequest, ap_resp.AlterPartitionResponse),
     43: (el_req.ElectLeadersRequest, el_resp.ElectLeadersResponse),
     73: (ard_req.AssignReplicasToDirsRequest, ard_resp.AssignReplicasToDirsResponse),
+    45: (apr_req.AlterPartitionReassignmentsRequest, apr_resp.AlterPartitionReassignmentsResponse),
+    46: (lpr_req.ListPartitionReassignmentsRequest, lpr_resp.ListPartitionReassignmentsResponse),
     ks.CREATE_REPLICA_PLACEMENT: (ks.CreateReplicaPlacementRequest, ks.CreateReplicaPlacementResponse),
 }
 
@@ -285,6 +294,14 @@ class ControllerApis:
     async def _api_43(self, req: el_req.ElectLeadersRequest) -> Any:
         answer = await elect_leaders.elect_leaders(self.qc, req.election_type, elect_leaders.requested(req))
         return elect_leaders.encode(el_resp.ElectLeadersResponse, answer)
+
+    async def _api_45(self, req: apr_req.AlterPartitionReassignmentsRequest) -> Any:
+        answer = await reassignments.alter(self.qc, reassignments.targets(req))
+        return reassignments.encode_alter(apr_resp.AlterPartitionReassignmentsResponse, answer)
+
+    async def _api_46(self, req: lpr_req.ListPartitionReassignmentsRequest) -> Any:
+        answer = await reassignments.list_ongoing(self.qc, reassignments.wanted(req))
+        return reassignments.encode_list(lpr_resp.ListPartitionReassignmentsResponse, answer)
 
     async def _api_67(self, req: apid_req.AllocateProducerIdsRequest) -> Any:
         try:
@@ -651,6 +668,73 @@ class ControllerClient:
         if elected:
             await self._await_image(lambda img: all(epoch(img, t, p) > epoch(before, t, p) for t, p in elected))
         return list(answer.results)
+
+    async def alter_partition_reassignments(
+        self,
+        topics: Sequence[tuple[str, Sequence[tuple[int, Sequence[int] | None]]]],
+        *,
+        timeout_s: float | None = None,
+    ) -> list[tuple[str, list[ReassignmentResult]]]:
+        """AlterPartitionReassignments on the active controller (committed when it answers)."""
+
+        async def local() -> Any:
+            return await self.qc.alter_partition_reassignments(topics)
+
+        def request() -> Any:
+            return apr_req.AlterPartitionReassignmentsRequest(
+                timeout=_TIMEOUT if timeout_s is None else datetime.timedelta(seconds=timeout_s),
+                topics=tuple(
+                    apr_req.ReassignableTopic(
+                        name=name,
+                        partitions=tuple(
+                            apr_req.ReassignablePartition(
+                                partition_index=p, replicas=None if target is None else tuple(target)
+                            )
+                            for p, target in parts
+                        ),
+                    )
+                    for name, parts in topics
+                ),
+            )
+
+        resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller, timeout_s)
+        if isinstance(resp, list):
+            return resp
+        answer = reassignments.decode_alter(resp)
+        self._raise_unavailable(answer.error, answer.message)
+        return [(n, list(rs)) for n, rs in answer.results]
+
+    async def list_partition_reassignments(
+        self, topics: Sequence[tuple[str, Sequence[int]]] | None, *, timeout_s: float | None = None
+    ) -> list[tuple[str, list[OngoingReassignment]]]:
+        """ListPartitionReassignments on the active controller's image."""
+
+        async def local() -> Any:
+            return await self.qc.list_partition_reassignments(topics)
+
+        def request() -> Any:
+            return lpr_req.ListPartitionReassignmentsRequest(
+                timeout=_TIMEOUT if timeout_s is None else datetime.timedelta(seconds=timeout_s),
+                topics=None
+                if topics is None
+                else tuple(
+                    lpr_req.ListPartitionReassignmentsTopics(name=n, partition_indexes=tuple(ps)) for n, ps in topics
+                ),
+            )
+
+        resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller, timeout_s)
+        if isinstance(resp, list):
+            return resp
+        answer = reassignments.decode_list(resp)
+        self._raise_unavailable(answer.error, answer.message)
+        return [(n, list(ps)) for n, ps in answer.topics]
+
+    @staticmethod
+    def _raise_unavailable(error: ErrorCode, message: str | None) -> None:
+        if error == ErrorCode.request_timed_out:
+            raise TimeoutError(message or "timed out")
+        if error != ErrorCode.none:
+            raise NotControllerError(f"the controller answered {error.name}: {message}")
 
     async def allocate_producer_ids(self, broker_id: int, block_size: int = 1000) -> tuple[int, int]:
         async def local() -> Any:

@@ -71,6 +71,7 @@ from kavka.raft.state import FileQuorumStateStore
 from kavka.replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
+from kavka.replication.quota import ReplicationQuotas
 from kavka.replication.replica_manager import ReplicaManager
 from kavka.replication.replica_state import PartitionRegistration as ReplicaRegistration
 from kavka.storage.cleaner import CleanerConfig
@@ -252,6 +253,14 @@ class BrokerNode:
             ),
         )
         rm.fetchers = self.replica_fetchers
+        # Replication throttles (KIP-73): bounds follow the dynamic broker configs (_on_metadata).
+        self.replication_quotas = ReplicationQuotas(
+            self.node_id, samples=c["replication.quota.window.num"], window_s=c["replication.quota.window.size.seconds"]
+        )
+        self.replica_fetchers.quotas = self.replication_quotas
+        self.replica_fetchers.image = lambda: self.image
+        # Static values now; dynamic ones come with the metadata log (_on_metadata).
+        self._apply_replication_throttles(MetadataImage())
 
         async def send(items: list[Any]) -> Any:
             return await self.controller.alter_partition(
@@ -601,6 +610,8 @@ class BrokerNode:
             work.append(self._sync_coordinator)
         if touched_topics and getattr(self, "remote_log_manager", None) is not None:
             work.append(self.remote_log_manager.sync_leadership)
+        if delta.changed_configs and any(rt == 4 for rt, _ in delta.changed_configs):
+            self._apply_replication_throttles(image)
         if delta.changed_configs:
             broker_changed = any(rt == 4 for rt, _ in delta.changed_configs)
             names = {name for rt, name in delta.changed_configs if rt == 2}
@@ -639,6 +650,13 @@ class BrokerNode:
             tp.topic, tp.partition, recorded,
         )
         return True
+
+    def _apply_replication_throttles(self, image: MetadataImage) -> None:
+        quotas: ReplicationQuotas | None = getattr(self, "replication_quotas", None)
+        if quotas is None:
+            return
+        quotas.leader.set_bound(self.resolver.broker_value(image, "leader.replication.throttled.rate"))
+        quotas.follower.set_bound(self.resolver.broker_value(image, "follower.replication.throttled.rate"))
 
     def _sync_coordinator(self) -> None:
         """The group coordinator follows the leadership of `__consumer_offsets` partitions."""

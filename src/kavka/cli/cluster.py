@@ -125,3 +125,12 @@ def status(bootstrap: str, as_json: bool) -> None:
                         [(v["id"], v["log_end_offset"], v["lag"], v["last_fetch_ms_ago"], v["status"]) for v in q["voters"] + q["observers"]]))
 
     emit(as_json, data, render)
+
+
+def _add_rebalance() -> None:
+    from kavka.cli.rebalance import rebalance
+
+    cluster.add_command(rebalance)
+
+
+_add_rebalance()

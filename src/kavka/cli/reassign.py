@@ -1,18 +1,21 @@
-"""`kavka reassign-partitions`: kafka-reassign-partitions.sh for moves between log dirs (KIP-113).
+"""`kavka reassign-partitions`: kafka-reassign-partitions.sh -- moves across brokers (KIP-455) and
+between the log dirs of a broker (KIP-113).
 
 Reads Kafka's reassignment JSON::
 
     {"version": 1, "partitions": [
-        {"topic": "t", "partition": 0, "replicas": [1], "log_dirs": ["/data/d2"]}]}
+        {"topic": "t", "partition": 0, "replicas": [2, 3], "log_dirs": ["any", "/data/d2"]}]}
 
-``log_dirs`` (optional) gives, per replica, an absolute log dir or ``"any"``.
-``--execute`` sends AlterReplicaLogDirs to each broker named (and with
-``--replica-alter-log-dirs-throttle`` first sets the dynamic broker config
-``replica.alter.log.dirs.io.max.bytes.per.second`` there); ``--verify``
-reports each replica as completed or in progress and, once all are done,
-removes that throttle, as Kafka's tool does. Replica lists that differ from the
-current assignment (moves across brokers) come with the cluster work and are
-refused here.
+``--execute`` checks the brokers exist and that no reassignment is already running (unless
+``--additional``), prints the current assignment (Kafka's rollback JSON), sends
+AlterPartitionReassignments for every partition, then AlterReplicaLogDirs for each replica whose
+``log_dirs`` entry is a path -- retrying REPLICA_NOT_AVAILABLE every 100 ms until the replica
+exists on its new broker, or ``--timeout`` ms pass (Kafka's executeMoves); with
+``--replica-alter-log-dirs-throttle`` it first sets ``replica.alter.log.dirs.io.max.bytes.per.second``
+on the brokers whose dirs change. ``--verify`` reports each partition (completed, in progress with
+each adding replica's size and lag, or a different replica set) and each log-dir move, and once
+everything is done removes the throttles, as Kafka's tool does. ``--cancel`` cancels the listed
+partitions' reassignments that are active (a null target: back to the original replicas).
 
 ``--generate`` (with ``--topics-to-move-json-file`` ``{"version": 1, "topics": [{"topic": "t"}]}``
 and ``--broker-list 1,2,3``) prints the current assignment and a proposed one in the same JSON, as
@@ -24,6 +27,7 @@ placement code in the tool; ``--disable-rack-aware`` maps to ForceSimplePlacemen
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,9 @@ import click
 from kavka.cli.common import CliError, admin_client, bootstrap_option, emit, json_option, table
 
 THROTTLE_KEY = "replica.alter.log.dirs.io.max.bytes.per.second"
+# KIP-73 replication throttles, as Kafka's tool sets and clears them.
+BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate", THROTTLE_KEY)
+TOPIC_THROTTLES = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 
 def parse_reassignment(text: str) -> list[tuple[str, int, list[int], list[str]]]:
@@ -89,9 +96,10 @@ def reassignment_json(assignment: dict[tuple[str, int], list[int]]) -> dict[str,
 @click.command(name="reassign-partitions")
 @bootstrap_option
 @click.option("--reassignment-json-file", "json_file", type=click.Path(exists=True, path_type=Path), default=None,
-              help="The reassignment (with --execute or --verify).")
+              help="The reassignment (with --execute, --verify or --cancel).")
 @click.option("--execute", is_flag=True, help="Start the reassignment.")
-@click.option("--verify", is_flag=True, help="Report progress; removes the throttle once complete.")
+@click.option("--verify", is_flag=True, help="Report progress; removes the throttles once complete.")
+@click.option("--cancel", is_flag=True, help="Cancel the active reassignments of the listed partitions.")
 @click.option("--generate", is_flag=True, help="Propose an assignment of the topics over --broker-list (the cluster's placer).")
 @click.option("--topics-to-move-json-file", "topics_file", type=click.Path(exists=True, path_type=Path), default=None,
               help='{"version": 1, "topics": [{"topic": "t"}]} (with --generate).')
@@ -99,50 +107,69 @@ def reassignment_json(assignment: dict[tuple[str, int], list[int]]) -> dict[str,
 @click.option("--disable-rack-aware", is_flag=True, help="Ignore racks: ForceSimplePlacement (with --generate).")
 @click.option("--replica-alter-log-dirs-throttle", "throttle", type=click.IntRange(min=1), default=None,
               help="Bytes per second for moves between log dirs of a broker (with --execute).")
+@click.option("--throttle", "inter_broker_throttle", type=click.IntRange(min=1), default=None,
+              help="Bytes per second for replication between brokers while the reassignment runs (with --execute).")
+@click.option("--additional", is_flag=True, help="Execute even though other reassignments are in progress.")
+@click.option("--preserve-throttles", is_flag=True, help="Leave the throttles in place (with --verify or --cancel).")
+@click.option("--timeout", "timeout_ms", type=click.IntRange(min=0), default=10_000, show_default=True,
+              help="Milliseconds to wait for a log-dir move to start on a replica's new broker (with --execute).")
 @json_option
 def reassign_partitions(
     bootstrap: str,
     json_file: Path | None,
     execute: bool,
     verify: bool,
+    cancel: bool,
     generate: bool,
     topics_file: Path | None,
     broker_list: str | None,
     disable_rack_aware: bool,
     throttle: int | None,
+    inter_broker_throttle: int | None,
+    additional: bool,
+    preserve_throttles: bool,
+    timeout_ms: int,
     as_json: bool,
 ) -> None:
-    """Move replicas between the log dirs of their brokers, or propose an assignment (kafka-reassign-partitions.sh)."""
-    if execute + verify + generate != 1:
-        raise click.UsageError("give exactly one of --generate, --execute and --verify")
+    """Move replicas to other brokers and log dirs, or propose an assignment (kafka-reassign-partitions.sh)."""
+    if execute + verify + cancel + generate != 1:
+        raise click.UsageError("give exactly one of --generate, --execute, --verify and --cancel")
     if generate:
         if topics_file is None or not broker_list:
             raise click.UsageError("--generate needs --topics-to-move-json-file and --broker-list")
         _generate(bootstrap, topics_file, broker_list, disable_rack_aware, as_json)
         return
     if json_file is None:
-        raise click.UsageError("--execute and --verify need --reassignment-json-file")
+        raise click.UsageError("--execute, --verify and --cancel need --reassignment-json-file")
     try:
         entries = parse_reassignment(json_file.read_text())
     except ValueError as e:
         raise CliError(f"{json_file}: {e}") from None
+    targets = {(t, p): reps for t, p, reps, _ in entries}
+    wanted = {(b, t, p): d for t, p, reps, dirs in entries for b, d in zip(reps, dirs, strict=True) if d != "any"}
     with admin_client(bootstrap) as admin:
-        current = {(d.name, p.partition): list(p.replicas) for d in admin.describe_topics(sorted({e[0] for e in entries})) for p in d.partitions}
-        for topic, partition, replicas, _ in entries:
-            have = current.get((topic, partition))
-            if have is None:
-                raise CliError(f"{topic}-{partition} does not exist")
-            if sorted(have) != sorted(replicas):
-                raise CliError(
-                    f"{topic}-{partition}: replicas {replicas} differ from the current {have}; moving replicas "
-                    "between brokers is not supported yet (only log_dirs moves within a broker)"
-                )
-        wanted = {(b, t, p): d for t, p, reps, dirs in entries for b, d in zip(reps, dirs, strict=True) if d != "any"}
-        brokers = sorted({b for b, _, _ in wanted})
+        current = _current(admin, targets)
         if execute:
-            _execute(admin, wanted, brokers, throttle, as_json)
+            _execute(admin, targets, current, wanted, throttle=throttle, inter_broker_throttle=inter_broker_throttle,
+                     additional=additional, timeout_ms=timeout_ms, as_json=as_json)
+        elif verify:
+            _verify(admin, targets, current, wanted, preserve_throttles=preserve_throttles, as_json=as_json)
         else:
-            _verify(admin, wanted, brokers, as_json)
+            _cancel(admin, targets, preserve_throttles=preserve_throttles, as_json=as_json)
+
+
+def _tp(t: str, p: int) -> str:
+    return f"{t}-{p}"
+
+
+def _current(admin: Any, targets: dict[tuple[str, int], list[int]]) -> dict[tuple[str, int], list[int]]:
+    """Each listed partition's replicas now; a missing one is refused."""
+    described = admin.describe_topics(sorted({t for t, _ in targets}))
+    current = {(d.name, p.partition): list(p.replicas) for d in described for p in d.partitions}
+    for t, p in sorted(targets):
+        if (t, p) not in current:
+            raise CliError(f"{_tp(t, p)} does not exist")
+    return current
 
 
 def _generate(bootstrap: str, topics_file: Path, broker_list: str, disable_rack_aware: bool, as_json: bool) -> None:
@@ -179,37 +206,136 @@ def _generate(bootstrap: str, topics_file: Path, broker_list: str, disable_rack_
     click.echo(f"Proposed partition reassignment configuration\n{json.dumps(prop, separators=(',', ':'))}")
 
 
-def _execute(admin: Any, wanted: dict[tuple[int, str, int], str], brokers: list[int], throttle: int | None, as_json: bool) -> None:
+def _execute(
+    admin: Any,
+    targets: dict[tuple[str, int], list[int]],
+    current: dict[tuple[str, int], list[int]],
+    wanted: dict[tuple[int, str, int], str],
+    *,
+    throttle: int | None,
+    inter_broker_throttle: int | None,
+    additional: bool,
+    timeout_ms: int,
+    as_json: bool,
+) -> None:
+    live = {b.node_id for b in admin.describe_cluster().brokers}
+    unknown = sorted({b for reps in targets.values() for b in reps} - live)
+    if unknown:
+        raise CliError(f"Unknown broker id(s) {','.join(map(str, unknown))}")
+    if not additional and admin.list_partition_reassignments():
+        raise CliError(
+            "Cannot execute because there is an existing partition assignment.  Use --additional to "
+            "override this and create a new partition assignment in addition to the existing one."
+        )
+    rollback = reassignment_json({k: current[k] for k in targets})
+    echo = (lambda line: None) if as_json else click.echo
+    echo(f"Current partition replica assignment\n\n{json.dumps(rollback, separators=(',', ':'))}\n\n"
+         "Save this to use as the --reassignment-json-file option during rollback")
+    brokers = sorted({b for b, _, _ in wanted})
+    if throttle is not None or inter_broker_throttle is not None:
+        echo("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+             "throttle is removed.")
+    if inter_broker_throttle is not None:
+        _set_replication_throttles(admin, targets, current, inter_broker_throttle)
+        echo(f"The inter-broker throttle limit was set to {inter_broker_throttle} B/s")
     if throttle is not None:
         for b in brokers:
             admin.incremental_alter_configs("broker", str(b), set={THROTTLE_KEY: str(throttle)})
-    results = admin.alter_replica_log_dirs(wanted) if wanted else {}
-    # REPLICA_NOT_AVAILABLE (9): the broker remembers the dir for when the replica is created.
-    failed = {k: c for k, c in results.items() if c not in (0, 9)}
-    data = {
+        echo(f"The replica-alter-dir throttle limit was set to {throttle} B/s")
+    results = admin.alter_partition_reassignments(targets)
+    errors = {k: v for k, v in results.items() if v[0] != 0}
+    if errors:
+        raise CliError("Error reassigning partition(s):\n" + "\n".join(
+            f"{_tp(t, p)}: {msg or code}" for (t, p), (code, msg) in sorted(errors.items())))
+    echo(f"Successfully started partition reassignment{'' if len(targets) == 1 else 's'} for "
+         + ",".join(_tp(t, p) for t, p in sorted(targets)))
+    codes = _execute_moves(admin, wanted, timeout_ms, echo) if wanted else {}
+    emit(as_json, {
+        "current": rollback,
         "throttle": throttle,
-        "replicas": [
-            {"broker": b, "topic": t, "partition": p, "log_dir": d, "error_code": results.get((b, t, p))}
-            for (b, t, p), d in sorted(wanted.items())
-        ],
-    }
-
-    def render(con: Any) -> None:
-        if throttle is not None:
-            con.print(f"The inter-log-dir throttle is set to {throttle} B/s on brokers {brokers}.")
-        for (b, t, p), d in sorted(wanted.items()):
-            code = results.get((b, t, p))
-            state = "started" if code == 0 else ("remembered until the replica exists" if code == 9 else f"refused (error {code})")
-            con.print(f"Move of replica {t}-{p}-{b} to {d}: {state}")
-        if not failed:
-            con.print("Successfully started partition reassignment.")
-
-    emit(as_json, data, render)
+        "inter_broker_throttle": inter_broker_throttle,
+        "partitions": [{"topic": t, "partition": p, "replicas": r, "error_code": results.get((t, p), (0, None))[0]}
+                       for (t, p), r in sorted(targets.items())],
+        "replicas": [{"broker": b, "topic": t, "partition": p, "log_dir": d, "error_code": codes.get((b, t, p))}
+                     for (b, t, p), d in sorted(wanted.items())],
+    }, lambda con: None)
+    failed = {k: c for k, c in codes.items() if c != 0}
     if failed:
-        raise CliError("moves refused: " + ", ".join(f"{t}-{p} on broker {b} (error {c})" for (b, t, p), c in sorted(failed.items())))
+        raise CliError("log dir moves refused: " + ", ".join(
+            f"{t}-{p} on broker {b} (error {c})" for (b, t, p), c in sorted(failed.items())))
 
 
-def _verify(admin: Any, wanted: dict[tuple[int, str, int], str], brokers: list[int], as_json: bool) -> None:
+def _set_replication_throttles(
+    admin: Any, targets: dict[tuple[str, int], list[int]], current: dict[tuple[str, int], list[int]], rate: int
+) -> None:
+    """Kafka's modifyReassignmentThrottle + modifyTopicThrottles: the rate on every broker a moving
+    partition has or gets; per topic, its moving partitions' current replicas as leader-throttled and
+    the replicas they gain as follower-throttled."""
+    moving = {k: t for k, t in targets.items() if sorted(t) != sorted(current[k])}
+    leaders: dict[str, list[str]] = {}
+    followers: dict[str, list[str]] = {}
+    brokers: set[int] = set()
+    for (t, p), target in sorted(moving.items()):
+        cur = current[(t, p)]
+        brokers |= set(cur) | set(target)
+        leaders.setdefault(t, []).extend(f"{p}:{b}" for b in cur)
+        followers.setdefault(t, []).extend(f"{p}:{b}" for b in target if b not in cur)
+    for b in sorted(brokers):
+        admin.incremental_alter_configs("broker", str(b), set={k: str(rate) for k in BROKER_THROTTLES[:2]})
+    for t in sorted(leaders):
+        admin.incremental_alter_configs("topic", t, set={
+            TOPIC_THROTTLES[0]: ",".join(leaders[t]), TOPIC_THROTTLES[1]: ",".join(followers.get(t, []))})
+
+
+def _clear_throttles(admin: Any, topics: list[str], echo: Any) -> None:
+    """Kafka's clearAllThrottles: the broker-level throttles on every broker, the topic-level ones
+    on the reassignment's topics."""
+    # Broker configs are sent to the broker itself: one that is down (fenced) keeps its throttle
+    # until it is cleared again (a later --verify).
+    brokers = sorted(b.node_id for b in admin.describe_cluster().brokers if not b.fenced)
+    for b in brokers:
+        admin.incremental_alter_configs("broker", str(b), delete=list(BROKER_THROTTLES))
+    for t in topics:
+        admin.incremental_alter_configs("topic", t, delete=list(TOPIC_THROTTLES))
+    echo(f"Clearing broker-level throttles on broker{'s' if len(brokers) != 1 else ''} {','.join(map(str, brokers))}")
+    echo(f"Clearing topic-level throttles on topic{'s' if len(topics) != 1 else ''} {','.join(topics)}")
+
+
+def _execute_moves(
+    admin: Any, wanted: dict[tuple[int, str, int], str], timeout_ms: int, echo: Any
+) -> dict[tuple[int, str, int], int]:
+    """AlterReplicaLogDirs for each replica, retried while REPLICA_NOT_AVAILABLE (9): a replica that
+    moves to a new broker exists there only once the controller committed the reassignment and the
+    broker applied it (Kafka's executeMoves). Returns each replica's last error code."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    pending = dict(wanted)
+    codes: dict[tuple[int, str, int], int] = {}
+    waiting_shown: set[tuple[int, str, int]] = set()
+    while True:
+        results = admin.alter_replica_log_dirs(pending)
+        for key, code in sorted(results.items()):
+            codes[key] = code
+            b, t, p = key
+            if code == 0:
+                echo(f"Successfully started moving log directory to {pending[key]} for replica {t}-{p} with broker {b} ")
+                del pending[key]
+            elif code == 9 and key not in waiting_shown:
+                echo(f"Waiting for replica {t}-{p}-{b} to exist on broker {b}...")
+                waiting_shown.add(key)
+            elif code != 9:
+                del pending[key]  # refused for good (LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR, ...)
+        if not pending:
+            return codes
+        if time.monotonic() >= deadline:
+            raise CliError(
+                f"Timed out before log directory move{'' if len(pending) == 1 else 's'} could be started for: "
+                + ",".join(f"{t}-{p}-{b}" for b, t, p in sorted(pending))
+            )
+        time.sleep(0.1)
+
+
+def _log_dir_status(admin: Any, wanted: dict[tuple[int, str, int], str]) -> dict[tuple[int, str, int], str]:
+    brokers = sorted({b for b, _, _ in wanted})
     described = admin.describe_log_dirs(brokers) if brokers else {}
     status: dict[tuple[int, str, int], str] = {}
     for (b, t, p), d in wanted.items():
@@ -225,23 +351,121 @@ def _verify(admin: Any, wanted: dict[tuple[int, str, int], str], brokers: list[i
                 elif state == "missing":
                     state = "elsewhere"
         status[(b, t, p)] = state
-    done = all(s == "completed" for s in status.values())
-    if done:
-        for b in brokers:
-            admin.incremental_alter_configs("broker", str(b), delete=[THROTTLE_KEY])
+    return status
+
+
+def _adding_progress(
+    admin: Any, ongoing: dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
+) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """Per moving partition, each adding replica's size and lag behind the leader (DescribeLogDirs)."""
+    adding = sorted({b for _, add, _ in ongoing.values() for b in add})
+    try:
+        described = admin.describe_log_dirs(adding, sorted({t for t, _ in ongoing})) if adding else {}
+    except Exception:  # a broker that is down: progress unknown, the verdict does not depend on it
+        described = {}
+    out: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for (t, p), (_, add, _) in ongoing.items():
+        rows = []
+        for b in add:
+            size, lag = None, None
+            for ld in described.get(b, []):
+                for r in ld.replicas:
+                    if (r.topic, r.partition) == (t, p) and not r.is_future:
+                        size, lag = r.size, r.offset_lag
+            rows.append({"broker": b, "size": size, "offset_lag": lag})
+        out[(t, p)] = rows
+    return out
+
+
+def _verify(
+    admin: Any,
+    targets: dict[tuple[str, int], list[int]],
+    current: dict[tuple[str, int], list[int]],
+    wanted: dict[tuple[int, str, int], str],
+    *,
+    preserve_throttles: bool,
+    as_json: bool,
+) -> None:
+    ongoing = admin.list_partition_reassignments(sorted(targets))
+    progress = _adding_progress(admin, ongoing)
+    parts: dict[tuple[str, int], str] = {}
+    for key, target in sorted(targets.items()):
+        if key in ongoing:
+            parts[key] = "in progress"
+        elif current[key] == target:
+            parts[key] = "completed"
+        else:
+            parts[key] = "other replicas"
+    moves = _log_dir_status(admin, wanted)
+    done = all(s != "in progress" for s in parts.values()) and all(s == "completed" for s in moves.values())
+    removed = False
+    cleared: list[str] = []
+    if done and not preserve_throttles:
+        _clear_throttles(admin, sorted({t for t, _ in targets}), cleared.append)
+        removed = True
     data = {
         "complete": done,
-        "throttle_removed": done and bool(brokers),
+        "throttle_removed": removed,
+        "partitions": [
+            {"topic": t, "partition": p, "target": targets[(t, p)], "replicas": current[(t, p)], "status": s,
+             "adding": progress.get((t, p), [])}
+            for (t, p), s in sorted(parts.items())
+        ],
         "replicas": [{"broker": b, "topic": t, "partition": p, "log_dir": wanted[(b, t, p)], "status": s}
-                     for (b, t, p), s in sorted(status.items())],
+                     for (b, t, p), s in sorted(moves.items())],
     }
 
     def render(con: Any) -> None:
-        con.print(table("Status of moves between log dirs", ["Replica", "LogDir", "Status"],
-                        [(f"{t}-{p}-{b}", wanted[(b, t, p)], s) for (b, t, p), s in sorted(status.items())]))
-        if done and brokers:
-            con.print("Reassignment complete. Throttle was removed.")
-        elif not done:
-            con.print("Reassignment is still in progress.")
+        # Kafka's lines, then a table of what is still moving.
+        con.print("Status of partition reassignment:")
+        for (t, p), s in sorted(parts.items()):
+            if s == "completed":
+                con.print(f"Reassignment of partition {_tp(t, p)} is completed.")
+            elif s == "in progress":
+                con.print(f"Reassignment of partition {_tp(t, p)} is still in progress.")
+            else:
+                con.print(f"There is no active reassignment of partition {_tp(t, p)}, but replica set is "
+                          f"{','.join(map(str, current[(t, p)]))} rather than {','.join(map(str, targets[(t, p)]))}.")
+        if progress:
+            con.print(table("Adding replicas", ["Partition", "Broker", "Size", "OffsetLag"],
+                            [(_tp(t, p), r["broker"], r["size"], r["offset_lag"])
+                             for (t, p), rows in sorted(progress.items()) for r in rows]))
+        if moves:
+            con.print("\nStatus of log dir moves:")
+            for (b, t, p), s in sorted(moves.items()):
+                if s == "completed":
+                    con.print(f"Reassignment of replica {t}-{p}-{b} completed successfully.")
+                elif s == "in progress":
+                    con.print(f"Reassignment of replica {t}-{p}-{b} is still in progress.")
+                else:
+                    con.print(f"Partition {t}-{p} on broker {b} is not being moved from log dir "
+                              f"{s} to {wanted[(b, t, p)]}.")
+        for line in cleared:
+            con.print(line)
 
     emit(as_json, data, render)
+
+
+def _cancel(admin: Any, targets: dict[tuple[str, int], list[int]], *, preserve_throttles: bool, as_json: bool) -> None:
+    active = sorted(set(admin.list_partition_reassignments(sorted(targets))) & set(targets))
+    results = admin.alter_partition_reassignments({k: None for k in active}) if active else {}
+    # NO_REASSIGNMENT_IN_PROGRESS: it completed between the list and the cancel.
+    errors = {k: v for k, v in results.items() if v[0] not in (0, 85)}
+    if errors:
+        raise CliError("Error cancelling partition reassignment(s) for:\n" + "\n".join(
+            f"{_tp(t, p)}: {msg or code}" for (t, p), (code, msg) in sorted(errors.items())))
+    cancelled = [k for k in active if results.get(k, (0, None))[0] == 0]
+    cleared: list[str] = []
+    if not preserve_throttles:
+        _clear_throttles(admin, sorted({t for t, _ in targets}), cleared.append)
+
+    def render(con: Any) -> None:
+        if cancelled:
+            con.print(f"Successfully cancelled partition reassignment{'' if len(cancelled) == 1 else 's'} for: "
+                      + ",".join(_tp(t, p) for t, p in cancelled))
+        else:
+            con.print("None of the specified partition reassignments are active.")
+        for line in cleared:
+            con.print(line)
+
+    emit(as_json, {"cancelled": [{"topic": t, "partition": p} for t, p in cancelled]}, render)

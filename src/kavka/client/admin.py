@@ -670,6 +670,67 @@ class AdminClient:
             raise_for_error(top)
         return out
 
+    # ------------------------------------------------------------------ reassignments (KIP-455)
+
+    def alter_partition_reassignments(
+        self, targets: Mapping[tuple[str, int], Sequence[int] | None], timeout_ms: int = DEFAULT_TIMEOUT_MS
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """AlterPartitionReassignments through any broker (it forwards to the controller): per
+        partition a target replica list, or None to cancel; (error code, message) per partition.
+        A top-level error raises KafkaError."""
+        import datetime
+
+        from kio.schema.alter_partition_reassignments.v0 import request as req
+
+        conn = self._any()
+        conn.pick_version(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), target in targets.items():
+            by_topic.setdefault(topic, []).append(
+                req.ReassignablePartition(partition_index=partition, replicas=None if target is None else tuple(target))
+            )
+        resp = conn.send(
+            req.AlterPartitionReassignmentsRequest(
+                timeout=datetime.timedelta(milliseconds=timeout_ms),
+                topics=tuple(req.ReassignableTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            )
+        )
+        raise_for_error(resp.error_code, resp.error_message)
+        return {
+            (t.name, p.partition_index): (int(p.error_code), p.error_message)
+            for t in resp.responses
+            for p in t.partitions
+        }
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None = None, timeout_ms: int = DEFAULT_TIMEOUT_MS
+    ) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+        """ListPartitionReassignments: (replicas, adding, removing) of each partition that is moving,
+        of the given partitions or (None) of every topic."""
+        import datetime
+
+        from kio.schema.list_partition_reassignments.v0 import request as req
+
+        conn = self._any()
+        conn.pick_version(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                by_topic.setdefault(topic, []).append(partition)
+            topics = tuple(
+                req.ListPartitionReassignmentsTopics(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items()
+            )
+        resp = conn.send(
+            req.ListPartitionReassignmentsRequest(timeout=datetime.timedelta(milliseconds=timeout_ms), topics=topics)
+        )
+        raise_for_error(resp.error_code, resp.error_message)
+        return {
+            (t.name, p.partition_index): (tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+            for t in resp.topics
+            for p in t.partitions
+        }
+
     # ------------------------------------------------------------------ log dirs (KIP-113)
 
     def describe_log_dirs(

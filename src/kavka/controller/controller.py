@@ -12,6 +12,7 @@ seed is derived from its name: placement.topic_seed). Replicas are placed by the
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -162,6 +163,77 @@ def _change_record(topic_id: str, old: PartitionRegistration, new: PartitionRegi
         leader=new.leader if new.leader != old.leader else None,
         isr=tuple(new.isr) if new.isr != old.isr else None,
     )
+
+
+# KIP-858's DirectoryId.UNASSIGNED (Uuid.ZERO_UUID, base64url): a new replica's directory until
+# its broker reports one.
+UNASSIGNED_DIR = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentResult:
+    """One partition's AlterPartitionReassignments result (ReassignablePartitionResponse)."""
+
+    partition: int
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OngoingReassignment:
+    """One partition of ListPartitionReassignments' answer (OngoingPartitionReassignment)."""
+
+    partition: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+def _assignment(reg: PartitionRegistration) -> partition_change.Assignment:
+    return partition_change.Assignment(
+        reg.replicas, reg.isr, reg.leader, reg.removing_replicas, reg.adding_replicas
+    )
+
+
+def _assignment_record(
+    topic_id: str, old: PartitionRegistration, new: partition_change.Assignment
+) -> tuple[PartitionChangeRecord | None, PartitionRegistration]:
+    """The PartitionChangeRecord that takes `old` to `new` (None if nothing changes) and the
+    registration after it, as MetadataDelta.replay will compute it."""
+    leader: int | None = new.leader if new.leader != old.leader else None
+    if leader is None and not set(old.replicas) <= set(new.replicas):
+        # PartitionChangeBuilder.triggerLeaderEpochBumpForReplicaReassignmentIfNeeded: replicas that
+        # leave are fenced by a new leader epoch, even when the leader stays.
+        leader = old.leader
+    replicas = new.replicas if new.replicas != old.replicas else None
+    directories = None
+    if replicas is not None and old.directories:
+        by_broker = dict(zip(old.replicas, old.directories, strict=False))
+        directories = tuple(by_broker.get(r, UNASSIGNED_DIR) for r in new.replicas)
+    rec = PartitionChangeRecord(
+        topic_id,
+        old.partition_id,
+        leader=leader,
+        isr=new.isr if new.isr != old.isr else None,
+        replicas=replicas,
+        directories=directories,
+        removing_replicas=new.removing if new.removing != old.removing_replicas else None,
+        adding_replicas=new.adding if new.adding != old.adding_replicas else None,
+    )
+    if all(getattr(rec, f) is None for f in ("leader", "isr", "replicas", "removing_replicas", "adding_replicas")):
+        return None, old
+    after = dataclasses.replace(
+        old,
+        replicas=new.replicas,
+        isr=new.isr,
+        leader=new.leader,
+        removing_replicas=new.removing,
+        adding_replicas=new.adding,
+        directories=old.directories if directories is None else directories,
+        leader_epoch=old.leader_epoch + (1 if leader is not None else 0),
+        partition_epoch=old.partition_epoch + 1,
+    )
+    return rec, after
 
 
 # A broker's next state after a heartbeat (Kafka's BrokerControlState).
@@ -534,10 +606,120 @@ class ControllerLogic:
         )
         if error != ErrorCode.none:
             return [], error, reg
+        if reg.reassigning:
+            # PartitionChangeBuilder.completeReassignmentIfNeeded: the ISR this leader proposes may
+            # be the one that holds every target replica.
+            a = partition_change.maybe_complete(dataclasses.replace(_assignment(reg), isr=new.isr))
+            if not a.removing and not a.adding:
+                a = partition_change.elect_for(a, live=image.usable_brokers())
+                log.info("reassignment of partition %d of topic id %s completed: replicas %s", partition, topic_id, list(a.replicas))
+            rec, after = _assignment_record(topic_id, reg, a)
+            return ([rec] if rec is not None else []), ErrorCode.none, after
         rec = _change_record(topic_id, reg, new)  # type: ignore[arg-type]
         if rec is None:
             return [], ErrorCode.none, reg
         return [rec], ErrorCode.none, new  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ reassignments (KIP-455)
+
+    def alter_partition_reassignments(
+        self, image: MetadataImage, topics: Sequence[tuple[str, Sequence[tuple[int, Sequence[int] | None]]]]
+    ) -> tuple[list[Any], list[tuple[str, list[ReassignmentResult]]]]:
+        """AlterPartitionReassignments (Kafka's ReplicationControlManager.alterPartitionReassignments):
+        per partition a target replica list, or None to cancel the reassignment in progress. Returns
+        the records (one PartitionChangeRecord per partition that changes) and each partition's result."""
+        records: list[Any] = []
+        out: list[tuple[str, list[ReassignmentResult]]] = []
+        live = image.usable_brokers()
+        for name, parts in topics:
+            results = []
+            for pid, target in parts:
+                error, message, rec = self._reassign_one(image, name, pid, target, live)
+                if rec is not None:
+                    records.append(rec)
+                results.append(ReassignmentResult(pid, error, message))
+            out.append((name, results))
+        return records, out
+
+    def _reassign_one(
+        self, image: MetadataImage, name: str, pid: int, target: Sequence[int] | None, live: Sequence[int]
+    ) -> tuple[ErrorCode, str | None, PartitionChangeRecord | None]:
+        t = image.topics_by_name.get(name)
+        if t is None:
+            return ErrorCode.unknown_topic_or_partition, f"Unable to find a topic named {name}.", None
+        reg = t.partitions.get(pid)
+        if reg is None:
+            return ErrorCode.unknown_topic_or_partition, f"Unable to find partition {name}:{pid}.", None
+        if target is None:
+            if not reg.reassigning:
+                return ErrorCode.no_reassignment_in_progress, "No partition reassignment is in progress.", None
+            a, unclean = partition_change.revert(_assignment(reg))
+            allowed = self.unclean_election(image, name)
+            if unclean and not allowed:
+                return (
+                    ErrorCode.invalid_replica_assignment,
+                    f"Unable to revert partition assignment for {name}:{pid} because it would require an unclean leader election.",
+                    None,
+                )
+            a = partition_change.elect_for(a, live=live)
+            if a.leader == -1 and allowed:
+                first = next((r for r in a.replicas if r in live), -1)
+                if first != -1:
+                    a = dataclasses.replace(a, leader=first, isr=(first,))
+            log.info("reassignment of %s-%d cancelled: back to replicas %s", name, pid, list(a.replicas))
+        else:
+            target = list(target)
+            if not target:
+                return ErrorCode.invalid_replica_assignment, "The manual partition assignment includes an empty replica list.", None
+            seen: set[int] = set()
+            for b in sorted(target):
+                if b not in image.brokers:
+                    return (
+                        ErrorCode.invalid_replica_assignment,
+                        f"The manual partition assignment includes broker {b}, but no such broker is registered.",
+                        None,
+                    )
+                if b in seen:
+                    return (
+                        ErrorCode.invalid_replica_assignment,
+                        f"The manual partition assignment includes the broker {b} more than once.",
+                        None,
+                    )
+                seen.add(b)
+            moving = partition_change.reassignment_target(reg.replicas, target)
+            a = dataclasses.replace(moving, isr=reg.isr, leader=reg.leader)
+            done = partition_change.maybe_complete(a)  # nothing to catch up: done at once
+            a = partition_change.elect_for(done, live=live) if done is not a else a
+            log.info(
+                "reassignment of %s-%d to %s: replicas %s, adding %s, removing %s",
+                name, pid, target, list(a.replicas), list(a.adding), list(a.removing),
+            )
+        rec, _ = _assignment_record(t.topic_id, reg, a)
+        return ErrorCode.none, None, rec
+
+    def list_partition_reassignments(
+        self, image: MetadataImage, topics: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> list[tuple[str, list[OngoingReassignment]]]:
+        """ListPartitionReassignments: the partitions with a reassignment in progress, of every topic
+        (None) or of the named partitions; unknown names and idle partitions are left out (Kafka)."""
+        wanted: Sequence[tuple[str, Sequence[int]]]
+        if topics is None:
+            wanted = [(n, sorted(image.topics_by_name[n].partitions)) for n in sorted(image.topics_by_name)]
+        else:
+            wanted = topics
+        out = []
+        for name, pids in wanted:
+            t = image.topics_by_name.get(name)
+            if t is None:
+                continue
+            ongoing = []
+            for pid in pids:
+                reg = t.partitions.get(pid)
+                if reg is not None and reg.reassigning:
+                    ongoing.append(OngoingReassignment(pid, reg.replicas, reg.adding_replicas, reg.removing_replicas))
+            if ongoing:
+                out.append((name, ongoing))
+        return out
 
     # ------------------------------------------------------------------ elections
 

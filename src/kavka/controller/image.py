@@ -38,6 +38,14 @@ class PartitionRegistration:
     leader_epoch: int
     partition_epoch: int
     directories: tuple[str, ...] = ()
+    # An ongoing reassignment (KIP-455): `replicas` is the target followed by `removing_replicas`;
+    # `adding_replicas` are target members that are catching up. Both empty: none in progress.
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.removing_replicas or self.adding_replicas)
 
 
 def _directories_for(p: PartitionRegistration, replicas: tuple[int, ...]) -> tuple[str, ...]:
@@ -132,6 +140,8 @@ class MetadataDelta:
                 record.leader_epoch,
                 record.partition_epoch,
                 tuple(record.directories),
+                removing_replicas=tuple(record.removing_replicas),
+                adding_replicas=tuple(record.adding_replicas),
             )
             self.topics[record.topic_id] = replace(t, partitions=MappingProxyType(parts))
             self.changed_partitions.add((record.topic_id, record.partition_id))
@@ -140,7 +150,9 @@ class MetadataDelta:
             if t is None or record.partition_id not in t.partitions:
                 return
             p = t.partitions[record.partition_id]
-            leader_changed = record.leader is not None and record.leader != p.leader
+            # Kafka's PartitionRegistration.merge bumps the leader epoch whenever the record names a
+            # leader, the same one included: a reassignment that removes replicas does so to fence them.
+            leader_changed = record.leader is not None
             p = replace(
                 p,
                 leader=p.leader if record.leader is None else record.leader,
@@ -151,6 +163,10 @@ class MetadataDelta:
                     else _directories_for(p, record.replicas) if record.replicas is not None
                     else p.directories
                 ),
+                removing_replicas=(
+                    p.removing_replicas if record.removing_replicas is None else tuple(record.removing_replicas)
+                ),
+                adding_replicas=p.adding_replicas if record.adding_replicas is None else tuple(record.adding_replicas),
                 leader_epoch=p.leader_epoch + (1 if leader_changed else 0),
                 partition_epoch=p.partition_epoch + 1,
             )

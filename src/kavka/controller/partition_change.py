@@ -26,7 +26,8 @@ Returns values only; the caller turns them into PartitionChangeRecords.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
@@ -150,3 +151,65 @@ def elect_unclean(
     if new.leader == NO_LEADER:
         return ErrorCode.eligible_leaders_not_available, reg
     return ErrorCode.none, new
+
+
+# ---------------------------------------------------------------------------- reassignment (KIP-455)
+#
+# Kafka's PartitionReassignmentReplicas, PartitionReassignmentRevert and the reassignment steps of
+# PartitionChangeBuilder.build(). A reassignment to `target` first widens the replica list to
+# target + removing (adding_replicas catch up as followers); once every target replica is in the
+# ISR (or, with nothing to add, once the ISR keeps one replica that stays) it completes: replicas
+# become the target, the ISR loses the removed replicas, and a removed leader hands over to the
+# first live target replica in the ISR. Cancelling goes back to the original replicas (the ones not
+# being added) and drops the adding ones from the ISR.
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """A partition's replica assignment, with any reassignment in progress (the record's fields)."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    removing: tuple[int, ...] = ()
+    adding: tuple[int, ...] = ()
+
+
+def reassignment_target(current: Sequence[int], target: Sequence[int]) -> Assignment:
+    """The replica list while moving from `current` to `target`: target + removing, sorted sets
+    of removing and adding (PartitionReassignmentReplicas(current, target)). ISR/leader unset."""
+    removing = tuple(sorted(set(current) - set(target)))
+    adding = tuple(sorted(set(target) - set(current)))
+    return Assignment(tuple(target) + removing, (), NO_LEADER, removing, adding)
+
+
+def maybe_complete(a: Assignment) -> Assignment:
+    """PartitionReassignmentReplicas.maybeCompleteReassignment: the finished assignment once the ISR
+    holds every replica that stays, else `a` unchanged."""
+    if not a.removing and not a.adding:
+        return a
+    isr = tuple(r for r in a.isr if r not in a.removing)
+    replicas = tuple(r for r in a.replicas if r not in a.removing)
+    if not isr or not replicas or any(r not in isr for r in replicas):
+        return a
+    return Assignment(replicas, isr, a.leader)
+
+
+def elect_for(a: Assignment, *, live: Collection[int]) -> Assignment:
+    """PartitionChangeBuilder's ONLINE election on a changed assignment: keep a leader that is a
+    live ISR member of it, else the first live ISR member in replica order, else none."""
+    if a.leader in a.isr and a.leader in live and a.leader in a.replicas:
+        return a
+    leader = next((r for r in a.replicas if r in a.isr and r in live), NO_LEADER)
+    return dataclasses.replace(a, leader=leader)
+
+
+def revert(a: Assignment) -> tuple[Assignment, bool]:
+    """PartitionReassignmentRevert: the original replicas and the ISR without the adding ones;
+    True when that ISR would be empty and its first replica must be elected uncleanly."""
+    replicas = tuple(r for r in a.replicas if r not in a.adding)
+    isr = tuple(r for r in a.isr if r not in a.adding)
+    unclean = not isr
+    if unclean:
+        isr = replicas[:1]
+    return Assignment(replicas, isr, a.leader), unclean

@@ -69,6 +69,8 @@ from kavka.controller.controller import (
     ControllerLogic,
     CreatedTopic,
     NewTopic,
+    OngoingReassignment,
+    ReassignmentResult,
     TopicElections,
 )
 from kavka.controller.heartbeats import BrokerSessions
@@ -640,3 +642,15 @@ class QuorumController:
             return (records if result.ok and not validate_only else []), result
 
         return await self._run(decide)
+
+    async def alter_partition_reassignments(
+        self, topics: Sequence[tuple[str, Sequence[tuple[int, Sequence[int] | None]]]]
+    ) -> list[tuple[str, list[ReassignmentResult]]]:
+        """AlterPartitionReassignments (API 45): the changes committed, then each partition's result."""
+        return await self._run(lambda image: self.logic.alter_partition_reassignments(image, topics))
+
+    async def list_partition_reassignments(
+        self, topics: Sequence[tuple[str, Sequence[int]]] | None
+    ) -> list[tuple[str, list[OngoingReassignment]]]:
+        """ListPartitionReassignments (API 46), on the active controller's image."""
+        return await self._run(lambda image: ([], self.logic.list_partition_reassignments(image, topics)))

@@ -69,6 +69,10 @@ class PartitionRecord:
     leader_epoch: int = 0
     partition_epoch: int = 0
     directories: tuple[str, ...] = ()
+    # An ongoing reassignment (Kafka's PartitionRecord RemovingReplicas/AddingReplicas): `replicas`
+    # is the target followed by the replicas being removed.
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,8 @@ class PartitionChangeRecord:
     isr: tuple[int, ...] | None = None
     replicas: tuple[int, ...] | None = None
     directories: tuple[str, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

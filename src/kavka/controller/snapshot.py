@@ -58,6 +58,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                     leader_epoch=p.leader_epoch,
                     partition_epoch=p.partition_epoch,
                     directories=p.directories,
+                    removing_replicas=p.removing_replicas,
+                    adding_replicas=p.adding_replicas,
                 )
             )
     for (resource_type, resource_name), values in sorted(image.configs.items()):

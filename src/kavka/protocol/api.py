@@ -55,6 +55,8 @@ class ApiKey(IntEnum):
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     CREATE_REPLICA_PLACEMENT = kavka_schema.CREATE_REPLICA_PLACEMENT  # kavka's own (KIP-879): protocol.kavka_schema
 
 
@@ -96,6 +98,9 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CREATE_REPLICA_PLACEMENT: (0, 0),
+    # v1 (KIP-860, Kafka 4.0) adds AllowReplicationFactorChange; 3.9 answers v0 only.
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 

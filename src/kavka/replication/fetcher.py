@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import time
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from kio.schema.fetch.v15 import response as fetch_resp
 from kavka.client.async_channel import AsyncChannel
 from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.replication.partition import Partition, PartitionError, TopicPartition
+from kavka.replication.quota import ReplicationQuotas
 from kavka.replication.replica_manager import ReplicaManager
 from kavka.replication.replica_state import DivergingEpoch
 
@@ -101,6 +103,10 @@ class ReplicaFetcherManager:
         # the broker when tiered storage is on: (partition, leader's local log start offset,
         # leader's log start offset) -> the offset to fetch from next.
         self.remote_log_aux_state: Callable[..., Awaitable[int]] | None = None
+        # Replication throttle (replication.quota), set by the broker: the follower quota and the
+        # image whose topic configs name the throttled replicas.
+        self.quotas: ReplicationQuotas | None = None
+        self.image: Callable[[], Any] = lambda: None
 
     def _key(self, tp: TopicPartition, leader: int) -> tuple[int, int]:
         # Stable across processes (str hash is salted): crc32 of the name, as Kafka uses the hash.
@@ -216,7 +222,10 @@ class ReplicaFetcher:
             addr = self.m.endpoint(self.leader_id)
             request, sent = self._build(ready)
             if addr is None or request is None:
-                await asyncio.sleep(backoff)
+                q = self.m.quotas
+                # Everything ready is throttled: wait until the follower quota allows again.
+                pause = min(backoff, max(q.follower.wait_s(time.monotonic()), 0.01)) if q is not None and sent is None else backoff
+                await asyncio.sleep(pause)
                 continue
             try:
                 s = self.m.settings
@@ -245,9 +254,19 @@ class ReplicaFetcher:
         s = self.m.settings
         topics: dict[str, list[Any]] = {}
         sent: dict[TopicPartition, tuple[int, int]] = {}
+        q, image, now = self.m.quotas, self.m.image(), time.monotonic()
+        held = False
         for tp, st in ready.items():
             p = self.m.rm.partitions.get(tp)
             if p is None or p.is_leader or p.offline:
+                continue
+            if (
+                q is not None
+                and self.m.node_id not in p.isr
+                and q.follower_throttled(image, tp.topic, tp.partition)
+                and q.follower.is_exceeded(now)
+            ):
+                held = True  # Kafka's shouldFollowerThrottle: left out of this request
                 continue
             sent[tp] = (p.log_end_offset, st.leader_epoch)
             topics.setdefault(p.topic_id, []).append(
@@ -261,7 +280,7 @@ class ReplicaFetcher:
                 )
             )
         if not sent:
-            return None, sent
+            return None, (None if held else sent)  # type: ignore[return-value]
         req = fetch_req.FetchRequest(
             cluster_id=None,
             replica_state=fetch_req.ReplicaState(replica_id=self.m.node_id, replica_epoch=self.m.broker_epoch()),
@@ -328,6 +347,9 @@ class ReplicaFetcher:
             records = pd.records
             if records:
                 p.append_as_follower(records, now_ms=now_ms)
+                q = self.m.quotas
+                if q is not None and q.follower_throttled(self.m.image(), p.tp.topic, p.tp.partition):
+                    q.follower.record(len(records), time.monotonic())
             p.update_follower_state(leader_high_watermark=pd.high_watermark, leader_log_start_offset=pd.log_start_offset)
             return
         if err == ErrorCode.offset_out_of_range:

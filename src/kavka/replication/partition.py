@@ -287,10 +287,12 @@ class Partition:
         min_one_message: bool,
         now_ms: int,
         log_start_offset: int = -1,
+        hold_back: bool = False,
     ) -> FollowerRead:
         """The leader's side of a follower's fetch: the diverging-epoch check, the read (up to the
         log end: followers see everything), then the follower's new position (KIP-320 first,
-        so only a position that is a prefix of this log ever counts)."""
+        so only a position that is a prefix of this log ever counts). `hold_back`: a replication
+        throttle holds the records back (Kafka's shouldLeaderThrottle); the position still counts."""
         self.check_online()
         self.check_leader_epoch(current_leader_epoch)
         ls = self._require_leader()
@@ -315,7 +317,7 @@ class Partition:
                 log_end_offset=leo,
             )
         data = None
-        if fetch_offset < leo:
+        if fetch_offset < leo and not hold_back:
             data = self.read_records(fetch_offset, max_bytes=max_bytes, max_offset=None, min_one_message=min_one_message)
         proposal = ls.on_follower_fetch(replica_id, fetch_offset=fetch_offset, now_ms=now_ms, log_end_offset=leo)
         self._follower_log_starts[replica_id] = log_start_offset

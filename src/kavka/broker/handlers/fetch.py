@@ -51,6 +51,7 @@ gets FETCH_SESSION_ID_NOT_FOUND, as Kafka answers for an evicted session.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -232,6 +233,8 @@ def _read_all(
 ) -> tuple[Any, int, bool]:
     rm = node.replica_manager
     now_ms = node.now_ms()
+    quotas = getattr(node, "replication_quotas", None) if replica_id >= 0 else None
+    now_s = time.monotonic()
     epoch_cls = nested(resp_cls, "EpochEndOffset") if ctx.api_version >= 12 else None
     topic_cls = nested(resp_cls, "FetchableTopicResponse")
     part_cls = nested(resp_cls, "PartitionData")
@@ -262,6 +265,10 @@ def _read_all(
                     if stale_replica:
                         raise PartitionError(ErrorCode.not_leader_or_follower, f"fetch from a stale or unknown broker {replica_id}")
                     _maybe_moved_to_tiered_storage(node, p, fp.fetch_offset, getattr(fp, "last_fetched_epoch", -1))
+                    # Replication throttle (replication.quota): an out-of-sync follower of a throttled
+                    # partition gets no records while the leader quota is exceeded.
+                    throttled = quotas is not None and quotas.leader_throttled(node.image, name, fp.partition)
+                    hold = throttled and replica_id not in p.isr and quotas.leader.is_exceeded(now_s)
                     r = p.fetch_for_follower(
                         replica_id,
                         fetch_offset=fp.fetch_offset,
@@ -271,6 +278,7 @@ def _read_all(
                         min_one_message=min_one,
                         now_ms=now_ms,
                         log_start_offset=getattr(fp, "log_start_offset", -1),
+                        hold_back=hold,
                     )
                     rm.propose(p, r.proposal)
                     hw = lso = r.high_watermark
@@ -281,6 +289,8 @@ def _read_all(
                             diverging = epoch_cls(epoch=r.diverging.epoch, end_offset=r.diverging.end_offset)
                     elif r.data is not None:
                         records = r.data.records
+                        if throttled:
+                            quotas.leader.record(len(records), now_s)
                 except Exception as e:
                     error, _msg = error_for(e)
             else:
