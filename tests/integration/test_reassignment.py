@@ -297,7 +297,7 @@ def test_a_throttled_move_keeps_to_the_rate_and_verify_removes_the_throttles(clu
         p.produce(topic, payload + i.to_bytes(4, "big"), partition=0)
         p.poll(0)
     assert p.flush(30) == 0
-    size = sum(f.stat().st_size for f in (cluster.nodes[1].log_dirs[0] / f"{topic}-0").glob("*.log"))
+    size = sum(f.stat().st_size for d in cluster.nodes[1].log_dirs for f in (d / f"{topic}-0").glob("*.log"))
     assert size > 1_400_000
     rate = 300_000
     f = tmp_path / "plan.json"

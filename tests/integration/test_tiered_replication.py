@@ -204,7 +204,39 @@ def _assert_every_ack_readable(c: Cluster, topic: str, prod: _Producer) -> None:
     assert len(got) == len(prod.acked), "a record that was never acknowledged, or one twice"
 
 
+@pytest.fixture
+def s3_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """The same three brokers on the ``s3`` backend against moto's S3 server on loopback."""
+    boto3 = pytest.importorskip("boto3")
+    from tests.s3_server import MotoServer, aws_test_env
+
+    with aws_test_env():  # the brokers inherit these fake credentials
+        server = MotoServer()
+        server.start()
+        try:
+            boto3.client("s3", region_name="us-east-1", endpoint_url=server.url).create_bucket(Bucket="tiered")
+            overrides = {k: v for k, v in tiered_overrides(tmp_path / "unused").items() if k != "rsm.config.dir"}
+            overrides.update({
+                "remote.log.storage.manager.class.name": "s3",
+                "rsm.config.s3.bucket": "tiered",
+                "rsm.config.s3.prefix": "kavka/",
+                "rsm.config.s3.region": "us-east-1",
+                "rsm.config.s3.endpoint.url": server.url,
+            })
+            yield from _running(Cluster(tmp_path, 3, overrides=overrides))
+        finally:
+            server.stop()
+
+
 def test_new_leader_continues_copying_after_kill_9(cluster: Cluster) -> None:
+    _new_leader_continues_copying(cluster)
+
+
+def test_new_leader_continues_copying_after_kill_9_on_s3(s3_cluster: Cluster) -> None:
+    _new_leader_continues_copying(s3_cluster)
+
+
+def _new_leader_continues_copying(cluster: Cluster) -> None:
     topic = unique("tier-failover")
     admin = ck_admin(cluster.bootstrap)
     admin.create_topics([NewTopic(topic, 1, 3, config=TIERED)])[topic].result(20)
