@@ -146,7 +146,9 @@ def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[Any]:
     try:
         for _attempt in range(1000):  # one attempt per data-loss skip
             try:
-                for batch in fetcher.read_range_with(topic, partition, position, end, decode):
+                for batch in fetcher.read_range_with(
+                    topic, partition, position, end, decode, prefetch=True
+                ):
                     position = batch.column(4)[-1].as_py() + 1
                     yield batch
             except OffsetOutOfRangeError as e:
