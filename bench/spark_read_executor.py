@@ -7,7 +7,7 @@ interleaved for --runs rounds after a warm-up of each, times
 
 - serial: the next Fetch is sent after the previous response is decoded;
 - prefetch: the next Fetch is in flight while the previous one is decoded
-  (what `kavka.spark.source.read_range` uses).
+  (not used by `kavka.spark.source.read_range`: see docs/benchmarks.md).
 
 Prints medians in rows/s and the ratio; --fetch-bytes sets
 max.partition.fetch.bytes (smaller fetches, more round trips to overlap).
