@@ -239,6 +239,7 @@ class KavkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._resolver: OffsetResolver | None = None
         self._initial: dict[str, dict[str, int]] | None = None
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow
+        self._probed: dict[TopicPartition, int] | None = None  # latest offsets, last probe
 
     def __getstate__(self) -> dict[str, Any]:
         return {"opts": self.opts, "_resolver": None, "_initial": self._initial, "_target": None}
@@ -248,6 +249,7 @@ class KavkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._resolver = None
         self._initial = state["_initial"]
         self._target = None
+        self._probed = None
 
     @property
     def resolver(self) -> OffsetResolver:
@@ -281,6 +283,7 @@ class KavkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _available(self) -> dict[TopicPartition, int]:
         r = self.resolver
         latest = r.latest(r.topic_partitions(strict=False))
+        self._probed = dict(latest)  # for reportLatestOffset, as Spark's Kafka source caches it
         if self._target is not None:
             latest = {tp: min(o, self._target[tp]) for tp, o in latest.items() if tp in self._target}
         return latest
@@ -310,6 +313,10 @@ class KavkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json_offsets(end)
 
     def reportLatestOffset(self) -> dict | None:
+        # Spark asks right after latestOffset: report that probe's offsets (one
+        # Metadata + ListOffsets round per trigger, not two).
+        if self._probed is not None:
+            return to_json_offsets(self._probed)
         r = self.resolver
         return to_json_offsets(r.latest(r.topic_partitions(strict=False)))
 
