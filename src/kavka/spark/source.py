@@ -146,7 +146,11 @@ def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[Any]:
     try:
         for _attempt in range(1000):  # one attempt per data-loss skip
             try:
-                for batch in fetcher.read_range_with(topic, partition, position, end, decode):
+                # prefetch=False: a Fetch in flight while decoding won 1.12x in one
+                # executor at 1 KiB but not in Spark on 2 shared cores (docs/benchmarks.md).
+                for batch in fetcher.read_range_with(
+                    topic, partition, position, end, decode, prefetch=False
+                ):
                     position = batch.column(4)[-1].as_py() + 1
                     yield batch
             except OffsetOutOfRangeError as e:
@@ -235,6 +239,7 @@ class KavkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._resolver: OffsetResolver | None = None
         self._initial: dict[str, dict[str, int]] | None = None
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow
+        self._probed: dict[TopicPartition, int] | None = None  # latest offsets, last probe
 
     def __getstate__(self) -> dict[str, Any]:
         return {"opts": self.opts, "_resolver": None, "_initial": self._initial, "_target": None}
@@ -244,6 +249,7 @@ class KavkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._resolver = None
         self._initial = state["_initial"]
         self._target = None
+        self._probed = None
 
     @property
     def resolver(self) -> OffsetResolver:
@@ -277,6 +283,7 @@ class KavkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _available(self) -> dict[TopicPartition, int]:
         r = self.resolver
         latest = r.latest(r.topic_partitions(strict=False))
+        self._probed = dict(latest)  # for reportLatestOffset, as Spark's Kafka source caches it
         if self._target is not None:
             latest = {tp: min(o, self._target[tp]) for tp, o in latest.items() if tp in self._target}
         return latest
@@ -306,6 +313,10 @@ class KavkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json_offsets(end)
 
     def reportLatestOffset(self) -> dict | None:
+        # Spark asks right after latestOffset: report that probe's offsets (one
+        # Metadata + ListOffsets round per trigger, not two).
+        if self._probed is not None:
+            return to_json_offsets(self._probed)
         r = self.resolver
         return to_json_offsets(r.latest(r.topic_partitions(strict=False)))
 
