@@ -152,14 +152,16 @@ def _damaged_broker(broker_factory, topic_name: str):  # noqa: ANN001, ANN202
     # A linger far longer than queueing 10 records takes even on a loaded machine;
     # flush() sends at once, so each group of 10 is exactly one batch.
     producer = ck_producer(b.bootstrap, {"acks": "all", "linger.ms": 10_000, "batch.num.messages": 10})
-    for i in range(0, 60, 10):  # queued within the linger, then flushed: one batch each
+    producer.list_topics(topic_name, timeout=10)  # the leader known before the first record is queued
+    for i in range(0, 60, 10):  # queued within the linger, then flushed: one batch each, usually
         ck_produce_samples(producer, topic_name, sent[i : i + 10])
     b.kill()
     segment = partition_dir(b.log_dirs[0], topic_name) / "00000000000000000000.log"
     spans = batch_spans(segment)
-    assert [(base, last) for _, _, base, last in spans] == [(i, i + 9) for i in range(0, 60, 10)], (
-        spans
-    )
+    # librdkafka may still send a group's first record on its own (seen under load); the tests
+    # below only need contiguous batches ending at offset 59, and take what they keep from them.
+    assert spans[0][2] == 0 and spans[-1][3] == 59 and len(spans) >= 6, spans
+    assert all(a[3] + 1 == b_[2] for a, b_ in zip(spans, spans[1:], strict=False)), spans
     return b, sent, segment, spans
 
 
@@ -185,21 +187,21 @@ def _check_recovered(b, topic_name: str, sent, kept: int) -> None:  # noqa: ANN0
 
 def test_flipped_bytes_in_last_batch_are_truncated(broker_factory, topic_name):
     b, sent, segment, spans = _damaged_broker(broker_factory, topic_name)
-    pos, size, _base, _last = spans[-1]
+    pos, size, base, _last = spans[-1]
     data = bytearray(segment.read_bytes())
     for k in range(pos + 70, pos + 80):  # inside the records: the CRC-32C no longer matches
         data[k] ^= 0xFF
     segment.write_bytes(bytes(data))
-    _check_recovered(b, topic_name, sent, kept=50)
+    _check_recovered(b, topic_name, sent, kept=base)
     assert "CRC" in b.log_text() or "crc" in b.log_text().lower()
 
 
 def test_torn_write_at_segment_end_is_truncated(broker_factory, topic_name):
     b, sent, segment, spans = _damaged_broker(broker_factory, topic_name)
-    pos, size, _base, _last = spans[-1]
+    pos, size, base, _last = spans[-1]
     with open(segment, "r+b") as f:
         f.truncate(pos + size // 2)  # half of the last batch reached the disk
-    _check_recovered(b, topic_name, sent, kept=50)
+    _check_recovered(b, topic_name, sent, kept=base)
 
 
 def test_garbage_appended_after_last_batch_is_truncated(broker_factory, topic_name):

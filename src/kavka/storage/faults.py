@@ -38,12 +38,12 @@ class DiskFaults:
         self._failing: tuple[str, ...] = ()
         self._block_fsync: tuple[str, ...] = ()
 
-    def _refresh(self) -> None:
+    def _refresh(self, *, force: bool = False) -> None:
         # The file is re-read every interval, not on an mtime change: a test's write_text
         # truncates then writes, and a stat between the two sees the empty file with the same
         # coarse-clock mtime the write then leaves, so an mtime check could miss the new lines.
         now = time.monotonic()
-        if now < self._next_stat or self._control is None:
+        if (now < self._next_stat and not force) or self._control is None:
             return
         self._next_stat = now + _RECHECK_S
         try:
@@ -63,7 +63,9 @@ class DiskFaults:
         meanwhile, so a test can see that an fsync is stuck (a slow disk, below the process)."""
         if not self.enabled or self._control is None:
             return
-        self._refresh()
+        # Always re-read before an fsync (far dearer than reading the small control file): with
+        # the 20 ms cache, an fsync right after the test wrote its line could still pass.
+        self._refresh(force=True)
         if not self._blocked_fsync(path):
             return
         marker = self._control.with_name(self._control.name + ".fsync-blocked")
