@@ -99,15 +99,16 @@ class JbodCluster:
         via = via or next(i for i, n in self.c.nodes.items() if n.alive())
         seg_dir = self.root / f"node{via}" / "meta" / "__cluster_metadata-0"
         delta = MetadataDelta(MetadataImage())
-        offset = 0
         for seg in sorted(seg_dir.glob("*.log")):
             for rec in iter_records(seg.read_bytes()):
                 try:
                     record = mr.decode(rec.key, rec.value)
                 except (mr.MetadataRecordError, ValueError, TypeError):
                     continue  # raft control records (leader change, snapshot markers)
-                offset += 1
-                delta.replay(record, offset)
+                # The record's own offset: a broker's epoch is the offset of its registration, and
+                # a change record for another epoch is ignored (counting only the decoded records
+                # drifted by one after each raft leader change).
+                delta.replay(record, rec.offset)
         return delta.apply()
 
     def partition(self, topic: str, p: int = 0):  # noqa: ANN201
