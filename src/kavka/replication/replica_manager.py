@@ -5,11 +5,17 @@ broker's metadata publisher calls `apply_partition` / `remove_partition`);
 a partition whose leader is another broker is handed to the replica fetchers
 (`fetchers`, set by the node), one this broker leads is taken from them.
 
-The purgatory has two kinds of waits, both futures keyed by partition:
+The purgatory has two kinds of waits, both callbacks keyed by partition:
 - *visible-change* waits -- consumer Fetch long-polls and acks=all produces --
   wake when a partition's high watermark moves or its role changes;
 - *append* waits -- followers' Fetch long-polls -- wake on any append.
-Each waiter re-checks its own condition and waits again until its deadline.
+A callback runs once, at the change itself (Kafka's purgatory completes a
+delayed operation in the thread that made it completable): it re-checks its
+own condition and either completes its request's future or registers again
+until its deadline. Completing a plain future, not resuming a task, keeps
+the hops through the event loop's ready queue down to one per step of an
+acks=all round trip (on a busy loop each hop waits for everything queued
+before it).
 
 ISR changes a leader wants (`IsrProposal`) are sent to the controller as
 AlterPartition by one sender task, one request in flight at a time with every
@@ -31,7 +37,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -44,6 +50,7 @@ from kavka.storage.log_config import LogConfig
 from kavka.storage.log_manager import LogManager
 
 log = logging.getLogger("kavka.replication")
+T = TypeVar("T")
 
 # AlterPartition answers: top-level error, and per (topic id, partition) (error, leader epoch, partition epoch).
 AlterPartitionSender = Callable[
@@ -62,8 +69,8 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.now_ms = now_ms
         self.partitions: dict[TopicPartition, Partition] = {}
-        self._hw_watchers: dict[TopicPartition, list[asyncio.Future[None]]] = {}
-        self._append_watchers: dict[TopicPartition, list[asyncio.Future[None]]] = {}
+        self._hw_watchers: dict[TopicPartition, list[Callable[[], None]]] = {}
+        self._append_watchers: dict[TopicPartition, list[Callable[[], None]]] = {}
         self._hw_checkpoint = log_manager.read_high_watermarks()
         self.fetchers: FetcherManager | None = None
         self.send_alter_partition: AlterPartitionSender | None = None
@@ -258,10 +265,12 @@ class ReplicaManager:
     # ------------------------------------------------------------ purgatory
 
     @staticmethod
-    def _wake(watchers: dict[TopicPartition, list[asyncio.Future[None]]], tp: TopicPartition) -> None:
-        for fut in watchers.pop(tp, ()):
-            if not fut.done():
-                fut.set_result(None)
+    def _wake(watchers: dict[TopicPartition, list[Callable[[], None]]], tp: TopicPartition) -> None:
+        for callback in watchers.pop(tp, ()):
+            try:
+                callback()
+            except Exception:  # one waiter's bug must not cost the others (or the append) their wake-up
+                log.exception("a purgatory callback for %s failed", tp)
 
     def _on_partition_change(self, tp: TopicPartition) -> None:
         """A partition's high watermark or role changed: consumers and acks=all produces look again."""
@@ -282,28 +291,67 @@ class ReplicaManager:
         turn of the loop) still wakes it."""
         return DataWatch(self._append_watchers if follower else self._hw_watchers, list(tps))
 
-    async def wait_for_acks(self, waits: list[tuple[TopicPartition, int]], timeout_s: float) -> dict[TopicPartition, ErrorCode]:
-        """acks=all (Kafka's DelayedProduce): wait until each partition's high watermark reaches its
-        required offset, or the timeout. The answer per partition: NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        NOT_LEADER_OR_FOLLOWER (leadership moved), or REQUEST_TIMED_OUT."""
+    def on_change(self, tps: Iterable[TopicPartition], callback: Callable[[], None], *, follower: bool = False) -> Registration:
+        """Call `callback` once, at the next change to any of `tps` (as `wait_for_data`); the
+        registration is dropped from the others then, or by `cancel()`."""
+        return Registration(self._append_watchers if follower else self._hw_watchers, list(tps), callback)
+
+    def acks_future(
+        self, waits: list[tuple[TopicPartition, int]], timeout_s: float, finish: Callable[[dict[TopicPartition, ErrorCode]], T]
+    ) -> asyncio.Future[T]:
+        """acks=all (Kafka's DelayedProduce): a future of `finish(answers)` once each partition's
+        high watermark reaches its required offset, or at the timeout. The answer per partition:
+        NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER (leadership moved), or
+        REQUEST_TIMED_OUT. Checked at each change of a waiting partition, in the callback;
+        cancelling the future (the connection closed) drops it from the purgatory."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        fut: asyncio.Future[T] = loop.create_future()
         out: dict[TopicPartition, ErrorCode] = {}
         pending = dict(waits)
-        while True:
-            for tp, required in list(pending.items()):
-                p = self.partitions.get(tp)
-                state = ErrorCode.not_leader_or_follower if p is None else p.acks_all_state(required)
-                if state is not None:
-                    out[tp] = state
-                    del pending[tp]
-            left = deadline - loop.time()
-            if not pending or left <= 0:
-                break
-            await self.wait_for_data(pending, left)
-        for tp in pending:
-            out[tp] = ErrorCode.request_timed_out
-        return out
+        registered: dict[TopicPartition, Callable[[], None]] = {}
+
+        def complete() -> None:
+            timer.cancel()
+            for tp, cb in registered.items():
+                _unregister(self._hw_watchers, tp, cb)
+            registered.clear()
+            if fut.done():
+                return
+            try:
+                fut.set_result(finish(out))
+            except Exception as e:  # noqa: BLE001 -- the request's handler fails, not the waker
+                fut.set_exception(e)
+
+        def check(tp: TopicPartition) -> None:
+            registered.pop(tp, None)  # _wake popped it from the list
+            if fut.done() or tp not in pending:
+                return
+            p = self.partitions.get(tp)
+            state = ErrorCode.not_leader_or_follower if p is None else p.acks_all_state(pending[tp])
+            if state is None:
+                cb = registered[tp] = lambda tp=tp: check(tp)
+                self._hw_watchers.setdefault(tp, []).append(cb)
+                return
+            out[tp] = state
+            del pending[tp]
+            if not pending:
+                complete()
+
+        def expire() -> None:
+            for tp in pending:
+                out[tp] = ErrorCode.request_timed_out
+            pending.clear()
+            complete()
+
+        timer = loop.call_later(max(timeout_s, 0.0), expire)
+        fut.add_done_callback(lambda f: complete() if f.cancelled() else None)
+        for tp in list(pending):
+            check(tp)
+        return fut
+
+    async def wait_for_acks(self, waits: list[tuple[TopicPartition, int]], timeout_s: float) -> dict[TopicPartition, ErrorCode]:
+        """`acks_future` awaited: the answer per partition."""
+        return await self.acks_future(waits, timeout_s, dict)
 
     # ------------------------------------------------------------ checkpoints
 
@@ -314,33 +362,60 @@ class ReplicaManager:
         self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
 
 
+def _unregister(watchers: dict[TopicPartition, list[Callable[[], None]]], tp: TopicPartition, callback: Callable[[], None]) -> None:
+    lst = watchers.get(tp)
+    if lst is None:
+        return
+    try:
+        lst.remove(callback)
+    except ValueError:
+        pass
+    if not lst:
+        del watchers[tp]
+
+
+class Registration:
+    """`callback` registered on each of `keys` (ReplicaManager.on_change); it runs at most once."""
+
+    def __init__(self, watchers: dict[TopicPartition, list[Callable[[], None]]], keys: list[TopicPartition], callback: Callable[[], None]) -> None:
+        self._watchers = watchers
+        self._keys = keys
+        self._callback = callback
+        for tp in keys:
+            watchers.setdefault(tp, []).append(self._fire)
+
+    def _fire(self) -> None:
+        if not self._keys:
+            return  # woken through a second partition in the same turn, or cancelled
+        self.cancel()
+        self._callback()
+
+    def cancel(self) -> None:
+        for tp in self._keys:
+            _unregister(self._watchers, tp, self._fire)
+        self._keys = []
+
+
 class DataWatch:
     """One registration in the purgatory's watchers (ReplicaManager.watch); `wait` once."""
 
-    def __init__(self, watchers: dict[TopicPartition, list[asyncio.Future[None]]], keys: list[TopicPartition]) -> None:
-        self._watchers = watchers
-        self._keys = keys
+    def __init__(self, watchers: dict[TopicPartition, list[Callable[[], None]]], keys: list[TopicPartition]) -> None:
         self._fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        for tp in keys:
-            watchers.setdefault(tp, []).append(self._fut)
+        self._reg = Registration(watchers, keys, self._set)
+
+    def _set(self) -> None:
+        if not self._fut.done():
+            self._fut.set_result(None)
 
     async def wait(self, timeout_s: float) -> None:
+        # The future is this watch's own, so awaiting it directly is safe (a cancel of the
+        # waiting task cancels only it); a timer instead of asyncio.timeout: one loop hop less.
+        timer = asyncio.get_running_loop().call_later(max(timeout_s, 0), self._set)
         try:
-            async with asyncio.timeout(max(timeout_s, 0)):
-                await asyncio.shield(self._fut)
-        except TimeoutError:
-            pass
+            await self._fut
         finally:
+            timer.cancel()
             self.close()
 
     def close(self) -> None:
-        for tp in self._keys:
-            lst = self._watchers.get(tp)
-            if lst is not None:
-                try:
-                    lst.remove(self._fut)
-                except ValueError:
-                    pass
-                if not lst:
-                    del self._watchers[tp]
-        self._keys = []
+        self._reg.cancel()

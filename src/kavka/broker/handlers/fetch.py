@@ -51,6 +51,7 @@ gets FETCH_SESSION_ID_NOT_FOUND, as Kafka answers for an evicted session.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -112,27 +113,53 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     if total >= req.min_bytes or errors or wait_ms <= 0 or not topics:
         return done(result)
 
-    loop_deadline = node.clock() + wait_ms / 1000
     tps = [TopicPartition(name, p.partition) for t, name, _ in topics if name for p in t.partitions]
-    # Watch now, not when the task below first runs (a later turn of the loop): an append or a
-    # high-watermark move in between would otherwise be missed and the fetch sit out max_wait.
-    watch = node.replica_manager.watch(tps, follower=follower)
+    return _park(node, tps, follower, wait_ms / 1000, lambda: _read_all(node, ctx, req, topics, resp_cls, replica_id, throttled=throttled), req.min_bytes, done)
 
-    async def delayed() -> Any:
+
+def _park(
+    node: BrokerNode, tps: list[TopicPartition], follower: bool, wait_s: float,
+    read: Any, min_bytes: int, done: Any,
+) -> asyncio.Future[Any]:
+    """The long-poll (Kafka's DelayedFetch): a future answered by the first read, at a change to
+    one of `tps` (an append for a follower, a high-watermark move for a consumer), that has
+    `min_bytes` or an error, or by the read at `wait_s`. Registered now, so a change before the
+    server's next turn is not missed; the read runs in the purgatory's callback, and the answer
+    goes out on the next turn of the loop."""
+    rm = node.replica_manager
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Any] = loop.create_future()
+    reg = None
+
+    def attempt(final: bool) -> None:
+        if fut.done():
+            return
         try:
-            await watch.wait(loop_deadline - node.clock())
-        finally:
-            watch.close()
-        while True:
-            res, tot, errs = _read_all(node, ctx, req, topics, resp_cls, replica_id, throttled=throttled)
-            if tot >= req.min_bytes or errs:
-                return done(res)
-            remaining = loop_deadline - node.clock()
-            if remaining <= 0:
-                return done(res)
-            await node.replica_manager.wait_for_data(tps, remaining, follower=follower)
+            res, tot, errs = read()
+            if tot >= min_bytes or errs or final:
+                timer.cancel()
+                fut.set_result(done(res))
+                return
+        except Exception as e:  # noqa: BLE001 -- the request fails (its connection closes), not the waker
+            timer.cancel()
+            fut.set_exception(e)
+            return
+        watch()
 
-    return delayed()
+    def watch() -> None:
+        nonlocal reg
+        reg = rm.on_change(tps, lambda: attempt(False), follower=follower)
+
+    def cancelled(f: asyncio.Future[Any]) -> None:
+        if f.cancelled():  # the connection closed
+            timer.cancel()
+            if reg is not None:
+                reg.cancel()
+
+    timer = loop.call_later(wait_s, lambda: (reg.cancel() if reg is not None else None, attempt(True)))
+    fut.add_done_callback(cancelled)
+    watch()
+    return fut
 
 
 def _stale_replica(node: BrokerNode, replica_id: int, replica_epoch: int) -> bool:

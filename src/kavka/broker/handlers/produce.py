@@ -120,10 +120,8 @@ def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     if not pending:
         return respond({})
 
-    async def delayed() -> Any:  # Kafka's DelayedProduce: until the high watermark passes, or timeout.ms
-        return respond(await rm.wait_for_acks(pending, max(req.timeout.total_seconds(), 0.0)))
-
-    return delayed()
+    # Kafka's DelayedProduce: answered when the high watermark passes, or at timeout.ms.
+    return rm.acks_future(pending, max(req.timeout.total_seconds(), 0.0), respond)
 
 
 _ACK_MESSAGES = {
