@@ -6,7 +6,10 @@ produce time) for --seconds, while a Structured Streaming query
 (`readStream.format("kavka")`, trigger every --trigger-ms) hands each
 micro-batch to `foreachBatch`, which stamps the arrival time of its rows on
 the driver. Latency = arrival time - record timestamp; prints p50/p99/max
-after dropping the first --warmup-seconds (query start-up).
+for the records produced after the first --warmup-seconds (the query's start-up: its first
+micro-batches with rows start the Python workers and take seconds), and for all records. The
+phases of the micro-batches (StreamingQueryProgress.durationMs) and each micro-batch's median
+latency, in order, show where the time goes.
 
     .venv/bin/python bench/spark_stream_latency.py --rate 1000 --seconds 30
 """
@@ -66,6 +69,7 @@ def main(argv: list[str] | None = None) -> dict:
         bootstrap = broker.start()
     spark = query = None
     latencies: list[np.ndarray] = []
+    produced: list[np.ndarray] = []  # each record's timestamp (ms), in the order of `latencies`
     try:
         topic = f"bench-latency-{time.strftime('%H%M%S')}"
         with AdminClient(bootstrap) as admin:
@@ -76,7 +80,9 @@ def main(argv: list[str] | None = None) -> dict:
             ts = [r[0] for r in df.selectExpr("unix_micros(timestamp)").collect()]
             now_us = time.time() * 1e6
             if ts:
-                latencies.append((now_us - np.asarray(ts, dtype=np.float64)) / 1000)
+                stamps = np.asarray(ts, dtype=np.float64)
+                latencies.append((now_us - stamps) / 1000)
+                produced.append(stamps / 1000)
 
         query = (
             spark.readStream.format("kavka").option("kafka.bootstrap.servers", bootstrap)
@@ -95,6 +101,8 @@ def main(argv: list[str] | None = None) -> dict:
         while sum(len(x) for x in latencies) < sent and time.monotonic() < deadline:
             time.sleep(0.2)
     finally:
+        progress = [json.loads(p.json) if hasattr(p, "json") else dict(p)
+                    for p in (query.recentProgress if query is not None else [])]
         if query is not None:
             query.stop()
         if spark is not None:
@@ -104,15 +112,31 @@ def main(argv: list[str] | None = None) -> dict:
     all_ms = np.concatenate(latencies) if latencies else np.zeros(0)
     # Drop the first seconds: records whose arrival minus latency is before start + warm-up.
     received = int(len(all_ms))
-    steady = all_ms[int(args.warmup_seconds * args.rate):]
+    stamps_ms = np.concatenate(produced) if produced else np.zeros(0)
+    steady = all_ms[stamps_ms >= t_start + args.warmup_seconds * 1000] if received else all_ms
     figures = {
         "rate": args.rate, "seconds": args.seconds, "trigger_ms": args.trigger_ms,
         "sent": sent, "received": received,
         "p50_ms": float(np.percentile(steady, 50)) if len(steady) else None,
         "p99_ms": float(np.percentile(steady, 99)) if len(steady) else None,
         "max_ms": float(steady.max()) if len(steady) else None,
+        "all_p50_ms": float(np.percentile(all_ms, 50)) if received else None,
+        "all_p99_ms": float(np.percentile(all_ms, 99)) if received else None,
         "started_ms": t_start,
     }
+    # Where a micro-batch's time goes (StreamingQueryProgress.durationMs, ms): the p50 and max
+    # of each phase over the batches that read rows, and the rows per batch.
+    batches = [p for p in progress if p.get("numInputRows")]
+    phases: dict[str, dict[str, float]] = {}
+    for key in sorted({k for p in batches for k in p.get("durationMs", {})}):
+        vals = np.asarray([p["durationMs"].get(key, 0) for p in batches], dtype=np.float64)
+        phases[key] = {"p50": float(np.percentile(vals, 50)), "max": float(vals.max())}
+    figures["micro_batches"] = len(batches)
+    figures["rows_per_batch_p50"] = float(np.percentile([p["numInputRows"] for p in batches], 50)) if batches else None
+    figures["duration_ms"] = phases
+    # Latency over the run: the p50 of each micro-batch's rows, in order (a rising series means
+    # the query falls behind the rate; spikes, single slow batches).
+    figures["batch_p50_ms"] = [round(float(np.percentile(x, 50))) for x in latencies if len(x)]
     console.print(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
