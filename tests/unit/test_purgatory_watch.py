@@ -1,8 +1,12 @@
-"""The fetch purgatory's watch (ReplicaManager.watch): registered when made, not when awaited.
+"""The purgatory (ReplicaManager): waits keyed by partition, answered in the callback of the change.
 
-A Fetch handler that parks returns a coroutine the server runs as a task on a later turn of the
-loop; an append or a high-watermark move in between must still wake it (it once sat out the
-whole max_wait: replica.fetch.wait.max.ms for a follower, so acks=all produces waited 500 ms).
+- `on_change` calls its callback once, at the first change to any of its partitions, and is gone
+  from the others then: registered when made, so a change before the waiter's next turn of the
+  loop is not missed (a parked Fetch once sat out the whole replica.fetch.wait.max.ms that way,
+  and acks=all produces waited 500 ms).
+- `wait_for_data` returns at a change or quietly at its timeout, and leaves nothing registered.
+- `acks_future` (acks=all) answers at the change that completes it, times out, and a cancel (the
+  producer's connection closed) unregisters it.
 """
 
 from __future__ import annotations
@@ -10,21 +14,23 @@ from __future__ import annotations
 import asyncio
 
 from kavka.replication.partition import TopicPartition
-from kavka.replication.replica_manager import DataWatch, ReplicaManager
+from kavka.replication.replica_manager import ReplicaManager
 
 
-def test_a_change_between_watch_and_wait_is_not_missed() -> None:
+def test_wait_for_data_returns_at_a_change_or_its_timeout_and_unregisters() -> None:
     async def run() -> None:
-        watchers: dict = {}
-        tp, other = TopicPartition("t", 0), TopicPartition("t", 1)
-        watch = DataWatch(watchers, [tp, other])
-        ReplicaManager._wake(watchers, tp)  # the append lands before the parked task first runs
-        await asyncio.wait_for(watch.wait(30), 5)  # returns at once, not after 30 s
-        assert watchers.get(other, []) == []  # the watch is gone from every partition it watched
+        rm, a, b, _pa, _pb = _manager()
+        waiter = asyncio.ensure_future(rm.wait_for_data([a, b], 30))
+        await asyncio.sleep(0)  # registered
+        assert a in rm._hw_watchers and b in rm._hw_watchers
+        rm._on_partition_change(a)
+        await asyncio.wait_for(waiter, 5)  # at once, not after 30 s
+        assert not rm._hw_watchers  # gone from b too
 
-        idle = DataWatch(watchers, [tp])
-        await idle.wait(0.01)  # nothing happens: it times out quietly and unregisters
-        assert tp not in watchers
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await rm.wait_for_data([a], 0.05, follower=True)  # nothing happens: times out quietly
+        assert loop.time() - t0 >= 0.04 and not rm._append_watchers
 
     asyncio.run(run())
 

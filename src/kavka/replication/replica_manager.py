@@ -283,13 +283,20 @@ class ReplicaManager:
     async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float, *, follower: bool = False) -> None:
         """Return after a change to any of `tps`, or after `timeout_s`: for a follower an append,
         for anyone else a move of the high watermark (what makes records visible) or of the role."""
-        await self.watch(tps, follower=follower).wait(timeout_s)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
 
-    def watch(self, tps: Iterable[TopicPartition], *, follower: bool = False) -> DataWatch:
-        """`wait_for_data` in two steps: the watch is registered now, so a change between this
-        call and `wait` (a request handler that parks in a task of its own starts on a later
-        turn of the loop) still wakes it."""
-        return DataWatch(self._append_watchers if follower else self._hw_watchers, list(tps))
+        def wake() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        reg = self.on_change(tps, wake, follower=follower)
+        timer = loop.call_later(max(timeout_s, 0.0), wake)
+        try:
+            await fut  # this wait's own future: a cancel of the waiting task cancels only it
+        finally:
+            timer.cancel()
+            reg.cancel()
 
     def on_change(self, tps: Iterable[TopicPartition], callback: Callable[[], None], *, follower: bool = False) -> Registration:
         """Call `callback` once, at the next change to any of `tps` (as `wait_for_data`); the
@@ -308,13 +315,13 @@ class ReplicaManager:
         fut: asyncio.Future[T] = loop.create_future()
         out: dict[TopicPartition, ErrorCode] = {}
         pending = dict(waits)
-        registered: dict[TopicPartition, Callable[[], None]] = {}
+        regs: dict[TopicPartition, Registration] = {}
 
         def complete() -> None:
             timer.cancel()
-            for tp, cb in registered.items():
-                _unregister(self._hw_watchers, tp, cb)
-            registered.clear()
+            for reg in regs.values():
+                reg.cancel()
+            regs.clear()
             if fut.done():
                 return
             try:
@@ -323,14 +330,12 @@ class ReplicaManager:
                 fut.set_exception(e)
 
         def check(tp: TopicPartition) -> None:
-            registered.pop(tp, None)  # _wake popped it from the list
             if fut.done() or tp not in pending:
                 return
             p = self.partitions.get(tp)
             state = ErrorCode.not_leader_or_follower if p is None else p.acks_all_state(pending[tp])
             if state is None:
-                cb = registered[tp] = lambda tp=tp: check(tp)
-                self._hw_watchers.setdefault(tp, []).append(cb)
+                regs[tp] = self.on_change([tp], lambda: check(tp))
                 return
             out[tp] = state
             del pending[tp]
@@ -362,18 +367,6 @@ class ReplicaManager:
         self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
 
 
-def _unregister(watchers: dict[TopicPartition, list[Callable[[], None]]], tp: TopicPartition, callback: Callable[[], None]) -> None:
-    lst = watchers.get(tp)
-    if lst is None:
-        return
-    try:
-        lst.remove(callback)
-    except ValueError:
-        pass
-    if not lst:
-        del watchers[tp]
-
-
 class Registration:
     """`callback` registered on each of `keys` (ReplicaManager.on_change); it runs at most once."""
 
@@ -392,30 +385,13 @@ class Registration:
 
     def cancel(self) -> None:
         for tp in self._keys:
-            _unregister(self._watchers, tp, self._fire)
+            lst = self._watchers.get(tp)
+            if lst is None:
+                continue  # woken: _wake took the list
+            try:
+                lst.remove(self._fire)
+            except ValueError:
+                pass
+            if not lst:
+                del self._watchers[tp]
         self._keys = []
-
-
-class DataWatch:
-    """One registration in the purgatory's watchers (ReplicaManager.watch); `wait` once."""
-
-    def __init__(self, watchers: dict[TopicPartition, list[Callable[[], None]]], keys: list[TopicPartition]) -> None:
-        self._fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._reg = Registration(watchers, keys, self._set)
-
-    def _set(self) -> None:
-        if not self._fut.done():
-            self._fut.set_result(None)
-
-    async def wait(self, timeout_s: float) -> None:
-        # The future is this watch's own, so awaiting it directly is safe (a cancel of the
-        # waiting task cancels only it); a timer instead of asyncio.timeout: one loop hop less.
-        timer = asyncio.get_running_loop().call_later(max(timeout_s, 0), self._set)
-        try:
-            await self._fut
-        finally:
-            timer.cancel()
-            self.close()
-
-    def close(self) -> None:
-        self._reg.cancel()

@@ -156,7 +156,12 @@ def _park(
             if reg is not None:
                 reg.cancel()
 
-    timer = loop.call_later(wait_s, lambda: (reg.cancel() if reg is not None else None, attempt(True)))
+    def deadline() -> None:
+        if reg is not None:
+            reg.cancel()
+        attempt(True)
+
+    timer = loop.call_later(wait_s, deadline)
     fut.add_done_callback(cancelled)
     watch()
     return fut
