@@ -93,21 +93,6 @@ class BlockingConnection:
         frame = self._read_frame()
         return negotiation.decode(frame, key, version, correlation_id=correlation_id)
 
-    def send_only(self, request: Any) -> tuple[int, int, int]:
-        """Send `request` without waiting: returns the ticket `receive` takes.
-        One request may be outstanding at a time (pipelining of one)."""
-        key, version = int(request.__api_key__), int(request.__version__)
-        correlation_id = self._correlation_id()
-        self._write(
-            negotiation.encode(request, correlation_id=correlation_id, client_id=self.client_id)
-        )
-        return key, version, correlation_id
-
-    def receive(self, ticket: tuple[int, int, int]) -> Any:
-        """The response to the request `send_only` sent with this ticket."""
-        key, version, correlation_id = ticket
-        return negotiation.decode(self._read_frame(), key, version, correlation_id=correlation_id)
-
     def close(self) -> None:
         if self._sock is not None:
             try:

@@ -169,20 +169,9 @@ class Fetcher:
         start: int,
         end: int,
         decode: Callable[[bytes, int, int], tuple[T | None, int]],
-        *,
-        prefetch: bool = False,
     ) -> Iterator[T]:
         """`read_range` with another decoder of the fetched batches: ``decode(records,
-        position, end)`` returns (chunk or None, next position) as `_decode_into` does.
-
-        With `prefetch`, the next Fetch is sent as soon as a response arrives,
-        before it is decoded: its offset is read from the batch headers alone
-        (`next_position`), so the broker builds the next response (and the
-        kernel buffers it) while this thread decodes. Same chunks, same
-        errors, raised at the same point of the iteration."""
-        if prefetch:
-            yield from self._read_range_prefetched(topic, partition, start, end, decode)
-            return
+        position, end)`` returns (chunk or None, next position) as `_decode_into` does."""
         position = start
         idle_deadline = time.monotonic() + self.timeout_s
         while position < end:
@@ -205,86 +194,6 @@ class Fetcher:
 
     # ------------------------------------------------------------------ internals
 
-    def _read_range_prefetched(
-        self,
-        topic: str,
-        partition: int,
-        start: int,
-        end: int,
-        decode: Callable[[bytes, int, int], tuple[T | None, int]],
-    ) -> Iterator[T]:
-        # One Fetch in flight on the leader's connection while this thread
-        # decodes the previous response. Any trouble with the one in flight
-        # (an error, a moved leader, a dropped connection) falls back to
-        # `fetch` at the same offset, which has the retries.
-        position = start
-        idle_deadline = time.monotonic() + self.timeout_s
-        inflight: tuple[BlockingConnection, tuple[int, int, int], int] | None = None
-        try:
-            while position < end:
-                result = None
-                if inflight is not None:
-                    conn, ticket, offset = inflight
-                    inflight = None
-                    if offset == position:
-                        result = self._receive_fetch(conn, ticket, topic, partition, offset)
-                if result is None:
-                    result = self.fetch(topic, partition, position)
-                ahead = next_position(result.records, position, end)
-                if position < ahead < end:
-                    inflight = self._send_fetch(topic, partition, ahead)
-                chunk, after = decode(result.records, position, end)
-                if after != ahead:
-                    raise CorruptRecordError(
-                        f"{topic}-{partition}: fetch at offset {position} decoded up to "
-                        f"{after}, its batch headers say {ahead}"
-                    )
-                if after == position:
-                    if result.high_watermark <= position or not result.records:
-                        if time.monotonic() > idle_deadline:
-                            return
-                        continue
-                    raise CorruptRecordError(
-                        f"{topic}-{partition}: fetch at offset {position} returned no usable batch"
-                    )
-                idle_deadline = time.monotonic() + self.timeout_s
-                position = after
-                if chunk is not None:
-                    yield chunk
-        finally:
-            if inflight is not None:
-                # Closed early or failed: read the answer nobody wants, so the
-                # connection is idle before anyone else uses it (or drop it).
-                conn, ticket, _ = inflight
-                try:
-                    conn.receive(ticket)
-                except BaseException:  # noqa: BLE001 -- not this caller's error
-                    conn.close()
-
-    def _send_fetch(
-        self, topic: str, partition: int, offset: int
-    ) -> tuple[BlockingConnection, tuple[int, int, int], int] | None:
-        try:
-            conn = self._leader(topic, partition, refresh=False)
-            return conn, conn.send_only(self._fetch_request(conn, topic, partition, offset)), offset
-        except KafkaError:  # connection errors too: `fetch` retries at this offset
-            return None
-
-    def _receive_fetch(
-        self,
-        conn: BlockingConnection,
-        ticket: tuple[int, int, int],
-        topic: str,
-        partition: int,
-        offset: int,
-    ) -> FetchResult | None:
-        try:
-            return self._fetch_result(conn.receive(ticket), topic, partition, offset)
-        except OffsetOutOfRangeError:
-            raise
-        except KafkaError:  # retried by `fetch`, as a serial read would have
-            return None
-
     def _leader(self, topic: str, partition: int, *, refresh: bool) -> BlockingConnection:
         tp = (topic, partition)
         if refresh or tp not in self._leaders:
@@ -301,13 +210,6 @@ class Fetcher:
     def _fetch_once(
         self, conn: BlockingConnection, topic: str, partition: int, offset: int
     ) -> FetchResult:
-        return self._fetch_result(
-            conn.send(self._fetch_request(conn, topic, partition, offset)), topic, partition, offset
-        )
-
-    def _fetch_request(
-        self, conn: BlockingConnection, topic: str, partition: int, offset: int
-    ) -> object:
         version = conn.pick_version(ApiKey.FETCH, MAX_FETCH_VERSION)
         cls = conn.request_class(ApiKey.FETCH, version)
         req = make(
@@ -339,9 +241,7 @@ class Fetcher:
             forgotten_topics_data=(),
             rack_id="",
         )
-        return req
-
-    def _fetch_result(self, resp: object, topic: str, partition: int, offset: int) -> FetchResult:
+        resp = conn.send(req)
         if getattr(resp, "error_code", 0):
             raise KafkaError(int(resp.error_code), resource=f"{topic}-{partition}")
         for t in resp.responses:
@@ -365,19 +265,6 @@ class Fetcher:
 
 
 # ---------------------------------------------------------------------- decoding
-
-
-def next_position(buf: bytes, start: int, end: int) -> int:
-    """The offset to fetch after `buf`, from its batch headers alone: what a
-    decoder of whole batches returns (`_decode_into`, `decode_arrow`)."""
-    position = start
-    for _pos, header in iter_batches(buf):
-        if header.next_offset <= position:
-            continue
-        if header.base_offset >= end:
-            break
-        position = min(header.next_offset, end)
-    return position
 
 
 def _decode_into(cols: RecordColumns, buf: bytes, start: int, end: int) -> int:

@@ -146,11 +146,7 @@ def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[Any]:
     try:
         for _attempt in range(1000):  # one attempt per data-loss skip
             try:
-                # prefetch=False: a Fetch in flight while decoding won 1.12x in one
-                # executor at 1 KiB but not in Spark on 2 shared cores (docs/benchmarks.md).
-                for batch in fetcher.read_range_with(
-                    topic, partition, position, end, decode, prefetch=False
-                ):
+                for batch in fetcher.read_range_with(topic, partition, position, end, decode):
                     position = batch.column(4)[-1].as_py() + 1
                     yield batch
             except OffsetOutOfRangeError as e:
