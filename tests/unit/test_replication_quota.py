@@ -37,10 +37,10 @@ def test_rate_is_bytes_over_at_least_num_minus_one_windows():
     q.record(1500, 0.0)
     assert q.rate(0.0) == 750.0  # 1500 B over the minimum 2 s
     assert not q.is_exceeded(0.0)
-    q.record(1000, 0.5)
-    assert q.is_exceeded(0.5) and q.rate(0.5) == 1250.0
-    assert q.wait_s(0.5) == pytest.approx(0.5)  # 2500 B needs 2.5 s
-    assert not q.is_exceeded(2.5)
+    q.record(1500, 0.5)  # same window: 3000 B over 0.5 s, counted as 2.5 s (Kafka's windowSize)
+    assert q.is_exceeded(0.5) and q.rate(0.5) == 1200.0
+    assert q.wait_s(0.5) == pytest.approx(0.5)  # 3000 B needs 3 s
+    assert q.is_exceeded(1.0) and not q.is_exceeded(3.0)
     # Old samples age out: after num windows the early bytes no longer count.
     q.record(10, 10.0)
     assert q.rate(10.0) == pytest.approx(10 / 2)

@@ -12,10 +12,9 @@ replicas a reassignment is copying, one quota for this broker as a leader and on
   follower leaves such a partition out of its request (ReplicaFetcherThread.shouldFollowerThrottle).
   In-sync replicas are never throttled. Bytes sent or fetched for throttled partitions are
   recorded whether or not they were held back.
-- The rate is Kafka's `Rate` over `replication.quota.window.num` samples of
-  `replication.quota.window.size.seconds`: the bytes of the kept samples over the time they cover,
-  at least (num - 1) windows -- so a burst of about (num - 1) windows' worth passes before the bound
-  bites, as in Kafka.
+- The rate is Kafka's `Rate` (kavka.quota.SampledRate) over `replication.quota.window.num`
+  samples of `replication.quota.window.size.seconds`: a burst of about (num - 1) windows' worth
+  passes before the bound bites, as in Kafka.
 
 Pure bookkeeping with the time passed in; used on the event loop by the fetch handler (leader)
 and the replica fetchers (follower).
@@ -24,10 +23,10 @@ and the replica fetchers (follower).
 from __future__ import annotations
 
 import functools
-from collections import deque
 from collections.abc import Sequence
 
-LONG_MAX = 2**63 - 1
+from kavka.quota import UNLIMITED as LONG_MAX  # Kafka's Long.MAX_VALUE: no bound
+from kavka.quota import SampledRate
 
 
 @functools.lru_cache(maxsize=1024)
@@ -51,13 +50,11 @@ def is_throttled(entries: Sequence[str], broker_id: int, partition: int) -> bool
 
 
 class ReplicationQuota:
-    """One direction's quota: a byte rate bound and the samples that measure it."""
+    """One direction's quota: a byte rate bound and the sampled rate that measures it."""
 
     def __init__(self, *, samples: int = 11, window_s: float = 1.0) -> None:
-        self.samples = samples
-        self.window_s = window_s
         self.bound = float(LONG_MAX)
-        self._samples: deque[list[float]] = deque()  # [start time, bytes]
+        self._rate = SampledRate(samples, window_s)
 
     def set_bound(self, bytes_per_second: int) -> None:
         self.bound = float(bytes_per_second)
@@ -66,37 +63,19 @@ class ReplicationQuota:
     def enabled(self) -> bool:
         return self.bound < LONG_MAX
 
-    def _purge(self, now: float) -> None:
-        horizon = now - self.samples * self.window_s
-        while self._samples and self._samples[0][0] + self.window_s <= horizon:
-            self._samples.popleft()
-
     def record(self, n: int, now: float) -> None:
-        if n <= 0:
-            return
-        if not self._samples or now >= self._samples[-1][0] + self.window_s:
-            self._samples.append([now, 0.0])
-        self._samples[-1][1] += n
-        self._purge(now)
-
-    def _elapsed(self, now: float) -> float:
-        elapsed = now - self._samples[0][0] if self._samples else 0.0
-        return max(elapsed, (self.samples - 1) * self.window_s, self.window_s if self.samples == 1 else 0.0)
+        if n > 0:
+            self._rate.record(n, now)
 
     def rate(self, now: float) -> float:
-        self._purge(now)
-        total = sum(b for _, b in self._samples)
-        return total / self._elapsed(now) if total else 0.0
+        return self._rate.rate(now)
 
     def is_exceeded(self, now: float) -> bool:
-        return self.enabled and self.rate(now) > self.bound
+        return self.enabled and self._rate.rate(now) > self.bound
 
     def wait_s(self, now: float) -> float:
         """How long until the rate is back under the bound (0 if it is); Kafka's throttle time."""
-        if not self.is_exceeded(now):
-            return 0.0
-        total = sum(b for _, b in self._samples)
-        return max(0.0, total / self.bound - self._elapsed(now))
+        return self._rate.throttle_s(self.bound, now)
 
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"

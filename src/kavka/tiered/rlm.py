@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kavka.protocol.messages import uuid_from_str
+from kavka.quota import UNLIMITED, SampledRate
 from kavka.storage.log import Log
 from kavka.tiered.api import (
     LogSegmentData,
@@ -76,7 +77,6 @@ from kavka.tiered.api import (
     TopicIdPartition,
 )
 from kavka.tiered.metadata import RemoteLogSegmentMetadataUpdate
-from kavka.tiered.quota import UNLIMITED, SampledRate
 from kavka.tiered.remote_index import build_remote_indexes
 from kavka.tiered.remote_log_manager import (
     LocalSegmentView,
@@ -506,7 +506,7 @@ class RemoteLogManager:
 
     def fetch_throttle_ms(self) -> int:
         """> 0 while the bytes read from remote storage are over
-        `remote.log.manager.fetch.max.bytes.per.second`: no new remote read starts (kavka.tiered.quota)."""
+        `remote.log.manager.fetch.max.bytes.per.second`: no new remote read starts (kavka.quota)."""
         return self.fetch_rate.throttle_ms(self.fetch_bytes_per_second())
 
     async def read(self, reqs: list[RemoteFetch]) -> list[bytes | BaseException]:

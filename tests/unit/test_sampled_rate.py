@@ -1,10 +1,10 @@
-"""kavka.tiered.quota.SampledRate: Kafka's sampled Rate and throttle time, on an injected clock."""
+"""kavka.quota.SampledRate: Kafka's sampled Rate and throttle time, on an injected clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from kavka.tiered.quota import UNLIMITED, SampledRate
+from kavka.quota import UNLIMITED, SampledRate
 
 
 class Clock:
