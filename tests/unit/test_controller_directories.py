@@ -6,32 +6,20 @@ handleAssignReplicasToDirs), ClusterControlManager.defaultDir and common/Directo
 """
 
 import asyncio
-import itertools
 
 from kio.schema.errors import ErrorCode
 
-from kavka.config import build_config
 from kavka.controller import directories as dirs
 from kavka.controller import records as mr
-from kavka.controller.controller import ControllerLogic, NewTopic
-from kavka.controller.image import MetadataDelta, MetadataImage
+from kavka.controller.controller import NewTopic
+from kavka.controller.image import MetadataImage
 from kavka.controller.snapshot import image_records
 from kavka.testing import MemoryLog
+from tests.unit.controller_fixtures import apply as _apply
+from tests.unit.controller_fixtures import logic as _logic
 from tests.unit.test_raft_snapshot import _controller, _run_with
 
 D = {1: ("d1a", "d1b"), 2: ("d2a", "d2b"), 3: ("d3a", "d3b")}
-
-
-def _logic(**props):
-    ids = (f"id{i}" for i in itertools.count())
-    return ControllerLogic(build_config({"node.id": "1", **props}), new_uuid=lambda: next(ids))
-
-
-def _apply(image, records):
-    d = MetadataDelta(image)
-    for i, r in enumerate(records):
-        d.replay(r, image.offset + 1 + i)
-    return d.apply()
 
 
 def _cluster(log_dirs=D):

@@ -7,44 +7,24 @@ leader.imbalance.per.broker.percentage).
 """
 
 import asyncio
-import itertools
 
 from kio.schema.errors import ErrorCode
 
-from kavka.config import build_config
 from kavka.controller import partition_change as pc
 from kavka.controller import records as mr
 from kavka.controller.controller import (
     PREFERRED_ELECTION,
     UNCLEAN_ELECTION,
-    ControllerLogic,
     NewTopic,
 )
-from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.replication.replica_state import PartitionRegistration
 from kavka.testing import MemoryLog
+from tests.unit.controller_fixtures import apply as _apply
+from tests.unit.controller_fixtures import cluster as _cluster
+from tests.unit.controller_fixtures import logic as _logic
 from tests.unit.test_raft_snapshot import _controller, _run_with
 
 PREFERRED, UNCLEAN = PREFERRED_ELECTION, UNCLEAN_ELECTION
-
-
-def _logic(**props):
-    ids = (f"id{i}" for i in itertools.count())
-    return ControllerLogic(build_config({"node.id": "1", **props}), new_uuid=lambda: next(ids))
-
-
-def _apply(image, records):
-    d = MetadataDelta(image)
-    for i, r in enumerate(records):
-        d.replay(r, image.offset + 1 + i)
-    return d.apply()
-
-
-def _cluster(n):
-    recs = [
-        mr.RegisterBrokerRecord(i, f"inc{i}", (("PLAINTEXT", "h", 9000 + i),), fenced=False) for i in range(1, n + 1)
-    ]
-    return _apply(MetadataImage(), recs)
 
 
 def _with_topic(logic, image, name, assignments):

@@ -7,34 +7,16 @@ catch up; the AlterPartition that puts every target replica in the ISR completes
 cancels it.
 """
 
-import itertools
 
 from kio.schema.errors import ErrorCode
 
-from kavka.config import build_config
 from kavka.controller import records as mr
 from kavka.controller import snapshot
-from kavka.controller.controller import ControllerLogic, NewTopic
-from kavka.controller.image import MetadataDelta, MetadataImage
-
-
-def _logic(**props):
-    ids = (f"id{i}" for i in itertools.count())
-    return ControllerLogic(build_config({"node.id": "1", **props}), new_uuid=lambda: next(ids))
-
-
-def _apply(image, records):
-    d = MetadataDelta(image)
-    for i, r in enumerate(records):
-        d.replay(r, image.offset + 1 + i)
-    return d.apply()
-
-
-def _cluster(n):
-    recs = [
-        mr.RegisterBrokerRecord(i, f"inc{i}", (("PLAINTEXT", "h", 9000 + i),), fenced=False) for i in range(1, n + 1)
-    ]
-    return _apply(MetadataImage(), recs)
+from kavka.controller.controller import NewTopic
+from kavka.controller.image import MetadataImage
+from tests.unit.controller_fixtures import apply as _apply
+from tests.unit.controller_fixtures import cluster as _cluster
+from tests.unit.controller_fixtures import logic as _logic
 
 
 def _setup(n=6, assignments=None):
