@@ -390,3 +390,35 @@ def test_kafka_python_describe_configs_all(broker, topic_name):
     assert "3600000" in flat and "1073741824" in flat, flat[:2000]
     missing = [name for name in KAFKA_TOPIC_DEFAULTS if name not in flat]
     assert not missing, f"kafka-python DescribeConfigs lacks {missing}"
+
+
+def test_a_bootstrap_broker_that_dies_after_connecting_hands_over_to_the_next(broker_factory):
+    """kavka's own clients (AdminClient.send_any: Metadata, DescribeCluster, the producer's
+    InitProducerId): the first bootstrap broker answers, then dies (kill -9) with the connection
+    still cached; the next request fails on it and goes to the next bootstrap server."""
+    from kavka.client.admin import AdminClient as KavkaAdmin
+    from kavka.client.producer import Producer as KavkaProducer
+
+    b1, b2 = broker_factory(), broker_factory()
+    b1.start()
+    b2.start()
+    ids = {}
+    for b in (b1, b2):
+        with KavkaAdmin(b.bootstrap) as one:
+            ids[b.port] = one.describe_cluster().cluster_id
+    assert ids[b1.port] != ids[b2.port]  # two single-node clusters: the answer says who answered
+
+    a = KavkaAdmin(f"{b1.bootstrap},{b2.bootstrap}")
+    try:
+        assert a.describe_cluster().cluster_id == ids[b1.port]
+        b1.kill()
+        assert a.describe_cluster().cluster_id == ids[b2.port]
+        assert [t.name for t in a.list_topics()] == []  # Metadata through the same hand-over
+    finally:
+        a.close()
+
+    p = KavkaProducer(f"{b1.bootstrap},{b2.bootstrap}")  # idempotent: InitProducerId from b2
+    try:
+        assert p.producer_id >= 0
+    finally:
+        p.close()

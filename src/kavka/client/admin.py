@@ -628,9 +628,12 @@ class AdminClient:
         )
 
     def describe_cluster(self) -> ClusterDescription:
-        conn = self._any()
-        if int(ApiKey.DESCRIBE_CLUSTER) in conn.broker_versions:
-            resp = conn.send(requests.describe_cluster(conn.pick_version(ApiKey.DESCRIBE_CLUSTER)))
+        resp = self.send_any(
+            lambda conn: requests.describe_cluster(conn.pick_version(ApiKey.DESCRIBE_CLUSTER))
+            if int(ApiKey.DESCRIBE_CLUSTER) in conn.broker_versions
+            else None
+        )
+        if resp is not None:
             raise_for_error(resp.error_code, resp.error_message)
             brokers = tuple(
                 BrokerInfo(b.broker_id, b.host, b.port, b.rack, bool(getattr(b, "is_fenced", False))) for b in resp.brokers
@@ -847,20 +850,30 @@ class AdminClient:
             groups.setdefault(self._node(leaders[tp]), {})[tp] = value
         return groups
 
-    def _metadata(self, names: Sequence[str] | None) -> Any:
-        # The bootstrap connection's broker may have died since it was opened: its failed send
-        # closes it, and the next try goes to the next bootstrap server that answers.
+    def send_any(self, build: Callable[[BlockingConnection], Any]) -> Any:
+        """Send the request `build(conn)` makes for some bootstrap broker's connection (None: send
+        nothing, return None). The broker may have died since its connection was opened: the
+        failed send closes it, and the next try goes to the next bootstrap server that answers."""
         for attempt in range(len(self.bootstrap) + 1):
             conn = self._any()
-            version = conn.pick_version(ApiKey.METADATA)
-            if names is not None and not names and version == 0:
-                raise KafkaProtocolError("Metadata v0 cannot ask for brokers only")
+            request = build(conn)
+            if request is None:
+                return None
             try:
-                resp = conn.send(requests.metadata(version, names))
-                break
+                return conn.send(request)
             except KafkaConnectionError:
                 if attempt == len(self.bootstrap):
                     raise
+        raise AssertionError("unreachable")
+
+    def _metadata(self, names: Sequence[str] | None) -> Any:
+        def build(conn: BlockingConnection) -> Any:
+            version = conn.pick_version(ApiKey.METADATA)
+            if names is not None and not names and version == 0:
+                raise KafkaProtocolError("Metadata v0 cannot ask for brokers only")
+            return requests.metadata(version, names)
+
+        resp = self.send_any(build)
         self._brokers = {
             b.node_id: BrokerInfo(b.node_id, b.host, b.port, getattr(b, "rack", None))
             for b in resp.brokers

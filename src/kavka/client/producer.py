@@ -356,36 +356,30 @@ class Producer:
             self.records_sent += n
 
     def _init_producer_id(self) -> None:
-        # Any broker answers InitProducerId without a transactional id. The bootstrap broker may
-        # die between the connect and the answer (a leader killed while a Spark task starts):
-        # its failed send closes the connection and the next try goes to the next bootstrap server.
-        tries = len(self.admin.bootstrap) + 1
-        for attempt in range(tries):
-            conn = self.admin._any()
+        # Any broker answers InitProducerId without a transactional id; one that dies between the
+        # connect and the answer (a leader killed while a Spark task starts) hands over to the
+        # next bootstrap server (AdminClient.send_any).
+        def build(conn: BlockingConnection) -> object | None:
             if int(ApiKey.INIT_PRODUCER_ID) not in conn.broker_versions:
                 log.warning(
                     "%s:%s has no InitProducerId: producing without idempotence "
                     "(a retried request may write duplicates)", conn.host, conn.port,
                 )
-                return
+                return None
             version = conn.pick_version(ApiKey.INIT_PRODUCER_ID)
-            cls = conn.request_class(ApiKey.INIT_PRODUCER_ID, version)
-            try:
-                resp = conn.send(
-                    make(
-                        cls,
-                        transactional_id=None,
-                        transaction_timeout=timedelta(milliseconds=60_000),
-                        producer_id=-1,
-                        producer_epoch=-1,
-                        enable2_pc=False,
-                        keep_prepared_txn=False,
-                    )
-                )
-                break
-            except KafkaConnectionError:
-                if attempt == tries - 1:
-                    raise
+            return make(
+                conn.request_class(ApiKey.INIT_PRODUCER_ID, version),
+                transactional_id=None,
+                transaction_timeout=timedelta(milliseconds=60_000),
+                producer_id=-1,
+                producer_epoch=-1,
+                enable2_pc=False,
+                keep_prepared_txn=False,
+            )
+
+        resp = self.admin.send_any(build)
+        if resp is None:
+            return
         if resp.error_code:
             raise KafkaError(int(resp.error_code), resource="InitProducerId")
         self.producer_id = int(resp.producer_id)
