@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -31,6 +32,11 @@ async def _serve(config: BrokerConfig) -> int:
     except (StartupError, StorageError, OSError) as e:
         log.error("cannot start: %s", e)
         return 1
+    # Everything built at start-up (modules, the wire schemas, the metadata image, the logs'
+    # state) lives as long as the process: moved out of the cyclic collector's generations, a
+    # full collection scans only what came after, instead of pausing the loop for ~100 ms.
+    gc.collect()
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -54,6 +54,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.delayed import Delayed
 from kavka.protocol import api, legacy, versions
 from kavka.protocol.framing import (
     FrameDecoder,
@@ -225,6 +226,13 @@ class KafkaConnection(asyncio.Protocol):
         if result is None:
             return  # Produce acks=0: no response, no slot
         slot = _Slot(correlation_id, api.response_header_flexible(api_key, api_version), encode)
+        if isinstance(result, Delayed):
+            # Answered in the callback of the change that completes it (kavka.delayed): the
+            # response is written there, not on a later turn of the loop.
+            slot.task = result.future
+            self.slots.append(slot)
+            result.listen(partial(self._on_done, slot, result.future))
+            return
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
             slot.task = task
@@ -241,7 +249,12 @@ class KafkaConnection(asyncio.Protocol):
             log.error("error in a %s handler for %s; closing its connection", type(exc).__name__, self.peer, exc_info=exc)
             self.close()
             return
-        slot.data = slot.encode(task.result())
+        try:
+            slot.data = slot.encode(task.result())
+        except Exception:  # a response that does not encode costs its connection, not the caller
+            log.exception("cannot encode a response for %s; closing its connection", self.peer)
+            self.close()
+            return
         self._flush()
         self._update_reading()
 

@@ -34,6 +34,7 @@ Event-loop thread only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -42,6 +43,7 @@ from typing import Protocol, TypeVar
 from kio.schema.errors import ErrorCode
 
 from kavka.controller.controller import AlterPartitionItem
+from kavka.delayed import Delayed
 from kavka.replication.partition import Partition, TopicPartition
 from kavka.replication.replica_state import IsrProposal, PartitionRegistration
 from kavka.storage.errors import KafkaStorageError, LogDirNotFoundError
@@ -305,58 +307,17 @@ class ReplicaManager:
 
     def acks_future(
         self, waits: list[tuple[TopicPartition, int]], timeout_s: float, finish: Callable[[dict[TopicPartition, ErrorCode]], T]
-    ) -> asyncio.Future[T]:
-        """acks=all (Kafka's DelayedProduce): a future of `finish(answers)` once each partition's
-        high watermark reaches its required offset, or at the timeout. The answer per partition:
-        NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER (leadership moved), or
-        REQUEST_TIMED_OUT. Checked at each change of a waiting partition, in the callback;
-        cancelling the future (the connection closed) drops it from the purgatory."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[T] = loop.create_future()
-        out: dict[TopicPartition, ErrorCode] = {}
-        pending = dict(waits)
-        regs: dict[TopicPartition, Registration] = {}
-
-        def complete() -> None:
-            timer.cancel()
-            for reg in regs.values():
-                reg.cancel()
-            regs.clear()
-            if fut.done():
-                return
-            try:
-                fut.set_result(finish(out))
-            except Exception as e:  # noqa: BLE001 -- the request's handler fails, not the waker
-                fut.set_exception(e)
-
-        def check(tp: TopicPartition) -> None:
-            if fut.done() or tp not in pending:
-                return
-            p = self.partitions.get(tp)
-            state = ErrorCode.not_leader_or_follower if p is None else p.acks_all_state(pending[tp])
-            if state is None:
-                regs[tp] = self.on_change([tp], lambda: check(tp))
-                return
-            out[tp] = state
-            del pending[tp]
-            if not pending:
-                complete()
-
-        def expire() -> None:
-            for tp in pending:
-                out[tp] = ErrorCode.request_timed_out
-            pending.clear()
-            complete()
-
-        timer = loop.call_later(max(timeout_s, 0.0), expire)
-        fut.add_done_callback(lambda f: complete() if f.cancelled() else None)
-        for tp in list(pending):
-            check(tp)
-        return fut
+    ) -> DelayedProduce[T]:
+        """acks=all (Kafka's DelayedProduce): answered with `finish(answers)` once each
+        partition's high watermark reaches its required offset, or at the timeout. The answer per
+        partition: NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER (leadership
+        moved), or REQUEST_TIMED_OUT. Checked at each change of a waiting partition, in the
+        callback; cancelling its future (the connection closed) drops it from the purgatory."""
+        return DelayedProduce(self, waits, timeout_s, finish)
 
     async def wait_for_acks(self, waits: list[tuple[TopicPartition, int]], timeout_s: float) -> dict[TopicPartition, ErrorCode]:
         """`acks_future` awaited: the answer per partition."""
-        return await self.acks_future(waits, timeout_s, dict)
+        return await self.acks_future(waits, timeout_s, dict).future
 
     # ------------------------------------------------------------ checkpoints
 
@@ -365,6 +326,63 @@ class ReplicaManager:
 
     def checkpoint_high_watermarks(self) -> None:
         self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
+
+
+class DelayedProduce(Delayed[T]):
+    """One acks=all wait (ReplicaManager.acks_future); it lets go of its registrations and
+    request when it ends (kavka.delayed)."""
+
+    __slots__ = ("_rm", "_out", "_pending", "_regs", "_finish")
+
+    def __init__(
+        self, rm: ReplicaManager, waits: list[tuple[TopicPartition, int]], timeout_s: float,
+        finish: Callable[[dict[TopicPartition, ErrorCode]], T],
+    ) -> None:
+        super().__init__(timeout_s)
+        self._rm: ReplicaManager | None = rm
+        self._out: dict[TopicPartition, ErrorCode] = {}
+        self._pending = dict(waits)
+        self._regs: dict[TopicPartition, Registration] = {}
+        self._finish: Callable[[dict[TopicPartition, ErrorCode]], T] | None = finish
+        for tp in list(self._pending):
+            self._check(tp)
+
+    def _check(self, tp: TopicPartition) -> None:
+        rm = self._rm
+        if rm is None or tp not in self._pending:
+            return
+        p = rm.partitions.get(tp)
+        state = ErrorCode.not_leader_or_follower if p is None else p.acks_all_state(self._pending[tp])
+        if state is None:
+            self._regs[tp] = rm.on_change([tp], functools.partial(self._check, tp))
+            return
+        self._out[tp] = state
+        del self._pending[tp]
+        if not self._pending:
+            self._answer()
+
+    def _expire(self) -> None:
+        for tp in self._pending:
+            self._out[tp] = ErrorCode.request_timed_out
+        self._pending.clear()
+        self._answer()
+
+    def _answer(self) -> None:
+        finish = self._finish
+        if finish is None or self.future.done():
+            return
+        try:
+            value = finish(self._out)
+        except Exception as e:  # noqa: BLE001 -- the request's handler fails, not the waker
+            self._fail(e)
+            return
+        self._resolve(value)
+
+    def _release(self) -> None:
+        self._finish = self._rm = None
+        for reg in self._regs.values():
+            reg.cancel()
+        self._regs.clear()
 
 
 class Registration:

@@ -51,13 +51,13 @@ gets FETCH_SESSION_ID_NOT_FOUND, as Kafka answers for an evicted session.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from kavka.broker.handlers.errors import error_for
+from kavka.delayed import Delayed
 from kavka.protocol import api
 from kavka.protocol.message_format import down_convert
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_to_str
@@ -120,51 +120,55 @@ def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
 def _park(
     node: BrokerNode, tps: list[TopicPartition], follower: bool, wait_s: float,
     read: Any, min_bytes: int, done: Any,
-) -> asyncio.Future[Any]:
-    """The long-poll (Kafka's DelayedFetch): a future answered by the first read, at a change to
+) -> _DelayedFetch:
+    """The long-poll (Kafka's DelayedFetch): answered by the first read, at a change to
     one of `tps` (an append for a follower, a high-watermark move for a consumer), that has
     `min_bytes` or an error, or by the read at `wait_s`. Registered now, so a change before the
-    server's next turn is not missed; the read runs in the purgatory's callback, and the answer
-    goes out on the next turn of the loop."""
-    rm = node.replica_manager
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[Any] = loop.create_future()
-    reg = None
+    server's next turn is not missed; the read runs in the purgatory's callback, and the server
+    writes the answer there too (kavka.delayed)."""
+    return _DelayedFetch(node.replica_manager, tps, follower, wait_s, read, min_bytes, done)
 
-    def attempt(final: bool) -> None:
-        if fut.done():
+
+class _DelayedFetch(Delayed[Any]):
+    """One parked Fetch; it lets go of its registration and read when it ends (kavka.delayed)."""
+
+    __slots__ = ("_rm", "_tps", "_follower", "_read", "_min_bytes", "_done", "_reg")
+
+    def __init__(self, rm: Any, tps: list[TopicPartition], follower: bool, wait_s: float, read: Any, min_bytes: int, done: Any) -> None:
+        super().__init__(wait_s)
+        self._rm, self._tps, self._follower = rm, tps, follower
+        self._read, self._min_bytes, self._done = read, min_bytes, done
+        self._reg: Any = None
+        self._watch()
+
+    def _watch(self) -> None:
+        self._reg = self._rm.on_change(self._tps, self._changed, follower=self._follower)
+
+    def _changed(self) -> None:
+        self._attempt(False)
+
+    def _expire(self) -> None:
+        self._attempt(True)
+
+    def _attempt(self, final: bool) -> None:
+        read, done = self._read, self._done
+        if read is None or self.future.done():
             return
         try:
             res, tot, errs = read()
-            if tot >= min_bytes or errs or final:
-                timer.cancel()
-                fut.set_result(done(res))
+            if tot >= self._min_bytes or errs or final:
+                self._resolve(done(res))
                 return
         except Exception as e:  # noqa: BLE001 -- the request fails (its connection closes), not the waker
-            timer.cancel()
-            fut.set_exception(e)
+            self._fail(e)
             return
-        watch()
+        self._watch()
 
-    def watch() -> None:
-        nonlocal reg
-        reg = rm.on_change(tps, lambda: attempt(False), follower=follower)
-
-    def cancelled(f: asyncio.Future[Any]) -> None:
-        if f.cancelled():  # the connection closed
-            timer.cancel()
-            if reg is not None:
-                reg.cancel()
-
-    def deadline() -> None:
-        if reg is not None:
-            reg.cancel()
-        attempt(True)
-
-    timer = loop.call_later(wait_s, deadline)
-    fut.add_done_callback(cancelled)
-    watch()
-    return fut
+    def _release(self) -> None:
+        if self._reg is not None:
+            self._reg.cancel()
+            self._reg = None
+        self._read = self._done = self._rm = None
 
 
 def _stale_replica(node: BrokerNode, replica_id: int, replica_epoch: int) -> bool:
