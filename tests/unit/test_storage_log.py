@@ -227,6 +227,39 @@ def test_truncate_to(tmp_path: Path) -> None:
     assert lg.append_as_leader(batch(1), leader_epoch=10, now_ms=NOW).first_offset == 100
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.integers(1, 4), st.integers(-20, -1)), min_size=1, max_size=60))
+def test_reads_near_the_end_are_exact_through_appends_and_truncations(tmp_path_factory, ops) -> None:
+    """A read starts its scan at a recent append's position when it can (LogSegment._recent):
+    every offset still reads as the batch that holds it after appends and truncations (a
+    negative op truncates that many batches back), against a log reopened without the hints."""
+    path = tmp_path_factory.mktemp("tail") / "t-0"
+    cfg = LogConfig(segment_bytes=100_000, index_interval_bytes=100_000)  # one segment, no index help
+    lg = open_log(path, cfg)
+    starts: list[int] = []
+    for op in ops:
+        if op > 0:
+            starts.append(lg.append_as_leader(batch(op, size=op * 7), leader_epoch=1, now_ms=NOW).first_offset)
+        elif starts:
+            cut = max(len(starts) + op, 0)
+            lg.truncate_to(starts[cut])  # truncations land on batch boundaries, as in a broker
+            del starts[cut:]
+
+    def firsts(log: Log) -> list[tuple[int, int]]:
+        out = []
+        for off in range(log.log_end_offset):
+            data = log.read(off, max_bytes=1, min_one_message=True).records
+            rs = [r.offset for r in iter_records(data)]
+            assert rs[0] <= off <= rs[-1], (off, rs)
+            out.append((rs[0], rs[-1]))
+        return out
+
+    got = firsts(lg)
+    lg.flush()
+    lg.close()
+    assert got == firsts(open_log(path, cfg, clean_shutdown=True))
+
+
 def test_follower_append_keeps_offsets(tmp_path: Path) -> None:
     leader = open_log(tmp_path / "l-0")
     for e in (1, 1, 2):

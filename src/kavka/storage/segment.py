@@ -58,6 +58,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 1 << 20
+_RECENT_APPENDS = 16
 
 
 def filename_prefix(offset: int) -> str:
@@ -121,6 +122,10 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
         self._max_ts: TimestampOffset | None = None  # loaded lazily
+        # (base offset, position) of the last appends, newest last: a read near the log end (a
+        # follower's or a tailing consumer's fetch) starts its scan there, not at the index entry
+        # up to index.interval.bytes back (one pread and parse per batch in between).
+        self._recent: list[tuple[int, int]] = []
         self.indexes_rebuilt = False
         self._index_path = self.dir / (prefix + INDEX_SUFFIX)
         self._time_index_path = self.dir / (prefix + TIME_INDEX_SUFFIX)
@@ -332,6 +337,10 @@ class LogSegment:
             physical_position += header.size_in_bytes
             self._bytes_since_last_index_entry += header.size_in_bytes
         self._max_ts = max_ts
+        recent = self._recent
+        recent.append((headers[0].base_offset, self.size - written))
+        if len(recent) > _RECENT_APPENDS:
+            del recent[0]
 
     # ------------------------------------------------------------------ lookup and read
 
@@ -340,6 +349,10 @@ class LogSegment:
         index floor (Kafka's ``FileRecords.searchForOffsetWithSize``)."""
         floor = self.offset_index.lookup(offset)
         start = max(floor.position, starting_position)
+        for base, position in reversed(self._recent):
+            if base <= offset:  # a batch boundary at or before the batch holding `offset`
+                start = max(start, position)
+                break
         for pos, header in self.iter_batches_from(start):
             if header.last_offset >= offset:
                 return LogOffsetPosition(header.last_offset, pos, header.size_in_bytes)
@@ -503,6 +516,7 @@ class LogSegment:
             )
             os.ftruncate(self._fd, valid_bytes)
             self.size = valid_bytes
+            self._recent.clear()
         self._max_ts = max_ts
         self._rolling_based_timestamp = None
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
@@ -522,6 +536,7 @@ class LogSegment:
             truncated = self.size - mapping.position
             os.ftruncate(self._fd, mapping.position)
             self.size = mapping.position
+            self._recent.clear()
         if self.size == 0:
             if now_ms is not None:
                 self.created_ms = now_ms
