@@ -14,6 +14,7 @@ out-of-sync replica of a partition whose only ISR member is dead although
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 import subprocess
@@ -100,10 +101,17 @@ def _check_every_ack(c: Cluster, topic: str, prod: _Producer) -> None:
     assert prod.failed == [], prod.failed[:5]
     assert prod.acked_count() == prod.sent
     for p in range(PARTITIONS):
-        at = {m.offset: m.value for m in ck_read_to_end(c.bootstrap, topic, [p])}
+        recs = ck_read_to_end(c.bootstrap, topic, [p])
+        at = {m.offset: m.value for m in recs}
+        times = collections.Counter(m.value for m in recs)
         for value, (part, offset) in prod.acked.items():
             if part == p:
-                assert at.get(offset) == value, f"{value!r} acknowledged at {p}/{offset}, found {at.get(offset)!r}"
+                assert times[value] == 1, f"{value!r} acknowledged on {p}, found {times[value]} times"
+                # librdkafka acknowledges a batch implicitly, without its offset, when the broker
+                # acknowledged a later sequence of the same idempotent producer (a retry across a
+                # leader change): then only "exactly once" can be checked.
+                if offset is not None:
+                    assert at.get(offset) == value, f"{value!r} acknowledged at {p}/{offset}, found {at.get(offset)!r}"
 
 
 def test_preferred_election_by_the_cli_and_by_two_admin_clients(manual_cluster: Cluster) -> None:
@@ -182,8 +190,13 @@ def test_the_controller_rebalances_by_itself(auto_cluster: Cluster) -> None:
         c.nodes[victim].start()
         # Back in the ISR, then within about one check interval (2 s) the controller elects it again.
         wait_until(lambda: _preferred_lead(c, topic), timeout=60, message="preferred leaders restored by the controller")
-        logs = "".join("".join(n.output) for n in c.nodes.values())
-        assert "above leader.imbalance.per.broker.percentage=10: elected the preferred leader of" in logs
+        # The controller logs once the election is committed, which can be after the brokers (and so
+        # the metadata above) saw it; and its output is read by a pump thread.
+        wait_until(
+            lambda: any("above leader.imbalance.per.broker.percentage=10: elected the preferred leader of" in line
+                        for n in c.nodes.values() for line in list(n.output)),
+            timeout=15, message="the controller's rebalance logged",
+        )
         before = prod.acked_count()
         wait_until(lambda: prod.acked_count() > before + 50, timeout=30, message="acks flowing after the rebalance")
     finally:
