@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: install everything, then run the default test suite.
-# The `slow` marker is reserved for soak runs kept out of CI (no test carries it today):
+# Tests marked `slow` (the many-seed simulation runs, soaks) are kept out of CI; run them with:
 #   bash scripts/test.sh -m slow
 set -euo pipefail
 cd "$(dirname "$0")/.."
