@@ -70,8 +70,6 @@ def plan_rebalance(
     for reps in assignment.values():
         count.update(r for r in reps if r in count)
     target = set(brokers)
-    moved = 0
-    moved_bytes = 0
 
     def rack_ok(p: Partition, src: int, dst: int) -> bool:
         rack = racks.get(dst)
@@ -80,14 +78,11 @@ def plan_rebalance(
         return all(racks.get(r) != rack for r in assignment[p] if r != src)
 
     def move(p: Partition, src: int, dst: int) -> None:
-        nonlocal moved, moved_bytes
         reps = assignment[p]
         reps[reps.index(src)] = dst
         if src in count:
             count[src] -= 1
         count[dst] += 1
-        moved += 1
-        moved_bytes += sizes.get(p, 0)
 
     by_size = sorted(assignment, key=lambda p: (sizes.get(p, 0), str(p)))
     # 1. Empty the brokers that leave.
@@ -116,7 +111,10 @@ def plan_rebalance(
         if not done:
             break  # racks allow no further move
     _balance_leaders(assignment, brokers)
-    return Plan(assignment, moved, moved_bytes)
+    # Counted from the result, not per step: a replica that step 1 places and step 2 moves on (or
+    # back to a broker that held it) is copied once, or not at all.
+    moved = {p: len(set(reps) - set(current[p])) for p, reps in assignment.items()}
+    return Plan(assignment, sum(moved.values()), sum(n * sizes.get(p, 0) for p, n in moved.items()))
 
 
 def _balance_leaders(assignment: dict[Partition, list[int]], brokers: Sequence[int]) -> None:
