@@ -1,12 +1,21 @@
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.broker_harness import BrokerProcess
+
+# The default suite runs the property tests derandomized: the same examples every run, so a run's
+# result is the code's, not the draw's. KAVKA_HYPOTHESIS_EXPLORE=1 draws fresh examples; a failure
+# found that way is kept as an @example.
+settings.register_profile("fixed", derandomize=True, database=None)
+if not os.environ.get("KAVKA_HYPOTHESIS_EXPLORE"):
+    settings.load_profile("fixed")
 
 
 @pytest.fixture(scope="session")
