@@ -55,7 +55,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kavka.delayed import Delayed
-from kavka.protocol import api, legacy, versions
+from kavka.protocol import api, fetch_wire, legacy, versions
 from kavka.protocol.framing import (
     FrameDecoder,
     FrameTooLargeError,
@@ -204,17 +204,21 @@ class KafkaConnection(asyncio.Protocol):
         encode: Callable[[Any], Any] = encode_entity
         if api_key == api.ApiKey.FETCH:
             encode = encode_spliced  # record bytes go out as read (protocol.splice)
-        request = decode_body(api.request_schema(api_key, api_version), frame, header.header_size)
         ctx_version = api_version
-        if api_key == api.ApiKey.PRODUCE and api_version in legacy.LEGACY_PRODUCE_VERSIONS:
-            # Message sets become batch v2 and the request a v3 one (protocol.legacy).
-            request = legacy.as_produce_v3(request, api.request_schema(api_key, 3))
-            encode = partial(legacy.encode_legacy_produce_response, api_version)
-            ctx_version = 3
-        if api_key == api.ApiKey.API_VERSIONS and request.__version__ >= 3:
-            self.client_software = f"{request.client_software_name} {request.client_software_version}"
-        # Fields this version lacks read as their defaults (protocol.versions).
-        request = versions.with_defaults(api_key, request)
+        if api_key == api.ApiKey.FETCH and api_version >= fetch_wire.FIRST_FLEXIBLE:
+            # The replication hot path, decoded by hand with every field (protocol.fetch_wire).
+            request = fetch_wire.decode_request(frame, header.header_size, api_version)
+        else:
+            request = decode_body(api.request_schema(api_key, api_version), frame, header.header_size)
+            if api_key == api.ApiKey.PRODUCE and api_version in legacy.LEGACY_PRODUCE_VERSIONS:
+                # Message sets become batch v2 and the request a v3 one (protocol.legacy).
+                request = legacy.as_produce_v3(request, api.request_schema(api_key, 3))
+                encode = partial(legacy.encode_legacy_produce_response, api_version)
+                ctx_version = 3
+            if api_key == api.ApiKey.API_VERSIONS and request.__version__ >= 3:
+                self.client_software = f"{request.client_software_name} {request.client_software_version}"
+            # Fields this version lacks read as their defaults (protocol.versions).
+            request = versions.with_defaults(api_key, request)
         ctx = RequestContext(api_key, ctx_version, correlation_id, header.client_id, self.peer)
         result = handler(ctx, request)
         if api_key == api.ApiKey.PRODUCE and self.server.cut_after_this_produce():

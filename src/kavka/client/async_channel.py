@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from kavka.protocol.framing import ProtocolError, decode_body, encode_entity, encode_request
@@ -44,7 +45,30 @@ class AsyncChannel:
                 self.close()
                 raise
 
+    async def call_raw(
+        self, addr: tuple[str, int], api_key: int, api_version: int, body: bytes,
+        decode: Callable[[bytes, int], Any], timeout_s: float,
+    ) -> Any:
+        """`call` for a body already encoded (a flexible version), answered through
+        `decode(frame, body position)`: the replica fetchers' hand-written Fetch (protocol.fetch_wire)."""
+        async with self._lock:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    return await self._exchange(addr, api_key, api_version, body, decode, f"API {api_key} v{api_version}")
+            except BaseException:
+                self.close()
+                raise
+
     async def _call(self, addr: tuple[str, int], request: Any, resp_cls: type) -> Any:
+        return await self._exchange(
+            addr, request.__api_key__, request.__version__, encode_entity(request),
+            lambda frame, pos: decode_body(resp_cls, frame, pos), resp_cls.__name__,
+        )
+
+    async def _exchange(
+        self, addr: tuple[str, int], api_key: int, api_version: int, body: bytes,
+        decode: Callable[[bytes, int], Any], what: object,
+    ) -> Any:
         if self._conn is not None and self._addr != addr:
             self.close()
         if self._conn is None:
@@ -54,11 +78,11 @@ class AsyncChannel:
         self._correlation += 1
         writer.write(
             encode_request(
-                api_key=request.__api_key__,
-                api_version=request.__version__,
+                api_key=api_key,
+                api_version=api_version,
                 correlation_id=self._correlation,
                 client_id=self.client_id,
-                body=encode_entity(request),
+                body=body,
                 flexible=True,
             )
         )
@@ -71,9 +95,9 @@ class AsyncChannel:
         if corr != self._correlation:
             raise ConnectionError(f"response {corr} to request {self._correlation}")
         try:
-            return decode_body(resp_cls, frame, 5)
+            return decode(frame, 5)
         except ProtocolError as e:  # the peer sent bytes that are not this response
-            raise ConnectionError(f"undecodable {resp_cls.__name__} from {addr[0]}:{addr[1]}: {e}") from e
+            raise ConnectionError(f"undecodable response ({what}) from {addr[0]}:{addr[1]}: {e}") from e
 
     def close(self) -> None:
         if self._conn is not None:

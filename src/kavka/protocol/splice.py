@@ -51,11 +51,15 @@ def _length_prefix(n: int, *, flexible: bool) -> bytes:
 
 @dataclass(slots=True)
 class SplicedResponse:
-    """A response entity holding placeholders, and the record chunks they stand for."""
+    """A response entity holding placeholders, and the record chunks they stand for -- or, when
+    `buffers` is set, the response already encoded (protocol.fetch_wire). `topic_bytes`: the
+    record bytes it carries per topic (for BytesOutPerSec)."""
 
     entity: Any
     flexible: bool
     chunks: list[bytes | memoryview] = field(default_factory=list)
+    buffers: list[bytes | memoryview] | None = None
+    topic_bytes: dict[str, int] = field(default_factory=dict)
 
     def add(self, chunk: bytes | memoryview) -> bytes:
         """Register a record chunk; returns the placeholder to put in the entity."""
@@ -67,6 +71,8 @@ def encode_spliced(resp: Any) -> list[bytes | memoryview] | bytes:
     """Encode a SplicedResponse as buffers to write in order (or a plain entity as bytes)."""
     if not isinstance(resp, SplicedResponse):
         return encode_entity(resp)
+    if resp.buffers is not None:
+        return resp.buffers
     body = encode_entity(resp.entity)
     if not resp.chunks:
         return body

@@ -30,7 +30,6 @@ Called on the event loop; appends run there too, as produce appends do.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 import zlib
@@ -39,10 +38,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.schema.fetch.v15 import request as fetch_req
-from kio.schema.fetch.v15 import response as fetch_resp
 
 from kavka.client.async_channel import AsyncChannel
+from kavka.protocol import fetch_wire
+from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.replication.partition import Partition, PartitionError, TopicPartition
 from kavka.replication.quota import ReplicationQuotas
@@ -60,6 +59,13 @@ _METADATA_WAIT = frozenset(
         ErrorCode.unknown_topic_id,
     }
 )
+
+
+FETCH_VERSION = 15  # ReplicaState (KIP-903), topic ids; encoded and decoded by hand (protocol.fetch_wire)
+
+
+def _decode_response(frame: bytes, pos: int) -> Any:
+    return fetch_wire.decode_response(frame, pos, FETCH_VERSION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +177,7 @@ class ReplicaFetcher:
         self._channel = AsyncChannel(f"kavka-replica-{manager.node_id}")
         self._failing = False
         self._rebuilds: dict[TopicPartition, asyncio.Task[None]] = {}
+        self._uuids: dict[str, Any] = {}  # topic id string -> UUID, for the request
 
     @property
     def name(self) -> str:
@@ -229,8 +236,9 @@ class ReplicaFetcher:
                 continue
             try:
                 s = self.m.settings
-                resp = await self._channel.call(
-                    addr, request, fetch_resp.FetchResponse, (s.socket_timeout_ms + s.wait_max_ms) / 1000
+                resp = await self._channel.call_raw(
+                    addr, ApiKey.FETCH, FETCH_VERSION, request, _decode_response,
+                    (s.socket_timeout_ms + s.wait_max_ms) / 1000,
                 )
             except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, ConnectionError, ValueError) as e:
                 self._close()
@@ -270,33 +278,26 @@ class ReplicaFetcher:
                 continue
             sent[tp] = (p.log_end_offset, st.leader_epoch)
             topics.setdefault(p.topic_id, []).append(
-                fetch_req.FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=st.leader_epoch,
-                    fetch_offset=p.log_end_offset,
-                    last_fetched_epoch=p.last_fetched_epoch,
-                    log_start_offset=p.log_start_offset,
-                    partition_max_bytes=s.max_bytes,
-                )
+                (tp.partition, st.leader_epoch, p.log_end_offset, p.last_fetched_epoch, p.log_start_offset, s.max_bytes)
             )
         if not sent:
             return None, (None if held else sent)  # type: ignore[return-value]
-        req = fetch_req.FetchRequest(
-            cluster_id=None,
-            replica_state=fetch_req.ReplicaState(replica_id=self.m.node_id, replica_epoch=self.m.broker_epoch()),
-            max_wait=datetime.timedelta(milliseconds=s.wait_max_ms),
+        req = fetch_wire.encode_request(
+            FETCH_VERSION,
+            replica_id=self.m.node_id,
+            replica_epoch=self.m.broker_epoch(),
+            max_wait_ms=s.wait_max_ms,
             min_bytes=s.min_bytes,
             max_bytes=s.response_max_bytes,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=tuple(
-                fetch_req.FetchTopic(topic_id=uuid_from_str(tid), partitions=tuple(parts)) for tid, parts in topics.items()
-            ),
-            forgotten_topics_data=(),
-            rack_id="",
+            topics=[(self._topic_uuid(tid), parts) for tid, parts in topics.items()],
         )
         return req, sent
+
+    def _topic_uuid(self, tid: str) -> Any:
+        u = self._uuids.get(tid)
+        if u is None:
+            u = self._uuids[tid] = uuid_from_str(tid)
+        return u
 
     # ------------------------------------------------------------------ response
 

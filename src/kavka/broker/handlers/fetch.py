@@ -58,10 +58,10 @@ from kio.schema.errors import ErrorCode
 
 from kavka.broker.handlers.errors import error_for
 from kavka.delayed import Delayed
-from kavka.protocol import api
+from kavka.protocol import api, fetch_wire
 from kavka.protocol.message_format import down_convert
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_to_str
-from kavka.protocol.splice import SplicedResponse, placeholder_index
+from kavka.protocol.splice import SplicedResponse
 from kavka.replication.partition import Partition, PartitionError, TopicPartition
 from kavka.replication.replica_selector import (
     NO_PREFERRED_REPLICA,
@@ -271,9 +271,6 @@ def _read_all(
     now_ms = node.now_ms()
     quotas = getattr(node, "replication_quotas", None) if replica_id >= 0 else None
     now_s = time.monotonic()
-    epoch_cls = nested(resp_cls, "EpochEndOffset") if ctx.api_version >= 12 else None
-    topic_cls = nested(resp_cls, "FetchableTopicResponse")
-    part_cls = nested(resp_cls, "PartitionData")
     remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
     remaining = min(remaining, node.config["fetch.max.bytes"])
     total = 0
@@ -321,8 +318,7 @@ def _read_all(
                     start = r.log_start_offset
                     if r.diverging is not None:
                         any_error = True  # answered at once, as Kafka does
-                        if epoch_cls is not None:
-                            diverging = epoch_cls(epoch=r.diverging.epoch, end_offset=r.diverging.end_offset)
+                        diverging = (r.diverging.epoch, r.diverging.end_offset)
                     elif r.data is not None:
                         records = r.data.records
                         if throttled:
@@ -380,30 +376,40 @@ def _read_all(
                 min_one = False
                 remaining -= n
                 total += n
-            parts.append(
-                make(
-                    part_cls,
-                    partition_index=fp.partition,
-                    error_code=error,
-                    high_watermark=hw,
-                    last_stable_offset=lso,
-                    log_start_offset=start,
-                    aborted_transactions=None if not read_committed else (),
-                    preferred_read_replica=preferred,
-                    records=spliced.add(records) if n else records,
-                    **({"diverging_epoch": diverging} if diverging is not None else {}),
-                )
-            )
-        if by_id_key(ctx):
-            out_topics.append(make(topic_cls, topic_id=key, partitions=tuple(parts)))
-        else:
-            out_topics.append(make(topic_cls, topic=key, partitions=tuple(parts)))
+                if name is not None:
+                    spliced.topic_bytes[name] = spliced.topic_bytes.get(name, 0) + n
+            parts.append((fp.partition, error, hw, lso, start, diverging, None if not read_committed else (),
+                          preferred, records))
+        out_topics.append((key, parts))
+    if ctx.api_version >= fetch_wire.FIRST_FLEXIBLE:
+        # The hot path (every follower's fetch, current clients'): encoded by hand, record chunks
+        # not copied (protocol.fetch_wire).
+        spliced.buffers = fetch_wire.encode_response(ctx.api_version, out_topics)
+        return spliced, total, any_error
+    topic_cls = nested(resp_cls, "FetchableTopicResponse")
+    part_cls = nested(resp_cls, "PartitionData")
     spliced.entity = make(
         resp_cls,
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         session_id=0,
-        responses=tuple(out_topics),
+        responses=tuple(
+            make(topic_cls, **{"topic_id" if by_id_key(ctx) else "topic": key}, partitions=tuple(
+                make(
+                    part_cls,
+                    partition_index=index,
+                    error_code=error,
+                    high_watermark=hw,
+                    last_stable_offset=lso,
+                    log_start_offset=start,
+                    aborted_transactions=aborted,
+                    preferred_read_replica=preferred,
+                    records=spliced.add(records) if records else records,
+                )
+                for index, error, hw, lso, start, _diverging, aborted, preferred, records in parts
+            ))
+            for key, parts in out_topics
+        ),
     )
     return spliced, total, any_error
 
@@ -444,13 +450,7 @@ def _preferred_read_replica(
 def _count_bytes_out(node: BrokerNode, topics: list[tuple[Any, str | None, Any]], resp: SplicedResponse) -> SplicedResponse:
     """Add the record bytes a consumer fetch's response carries to each topic's BytesOutPerSec
     (Kafka counts followers' fetches apart, as ReplicationBytesOutPerSec; kavka does not count those)."""
-    if not resp.chunks:
-        return resp
     counts = node.replica_manager.bytes_out
-    for (_t, name, _key), out in zip(topics, resp.entity.responses, strict=True):
-        if name is None:
-            continue
-        n = sum(len(resp.chunks[placeholder_index(pd.records)]) for pd in out.partitions if pd.records)
-        if n:
-            counts[name] = counts.get(name, 0) + n
+    for name, n in resp.topic_bytes.items():
+        counts[name] = counts.get(name, 0) + n
     return resp
