@@ -219,7 +219,9 @@ class FetchResponse:
 
 
 def decode_response(buf: memoryview | bytes, pos: int, version: int) -> FetchResponse:
-    """A FetchResponse body (v12-v17); `records` are bytes (or None)."""
+    """A FetchResponse body (v12-v17); `records` are memoryviews into `buf` (or None): a
+    follower's append copies them once, into the segment write."""
+    view = memoryview(buf)
     r = _Reader(buf, pos)
     by_id = version >= 13
     try:
@@ -253,7 +255,7 @@ def decode_response(buf: memoryview | bytes, pos: int, version: int) -> FetchRes
                     pd.records = None
                 else:
                     at = r.need(size)
-                    pd.records = bytes(buf[at : at + size])
+                    pd.records = view[at : at + size]
                 pd.diverging_epoch = _NO_DIVERGENCE
                 r.tagged(_partition_tag, pd)
                 parts.append(pd)
