@@ -288,6 +288,7 @@ class Partition:
         now_ms: int,
         log_start_offset: int = -1,
         hold_back: bool = False,
+        isr_eligible: bool = True,
     ) -> FollowerRead:
         """The leader's side of a follower's fetch: the diverging-epoch check, the read (up to the
         log end: followers see everything), then the follower's new position (KIP-320 first,
@@ -319,7 +320,8 @@ class Partition:
         data = None
         if fetch_offset < leo and not hold_back:
             data = self.read_records(fetch_offset, max_bytes=max_bytes, max_offset=None, min_one_message=min_one_message)
-        proposal = ls.on_follower_fetch(replica_id, fetch_offset=fetch_offset, now_ms=now_ms, log_end_offset=leo)
+        proposal = ls.on_follower_fetch(replica_id, fetch_offset=fetch_offset, now_ms=now_ms, log_end_offset=leo,
+                                        isr_eligible=isr_eligible)
         self._follower_log_starts[replica_id] = log_start_offset
         if ls.maybe_increment_high_watermark(leo):
             self.on_change(self.tp)

@@ -227,10 +227,15 @@ class LeaderState:
         fetch_offset: int,
         now_ms: int,
         log_end_offset: int,
+        isr_eligible: bool = True,
     ) -> IsrProposal | None:
         """Record a follower fetch that passed `diverging_epoch`; may propose adding it to the ISR.
 
-        The high watermark is recomputed by the caller with `maybe_increment_high_watermark`.
+        `isr_eligible`: the leader's metadata shows the follower unfenced, not shutting down, and
+        with the broker epoch its fetch carries (Kafka's isReplicaIsrEligible, KIP-903); an
+        ineligible follower is not proposed, since the controller would answer INELIGIBLE_REPLICA
+        and the next fetch would propose it again. The high watermark is recomputed by the caller
+        with `maybe_increment_high_watermark`.
         """
         remote = self.remotes.get(replica_id)
         if remote is None:
@@ -242,6 +247,8 @@ class LeaderState:
         remote.last_fetch_leader_log_end_offset = log_end_offset
         remote.last_fetch_ms = now_ms
         remote.log_end_offset = fetch_offset
+        if not isr_eligible:
+            return None
         return self._maybe_expand_isr(replica_id, remote)
 
     def _maybe_expand_isr(self, replica_id: int, remote: RemoteReplica) -> IsrProposal | None:

@@ -171,6 +171,13 @@ class _DelayedFetch(Delayed[Any]):
         self._read = self._done = self._rm = None
 
 
+def _isr_eligible(node: BrokerNode, replica_id: int, replica_epoch: int) -> bool:
+    """May the leader propose this follower for the ISR (Kafka's isReplicaIsrEligible): unfenced, not
+    in controlled shutdown, and -- when its fetch says -- of the broker epoch the metadata holds."""
+    b = node.image.brokers.get(replica_id)
+    return b is not None and b.usable and (replica_epoch < 0 or b.epoch == replica_epoch)
+
+
 def _stale_replica(node: BrokerNode, replica_id: int, replica_epoch: int) -> bool:
     b = node.image.brokers.get(replica_id)
     return b is None or (replica_epoch >= 0 and replica_epoch < b.epoch)
@@ -279,6 +286,7 @@ def _read_all(
     out_topics = []
     spliced = SplicedResponse(None, api.is_flexible(ctx.api_key, ctx.api_version))
     read_committed = req.isolation_level == 1
+    eligible = replica_id >= 0 and _isr_eligible(node, replica_id, req.replica_state.replica_epoch if ctx.api_version >= 15 else -1)
     for t, name, key in topics:
         parts = []
         for fp in t.partitions:
@@ -312,6 +320,7 @@ def _read_all(
                         now_ms=now_ms,
                         log_start_offset=getattr(fp, "log_start_offset", -1),
                         hold_back=hold,
+                        isr_eligible=eligible,
                     )
                     rm.propose(p, r.proposal)
                     hw = lso = r.high_watermark
