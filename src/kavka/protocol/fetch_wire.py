@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from kavka.protocol.framing import ProtocolError
+from kavka.protocol.framing import ProtocolError, uvarint
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -38,20 +38,6 @@ _REPLICA_STATE = struct.Struct(">iqB")  # replica_id, replica_epoch, no tagged f
 
 FIRST_FLEXIBLE = 12
 LAST = 17
-
-
-def uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return _SMALL[n]
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL = [bytes([i]) for i in range(0x80)]
 
 
 def _compact_str(s: str | None) -> bytes:
@@ -117,6 +103,13 @@ class _Reader:
     def uuid(self) -> uuid.UUID:
         at = self.need(16)
         return uuid.UUID(bytes=bytes(self.buf[at : at + 16]))
+
+    def topic_key(self, entry: Any, by_id: bool) -> None:
+        """A topic entry's key: its id (v13+) or its name (v12); the other attribute is None."""
+        if by_id:
+            entry.topic_id, entry.topic = self.uuid(), None
+        else:
+            entry.topic, entry.topic_id = self.string(), None
 
     def tagged(self, handle: Any = None, target: Any = None) -> None:
         """Tagged fields: `handle(target, tag, reader)` reads the ones it knows; the rest are skipped."""
@@ -231,10 +224,7 @@ def decode_response(buf: memoryview | bytes, pos: int, version: int) -> FetchRes
         topics = []
         for _ in range(max(r.count(), 0)):
             t = FetchableTopicResponse()
-            if by_id:
-                t.topic_id, t.topic = r.uuid(), None
-            else:
-                t.topic, t.topic_id = r.string(), None
+            r.topic_key(t, by_id)
             parts = []
             for _ in range(max(r.count(), 0)):
                 pd = PartitionData()
@@ -359,10 +349,7 @@ def decode_request(buf: memoryview | bytes, pos: int, version: int) -> FetchRequ
         topics = []
         for _ in range(max(r.count(), 0)):
             t = FetchTopic()
-            if by_id:
-                t.topic_id, t.topic = r.uuid(), None
-            else:
-                t.topic, t.topic_id = r.string(), None
+            r.topic_key(t, by_id)
             parts = []
             for _ in range(max(r.count(), 0)):
                 fp = FetchPartition()
@@ -381,10 +368,7 @@ def decode_request(buf: memoryview | bytes, pos: int, version: int) -> FetchRequ
         forgotten = []
         for _ in range(max(r.count(), 0)):
             ft = ForgottenTopic()
-            if by_id:
-                ft.topic_id, ft.topic = r.uuid(), None
-            else:
-                ft.topic, ft.topic_id = r.string(), None
+            r.topic_key(ft, by_id)
             ft.partitions = tuple(r.unpack(_I32)[0] for _ in range(max(r.count(), 0)))
             r.tagged()
             forgotten.append(ft)

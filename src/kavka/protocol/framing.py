@@ -136,6 +136,21 @@ def read_uvarint(buf: memoryview | bytes, pos: int) -> tuple[int, int]:
             raise ProtocolError("varint too long")
 
 
+def uvarint(n: int) -> bytes:
+    """An unsigned varint (compact lengths, tag counts)."""
+    if n < 0x80:
+        return _SMALL_UVARINTS[n]
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_SMALL_UVARINTS = [bytes([i]) for i in range(0x80)]
+
+
 def skip_tagged_fields(buf: memoryview | bytes, pos: int) -> int:
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):

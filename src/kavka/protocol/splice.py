@@ -21,7 +21,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from kavka.protocol.framing import encode_entity
+from kavka.protocol.framing import encode_entity, uvarint
 
 _MARK = b"\x00kavka-records\x00"
 
@@ -35,18 +35,9 @@ def placeholder_index(records: bytes) -> int:
     return struct.unpack(">I", records[len(_MARK):])[0]
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _length_prefix(n: int, *, flexible: bool) -> bytes:
     """The prefix of a (nullable) bytes field: compact uvarint(n + 1), or int32 n."""
-    return _uvarint(n + 1) if flexible else struct.pack(">i", n)
+    return uvarint(n + 1) if flexible else struct.pack(">i", n)
 
 
 @dataclass(slots=True)
