@@ -6,8 +6,8 @@ written (or read) by a generic walker: about 33 us to build and encode a one-par
 33 us to build and encode the follower's request, 11-14 us to decode either (measured on the
 2-core benchmark machine), a fifth of the leader's CPU per record at 1k records/s. These
 functions read and write the same bytes with `struct` -- flexible versions only (v12 and later:
-compact strings and arrays, tagged fields), which every follower and current client uses; older
-versions go through kio as before. `tests/unit/test_fetch_wire.py` checks them byte for byte
+compact strings and arrays, tagged fields), which every follower uses and so do clients that
+fetch with v12 or later; older versions go through kio as before. `tests/unit/test_fetch_wire.py` checks them byte for byte
 against kio over hypothesis-generated messages, both ways.
 
 The decoded objects are plain `__slots__` classes with the attribute names of kio's entities, so

@@ -30,11 +30,6 @@ def placeholder(index: int) -> bytes:
     return _MARK + struct.pack(">I", index)
 
 
-def placeholder_index(records: bytes) -> int:
-    """The index of the chunk a placeholder (from `SplicedResponse.add`) stands for."""
-    return struct.unpack(">I", records[len(_MARK):])[0]
-
-
 def _length_prefix(n: int, *, flexible: bool) -> bytes:
     """The prefix of a (nullable) bytes field: compact uvarint(n + 1), or int32 n."""
     return uvarint(n + 1) if flexible else struct.pack(">i", n)

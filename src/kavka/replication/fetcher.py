@@ -177,7 +177,6 @@ class ReplicaFetcher:
         self._channel = AsyncChannel(f"kavka-replica-{manager.node_id}")
         self._failing = False
         self._rebuilds: dict[TopicPartition, asyncio.Task[None]] = {}
-        self._uuids: dict[str, Any] = {}  # topic id string -> UUID, for the request
 
     @property
     def name(self) -> str:
@@ -289,15 +288,9 @@ class ReplicaFetcher:
             max_wait_ms=s.wait_max_ms,
             min_bytes=s.min_bytes,
             max_bytes=s.response_max_bytes,
-            topics=[(self._topic_uuid(tid), parts) for tid, parts in topics.items()],
+            topics=[(uuid_from_str(tid), parts) for tid, parts in topics.items()],
         )
         return req, sent
-
-    def _topic_uuid(self, tid: str) -> Any:
-        u = self._uuids.get(tid)
-        if u is None:
-            u = self._uuids[tid] = uuid_from_str(tid)
-        return u
 
     # ------------------------------------------------------------------ response
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,7 +126,7 @@ class LogSegment:
         # (base offset, position) of the last appends, newest last: a read near the log end (a
         # follower's or a tailing consumer's fetch) starts its scan there, not at the index entry
         # up to index.interval.bytes back (one pread and parse per batch in between).
-        self._recent: list[tuple[int, int]] = []
+        self._recent: deque[tuple[int, int]] = deque(maxlen=_RECENT_APPENDS)
         self.indexes_rebuilt = False
         self._index_path = self.dir / (prefix + INDEX_SUFFIX)
         self._time_index_path = self.dir / (prefix + TIME_INDEX_SUFFIX)
@@ -337,10 +338,7 @@ class LogSegment:
             physical_position += header.size_in_bytes
             self._bytes_since_last_index_entry += header.size_in_bytes
         self._max_ts = max_ts
-        recent = self._recent
-        recent.append((headers[0].base_offset, self.size - written))
-        if len(recent) > _RECENT_APPENDS:
-            del recent[0]
+        self._recent.append((headers[0].base_offset, self.size - written))
 
     # ------------------------------------------------------------------ lookup and read
 

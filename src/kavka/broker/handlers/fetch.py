@@ -391,7 +391,7 @@ def _read_all(
                           preferred, records))
         out_topics.append((key, parts))
     if ctx.api_version >= fetch_wire.FIRST_FLEXIBLE:
-        # The hot path (every follower's fetch, current clients'): encoded by hand, record chunks
+        # The hot path (every follower's fetch, clients' v12+): encoded by hand, record chunks
         # not copied (protocol.fetch_wire).
         spliced.buffers = fetch_wire.encode_response(ctx.api_version, out_topics)
         return spliced, total, any_error
