@@ -21,6 +21,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.common import DirectoryId
 from kavka.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -165,9 +166,6 @@ def _change_record(topic_id: str, old: PartitionRegistration, new: PartitionRegi
     )
 
 
-# KIP-858's DirectoryId.UNASSIGNED (Uuid.ZERO_UUID, base64url): a new replica's directory until
-# its broker reports one.
-UNASSIGNED_DIR = "AAAAAAAAAAAAAAAAAAAAAA"
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +207,7 @@ def _assignment_record(
     directories = None
     if replicas is not None and old.directories:
         by_broker = dict(zip(old.replicas, old.directories, strict=False))
-        directories = tuple(by_broker.get(r, UNASSIGNED_DIR) for r in new.replicas)
+        directories = tuple(by_broker.get(r, DirectoryId.UNASSIGNED) for r in new.replicas)
     rec = PartitionChangeRecord(
         topic_id,
         old.partition_id,

@@ -32,12 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from kavka.common import DirectoryId
 from kavka.controller.image import BrokerRegistration, PartitionRegistration
 
-UNASSIGNED = "AAAAAAAAAAAAAAAAAAAAAA"  # DirectoryId.UNASSIGNED = Uuid(0, 0)
-LOST = "AAAAAAAAAAAAAAAAAAAAAQ"  # DirectoryId.LOST = Uuid(0, 1)
-MIGRATING = "AAAAAAAAAAAAAAAAAAAAAg"  # DirectoryId.MIGRATING = Uuid(0, 2)
-RESERVED = frozenset({UNASSIGNED, LOST, MIGRATING})
+UNASSIGNED = DirectoryId.UNASSIGNED
+LOST = DirectoryId.LOST
+MIGRATING = DirectoryId.MIGRATING
+RESERVED = DirectoryId.RESERVED
 
 
 def default_directory(broker: BrokerRegistration | None) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from kavka.common import DirectoryId
 from kavka.controller.records import (
     BROKER_RESOURCE,
     BrokerRegistrationChangeRecord,
@@ -54,7 +55,7 @@ def _directories_for(p: PartitionRegistration, replicas: tuple[int, ...]) -> tup
     if not p.directories:
         return ()
     known = dict(zip(p.replicas, p.directories, strict=False))
-    return tuple(known.get(r, "AAAAAAAAAAAAAAAAAAAAAA") for r in replicas)
+    return tuple(known.get(r, DirectoryId.UNASSIGNED) for r in replicas)
 
 
 @dataclass(frozen=True, slots=True)

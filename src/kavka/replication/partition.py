@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from kavka.common import TopicPartition
 from kavka.replication.replica_state import (
     DivergingEpoch,
     IsrProposal,
@@ -52,15 +53,6 @@ class PartitionError(Exception):
     def __init__(self, error: ErrorCode, message: str = "") -> None:
         super().__init__(message or error.name)
         self.error = error
-
-
-@dataclass(frozen=True, slots=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True, slots=True)

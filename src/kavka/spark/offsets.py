@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from kavka.client.admin import AdminClient
 from kavka.client.errors import KafkaError
 from kavka.client.fetcher import Fetcher, OffsetOutOfRangeError
+from kavka.common import TopicPartition
 from kavka.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 UNKNOWN_TOPIC_OR_PARTITION = 3
 
 

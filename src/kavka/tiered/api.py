@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from kavka.common import TopicIdPartition
+
 
 class RemoteStorageError(Exception):
     """A backend failed (after its own retries); the caller may retry the whole operation."""
@@ -82,13 +84,6 @@ class InvalidStateTransitionError(ValueError):
 def check_transition(current: RemoteLogSegmentState, target: RemoteLogSegmentState) -> None:
     if target not in TRANSITIONS[current]:
         raise InvalidStateTransitionError(f"remote segment state {current.name} -> {target.name}")
-
-
-@dataclass(frozen=True, slots=True)
-class TopicIdPartition:
-    topic_id: uuid.UUID
-    topic: str
-    partition: int
 
 
 @dataclass(frozen=True, slots=True)
