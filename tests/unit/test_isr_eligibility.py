@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from kavka.broker.handlers.fetch import _isr_eligible
 from kavka.controller.image import BrokerRegistration
 from kavka.protocol.records import build_batch
 from kavka.replication.partition import Partition, TopicPartition
+from kavka.replication.replica_manager import ReplicaManager
 from kavka.replication.replica_state import PartitionRegistration
 from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
@@ -49,7 +49,7 @@ def test_an_ineligible_caught_up_follower_is_not_proposed_and_an_eligible_one_is
 def _node(**flags: object) -> SimpleNamespace:
     reg = BrokerRegistration(2, "inc2", (("PLAINTEXT", "127.0.0.1", 9002),), None, (), epoch=40,
                              **{"fenced": False, **flags})
-    return SimpleNamespace(image=SimpleNamespace(brokers={2: reg}))
+    return SimpleNamespace(metadata=lambda: SimpleNamespace(brokers={2: reg}))
 
 
 @pytest.mark.parametrize(
@@ -63,5 +63,5 @@ def _node(**flags: object) -> SimpleNamespace:
     ],
 )
 def test_eligibility_from_the_metadata_image(flags: dict, fetch_epoch: int, eligible: bool) -> None:
-    assert _isr_eligible(_node(**flags), 2, fetch_epoch) is eligible  # type: ignore[arg-type]
-    assert _isr_eligible(_node(**flags), 7, fetch_epoch) is False  # a broker the image does not know
+    assert ReplicaManager._isr_eligible(_node(**flags), 2, fetch_epoch) is eligible  # type: ignore[arg-type]
+    assert ReplicaManager._isr_eligible(_node(**flags), 7, fetch_epoch) is False  # a broker the image does not know

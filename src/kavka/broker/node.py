@@ -73,6 +73,7 @@ from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
 from kavka.replication.quota import ReplicationQuotas
 from kavka.replication.replica_manager import ReplicaManager
+from kavka.replication.replica_selector import replica_selector
 from kavka.replication.replica_state import PartitionRegistration as ReplicaRegistration
 from kavka.storage.cleaner import CleanerConfig
 from kavka.storage.faults import FAULTS
@@ -191,7 +192,14 @@ class BrokerNode:
                 f"{self.log_manager.offline_dirs[self.config.metadata_log_dir]}"
             )
         self._open_raft()
-        self.replica_manager = ReplicaManager(node_id=self.node_id, log_manager=self.log_manager, now_ms=self.now_ms)
+        self.replica_manager = ReplicaManager(
+            node_id=self.node_id,
+            log_manager=self.log_manager,
+            now_ms=self.now_ms,
+            fetch_max_bytes=self.config["fetch.max.bytes"],
+            replica_selector=replica_selector(self.config["replica.selector.class"]),
+        )
+        self.replica_manager.metadata = lambda: self.image
         self._open_replication()
         threads = self.config["num.replica.alter.log.dirs.threads"] or len(self.config.log_dirs)
         self.log_dir_movers = ReplicaAlterLogDirsManager(
@@ -258,6 +266,7 @@ class BrokerNode:
             self.node_id, samples=c["replication.quota.window.num"], window_s=c["replication.quota.window.size.seconds"]
         )
         self.replica_fetchers.quotas = self.replication_quotas
+        rm.replication_quotas = self.replication_quotas
         self.replica_fetchers.image = lambda: self.image
         # Static values now; dynamic ones come with the metadata log (_on_metadata).
         self._apply_replication_throttles(MetadataImage())
@@ -267,8 +276,8 @@ class BrokerNode:
                 broker_id=self.node_id, broker_epoch=self._broker_epoch(), items=items, timeout_s=c["replica.lag.time.max.ms"] / 1000
             )
 
-        rm.send_alter_partition = send
-        rm.broker_epochs = lambda: {b: r.epoch for b, r in self.image.brokers.items()}
+        rm.alter_partition.send = send
+        rm.alter_partition.broker_epochs = lambda: {b: r.epoch for b, r in self.image.brokers.items()}
 
     def _broker_epoch(self) -> int:
         lifecycle: BrokerLifecycle | None = getattr(self, "lifecycle", None)
@@ -349,6 +358,7 @@ class BrokerNode:
         if self.is_broker:
             self.groups = self._open_group_coordinator()
             self.remote_log_manager = self._open_remote_log_manager()
+            self.replica_manager.remote_log_manager = self.remote_log_manager
         log.info(
             "kavka node %d of cluster %s opened %d partitions in %.2fs",
             self.node_id,

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.broker.handlers.errors import error_for
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
+from kavka.replication.errors import error_for
 from kavka.replication.partition import PartitionError
 
 if TYPE_CHECKING:
