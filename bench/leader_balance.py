@@ -24,9 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 from kavka.config import build_config
-from kavka.controller import records as mr
 from kavka.controller.controller import PREFERRED_ELECTION, ControllerLogic
-from kavka.controller.image import MetadataDelta, MetadataImage
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
 
 
 def _apply(image: MetadataImage, records: list[Any]) -> MetadataImage:

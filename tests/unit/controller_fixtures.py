@@ -6,9 +6,10 @@ from __future__ import annotations
 import itertools
 
 from kavka.config import build_config
-from kavka.controller import records as mr
 from kavka.controller.controller import ControllerLogic
-from kavka.controller.image import MetadataDelta, MetadataImage
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
 
 
 def logic(**props) -> ControllerLogic:  # noqa: ANN003

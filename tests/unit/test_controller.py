@@ -5,9 +5,10 @@ import itertools
 from kio.schema.errors import ErrorCode
 
 from kavka.config import build_config
-from kavka.controller import records as mr
 from kavka.controller.controller import ControllerLogic, NewTopic
-from kavka.controller.image import MetadataDelta, MetadataImage
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
 
 
 def _logic(**props):

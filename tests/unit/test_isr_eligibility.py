@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kavka.controller.image import BrokerRegistration
+from kavka.metadata.image import BrokerRegistration
 from kavka.protocol.records import build_batch
 from kavka.replication.partition import Partition, TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
@@ -24,7 +24,7 @@ NOW = 1_700_000_000_000
 def _leader(tmp_path: Path) -> Partition:
     log = Log.open(tmp_path / "t-0", LogConfig(), topic_id="J8aAPcfLQt2bqs1JT_rMgQ", recovery_point=0,
                    log_start_offset=0, clean_shutdown=True, now_ms=NOW)
-    reg = PartitionRegistration(replicas=(1, 2, 3), isr=(1, 3), leader=1, leader_epoch=3, partition_epoch=5)
+    reg = PartitionRegistration(partition_id=0, replicas=(1, 2, 3), isr=(1, 3), leader=1, leader_epoch=3, partition_epoch=5)
     p = Partition(TopicPartition("t", 0), topic_id="J8aAPcfLQt2bqs1JT_rMgQ", log=log, local_broker_id=1,
                   registration=reg, high_watermark=0, now_ms=NOW)
     p.append_records_to_leader(build_batch([(NOW, b"k", b"v%d" % i) for i in range(5)]), required_acks=1, now_ms=NOW)

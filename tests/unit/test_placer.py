@@ -22,9 +22,7 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from kavka.config import ConfigError, build_config
-from kavka.controller import records as mr
 from kavka.controller.controller import ControllerLogic, NewTopic
-from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.placement import (
     BUILT_IN,
     ClusterView,
@@ -39,6 +37,9 @@ from kavka.controller.placement import (
     run_placer,
     topic_seed,
 )
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
 
 PLACERS = sorted(BUILT_IN)
 

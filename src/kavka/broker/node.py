@@ -12,9 +12,14 @@ accepting, drain in-flight responses, stop background tasks, stop the raft
 driver, checkpoint high watermarks, close logs cleanly (writing the
 clean-shutdown marker), close the metadata log.
 
-Every metadata change (admin requests, auto-creation, `__consumer_offsets`,
-producer id blocks, registration) goes through `QuorumController`, whose
-operations complete when the raft high watermark passes their records.
+Every node reads the metadata log through its MetadataLoader (kavka.metadata.loader): committed
+records become the node's MetadataImage (`image`), published after each raft poll to this node's
+publisher (`_on_metadata`: local replicas, the group coordinator, tiered storage, throttles and
+configs follow it). Every metadata change (admin requests, auto-creation, `__consumer_offsets`,
+producer id blocks, registration) goes to the active controller through `controller` (a
+ControllerClient: local on the active controller, an RPC elsewhere); a `QuorumController` exists
+only where `process.roles` has `controller`, and its operations complete when the loader has
+applied their committed records.
 
 Group coordination (coordinator.manager) is opened after the partitions, so
 it can replay `__consumer_offsets`, and stopped before the logs close.
@@ -59,12 +64,14 @@ from kavka.broker.storage_io import StorageIoManager
 from kavka.config import BrokerConfig, ConfigError, parse_voters
 from kavka.controller import directories
 from kavka.controller.controller import NewTopic
-from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.quorum_controller import QuorumController
 from kavka.coordinator.consumer_group import ConsumerGroupConfig
 from kavka.coordinator.group import GroupConfig
 from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
+from kavka.metadata.loader import MetadataLoader
 from kavka.raft.client import RaftClient, RaftConfig
 from kavka.raft.file_log import FileReplicatedLog, NoSnapshotError
 from kavka.raft.state import FileQuorumStateStore
@@ -74,7 +81,6 @@ from kavka.replication.partition import TopicPartition
 from kavka.replication.quota import ReplicationQuotas
 from kavka.replication.replica_manager import ReplicaManager
 from kavka.replication.replica_selector import replica_selector
-from kavka.replication.replica_state import PartitionRegistration as ReplicaRegistration
 from kavka.storage.cleaner import CleanerConfig
 from kavka.storage.faults import FAULTS
 from kavka.storage.log_manager import LogManager
@@ -211,14 +217,25 @@ class BrokerNode:
             crash_point=self.faults.crash_point_hook(),
             offload=self.storage_io.run,
         )
-        self.quorum_controller = QuorumController(
-            self.config,
+        # The metadata plane, on every node: committed records -> the image -> the publishers.
+        self.metadata_loader = MetadataLoader(
             self.raft,
+            snapshot_bytes=int(self.config["metadata.log.max.record.bytes.between.snapshots"]),
+            snapshot_interval_ms=int(self.config["metadata.log.max.snapshot.interval.ms"]),
             clock=self.clock,
-            wakeup=lambda: self.raft_driver.wakeup(),
             write_snapshot=lambda *a: self.raft_driver.write_snapshot(*a),
         )
-        self.quorum_controller.add_listener(self._on_metadata)
+        self.metadata_loader.add_publisher(self._on_metadata)
+        # The controller, only where process.roles has it.
+        self.quorum_controller: QuorumController | None = None
+        if self.is_controller:
+            self.quorum_controller = QuorumController(
+                self.config,
+                self.raft,
+                self.metadata_loader,
+                clock=self.clock,
+                wakeup=lambda: self.raft_driver.wakeup(),
+            )
         ctl = self._controller_listener()
         self.raft_driver = RaftDriver(
             self.raft,
@@ -226,20 +243,26 @@ class BrokerNode:
             port=ctl.port if ctl else 0,
             peers={v: a for v, a in self.voters.items() if v != self.node_id},
             listen=ctl is not None and self.is_controller,
-            after_poll=self.quorum_controller.after_poll,
+            after_poll=self._after_raft_poll,
             # A broker-only node is an observer of the quorum: it answers no controller requests.
-            controller_apis=ControllerApis(self.quorum_controller, cluster_id=self.cluster_id) if self.is_controller else None,
+            controller_apis=ControllerApis(self.quorum_controller, cluster_id=self.cluster_id) if self.quorum_controller else None,
             rpc_schemas=RPCS,
         )
         # What every handler calls: local on the active controller, an RPC to it elsewhere.
         self.controller = ControllerClient(
             self.quorum_controller,
+            self.metadata_loader,
             self.raft,
             node_id=self.node_id,
             cluster_id=self.cluster_id,
             voters=self.voters,
         )
         self._opened_at = started
+
+    def _after_raft_poll(self) -> None:
+        self.metadata_loader.after_poll()  # publish first: the controller's waiters read the image
+        if self.quorum_controller is not None:
+            self.quorum_controller.after_poll()
 
     def _open_replication(self) -> None:
         """Replica fetchers and the AlterPartition path (the ReplicaManager's collaborators)."""
@@ -340,7 +363,7 @@ class BrokerNode:
         """Start the raft driver; return when the metadata log is replayed (or raise StartupError)."""
         await self.raft_driver.start()
         self.raft_driver.task.add_done_callback(self._on_raft_stopped)
-        ready = await self.quorum_controller.wait_for(self.raft.metadata_ready, 60.0)
+        ready = await self.metadata_loader.wait_for(self.raft.metadata_ready, 60.0)
         await self._published()
         if not ready:
             raise StartupError(
@@ -349,7 +372,7 @@ class BrokerNode:
             )
         log.info(
             "metadata log replayed up to offset %d (raft %s, epoch %d)",
-            self.quorum_controller.applied_offset,
+            self.metadata_loader.applied_offset,
             self.raft.state_name,
             self.raft.leader_and_epoch().epoch,
         )
@@ -577,7 +600,7 @@ class BrokerNode:
 
     @property
     def image(self) -> MetadataImage:
-        return self.quorum_controller.image
+        return self.metadata_loader.image
 
     # A delta touching more partitions than this is applied in slices of this size, the event
     # loop turning between them: creating thousands of logs at once would stall the raft driver
@@ -609,7 +632,7 @@ class BrokerNode:
                         lambda tp=tp, tid=tid, reg=reg, cfg=cfg, min_isr=min_isr: rm.apply_partition(
                             tp,
                             topic_id=tid,
-                            registration=ReplicaRegistration(reg.replicas, reg.isr, reg.leader, reg.leader_epoch, reg.partition_epoch),
+                            registration=reg,
                             config=cfg,
                             min_insync_replicas=min_isr,
                         )
@@ -702,8 +725,7 @@ class BrokerNode:
         await self._catch_up_metadata()
         if not self.is_broker:
             # process.roles=controller: a voter that serves only its controller listener.
-            self._every(min(250, self.config["broker.session.timeout.ms"] // 4), self.quorum_controller.fence_stale_brokers, "broker-sessions")
-            self._every(self._leader_balance_poll_ms(), self.quorum_controller.maybe_balance_leaders, "leader-balance")
+            self._start_controller_tasks()
             log.info("controller-only node: serving the metadata quorum on %s", self._controller_listener())
             return
         from kavka.broker.handlers.producer_ids import ProducerIdManager
@@ -771,10 +793,7 @@ class BrokerNode:
         self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
         self._every(min(c["log.flush.scheduler.interval.ms"], 1000), self._flush, "flush")
         self._every(c["producer.id.expiration.check.interval.ms"], self._expire_producer_ids, "producer-id-expiration")
-        # On the active controller: fence brokers whose heartbeats stopped (broker.session.timeout.ms).
-        self._every(min(250, c["broker.session.timeout.ms"] // 4), self.quorum_controller.fence_stale_brokers, "broker-sessions")
-        # On the active controller: preferred leaders back every leader.imbalance.check.interval.seconds.
-        self._every(self._leader_balance_poll_ms(), self.quorum_controller.maybe_balance_leaders, "leader-balance")
+        self._start_controller_tasks()
         self.log_dir_movers.start()
         self.replica_fetchers.start()
         # Kafka's isr-expiration task: followers not caught up for replica.lag.time.max.ms leave the ISR.
@@ -784,6 +803,15 @@ class BrokerNode:
             self.remote_log_manager.start()
         if c["log.cleaner.enable"]:
             self._every(c["log.cleaner.backoff.ms"], self._clean, "log-cleaner")
+
+    def _start_controller_tasks(self) -> None:
+        qc = self.quorum_controller
+        if qc is None:
+            return
+        # On the active controller: fence brokers whose heartbeats stopped (broker.session.timeout.ms).
+        self._every(min(250, self.config["broker.session.timeout.ms"] // 4), qc.fence_stale_brokers, "broker-sessions")
+        # On the active controller: preferred leaders back every leader.imbalance.check.interval.seconds.
+        self._every(self._leader_balance_poll_ms(), qc.maybe_balance_leaders, "leader-balance")
 
     def _leader_balance_poll_ms(self) -> int:
         """How often the controller is asked whether a leader imbalance check is due (it keeps the
@@ -839,7 +867,8 @@ class BrokerNode:
                 await t
 
     async def _stop_quorum(self) -> None:
-        self.quorum_controller.fail_pending("this node is shutting down")
+        if self.quorum_controller is not None:
+            self.quorum_controller.fail_pending("this node is shutting down")
         await self.raft_driver.stop()
 
     async def stop(self) -> None:

@@ -31,7 +31,6 @@ from kavka.config import (
     validate_topic_configs,
 )
 from kavka.controller import directories, partition_change
-from kavka.controller.image import MetadataImage, PartitionRegistration, TopicImage
 from kavka.controller.placement import (
     ClusterView,
     PlacementError,
@@ -42,7 +41,8 @@ from kavka.controller.placement import (
     run_placer,
     topic_seed,
 )
-from kavka.controller.records import (
+from kavka.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from kavka.metadata.records import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     BrokerRegistrationChangeRecord,

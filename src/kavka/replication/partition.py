@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from kavka.common import TopicPartition
+from kavka.metadata.image import PartitionRegistration
 from kavka.replication.replica_state import (
     DivergingEpoch,
     IsrProposal,
     LeaderState,
-    PartitionRegistration,
     diverging_epoch,
     truncation_offset,
 )

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from kavka.common import ErrorCode, IsolationLevel, TopicPartition
-from kavka.controller.image import MetadataImage
+from kavka.metadata.image import MetadataImage, PartitionRegistration
 from kavka.protocol.records import iter_batches
 from kavka.replication.alter_partition import AlterPartitionManager
 from kavka.replication.errors import error_for
@@ -54,7 +54,7 @@ from kavka.replication.replica_selector import (
     ReplicaSelector,
     preferred_read_replica,
 )
-from kavka.replication.replica_state import IsrProposal, PartitionRegistration, diverging_epoch
+from kavka.replication.replica_state import IsrProposal, diverging_epoch
 from kavka.storage.errors import KafkaStorageError, LogDirNotFoundError, OffsetOutOfRangeError
 from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig

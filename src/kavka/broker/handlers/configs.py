@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 from kavka.config import BROKER_CONFIGS, TOPIC_CONFIGS
 from kavka.controller.controller import ApiResult
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
-from kavka.controller.records import BROKER_RESOURCE, TOPIC_RESOURCE
+from kavka.metadata.records import BROKER_RESOURCE, TOPIC_RESOURCE
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 
