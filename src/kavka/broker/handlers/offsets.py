@@ -49,7 +49,7 @@ def _epoch_at(p: Any, offset: int) -> int:
 
 
 def handle_list_offsets(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    rlm = getattr(node, "remote_log_manager", None)
+    rlm = node.remote_log_manager
     wanted = []
     if rlm is not None:
         for t in req.topics:
