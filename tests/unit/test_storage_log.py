@@ -19,7 +19,7 @@ from kavka.protocol.records import (
     iter_records,
 )
 from kavka.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
-from kavka.storage.log import Log, parse_partition_dir_name, parse_special_dir_name
+from kavka.storage.unified_log import Log, parse_partition_dir_name, parse_special_dir_name
 from kavka.storage.log_config import LogConfig
 
 NOW = 1_700_000_000_000

@@ -4,7 +4,7 @@ import pytest
 
 from kavka.protocol.records import build_batch
 from kavka.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from kavka.storage.log import Log
+from kavka.storage.unified_log import Log
 from kavka.storage.log_config import LogConfig
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kavka.protocol.records import build_batch
-from kavka.storage.log import Log
+from kavka.storage.unified_log import Log
 from kavka.storage.log_config import LogConfig
 from kavka.tiered.api import (
     RemoteLogSegmentId,

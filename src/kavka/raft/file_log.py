@@ -35,7 +35,7 @@ from kavka.raft.api import SnapshotId
 from kavka.raft.codec import decode_records, encode_records
 from kavka.raft.quorum import METADATA_DIR_NAME, METADATA_TOPIC_ID
 from kavka.raft.replicated_log import LogEntry
-from kavka.storage.log import FlushJob, Log
+from kavka.storage.unified_log import FlushJob, Log
 from kavka.storage.log_config import LogConfig
 
 _READ_BYTES = 1024 * 1024

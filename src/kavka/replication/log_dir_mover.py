@@ -48,7 +48,7 @@ from kavka.replication.replica_manager import ReplicaManager
 from kavka.storage.errors import KafkaStorageError
 
 if TYPE_CHECKING:
-    from kavka.storage.log import Log
+    from kavka.storage.unified_log import Log
     from kavka.storage.log_manager import LogManager
 
 log = logging.getLogger("kavka.replication")

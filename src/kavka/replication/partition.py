@@ -46,7 +46,7 @@ from kavka.replication.replica_state import (
 )
 from kavka.storage.errors import OffsetOutOfRangeError
 from kavka.storage.leader_epoch import UNDEFINED_EPOCH
-from kavka.storage.log import AppendInfo, FetchDataInfo, Log
+from kavka.storage.unified_log import AppendInfo, FetchDataInfo, Log
 
 
 class PartitionError(Exception):

@@ -85,7 +85,7 @@ from kavka.protocol.records import (
 )
 from kavka.storage.checkpoints import fsync_dir
 from kavka.storage.faults import FAULTS
-from kavka.storage.log import Log
+from kavka.storage.unified_log import Log
 from kavka.storage.segment import LogSegment
 
 log = logging.getLogger("kavka.cleaner")

@@ -72,7 +72,7 @@ from kavka.storage.errors import (
     LogDirLockedError,
     LogDirNotFoundError,
 )
-from kavka.storage.log import (
+from kavka.storage.unified_log import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
     FlushJob,

@@ -67,7 +67,7 @@ from typing import Any, TypeVar
 
 from kavka.protocol.messages import uuid_from_str
 from kavka.quota import UNLIMITED, SampledRate
-from kavka.storage.log import Log
+from kavka.storage.unified_log import Log
 from kavka.tiered.api import (
     LogSegmentData,
     RemoteLogSegmentId,
