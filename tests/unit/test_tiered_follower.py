@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from kavka.protocol.records import build_batch
-from kavka.storage.unified_log import Log
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 from kavka.tiered.api import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,

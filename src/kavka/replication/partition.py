@@ -46,7 +46,8 @@ from kavka.replication.replica_state import (
 )
 from kavka.storage.errors import OffsetOutOfRangeError
 from kavka.storage.leader_epoch import UNDEFINED_EPOCH
-from kavka.storage.unified_log import AppendInfo, FetchDataInfo, Log
+from kavka.storage.local_log import FetchDataInfo
+from kavka.storage.unified_log import AppendInfo, Log
 
 
 class PartitionError(Exception):

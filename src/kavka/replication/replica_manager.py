@@ -47,9 +47,9 @@ from kavka.delayed import Delayed
 from kavka.replication.partition import Partition, TopicPartition
 from kavka.replication.replica_state import IsrProposal, PartitionRegistration
 from kavka.storage.errors import KafkaStorageError, LogDirNotFoundError
-from kavka.storage.unified_log import Log
 from kavka.storage.log_config import LogConfig
 from kavka.storage.log_manager import LogManager
+from kavka.storage.unified_log import Log
 
 log = logging.getLogger("kavka.replication")
 T = TypeVar("T")

@@ -72,16 +72,16 @@ from kavka.storage.errors import (
     LogDirLockedError,
     LogDirNotFoundError,
 )
-from kavka.storage.unified_log import (
+from kavka.storage.local_log import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
     FlushJob,
-    Log,
     parse_partition_dir_name,
     parse_special_dir_name,
     partition_dir_name,
 )
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 
 log = logging.getLogger("kavka.storage")
 
