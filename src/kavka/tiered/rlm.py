@@ -11,7 +11,7 @@ pass over each partition it leads whose topic has ``remote.storage.enable=true``
    DELETE_SEGMENT_STARTED is deleted from remote storage and marked DELETE_SEGMENT_FINISHED. It was
    never readable (only COPY_SEGMENT_FINISHED segments are), so no reader saw half a segment.
 2. **Copy** (unless ``remote.log.copy.disable``): closed segments past the highest copied offset and
-   wholly below the last stable offset (tiered.remote_log_manager.segments_to_copy; never the
+   wholly below the last stable offset (tiered.remote_log_rules.segments_to_copy; never the
    active segment), oldest first: COPY_SEGMENT_STARTED is written to ``__remote_log_metadata``, the
    segment's files, producer snapshot, leader-epoch entries and the seed's three remote indexes
    (built here) go to remote storage on a worker thread, then COPY_SEGMENT_FINISHED. The log's
@@ -78,7 +78,7 @@ from kavka.tiered.api import (
 )
 from kavka.tiered.metadata import RemoteLogSegmentMetadataUpdate
 from kavka.tiered.remote_index import build_remote_indexes
-from kavka.tiered.remote_log_manager import (
+from kavka.tiered.remote_log_rules import (
     LocalSegmentView,
     TieredTopicConfig,
     remote_segments_to_delete,
@@ -237,7 +237,7 @@ class RemoteLogManager:
             if part.log.config.remote_storage_enable:
                 part.log.highest_offset_in_remote = self.highest_in_remote(part)
 
-    # Remote segments on this replica's epoch lineage (remote_log_manager.within_leader_epochs):
+    # Remote segments on this replica's epoch lineage (remote_log_rules.within_leader_epochs):
     # after an unclean election, what the old leader copied past the point where this log's
     # history diverged is neither read, nor counted as copied, nor counted for retention.
 
