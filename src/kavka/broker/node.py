@@ -399,7 +399,7 @@ class BrokerNode:
         from kavka.protocol.messages import uuid_to_str
         from kavka.tiered.backends import PluginLoadError, load_remote_storage_manager
         from kavka.tiered.metadata import REMOTE_LOG_METADATA_TOPIC
-        from kavka.tiered.rlm import RemoteLogManager, rsm_settings
+        from kavka.tiered.remote_log_manager import RemoteLogManager, rsm_settings
         from kavka.tiered.topic_metadata import TopicBasedRemoteLogMetadataManager
 
         c = self.config
