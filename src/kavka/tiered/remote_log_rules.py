@@ -2,10 +2,13 @@
 expiration tasks, KIP-405 and KIP-950), with the topic-config rules they rely on.
 
 Everything here takes values and returns values: no clock (``now_ms`` is passed), no I/O, no
-threads. The task that owns the background work (the leader's copy task, its expiration task)
-calls these, performs what they return through a RemoteStorageManager and records each state change
-as a metadata event (metadata.py); a seeded simulation in the tests checks the invariants below
-over random produce / copy / retention schedules.
+threads. The task that owns the background work (tiered.remote_log_manager.RemoteLogManager: the
+leader's copy task, its expiration task) calls these, performs what they return through a
+RemoteStorageManager and records each state change as a metadata event (metadata.py); a seeded
+simulation in the tests checks the invariants below over random produce / copy / retention
+schedules. Local retention is the exception: ``local_segments_to_delete`` states the rule for
+the simulation, while the broker applies it in storage (unified_log.Log.delete_retention_segments,
+given ``highest_offset_in_remote``), since storage never imports tiered.
 
 Invariants:
 
