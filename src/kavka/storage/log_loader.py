@@ -274,5 +274,4 @@ def recover_segments(
                 )
                 later.delete()
             break
-    # Drop empty segments in the middle that recovery emptied, except the last.
     return kept
