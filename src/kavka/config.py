@@ -716,7 +716,7 @@ def validate_tiered_topic(
     None if acceptable, else the INVALID_CONFIG message. ``old`` / ``new`` are the topic's overrides
     after and before (``old`` None at creation); broker defaults fill in the rest. Called by the
     controller on CreateTopics and (Incremental)AlterConfigs."""
-    from kavka.tiered.remote_log_manager import validate_tiered_topic_config
+    from kavka.tiered.remote_log_rules import validate_tiered_topic_config
 
     def effective(overrides: Mapping[str, str | None]) -> dict[str, str]:
         out = {}

@@ -15,8 +15,8 @@ from kavka.protocol.records import build_batch
 from kavka.replication.partition import Partition, TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
 from kavka.replication.replica_state import PartitionRegistration
-from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 
 NOW = 1_700_000_000_000
 

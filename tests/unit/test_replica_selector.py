@@ -25,8 +25,8 @@ from kavka.replication.replica_selector import (
     replica_selector,
 )
 from kavka.replication.replica_state import PartitionRegistration
-from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 
 NOW = 1_700_000_000_000
 TP = TopicPartition("t", 0)

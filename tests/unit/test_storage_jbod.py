@@ -12,9 +12,9 @@ import pytest
 from kavka.protocol.records import build_batch, iter_records
 from kavka.storage.errors import KafkaStorageError, LogDirNotFoundError
 from kavka.storage.faults import FAULTS
-from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
 from kavka.storage.log_manager import DirStats, LogManager, select_log_dir
+from kavka.storage.unified_log import Log
 
 NOW = 1_700_000_000_000
 TID = "J8aAPcfLQt2bqs1JT_rMgQ"

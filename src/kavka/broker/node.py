@@ -433,14 +433,14 @@ class BrokerNode:
         return groups
 
     def _open_remote_log_manager(self) -> Any:
-        """Tiered storage (KIP-405, kavka.tiered.rlm) when remote.log.storage.system.enable=true:
+        """Tiered storage (KIP-405, kavka.tiered.remote_log_manager) when remote.log.storage.system.enable=true:
         the RemoteStorageManager plugin loaded, __remote_log_metadata replayed. None otherwise."""
         if not self.config["remote.log.storage.system.enable"]:
             return None
         from kavka.protocol.messages import uuid_to_str
         from kavka.tiered.backends import PluginLoadError, load_remote_storage_manager
         from kavka.tiered.metadata import REMOTE_LOG_METADATA_TOPIC
-        from kavka.tiered.rlm import RemoteLogManager, rsm_settings
+        from kavka.tiered.remote_log_manager import RemoteLogManager, rsm_settings
         from kavka.tiered.topic_metadata import TopicBasedRemoteLogMetadataManager
 
         c = self.config

@@ -56,10 +56,10 @@ from kavka.replication.replica_selector import (
 )
 from kavka.replication.replica_state import IsrProposal, diverging_epoch
 from kavka.storage.errors import KafkaStorageError, LogDirNotFoundError, OffsetOutOfRangeError
-from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
 from kavka.storage.log_manager import LogManager
 from kavka.storage.log_validator import RecordValidationError
+from kavka.storage.unified_log import Log
 
 if TYPE_CHECKING:
     from kavka.replication.quota import ReplicationQuotas
@@ -154,7 +154,7 @@ class ReplicaManager:
         self.metadata: Callable[[], MetadataImage] = MetadataImage
         self.fetchers: FetcherManager | None = None
         self.replication_quotas: ReplicationQuotas | None = None
-        self.remote_log_manager: Any = None  # kavka.tiered.rlm.RemoteLogManager when tiered storage is on
+        self.remote_log_manager: Any = None  # kavka.tiered.remote_log_manager.RemoteLogManager when tiered storage is on
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.bytes_out: dict[str, int] = {}  # topic -> record bytes sent to consumers (BytesOutPerSec)
