@@ -5,6 +5,7 @@ a peer (kavka's or Kafka's) receives without this failing."""
 from __future__ import annotations
 
 import hashlib
+import typing
 
 import pytest
 
@@ -75,3 +76,25 @@ def test_describe_quorum_bytes_are_pinned() -> None:
         (m.ReplicaDescription(7, 5, 6, -1),),
     )
     assert _digest(codec.encode_describe_quorum(desc)) == "4e754a77bfe0af6dd8899cf45d45379f"
+
+
+def test_every_message_type_has_one_codec_row_both_ways() -> None:
+    messages = set(typing.get_args(m.Message))
+    assert {row.message for row in codec.CODECS} == messages
+    assert len({row.entity for row in codec.CODECS}) == len(codec.CODECS)
+    assert {type(msg) for msg, _ in PINNED} == messages
+    for row in codec.CODECS:
+        msg = next(msg for msg, _ in PINNED if type(msg) is row.message)
+        entity = codec.encode(msg, destination=3)
+        assert type(entity) is row.entity
+        assert type(codec.decode(entity, request=None)) is row.message
+    # every request the core sends has a version and a response schema
+    requests = {row.entity for row in codec.CODECS if row.entity.__name__.endswith("Request")}
+    assert set(codec.API_VERSIONS) == requests == set(codec.RESPONSE_SCHEMA)
+
+
+def test_a_type_without_a_row_is_refused() -> None:
+    with pytest.raises(TypeError):
+        codec.encode(m.ReplicaDescription(1, 0, 0, 0), destination=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not a KRaft message"):
+        codec.decode(codec.encode_describe_quorum(m.QuorumDescription(ErrorCode.none, 1, 1, 0, ())))
