@@ -29,7 +29,6 @@ from kio.schema.begin_quorum_epoch.v1 import response as bqe_resp
 from kio.schema.describe_quorum.v2 import response as dq_resp
 from kio.schema.end_quorum_epoch.v1 import request as eqe_req
 from kio.schema.end_quorum_epoch.v1 import response as eqe_resp
-from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v18 import request as fetch_req
 from kio.schema.fetch.v18 import response as fetch_resp
 from kio.schema.fetch_snapshot.v1 import request as fs_req
@@ -39,6 +38,7 @@ from kio.schema.vote.v2 import request as vote_req
 from kio.schema.vote.v2 import response as vote_resp
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from kavka.common import ErrorCode
 from kavka.protocol.records import build_batch, decode_batch, iter_batches
 from kavka.raft import messages as m
 from kavka.raft.api import SnapshotId
@@ -57,9 +57,9 @@ def _node(bid: int) -> int | None:
     return None if bid < 0 else int(bid)
 
 
-def _split_error(code: int) -> tuple[ErrorCode, ErrorCode]:
+def _split_error(code: ErrorCode) -> tuple[ErrorCode, ErrorCode]:
     """(top-level, partition-level) codes: Kafka reports only INCONSISTENT_CLUSTER_ID at the top."""
-    if code == m.INCONSISTENT_CLUSTER_ID:
+    if code == ErrorCode.inconsistent_cluster_id:
         return ErrorCode(code), ErrorCode.none
     return ErrorCode.none, ErrorCode(code)
 
@@ -178,9 +178,9 @@ def _decode_vote_response(entity: vote_resp.VoteResponse, request: m.Message | N
     # A Vote response does not echo PreVote: it is the request's.
     pre_vote = isinstance(request, m.VoteRequest) and request.pre_vote
     if entity.error_code != ErrorCode.none or not entity.topics:
-        return m.VoteResponse(int(entity.error_code), None, -1, False, pre_vote)
+        return m.VoteResponse(ErrorCode(entity.error_code), None, -1, False, pre_vote)
     p = _topic_partition(entity.topics, "Vote response")
-    return m.VoteResponse(int(p.error_code), _node(p.leader_id), int(p.leader_epoch), bool(p.vote_granted), pre_vote)
+    return m.VoteResponse(ErrorCode(p.error_code), _node(p.leader_id), int(p.leader_epoch), bool(p.vote_granted), pre_vote)
 
 
 def _begin_quorum_epoch_request(msg: m.BeginQuorumEpochRequest, destination: int) -> Any:
@@ -249,9 +249,9 @@ def _epoch_response(schema: Any, response_cls: type, msg: _EpochResponse) -> Any
 
 def _decode_epoch_response(message_cls: type[_EpochResponse], entity: Any, what: str) -> m.Message:
     if entity.error_code != ErrorCode.none or not entity.topics:
-        return message_cls(int(entity.error_code), None, -1)
+        return message_cls(ErrorCode(entity.error_code), None, -1)
     p = _topic_partition(entity.topics, what)
-    return message_cls(int(p.error_code), _node(p.leader_id), int(p.leader_epoch))
+    return message_cls(ErrorCode(p.error_code), _node(p.leader_id), int(p.leader_epoch))
 
 
 def _fetch_request(msg: m.FetchRequest, destination: int) -> Any:
@@ -325,12 +325,12 @@ def _fetch_response(msg: m.FetchResponse, destination: int) -> Any:
 
 def _decode_fetch_response(entity: fetch_resp.FetchResponse, request: m.Message | None) -> m.Message:
     if entity.error_code != ErrorCode.none or not entity.responses:
-        return m.FetchResponse(int(entity.error_code), None, -1, 0, (), None)
+        return m.FetchResponse(ErrorCode(entity.error_code), None, -1, 0, (), None)
     p = _topic_partition(entity.responses, "Fetch response")
     div = p.diverging_epoch
     snap = p.snapshot_id
     return m.FetchResponse(
-        error_code=int(p.error_code),
+        error_code=ErrorCode(p.error_code),
         leader_id=_node(p.current_leader.leader_id),
         leader_epoch=int(p.current_leader.leader_epoch),
         high_watermark=int(p.high_watermark),
@@ -393,7 +393,7 @@ def _decode_fetch_snapshot_response(entity: fs_resp.FetchSnapshotResponse, reque
     asked = request if isinstance(request, m.FetchSnapshotRequest) else None
     if entity.error_code != ErrorCode.none or not entity.topics:
         return m.FetchSnapshotResponse(
-            int(entity.error_code),
+            ErrorCode(entity.error_code),
             None,
             -1,
             asked.snapshot_id if asked else SnapshotId(-1, -1),
@@ -403,7 +403,7 @@ def _decode_fetch_snapshot_response(entity: fs_resp.FetchSnapshotResponse, reque
         )
     p = _topic_partition(entity.topics, "FetchSnapshot response")
     return m.FetchSnapshotResponse(
-        error_code=int(p.error_code),
+        error_code=ErrorCode(p.error_code),
         leader_id=_node(p.current_leader.leader_id),
         leader_epoch=int(p.current_leader.leader_epoch),
         snapshot_id=SnapshotId(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)),
