@@ -43,7 +43,7 @@ from kavka.broker.controller_apis import (
 )
 from kavka.broker.handlers import elect_leaders, reassignments
 from kavka.client.async_channel import AsyncChannel
-from kavka.common import ErrorCode
+from kavka.common import ConfigResourceType, ElectionType, ErrorCode, TopicPartition
 from kavka.controller.controller import (
     AlterPartitionItem,
     ApiResult,
@@ -284,7 +284,7 @@ class ControllerClient:
 
     async def alter_configs(
         self,
-        resource_type: int,
+        resource_type: ConfigResourceType | int,  # a request's raw value passes through as is
         resource_name: str,
         ops: Sequence[tuple[str, int, str | None]],
         *,
@@ -329,7 +329,7 @@ class ControllerClient:
 
     async def elect_leaders(
         self,
-        election_type: int,
+        election_type: ElectionType | int,  # a request's raw value passes through as is
         topic_partitions: Sequence[tuple[str, Sequence[int]]] | None,
         *,
         timeout_s: float | None = None,
@@ -361,16 +361,19 @@ class ControllerClient:
         if answer.error != ErrorCode.none:
             raise NotControllerError(f"ElectLeaders failed on the controller: {answer.error.name}")
         elected = [
-            (t.topic, p.partition) for t in answer.results for p in t.partitions if p.error == ErrorCode.none
+            TopicPartition(t.topic, p.partition)
+            for t in answer.results
+            for p in t.partitions
+            if p.error == ErrorCode.none
         ]
 
-        def epoch(img: MetadataImage, topic: str, partition: int) -> int:
-            t = img.topics_by_name.get(topic)
-            reg = t.partitions.get(partition) if t is not None else None
+        def epoch(img: MetadataImage, tp: TopicPartition) -> int:
+            t = img.topics_by_name.get(tp.topic)
+            reg = t.partitions.get(tp.partition) if t is not None else None
             return -1 if reg is None else reg.leader_epoch
 
         if elected:
-            await self._await_image(lambda img: all(epoch(img, t, p) > epoch(before, t, p) for t, p in elected))
+            await self._await_image(lambda img: all(epoch(img, tp) > epoch(before, tp) for tp in elected))
         return list(answer.results)
 
     async def alter_partition_reassignments(
