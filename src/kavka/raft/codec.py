@@ -70,13 +70,29 @@ def _one(parts: tuple[Any, ...], what: str) -> Any:
     return parts[0]
 
 
-def _topic_partition(topics: tuple[Any, ...], what: str) -> Any:
+def _topic_name(topic: Any) -> str:
+    return topic.topic_name
+
+
+def _partition_index(part: Any) -> int:
+    return part.partition_index
+
+
+def _topic_partition(
+    topics: tuple[Any, ...],
+    what: str,
+    *,
+    name_of: Callable[[Any], str] | None = _topic_name,
+    index_of: Callable[[Any], int] = _partition_index,
+) -> Any:
+    """The one partition entry, refused unless it is __cluster_metadata-0. Each message names its
+    own fields: `name_of` reads the topic's name (None where the entry has none to check),
+    `index_of` the partition's index."""
     topic = _one(topics, what)
-    name = getattr(topic, "topic_name", None)
-    if name is not None and name != METADATA_TOPIC:
-        raise ValueError(f"{what}: topic {name!r} is not {METADATA_TOPIC}")
+    if name_of is not None and name_of(topic) != METADATA_TOPIC:
+        raise ValueError(f"{what}: topic {name_of(topic)!r} is not {METADATA_TOPIC}")
     part = _one(topic.partitions, what)
-    index = getattr(part, "partition_index", getattr(part, "partition", getattr(part, "index", 0)))
+    index = index_of(part)
     if index != 0:
         raise ValueError(f"{what}: partition {index} is not 0")
     return part
@@ -284,7 +300,7 @@ def _decode_fetch_request(entity: fetch_req.FetchRequest, request: m.Message | N
     topic = _one(entity.topics, "Fetch")
     if topic.topic_id != METADATA_TOPIC_UUID:
         raise ValueError(f"Fetch: topic id {topic.topic_id} is not {METADATA_TOPIC}'s")
-    p = _topic_partition(entity.topics, "Fetch")
+    p = _topic_partition(entity.topics, "Fetch", name_of=None, index_of=lambda part: part.partition)  # by topic id
     return m.FetchRequest(
         cluster_id=entity.cluster_id or "",
         replica_id=int(entity.replica_state.replica_id),
@@ -326,7 +342,7 @@ def _fetch_response(msg: m.FetchResponse, destination: int) -> Any:
 def _decode_fetch_response(entity: fetch_resp.FetchResponse, request: m.Message | None) -> m.Message:
     if entity.error_code != ErrorCode.none or not entity.responses:
         return m.FetchResponse(ErrorCode(entity.error_code), None, -1, 0, (), None)
-    p = _topic_partition(entity.responses, "Fetch response")
+    p = _topic_partition(entity.responses, "Fetch response", name_of=None)  # by topic id
     div = p.diverging_epoch
     snap = p.snapshot_id
     return m.FetchResponse(
@@ -357,7 +373,8 @@ def _fetch_snapshot_request(msg: m.FetchSnapshotRequest, destination: int) -> An
 
 
 def _decode_fetch_snapshot_request(entity: fs_req.FetchSnapshotRequest, request: m.Message | None) -> m.Message:
-    p = _topic_partition(entity.topics, "FetchSnapshot")
+    # FetchSnapshot's topic entry calls its name `name`; it has never been checked (kept as it was).
+    p = _topic_partition(entity.topics, "FetchSnapshot", name_of=None, index_of=lambda part: part.partition)
     if p.position < 0 or p.snapshot_id.end_offset < 0 or p.snapshot_id.epoch < 0:
         raise ValueError("FetchSnapshot: negative position or snapshot id")
     return m.FetchSnapshotRequest(
@@ -401,7 +418,7 @@ def _decode_fetch_snapshot_response(entity: fs_resp.FetchSnapshotResponse, reque
             asked.position if asked else -1,
             b"",
         )
-    p = _topic_partition(entity.topics, "FetchSnapshot response")
+    p = _topic_partition(entity.topics, "FetchSnapshot response", name_of=None, index_of=lambda part: part.index)
     return m.FetchSnapshotResponse(
         error_code=ErrorCode(p.error_code),
         leader_id=_node(p.current_leader.leader_id),
