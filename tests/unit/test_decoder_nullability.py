@@ -1,0 +1,263 @@
+"""The decoder refuses what a request's schema forbids, for every advertised API and version (issue 25).
+
+Bodies are written here from the request class's fields, independently of
+protocol.guard: each length-prefixed field (array, string, bytes, records,
+nullable struct) is written valid, null, with a negative length other than -1,
+or with a length beyond the frame. Nullability comes from kio's own
+introspection (`is_optional`). The oracle is exact: a body with no forbidden
+choice must decode, with every non-nullable field non-null; a body with one
+must raise ProtocolError, and nothing else. Fetch v12+ is decoded by hand
+(protocol.fetch_wire) and held to the same oracle.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import fields, is_dataclass
+from enum import Enum
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    PrimitiveTupleField,
+    classify_field,
+    is_optional,
+)
+
+from kavka.protocol import api, fetch_wire
+from kavka.protocol.framing import ProtocolError, decode_body, uvarint
+
+ADVERTISED = [(k, v) for k, (lo, hi) in sorted(api.SUPPORTED.items()) for v in range(lo, hi + 1)]
+_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "error_code": 2, "int32": 4, "timedelta_i32": 4,
+          "int64": 8, "timedelta_i64": 8, "datetime_i64": 8, "float64": 8, "uuid": 16}
+_OVERLONG = 30_000  # more than any body here, and still a valid int16 string length
+
+
+class Fate(Enum):
+    VALID = "valid"
+    NULL = "null"
+    NEGATIVE = "negative"  # a length below -1 (non-flexible encodings only: compact lengths are unsigned)
+    OVERLONG = "overlong"  # a length beyond the end of the frame
+
+
+# pick(where, nullable, flexible) -> the fate of one length-prefixed field
+Pick = Callable[[str, bool, bool], Fate]
+
+
+class Body:
+    """Writes a body for a request class, asking `pick` the fate of each length-prefixed field."""
+
+    def __init__(self, pick: Pick) -> None:
+        self.pick = pick
+        self.forbidden: list[str] = []  # the forbidden choices made, by field
+
+    def entity(self, cls: type) -> bytes:
+        flexible = bool(cls.__flexible__)
+        out: list[bytes] = []
+        tagged: list[tuple[int, bytes]] = []
+        for f in fields(cls):
+            data = self._field(cls, f, flexible)
+            tag = f.metadata.get("tag")
+            if tag is None:
+                out.append(data)
+            else:
+                tagged.append((int(tag), data))
+        if flexible:
+            out.append(uvarint(len(tagged)))
+            for tag, data in sorted(tagged):
+                out += [uvarint(tag), uvarint(len(data)), data]
+        return b"".join(out)
+
+    def _fate(self, where: str, nullable: bool, flexible: bool) -> Fate:
+        fate = self.pick(where, nullable, flexible)
+        if fate is Fate.NEGATIVE and flexible:
+            fate = Fate.NULL
+        if fate is not Fate.VALID and not (fate is Fate.NULL and nullable):
+            self.forbidden.append(f"{fate.value} {where}")
+        return fate
+
+    def _field(self, cls: type, f: Any, flexible: bool) -> bytes:
+        where = f"{cls.__name__}.{f.name}"
+        kind = classify_field(f)
+        nullable = is_optional(f)
+        if isinstance(kind, EntityTupleField | PrimitiveTupleField):
+            fate = self._fate(where, nullable, flexible)
+            if fate is Fate.VALID:
+                elem = self.entity(kind.type_) if isinstance(kind, EntityTupleField) else self._primitive(f, flexible)
+                return self._length(1, flexible, 4) + elem
+            return self._length(self._bad_length(fate, 1_000_000), flexible, 4)
+        if isinstance(kind, EntityField):
+            if not nullable:
+                return self.entity(kind.type_)
+            fate = self._fate(where, True, flexible)  # KIP-893: int8 marker -1 or 1
+            if fate is Fate.VALID:
+                return b"\x01" + self.entity(kind.type_)
+            return b"\xff" if fate is Fate.NULL else b"\x7f"
+        kafka_type = f.metadata["kafka_type"]
+        if kafka_type in _SIZES:
+            return bytes(_SIZES[kafka_type])
+        fate = self._fate(where, nullable, flexible)
+        if fate is Fate.VALID:
+            return self._primitive(f, flexible)
+        width = 2 if kafka_type == "string" else 4
+        return self._length(self._bad_length(fate, _OVERLONG), flexible, width)
+
+    def _primitive(self, f: Any, flexible: bool) -> bytes:
+        """One valid value of a string, bytes or fixed-size field (or array element)."""
+        kafka_type = f.metadata["kafka_type"]
+        if kafka_type in _SIZES:
+            return bytes(_SIZES[kafka_type])
+        if kafka_type == "string":
+            return self._length(1, flexible, 2) + b"t"
+        return self._length(0, flexible, 4)  # bytes, records: empty
+
+    @staticmethod
+    def _bad_length(fate: Fate, overlong: int) -> int:
+        return {Fate.NULL: -1, Fate.NEGATIVE: -2, Fate.OVERLONG: overlong}[fate]
+
+    @staticmethod
+    def _length(n: int, flexible: bool, width: int) -> bytes:
+        if flexible:
+            return uvarint(n + 1)
+        return struct.pack(">h" if width == 2 else ">i", n)
+
+
+def non_null_violations(cls: type, value: Any, where: str = "") -> list[str]:
+    """Paths of non-nullable fields that decoded as None (by kio's annotations of `cls`)."""
+    bad: list[str] = []
+    for f in fields(cls):
+        v = getattr(value, f.name)
+        path = f"{where}{cls.__name__}.{f.name}"
+        if v is None:
+            if not is_optional(f):
+                bad.append(path)
+            continue
+        kind = classify_field(f)
+        if isinstance(kind, EntityTupleField):
+            for item in v:
+                bad += non_null_violations(kind.type_, item, path + "/")
+        elif isinstance(kind, PrimitiveTupleField):
+            bad += [path + "[]" for item in v if item is None]
+        elif isinstance(kind, EntityField):
+            bad += non_null_violations(kind.type_, v, path + "/")
+    return bad
+
+
+def decode(key: int, version: int, body: bytes) -> Any:
+    """The request as the server decodes it (server._dispatch): by hand for Fetch v12+, else guard + kio."""
+    if key == api.ApiKey.FETCH and version >= fetch_wire.FIRST_FLEXIBLE:
+        return fetch_wire.decode_request(body, 0, version)
+    return decode_body(api.request_schema(key, version), body, 0)
+
+
+def check(key: int, version: int, pick: Pick) -> Body:
+    """Write a body with `pick`, decode it, and hold the result to the oracle."""
+    cls = api.request_schema(key, version)
+    body = Body(pick)
+    data = body.entity(cls)
+    try:
+        request = decode(key, version, data)
+    except ProtocolError as e:
+        assert body.forbidden, f"{cls.__name__} v{version}: a body the schema allows was refused: {e}"
+        return body
+    assert not body.forbidden, f"{cls.__name__} v{version} decoded despite {body.forbidden}"
+    assert non_null_violations(cls, request) == []
+    return body
+
+
+def _length_fields(key: int, version: int) -> int:
+    """How many length-prefixed fields a valid body of this request has (one element per array)."""
+    seen: list[str] = []
+    check(key, version, lambda where, nullable, flexible: seen.append(where) or Fate.VALID)
+    return len(seen)
+
+
+@pytest.mark.parametrize(("key", "version"), ADVERTISED, ids=[f"{api.ApiKey(k).name}-v{v}" for k, v in ADVERTISED])
+def test_every_field_of_every_version_refuses_each_forbidden_length(key, version):
+    """For each length-prefixed field in turn: null, negative and overlong, the rest valid."""
+    n = _length_fields(key, version)
+    for target in range(n):
+        for fate in (Fate.NULL, Fate.NEGATIVE, Fate.OVERLONG):
+            count = iter(range(n))
+
+            def pick(where: str, nullable: bool, flexible: bool, target=target, fate=fate, count=count) -> Fate:  # noqa: ANN001
+                return fate if next(count) == target else Fate.VALID
+
+            check(key, version, pick)
+
+
+_FATES = st.sampled_from([Fate.VALID] * 6 + [Fate.NULL, Fate.NULL, Fate.NEGATIVE, Fate.OVERLONG])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(ADVERTISED), st.data())
+def test_fuzzed_nulls_and_lengths_in_any_request_decode_sound_or_raise_protocol_error(kv, data):
+    """Any mix of fates over any advertised request: ProtocolError exactly when one is forbidden."""
+    check(*kv, lambda where, nullable, flexible: data.draw(_FATES, label=where))
+
+
+# The thirteen fuzzer findings of issue 25, by name: each reached a handler with None and raised TypeError.
+@pytest.mark.parametrize(
+    ("key", "versions", "field"),
+    [
+        (api.ApiKey.PRODUCE, range(0, 3), "ProduceRequest.topic_data"),  # the v0-v2 up-conversion
+        (api.ApiKey.PRODUCE, range(3, 12), "ProduceRequest.topic_data"),
+        (api.ApiKey.DELETE_TOPICS, range(0, 7), "DeleteTopicsRequest.topic"),  # topic_names, then topics (v6)
+        (api.ApiKey.LIST_OFFSETS, range(0, 10), "ListOffsetsRequest.topics"),
+        (api.ApiKey.FETCH, range(0, 18), "FetchRequest.topics"),  # v12+ through protocol.fetch_wire
+    ],
+)
+def test_issue_25_nulls_are_protocol_errors(key, versions, field):
+    for version in versions:
+        lo, hi = api.SUPPORTED[key]
+        if not lo <= version <= hi:
+            continue
+        hit: list[str] = []
+
+        def pick(where: str, nullable: bool, flexible: bool, hit: list[str] = hit) -> Fate:
+            if where.startswith(field) and not hit:
+                hit.append(where)
+                return Fate.NULL
+            return Fate.VALID
+
+        body = check(key, version, pick)
+        assert hit and body.forbidden, f"v{version}: no non-nullable {field}"
+
+
+def test_a_legal_null_still_decodes():
+    """Nullable fields keep their null: Produce's transactional_id, Metadata v12's topics."""
+    def null_of(name: str) -> Pick:
+        return lambda where, nullable, flexible: Fate.NULL if where == name else Fate.VALID
+
+    body = Body(null_of("ProduceRequest.transactional_id"))
+    assert decode(0, 9, body.entity(api.request_schema(0, 9))).transactional_id is None
+    body = Body(null_of("MetadataRequest.topics"))
+    assert decode(3, 12, body.entity(api.request_schema(3, 12))).topics is None
+    assert body.forbidden == []
+
+
+def test_refusal_names_schema_version_and_field():
+    body = Body(lambda where, nullable, flexible: Fate.NULL if where == "TopicProduceData.partition_data" else Fate.VALID)
+    with pytest.raises(ProtocolError, match=r"null in non-nullable field TopicProduceData.partition_data \(v9\)"):
+        decode(0, 9, body.entity(api.request_schema(0, 9)))
+
+
+def test_body_writer_matches_kio_for_valid_bodies():
+    """The writer here is the oracle's ground: its valid bodies are what kio itself would write."""
+    from kavka.protocol.framing import encode_entity
+
+    for key, version in ADVERTISED:
+        if key == api.ApiKey.FETCH and version >= fetch_wire.FIRST_FLEXIBLE:
+            continue
+        cls = api.request_schema(key, version)
+        data = Body(lambda where, nullable, flexible: Fate.VALID).entity(cls)
+        assert encode_entity(decode_body(cls, data, 0)) == data, f"{cls.__name__} v{version}"
+
+
+def test_every_advertised_request_class_is_a_dataclass():
+    assert all(is_dataclass(api.request_schema(k, v)) for k, v in ADVERTISED)
