@@ -93,9 +93,6 @@ def _fixed(n: int) -> Step:
     return lambda b, p, e: _need(p, n, e, "field")
 
 
-_MAX_STRING = 0x7FFF  # a string's length is an int16 on the wire, compact or not
-
-
 def _string(flexible: bool, nullable: bool, where: _Field) -> Step:
     if flexible:
         def compact(b: memoryview, p: int, e: int) -> int:
@@ -103,7 +100,8 @@ def _string(flexible: bool, nullable: bool, where: _Field) -> Step:
             if n == 0:
                 _null_or_negative(-1, nullable, where)
                 return p
-            if n > _MAX_STRING + 1:
+            # A string is at most 0x7fff bytes, compact or not (its legacy length is an int16).
+            if n > 0x8000:
                 raise ProtocolError(f"string of {n - 1} bytes in field {where}")
             return _need(p, n - 1, e, "string")
         return compact
@@ -209,17 +207,33 @@ def _field_step(cls: type, f: Any, flexible: bool) -> Step:
     return _primitive(f.metadata["kafka_type"], flexible, nullable, where)
 
 
+def _fixed_size(f: Any) -> int:
+    """Bytes of a fixed-size scalar field, 0 for anything else (arrays, structs, lengths)."""
+    tp = _inner(f.type)
+    if get_origin(tp) is tuple or is_dataclass(tp):
+        return 0
+    return _FIXED.get(f.metadata["kafka_type"], 0)
+
+
 @cache
 def compile_entity(cls: type) -> Step:
     flexible = bool(cls.__flexible__)
     steps: list[Step] = []
     tagged: dict[int, Step] = {}
+    run_of_fixed = 0  # consecutive fixed-size fields are checked as one step (acks + timeout, ...)
     for f in fields(cls):
         tag = f.metadata.get("tag")
         if tag is not None:
             tagged[int(tag)] = _field_step(cls, f, flexible)
+        elif _fixed_size(f):
+            run_of_fixed += _fixed_size(f)
         else:
+            if run_of_fixed:
+                steps.append(_fixed(run_of_fixed))
+                run_of_fixed = 0
             steps.append(_field_step(cls, f, flexible))
+    if run_of_fixed:
+        steps.append(_fixed(run_of_fixed))
 
     def run(b: memoryview, p: int, e: int) -> int:
         for step in steps:
