@@ -137,3 +137,28 @@ def test_body_writer_matches_kio_for_valid_bodies():
 
 def test_every_advertised_request_class_is_a_dataclass():
     assert all(is_dataclass(api.request_schema(k, v)) for k, v in ADVERTISED)
+
+
+def test_nullable_struct_marker_kip_893():
+    """ConsumerGroupHeartbeat's response `assignment` is a nullable struct (int8 marker -1 or 1): both
+    decode (the guard once read the marker as the struct's first byte and refused them), other markers do not."""
+    import datetime
+    import uuid
+
+    from kio.schema.errors import ErrorCode
+
+    from kavka.protocol.framing import encode_entity
+    from kavka.protocol.messages import make, nested
+
+    cls = api.response_schema(api.ApiKey.CONSUMER_GROUP_HEARTBEAT, 1)
+    assignment_cls, tp_cls = nested(cls, "Assignment"), nested(cls, "TopicPartitions")
+    present = make(assignment_cls, topic_partitions=(make(tp_cls, topic_id=uuid.uuid4(), partitions=(1, 2)),))
+    for assignment in (None, present):
+        resp = make(cls, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, error_message=None,
+                    member_id="m", member_epoch=1, heartbeat_interval=datetime.timedelta(seconds=1),
+                    assignment=assignment)
+        data = encode_entity(resp)
+        assert decode_body(cls, data, 0) == resp
+    marker = data.index(b"\x01" + encode_entity(present))
+    with pytest.raises(ProtocolError, match="struct marker 2"):
+        decode_body(cls, data[:marker] + b"\x02" + data[marker + 1 :], 0)
