@@ -18,7 +18,9 @@ from kio.schema.errors import ErrorCode
 from kavka.protocol import api
 from kavka.protocol.framing import encode_entity, encode_request, read_response
 from kavka.protocol.messages import make
+from tests.broker_harness import wait_until
 from tests.integration.raw_requests import request_bytes
+from tests.schema_bodies import ADVERTISED, Body, Fate, Pick
 
 
 def _connect(broker) -> socket.socket:
@@ -53,6 +55,31 @@ def _api_versions(broker, version: int = 3, corr: int = 1):
         s.sendall(_request(18, version, corr, **fields))
         frame = _recv_frame(s)
     return read_response(frame, api.response_schema(18, min(version, api.SUPPORTED[18][1])), flexible_header=False)
+
+
+def _schema_frame(key: int, version: int, corr: int, pick: Pick) -> tuple[bytes, Body]:
+    """A frame whose body is written from the request schema, each length's fate chosen by `pick`."""
+    body = Body(pick)
+    data = body.entity(api.request_schema(key, version))
+    frame = encode_request(api_key=key, api_version=version, correlation_id=corr, client_id="nulls", body=data,
+                           flexible=api.is_flexible(key, version))
+    return frame, body
+
+
+def _answer_until_closed(s: socket.socket, timeout: float = 10.0) -> bytes | None:
+    """Whatever the broker sends before it closes the connection; None if it keeps it open."""
+    s.settimeout(timeout)
+    got = b""
+    try:
+        while True:
+            data = s.recv(65536)
+            if not data:
+                return got
+            got += data
+    except (ConnectionResetError, BrokenPipeError):
+        return got
+    except TimeoutError:
+        return None
 
 
 def _closed_by_peer(s: socket.socket, timeout: float = 10.0) -> bool:
@@ -163,10 +190,17 @@ def _valid_frames() -> list[bytes]:
     return frames
 
 
+def test_fuzzed_frames_never_hurt_the_broker(broker):
+    """Random and mutated frames: each gets an answer or a closed connection; the broker lives on,
+    and logs nothing at ERROR (a frame it cannot serve is a WARNING: issue 25)."""
+    mark = len(broker.output)
+    _fuzz_frames(broker)
+    assert _problems(broker.output[mark:]) == [], broker.log_text()
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_fuzzed_frames_never_hurt_the_broker(broker, data):
-    """Random and mutated frames: each gets an answer or a closed connection; the broker lives on."""
+def _fuzz_frames(broker, data):
     base = data.draw(st.sampled_from(_valid_frames()))
     kind = data.draw(st.sampled_from(["flip", "truncate", "extend", "random"]))
     frame = bytearray(base)
@@ -194,6 +228,94 @@ def test_fuzzed_frames_never_hurt_the_broker(broker, data):
         except (ConnectionResetError, BrokenPipeError, TimeoutError):
             pass
     assert broker.alive(), broker.log_text()
+
+
+# Issue 25: a fuzzer found frames with valid headers whose non-nullable array was null; the
+# handler raised TypeError and logged it at ERROR with a traceback, once per frame.
+_ISSUE_25 = [
+    (api.ApiKey.PRODUCE, "ProduceRequest.topic_data"),  # v0-v2 through the up-conversion too
+    (api.ApiKey.DELETE_TOPICS, "DeleteTopicsRequest.topic"),  # topic_names (v0-v5), topics (v6)
+    (api.ApiKey.LIST_OFFSETS, "ListOffsetsRequest.topics"),
+    (api.ApiKey.FETCH, "FetchRequest.topics"),  # v12+ through protocol.fetch_wire
+]
+
+
+def _null_in(field: str) -> Pick:
+    def pick(where: str, nullable: bool, flexible: bool) -> Fate:
+        return Fate.NULL if where.startswith(field) else Fate.VALID
+    return pick
+
+
+def _problems(lines: list[str]) -> list[str]:
+    return [line for line in lines if " ERROR " in line or "CRITICAL" in line or "Traceback" in line]
+
+
+def test_impossible_nulls_close_the_connection_with_one_warning(broker_factory, topic_name):
+    """Every advertised version of issue 25's requests with its non-nullable array null: each
+    connection is closed unanswered, each logs one WARNING and nothing at ERROR, and the broker
+    keeps serving with nothing already written lost."""
+    from tests.integration.helpers import (
+        assert_same_records,
+        ck_admin,
+        ck_create_topic,
+        ck_produce_samples,
+        ck_producer,
+        ck_read_to_end,
+        recent_base_ts,
+        sample_records,
+    )
+
+    b = broker_factory().start()
+    ck_create_topic(ck_admin(b.bootstrap), topic_name, partitions=1)
+    samples = sample_records(40, base_ts=recent_base_ts())
+    producer = ck_producer(b.bootstrap)
+    ck_produce_samples(producer, topic_name, samples[:20])
+    mark = len(b.output)
+    sent = 0
+    for key, field in _ISSUE_25:
+        lo, hi = api.SUPPORTED[key]
+        for version in range(lo, hi + 1):
+            frame, body = _schema_frame(key, version, 1000 + version, _null_in(field))
+            assert body.forbidden, f"{field} v{version} is nullable?"
+            with _connect(b) as s:
+                s.sendall(frame)
+                assert _answer_until_closed(s) == b"", f"{api.ApiKey(key).name} v{version} was answered"
+            sent += 1
+
+    def warnings() -> list[str]:
+        return [line for line in b.output[mark:] if " WARNING " in line and "null in non-nullable field" in line]
+
+    wait_until(lambda: len(warnings()) == sent, message=f"{sent} WARNING lines")
+    assert all(field in "".join(warnings()) for _, field in _ISSUE_25[1:])
+    assert _problems(b.output[mark:]) == [], b.log_text()
+    # Still serving: a produce and a read afterwards, and the records written before are all there.
+    ck_produce_samples(producer, topic_name, samples[20:])
+    assert_same_records(ck_read_to_end(b.bootstrap, topic_name), samples)
+    assert b.alive()
+    assert _problems(b.output[mark:]) == [], b.log_text()
+
+
+_FATES = st.sampled_from([Fate.VALID] * 8 + [Fate.NULL, Fate.NULL, Fate.NEGATIVE, Fate.OVERLONG])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kv=st.sampled_from(ADVERTISED), data=st.data())
+def _fuzz_schema_fates(broker, kv, data):
+    key, version = kv
+    frame, body = _schema_frame(key, version, 7, lambda where, nullable, flexible: data.draw(_FATES, label=where))
+    with _connect(broker) as s:
+        s.sendall(frame)
+        if body.forbidden:
+            assert _answer_until_closed(s) == b"", f"{api.ApiKey(key).name} v{version} answered despite {body.forbidden}"
+    assert broker.alive(), broker.log_text()
+
+
+def test_fuzzed_nulls_and_lengths_in_every_request_version_never_reach_a_handler(broker):
+    """Valid frames of every advertised version with fields drawn null, negative or overlong: a
+    forbidden one closes its connection unanswered, and nothing is logged at ERROR."""
+    mark = len(broker.output)
+    _fuzz_schema_fates(broker)
+    assert _problems(broker.output[mark:]) == [], broker.log_text()
 
 
 def test_broker_still_serves_after_a_storm_of_garbage(broker):

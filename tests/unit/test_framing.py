@@ -23,6 +23,7 @@ from kavka.protocol.legacy import (
     encode_legacy_produce_response,
     refuse_legacy_produce,
 )
+from tests.schema_bodies import non_null_violations
 
 
 def test_decoder_splits_frames_across_arbitrary_chunks():
@@ -123,12 +124,14 @@ def test_legacy_produce_body_decodes_as_v3_and_answers_in_its_own_layout():
 
 @given(st.sampled_from(_ALL_SCHEMAS), st.binary(max_size=120))
 def test_any_body_for_any_supported_request_is_decoded_or_refused(kv, data):
-    """kio's native decoder aborts the process on absurd array lengths; the guard must refuse them first."""
+    """kio's native decoder aborts the process on absurd array lengths; the guard must refuse them first.
+    What it lets through has every non-nullable field non-null (issue 25)."""
     cls = api.request_schema(*kv)
     try:
-        decode_body(cls, data, 0)
+        request = decode_body(cls, data, 0)
     except ProtocolError:
-        pass
+        return
+    assert non_null_violations(cls, request) == []
 
 
 def test_huge_array_length_is_refused_not_allocated():

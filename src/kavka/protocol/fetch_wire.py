@@ -20,7 +20,7 @@ import datetime
 import struct
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from kavka.protocol.framing import ProtocolError, uvarint
 
@@ -94,6 +94,8 @@ class _Reader:
         n = self.uvarint() - 1
         if n < 0:
             return None
+        if n > 0x7FFF:  # an int16 length on the wire, compact or not (Kafka's generated readers)
+            raise ProtocolError(f"string of {n} bytes")
         at = self.need(n)
         try:
             return bytes(self.buf[at : at + n]).decode()
@@ -335,7 +337,10 @@ class FetchRequest:
 
 def decode_request(buf: memoryview | bytes, pos: int, version: int) -> FetchRequest:
     """A FetchRequest body (v12-v17) with every field kio's entity of that version has (and
-    `replica_id` / `replica_state` both, whichever the version carries)."""
+    `replica_id` / `replica_state` both, whichever the version carries).
+
+    Refuses what protocol.guard refuses for kio's path: a null where the schema's field is
+    not nullable (every array, a topic name, rack_id; only the tagged cluster_id may be null)."""
     if not FIRST_FLEXIBLE <= version <= LAST:
         raise ValueError(f"Fetch v{version} is not hand-decoded")
     r = _Reader(buf, pos)
@@ -347,11 +352,13 @@ def decode_request(buf: memoryview | bytes, pos: int, version: int) -> FetchRequ
         max_wait, req.min_bytes, req.max_bytes, req.isolation_level, req.session_id, req.session_epoch = r.unpack(_REQ_HEAD)
         req.max_wait = datetime.timedelta(milliseconds=max_wait)
         topics = []
-        for _ in range(max(r.count(), 0)):
+        for _ in range(_required(r.count(), "FetchRequest.topics", version)):
             t = FetchTopic()
             r.topic_key(t, by_id)
+            if not by_id and t.topic is None:
+                _null("FetchTopic.topic", version)
             parts = []
-            for _ in range(max(r.count(), 0)):
+            for _ in range(_required(r.count(), "FetchTopic.partitions", version)):
                 fp = FetchPartition()
                 (fp.partition, fp.current_leader_epoch, fp.fetch_offset, fp.last_fetched_epoch,
                  fp.log_start_offset, fp.partition_max_bytes) = r.unpack(_FETCH_PART_V12)
@@ -366,20 +373,36 @@ def decode_request(buf: memoryview | bytes, pos: int, version: int) -> FetchRequ
             topics.append(t)
         req.topics = tuple(topics)
         forgotten = []
-        for _ in range(max(r.count(), 0)):
+        for _ in range(_required(r.count(), "FetchRequest.forgotten_topics_data", version)):
             ft = ForgottenTopic()
             r.topic_key(ft, by_id)
-            ft.partitions = tuple(r.unpack(_I32)[0] for _ in range(max(r.count(), 0)))
+            if not by_id and ft.topic is None:
+                _null("ForgottenTopic.topic", version)
+            n = _required(r.count(), "ForgottenTopic.partitions", version)
+            ft.partitions = tuple(r.unpack(_I32)[0] for _ in range(n))
             r.tagged()
             forgotten.append(ft)
         req.forgotten_topics_data = tuple(forgotten)
-        req.rack_id = r.string() or ""
+        req.rack_id = r.string()
+        if req.rack_id is None:
+            _null("FetchRequest.rack_id", version)
         req.cluster_id = None
         req.replica_state = ReplicaState(req.replica_id, -1)
         r.tagged(_request_tag, req)
     except struct.error as e:
         raise ProtocolError(f"malformed FetchRequest: {e}") from e
     return req
+
+
+def _null(field: str, version: int) -> NoReturn:
+    raise ProtocolError(f"null in non-nullable field {field} (v{version})")
+
+
+def _required(n: int, field: str, version: int) -> int:
+    """An array length read for a non-nullable field: -1 (null) is a ProtocolError, as in protocol.guard."""
+    if n < 0:
+        _null(field, version)
+    return n
 
 
 def _fetch_partition_tag(fp: FetchPartition, tag: int, r: _Reader) -> None:
