@@ -39,7 +39,7 @@ def test_the_manager_retries_until_the_controller_records_the_dirs():
         if state["calls"] == 2:
             return ErrorCode.not_controller, {}
         img = state["image"]
-        recs, error, results = logic.assign_replicas_to_dirs(
+        recs, error, results = logic.replication.assign_replicas_to_dirs(
             img, broker_id=1, broker_epoch=img.brokers[1].epoch, assignments=batch
         )
         state["image"] = _apply(img, recs)

@@ -13,9 +13,9 @@ from kio.schema.errors import ErrorCode
 
 from kavka.config import build_config
 from kavka.controller import records as mr
-from kavka.controller.controller import NewTopic
 from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.quorum_controller import QuorumController
+from kavka.controller.results import NewTopic
 from kavka.controller.snapshot import image_records
 from kavka.protocol.records import decode_batch, iter_batches
 from kavka.raft import snapshot as snapshots

@@ -68,15 +68,6 @@ from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 from kavka.broker.handlers import configs, elect_leaders, reassignments, topics
 from kavka.broker.handlers.placement import placement_response
 from kavka.client.async_channel import AsyncChannel
-from kavka.controller.controller import (
-    AlterPartitionItem,
-    ApiResult,
-    CreatedTopic,
-    NewTopic,
-    OngoingReassignment,
-    ReassignmentResult,
-    TopicElections,
-)
 from kavka.controller.image import MetadataImage, TopicImage
 from kavka.controller.quorum_controller import (
     UNAVAILABLE,
@@ -84,6 +75,15 @@ from kavka.controller.quorum_controller import (
     NotControllerError,
     QuorumController,
     unavailable_result,
+)
+from kavka.controller.results import (
+    AlterPartitionItem,
+    ApiResult,
+    CreatedTopic,
+    NewTopic,
+    OngoingReassignment,
+    ReassignmentResult,
+    TopicElections,
 )
 from kavka.protocol import kavka_schema as ks
 from kavka.protocol.messages import uuid_from_str, uuid_to_str

@@ -24,7 +24,7 @@ Invariants the controller keeps:
   what it says (Kafka's handleAssignReplicasToDirs), after checking the broker's epoch and that it
   hosts the replica.
 
-Pure: functions of a MetadataImage returning values; the callers (ControllerLogic, QuorumController)
+Pure: functions of a MetadataImage returning values; the callers (ReplicationControlManager, QuorumController)
 turn them into records.
 """
 

@@ -29,7 +29,7 @@ Built-ins, chosen by `broker.replica.placer` (`load_placer`):
   fewest partitions so far. With 3 DCs x 2 racks and RF=3 every partition has one replica per DC.
 
 Pure: the per-topic seed comes in as `spec.seed`; nothing here reads the clock or a random source.
-Called by the controller (`ControllerLogic`) on the active controller's event loop only.
+Called by the controller (`ReplicationControlManager`) on the active controller's event loop only.
 """
 
 from __future__ import annotations

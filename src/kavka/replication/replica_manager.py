@@ -42,7 +42,7 @@ from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from kavka.controller.controller import AlterPartitionItem
+from kavka.controller.results import AlterPartitionItem
 from kavka.delayed import Delayed
 from kavka.replication.partition import Partition, TopicPartition
 from kavka.replication.replica_state import IsrProposal, PartitionRegistration

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kavka.config import BROKER_CONFIGS, TOPIC_CONFIGS
-from kavka.controller.controller import ApiResult
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.controller.records import BROKER_RESOURCE, TOPIC_RESOURCE
+from kavka.controller.results import ApiResult
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 

@@ -1,6 +1,6 @@
 """ElectLeaders (API 43): preferred and unclean leader elections, as kafka-leader-election.sh asks them.
 
-The active controller decides and commits (`ControllerLogic.elect_leaders`, KIP-183 and KIP-460);
+The active controller decides and commits (`ReplicationControlManager.elect_leaders`, KIP-183 and KIP-460);
 any other node forwards the request to it over the controller listener
 (`broker.controller_rpc`), as Kafka's brokers forward it. Answers are Kafka's:
 
@@ -26,13 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.controller.controller import (
-    PREFERRED_ELECTION,
-    UNCLEAN_ELECTION,
-    PartitionElection,
-    TopicElections,
-)
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
+from kavka.controller.replication_control import PREFERRED_ELECTION, UNCLEAN_ELECTION
+from kavka.controller.results import PartitionElection, TopicElections
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 

@@ -1,0 +1,101 @@
+"""Brokers: registration and the fenced / unfenced / controlled-shutdown states (Kafka's ClusterControlManager).
+
+`ClusterControlManager` decides what a broker's RegisterBroker and heartbeats write: a broker
+registers fenced (a new incarnation replaces the old registration, whose leaderships end first),
+is unfenced once its heartbeat shows it caught up with its own registration, and goes through
+controlled shutdown until it leads nothing (Kafka's BrokerHeartbeatManager.calculateNextBrokerState).
+The BrokerRegistrationChangeRecords are its own; the partition changes each state brings (the
+broker leaves ISRs and leaderships, or offline partitions elect it again) are the
+ReplicationControlManager's, which it is given.
+
+Sessions (who heartbeats in time) are heartbeats.py's; this module only decides. Pure: image in,
+records out, never writes. Called on the active controller's event loop, under the
+QuorumController's lock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kavka.controller.image import MetadataImage
+from kavka.controller.records import BrokerRegistrationChangeRecord, RegisterBrokerRecord
+from kavka.controller.replication_control import ReplicationControlManager
+
+# A broker's next state after a heartbeat (Kafka's BrokerControlState).
+FENCED, UNFENCED, CONTROLLED_SHUTDOWN, SHUTDOWN_NOW = "FENCED", "UNFENCED", "CONTROLLED_SHUTDOWN", "SHUTDOWN_NOW"
+
+
+class ClusterControlManager:
+    def __init__(self, replication: ReplicationControlManager) -> None:
+        self.replication = replication
+
+    def register_broker(
+        self,
+        image: MetadataImage,
+        *,
+        broker_id: int,
+        incarnation_id: str,
+        endpoints: tuple[tuple[str, str, int], ...],
+        rack: str | None,
+        log_dirs: tuple[str, ...],
+    ) -> list[Any]:
+        """A broker (re)registers, fenced until its heartbeat shows it caught up (Kafka's
+        ClusterControlManager.registerBroker). The same incarnation again is a retry: no change.
+        A new incarnation replaces the old registration, whose leaderships end first."""
+        current = image.brokers.get(broker_id)
+        if current is not None and current.incarnation_id == incarnation_id:
+            return []
+        records: list[Any] = self.replication.leave_partitions(image, broker_id) if current is not None else []
+        records.append(RegisterBrokerRecord(broker_id, incarnation_id, endpoints, rack, log_dirs))
+        return records
+
+    def next_broker_state(
+        self,
+        image: MetadataImage,
+        broker_id: int,
+        *,
+        metadata_offset: int,
+        want_fence: bool,
+        want_shut_down: bool,
+    ) -> str:
+        """Kafka's BrokerHeartbeatManager.calculateNextBrokerState, without its lowest-active-offset wait."""
+        b = image.brokers[broker_id]
+        # Scanning every partition for its leaderships is paid only by a broker shutting down,
+        # not by every routine heartbeat.
+        if b.in_controlled_shutdown:
+            return CONTROLLED_SHUTDOWN if self.replication.has_leaderships(image, broker_id) else SHUTDOWN_NOW
+        if b.fenced:
+            if want_shut_down:
+                return SHUTDOWN_NOW
+            if not want_fence and metadata_offset >= b.epoch:
+                return UNFENCED  # caught up with its own registration
+            return FENCED
+        if want_fence:
+            return SHUTDOWN_NOW if want_shut_down else FENCED
+        if want_shut_down:
+            return CONTROLLED_SHUTDOWN if self.replication.has_leaderships(image, broker_id) else SHUTDOWN_NOW
+        return UNFENCED
+
+    def broker_state_records(self, image: MetadataImage, broker_id: int, state: str) -> list[Any]:
+        """The records that move a broker into `state`: its registration change, and the partition
+        changes of Kafka's ReplicationControlManager handleBrokerFenced / handleBrokerUnfenced /
+        handleBrokerInControlledShutdown, in Kafka's order."""
+        b = image.brokers[broker_id]
+        if state in (FENCED, SHUTDOWN_NOW):
+            if b.fenced and not b.in_controlled_shutdown:
+                return []
+            records = self.replication.leave_partitions(image, broker_id)
+            records.append(BrokerRegistrationChangeRecord(broker_id, b.epoch, fenced=True, in_controlled_shutdown=False))
+            return records
+        if state == UNFENCED:
+            if not b.fenced:
+                return []
+            records = [BrokerRegistrationChangeRecord(broker_id, b.epoch, fenced=False)]
+            return records + self.replication.handle_broker_unfenced(image, broker_id)
+        if state == CONTROLLED_SHUTDOWN:
+            records = [] if b.in_controlled_shutdown else [
+                BrokerRegistrationChangeRecord(broker_id, b.epoch, in_controlled_shutdown=True)
+            ]
+            return records + self.replication.leave_partitions(image, broker_id)
+        return []
+
