@@ -23,10 +23,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kavka.common import ElectionType
 from kavka.config import build_config
 from kavka.controller import records as mr
 from kavka.controller.image import MetadataDelta, MetadataImage
-from kavka.controller.replication_control import PREFERRED_ELECTION, ReplicationControlManager
+from kavka.controller.replication_control import ReplicationControlManager
 
 
 def _apply(image: MetadataImage, records: list[Any]) -> MetadataImage:
@@ -75,7 +76,7 @@ def main(argv: list[str]) -> None:
         return len(recs)
 
     def elect_all() -> int:
-        recs, _ = replication.elect_leaders(imbalanced, PREFERRED_ELECTION, None)
+        recs, _ = replication.elect_leaders(imbalanced, ElectionType.PREFERRED, None)
         _apply(imbalanced, recs)
         return len(recs)
 

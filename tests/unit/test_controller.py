@@ -4,6 +4,7 @@ import itertools
 
 from kio.schema.errors import ErrorCode
 
+from kavka.common import BrokerControlState
 from kavka.config import build_config
 from kavka.controller import records as mr
 from kavka.controller.image import MetadataDelta, MetadataImage
@@ -71,7 +72,7 @@ def test_validate_only_emits_no_records():
 
 def test_replicas_on_fenced_brokers_start_outside_the_isr():
     logic, image = _logic(), _cluster(3)
-    image = _apply(image, logic.cluster.broker_state_records(image, 2, "FENCED"))[0]
+    image = _apply(image, logic.cluster.broker_state_records(image, 2, BrokerControlState.FENCED))[0]
     recs, res = logic.replication.create_topics(image, [NewTopic("m", assignments={0: [2, 3], 1: [1, 2]})], validate_only=False)
     assert res[0].result.ok
     parts = _apply(image, recs)[0].topics_by_name["m"].partitions
@@ -152,9 +153,9 @@ def test_registration_is_fenced_until_caught_up_and_a_retry_changes_nothing():
     assert logic.cluster.register_broker(image, broker_id=1, incarnation_id="a", endpoints=(), rack=None, log_dirs=()) == []
     # Not caught up with its own registration: stays fenced.
     state, image2 = _state(logic, image, 1, offset=-1)
-    assert state == "FENCED" and image2.brokers[1].fenced
+    assert state == BrokerControlState.FENCED and image2.brokers[1].fenced
     state, image = _state(logic, image, 1, offset=0)
-    assert state == "UNFENCED" and image.usable_brokers() == [1]
+    assert state == BrokerControlState.UNFENCED and image.usable_brokers() == [1]
     # Topics are placed only on unfenced brokers.
     assert logic.replication.create_topics(image, [NewTopic("t", 1, 1)], validate_only=False)[1][0].result.ok
 
@@ -166,7 +167,7 @@ def test_fencing_moves_leadership_and_keeps_the_last_isr_member():
     r, s = image.topics_by_name["r"], image.topics_by_name["s"]
     led_by_1 = [p for p in r.partitions.values() if p.leader == 1]
     assert led_by_1
-    image = _apply(image, logic.cluster.broker_state_records(image, 1, "FENCED"))[0]
+    image = _apply(image, logic.cluster.broker_state_records(image, 1, BrokerControlState.FENCED))[0]
     assert image.brokers[1].fenced and image.usable_brokers() == [2, 3]
     for p in image.topics_by_name["r"].partitions.values():
         assert p.leader in (2, 3) and 1 not in p.isr
@@ -178,7 +179,7 @@ def test_fencing_moves_leadership_and_keeps_the_last_isr_member():
             assert p.leader == -1 and p.isr == (1,)  # offline until broker 1 returns
     # Unfenced again: the offline single-replica partitions get their leader back.
     state, image = _state(logic, image, 1)
-    assert state == "UNFENCED"
+    assert state == BrokerControlState.UNFENCED
     for pid, p in image.topics_by_name["s"].partitions.items():
         assert p.leader == s.partitions[pid].replicas[0]
     # It is not yet back in the ISR of "r" (the leader adds it when it catches up).
@@ -189,15 +190,15 @@ def test_controlled_shutdown_moves_leaders_then_grants_shutdown():
     logic, image = _replicated_logic(), _cluster(2)
     image = _topic(logic, image, "r", 4, 2)
     state, image = _state(logic, image, 2, want_shut_down=True)
-    assert state == "CONTROLLED_SHUTDOWN" and image.brokers[2].in_controlled_shutdown
+    assert state == BrokerControlState.CONTROLLED_SHUTDOWN and image.brokers[2].in_controlled_shutdown
     assert all(p.leader == 1 for p in image.topics_by_name["r"].partitions.values())
     assert image.usable_brokers() == [1]
     # No leaderships left: the next heartbeat is told to shut down, and the broker is fenced.
     state, image = _state(logic, image, 2, want_shut_down=True)
-    assert state == "SHUTDOWN_NOW" and image.brokers[2].fenced and not image.brokers[2].in_controlled_shutdown
+    assert state == BrokerControlState.SHUTDOWN_NOW and image.brokers[2].fenced and not image.brokers[2].in_controlled_shutdown
     # A broker that leads nothing shuts down at once.
     state, image = _state(logic, image, 1, want_shut_down=True)
-    assert state == "CONTROLLED_SHUTDOWN"  # it leads every partition: they go offline first
+    assert state == BrokerControlState.CONTROLLED_SHUTDOWN  # it leads every partition: they go offline first
     assert all(p.leader == -1 for p in image.topics_by_name["r"].partitions.values())
 
 
@@ -214,7 +215,7 @@ def test_a_new_incarnation_replaces_the_registration_and_stale_changes_are_ignor
     image, _ = _apply(image, [mr.BrokerRegistrationChangeRecord(1, old_epoch, fenced=False)])
     assert image.brokers[1].fenced
     state, image = _state(logic, image, 1)
-    assert state == "UNFENCED" and all(p.leader == 1 for p in image.topics_by_name["t"].partitions.values())
+    assert state == BrokerControlState.UNFENCED and all(p.leader == 1 for p in image.topics_by_name["t"].partitions.values())
 
 
 def test_sessions_expire_only_unfenced_brokers_and_restart_on_activation():
@@ -296,7 +297,7 @@ def test_alter_partition_follows_kafkas_rules():
     assert _alter(logic, image, "r", 0, (leader,), leader=others[0])[1] == ErrorCode.not_leader_or_follower
     assert _alter(logic, image, "r", 0, (others[0],))[1] == ErrorCode.invalid_request
     # Expanding with a fenced broker, or one whose broker epoch is not the registered one: INELIGIBLE_REPLICA.
-    fenced = _apply(image, logic.cluster.broker_state_records(image, others[1], "FENCED"))[0]
+    fenced = _apply(image, logic.cluster.broker_state_records(image, others[1], BrokerControlState.FENCED))[0]
     assert _alter(logic, fenced, "r", 0, (leader, others[0], others[1]))[1] == ErrorCode.ineligible_replica
     stale = {others[1]: image.brokers[others[1]].epoch + 100}
     assert _alter(logic, image, "r", 0, (leader, others[0], others[1]), epochs=stale)[1] == ErrorCode.ineligible_replica
@@ -313,14 +314,14 @@ def test_unclean_election_follows_the_topic_then_the_cluster_config():
     leader, other = reg.leader, [b for b in reg.replicas if b != reg.leader][0]
     # The follower dropped out of the ISR; then the leader dies.
     image = _apply(image, _alter(logic, image, "u", 0, (leader,))[0])[0]
-    clean = _apply(image, logic.cluster.broker_state_records(image, leader, "FENCED"))[0]
+    clean = _apply(image, logic.cluster.broker_state_records(image, leader, BrokerControlState.FENCED))[0]
     p = clean.topics_by_name["u"].partitions[0]
     assert p.leader == -1 and p.isr == (leader,)  # offline: no ISR member is alive
     recs, res = logic.configuration.alter_configs(image, 2, "u", [("unclean.leader.election.enable", 0, "true")], incremental=True)
     assert res.ok
     image = _apply(image, recs)[0]
     assert logic.replication.unclean_election(image, "u") and not logic.replication.unclean_election(image, "other")
-    unclean = _apply(image, logic.cluster.broker_state_records(image, leader, "FENCED"))[0]
+    unclean = _apply(image, logic.cluster.broker_state_records(image, leader, BrokerControlState.FENCED))[0]
     p = unclean.topics_by_name["u"].partitions[0]
     assert p.leader == other and p.isr == (other,) and p.leader_epoch == reg.leader_epoch + 1
     # The cluster-wide dynamic default applies to topics without an override.

@@ -9,7 +9,7 @@ import asyncio
 
 from kio.schema.errors import ErrorCode
 
-from kavka.controller import directories as dirs
+from kavka.common import BrokerControlState, DirectoryId
 from kavka.controller import records as mr
 from kavka.controller.image import MetadataImage
 from kavka.controller.results import NewTopic
@@ -51,9 +51,9 @@ def _assign(logic, image, broker, items, epoch=None):
 def test_reserved_ids_are_kafkas_uuids():
     from kavka.protocol.messages import uuid_from_str
 
-    assert uuid_from_str(dirs.UNASSIGNED).int == 0
-    assert uuid_from_str(dirs.LOST).int == 1
-    assert uuid_from_str(dirs.MIGRATING).int == 2
+    assert uuid_from_str(DirectoryId.UNASSIGNED).int == 0
+    assert uuid_from_str(DirectoryId.LOST).int == 1
+    assert uuid_from_str(DirectoryId.MIGRATING).int == 2
 
 
 def test_new_partitions_record_the_default_directory_of_each_replica():
@@ -61,7 +61,7 @@ def test_new_partitions_record_the_default_directory_of_each_replica():
     image = _cluster({1: ("only1",), 2: ("d2a", "d2b"), 3: ()})
     image = _with_topic(logic, image, "t", {0: [1, 2, 3]})
     # One dir: that dir. Several: UNASSIGNED until the broker says. None registered: MIGRATING.
-    assert _part(image, "t", 0).directories == ("only1", dirs.UNASSIGNED, dirs.MIGRATING)
+    assert _part(image, "t", 0).directories == ("only1", DirectoryId.UNASSIGNED, DirectoryId.MIGRATING)
 
 
 def test_assign_replicas_to_dirs_records_where_the_broker_put_each_replica():
@@ -69,13 +69,13 @@ def test_assign_replicas_to_dirs_records_where_the_broker_put_each_replica():
     image = _with_topic(logic, _cluster(), "t", {0: [1, 2, 3], 1: [2, 3, 1]})
     image, error, codes, recs = _assign(logic, image, 2, [("d2b", "t", 0), ("d2a", "t", 1)])
     assert error == ErrorCode.none and codes == [ErrorCode.none, ErrorCode.none]
-    assert _part(image, "t", 0).directories == (dirs.UNASSIGNED, "d2b", dirs.UNASSIGNED)
-    assert _part(image, "t", 1).directories == ("d2a", dirs.UNASSIGNED, dirs.UNASSIGNED)
+    assert _part(image, "t", 0).directories == (DirectoryId.UNASSIGNED, "d2b", DirectoryId.UNASSIGNED)
+    assert _part(image, "t", 1).directories == ("d2a", DirectoryId.UNASSIGNED, DirectoryId.UNASSIGNED)
     # The same report again (a retry) changes nothing; a move is a change of that entry only.
     _, _, _, recs = _assign(logic, image, 2, [("d2b", "t", 0)])
     assert recs == []
     image, _, _, recs = _assign(logic, image, 2, [("d2a", "t", 0)])
-    assert len(recs) == 1 and _part(image, "t", 0).directories == (dirs.UNASSIGNED, "d2a", dirs.UNASSIGNED)
+    assert len(recs) == 1 and _part(image, "t", 0).directories == (DirectoryId.UNASSIGNED, "d2a", DirectoryId.UNASSIGNED)
     assert _part(image, "t", 0).leader == 1 and _part(image, "t", 0).isr == (1, 2, 3)
 
 
@@ -121,8 +121,8 @@ def test_offline_dir_keeps_the_last_isr_member_and_goes_leaderless_as_fencing_do
     after = _apply(image, logic.replication.directories_offline(image, 1, ["d1b"]))
     assert (_part(after, "t", 0).leader, _part(after, "t", 0).isr) == (-1, (1,))
     # Its broker being unfenced again does not elect the replica while its dir is offline.
-    fenced = _apply(after, logic.cluster.broker_state_records(after, 1, "FENCED"))
-    back = _apply(fenced, logic.cluster.broker_state_records(fenced, 1, "UNFENCED"))
+    fenced = _apply(after, logic.cluster.broker_state_records(after, 1, BrokerControlState.FENCED))
+    back = _apply(fenced, logic.cluster.broker_state_records(fenced, 1, BrokerControlState.UNFENCED))
     assert _part(back, "t", 0).leader == -1
 
 
@@ -192,4 +192,4 @@ def test_a_new_replica_set_without_directories_keeps_the_dirs_of_kept_replicas()
     image, *_ = _assign(logic, image, 2, [("d2a", "t", 0)])
     tid = image.topics_by_name["t"].topic_id
     image = _apply(image, [mr.PartitionChangeRecord(tid, 0, replicas=(2, 3, 1))])
-    assert _part(image, "t", 0).directories == ("d2a", dirs.UNASSIGNED, "d1b")
+    assert _part(image, "t", 0).directories == ("d2a", DirectoryId.UNASSIGNED, "d1b")

@@ -10,9 +10,9 @@ import asyncio
 
 from kio.schema.errors import ErrorCode
 
+from kavka.common import BrokerControlState, ElectionType
 from kavka.controller import partition_change as pc
 from kavka.controller import records as mr
-from kavka.controller.replication_control import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from kavka.controller.results import NewTopic
 from kavka.replication.replica_state import PartitionRegistration
 from kavka.testing import MemoryLog
@@ -21,7 +21,7 @@ from tests.unit.controller_fixtures import cluster as _cluster
 from tests.unit.controller_fixtures import logic as _logic
 from tests.unit.test_raft_snapshot import _controller, _run_with
 
-PREFERRED, UNCLEAN = PREFERRED_ELECTION, UNCLEAN_ELECTION
+PREFERRED, UNCLEAN = ElectionType.PREFERRED, ElectionType.UNCLEAN
 
 
 def _with_topic(logic, image, name, assignments):
@@ -31,11 +31,11 @@ def _with_topic(logic, image, name, assignments):
 
 
 def _fence(logic, image, broker):
-    return _apply(image, logic.cluster.broker_state_records(image, broker, "FENCED"))
+    return _apply(image, logic.cluster.broker_state_records(image, broker, BrokerControlState.FENCED))
 
 
 def _unfence(logic, image, broker):
-    return _apply(image, logic.cluster.broker_state_records(image, broker, "UNFENCED"))
+    return _apply(image, logic.cluster.broker_state_records(image, broker, BrokerControlState.UNFENCED))
 
 
 def _set_isr(image, topic, partition, isr):
@@ -213,7 +213,7 @@ def test_rebalance_skips_preferred_replicas_not_in_the_isr_and_caps_a_pass():
 def test_controlled_shutdown_then_return_then_rebalance():
     logic, image = _logic(), _cluster(3)
     image = _with_topic(logic, image, "c", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2], 3: [1, 3, 2]})
-    image = _apply(image, logic.cluster.broker_state_records(image, 1, "CONTROLLED_SHUTDOWN"))
+    image = _apply(image, logic.cluster.broker_state_records(image, 1, BrokerControlState.CONTROLLED_SHUTDOWN))
     assert all(p.leader != 1 for p in image.topics_by_name["c"].partitions.values())
     image = _unfence(logic, _fence(logic, image, 1), 1)
     assert logic.replication.balance_leaders(image, percentage=10)[0] == []  # not back in any ISR yet

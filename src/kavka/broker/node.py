@@ -56,6 +56,7 @@ from kavka.broker.controller_rpc import RPCS, ControllerApis, ControllerClient
 from kavka.broker.lifecycle import BrokerLifecycle
 from kavka.broker.raft_driver import RaftDriver
 from kavka.broker.storage_io import StorageIoManager
+from kavka.common import ConfigResourceType, DirectoryId
 from kavka.config import BrokerConfig, ConfigError, parse_voters
 from kavka.controller import directories
 from kavka.controller.image import MetadataDelta, MetadataImage
@@ -610,11 +611,11 @@ class BrokerNode:
             work.append(self._sync_coordinator)
         if touched_topics and getattr(self, "remote_log_manager", None) is not None:
             work.append(self.remote_log_manager.sync_leadership)
-        if delta.changed_configs and any(rt == 4 for rt, _ in delta.changed_configs):
+        if delta.changed_configs and any(rt == ConfigResourceType.BROKER for rt, _ in delta.changed_configs):
             self._apply_replication_throttles(image)
         if delta.changed_configs:
-            broker_changed = any(rt == 4 for rt, _ in delta.changed_configs)
-            names = {name for rt, name in delta.changed_configs if rt == 2}
+            broker_changed = any(rt == ConfigResourceType.BROKER for rt, _ in delta.changed_configs)
+            names = {name for rt, name in delta.changed_configs if rt == ConfigResourceType.TOPIC}
 
             def configs() -> None:
                 for tp in list(rm.partitions):
@@ -642,7 +643,7 @@ class BrokerNode:
         if self.log_manager.get_log(tp.topic, tp.partition) is not None:
             return False  # the broker is the authority: AssignReplicasToDirs corrects the record
         recorded = directories.directory_of(reg, self.node_id)
-        if recorded in directories.RESERVED or recorded in self._online_dir_ids():
+        if recorded in DirectoryId.RESERVED or recorded in self._online_dir_ids():
             return False
         log.warning(
             "%s-%d is assigned to log dir %s, which is not online on this broker: it stays offline "

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kavka.common import BrokerControlState
 from kavka.controller.image import MetadataImage
 from kavka.controller.records import BrokerRegistrationChangeRecord, RegisterBrokerRecord
 from kavka.controller.replication_control import ReplicationControlManager
-
-# A broker's next state after a heartbeat (Kafka's BrokerControlState).
-FENCED, UNFENCED, CONTROLLED_SHUTDOWN, SHUTDOWN_NOW = "FENCED", "UNFENCED", "CONTROLLED_SHUTDOWN", "SHUTDOWN_NOW"
 
 
 class ClusterControlManager:
@@ -57,42 +55,48 @@ class ClusterControlManager:
         metadata_offset: int,
         want_fence: bool,
         want_shut_down: bool,
-    ) -> str:
+    ) -> BrokerControlState:
         """Kafka's BrokerHeartbeatManager.calculateNextBrokerState, without its lowest-active-offset wait."""
         b = image.brokers[broker_id]
         # Scanning every partition for its leaderships is paid only by a broker shutting down,
         # not by every routine heartbeat.
         if b.in_controlled_shutdown:
-            return CONTROLLED_SHUTDOWN if self.replication.has_leaderships(image, broker_id) else SHUTDOWN_NOW
+            return self._shutting_down(image, broker_id)
         if b.fenced:
             if want_shut_down:
-                return SHUTDOWN_NOW
+                return BrokerControlState.SHUTDOWN_NOW
             if not want_fence and metadata_offset >= b.epoch:
-                return UNFENCED  # caught up with its own registration
-            return FENCED
+                return BrokerControlState.UNFENCED  # caught up with its own registration
+            return BrokerControlState.FENCED
         if want_fence:
-            return SHUTDOWN_NOW if want_shut_down else FENCED
+            return BrokerControlState.SHUTDOWN_NOW if want_shut_down else BrokerControlState.FENCED
         if want_shut_down:
-            return CONTROLLED_SHUTDOWN if self.replication.has_leaderships(image, broker_id) else SHUTDOWN_NOW
-        return UNFENCED
+            return self._shutting_down(image, broker_id)
+        return BrokerControlState.UNFENCED
 
-    def broker_state_records(self, image: MetadataImage, broker_id: int, state: str) -> list[Any]:
+    def _shutting_down(self, image: MetadataImage, broker_id: int) -> BrokerControlState:
+        """A broker in controlled shutdown may go once it leads nothing."""
+        if self.replication.has_leaderships(image, broker_id):
+            return BrokerControlState.CONTROLLED_SHUTDOWN
+        return BrokerControlState.SHUTDOWN_NOW
+
+    def broker_state_records(self, image: MetadataImage, broker_id: int, state: BrokerControlState) -> list[Any]:
         """The records that move a broker into `state`: its registration change, and the partition
         changes of Kafka's ReplicationControlManager handleBrokerFenced / handleBrokerUnfenced /
         handleBrokerInControlledShutdown, in Kafka's order."""
         b = image.brokers[broker_id]
-        if state in (FENCED, SHUTDOWN_NOW):
+        if state in (BrokerControlState.FENCED, BrokerControlState.SHUTDOWN_NOW):
             if b.fenced and not b.in_controlled_shutdown:
                 return []
             records = self.replication.leave_partitions(image, broker_id)
             records.append(BrokerRegistrationChangeRecord(broker_id, b.epoch, fenced=True, in_controlled_shutdown=False))
             return records
-        if state == UNFENCED:
+        if state == BrokerControlState.UNFENCED:
             if not b.fenced:
                 return []
             records = [BrokerRegistrationChangeRecord(broker_id, b.epoch, fenced=False)]
             return records + self.replication.handle_broker_unfenced(image, broker_id)
-        if state == CONTROLLED_SHUTDOWN:
+        if state == BrokerControlState.CONTROLLED_SHUTDOWN:
             records = [] if b.in_controlled_shutdown else [
                 BrokerRegistrationChangeRecord(broker_id, b.epoch, in_controlled_shutdown=True)
             ]

@@ -18,6 +18,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.common import ConfigResourceType
 from kavka.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -26,7 +27,7 @@ from kavka.config import (
     validate_tiered_topic,
 )
 from kavka.controller.image import MetadataImage
-from kavka.controller.records import BROKER_RESOURCE, TOPIC_RESOURCE, ConfigRecord
+from kavka.controller.records import ConfigRecord
 from kavka.controller.results import ApiResult
 
 
@@ -37,7 +38,7 @@ class ConfigurationControlManager:
     def alter_configs(
         self,
         image: MetadataImage,
-        resource_type: int,
+        resource_type: ConfigResourceType,
         resource_name: str,
         ops: Sequence[tuple[str, int, str | None]],
         *,
@@ -48,11 +49,11 @@ class ConfigurationControlManager:
         The legacy AlterConfigs (incremental=False) replaces the resource's
         whole set of overrides with the given ones, as Kafka does.
         """
-        if resource_type == TOPIC_RESOURCE:
+        if resource_type == ConfigResourceType.TOPIC:
             if resource_name not in image.topics_by_name:
                 return [], ApiResult(ErrorCode.unknown_topic_or_partition, f"Topic {resource_name} does not exist.")
             defs = {k: d.config for k, d in TOPIC_CONFIGS.items()}
-        elif resource_type == BROKER_RESOURCE:
+        elif resource_type == ConfigResourceType.BROKER:
             if resource_name not in ("",) and resource_name != str(self.config.node_id):
                 if not resource_name.isdigit() or int(resource_name) not in image.brokers:
                     return [], ApiResult(ErrorCode.invalid_request, f"Unexpected broker id {resource_name}")
@@ -64,8 +65,8 @@ class ConfigurationControlManager:
         for name, op, value in ops:
             d = defs.get(name)
             if d is None:
-                return [], ApiResult(ErrorCode.invalid_config, f"Unknown {'topic' if resource_type == TOPIC_RESOURCE else 'broker'} config name: {name}")
-            if resource_type == BROKER_RESOURCE and not d.dynamic:
+                return [], ApiResult(ErrorCode.invalid_config, f"Unknown {'topic' if resource_type == ConfigResourceType.TOPIC else 'broker'} config name: {name}")
+            if resource_type == ConfigResourceType.BROKER and not d.dynamic:
                 return [], ApiResult(ErrorCode.invalid_request, f"Cannot update these configs dynamically: [{name}]")
             try:
                 if op == 1:
@@ -90,7 +91,7 @@ class ConfigurationControlManager:
                 new[name] = d.render(d.parse(value)) or ""
             except ConfigError as e:
                 return [], ApiResult(ErrorCode.invalid_config, str(e))
-        if resource_type == TOPIC_RESOURCE:
+        if resource_type == ConfigResourceType.TOPIC:
             problem = validate_tiered_topic(self.config, new, current)
             if problem:
                 return [], ApiResult(ErrorCode.invalid_config, problem)

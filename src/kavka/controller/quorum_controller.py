@@ -64,8 +64,8 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from kavka.common import BrokerControlState, ConfigResourceType, ElectionType
 from kavka.config import BrokerConfig
-from kavka.controller import cluster_control
 from kavka.controller import records as mr
 from kavka.controller.cluster_control import ClusterControlManager
 from kavka.controller.configuration_control import ConfigurationControlManager
@@ -427,7 +427,7 @@ class QuorumController:
         """Kafka's BrokerHeartbeat: renews the session, and may fence, unfence or shut down the broker.
         `connection` identifies the connection it came over (None: this process), see heartbeats."""
 
-        def decide(image: MetadataImage) -> tuple[list[Any], HeartbeatReply | str]:
+        def decide(image: MetadataImage) -> tuple[list[Any], HeartbeatReply | BrokerControlState]:
             b = image.brokers.get(broker_id)
             if b is None:
                 return [], HeartbeatReply(ErrorCode.broker_id_not_registered)
@@ -451,7 +451,7 @@ class QuorumController:
             )
             records = dir_records + self.cluster.broker_state_records(image, broker_id, state)
             if records:
-                log.info("broker %d (epoch %d): %s", broker_id, broker_epoch, state.lower().replace("_", " "))
+                log.info("broker %d (epoch %d): %s", broker_id, broker_epoch, state.value.lower().replace("_", " "))
             return records, state
 
         state = await self._run(decide)
@@ -462,7 +462,7 @@ class QuorumController:
             ErrorCode.none,
             is_caught_up=metadata_offset >= b.epoch,
             is_fenced=b.fenced,
-            should_shut_down=state == cluster_control.SHUTDOWN_NOW,
+            should_shut_down=state == BrokerControlState.SHUTDOWN_NOW,
         )
 
     def broker_connection_lost(self, connection: Hashable) -> None:
@@ -483,7 +483,7 @@ class QuorumController:
             def decide(image: MetadataImage, broker_id: int = broker_id) -> tuple[list[Any], bool]:
                 if broker_id not in self.sessions.expired(image, self._session_ms()):
                     return [], False  # a heartbeat came while we waited for the lock
-                return self.cluster.broker_state_records(image, broker_id, cluster_control.FENCED), True
+                return self.cluster.broker_state_records(image, broker_id, BrokerControlState.FENCED), True
 
             try:
                 lost = self.sessions.lost_connection(broker_id)
@@ -559,7 +559,7 @@ class QuorumController:
         return await self._run(decide)
 
     async def elect_leaders(
-        self, election_type: int, topic_partitions: Sequence[tuple[str, Sequence[int]]] | None
+        self, election_type: ElectionType, topic_partitions: Sequence[tuple[str, Sequence[int]]] | None
     ) -> list[TopicElections]:
         """ElectLeaders (API 43): the elections committed, then each partition's result."""
         return await self._run(lambda image: self.replication.elect_leaders(image, election_type, topic_partitions))
@@ -638,7 +638,7 @@ class QuorumController:
 
     async def alter_configs(
         self,
-        resource_type: int,
+        resource_type: ConfigResourceType,
         resource_name: str,
         ops: Sequence[tuple[str, int, str | None]],
         *,

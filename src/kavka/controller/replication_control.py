@@ -26,7 +26,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.common import DirectoryId
+from kavka.common import ConfigResourceType, DirectoryId, ElectionType
 from kavka.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -47,8 +47,6 @@ from kavka.controller.placement import (
     topic_seed,
 )
 from kavka.controller.records import (
-    BROKER_RESOURCE,
-    TOPIC_RESOURCE,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     PartitionChangeRecord,
@@ -72,8 +70,6 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
-# ElectLeaders' election types (KIP-460: ElectionType.PREFERRED / UNCLEAN).
-PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
 # Kafka's ApiError(Errors.X) messages for the per-partition election errors.
 _ELECTION_MESSAGES = {
     ErrorCode.election_not_needed: "Leader election not needed for topic partition.",
@@ -312,7 +308,7 @@ class ReplicationControlManager:
         records: list[Any] = [TopicRecord(t.name, topic_id)]
         for key, value in sorted(t.configs.items()):
             if value is not None:
-                records.append(ConfigRecord(TOPIC_RESOURCE, t.name, key, TOPIC_CONFIGS[key].config.render(overrides[key])))
+                records.append(ConfigRecord(ConfigResourceType.TOPIC, t.name, key, TOPIC_CONFIGS[key].config.render(overrides[key])))
         usable = set(brokers)
         for p, reps in enumerate(assignment):
             # Kafka's ReplicationControlManager: the ISR is the replicas that are unfenced now,
@@ -432,7 +428,7 @@ class ReplicationControlManager:
         broker default, else this controller's static config (Kafka's order)."""
         raw = image.topic_configs(topic).get("unclean.leader.election.enable")
         if raw is None:
-            raw = image.configs.get((BROKER_RESOURCE, ""), {}).get("unclean.leader.election.enable")
+            raw = image.configs.get((ConfigResourceType.BROKER, ""), {}).get("unclean.leader.election.enable")
         if raw is None:
             return bool(self.config["unclean.leader.election.enable"])
         return raw.strip().lower() == "true"
@@ -597,13 +593,13 @@ class ReplicationControlManager:
     def elect_leaders(
         self,
         image: MetadataImage,
-        election_type: int,
+        election_type: ElectionType,
         topic_partitions: Sequence[tuple[str, Sequence[int]]] | None,
     ) -> tuple[list[Any], list[TopicElections]]:
         """ElectLeaders (Kafka's ReplicationControlManager.electLeaders): the records and, per topic,
         each partition's result. `topic_partitions` None means every partition of every topic;
         then, as Kafka does, partitions whose election was not needed are left out of the answer
-        (their topic is still listed). The caller has checked `election_type` is 0 or 1."""
+        (their topic is still listed). The caller has checked `election_type` is one of ElectionType."""
         live = set(image.usable_brokers())
         records: list[Any] = []
         out: list[TopicElections] = []
@@ -626,7 +622,7 @@ class ReplicationControlManager:
         return records, out
 
     def _elect_one(
-        self, image: MetadataImage, topic: str, partition: int, election_type: int, live: set[int], records: list[Any]
+        self, image: MetadataImage, topic: str, partition: int, election_type: ElectionType, live: set[int], records: list[Any]
     ) -> PartitionElection:
         t = image.topics_by_name.get(topic)
         if t is None:
@@ -636,7 +632,7 @@ class ReplicationControlManager:
             return PartitionElection(
                 partition, ErrorCode.unknown_topic_or_partition, f"No such partition as {topic}-{partition}"
             )
-        if election_type == UNCLEAN_ELECTION:
+        if election_type == ElectionType.UNCLEAN:
             error, new = partition_change.elect_unclean(reg, live=live)  # type: ignore[arg-type]
         else:
             error, new = partition_change.elect_preferred(reg, live=live)  # type: ignore[arg-type]
@@ -646,7 +642,7 @@ class ReplicationControlManager:
         if rec is None:  # nothing would change: Kafka's builder returns no record
             error = (
                 ErrorCode.eligible_leaders_not_available
-                if election_type == UNCLEAN_ELECTION
+                if election_type == ElectionType.UNCLEAN
                 else ErrorCode.preferred_leader_not_available
             )
             return PartitionElection(partition, error, _ELECTION_MESSAGES[error])
@@ -767,7 +763,7 @@ class ReplicationControlManager:
             new_dirs = directories.with_directory(reg, broker_id, dir_id)
             changed[(topic_id, partition)] = replace(reg, directories=new_dirs)
             records.append(PartitionChangeRecord(topic_id, partition, directories=new_dirs))
-            if dir_id not in b.log_dirs and dir_id not in directories.RESERVED:
+            if dir_id not in b.log_dirs and dir_id not in DirectoryId.RESERVED:
                 # Kafka: an assignment to a dir that is not online takes the replica offline.
                 unclean = self.unclean_election(image, t.name)
                 live = [x for x in image.usable_brokers() if x != broker_id]

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.common import ElectionType
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
-from kavka.controller.replication_control import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from kavka.controller.results import PartitionElection, TopicElections
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
@@ -66,7 +66,7 @@ def _failed(topic_partitions: TopicPartitions | None, error: ErrorCode, message:
 async def elect_leaders(
     controller: Any, election_type: int, topic_partitions: TopicPartitions | None, *, timeout_s: float | None = None
 ) -> ElectionAnswer:
-    if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+    if election_type not in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
         return _failed(topic_partitions, ErrorCode.invalid_request, f"Unknown election type {election_type}")
     if topic_partitions is not None and not topic_partitions:
         return ElectionAnswer(ErrorCode.none, ())  # QuorumController.electLeaders: nothing to do
