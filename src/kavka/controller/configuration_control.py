@@ -18,6 +18,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+# Imported for its registration: config.validate_tiered_topic applies the rule tiered storage owns.
+import kavka.tiered.remote_log_manager  # noqa: F401
 from kavka.common import ConfigResourceType
 from kavka.config import (
     BROKER_CONFIGS,

@@ -43,6 +43,8 @@ from typing import Protocol, runtime_checkable
 
 from kio.schema.errors import ErrorCode
 
+from kavka.config import register_validator
+
 
 class PlacementError(ValueError):
     """A placer's refusal: `code` is the Kafka error the client receives with the message."""
@@ -386,6 +388,9 @@ def placer_name_problem(value: str) -> str | None:
     if not sep or not module or not cls or not all(p.isidentifier() for p in module.split(".") + cls.split(".")):
         return f"must be one of {', '.join(BUILT_IN)} or an importable module:Class"
     return None
+
+
+register_validator("broker.replica.placer", placer_name_problem)  # kavka.config cannot import placement
 
 
 def load_placer(value: str) -> ReplicaPlacer:

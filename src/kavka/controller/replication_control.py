@@ -26,6 +26,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+# Imported for its registration: config.validate_tiered_topic applies the rule tiered storage owns.
+import kavka.tiered.remote_log_manager  # noqa: F401
 from kavka.common import ConfigResourceType, DirectoryId, ElectionType
 from kavka.config import (
     TOPIC_CONFIGS,
