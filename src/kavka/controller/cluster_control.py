@@ -24,6 +24,8 @@ from kavka.controller.replication_control import ReplicationControlManager
 
 
 class ClusterControlManager:
+    """Broker registration and states; the partition changes they bring are `replication`'s."""
+
     def __init__(self, replication: ReplicationControlManager) -> None:
         self.replication = replication
 

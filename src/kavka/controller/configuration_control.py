@@ -34,6 +34,8 @@ from kavka.controller.results import ApiResult
 
 
 class ConfigurationControlManager:
+    """AlterConfigs and IncrementalAlterConfigs: image in, ConfigRecords and a result out."""
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
 

@@ -1,11 +1,14 @@
 """QuorumController: the controller's operations, committed through the raft metadata quorum.
 
+It composes the control managers, as Kafka's QuorumController does:
+`replication` (ReplicationControlManager: topics, partitions, ISR,
+reassignments, elections, directories), `cluster` (ClusterControlManager:
+broker registration and states) and `configuration`
+(ConfigurationControlManager: dynamic configs); it owns what they must not
+(the lock, the commit, broker sessions, snapshots).
+
 Every change goes the same way: a manager decides (pure: image in, records
-and results out; as Kafka's QuorumController composes its control managers:
-`replication` -- topics, partitions, ISR, reassignments, elections, directories
-(replication_control.py) --, `cluster` -- broker registration and states
-(cluster_control.py) -- and `configuration` -- dynamic configs
-(configuration_control.py)) -> the records are appended to the raft log as one
+and results out) -> the records are appended to the raft log as one
 batch (atomic) -> the caller awaits their commit (the raft high watermark
 passing the batch's last offset) -> its result is returned. Nothing is
 applied before it is committed: the image is rebuilt only from committed

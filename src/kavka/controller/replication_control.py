@@ -167,6 +167,8 @@ def _assignment_record(
 
 
 class ReplicationControlManager:
+    """Topics, partitions, ISR, reassignments, elections, directories: image in, records and results out."""
+
     def __init__(
         self,
         config: BrokerConfig,
