@@ -25,9 +25,10 @@ from typing import Any
 
 from kavka.common import ElectionType
 from kavka.config import build_config
-from kavka.controller import records as mr
-from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.replication_control import ReplicationControlManager
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
 
 
 def _apply(image: MetadataImage, records: list[Any]) -> MetadataImage:

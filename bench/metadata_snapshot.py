@@ -14,9 +14,10 @@ import statistics
 import sys
 import time
 
-from kavka.controller import records as mr
-from kavka.controller.image import MetadataDelta, MetadataImage
-from kavka.controller.snapshot import image_records
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
+from kavka.metadata.snapshot import image_records
 from kavka.raft import snapshot as snapshots
 from kavka.raft.api import SnapshotId
 

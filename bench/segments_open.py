@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from kavka.protocol.records import build_batch
-from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 
 CFG = LogConfig(segment_bytes=64 * 1024, index_interval_bytes=512)
 

@@ -1,7 +1,7 @@
 """Kafka's sampled rate (`Rate` over a `SampledStat`): the measure behind its byte quotas.
 
 Used for the remote fetch quota (KIP-956, `remote.log.manager.fetch.max.bytes.per.second`,
-kavka.tiered.rlm) and the replication throttles (KIP-73, kavka.replication.quota). Semantics as
+kavka.tiered.remote_log_manager) and the replication throttles (KIP-73, kavka.replication.quota). Semantics as
 Kafka's:
 
 - samples are windows of `window_s`; at most `num_windows` are kept and a sample that started

@@ -30,8 +30,9 @@ from confluent_kafka.admin import NewTopic
 
 from kavka.client.admin import AdminClient
 from kavka.controller import directories as dirs
-from kavka.controller import records as mr
-from kavka.controller.image import MetadataDelta, MetadataImage
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
 from kavka.protocol.records import iter_records
 from kavka.storage.meta_properties import read_meta_properties
 from tests.broker_harness import KAVKA, Cluster, wait_until

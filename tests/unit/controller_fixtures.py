@@ -8,11 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kavka.config import BrokerConfig, build_config
-from kavka.controller import records as mr
 from kavka.controller.cluster_control import ClusterControlManager
 from kavka.controller.configuration_control import ConfigurationControlManager
-from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.replication_control import ReplicationControlManager
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
 
 
 @dataclass(frozen=True, slots=True)

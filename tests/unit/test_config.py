@@ -9,7 +9,7 @@ import pytest
 # The rules these tests exercise belong to placement and tiered storage, which register them with
 # kavka.config when imported (config imports nothing of kavka above kavka.common and kavka.protocol).
 import kavka.controller.placement  # noqa: F401
-import kavka.tiered.remote_log_manager  # noqa: F401
+import kavka.tiered.remote_log_rules  # noqa: F401
 from kavka import config as config_module
 from kavka.config import (
     ConfigError,

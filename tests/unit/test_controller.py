@@ -6,9 +6,10 @@ from kio.schema.errors import ErrorCode
 
 from kavka.common import BrokerControlState
 from kavka.config import build_config
-from kavka.controller import records as mr
-from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.results import NewTopic
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
 from tests.unit.controller_fixtures import compose
 
 

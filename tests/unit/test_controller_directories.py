@@ -10,10 +10,10 @@ import asyncio
 from kio.schema.errors import ErrorCode
 
 from kavka.common import BrokerControlState, DirectoryId
-from kavka.controller import records as mr
-from kavka.controller.image import MetadataImage
 from kavka.controller.results import NewTopic
-from kavka.controller.snapshot import image_records
+from kavka.metadata import records as mr
+from kavka.metadata.image import MetadataImage
+from kavka.metadata.snapshot import image_records
 from kavka.testing import MemoryLog
 from tests.unit.controller_fixtures import apply as _apply
 from tests.unit.controller_fixtures import logic as _logic

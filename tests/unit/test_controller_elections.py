@@ -12,8 +12,8 @@ from kio.schema.errors import ErrorCode
 
 from kavka.common import BrokerControlState, ElectionType
 from kavka.controller import partition_change as pc
-from kavka.controller import records as mr
 from kavka.controller.results import NewTopic
+from kavka.metadata import records as mr
 from kavka.replication.replica_state import PartitionRegistration
 from kavka.testing import MemoryLog
 from tests.unit.controller_fixtures import apply as _apply
@@ -65,26 +65,26 @@ def _after_broker_1_returns():
 
 
 def test_pure_preferred_election_rules():
-    reg = PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2, 3), leader=2, leader_epoch=4, partition_epoch=9)
+    reg = PartitionRegistration(partition_id=0, replicas=(1, 2, 3), isr=(1, 2, 3), leader=2, leader_epoch=4, partition_epoch=9)
     err, new = pc.elect_preferred(reg, live={1, 2, 3})
     assert err == ErrorCode.none and (new.leader, new.isr, new.leader_epoch, new.partition_epoch) == (1, (1, 2, 3), 5, 10)
     assert pc.elect_preferred(new, live={1, 2, 3}) == (ErrorCode.election_not_needed, new)
     # Preferred not in the ISR, or not live: the current leader stays.
     for isr, live in (((2, 3), {1, 2, 3}), ((1, 2, 3), {2, 3})):
-        r = PartitionRegistration((1, 2, 3), isr, 2, 4, 9)
+        r = PartitionRegistration(0, (1, 2, 3), isr, 2, 4, 9)
         assert pc.elect_preferred(r, live=live) == (ErrorCode.preferred_leader_not_available, r)
     # No leader and the preferred replica unavailable: the next live ISR member (Kafka's builder).
-    r = PartitionRegistration((1, 2, 3), (2, 3), -1, 4, 9)
+    r = PartitionRegistration(0, (1, 2, 3), (2, 3), -1, 4, 9)
     err, new = pc.elect_preferred(r, live={1, 3})
     assert err == ErrorCode.none and new.leader == 3 and new.leader_epoch == 5
-    r = PartitionRegistration((1, 2, 3), (2,), -1, 4, 9)
+    r = PartitionRegistration(0, (1, 2, 3), (2,), -1, 4, 9)
     assert pc.elect_preferred(r, live={1, 3}) == (ErrorCode.preferred_leader_not_available, r)
 
 
 def test_pure_unclean_election_rules():
-    led = PartitionRegistration((1, 2, 3), (1,), 1, 0, 0)
+    led = PartitionRegistration(0, (1, 2, 3), (1,), 1, 0, 0)
     assert pc.elect_unclean(led, live={1, 2, 3}) == (ErrorCode.election_not_needed, led)
-    offline = PartitionRegistration((1, 2, 3), (1,), -1, 3, 7)
+    offline = PartitionRegistration(0, (1, 2, 3), (1,), -1, 3, 7)
     err, new = pc.elect_unclean(offline, live={3})
     assert err == ErrorCode.none and (new.leader, new.isr, new.leader_epoch) == (3, (3,), 4)
     # A live ISR member wins over an out-of-sync replica (a clean election).

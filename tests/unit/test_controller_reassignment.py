@@ -10,10 +10,10 @@ cancels it.
 
 from kio.schema.errors import ErrorCode
 
-from kavka.controller import records as mr
-from kavka.controller import snapshot
-from kavka.controller.image import MetadataImage
 from kavka.controller.results import NewTopic
+from kavka.metadata import records as mr
+from kavka.metadata import snapshot
+from kavka.metadata.image import MetadataImage
 from tests.unit.controller_fixtures import apply as _apply
 from tests.unit.controller_fixtures import cluster as _cluster
 from tests.unit.controller_fixtures import logic as _logic

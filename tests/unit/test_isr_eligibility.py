@@ -10,13 +10,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from kavka.broker.handlers.fetch import _isr_eligible
-from kavka.controller.image import BrokerRegistration
+from kavka.metadata.image import BrokerRegistration
 from kavka.protocol.records import build_batch
 from kavka.replication.partition import Partition, TopicPartition
+from kavka.replication.replica_manager import ReplicaManager
 from kavka.replication.replica_state import PartitionRegistration
-from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 
 NOW = 1_700_000_000_000
 
@@ -24,7 +24,7 @@ NOW = 1_700_000_000_000
 def _leader(tmp_path: Path) -> Partition:
     log = Log.open(tmp_path / "t-0", LogConfig(), topic_id="J8aAPcfLQt2bqs1JT_rMgQ", recovery_point=0,
                    log_start_offset=0, clean_shutdown=True, now_ms=NOW)
-    reg = PartitionRegistration(replicas=(1, 2, 3), isr=(1, 3), leader=1, leader_epoch=3, partition_epoch=5)
+    reg = PartitionRegistration(partition_id=0, replicas=(1, 2, 3), isr=(1, 3), leader=1, leader_epoch=3, partition_epoch=5)
     p = Partition(TopicPartition("t", 0), topic_id="J8aAPcfLQt2bqs1JT_rMgQ", log=log, local_broker_id=1,
                   registration=reg, high_watermark=0, now_ms=NOW)
     p.append_records_to_leader(build_batch([(NOW, b"k", b"v%d" % i) for i in range(5)]), required_acks=1, now_ms=NOW)
@@ -49,7 +49,7 @@ def test_an_ineligible_caught_up_follower_is_not_proposed_and_an_eligible_one_is
 def _node(**flags: object) -> SimpleNamespace:
     reg = BrokerRegistration(2, "inc2", (("PLAINTEXT", "127.0.0.1", 9002),), None, (), epoch=40,
                              **{"fenced": False, **flags})
-    return SimpleNamespace(image=SimpleNamespace(brokers={2: reg}))
+    return SimpleNamespace(metadata=lambda: SimpleNamespace(brokers={2: reg}))
 
 
 @pytest.mark.parametrize(
@@ -63,5 +63,5 @@ def _node(**flags: object) -> SimpleNamespace:
     ],
 )
 def test_eligibility_from_the_metadata_image(flags: dict, fetch_epoch: int, eligible: bool) -> None:
-    assert _isr_eligible(_node(**flags), 2, fetch_epoch) is eligible  # type: ignore[arg-type]
-    assert _isr_eligible(_node(**flags), 7, fetch_epoch) is False  # a broker the image does not know
+    assert ReplicaManager._isr_eligible(_node(**flags), 2, fetch_epoch) is eligible  # type: ignore[arg-type]
+    assert ReplicaManager._isr_eligible(_node(**flags), 7, fetch_epoch) is False  # a broker the image does not know

@@ -55,7 +55,8 @@ def churning_node() -> Iterator[tuple[SimpleNamespace, asyncio.AbstractEventLoop
         partitions[_Tp("t", i)] = object()
     node = SimpleNamespace(log_manager=lm, replica_manager=SimpleNamespace(partitions=partitions, leader_partitions=list,
                                                                            isr_shrinks=0, isr_expands=0, bytes_out={}),
-                           server=SimpleNamespace(connections=set()))
+                           server=SimpleNamespace(connections=set()), replica_fetchers=None, assignments=None,
+                           quorum_controller=None)
     stop = asyncio.Event()
 
     async def churn() -> None:

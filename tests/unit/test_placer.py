@@ -22,8 +22,6 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from kavka.config import ConfigError, build_config
-from kavka.controller import records as mr
-from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.placement import (
     BUILT_IN,
     ClusterView,
@@ -40,6 +38,9 @@ from kavka.controller.placement import (
 )
 from kavka.controller.replication_control import ReplicationControlManager
 from kavka.controller.results import NewTopic
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
 
 PLACERS = sorted(BUILT_IN)
 

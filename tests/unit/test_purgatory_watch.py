@@ -26,15 +26,15 @@ def test_wait_for_data_returns_at_a_change_or_its_timeout_and_unregisters() -> N
         rm, a, b, _pa, _pb = _manager()
         waiter = asyncio.ensure_future(rm.wait_for_data([a, b], 30))
         await asyncio.sleep(0)  # registered
-        assert a in rm._hw_watchers and b in rm._hw_watchers
-        rm._on_partition_change(a)
+        assert a in rm.purgatory.visible_watchers and b in rm.purgatory.visible_watchers
+        rm.purgatory.visible_change(a)
         await asyncio.wait_for(waiter, 5)  # at once, not after 30 s
-        assert not rm._hw_watchers  # gone from b too
+        assert not rm.purgatory.visible_watchers  # gone from b too
 
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         await rm.wait_for_data([a], 0.05, follower=True)  # nothing happens: times out quietly
-        assert loop.time() - t0 >= 0.04 and not rm._append_watchers
+        assert loop.time() - t0 >= 0.04 and not rm.purgatory.append_watchers
 
     asyncio.run(run())
 
@@ -74,19 +74,19 @@ def test_acks_future_answers_at_the_change_that_completes_it() -> None:
         rm, a, b, pa, pb = _manager()
         fut = rm.acks_future([(a, 5), (b, 3)], 30, lambda out: sorted((tp.partition, e) for tp, e in out.items())).future
         pa.high_watermark = 5
-        rm._on_partition_change(a)
+        rm.purgatory.visible_change(a)
         assert not fut.done()  # b still waits
         pb.high_watermark = 2
-        rm._on_partition_change(b)
+        rm.purgatory.visible_change(b)
         assert not fut.done()  # not far enough: registered again
         pb.high_watermark = 3
-        rm._on_partition_change(b)
+        rm.purgatory.visible_change(b)
         assert fut.done() and fut.result() == [(0, ErrorCode.none), (1, ErrorCode.none)]
-        assert not rm._hw_watchers  # nothing left registered
+        assert not rm.purgatory.visible_watchers  # nothing left registered
 
         lost = rm.acks_future([(a, 9)], 30, dict).future
         pa.leader = False
-        rm._on_partition_change(a)
+        rm.purgatory.visible_change(a)
         assert (await lost) == {a: ErrorCode.not_leader_or_follower}
 
     asyncio.run(run())
@@ -98,12 +98,12 @@ def test_acks_future_times_out_and_a_cancel_unregisters() -> None:
     async def run() -> None:
         rm, a, b, _pa, _pb = _manager()
         assert (await rm.wait_for_acks([(a, 1), (b, 1)], 0.05)) == {a: ErrorCode.request_timed_out, b: ErrorCode.request_timed_out}
-        assert not rm._hw_watchers
+        assert not rm.purgatory.visible_watchers
         fut = rm.acks_future([(a, 1)], 30, dict).future
-        assert a in rm._hw_watchers
+        assert a in rm.purgatory.visible_watchers
         fut.cancel()  # the producer's connection closed
         await asyncio.sleep(0)
-        assert not rm._hw_watchers
+        assert not rm.purgatory.visible_watchers
 
     asyncio.run(run())
 
@@ -115,7 +115,7 @@ def test_on_change_runs_once_and_leaves_the_other_partitions() -> None:
         rm.on_change([a, b], lambda: calls.append(1), follower=True)
         rm.notify_append(a)
         rm.notify_append(b)
-        assert calls == [1] and not rm._append_watchers
+        assert calls == [1] and not rm.purgatory.append_watchers
 
     asyncio.run(run())
 
@@ -151,9 +151,9 @@ def test_a_completed_acks_all_wait_calls_its_listener_at_once_and_leaves_no_cycl
         d.listen(lambda: heard.append(d.future.result()))
         before = len(heard)
         pa.high_watermark = pb.high_watermark = 1
-        rm._on_partition_change(a)
+        rm.purgatory.visible_change(a)
         assert len(heard) == before
-        rm._on_partition_change(b)
+        rm.purgatory.visible_change(b)
         assert heard[before:] == [{a: ErrorCode.none, b: ErrorCode.none}]  # in the callback, not a later turn
         timed_out = rm.acks_future([(a, 5)], 0.001, dict)
         await timed_out.future
@@ -161,24 +161,24 @@ def test_a_completed_acks_all_wait_calls_its_listener_at_once_and_leaves_no_cycl
         cancelled.future.cancel()
 
     assert _cyclic_garbage_of(one) == 0
-    assert len(heard) == 2 and not rm._hw_watchers
+    assert len(heard) == 2 and not rm.purgatory.visible_watchers
 
 
 def test_a_parked_fetch_leaves_no_cycle() -> None:
-    from kavka.broker.handlers.fetch import _DelayedFetch
+    from kavka.replication.purgatory import DelayedFetch
 
     rm, a, _b, _pa, _pb = _manager()
 
     async def one() -> None:
         ready = iter([0, 1])  # bytes each read finds
-        woken = _DelayedFetch(rm, [a], True, 30, lambda: (None, next(ready), False), 1, lambda r: "answer")
+        woken = DelayedFetch(rm.purgatory, [a], True, 30, lambda: (None, next(ready), False), 1, lambda r: "answer")
         rm.notify_append(a)  # 0 bytes: registered again
-        assert not woken.future.done() and a in rm._append_watchers
+        assert not woken.future.done() and a in rm.purgatory.append_watchers
         rm.notify_append(a)  # enough
         assert woken.future.result() == "answer"
-        expired = _DelayedFetch(rm, [a], False, 0.001, lambda: (None, 0, False), 1, lambda r: "late")
+        expired = DelayedFetch(rm.purgatory, [a], False, 0.001, lambda: (None, 0, False), 1, lambda r: "late")
         assert (await expired.future) == "late"
-        _DelayedFetch(rm, [a], False, 30, lambda: (None, 0, False), 1, lambda r: r).future.cancel()
+        DelayedFetch(rm.purgatory, [a], False, 30, lambda: (None, 0, False), 1, lambda r: r).future.cancel()
 
     assert _cyclic_garbage_of(one) == 0
-    assert not rm._hw_watchers and not rm._append_watchers
+    assert not rm.purgatory.visible_watchers and not rm.purgatory.append_watchers

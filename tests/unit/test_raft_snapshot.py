@@ -12,11 +12,13 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kavka.config import build_config
-from kavka.controller import records as mr
-from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.quorum_controller import QuorumController
 from kavka.controller.results import NewTopic
-from kavka.controller.snapshot import image_records
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
+from kavka.metadata.loader import MetadataLoader
+from kavka.metadata.snapshot import image_records
 from kavka.protocol.records import decode_batch, iter_batches
 from kavka.raft import snapshot as snapshots
 from kavka.raft.api import SnapshotId
@@ -128,7 +130,12 @@ def _controller(log: MemoryLog, **props: str) -> tuple[RaftClient, QuorumControl
         random.Random(1),
         now_ms=0,
     )
-    return raft, QuorumController(config, raft, timeout_s=5)
+    loader = MetadataLoader(
+        raft,
+        snapshot_bytes=int(config["metadata.log.max.record.bytes.between.snapshots"]),
+        snapshot_interval_ms=int(config["metadata.log.max.snapshot.interval.ms"]),
+    )
+    return raft, QuorumController(config, raft, loader, timeout_s=5)
 
 
 async def _drive(raft: RaftClient, qc: QuorumController, stop: asyncio.Event) -> None:
@@ -138,6 +145,7 @@ async def _drive(raft: RaftClient, qc: QuorumController, stop: asyncio.Event) ->
         if raft.poll(now).flush_needed:
             raft.log.flush()
             raft.poll(now)
+        qc.loader.after_poll()
         qc.after_poll()
         await asyncio.sleep(0.001)
 
@@ -173,7 +181,7 @@ def test_controller_snapshots_every_n_bytes_and_a_restart_loads_it(caplog: pytes
     # A restart: a fresh raft client and controller over the same (crashed) log.
     log.crash()
     raft2, qc2 = _controller(log, **{"metadata.log.max.record.bytes.between.snapshots": "2000"})
-    with caplog.at_level(logging.INFO, logger="kavka.controller"):
+    with caplog.at_level(logging.INFO, logger="kavka.metadata"):
         asyncio.run(_run_with(raft2, qc2, lambda: asyncio.sleep(0)))
     name = snapshots.file_name(latest)[: -len(".checkpoint")]
     assert any(f"loaded metadata snapshot {name} (" in r.getMessage() for r in caplog.records)
@@ -213,6 +221,7 @@ def test_a_caller_cancelled_mid_commit_keeps_the_lock_until_its_records_commit()
                     if raft.poll(now).flush_needed:
                         raft.log.flush()
                         raft.poll(now)
+                    qc.loader.after_poll()
                     qc.after_poll()
                 await asyncio.sleep(0.001)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kavka.config import RACK_AWARE_REPLICA_SELECTOR, ConfigError, build_config, informational_keys
-from kavka.controller.image import BrokerRegistration
+from kavka.metadata.image import BrokerRegistration
 from kavka.protocol.records import build_batch
 from kavka.replication.partition import Partition, TopicPartition
 from kavka.replication.replica_selector import (
@@ -25,8 +25,8 @@ from kavka.replication.replica_selector import (
     replica_selector,
 )
 from kavka.replication.replica_state import PartitionRegistration
-from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 
 NOW = 1_700_000_000_000
 TP = TopicPartition("t", 0)
@@ -101,7 +101,7 @@ def brokers(changes: dict[int, dict[str, bool]] | None = None) -> dict[int, Brok
 def leader(tmp_path: Path, *, isr: tuple[int, ...] = (1, 2, 3, 4), records: int = 10) -> Partition:
     log = Log.open(tmp_path / "t-0", LogConfig(), topic_id="J8aAPcfLQt2bqs1JT_rMgQ", recovery_point=0,
                    log_start_offset=0, clean_shutdown=True, now_ms=NOW)
-    reg = PartitionRegistration(replicas=(1, 2, 3, 4), isr=isr, leader=1, leader_epoch=3, partition_epoch=5)
+    reg = PartitionRegistration(partition_id=0, replicas=(1, 2, 3, 4), isr=isr, leader=1, leader_epoch=3, partition_epoch=5)
     p = Partition(TP, topic_id="J8aAPcfLQt2bqs1JT_rMgQ", log=log, local_broker_id=1, registration=reg,
                   high_watermark=0, now_ms=NOW)
     p.append_records_to_leader(build_batch([(NOW, b"k", b"v%d" % i) for i in range(records)]), required_acks=1,
@@ -160,7 +160,7 @@ def test_followers_outside_the_isr_or_on_unusable_brokers_are_not_chosen(tmp_pat
 def test_a_follower_replica_redirects_nobody(tmp_path: Path) -> None:
     p = leader(tmp_path)
     fetched(p, 2, 10)
-    p.apply_registration(PartitionRegistration((1, 2, 3, 4), (1, 2, 3, 4), 2, 4, 6), now_ms=NOW)
+    p.apply_registration(PartitionRegistration(0, (1, 2, 3, 4), (1, 2, 3, 4), 2, 4, 6), now_ms=NOW)
     assert not p.is_leader
     assert pick(p, "b", 0) == NO_PREFERRED_REPLICA
 
@@ -168,8 +168,8 @@ def test_a_follower_replica_redirects_nobody(tmp_path: Path) -> None:
 def test_a_new_leadership_forgets_follower_positions(tmp_path: Path) -> None:
     p = leader(tmp_path)
     fetched(p, 2, 10)
-    p.apply_registration(PartitionRegistration((1, 2, 3, 4), (1, 2, 3, 4), 2, 4, 6), now_ms=NOW)
-    p.apply_registration(PartitionRegistration((1, 2, 3, 4), (1, 2, 3, 4), 1, 5, 7), now_ms=NOW)
+    p.apply_registration(PartitionRegistration(0, (1, 2, 3, 4), (1, 2, 3, 4), 2, 4, 6), now_ms=NOW)
+    p.apply_registration(PartitionRegistration(0, (1, 2, 3, 4), (1, 2, 3, 4), 1, 5, 7), now_ms=NOW)
     assert pick(p, "b", 0) == NO_PREFERRED_REPLICA  # 2 has not fetched from this leadership yet
     fetched(p, 2, 10)
     assert pick(p, "b", 0) == 2

@@ -41,16 +41,16 @@ from kio.schema.errors import ErrorCode
 
 from kavka.config import build_config
 from kavka.controller import partition_change as pc
-from kavka.controller import records as mr
-from kavka.controller.image import (
+from kavka.controller.replication_control import ReplicationControlManager
+from kavka.metadata import records as mr
+from kavka.metadata.image import (
     BrokerRegistration,
     MetadataImage,
     TopicImage,
 )
-from kavka.controller.image import (
+from kavka.metadata.image import (
     PartitionRegistration as ImagePartition,
 )
-from kavka.controller.replication_control import ReplicationControlManager
 from kavka.replication.replica_state import (
     NO_LEADER,
     DivergingEpoch,
@@ -315,7 +315,7 @@ class Controller:
         # (as after a broker's return), so most seeds move leadership back under faults.
         leader = sim.rng.choice(BROKERS) if sim.elections else BROKERS[0]
         self.reg = PartitionRegistration(
-            replicas=BROKERS, isr=BROKERS, leader=leader, leader_epoch=0, partition_epoch=0
+            partition_id=0, replicas=BROKERS, isr=BROKERS, leader=leader, leader_epoch=0, partition_epoch=0
         )
         self.last_heartbeat = {b: 0 for b in BROKERS}
         self.incarnation = {b: 0 for b in BROKERS}

@@ -13,8 +13,8 @@ from pathlib import Path
 from kavka.protocol import compression
 from kavka.protocol.records import build_batch, decode_batch, iter_batches
 from kavka.storage.cleaner import maybe_clean
-from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 
 NOW = 1_700_000_000_000
 DAY = 86_400_000
@@ -282,7 +282,7 @@ def test_the_offset_map_reads_only_the_dirty_section(tmp_path: Path, monkeypatch
 
 
 def test_a_crash_in_the_middle_of_a_group_swap_is_completed_on_open(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    import kavka.storage.log as log_module
+    import kavka.storage.local_log as log_module
 
     rng = random.Random(9)
     cfg = config()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from kavka.protocol.records import build_batch, iter_batches
 from kavka.storage.cleaner import CleanerConfig, maybe_clean
-from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 
 NOW = 1_700_000_000_000
 MIB = 1 << 20

@@ -46,7 +46,7 @@ def _append(lm: LogManager, topic: str, n: int) -> None:
 
 
 def test_a_flush_pass_fsyncs_on_a_worker_while_the_loop_keeps_appending(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    from kavka.storage import log as log_module
+    from kavka.storage import local_log as log_module
 
     lm = _manager(tmp_path)
     _append(lm, "a", 20)

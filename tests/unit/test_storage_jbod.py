@@ -12,9 +12,9 @@ import pytest
 from kavka.protocol.records import build_batch, iter_records
 from kavka.storage.errors import KafkaStorageError, LogDirNotFoundError
 from kavka.storage.faults import FAULTS
-from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
 from kavka.storage.log_manager import DirStats, LogManager, select_log_dir
+from kavka.storage.unified_log import Log
 
 NOW = 1_700_000_000_000
 TID = "J8aAPcfLQt2bqs1JT_rMgQ"
@@ -336,7 +336,7 @@ def test_partition_answers_kafka_storage_error_and_reports_the_dir_once(tmp_path
         lm.handle_io_error(log.dir, exc)
 
     p = Partition(TopicPartition("t", 0), topic_id=TID, log=lg, local_broker_id=1,
-                  registration=PartitionRegistration((1,), (1,), 1, 0, 0), high_watermark=0, now_ms=NOW,
+                  registration=PartitionRegistration(0, (1,), (1,), 1, 0, 0), high_watermark=0, now_ms=NOW,
                   on_storage_error=on_storage_error)
     p.append_records_to_leader(records(3), required_acks=-1, now_ms=NOW)
     assert len(p.read_records(0, max_bytes=1 << 20, max_offset=3, min_one_message=True).records) > 0

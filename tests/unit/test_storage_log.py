@@ -19,8 +19,9 @@ from kavka.protocol.records import (
     iter_records,
 )
 from kavka.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
-from kavka.storage.log import Log, parse_partition_dir_name, parse_special_dir_name
+from kavka.storage.local_log import parse_partition_dir_name, parse_special_dir_name
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 
 NOW = 1_700_000_000_000
 TOPIC_ID = "J8aAPcfLQt2bqs1JT_rMgQ"

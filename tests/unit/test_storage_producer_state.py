@@ -4,8 +4,8 @@ import pytest
 
 from kavka.protocol.records import build_batch
 from kavka.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
-from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 
 
 def _batch(pid, epoch, seq, n=2, tag=b"v"):

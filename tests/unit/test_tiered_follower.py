@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from kavka.protocol.records import build_batch
-from kavka.storage.log import Log
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 from kavka.tiered.api import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -33,7 +33,7 @@ from kavka.tiered.follower import (
     parse_leader_epoch_checkpoint,
 )
 from kavka.tiered.metadata import RemoteLogMetadataCache, RemoteLogSegmentMetadataUpdate
-from kavka.tiered.rlm import _stage_segment
+from kavka.tiered.remote_log_manager import _stage_segment
 
 NOW = 1_700_000_000_000
 PID = 4242

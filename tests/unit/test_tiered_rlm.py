@@ -23,7 +23,7 @@ from kavka.tiered.metadata import (
     decode_event,
     encode_event,
 )
-from kavka.tiered.remote_log_manager import (
+from kavka.tiered.remote_log_rules import (
     LocalSegmentView,
     TieredTopicConfig,
     local_segments_to_delete,
@@ -278,7 +278,7 @@ def lineage_md(start: int, end: int, epochs: dict[int, int]) -> RemoteLogSegment
 
 
 def test_a_segment_copied_past_an_unclean_elections_divergence_is_off_the_lineage() -> None:
-    from kavka.tiered.remote_log_manager import unreferenced_segments, within_leader_epochs
+    from kavka.tiered.remote_log_rules import unreferenced_segments, within_leader_epochs
 
     # The old leader (epoch 1) copied [0, 49] and [50, 99]; the new leader was elected uncleanly
     # with only [0, 49] of epoch 1: its lineage is epoch 1 from 0, epoch 2 from 50.
@@ -304,7 +304,7 @@ def test_a_segment_copied_past_an_unclean_elections_divergence_is_off_the_lineag
 
 
 def test_an_older_leaders_overlapping_segment_stays_valid_after_the_log_start_moves() -> None:
-    from kavka.tiered.remote_log_manager import within_leader_epochs
+    from kavka.tiered.remote_log_rules import within_leader_epochs
 
     # Kafka's example: the cache was {5: 10, 7: 15, 9: 100}; segment 2 (from a later leader)
     # overlaps segment 1; once segment 1 is deleted the log start is 51 and the cache starts there.

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from kio.schema.errors import ErrorCode
 
 from kavka.controller import directories
-from kavka.controller.image import MetadataImage
+from kavka.metadata.image import MetadataImage
 
 log = logging.getLogger("kavka.broker")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kavka.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigDef, ConfigSource
-from kavka.controller.image import MetadataImage
+from kavka.metadata.image import MetadataImage
 from kavka.storage.log_config import LogConfig
 
 

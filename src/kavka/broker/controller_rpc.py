@@ -68,7 +68,6 @@ from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 from kavka.broker.handlers import configs, elect_leaders, reassignments, topics
 from kavka.broker.handlers.placement import placement_response
 from kavka.client.async_channel import AsyncChannel
-from kavka.controller.image import MetadataImage, TopicImage
 from kavka.controller.quorum_controller import (
     UNAVAILABLE,
     HeartbeatReply,
@@ -85,6 +84,8 @@ from kavka.controller.results import (
     ReassignmentResult,
     TopicElections,
 )
+from kavka.metadata.image import MetadataImage, TopicImage
+from kavka.metadata.loader import MetadataLoader
 from kavka.protocol import kavka_schema as ks
 from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.raft import codec
@@ -370,7 +371,8 @@ class ControllerClient:
 
     def __init__(
         self,
-        controller: QuorumController,
+        controller: QuorumController | None,
+        loader: MetadataLoader,
         raft: RaftClient,
         *,
         node_id: int,
@@ -379,7 +381,8 @@ class ControllerClient:
         timeout_s: float = 30.0,
         propagation_timeout_s: float = 5.0,
     ) -> None:
-        self.qc = controller
+        self.qc: Any = controller  # None on a broker-only node: it is never the raft leader
+        self.loader = loader
         self.raft = raft
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -390,7 +393,7 @@ class ControllerClient:
 
     @property
     def image(self) -> MetadataImage:
-        return self.qc.image
+        return self.loader.image
 
     def close(self) -> None:
         for ch in self._channels.values():
@@ -437,11 +440,11 @@ class ControllerClient:
                 raise NotControllerError(f"no active controller answered in {timeout_s:.1f}s ({last!r})")
             # Wait for a (new) leader, or back off briefly before asking again.
             before = self.raft.leader_and_epoch()
-            await self.qc.wait_for(lambda b=before: self.raft.leader_and_epoch() != b, min(left, 0.2))
+            await self.loader.wait_for(lambda b=before: self.raft.leader_and_epoch() != b, min(left, 0.2))
 
     async def _await_image(self, condition: Callable[[MetadataImage], bool]) -> None:
         """Bounded wait until this node's image shows a change the controller committed."""
-        await self.qc.wait_for(lambda: condition(self.qc.image), self.propagation_timeout_s)
+        await self.loader.wait_for(lambda: condition(self.loader.image), self.propagation_timeout_s)
 
     @staticmethod
     def _not_controller(codes: Sequence[int]) -> bool:
@@ -632,7 +635,7 @@ class ControllerClient:
     ) -> list[TopicElections]:
         """ElectLeaders on the active controller; once it answers, waits (bounded) until this node's
         image shows every election it made, so Metadata from this node names the new leaders."""
-        before = self.qc.image
+        before = self.loader.image
 
         async def local() -> Any:
             return await self.qc.elect_leaders(election_type, topic_partitions)

@@ -85,13 +85,13 @@ def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
 
 
 def _mismatching_dir_assignments(node: BrokerNode) -> int:
-    assignments = getattr(node, "assignments", None)
+    assignments = node.assignments
     return len(assignments.pending()) if assignments is not None else 0
 
 
 def _preferred_replica_imbalance(node: BrokerNode) -> int:
     """Partitions not led by their preferred (first) replica, counted by the active controller only."""
-    qc = getattr(node, "quorum_controller", None)
+    qc = node.quorum_controller
     if qc is None or not qc.is_active:
         return -1
     return sum(
@@ -101,7 +101,7 @@ def _preferred_replica_imbalance(node: BrokerNode) -> int:
 
 def _offline_partitions(node: BrokerNode) -> int:
     """Partitions without a leader, counted by the active controller only (-1 elsewhere)."""
-    qc = getattr(node, "quorum_controller", None)
+    qc = node.quorum_controller
     if qc is None or not qc.is_active:
         return -1
     return sum(1 for t in qc.image.topics_by_id.values() for r in t.partitions.values() if r.leader < 0)

@@ -12,9 +12,14 @@ accepting, drain in-flight responses, stop background tasks, stop the raft
 driver, checkpoint high watermarks, close logs cleanly (writing the
 clean-shutdown marker), close the metadata log.
 
-Every metadata change (admin requests, auto-creation, `__consumer_offsets`,
-producer id blocks, registration) goes through `QuorumController`, whose
-operations complete when the raft high watermark passes their records.
+Every node reads the metadata log through its MetadataLoader (kavka.metadata.loader): committed
+records become the node's MetadataImage (`image`), published after each raft poll to this node's
+publisher (broker.metadata_publisher: local replicas, the group coordinator, tiered storage, throttles and
+configs follow it). Every metadata change (admin requests, auto-creation, `__consumer_offsets`,
+producer id blocks, registration) goes to the active controller through `controller` (a
+ControllerClient: local on the active controller, an RPC elsewhere); a `QuorumController` exists
+only where `process.roles` has `controller`, and its operations complete when the loader has
+applied their committed records.
 
 Group coordination (coordinator.manager) is opened after the partitions, so
 it can replay `__consumer_offsets`, and stopped before the logs close.
@@ -37,10 +42,8 @@ shuts down with exit code 1 (`fatal_error`).
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
-import functools
 import logging
 import random
 import time
@@ -54,18 +57,18 @@ from kavka.broker.assignments import Assignment, AssignmentsManager
 from kavka.broker.config_resolver import ConfigResolver
 from kavka.broker.controller_rpc import RPCS, ControllerApis, ControllerClient
 from kavka.broker.lifecycle import BrokerLifecycle
+from kavka.broker.metadata_publisher import BrokerMetadataPublisher
 from kavka.broker.raft_driver import RaftDriver
 from kavka.broker.storage_io import StorageIoManager
-from kavka.common import ConfigResourceType, DirectoryId
 from kavka.config import BrokerConfig, ConfigError, parse_voters
-from kavka.controller import directories
-from kavka.controller.image import MetadataDelta, MetadataImage
 from kavka.controller.quorum_controller import QuorumController
 from kavka.controller.results import NewTopic
 from kavka.coordinator.consumer_group import ConsumerGroupConfig
 from kavka.coordinator.group import GroupConfig
 from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
+from kavka.metadata.image import MetadataImage
+from kavka.metadata.loader import MetadataLoader
 from kavka.raft.client import RaftClient, RaftConfig
 from kavka.raft.file_log import FileReplicatedLog, NoSnapshotError
 from kavka.raft.state import FileQuorumStateStore
@@ -74,7 +77,7 @@ from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
 from kavka.replication.quota import ReplicationQuotas
 from kavka.replication.replica_manager import ReplicaManager
-from kavka.replication.replica_state import PartitionRegistration as ReplicaRegistration
+from kavka.replication.replica_selector import replica_selector
 from kavka.storage.cleaner import CleanerConfig
 from kavka.storage.faults import FAULTS
 from kavka.storage.log_manager import LogManager
@@ -153,11 +156,15 @@ class BrokerNode:
         FAULTS.configure(self.faults.disk_fault_file)
         self.cluster_id, self.dir_ids, self.failed_dirs = check_log_dirs(config)
         self._tasks: list[asyncio.Task[None]] = []
-        self._publish_queue: collections.deque[Callable[[], None]] = collections.deque()
-        self._publisher: asyncio.Task[None] | None = None
         self.storage_io = StorageIoManager(threads=self.config["background.threads"])
-        self.server = None  # set by start()
+        # The parts a node may run without, declared here: None until (or unless) built.
+        self.server = None  # set by start() on a broker
         self.metrics: Any = None  # a MetricsServer when metrics.prometheus.port >= 0
+        self.quorum_controller: QuorumController | None = None  # where process.roles has controller
+        self.lifecycle: BrokerLifecycle | None = None  # a broker, once registered
+        self.groups: GroupCoordinatorManager | None = None  # a broker, once the metadata log is replayed
+        self.remote_log_manager: Any = None  # a broker with remote.log.storage.system.enable=true
+        self.assignments: AssignmentsManager | None = None  # a broker, once registered
         self.bound_ports: list[int] = []
         self._stopping = False
         self.fatal_error: str | None = None
@@ -192,7 +199,21 @@ class BrokerNode:
                 f"{self.log_manager.offline_dirs[self.config.metadata_log_dir]}"
             )
         self._open_raft()
-        self.replica_manager = ReplicaManager(node_id=self.node_id, log_manager=self.log_manager, now_ms=self.now_ms)
+        self.replica_manager = ReplicaManager(
+            node_id=self.node_id,
+            log_manager=self.log_manager,
+            now_ms=self.now_ms,
+            fetch_max_bytes=self.config["fetch.max.bytes"],
+            replica_selector=replica_selector(self.config["replica.selector.class"]),
+        )
+        self.replica_manager.metadata = lambda: self.image
+        self.publisher = BrokerMetadataPublisher(
+            node_id=self.node_id,
+            replica_manager=self.replica_manager,
+            log_manager=self.log_manager,
+            resolver=self.resolver,
+            online_dir_ids=self._online_dir_ids,
+        )
         self._open_replication()
         threads = self.config["num.replica.alter.log.dirs.threads"] or len(self.config.log_dirs)
         self.log_dir_movers = ReplicaAlterLogDirsManager(
@@ -204,14 +225,24 @@ class BrokerNode:
             crash_point=self.faults.crash_point_hook(),
             offload=self.storage_io.run,
         )
-        self.quorum_controller = QuorumController(
-            self.config,
+        # The metadata plane, on every node: committed records -> the image -> the publishers.
+        self.metadata_loader = MetadataLoader(
             self.raft,
+            snapshot_bytes=int(self.config["metadata.log.max.record.bytes.between.snapshots"]),
+            snapshot_interval_ms=int(self.config["metadata.log.max.snapshot.interval.ms"]),
             clock=self.clock,
-            wakeup=lambda: self.raft_driver.wakeup(),
             write_snapshot=lambda *a: self.raft_driver.write_snapshot(*a),
         )
-        self.quorum_controller.add_listener(self._on_metadata)
+        self.metadata_loader.add_publisher(self.publisher.publish)
+        # The controller, only where process.roles has it.
+        if self.is_controller:
+            self.quorum_controller = QuorumController(
+                self.config,
+                self.raft,
+                self.metadata_loader,
+                clock=self.clock,
+                wakeup=lambda: self.raft_driver.wakeup(),
+            )
         ctl = self._controller_listener()
         self.raft_driver = RaftDriver(
             self.raft,
@@ -219,20 +250,26 @@ class BrokerNode:
             port=ctl.port if ctl else 0,
             peers={v: a for v, a in self.voters.items() if v != self.node_id},
             listen=ctl is not None and self.is_controller,
-            after_poll=self.quorum_controller.after_poll,
+            after_poll=self._after_raft_poll,
             # A broker-only node is an observer of the quorum: it answers no controller requests.
-            controller_apis=ControllerApis(self.quorum_controller, cluster_id=self.cluster_id) if self.is_controller else None,
+            controller_apis=ControllerApis(self.quorum_controller, cluster_id=self.cluster_id) if self.quorum_controller else None,
             rpc_schemas=RPCS,
         )
         # What every handler calls: local on the active controller, an RPC to it elsewhere.
         self.controller = ControllerClient(
             self.quorum_controller,
+            self.metadata_loader,
             self.raft,
             node_id=self.node_id,
             cluster_id=self.cluster_id,
             voters=self.voters,
         )
         self._opened_at = started
+
+    def _after_raft_poll(self) -> None:
+        self.metadata_loader.after_poll()  # publish first: the controller's waiters read the image
+        if self.quorum_controller is not None:
+            self.quorum_controller.after_poll()
 
     def _open_replication(self) -> None:
         """Replica fetchers and the AlterPartition path (the ReplicaManager's collaborators)."""
@@ -259,20 +296,21 @@ class BrokerNode:
             self.node_id, samples=c["replication.quota.window.num"], window_s=c["replication.quota.window.size.seconds"]
         )
         self.replica_fetchers.quotas = self.replication_quotas
+        rm.replication_quotas = self.publisher.replication_quotas = self.replication_quotas
         self.replica_fetchers.image = lambda: self.image
-        # Static values now; dynamic ones come with the metadata log (_on_metadata).
-        self._apply_replication_throttles(MetadataImage())
+        # Static values now; dynamic ones come with the metadata log (BrokerMetadataPublisher).
+        self.publisher.apply_replication_throttles(MetadataImage())
 
         async def send(items: list[Any]) -> Any:
             return await self.controller.alter_partition(
                 broker_id=self.node_id, broker_epoch=self._broker_epoch(), items=items, timeout_s=c["replica.lag.time.max.ms"] / 1000
             )
 
-        rm.send_alter_partition = send
-        rm.broker_epochs = lambda: {b: r.epoch for b, r in self.image.brokers.items()}
+        rm.alter_partition.send = send
+        rm.alter_partition.broker_epochs = lambda: {b: r.epoch for b, r in self.image.brokers.items()}
 
     def _broker_epoch(self) -> int:
-        lifecycle: BrokerLifecycle | None = getattr(self, "lifecycle", None)
+        lifecycle = self.lifecycle
         return lifecycle.epoch if lifecycle is not None else -1
 
     def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
@@ -332,8 +370,8 @@ class BrokerNode:
         """Start the raft driver; return when the metadata log is replayed (or raise StartupError)."""
         await self.raft_driver.start()
         self.raft_driver.task.add_done_callback(self._on_raft_stopped)
-        ready = await self.quorum_controller.wait_for(self.raft.metadata_ready, 60.0)
-        await self._published()
+        ready = await self.metadata_loader.wait_for(self.raft.metadata_ready, 60.0)
+        await self.publisher.published()
         if not ready:
             raise StartupError(
                 f"the metadata quorum did not elect a leader in 60s (controller.quorum.voters): "
@@ -341,7 +379,7 @@ class BrokerNode:
             )
         log.info(
             "metadata log replayed up to offset %d (raft %s, epoch %d)",
-            self.quorum_controller.applied_offset,
+            self.metadata_loader.applied_offset,
             self.raft.state_name,
             self.raft.leader_and_epoch().epoch,
         )
@@ -350,6 +388,8 @@ class BrokerNode:
         if self.is_broker:
             self.groups = self._open_group_coordinator()
             self.remote_log_manager = self._open_remote_log_manager()
+            self.replica_manager.remote_log_manager = self.publisher.remote_log_manager = self.remote_log_manager
+            self.publisher.groups = self.groups
         log.info(
             "kavka node %d of cluster %s opened %d partitions in %.2fs",
             self.node_id,
@@ -393,14 +433,14 @@ class BrokerNode:
         return groups
 
     def _open_remote_log_manager(self) -> Any:
-        """Tiered storage (KIP-405, kavka.tiered.rlm) when remote.log.storage.system.enable=true:
+        """Tiered storage (KIP-405, kavka.tiered.remote_log_manager) when remote.log.storage.system.enable=true:
         the RemoteStorageManager plugin loaded, __remote_log_metadata replayed. None otherwise."""
         if not self.config["remote.log.storage.system.enable"]:
             return None
         from kavka.protocol.messages import uuid_to_str
         from kavka.tiered.backends import PluginLoadError, load_remote_storage_manager
         from kavka.tiered.metadata import REMOTE_LOG_METADATA_TOPIC
-        from kavka.tiered.rlm import RemoteLogManager, rsm_settings
+        from kavka.tiered.remote_log_manager import RemoteLogManager, rsm_settings
         from kavka.tiered.topic_metadata import TopicBasedRemoteLogMetadataManager
 
         c = self.config
@@ -544,7 +584,7 @@ class BrokerNode:
         rm: ReplicaManager | None = getattr(self, "replica_manager", None)
         if rm is not None:
             rm.mark_offline(lost)
-        lifecycle: BrokerLifecycle | None = getattr(self, "lifecycle", None)
+        lifecycle = self.lifecycle
         dir_id = self.dir_ids.get(d)
         if lifecycle is not None and dir_id is not None and d != self.config.metadata_log_dir:
             # KIP-858: the controller moves the leaderships of this dir's replicas away.
@@ -568,122 +608,7 @@ class BrokerNode:
 
     @property
     def image(self) -> MetadataImage:
-        return self.quorum_controller.image
-
-    # A delta touching more partitions than this is applied in slices of this size, the event
-    # loop turning between them: creating thousands of logs at once would stall the raft driver
-    # past controller.quorum.fetch.timeout.ms and cost the quorum its leader.
-    PUBLISH_SLICE = 200
-
-    def _on_metadata(self, delta: MetadataDelta, image: MetadataImage) -> None:
-        """Metadata publisher: make local replicas match the new image (in order, sliced when large)."""
-        rm = self.replica_manager
-        work: list[Callable[[], None]] = []
-        for topic in delta.deleted_topics.values():
-            for p in topic.partitions:
-                work.append(functools.partial(rm.remove_partition, TopicPartition(topic.name, p), delete=True))
-        touched_topics = {tid for tid, _ in delta.changed_partitions}
-        for tid in touched_topics:
-            t = image.topics_by_id.get(tid)
-            if t is None:
-                continue
-            cfg = self.resolver.log_config(image, t.name)
-            min_isr = self.resolver.topic(image, t.name, "min.insync.replicas").value
-            for pid, reg in t.partitions.items():
-                if (tid, pid) not in delta.changed_partitions:
-                    continue
-                tp = TopicPartition(t.name, pid)
-                if self.node_id in reg.replicas and self._assigned_to_missing_dir(tp, reg):
-                    continue
-                if self.node_id in reg.replicas:
-                    work.append(
-                        lambda tp=tp, tid=tid, reg=reg, cfg=cfg, min_isr=min_isr: rm.apply_partition(
-                            tp,
-                            topic_id=tid,
-                            registration=ReplicaRegistration(reg.replicas, reg.isr, reg.leader, reg.leader_epoch, reg.partition_epoch),
-                            config=cfg,
-                            min_insync_replicas=min_isr,
-                        )
-                    )
-                else:
-                    work.append(functools.partial(rm.remove_partition, tp, delete=True))
-        if any(image.topics_by_id.get(tid) is not None and image.topics_by_id[tid].name == OFFSETS_TOPIC for tid in touched_topics):
-            work.append(self._sync_coordinator)
-        if touched_topics and getattr(self, "remote_log_manager", None) is not None:
-            work.append(self.remote_log_manager.sync_leadership)
-        if delta.changed_configs and any(rt == ConfigResourceType.BROKER for rt, _ in delta.changed_configs):
-            self._apply_replication_throttles(image)
-        if delta.changed_configs:
-            broker_changed = any(rt == ConfigResourceType.BROKER for rt, _ in delta.changed_configs)
-            names = {name for rt, name in delta.changed_configs if rt == ConfigResourceType.TOPIC}
-
-            def configs() -> None:
-                for tp in list(rm.partitions):
-                    if broker_changed or tp.topic in names:
-                        rm.update_config(
-                            tp,
-                            self.resolver.log_config(self.image, tp.topic),
-                            self.resolver.topic(self.image, tp.topic, "min.insync.replicas").value,
-                        )
-
-            work.append(configs)
-        if delta.changed_partitions and getattr(self, "assignments", None) is not None:
-            work.append(self.assignments.maybe_kick)  # after the replicas are created
-        self._publish_queue.extend(work)
-        if self._publisher is None or self._publisher.done():
-            self._run_slice()  # small deltas are applied before this call returns
-            if self._publish_queue:
-                self._publisher = asyncio.get_running_loop().create_task(self._publish_rest(), name="publisher")
-
-    def _assigned_to_missing_dir(self, tp: TopicPartition, reg: Any) -> bool:
-        """KIP-858: the controller records this replica in a dir this broker does not have online
-        (it failed, or was unreadable at start) and the replica is nowhere else here. It stays
-        offline rather than being created empty in another dir: an empty copy that the controller
-        still counts as the last ISR member could be elected and lose every record."""
-        if self.log_manager.get_log(tp.topic, tp.partition) is not None:
-            return False  # the broker is the authority: AssignReplicasToDirs corrects the record
-        recorded = directories.directory_of(reg, self.node_id)
-        if recorded in DirectoryId.RESERVED or recorded in self._online_dir_ids():
-            return False
-        log.warning(
-            "%s-%d is assigned to log dir %s, which is not online on this broker: it stays offline "
-            "until that dir returns or the partition is reassigned",
-            tp.topic, tp.partition, recorded,
-        )
-        return True
-
-    def _apply_replication_throttles(self, image: MetadataImage) -> None:
-        quotas: ReplicationQuotas | None = getattr(self, "replication_quotas", None)
-        if quotas is None:
-            return
-        quotas.leader.set_bound(self.resolver.broker_value(image, "leader.replication.throttled.rate"))
-        quotas.follower.set_bound(self.resolver.broker_value(image, "follower.replication.throttled.rate"))
-
-    def _sync_coordinator(self) -> None:
-        """The group coordinator follows the leadership of `__consumer_offsets` partitions."""
-        groups: GroupCoordinatorManager | None = getattr(self, "groups", None)
-        if groups is not None:
-            groups.sync_leadership()
-
-    def _run_slice(self) -> None:
-        for _ in range(min(self.PUBLISH_SLICE, len(self._publish_queue))):
-            fn = self._publish_queue.popleft()
-            try:
-                fn()
-            except Exception:
-                log.exception("applying a metadata change failed")
-
-    async def _publish_rest(self) -> None:
-        started, total = time.monotonic(), len(self._publish_queue)
-        while self._publish_queue:
-            await asyncio.sleep(0)
-            self._run_slice()
-        log.info("applied a large metadata change (%d+ partition changes) in %.1fs", total, time.monotonic() - started)
-
-    async def _published(self) -> None:
-        """Return when every committed metadata change is applied to the local replicas."""
-        while self._publisher is not None and not self._publisher.done():
-            await asyncio.shield(self._publisher)
+        return self.metadata_loader.image
 
     async def start(self) -> None:
         from kavka.broker.apis import KafkaApis
@@ -693,8 +618,7 @@ class BrokerNode:
         await self._catch_up_metadata()
         if not self.is_broker:
             # process.roles=controller: a voter that serves only its controller listener.
-            self._every(min(250, self.config["broker.session.timeout.ms"] // 4), self.quorum_controller.fence_stale_brokers, "broker-sessions")
-            self._every(self._leader_balance_poll_ms(), self.quorum_controller.maybe_balance_leaders, "leader-balance")
+            self._start_controller_tasks()
             log.info("controller-only node: serving the metadata quorum on %s", self._controller_listener())
             return
         from kavka.broker.handlers.producer_ids import ProducerIdManager
@@ -738,12 +662,12 @@ class BrokerNode:
             if d in self.dir_ids and d != self.config.metadata_log_dir:
                 self.lifecycle.propagate_dir_failure(self.dir_ids[d])
         self.lifecycle.start()
-        self.assignments = self._assignments_manager()
+        self.assignments = self.publisher.assignments = self._assignments_manager()
         self.assignments.start()
         # Kafka's broker waits the same way: clients are told about it only once it is unfenced.
         if not await self.lifecycle.wait_unfenced(60.0):
             raise StartupError("the controller did not unfence this broker in 60s (see the heartbeat warnings above)")
-        await self._published()
+        await self.publisher.published()
         if self.config["metrics.prometheus.port"] >= 0:
             from kavka.broker.metrics import MetricsServer
 
@@ -762,19 +686,25 @@ class BrokerNode:
         self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
         self._every(min(c["log.flush.scheduler.interval.ms"], 1000), self._flush, "flush")
         self._every(c["producer.id.expiration.check.interval.ms"], self._expire_producer_ids, "producer-id-expiration")
-        # On the active controller: fence brokers whose heartbeats stopped (broker.session.timeout.ms).
-        self._every(min(250, c["broker.session.timeout.ms"] // 4), self.quorum_controller.fence_stale_brokers, "broker-sessions")
-        # On the active controller: preferred leaders back every leader.imbalance.check.interval.seconds.
-        self._every(self._leader_balance_poll_ms(), self.quorum_controller.maybe_balance_leaders, "leader-balance")
+        self._start_controller_tasks()
         self.log_dir_movers.start()
         self.replica_fetchers.start()
         # Kafka's isr-expiration task: followers not caught up for replica.lag.time.max.ms leave the ISR.
         lag_ms = c["replica.lag.time.max.ms"]
         self._every(max(lag_ms // 2, 10), lambda: self.replica_manager.shrink_isrs(replica_lag_time_max_ms=lag_ms), "isr-expiration")
-        if getattr(self, "remote_log_manager", None) is not None:
+        if self.remote_log_manager is not None:
             self.remote_log_manager.start()
         if c["log.cleaner.enable"]:
             self._every(c["log.cleaner.backoff.ms"], self._clean, "log-cleaner")
+
+    def _start_controller_tasks(self) -> None:
+        qc = self.quorum_controller
+        if qc is None:
+            return
+        # On the active controller: fence brokers whose heartbeats stopped (broker.session.timeout.ms).
+        self._every(min(250, self.config["broker.session.timeout.ms"] // 4), qc.fence_stale_brokers, "broker-sessions")
+        # On the active controller: preferred leaders back every leader.imbalance.check.interval.seconds.
+        self._every(self._leader_balance_poll_ms(), qc.maybe_balance_leaders, "leader-balance")
 
     def _leader_balance_poll_ms(self) -> int:
         """How often the controller is asked whether a leader imbalance check is due (it keeps the
@@ -821,8 +751,7 @@ class BrokerNode:
     # ------------------------------------------------------------------ stop
 
     async def _stop_tasks(self) -> None:
-        if self._publisher is not None:
-            self._publisher.cancel()  # the rest is applied again from the log at the next start
+        self.publisher.stop()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -830,7 +759,8 @@ class BrokerNode:
                 await t
 
     async def _stop_quorum(self) -> None:
-        self.quorum_controller.fail_pending("this node is shutting down")
+        if self.quorum_controller is not None:
+            self.quorum_controller.fail_pending("this node is shutting down")
         await self.raft_driver.stop()
 
     async def stop(self) -> None:
@@ -838,7 +768,7 @@ class BrokerNode:
             return
         self._stopping = True
         log.info("shutting down")
-        lifecycle: BrokerLifecycle | None = getattr(self, "lifecycle", None)
+        lifecycle = self.lifecycle
         if lifecycle is not None:
             if self.fatal_error is None:
                 # Kafka's controlled shutdown: leaderships move away while clients can still ask.
@@ -851,7 +781,7 @@ class BrokerNode:
                 )
             await lifecycle.stop()
         steps: list[tuple[str, Callable[[], Any]]] = []
-        if getattr(self, "assignments", None) is not None:
+        if self.assignments is not None:
             steps.append(("assignments manager", self.assignments.stop))
         if self.server is not None:
             steps.append(("client connections", self.server.close))
@@ -861,9 +791,9 @@ class BrokerNode:
             steps.append(("replica fetchers", self.replica_fetchers.stop))
         if hasattr(self, "log_dir_movers"):
             steps.append(("log dir movers", self.log_dir_movers.stop))
-        if hasattr(self, "groups"):
+        if self.groups is not None:
             steps.append(("group coordinator", self.groups.stop))
-        if getattr(self, "remote_log_manager", None) is not None:
+        if self.remote_log_manager is not None:
             steps.append(("remote log manager", self.remote_log_manager.stop))
         steps.append(("background tasks", self._stop_tasks))
         steps.append(("storage io", self.storage_io.stop))  # jobs in flight finish before the logs close

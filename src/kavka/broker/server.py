@@ -54,7 +54,6 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.delayed import Delayed
 from kavka.protocol import api, fetch_wire, legacy, versions
 from kavka.protocol.framing import (
     FrameDecoder,
@@ -67,6 +66,7 @@ from kavka.protocol.framing import (
     response_prefix,
 )
 from kavka.protocol.splice import encode_spliced
+from kavka.replication.purgatory import Delayed
 
 log = logging.getLogger("kavka.server")
 
@@ -231,7 +231,7 @@ class KafkaConnection(asyncio.Protocol):
             return  # Produce acks=0: no response, no slot
         slot = _Slot(correlation_id, api.response_header_flexible(api_key, api_version), encode)
         if isinstance(result, Delayed):
-            # Answered in the callback of the change that completes it (kavka.delayed): the
+            # Answered in the callback of the change that completes it (kavka.replication.purgatory): the
             # response is written there, not on a later turn of the loop.
             slot.task = result.future
             self.slots.append(slot)

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from kavka.common import BrokerControlState
-from kavka.controller.image import MetadataImage
-from kavka.controller.records import BrokerRegistrationChangeRecord, RegisterBrokerRecord
 from kavka.controller.replication_control import ReplicationControlManager
+from kavka.metadata.image import MetadataImage
+from kavka.metadata.records import BrokerRegistrationChangeRecord, RegisterBrokerRecord
 
 
 class ClusterControlManager:

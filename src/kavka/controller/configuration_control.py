@@ -19,7 +19,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 # Imported for its registration: config.validate_tiered_topic applies the rule tiered storage owns.
-import kavka.tiered.remote_log_manager  # noqa: F401
+import kavka.tiered.remote_log_rules  # noqa: F401
 from kavka.common import ConfigResourceType
 from kavka.config import (
     BROKER_CONFIGS,
@@ -28,9 +28,9 @@ from kavka.config import (
     ConfigError,
     validate_tiered_topic,
 )
-from kavka.controller.image import MetadataImage
-from kavka.controller.records import ConfigRecord
 from kavka.controller.results import ApiResult
+from kavka.metadata.image import MetadataImage
+from kavka.metadata.records import ConfigRecord
 
 
 class ConfigurationControlManager:

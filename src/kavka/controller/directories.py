@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kavka.common import DirectoryId
-from kavka.controller.image import BrokerRegistration, PartitionRegistration
+from kavka.metadata.image import BrokerRegistration, PartitionRegistration
 
 
 def default_directory(broker: BrokerRegistration | None) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 
-from kavka.controller.image import MetadataImage
+from kavka.metadata.image import MetadataImage
 
 # A broker retries a failed heartbeat within a fraction of this (broker.lifecycle), so only a
 # broker that cannot reach the controller again for a whole second is fenced by a lost connection.

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from kavka.replication.replica_state import NO_LEADER, PartitionRegistration
+from kavka.metadata.image import PartitionRegistration
+from kavka.replication.replica_state import NO_LEADER
 
 
 def _change(

@@ -5,7 +5,7 @@ It composes the control managers, as Kafka's QuorumController does:
 reassignments, elections, directories), `cluster` (ClusterControlManager:
 broker registration and states) and `configuration`
 (ConfigurationControlManager: dynamic configs); it owns what they must not
-(the lock, the commit, broker sessions, snapshots).
+(the lock, the commit, broker sessions).
 
 Every change goes the same way: a manager decides (pure: image in, records
 and results out) -> the records are appended to the raft log as one
@@ -35,22 +35,12 @@ leader change raises NotControllerError (the records may still commit under
 the next leader, as in Kafka: a retried CreateTopics then answers
 TOPIC_ALREADY_EXISTS).
 
-Publishing: committed batches are replayed into one MetadataDelta; after each
-raft poll (`after_poll`, called by the driver) the delta becomes the new
-image, registered listeners (the broker's metadata publisher) see it, and
-waiting operations whose records are in it complete. At startup the whole
-committed log arrives in one poll and is published as one delta.
-
-Snapshots (Kafka's SnapshotGenerator, on every node): once
-`metadata.log.max.record.bytes.between.snapshots` bytes of records were
-committed since the last snapshot (or `metadata.log.max.snapshot.interval.ms`
-passed with any), `after_poll` names the snapshot in raft and hands
-`write_snapshot` a function that serialises the published image
-(controller/snapshot.py); the image is immutable, so the driver runs it, the
-encoding and the write on a worker thread (10,000 partitions take about half
-a second to serialise), then freezes the snapshot in raft. One at a time.
-`handle_load_snapshot` rebuilds the image from a snapshot's records (at start,
-or when a follower fetched one from the leader) and publishes it as one delta.
+The image it decides on is the node's MetadataLoader's (kavka.metadata.loader): the loader
+replays every committed record, publishes the new image after each raft poll, and writes the
+snapshots; `after_poll` (called by the driver after the loader's) completes the waiting operations
+whose records the loader has applied. A QuorumController exists only on nodes whose
+`process.roles` has `controller`; it is a raft listener only to hear leadership changes (which
+fail the operations waiting for a commit that can no longer come).
 
 Runs on the event-loop thread (the raft driver's).
 """
@@ -61,7 +51,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -69,11 +59,9 @@ from kio.schema.errors import ErrorCode
 
 from kavka.common import BrokerControlState, ConfigResourceType, ElectionType
 from kavka.config import BrokerConfig
-from kavka.controller import records as mr
 from kavka.controller.cluster_control import ClusterControlManager
 from kavka.controller.configuration_control import ConfigurationControlManager
 from kavka.controller.heartbeats import BrokerSessions
-from kavka.controller.image import MetadataDelta, MetadataImage, TopicImage
 from kavka.controller.replication_control import ReplicationControlManager
 from kavka.controller.results import (
     AlterPartitionItem,
@@ -84,21 +72,16 @@ from kavka.controller.results import (
     ReassignmentResult,
     TopicElections,
 )
-from kavka.controller.snapshot import image_records
-from kavka.raft import snapshot as raft_snapshot
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage, TopicImage
+from kavka.metadata.loader import MetadataLoader
 from kavka.raft.api import NotLeaderError, SnapshotId
 from kavka.raft.client import RaftClient
 from kavka.storage.meta_properties import generate_uuid
 
 log = logging.getLogger("kavka.controller")
 
-Listener = Callable[[MetadataDelta, MetadataImage], None]
-Record = tuple[bytes | None, bytes | None]
-# write_snapshot(snapshot_id, make_records, done): make_records() (any thread) gives the records;
-# write and freeze them, then call done(snapshot_id, ok).
-SnapshotWriter = Callable[
-    [SnapshotId, Callable[[], list[Record]], Callable[[SnapshotId, bool], None]], None
-]
 T = TypeVar("T")
 
 
@@ -136,13 +119,13 @@ class QuorumController:
         self,
         config: BrokerConfig,
         raft: RaftClient,
+        loader: MetadataLoader,
         *,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
         wakeup: Callable[[], None] = lambda: None,
         timeout_s: float = 30.0,
         monotonic: Callable[[], float] = time.monotonic,
-        write_snapshot: SnapshotWriter | None = None,
     ) -> None:
         self.config = config
         self._monotonic = monotonic
@@ -157,20 +140,10 @@ class QuorumController:
         )
         self.cluster = ClusterControlManager(self.replication)
         self.configuration = ConfigurationControlManager(config)
-        self.image = MetadataImage()
-        self._listeners: list[Listener] = []
-        self._delta: MetadataDelta | None = None
-        self._applied = -1  # last committed offset replayed into the image or the pending delta
+        self.loader = loader
         self._lock = asyncio.Lock()
         self._stopped: str | None = None  # fail_pending(): the raft driver is stopping
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._changed: asyncio.Event | None = None
-        self._write_snapshot = write_snapshot or self._write_snapshot_inline
-        self._snapshot_bytes = int(config["metadata.log.max.record.bytes.between.snapshots"])
-        self._snapshot_interval_ms = int(config["metadata.log.max.snapshot.interval.ms"])
-        self._bytes_since_snapshot = 0
-        self._last_snapshot_ms = self._now_ms()
-        self._snapshot_in_flight: SnapshotId | None = None
         # Automatic preferred-leader rebalance: the next check, on the monotonic clock; None
         # until this node is the active controller (the first check is one interval after).
         self._next_balance_ms: int | None = None
@@ -179,46 +152,18 @@ class QuorumController:
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
-    def add_listener(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+    @property
+    def image(self) -> MetadataImage:
+        """The image operations decide on: the node's loader's, every committed record in it."""
+        return self.loader.image
 
-    # ---- raft listener ---------------------------------------------------------------------
+    # ---- raft listener: leadership only (the records are the loader's) -------------------
 
-    def handle_commit(
-        self, base_offset: int, epoch: int, records: list[tuple[int, bytes | None, bytes | None]]
-    ) -> None:
-        if self._delta is None:
-            self._delta = MetadataDelta(self.image)
-        for offset, key, value in records:
-            self._delta.replay(mr.decode(key, value), offset)
-            self._applied = offset
-            # Kafka counts batch bytes; key + value is close enough to pace snapshots.
-            self._bytes_since_snapshot += len(key or b"") + len(value or b"")
+    def handle_commit(self, base_offset: int, epoch: int, records: list[tuple[int, bytes | None, bytes | None]]) -> None:
+        pass
 
-    def handle_load_snapshot(self, snapshot_id: SnapshotId, records: Iterable[Record]) -> None:
-        started = time.monotonic()
-        old = self.image
-        delta = MetadataDelta(MetadataImage())
-        last = snapshot_id.end_offset - 1
-        count = 0
-        for key, value in records:
-            delta.replay(mr.decode(key, value), last)
-            count += 1
-        delta.offset = last
-        # Topics the old image had and the snapshot has not were deleted meanwhile.
-        for topic_id, topic in old.topics_by_id.items():
-            if topic_id not in delta.topics:
-                delta.deleted_topics[topic_id] = topic
-        self._delta = delta  # supersedes anything replayed but not yet published
-        self._applied = last
-        self._bytes_since_snapshot = 0
-        self._last_snapshot_ms = self._now_ms()
-        log.info(
-            "loaded metadata snapshot %s (%d records) in %.3fs",
-            raft_snapshot.file_name(snapshot_id)[: -len(raft_snapshot.SUFFIX)],
-            count,
-            time.monotonic() - started,
-        )
+    def handle_load_snapshot(self, snapshot_id: SnapshotId, records: Any) -> None:
+        pass
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
         if leader_id != self.raft.node_id:
@@ -227,7 +172,6 @@ class QuorumController:
                 if not fut.done():
                     fut.set_exception(NotControllerError(f"leadership moved to {leader_id} in epoch {epoch}"))
             self._waiters.clear()
-        self._signal()
 
     def fail_pending(self, reason: str) -> None:
         """This node is stopping its raft driver: operations waiting for a commit that can no
@@ -240,68 +184,15 @@ class QuorumController:
         self._waiters.clear()
 
     def after_poll(self) -> None:
-        """Publish what the last poll committed; complete the operations it covered."""
-        if self._delta is not None:
-            delta, self._delta = self._delta, None
-            self.image = delta.apply()
-            for listener in self._listeners:
-                listener(delta, self.image)
+        """After the loader published what the last poll committed: complete the operations it covered."""
         if self._waiters:
-            done = [w for w in self._waiters if w[0] <= self._applied]
+            applied = self.loader.applied_offset
+            done = [w for w in self._waiters if w[0] <= applied]
             if done:
-                self._waiters = [w for w in self._waiters if w[0] > self._applied]
+                self._waiters = [w for w in self._waiters if w[0] > applied]
                 for _, fut in done:
                     if not fut.done():
                         fut.set_result(None)
-        self._maybe_snapshot()
-        self._signal()
-
-    # ---- snapshots -------------------------------------------------------------------------
-
-    def _maybe_snapshot(self) -> None:
-        if self._snapshot_in_flight is not None or self._bytes_since_snapshot == 0:
-            return
-        if self._applied + 1 > self.raft.high_watermark:
-            return  # not yet known committed here (a restart learns the high watermark late)
-        now = self._now_ms()
-        due = self._bytes_since_snapshot >= self._snapshot_bytes or (
-            self._snapshot_interval_ms > 0 and now - self._last_snapshot_ms >= self._snapshot_interval_ms
-        )
-        if not due:
-            return
-        self._bytes_since_snapshot = 0
-        self._last_snapshot_ms = now
-        sid = self.raft.prepare_snapshot(self._applied + 1)
-        if sid is None:
-            return
-        image = self.image  # immutable: safe to serialise on another thread
-
-        def make_records() -> list[Record]:
-            return [mr.encode(r) for r in image_records(image)]
-
-        self._snapshot_in_flight = sid
-        self._write_snapshot(sid, make_records, self._snapshot_done)
-
-    def _snapshot_done(self, snapshot_id: SnapshotId, ok: bool) -> None:
-        if self._snapshot_in_flight == snapshot_id:
-            self._snapshot_in_flight = None
-        if ok:
-            log.info("wrote metadata snapshot %s", raft_snapshot.file_name(snapshot_id))
-
-    def _write_snapshot_inline(
-        self,
-        snapshot_id: SnapshotId,
-        make_records: Callable[[], list[Record]],
-        done: Callable[[SnapshotId, bool], None],
-    ) -> None:
-        """Without a driver (tests): serialise, encode, write and freeze right here."""
-        self.raft.log.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, make_records()))
-        self.raft.snapshot_frozen(snapshot_id)
-        done(snapshot_id, True)
-
-    def _signal(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
 
     # ---- readiness -------------------------------------------------------------------------
 
@@ -312,25 +203,11 @@ class QuorumController:
 
     @property
     def applied_offset(self) -> int:
-        return self._applied
+        return self.loader.applied_offset
 
     async def wait_for(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until `condition()` holds after some poll; False at the deadline."""
-        if self._changed is None:
-            self._changed = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while not condition():
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            self._changed.clear()
-            try:
-                async with asyncio.timeout(min(left, 0.5)):  # not wait_for: 3.11's can lose a cancel
-                    await self._changed.wait()
-            except TimeoutError:
-                pass
-        return True
+        return await self.loader.wait_for(condition, timeout_s)
 
     # ---- operations ------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 # Imported for its registration: config.validate_tiered_topic applies the rule tiered storage owns.
-import kavka.tiered.remote_log_manager  # noqa: F401
+import kavka.tiered.remote_log_rules  # noqa: F401
 from kavka.common import ConfigResourceType, DirectoryId, ElectionType
 from kavka.config import (
     TOPIC_CONFIGS,
@@ -37,7 +37,6 @@ from kavka.config import (
     validate_topic_configs,
 )
 from kavka.controller import directories, partition_change
-from kavka.controller.image import MetadataImage, PartitionRegistration, TopicImage
 from kavka.controller.placement import (
     ClusterView,
     PlacementError,
@@ -48,14 +47,6 @@ from kavka.controller.placement import (
     run_placer,
     topic_seed,
 )
-from kavka.controller.records import (
-    BrokerRegistrationChangeRecord,
-    ConfigRecord,
-    PartitionChangeRecord,
-    PartitionRecord,
-    RemoveTopicRecord,
-    TopicRecord,
-)
 from kavka.controller.results import (
     ApiResult,
     CreatedTopic,
@@ -64,6 +55,15 @@ from kavka.controller.results import (
     PartitionElection,
     ReassignmentResult,
     TopicElections,
+)
+from kavka.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from kavka.metadata.records import (
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
 )
 
 log = logging.getLogger("kavka.controller")

@@ -1,4 +1,4 @@
-"""The metadata log on disk: a ReplicatedLog over kavka.storage.log.Log.
+"""The metadata log on disk: a ReplicatedLog over kavka.storage.unified_log.Log.
 
 Layout, as Kafka's KRaft writes it:
     <metadata.log.dir>/__cluster_metadata-0/00000000000000000000.log|.index|.timeindex
@@ -35,8 +35,9 @@ from kavka.raft.api import SnapshotId
 from kavka.raft.codec import decode_records, encode_records
 from kavka.raft.quorum import METADATA_DIR_NAME, METADATA_TOPIC_ID
 from kavka.raft.replicated_log import LogEntry
-from kavka.storage.log import FlushJob, Log
+from kavka.storage.local_log import FlushJob
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 
 _READ_BYTES = 1024 * 1024
 _log = logging.getLogger("kavka.raft")

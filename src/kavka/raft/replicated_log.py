@@ -25,7 +25,7 @@ Invariants every implementation keeps (Kafka's ReplicatedLog):
 Entries are single records; `batch_base` groups the records one `append`
 wrote so a listener receives the batch whole. Implementations: the in-memory
 `kavka.testing.MemoryLog`; `raft.file_log.FileReplicatedLog` on
-kavka.storage.log.Log under <metadata.log.dir>/__cluster_metadata-0/.
+kavka.storage.unified_log.Log under <metadata.log.dir>/__cluster_metadata-0/.
 Called only by RaftClient, on the thread that polls it -- except
 `write_snapshot`, which only writes a new file and may run on a worker thread.
 """

@@ -105,7 +105,7 @@ class ReplicaFetcherManager:
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, tuple[int, int]] = {}
         self._started = False
-        # KIP-405 follower fetch (tiered.rlm.RemoteLogManager.build_remote_log_aux_state), set by
+        # KIP-405 follower fetch (tiered.remote_log_manager.RemoteLogManager.build_remote_log_aux_state), set by
         # the broker when tiered storage is on: (partition, leader's local log start offset,
         # leader's log start offset) -> the offset to fetch from next.
         self.remote_log_aux_state: Callable[..., Awaitable[int]] | None = None

@@ -48,8 +48,8 @@ from kavka.replication.replica_manager import ReplicaManager
 from kavka.storage.errors import KafkaStorageError
 
 if TYPE_CHECKING:
-    from kavka.storage.log import Log
     from kavka.storage.log_manager import LogManager
+    from kavka.storage.unified_log import Log
 
 log = logging.getLogger("kavka.replication")
 

@@ -36,17 +36,18 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from kavka.common import TopicPartition
+from kavka.metadata.image import PartitionRegistration
 from kavka.replication.replica_state import (
     DivergingEpoch,
     IsrProposal,
     LeaderState,
-    PartitionRegistration,
     diverging_epoch,
     truncation_offset,
 )
 from kavka.storage.errors import OffsetOutOfRangeError
 from kavka.storage.leader_epoch import UNDEFINED_EPOCH
-from kavka.storage.log import AppendInfo, FetchDataInfo, Log
+from kavka.storage.local_log import FetchDataInfo
+from kavka.storage.unified_log import AppendInfo, Log
 
 
 class PartitionError(Exception):
@@ -385,7 +386,7 @@ class Partition:
     ) -> None:
         """KIP-405 follower fetch: the leader moved the offsets this replica needs to tiered
         storage; start the local log at ``next_offset`` with the remote segment's epochs and
-        producer state (storage.log.Log.start_at_remote_boundary). Followers only."""
+        producer state (storage.unified_log.Log.start_at_remote_boundary). Followers only."""
         self.check_online()
         if self.leader_state is not None:
             raise PartitionError(ErrorCode.not_leader_or_follower, f"{self.tp}: this replica leads")

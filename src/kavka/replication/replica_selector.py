@@ -30,7 +30,7 @@ from functools import cache
 from typing import Protocol
 
 from kavka.config import RACK_AWARE_REPLICA_SELECTOR
-from kavka.controller.image import BrokerRegistration
+from kavka.metadata.image import BrokerRegistration
 from kavka.replication.partition import Partition, TopicPartition
 
 NO_PREFERRED_REPLICA = -1  # FetchResponse.preferred_read_replica: "read from the broker you asked"

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kio.schema.errors import ErrorCode
-
+from kavka.common import ErrorCode
+from kavka.metadata.image import PartitionRegistration
 from kavka.storage.leader_epoch import UNDEFINED_EPOCH, LeaderEpochFileCache
 
 NO_LEADER = -1
@@ -48,17 +48,6 @@ _WAIT_FOR_METADATA = frozenset(
         ErrorCode.invalid_request,
     }
 )
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionRegistration:
-    """A partition's replication state as the controller committed it (Kafka's PartitionRegistration)."""
-
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
 
 
 @dataclass(frozen=True, slots=True)

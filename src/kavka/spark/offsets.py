@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from kavka.client.admin import AdminClient
 from kavka.client.errors import KafkaError
 from kavka.client.fetcher import Fetcher, OffsetOutOfRangeError
-from kavka.common import TopicPartition
+from kavka.common import ErrorCode, TopicPartition
 from kavka.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +168,7 @@ class OffsetResolver:
             try:
                 (desc,) = self.admin.describe_topics([topic])
             except KafkaError as e:
-                if e.code != UNKNOWN_TOPIC_OR_PARTITION:
+                if e.code != ErrorCode.unknown_topic_or_partition:
                     raise
                 if strict:
                     raise OptionError(f"{option}: topic {topic!r} does not exist") from None

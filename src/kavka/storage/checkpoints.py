@@ -27,6 +27,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from kavka.common import TopicPartition
 from kavka.storage.errors import CorruptCheckpointError
 from kavka.storage.faults import FAULTS
 
@@ -35,8 +36,6 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 PARTITION_METADATA_FILE = "partition.metadata"
-
-TopicPartitionKey = tuple[str, int]
 
 
 def fsync_dir(path: Path) -> None:
@@ -107,22 +106,22 @@ class OffsetCheckpointFile:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
 
-    def write(self, offsets: Mapping[TopicPartitionKey, int]) -> None:
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
         write_checkpoint_lines(
             self.path,
             (f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())),
             version=CHECKPOINT_VERSION,
         )
 
-    def read(self) -> dict[TopicPartitionKey, int]:
-        result: dict[TopicPartitionKey, int] = {}
+    def read(self) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = {}
         for line in read_checkpoint_lines(self.path, version=CHECKPOINT_VERSION):
             parts = line.split(" ")
             if len(parts) != 3:
                 raise CorruptCheckpointError(self.path, f"malformed line {line!r}")
             topic, partition, offset = parts
             try:
-                result[(topic, int(partition))] = int(offset)
+                result[TopicPartition(topic, int(partition))] = int(offset)
             except ValueError:
                 raise CorruptCheckpointError(self.path, f"malformed line {line!r}") from None
         return result

@@ -85,8 +85,8 @@ from kavka.protocol.records import (
 )
 from kavka.storage.checkpoints import fsync_dir
 from kavka.storage.faults import FAULTS
-from kavka.storage.log import Log
 from kavka.storage.segment import LogSegment
+from kavka.storage.unified_log import Log
 
 log = logging.getLogger("kavka.cleaner")
 

@@ -32,7 +32,8 @@ partition per hosted partition, over bytes used plus free bytes -- so disks
 of different sizes fill evenly and a burst of new partitions still spreads;
 ``partitions`` is Kafka's rule (fewest partitions).
 
-Partitions are keyed by ``(topic, partition)`` tuples. The high watermark
+Partitions are keyed by `kavka.common.TopicPartition` (equal to the plain
+``(topic, partition)`` tuples callers may pass). The high watermark
 belongs to the broker's Partition: it is passed in to checkpoint and to
 retention. Called from the broker's event-loop thread only; the slow parts of
 background passes (fsyncs, unlinks, checkpoint writes, cleaning) are yielded as
@@ -51,6 +52,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kavka.common import TopicPartition
 from kavka.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -72,16 +74,16 @@ from kavka.storage.errors import (
     LogDirLockedError,
     LogDirNotFoundError,
 )
-from kavka.storage.log import (
+from kavka.storage.local_log import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
     FlushJob,
-    Log,
     parse_partition_dir_name,
     parse_special_dir_name,
     partition_dir_name,
 )
 from kavka.storage.log_config import LogConfig
+from kavka.storage.unified_log import Log
 
 log = logging.getLogger("kavka.storage")
 
@@ -89,8 +91,6 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 METADATA_TOPIC = "__cluster_metadata"
 MAX_PREFERRED_DIRS = 10_000
-
-TopicPartitionKey = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,24 +154,24 @@ class LogManager:
         dir_ids: Mapping[Path, str] | None = None,
         offline_at_start: Mapping[Path, str] | None = None,
         select_strategy: str = "size",
-        on_dir_failure: Callable[[Path, str, list[TopicPartitionKey]], None] | None = None,
+        on_dir_failure: Callable[[Path, str, list[TopicPartition]], None] | None = None,
         cleaner_config: CleanerConfig | None = None,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.cleaner_config = cleaner_config or CleanerConfig()
-        self._cleaning: set[TopicPartitionKey] = set()  # logs a cleaner pass is working on
+        self._cleaning: set[TopicPartition] = set()  # logs a cleaner pass is working on
         self.dir_ids = {Path(k): v for k, v in (dir_ids or {}).items()}
         self.select_strategy = select_strategy
         self.on_dir_failure = on_dir_failure
         self.default_config = default_config
         self._config_for_topic = config_for_topic
         self._now_ms = now_ms
-        self._logs: dict[TopicPartitionKey, Log] = {}
-        self._future_logs: dict[TopicPartitionKey, Log] = {}
+        self._logs: dict[TopicPartition, Log] = {}
+        self._future_logs: dict[TopicPartition, Log] = {}
         self.offline_dirs: dict[Path, str] = {}
-        self._offline_partitions: dict[TopicPartitionKey, Path] = {}
+        self._offline_partitions: dict[TopicPartition, Path] = {}
         # AlterReplicaLogDirs for replicas not created yet (REPLICA_NOT_AVAILABLE).
-        self._preferred_dirs: dict[TopicPartitionKey, Path] = {}
+        self._preferred_dirs: dict[TopicPartition, Path] = {}
         self._pending_deletes: list[Path] = []
         self._lock_fds: list[int] = []
         self.had_clean_shutdown = True
@@ -187,7 +187,7 @@ class LogManager:
             except OSError as e:
                 self.mark_dir_offline(d, f"cannot open: {e}")
         clean_by_dir: dict[Path, bool] = {}
-        futures: list[tuple[TopicPartitionKey, Path]] = []
+        futures: list[tuple[TopicPartition, Path]] = []
         for d in self.online_dirs:
             try:
                 clean = (d / CLEAN_SHUTDOWN_FILE).exists()
@@ -229,7 +229,7 @@ class LogManager:
             ) from None
         self._lock_fds.append(fd)
 
-    def _read_checkpoint(self, path: Path) -> dict[TopicPartitionKey, int]:
+    def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
         try:
             return OffsetCheckpointFile(path).read()
         except (CorruptCheckpointError, OSError) as exc:
@@ -245,11 +245,11 @@ class LogManager:
 
     def _load_dir(
         self, d: Path, *, clean_shutdown: bool, now_ms: int
-    ) -> list[tuple[TopicPartitionKey, Path]]:
+    ) -> list[tuple[TopicPartition, Path]]:
         """Load current logs; return the future dirs found (handled once all dirs are loaded)."""
         recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
         log_start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
-        futures: list[tuple[TopicPartitionKey, Path]] = []
+        futures: list[tuple[TopicPartition, Path]] = []
         for child in sorted(d.iterdir()):
             if not child.is_dir():
                 continue
@@ -259,7 +259,7 @@ class LogManager:
                     log.info("finishing the delete of %s", child)
                     shutil.rmtree(child, ignore_errors=True)
                 elif special[2] == "future":
-                    futures.append(((special[0], special[1]), child))
+                    futures.append((TopicPartition(special[0], special[1]), child))
                 else:
                     log.info("leaving %s alone (%s replica)", child, special[2])
                 continue
@@ -287,7 +287,7 @@ class LogManager:
 
     def _load_futures(
         self,
-        futures: list[tuple[TopicPartitionKey, Path]],
+        futures: list[tuple[TopicPartition, Path]],
         clean_by_dir: Mapping[Path, bool],
         now_ms: int,
     ) -> None:
@@ -376,7 +376,7 @@ class LogManager:
         if d in self.offline_dirs or d not in self.log_dirs:
             return
         self.offline_dirs[d] = reason
-        lost: list[TopicPartitionKey] = []
+        lost: list[TopicPartition] = []
         for tp, lg in list(self._logs.items()):
             if lg.dir.parent == d:
                 del self._logs[tp]
@@ -410,7 +410,7 @@ class LogManager:
             usable_bytes=usage.free,
         )
 
-    def _select_dir(self, tp: TopicPartitionKey) -> Path:
+    def _select_dir(self, tp: TopicPartition) -> Path:
         preferred = self._preferred_dirs.pop(tp, None)
         if preferred is not None and preferred not in self.offline_dirs:
             return preferred
@@ -496,7 +496,7 @@ class LogManager:
         offline_dir = self._offline_partitions.get((topic, partition))
         if offline_dir is not None:
             raise KafkaStorageError(f"{topic}-{partition} is on offline log dir {offline_dir}")
-        target = self._select_dir((topic, partition))
+        target = self._select_dir(TopicPartition(topic, partition))
         try:
             lg = Log.open(
                 target / partition_dir_name(topic, partition),
@@ -510,7 +510,7 @@ class LogManager:
         except OSError as e:
             self.handle_io_error(target, e)
             raise KafkaStorageError(f"cannot create {topic}-{partition} in {target}: {e}") from e
-        self._logs[(topic, partition)] = lg
+        self._logs[TopicPartition(topic, partition)] = lg
         log.info(
             "created log for %s-%d in %s (directory.id %s)",
             topic, partition, target, self.dir_ids.get(target, "unknown"),
@@ -518,7 +518,7 @@ class LogManager:
         return lg
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        tp = (topic, partition)
+        tp = TopicPartition(topic, partition)
         self._preferred_dirs.pop(tp, None)
         self._offline_partitions.pop(tp, None)
         self.abort_future_log(tp)
@@ -534,7 +534,7 @@ class LogManager:
 
     # ------------------------------------------------------------------ replica moves (KIP-113)
 
-    def prefer_log_dir(self, tp: TopicPartitionKey, d: Path) -> None:
+    def prefer_log_dir(self, tp: TopicPartition, d: Path) -> None:
         """Remember where a replica that does not exist yet should be created."""
         d = self._known_online_dir(d)
         if tp not in self._preferred_dirs and len(self._preferred_dirs) >= MAX_PREFERRED_DIRS:
@@ -550,13 +550,13 @@ class LogManager:
                 return known
         raise LogDirNotFoundError(f"{d} is not a log dir of this broker")
 
-    def future_log(self, tp: TopicPartitionKey) -> Log | None:
+    def future_log(self, tp: TopicPartition) -> Log | None:
         return self._future_logs.get(tp)
 
-    def future_logs(self) -> dict[TopicPartitionKey, Log]:
+    def future_logs(self) -> dict[TopicPartition, Log]:
         return dict(self._future_logs)
 
-    def create_future_log(self, tp: TopicPartitionKey, dest: Path | str, *, now_ms: int) -> Log | None:
+    def create_future_log(self, tp: TopicPartition, dest: Path | str, *, now_ms: int) -> Log | None:
         """Start a move of ``tp`` to ``dest``; None if it already lives there."""
         dest = self._known_online_dir(dest)
         current = self._logs.get(tp)
@@ -588,7 +588,7 @@ class LogManager:
         log.info("moving %s-%d from %s to %s", tp[0], tp[1], current.dir.parent, dest)
         return fut
 
-    def abort_future_log(self, tp: TopicPartitionKey) -> None:
+    def abort_future_log(self, tp: TopicPartition) -> None:
         fut = self._future_logs.pop(tp, None)
         if fut is not None:
             try:
@@ -597,7 +597,7 @@ class LogManager:
                 self.handle_io_error(fut.dir, e)
 
     def replace_current_with_future(
-        self, tp: TopicPartitionKey, *, now_ms: int, crash_point: Callable[[str], None] = _no_crash
+        self, tp: TopicPartition, *, now_ms: int, crash_point: Callable[[str], None] = _no_crash
     ) -> Log:
         """The swap at the end of a move; the caller holds the partition (event-loop thread).
 
@@ -668,9 +668,9 @@ class LogManager:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def _write_per_dir_steps(self, name: str, values: Mapping[TopicPartitionKey, int]) -> Steps[None]:
+    def _write_per_dir_steps(self, name: str, values: Mapping[TopicPartition, int]) -> Steps[None]:
         """Entries are taken here; the files are written (tmp, fsync, rename) by a worker."""
-        writes: list[tuple[Path, dict[TopicPartitionKey, int]]] = []
+        writes: list[tuple[Path, dict[TopicPartition, int]]] = []
         for d, logs in self.logs_by_dir().items():
             if d not in self.log_dirs or d in self.offline_dirs:
                 continue
@@ -697,7 +697,7 @@ class LogManager:
             {tp: lg.log_start_offset for tp, lg in self._logs.items()},
         )
 
-    def checkpoint_high_watermarks_steps(self, hw_by_tp: Mapping[TopicPartitionKey, int]) -> Steps[None]:
+    def checkpoint_high_watermarks_steps(self, hw_by_tp: Mapping[TopicPartition, int]) -> Steps[None]:
         yield from self._write_per_dir_steps(REPLICATION_OFFSET_CHECKPOINT, dict(hw_by_tp))
 
     def checkpoint_recovery_points(self) -> None:
@@ -706,11 +706,11 @@ class LogManager:
     def checkpoint_log_start_offsets(self) -> None:
         drive_inline(self.checkpoint_log_start_offsets_steps())
 
-    def checkpoint_high_watermarks(self, hw_by_tp: Mapping[TopicPartitionKey, int]) -> None:
+    def checkpoint_high_watermarks(self, hw_by_tp: Mapping[TopicPartition, int]) -> None:
         drive_inline(self.checkpoint_high_watermarks_steps(hw_by_tp))
 
-    def read_high_watermarks(self) -> dict[TopicPartitionKey, int]:
-        result: dict[TopicPartitionKey, int] = {}
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = {}
         for d in self.online_dirs:
             result.update(self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT))
         return result
@@ -723,7 +723,7 @@ class LogManager:
     # broker's StorageIoManager, its result (or OSError) sent back. The sync names drive
     # the same steps inline (shutdown, tests).
 
-    def cleanup_logs_steps(self, now_ms: int, hw_by_tp: Mapping[TopicPartitionKey, int]) -> Steps[int]:
+    def cleanup_logs_steps(self, now_ms: int, hw_by_tp: Mapping[TopicPartition, int]) -> Steps[int]:
         """Retention for every log whose high watermark is known; old files are unlinked by a worker.
         A log being cleaned is skipped this time (Kafka pauses retention during cleaning too)."""
         self._now_ms = now_ms
@@ -748,10 +748,10 @@ class LogManager:
                 self.handle_io_error(d, e)
         return total
 
-    def cleanup_logs(self, now_ms: int, hw_by_tp: Mapping[TopicPartitionKey, int]) -> int:
+    def cleanup_logs(self, now_ms: int, hw_by_tp: Mapping[TopicPartition, int]) -> int:
         return drive_inline(self.cleanup_logs_steps(now_ms, hw_by_tp))
 
-    def clean_logs_steps(self, now_ms: int, hw_by_tp: Mapping[TopicPartitionKey, int]) -> Steps[int]:
+    def clean_logs_steps(self, now_ms: int, hw_by_tp: Mapping[TopicPartition, int]) -> Steps[int]:
         """One log-cleaner pass over every compacted log that is due; returns logs cleaned.
 
         The first dirty offset of each log lives in its dir's ``cleaner-offset-checkpoint``
@@ -804,7 +804,7 @@ class LogManager:
                     self.mark_dir_offline(bad, f"cannot write {CLEANER_OFFSET_CHECKPOINT}: {e}")
         return cleaned
 
-    def clean_logs(self, now_ms: int, hw_by_tp: Mapping[TopicPartitionKey, int]) -> int:
+    def clean_logs(self, now_ms: int, hw_by_tp: Mapping[TopicPartition, int]) -> int:
         return drive_inline(self.clean_logs_steps(now_ms, hw_by_tp))
 
     def flush_dirty_steps(self, now_ms: int) -> Steps[int]:
@@ -873,7 +873,7 @@ def _close_quietly(lg: Log) -> None:
             segment.close_handles()
 
 
-def _write_checkpoints(name: str, writes: list[tuple[Path, dict[TopicPartitionKey, int]]]) -> dict[Path, OSError]:
+def _write_checkpoints(name: str, writes: list[tuple[Path, dict[TopicPartition, int]]]) -> dict[Path, OSError]:
     """Worker: write one checkpoint file per dir; the errors, by dir."""
     errors: dict[Path, OSError] = {}
     for d, entries in writes:

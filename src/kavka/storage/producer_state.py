@@ -23,7 +23,8 @@ as Kafka's removeExpiredProducers does; the broker calls it every
 `producer.id.expiration.check.interval.ms` on each loaded state, so the map
 cannot grow without bound with short-lived producers. A producer that comes
 back after expiring is taken at its word (as one whose batches retention
-removed). Called by the Log on the event-loop thread.
+removed). Rebuilt by storage.log_loader (``rebuild_producer_state``) and kept current by
+the unified Log (storage.unified_log), on the event-loop thread.
 """
 
 from __future__ import annotations

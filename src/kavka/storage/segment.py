@@ -19,7 +19,7 @@ first read/write/fsync and its indexes are loaded (and sanity-checked, and
 rebuilt from the log if damaged) on first lookup. So a partition of thousands
 of closed segments costs no descriptors and no index memory until read. Deletion renames every file to ``*.deleted`` first and unlinks
 after, as Kafka does, so a crash mid-delete leaves files that the next start
-removes. Owned by one Log; called from the broker's event-loop thread (a worker
+removes. Owned by one LocalLog; called from the broker's event-loop thread (a worker
 only ever gets what `prepare_flush` hands out: a duplicated descriptor and paths).
 """
 

@@ -21,11 +21,11 @@ leader deletes no segment locally before it is copied, so the offset after the h
 one stays on its disk for at least one more copy.
 
 Leader-epoch checkpoint bytes are Kafka's checkpoint text (``0``, the count, then ``epoch
-start-offset`` lines), as ``tiered.rlm`` ships them with each segment. A segment missing from the
+start-offset`` lines), as ``tiered.remote_log_manager`` ships them with each segment. A segment missing from the
 metadata (this broker has not applied the leader's last events yet) raises
 ``RemoteAuxStateNotReady``; the fetcher backs off and asks again.
 
-Called on the event loop by tiered.rlm.RemoteLogManager.build_remote_log_aux_state.
+Called on the event loop by tiered.remote_log_manager.RemoteLogManager.build_remote_log_aux_state.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ enough: the leader announces each state change of a remote segment as an event, 
 (a restarted one, a follower, a new leader) rebuilds the same remote state by replaying the events
 in order. Kafka's default manager appends them to the internal topic ``__remote_log_metadata``,
 keyed by topic-partition so every event of a partition lands in one metadata partition, in order;
-kavka's topic-backed manager is not built yet (README, "Tiered storage"): this module is the event
-format and the replay it will use.
+so does kavka's (tiered.topic_metadata.TopicBasedRemoteLogMetadataManager): this module is the
+event format it writes and the replay it runs.
 
 Event encoding (big-endian; version 0) -- kavka's own, Kafka's record *names* and *states*:
 

@@ -29,7 +29,7 @@ The topic is created through the controller on first use, as ``__consumer_offset
 (``remote.log.metadata.topic.num.partitions`` partitions, ``remote.log.metadata.topic.replication.factor``
 replicas capped by the brokers there are, ``cleanup.policy=delete`` with unlimited retention).
 
-Threading: everything here runs on the broker's event loop. Callers: tiered.rlm.RemoteLogManager.
+Threading: everything here runs on the broker's event loop. Callers: tiered.remote_log_manager.RemoteLogManager.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.common import ConfigResourceType
+from kavka.common import ConfigResourceType, ConfigSource
 from kavka.config import BROKER_CONFIGS, TOPIC_CONFIGS
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.controller.results import ApiResult
@@ -45,7 +45,7 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
             value=None if d.sensitive else res.rendered,
             read_only=read_only,
             config_source=int(res.source),
-            is_default=int(res.source) == 5,  # v0 only: ConfigSource.DEFAULT_CONFIG
+            is_default=res.source == ConfigSource.DEFAULT_CONFIG,  # v0 only
             is_sensitive=d.sensitive,
             synonyms=tuple(make(syn_cls, name=s.name, value=s.value, source=int(s.source)) for s in res.synonyms)
             if include_synonyms
@@ -73,7 +73,7 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
                         d = BROKER_CONFIGS[key]
                         res = node.resolver.broker(image, key)
                         entries.append(
-                            make(entry_cls, name=key, value=value, read_only=False, config_source=3, is_default=False, is_sensitive=False,
+                            make(entry_cls, name=key, value=value, read_only=False, config_source=ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, is_default=False, is_sensitive=False,
                                  synonyms=(), config_type=int(d.type), documentation=d.doc if include_doc else None)
                         )
                         _ = res

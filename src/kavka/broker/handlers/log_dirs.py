@@ -90,7 +90,7 @@ def _remote_tier(node: BrokerNode, wanted: dict[str, set[int]] | None, result_cl
     """Tiered storage (KIP-405): one more entry, ``remote:<remote.log.storage.manager.class.name>``,
     listing the bytes each tiered partition this broker leads has in remote storage (Kafka's
     DescribeLogDirs has no field for them). Its total and usable bytes are -1 (unknown)."""
-    rlm = getattr(node, "remote_log_manager", None)
+    rlm = node.remote_log_manager
     if rlm is None:
         return None
     by_topic: dict[str, list[Any]] = {}

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.broker.handlers.errors import error_for
+from kavka.common import IsolationLevel
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
+from kavka.replication.errors import error_for
 from kavka.replication.partition import PartitionError
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def _epoch_at(p: Any, offset: int) -> int:
 
 
 def handle_list_offsets(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    rlm = getattr(node, "remote_log_manager", None)
+    rlm = node.remote_log_manager
     wanted = []
     if rlm is not None:
         for t in req.topics:
@@ -73,7 +74,7 @@ def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     topic_cls = nested(resp_cls, "ListOffsetsTopicResponse")
     part_cls = nested(resp_cls, "ListOffsetsPartitionResponse")
-    read_committed = req.isolation_level == 1
+    read_committed = req.isolation_level == IsolationLevel.READ_COMMITTED
     topics = []
     for t in req.topics:
         parts = []

@@ -1,48 +1,43 @@
-"""Produce (API 0).
+"""Produce (API 0): decode the request, append through the ReplicaManager, encode the response.
 
-Each partition's bytes are handed to the leader's Log as they arrived (a
-memoryview into the request frame): validated batch by batch (CRC-32C,
-structure), given offsets and the leader epoch in place, written with one
-write. acks=0 gets no response; an error under acks=0 closes the connection,
-as Kafka does, since that is the only way to tell the producer.
+The append itself -- each partition's bytes handed to the leader's log as they arrived (a
+memoryview into the request frame), validated batch by batch (CRC-32C, structure), given offsets
+and the leader epoch in place, written with one write; and, for acks=all, the wait for the high
+watermark in the purgatory -- is `ReplicaManager.append_records`
+(kavka.replication.replica_manager). This handler refuses what the request itself gets wrong
+(invalid acks, an empty records field, zstd before v7, message format v0/v1 from Produce v0-v2:
+protocol.legacy) and encodes the answer. acks=0 gets no response; an error under acks=0 closes
+the connection, as Kafka does, since that is the only way to tell the producer.
 """
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-
-from kavka.broker.handlers.errors import error_for
+from kavka.common import ErrorCode, TopicPartition
 from kavka.protocol import api
 from kavka.protocol.compression import ZSTD
 from kavka.protocol.framing import ProtocolError
 from kavka.protocol.legacy import LEGACY_PRODUCE_VERSIONS, refuse_legacy_produce
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 from kavka.protocol.records import iter_batches
-from kavka.replication.partition import TopicPartition
-from kavka.storage.log_validator import RecordValidationError
+from kavka.replication.replica_manager import PartitionResponse, ReplicaManager
 
 if TYPE_CHECKING:
     from kavka.broker.node import BrokerNode
     from kavka.broker.server import RequestContext
 
-log = logging.getLogger("kavka.produce")
-
 
 def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    rm = node.replica_manager
-    now_ms = node.now_ms()
+    return produce(node.replica_manager, ctx, req)
+
+
+def produce(rm: ReplicaManager, ctx: RequestContext, req: Any) -> Any:
+    """The handler on its narrow input: the replica manager."""
     acks = req.acks
     # v0-v2 answers are built v3-shaped and written by protocol.legacy.
     resp_cls = api.response_schema(ctx.api_key, max(ctx.api_version, 3))
-    topic_cls = nested(resp_cls, "TopicProduceResponse")
-    part_cls = nested(resp_cls, "PartitionProduceResponse")
-    err_cls = nested(resp_cls, "BatchIndexAndErrorMessage") if ctx.api_version >= 8 else None
-    any_error = False
-    topics = []
     if acks not in (0, 1, -1):
         return _all_failed(req, resp_cls, ErrorCode.invalid_required_acks)
     if ctx.api_version in LEGACY_PRODUCE_VERSIONS:
@@ -50,85 +45,61 @@ def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
         if acks == 0:
             raise ProtocolError("produce v0-v2 (message format v0/v1) is not supported; closing the connection")
         return refuse_legacy_produce(req, resp_cls)
-    waits: list[tuple[TopicPartition, int]] = []  # acks=all: (partition, offset the high watermark must reach)
-    answers: list[tuple[str, list[dict[str, Any]]]] = []
+    # What the request itself gets wrong is answered here; the rest goes to the replica manager.
+    refused: dict[TopicPartition, PartitionResponse] = {}
+    entries: list[tuple[TopicPartition, memoryview]] = []
+    order: list[tuple[str, list[TopicPartition]]] = []
     for t in req.topic_data:
-        parts: list[dict[str, Any]] = []
+        tps = []
         for pd in t.partition_data:
-            p = rm.get_partition(t.name, pd.index)
-            error, message = ErrorCode.none, None
-            base_offset, append_time, start = -1, None, -1
-            record_errors: tuple[Any, ...] = ()
-            if p is None:
-                error = ErrorCode.unknown_topic_or_partition
-            elif pd.records is None or len(pd.records) == 0:
-                error, message = ErrorCode.invalid_record, "no records in produce request"
+            tp = TopicPartition(t.name, pd.index)
+            tps.append(tp)
+            if pd.records is None or len(pd.records) == 0:
+                refused[tp] = PartitionResponse(ErrorCode.invalid_record, "no records in produce request")
             elif ctx.api_version < 7 and _uses_zstd(pd.records):
                 # KIP-110: zstd needs Produce v7+; Kafka answers older versions so.
-                error = ErrorCode.unsupported_compression_type
-                message = "zstd-compressed batches need Produce v7 or later"
+                refused[tp] = PartitionResponse(ErrorCode.unsupported_compression_type,
+                                                "zstd-compressed batches need Produce v7 or later")
             else:
-                try:
-                    info = p.append_records_to_leader(memoryview(pd.records), required_acks=acks, now_ms=now_ms)
-                except Exception as e:  # mapped to Kafka's code; the broker carries on
-                    error, message = error_for(e)
-                    if isinstance(e, RecordValidationError) and err_cls is not None:
-                        record_errors = tuple(
-                            make(err_cls, batch_index=i, batch_index_error_message=m)
-                            for i, m in e.record_errors
-                        )
-                    if error == ErrorCode.unknown_server_error:
-                        log.exception("append to %s-%d failed", t.name, pd.index)
-                else:
-                    base_offset = info.first_offset
-                    if info.log_append_time_ms >= 0:
-                        append_time = datetime.fromtimestamp(info.log_append_time_ms / 1000, UTC)
-                    start = info.log_start_offset
-                    tp = TopicPartition(t.name, pd.index)
-                    rm.notify_append(tp)
-                    if acks == -1:
-                        waits.append((tp, info.last_offset + 1))
-            any_error = any_error or error != ErrorCode.none
-            parts.append(
-                dict(
-                    index=pd.index,
-                    error_code=error,
-                    base_offset=base_offset,
-                    log_append_time=append_time,
-                    log_start_offset=start,
-                    record_errors=record_errors,
-                    error_message=message,
-                )
-            )
-        answers.append((t.name, parts))
-    if acks == 0:
-        if any_error:
-            raise ProtocolError("produce with acks=0 failed; closing the connection to tell the producer")
-        return None
+                entries.append((tp, memoryview(pd.records)))
+        order.append((t.name, tps))
 
-    def respond(acked: dict[TopicPartition, ErrorCode]) -> Any:
-        for name, parts in answers:
-            for part in parts:
-                err = acked.get(TopicPartition(name, part["index"]), ErrorCode.none)
-                if err != ErrorCode.none and part["error_code"] == ErrorCode.none:
-                    part["error_code"] = err
-                    part["error_message"] = _ACK_MESSAGES.get(err)
-            topics.append(make(topic_cls, name=name, partition_responses=tuple(make(part_cls, **p) for p in parts)))
-        return make(resp_cls, responses=tuple(topics), throttle_time=NO_THROTTLE)
+    def respond(appended: dict[TopicPartition, PartitionResponse]) -> Any:
+        answers = {**appended, **refused}
+        if acks == 0:
+            if any(r.error != ErrorCode.none for r in answers.values()):
+                raise ProtocolError("produce with acks=0 failed; closing the connection to tell the producer")
+            return None
+        return _encode(ctx, resp_cls, order, answers)
 
-    pending = [(tp, off) for tp, off in waits if (p := rm.partitions.get(tp)) is None or p.acks_all_state(off) != ErrorCode.none]
-    if not pending:
-        return respond({})
-
-    # Kafka's DelayedProduce: answered when the high watermark passes, or at timeout.ms.
-    return rm.acks_future(pending, max(req.timeout.total_seconds(), 0.0), respond)
+    return rm.append_records(entries, required_acks=acks, timeout_s=req.timeout.total_seconds(), respond=respond)
 
 
-_ACK_MESSAGES = {
-    ErrorCode.request_timed_out: "the in-sync replicas did not all acknowledge the records within the request's timeout",
-    ErrorCode.not_enough_replicas_after_append: "the records were written, but fewer in-sync replicas than min.insync.replicas hold them",
-    ErrorCode.not_leader_or_follower: "leadership moved before the in-sync replicas acknowledged the records",
-}
+def _encode(ctx: RequestContext, resp_cls: type, order: list[tuple[str, list[TopicPartition]]],
+            answers: dict[TopicPartition, PartitionResponse]) -> Any:
+    topic_cls = nested(resp_cls, "TopicProduceResponse")
+    part_cls = nested(resp_cls, "PartitionProduceResponse")
+    err_cls = nested(resp_cls, "BatchIndexAndErrorMessage") if ctx.api_version >= 8 else None
+
+    def part(tp: TopicPartition) -> Any:
+        r = answers[tp]
+        return make(
+            part_cls,
+            index=tp.partition,
+            error_code=r.error,
+            base_offset=r.base_offset,
+            log_append_time=datetime.fromtimestamp(r.log_append_time_ms / 1000, UTC) if r.log_append_time_ms >= 0 else None,
+            log_start_offset=r.log_start_offset,
+            record_errors=tuple(make(err_cls, batch_index=i, batch_index_error_message=m) for i, m in r.record_errors)
+            if err_cls is not None else (),
+            error_message=r.message,
+        )
+
+    return make(
+        resp_cls,
+        responses=tuple(make(topic_cls, name=name, partition_responses=tuple(part(tp) for tp in tps)) for name, tps in order),
+        throttle_time=NO_THROTTLE,
+    )
 
 
 def _uses_zstd(records: bytes | memoryview) -> bool:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.common import ConfigSource
 from kavka.config import TOPIC_CONFIGS
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.controller.replication_control import INTERNAL_TOPICS
@@ -77,7 +78,7 @@ async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
                 if req.validate_only or spec.name not in image.topics_by_name:
                     raw = spec.configs.get(key)
                     if raw is not None:
-                        configs.append(make(cfg_cls, name=key, value=raw, read_only=False, config_source=1, is_sensitive=False))
+                        configs.append(make(cfg_cls, name=key, value=raw, read_only=False, config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG, is_sensitive=False))
                         continue
                     res = node.resolver.topic(image, "\x00no-such-topic", key)
                 else:

@@ -1,4 +1,5 @@
-"""Exceptions from the layers below -> Kafka error codes, as a table."""
+"""Exceptions from the layers below -> Kafka error codes, as a table (the data path answers every
+partition error with one of these; the handlers and the ReplicaManager share it)."""
 
 from __future__ import annotations
 

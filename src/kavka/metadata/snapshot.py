@@ -13,8 +13,8 @@ epoch, fencing and controlled-shutdown state are written out. Pure; any thread.
 
 from __future__ import annotations
 
-from kavka.controller.image import MetadataImage
-from kavka.controller.records import (
+from kavka.metadata.image import MetadataImage
+from kavka.metadata.records import (
     ConfigRecord,
     MetadataRecord,
     PartitionRecord,
