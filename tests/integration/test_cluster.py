@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kavka.common import ErrorCode
 from kavka.protocol import api
 from kavka.protocol.framing import encode_entity, encode_request
 from kavka.protocol.messages import make, nested
@@ -230,7 +231,7 @@ def test_raft_rpcs_from_another_cluster_are_refused(cluster: Cluster) -> None:
     from kavka.protocol.framing import decode_body
 
     resp = codec.decode(decode_body(codec.RESPONSE_SCHEMA[type(entity)], buf[4:], 5), request=req)
-    assert resp.error_code == m.INCONSISTENT_CLUSTER_ID
+    assert resp.error_code == ErrorCode.inconsistent_cluster_id
     # ...and the quorum did not move to the intruder's epoch.
     assert _quorum(cluster.nodes[2]).leader_epoch < 99
 

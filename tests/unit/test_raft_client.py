@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from kavka.common import ErrorCode
 from kavka.raft import messages as m
 from kavka.raft.api import MetadataQuorum, NotLeaderError, SnapshotId
 from kavka.raft.client import PollResult, RaftClient, RaftConfig
@@ -104,7 +105,7 @@ def test_wrong_cluster_id_and_non_voter_are_refused() -> None:
     bad = m.VoteRequest("other", 1, 2, 0, 0, pre_vote=False)
     out = poll(c, 1, [env(2, 1, bad), env(9, 1, m.VoteRequest(CID, 1, 9, 0, 0, pre_vote=False))]).outbound
     codes = [r.error_code for r in replies(out, m.VoteResponse)]
-    assert codes == [m.INCONSISTENT_CLUSTER_ID, m.INCONSISTENT_VOTER_SET]
+    assert codes == [ErrorCode.inconsistent_cluster_id, ErrorCode.inconsistent_voter_set]
     assert c.epoch == 0 and c.voted_id is None
 
 
@@ -143,9 +144,9 @@ def _elect(c: RaftClient, now: int = 5000) -> list[m.Envelope]:
     """Drive node c to leader of epoch 1 with grants from node 2."""
     out = poll(c, now).outbound
     assert c.state is S.PROSPECTIVE and replies(out, m.VoteRequest)[0].pre_vote
-    poll(c, now + 1, [env(2, 1, m.VoteResponse(m.NONE, None, 0, True, True), 0)])
+    poll(c, now + 1, [env(2, 1, m.VoteResponse(ErrorCode.none, None, 0, True, True), 0)])
     assert c.state is S.CANDIDATE and c.epoch == 1 and c.voted_id == 1
-    out = poll(c, now + 2, [env(2, 1, m.VoteResponse(m.NONE, None, 1, True, False), 0)]).outbound
+    out = poll(c, now + 2, [env(2, 1, m.VoteResponse(ErrorCode.none, None, 1, True, False), 0)]).outbound
     assert c.state is S.LEADER
     return out
 
@@ -186,7 +187,7 @@ def test_leader_answers_a_diverging_fetch_with_its_epoch_end() -> None:
     out = poll(c, 6000, [env(2, 1, m.FetchRequest(CID, 2, 1, 4, 0, 0, 0), 5)]).outbound
     assert replies(out, m.FetchResponse)[0].diverging_epoch == (0, 1)
     out = poll(c, 6001, [env(3, 1, m.FetchRequest(CID, 3, 0, 1, 0, 0, 0), 6)]).outbound
-    assert replies(out, m.FetchResponse)[0].error_code == m.FENCED_LEADER_EPOCH
+    assert replies(out, m.FetchResponse)[0].error_code == ErrorCode.fenced_leader_epoch
 
 
 def test_follower_truncates_on_diverging_epoch_and_refetches() -> None:
@@ -197,7 +198,7 @@ def test_follower_truncates_on_diverging_epoch_and_refetches() -> None:
     assert c.state is S.FOLLOWER and c.leader_id == 1 and c.epoch == 2
     fetch = [e for e in out if isinstance(e.message, m.FetchRequest)][0]
     assert (fetch.message.fetch_offset, fetch.message.last_fetched_epoch) == (5, 1)
-    diverge = m.FetchResponse(m.NONE, 1, 2, 0, (), (1, 3))
+    diverge = m.FetchResponse(ErrorCode.none, 1, 2, 0, (), (1, 3))
     out = poll(c, 2, [env(1, 2, diverge, fetch.correlation_id)]).outbound
     assert c.log.end_offset == 3
     refetch = replies(out, m.FetchRequest)[0]
@@ -212,7 +213,7 @@ def test_follower_appends_flushes_and_takes_the_leaders_high_watermark() -> None
     out = poll(c, 1, [env(1, 2, m.BeginQuorumEpochRequest(CID, 1, 1))]).outbound
     fetch = [e for e in out if isinstance(e.message, m.FetchRequest)][0]
     records = (LogEntry(0, 1, 0, None, None, control=True), LogEntry(1, 1, 1, b"k", b"v"))
-    poll(c, 2, [env(1, 2, m.FetchResponse(m.NONE, 1, 1, 1, records, None), fetch.correlation_id)])
+    poll(c, 2, [env(1, 2, m.FetchResponse(ErrorCode.none, 1, 1, 1, records, None), fetch.correlation_id)])
     assert c.log.end_offset == 2 and c.log.flushed_end_offset == 2 and c.high_watermark == 1
 
 
@@ -230,7 +231,7 @@ def test_stale_begin_quorum_epoch_is_fenced() -> None:
     poll(c, 1, [env(1, 2, m.BeginQuorumEpochRequest(CID, 1, 5))])
     out = poll(c, 2, [env(3, 2, m.BeginQuorumEpochRequest(CID, 3, 4))]).outbound
     resp = replies(out, m.BeginQuorumEpochResponse)[0]
-    assert resp.error_code == m.FENCED_LEADER_EPOCH and resp.leader_epoch == 5 and resp.leader_id == 1
+    assert resp.error_code == ErrorCode.fenced_leader_epoch and resp.leader_epoch == 5 and resp.leader_id == 1
 
 
 def test_leader_without_a_quorum_resigns_and_ends_its_epoch() -> None:
@@ -245,12 +246,12 @@ def test_leader_without_a_quorum_resigns_and_ends_its_epoch() -> None:
 
 def test_describe_quorum_is_the_leaders_view_of_its_voters() -> None:
     follower = make(2)
-    assert follower.describe_quorum().error_code == m.NOT_LEADER_OR_FOLLOWER
+    assert follower.describe_quorum().error_code == ErrorCode.not_leader_or_follower
     c = make()
     _elect(c)
     poll(c, 5003, [env(2, 1, m.FetchRequest(CID, 2, 1, 1, 1, 0, 0), 5)])
     desc = c.describe_quorum()
-    assert (desc.error_code, desc.leader_id, desc.leader_epoch, desc.high_watermark) == (m.NONE, 1, 1, 1)
+    assert (desc.error_code, desc.leader_id, desc.leader_epoch, desc.high_watermark) == (ErrorCode.none, 1, 1, 1)
     by_id = {r.replica_id: r for r in desc.current_voters}
     assert by_id[2] == m.ReplicaDescription(2, 1, 5003, 5003)
     assert by_id[3] == m.ReplicaDescription(3, -1, -1, -1)

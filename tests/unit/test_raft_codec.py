@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kavka.common import ErrorCode
 from kavka.protocol.framing import decode_body, encode_entity
 from kavka.raft import codec
 from kavka.raft import messages as m
@@ -21,21 +22,21 @@ ENTRIES = (
 MESSAGES: list[m.Message] = [
     m.VoteRequest(CID, 5, 2, 4, 100, pre_vote=True),
     m.VoteRequest(CID, 5, 2, 4, 100, pre_vote=False),
-    m.VoteResponse(m.NONE, 3, 5, True, False),
-    m.VoteResponse(m.NONE, None, 5, False, False),
+    m.VoteResponse(ErrorCode.none, 3, 5, True, False),
+    m.VoteResponse(ErrorCode.none, None, 5, False, False),
     m.BeginQuorumEpochRequest(CID, 1, 7),
-    m.BeginQuorumEpochResponse(m.FENCED_LEADER_EPOCH, 2, 8),
+    m.BeginQuorumEpochResponse(ErrorCode.fenced_leader_epoch, 2, 8),
     m.EndQuorumEpochRequest(CID, 1, 7, (3, 2)),
-    m.EndQuorumEpochResponse(m.NONE, None, 7),
+    m.EndQuorumEpochResponse(ErrorCode.none, None, 7),
     m.FetchRequest(CID, 2, 7, 120, 6, 99, 500),
-    m.FetchResponse(m.NONE, 1, 7, 11, ENTRIES, None),
-    m.FetchResponse(m.NONE, 1, 7, 11, (), (4, 90)),
-    m.FetchResponse(m.NOT_LEADER_OR_FOLLOWER, None, 8, 0, (), None),
-    m.VoteResponse(m.INCONSISTENT_VOTER_SET, 1, 3, False, False),
-    m.FetchResponse(m.NONE, 1, 7, 500, (), None, SnapshotId(400, 6)),
+    m.FetchResponse(ErrorCode.none, 1, 7, 11, ENTRIES, None),
+    m.FetchResponse(ErrorCode.none, 1, 7, 11, (), (4, 90)),
+    m.FetchResponse(ErrorCode.not_leader_or_follower, None, 8, 0, (), None),
+    m.VoteResponse(ErrorCode.inconsistent_voter_set, 1, 3, False, False),
+    m.FetchResponse(ErrorCode.none, 1, 7, 500, (), None, SnapshotId(400, 6)),
     m.FetchSnapshotRequest(CID, 2, 7, SnapshotId(400, 6), 4096, 1 << 20),
-    m.FetchSnapshotResponse(m.NONE, 1, 7, SnapshotId(400, 6), 9000, 4096, b"\x00\x01chunk"),
-    m.FetchSnapshotResponse(m.SNAPSHOT_NOT_FOUND, 1, 7, SnapshotId(400, 6), -1, 0, b""),
+    m.FetchSnapshotResponse(ErrorCode.none, 1, 7, SnapshotId(400, 6), 9000, 4096, b"\x00\x01chunk"),
+    m.FetchSnapshotResponse(ErrorCode.snapshot_not_found, 1, 7, SnapshotId(400, 6), -1, 0, b""),
 ]
 
 
@@ -48,14 +49,14 @@ def test_round_trip_through_bytes(msg: m.Message) -> None:
 
 
 def test_inconsistent_cluster_id_is_a_top_level_error() -> None:
-    entity = codec.encode(m.VoteResponse(m.INCONSISTENT_CLUSTER_ID, None, -1, False, False), destination=2)
-    assert entity.error_code == m.INCONSISTENT_CLUSTER_ID
-    assert codec.decode(entity).error_code == m.INCONSISTENT_CLUSTER_ID
+    entity = codec.encode(m.VoteResponse(ErrorCode.inconsistent_cluster_id, None, -1, False, False), destination=2)
+    assert entity.error_code == ErrorCode.inconsistent_cluster_id
+    assert codec.decode(entity).error_code == ErrorCode.inconsistent_cluster_id
 
 
 def test_vote_response_takes_pre_vote_from_its_request() -> None:
     req = m.VoteRequest(CID, 5, 2, 4, 100, pre_vote=True)
-    resp = m.VoteResponse(m.NONE, None, 4, True, True)
+    resp = m.VoteResponse(ErrorCode.none, None, 4, True, True)
     entity = codec.encode(resp, destination=2)
     assert codec.decode(entity, request=req) == resp
 
@@ -88,7 +89,7 @@ def test_a_request_for_another_partition_is_refused() -> None:
 
 def test_describe_quorum_response_encodes_as_kafkas_v2() -> None:
     desc = m.QuorumDescription(
-        m.NONE, 1, 4, 77, (m.ReplicaDescription(1, 80, 1000, 1000), m.ReplicaDescription(2, -1, -1, -1))
+        ErrorCode.none, 1, 4, 77, (m.ReplicaDescription(1, 80, 1000, 1000), m.ReplicaDescription(2, -1, -1, -1))
     )
     entity = codec.encode_describe_quorum(desc)
     back = decode_body(type(entity), encode_entity(entity), 0)

@@ -41,7 +41,7 @@ from kavka.controller.quorum_controller import UNAVAILABLE, HeartbeatReply
 from kavka.storage.meta_properties import generate_uuid
 
 if TYPE_CHECKING:
-    from kavka.broker.controller_rpc import ControllerClient
+    from kavka.broker.controller_client import ControllerClient
 
 log = logging.getLogger("kavka.broker")
 

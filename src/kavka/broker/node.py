@@ -55,7 +55,8 @@ from kio.schema.errors import ErrorCode
 
 from kavka.broker.assignments import Assignment, AssignmentsManager
 from kavka.broker.config_resolver import ConfigResolver
-from kavka.broker.controller_rpc import RPCS, ControllerApis, ControllerClient
+from kavka.broker.controller_apis import RPCS, ControllerApis
+from kavka.broker.controller_client import ControllerClient
 from kavka.broker.lifecycle import BrokerLifecycle
 from kavka.broker.metadata_publisher import BrokerMetadataPublisher
 from kavka.broker.raft_driver import RaftDriver

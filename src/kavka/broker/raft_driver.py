@@ -307,7 +307,7 @@ class RaftDriver:
             writer.close()
 
     async def _serve_controller_rpc(self, header: Any, frame: bytes, writer: asyncio.StreamWriter) -> None:
-        """A controller request from another node (broker.controller_rpc), answered in order."""
+        """A controller request from another node (broker.controller_client), answered in order."""
         req_cls, _resp_cls = self._rpc_schemas[header.api_key]
         if header.api_version != req_cls.__version__:
             raise ValueError(f"api {header.api_key} v{header.api_version} is not spoken between kavka nodes")

@@ -1,7 +1,7 @@
 """AsyncChannel: one asyncio connection to one Kafka-protocol endpoint, one request at a time.
 
 What brokers use to talk to each other: forwarding and broker RPCs to the active
-controller (`broker.controller_rpc`) and followers' Fetch to a leader
+controller (`broker.controller_client`) and followers' Fetch to a leader
 (`replication.fetcher`). Requests are flexible versions (request header v2,
 response header v1: correlation id plus empty tagged fields). A response whose
 correlation id is not the request's, or whose frame is larger than

@@ -61,6 +61,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kavka.common import ErrorCode
 from kavka.raft import messages as m
 from kavka.raft import snapshot as snapshots
 from kavka.raft.api import LeaderAndEpoch, NotLeaderError, RaftListener, SnapshotId
@@ -220,7 +221,7 @@ class RaftClient:
         """DescribeQuorum: the leader's view of every voter (NOT_LEADER_OR_FOLLOWER elsewhere)."""
         if self.state is not _S.LEADER:
             return m.QuorumDescription(
-                m.NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch, self._high_watermark, ()
+                ErrorCode.not_leader_or_follower, self.leader_id, self.epoch, self._high_watermark, ()
             )
         v = self._v
         voters = tuple(
@@ -246,7 +247,7 @@ class RaftClient:
             for node, offset in sorted(v.fetch_offsets.items())
             if node not in self.voters
         )
-        return m.QuorumDescription(m.NONE, self.node_id, self.epoch, self._high_watermark, voters, observers)
+        return m.QuorumDescription(ErrorCode.none, self.node_id, self.epoch, self._high_watermark, voters, observers)
 
     def prepare_snapshot(self, end_offset: int) -> SnapshotId | None:
         """Name a snapshot of the committed records below `end_offset` (a batch boundary the
@@ -518,12 +519,12 @@ class RaftClient:
                 return
         handler(env)
 
-    def _validate_request(self, env: m.Envelope) -> int | None:
+    def _validate_request(self, env: m.Envelope) -> ErrorCode | None:
         msg = env.message
         if getattr(msg, "cluster_id", None) != self.config.cluster_id:
-            return m.INCONSISTENT_CLUSTER_ID
+            return ErrorCode.inconsistent_cluster_id
         if env.src not in self.voters and not isinstance(msg, m.FetchRequest | m.FetchSnapshotRequest):
-            return m.INCONSISTENT_VOTER_SET  # observers only fetch
+            return ErrorCode.inconsistent_voter_set  # observers only fetch
         return None
 
     def _handle_vote_request(self, env: m.Envelope) -> None:
@@ -556,12 +557,12 @@ class RaftClient:
                 # A vote is durable before it is sent. Unattached/Prospective keep their state.
                 self.voted_id = req.candidate_id
                 self.store.write(ElectionState(epoch=self.epoch, voted_id=req.candidate_id))
-        self._reply(env, m.VoteResponse(m.NONE, self.leader_id, self.epoch, granted, req.pre_vote))
+        self._reply(env, m.VoteResponse(ErrorCode.none, self.leader_id, self.epoch, granted, req.pre_vote))
 
     def _handle_vote_response(self, env: m.Envelope) -> None:
         resp = env.message
         assert isinstance(resp, m.VoteResponse)
-        if resp.error_code != m.NONE:
+        if resp.error_code != ErrorCode.none:
             return
         self._observe(resp.leader_epoch, resp.leader_id)
         if resp.pre_vote and self.state is _S.PROSPECTIVE and resp.leader_epoch <= self.epoch:
@@ -575,23 +576,23 @@ class RaftClient:
         req = env.message
         assert isinstance(req, m.BeginQuorumEpochRequest)
         if req.leader_epoch < self.epoch:
-            self._reply(env, m.BeginQuorumEpochResponse(m.FENCED_LEADER_EPOCH, self.leader_id, self.epoch))
+            self._reply(env, m.BeginQuorumEpochResponse(ErrorCode.fenced_leader_epoch, self.leader_id, self.epoch))
             return
         self._observe(req.leader_epoch, req.leader_id)
-        self._reply(env, m.BeginQuorumEpochResponse(m.NONE, self.leader_id, self.epoch))
+        self._reply(env, m.BeginQuorumEpochResponse(ErrorCode.none, self.leader_id, self.epoch))
 
     def _handle_begin_quorum_epoch_response(self, env: m.Envelope) -> None:
         resp = env.message
         assert isinstance(resp, m.BeginQuorumEpochResponse)
         self._observe(resp.leader_epoch, resp.leader_id)
-        if self.state is _S.LEADER and resp.error_code == m.NONE and resp.leader_epoch == self.epoch:
+        if self.state is _S.LEADER and resp.error_code == ErrorCode.none and resp.leader_epoch == self.epoch:
             self._v.begin_acked.add(env.src)
 
     def _handle_end_quorum_epoch_request(self, env: m.Envelope) -> None:
         req = env.message
         assert isinstance(req, m.EndQuorumEpochRequest)
         if req.leader_epoch < self.epoch:
-            self._reply(env, m.EndQuorumEpochResponse(m.FENCED_LEADER_EPOCH, self.leader_id, self.epoch))
+            self._reply(env, m.EndQuorumEpochResponse(ErrorCode.fenced_leader_epoch, self.leader_id, self.epoch))
             return
         if req.leader_epoch > self.epoch:
             self._transition(_S.UNATTACHED, req.leader_epoch)
@@ -600,7 +601,7 @@ class RaftClient:
             # Successors try sooner, in preference order (Kafka's EndQuorumEpoch backoff).
             rank = req.preferred_successors.index(self.node_id) if self.node_id in req.preferred_successors else 0
             self._v.deadline_ms = self._now + self.rng.randint(0, self.config.election_backoff_max_ms // 4) * (rank + 1)
-        self._reply(env, m.EndQuorumEpochResponse(m.NONE, self.leader_id, self.epoch))
+        self._reply(env, m.EndQuorumEpochResponse(ErrorCode.none, self.leader_id, self.epoch))
 
     def _handle_end_quorum_epoch_response(self, env: m.Envelope) -> None:
         resp = env.message
@@ -613,15 +614,15 @@ class RaftClient:
         if req.current_leader_epoch > self.epoch:
             self._observe(req.current_leader_epoch, None)
         if self.state is not _S.LEADER:
-            self._reply(env, self._fetch_error(m.NOT_LEADER_OR_FOLLOWER))
+            self._reply(env, self._fetch_error(ErrorCode.not_leader_or_follower))
             return
         if req.current_leader_epoch < self.epoch:
-            self._reply(env, self._fetch_error(m.FENCED_LEADER_EPOCH))
+            self._reply(env, self._fetch_error(ErrorCode.fenced_leader_epoch))
             return
         self._v.parked.pop(env.src, None)  # a newer fetch replaces a parked one
         self._answer_fetch(env.src, env.correlation_id, req, park=True)
 
-    def _fetch_error(self, error: int) -> m.FetchResponse:
+    def _fetch_error(self, error: ErrorCode) -> m.FetchResponse:
         return m.FetchResponse(error, self.leader_id, self.epoch, self._high_watermark, (), None)
 
     def _answer_fetch(self, src: int, correlation_id: int, req: m.FetchRequest, *, park: bool = False) -> None:
@@ -655,7 +656,7 @@ class RaftClient:
             else:
                 # One batch larger than a fetch: it goes whole (read once, not entry by entry).
                 entries = entries + self._rest_of_batch(entries[-1].offset + 1, last_base)
-        resp = m.FetchResponse(m.NONE, self.node_id, self.epoch, self._high_watermark, tuple(entries), None)
+        resp = m.FetchResponse(ErrorCode.none, self.node_id, self.epoch, self._high_watermark, tuple(entries), None)
         self._outbound.append(m.Envelope(self.node_id, src, correlation_id, resp))
 
     def _validate_fetch_position(self, req: m.FetchRequest) -> m.FetchResponse | None:
@@ -665,7 +666,7 @@ class RaftClient:
         snap = log.latest_snapshot_id
         if req.fetch_offset < log.start_offset:
             assert snap is not None, "a log start offset above 0 needs a snapshot"
-            return m.FetchResponse(m.NONE, self.node_id, self.epoch, self._high_watermark, (), None, snap)
+            return m.FetchResponse(ErrorCode.none, self.node_id, self.epoch, self._high_watermark, (), None, snap)
         if req.fetch_offset == 0 and req.last_fetched_epoch == 0:
             return None
         if snap is not None and (req.fetch_offset, req.last_fetched_epoch) == (snap.end_offset, snap.epoch):
@@ -675,8 +676,8 @@ class RaftClient:
             return None
         if snap is not None and end <= log.start_offset:
             # Where it diverges is below what our epoch cache still knows: start it over.
-            return m.FetchResponse(m.NONE, self.node_id, self.epoch, self._high_watermark, (), None, snap)
-        return m.FetchResponse(m.NONE, self.node_id, self.epoch, self._high_watermark, (), (epoch, end))
+            return m.FetchResponse(ErrorCode.none, self.node_id, self.epoch, self._high_watermark, (), None, snap)
+        return m.FetchResponse(ErrorCode.none, self.node_id, self.epoch, self._high_watermark, (), (epoch, end))
 
     def _handle_fetch_snapshot_request(self, env: m.Envelope) -> None:
         req = env.message
@@ -685,15 +686,15 @@ class RaftClient:
             self._observe(req.current_leader_epoch, None)
         sid = req.snapshot_id
 
-        def answer(error: int, size: int = -1, data: bytes = b"") -> None:
+        def answer(error: ErrorCode, size: int = -1, data: bytes = b"") -> None:
             resp = m.FetchSnapshotResponse(error, self.leader_id, self.epoch, sid, size, req.position, data)
             self._reply(env, resp)
 
         if self.state is not _S.LEADER:
-            answer(m.NOT_LEADER_OR_FOLLOWER)
+            answer(ErrorCode.not_leader_or_follower)
             return
         if req.current_leader_epoch < self.epoch:
-            answer(m.FENCED_LEADER_EPOCH)
+            answer(ErrorCode.fenced_leader_epoch)
             return
         self._v.last_fetch_ms[env.src] = self._now  # a voter busy fetching a snapshot is alive
         self._v.begin_acked.add(env.src)
@@ -706,14 +707,14 @@ class RaftClient:
             if data is None:
                 data = self.log.read_snapshot(sid)
             if data is None:
-                answer(m.SNAPSHOT_NOT_FOUND)
+                answer(ErrorCode.snapshot_not_found)
                 return
             cache = self._snapshot_cache[env.src] = (sid, data)
         data = cache[1]
         if not 0 <= req.position < len(data):
-            answer(m.POSITION_OUT_OF_RANGE)
+            answer(ErrorCode.position_out_of_range)
             return
-        answer(m.NONE, len(data), data[req.position : req.position + max(req.max_bytes, 1)])
+        answer(ErrorCode.none, len(data), data[req.position : req.position + max(req.max_bytes, 1)])
 
     def _handle_fetch_snapshot_response(self, env: m.Envelope) -> None:
         resp = env.message
@@ -723,8 +724,8 @@ class RaftClient:
             self._observe(resp.leader_epoch, resp.leader_id)
             return
         v.fetch_correlation = None
-        if resp.error_code != m.NONE or resp.leader_epoch != self.epoch:
-            if resp.error_code in (m.SNAPSHOT_NOT_FOUND, m.POSITION_OUT_OF_RANGE):
+        if resp.error_code != ErrorCode.none or resp.leader_epoch != self.epoch:
+            if resp.error_code in (ErrorCode.snapshot_not_found, ErrorCode.position_out_of_range):
                 v.snapshot_fetch = None  # the leader moved on: fetch again to learn its snapshot
                 v.snapshot_buf = bytearray()
             self._observe(resp.leader_epoch, resp.leader_id)
@@ -777,7 +778,7 @@ class RaftClient:
             self._observe(resp.leader_epoch, resp.leader_id)
             return  # stale: delayed, duplicated, or from an older state
         self._v.fetch_correlation = None
-        if resp.error_code != m.NONE or resp.leader_epoch != self.epoch:
+        if resp.error_code != ErrorCode.none or resp.leader_epoch != self.epoch:
             self._observe(resp.leader_epoch, resp.leader_id)
             return
         self._v.deadline_ms = self._now + self.config.fetch_timeout_ms
@@ -852,7 +853,7 @@ _REQUESTS = (
 )
 
 
-def _error_response(msg: m.Message, error: int, leader_id: int | None, epoch: int) -> m.Message:
+def _error_response(msg: m.Message, error: ErrorCode, leader_id: int | None, epoch: int) -> m.Message:
     if isinstance(msg, m.VoteRequest):
         return m.VoteResponse(error, leader_id, epoch, False, msg.pre_vote)
     if isinstance(msg, m.BeginQuorumEpochRequest):

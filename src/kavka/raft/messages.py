@@ -17,17 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kavka.common import ErrorCode
 from kavka.raft.api import SnapshotId
 from kavka.raft.replicated_log import LogEntry
-
-# Kafka error codes used here (kio.schema.errors.ErrorCode values).
-NONE = 0
-NOT_LEADER_OR_FOLLOWER = 6
-FENCED_LEADER_EPOCH = 74
-INCONSISTENT_VOTER_SET = 94
-SNAPSHOT_NOT_FOUND = 98
-POSITION_OUT_OF_RANGE = 99
-INCONSISTENT_CLUSTER_ID = 104
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +34,7 @@ class VoteRequest:
 
 @dataclass(frozen=True, slots=True)
 class VoteResponse:
-    error_code: int
+    error_code: ErrorCode
     leader_id: int | None
     leader_epoch: int
     vote_granted: bool
@@ -58,7 +50,7 @@ class BeginQuorumEpochRequest:
 
 @dataclass(frozen=True, slots=True)
 class BeginQuorumEpochResponse:
-    error_code: int
+    error_code: ErrorCode
     leader_id: int | None
     leader_epoch: int
 
@@ -73,7 +65,7 @@ class EndQuorumEpochRequest:
 
 @dataclass(frozen=True, slots=True)
 class EndQuorumEpochResponse:
-    error_code: int
+    error_code: ErrorCode
     leader_id: int | None
     leader_epoch: int
 
@@ -91,7 +83,7 @@ class FetchRequest:
 
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
-    error_code: int
+    error_code: ErrorCode
     leader_id: int | None  # CurrentLeader
     leader_epoch: int
     high_watermark: int
@@ -115,7 +107,7 @@ class FetchSnapshotRequest:
 
 @dataclass(frozen=True, slots=True)
 class FetchSnapshotResponse:
-    error_code: int
+    error_code: ErrorCode
     leader_id: int | None  # CurrentLeader
     leader_epoch: int
     snapshot_id: SnapshotId
@@ -138,7 +130,7 @@ class ReplicaDescription:
 class QuorumDescription:
     """DescribeQuorum (api 55) for __cluster_metadata-0, as only the leader can answer it."""
 
-    error_code: int
+    error_code: ErrorCode
     leader_id: int | None
     leader_epoch: int
     high_watermark: int

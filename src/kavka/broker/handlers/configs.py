@@ -103,7 +103,7 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
 
 async def alter_resources(controller: Any, req: Any, *, incremental: bool) -> list[tuple[Any, ApiResult]]:
     """Each resource of an (Incremental)AlterConfigs request through `controller` -- the node's
-    ControllerClient, or the QuorumController on the controller listener (broker.controller_rpc)."""
+    ControllerClient, or the QuorumController on the controller listener (broker.controller_client)."""
     out = []
     for r in req.resources:
         ops = [(c.name, c.config_operation if incremental else 0, c.value) for c in r.configs]

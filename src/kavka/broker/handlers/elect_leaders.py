@@ -2,7 +2,7 @@
 
 The active controller decides and commits (`ReplicationControlManager.elect_leaders`, KIP-183 and KIP-460);
 any other node forwards the request to it over the controller listener
-(`broker.controller_rpc`), as Kafka's brokers forward it. Answers are Kafka's:
+(`broker.controller_client`), as Kafka's brokers forward it. Answers are Kafka's:
 
 - `election_type` 0 PREFERRED, 1 UNCLEAN (v0 has no field: preferred); any other value is
   INVALID_REQUEST at the top level and for every named partition.

@@ -1,7 +1,7 @@
 """DescribeQuorum (API 55): the metadata quorum as its leader sees it (kafka-metadata-quorum.sh describe).
 
 Any node answers: the raft leader describes itself, every other node asks it
-over the controller listener (broker.controller_rpc) and relays the answer in
+over the controller listener (broker.controller_client) and relays the answer in
 the client's version.
 """
 

@@ -15,7 +15,7 @@ replicas they no longer host. Answers are Kafka's:
 - List: the partitions with a reassignment in progress (replicas, adding, removing); null topics
   means every topic; unknown topics and partitions are left out.
 
-The encode/decode halves are shared with the controller listener (`broker.controller_rpc`).
+The encode/decode halves are shared with the controller listener (`broker.controller_client`).
 Called on the event loop.
 """
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 # The request-to-controller halves below are shared with the controller listener
-# (broker.controller_rpc.ControllerApis): `controller` is the node's ControllerClient here and the
+# (broker.controller_client.ControllerApis): `controller` is the node's ControllerClient here and the
 # QuorumController there (the same operations and signatures).
 
 

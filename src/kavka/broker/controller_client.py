@@ -1,79 +1,53 @@
-"""Metadata changes from any node: the controller facade, its RPCs and their server side.
+"""ControllerClient: the QuorumController's operations from any node (`node.controller`).
 
-Kafka 4 brokers never change metadata themselves: they send BrokerRegistration
-and AllocateProducerIds to the active controller, and forward admin requests
-(CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments,
-ListPartitionReassignments) to it. kavka does the same over the controller
-listener (the one the raft RPCs use), with Kafka's own request messages at
-fixed versions (`RPCS`):
+What every broker handler calls to change metadata. On the active controller it calls the local
+`QuorumController`; anywhere else it sends the request (Kafka's own message, at the version in
+`broker.controller_apis.RPCS`) to the raft leader's controller endpoint (its
+`controller.quorum.voters` address), where `ControllerApis` answers it. It retries on
+NOT_CONTROLLER or a lost connection until `timeout_s`, and -- for topic changes -- waits (bounded)
+until this node's own image shows the change, so a client that creates a topic through this node
+sees it here next (Kafka's brokers answer once the controller has committed; kavka's extra wait
+saves clients a retry).
 
-- `ControllerClient` is what every handler calls (`node.controller`). On the
-  active controller it calls the local `QuorumController`; anywhere else it
-  sends the request to the raft leader's controller endpoint (its
-  `controller.quorum.voters` address), retries on NOT_CONTROLLER or a lost
-  connection until `timeout_s`, and -- for topic changes -- waits (bounded)
-  until this node's own image shows the change, so a client that creates a
-  topic through this node sees it here next (Kafka's brokers answer once the
-  controller has committed; kavka's extra wait saves clients a retry).
-- `ControllerApis` answers those requests on the controller listener
-  (served by `RaftDriver`), always with the local QuorumController: a node
-  that is not the active controller answers NOT_CONTROLLER and the sender
-  tries again with the leader it learns next.
-
-Errors a client sees are Kafka's: NOT_CONTROLLER only if no controller could be
-reached before the deadline, REQUEST_TIMED_OUT if a commit did not come.
-Called on the event loop.
+Errors a client sees are Kafka's: NOT_CONTROLLER only if no controller could be reached before the
+deadline, REQUEST_TIMED_OUT if a commit did not come. Called on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
-import logging
-import uuid
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.allocate_producer_ids.v0 import request as apid_req
-from kio.schema.allocate_producer_ids.v0 import response as apid_resp
 from kio.schema.alter_configs.v2 import request as ac_req
-from kio.schema.alter_configs.v2 import response as ac_resp
 from kio.schema.alter_partition.v3 import request as ap_req
-from kio.schema.alter_partition.v3 import response as ap_resp
 from kio.schema.alter_partition_reassignments.v0 import request as apr_req
-from kio.schema.alter_partition_reassignments.v0 import response as apr_resp
 from kio.schema.assign_replicas_to_dirs.v0 import request as ard_req
-from kio.schema.assign_replicas_to_dirs.v0 import response as ard_resp
 from kio.schema.broker_heartbeat.v1 import request as bh_req
-from kio.schema.broker_heartbeat.v1 import response as bh_resp
 from kio.schema.broker_registration.v4 import request as br_req
-from kio.schema.broker_registration.v4 import response as br_resp
 from kio.schema.create_partitions.v3 import request as cp_req
-from kio.schema.create_partitions.v3 import response as cp_resp
 from kio.schema.create_topics.v7 import request as ct_req
-from kio.schema.create_topics.v7 import response as ct_resp
 from kio.schema.delete_topics.v6 import request as dt_req
-from kio.schema.delete_topics.v6 import response as dt_resp
 from kio.schema.describe_quorum.v2 import request as dq_req
-from kio.schema.describe_quorum.v2 import response as dq_resp
 from kio.schema.elect_leaders.v2 import request as el_req
-from kio.schema.elect_leaders.v2 import response as el_resp
-from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as iac_req
-from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 from kio.schema.list_partition_reassignments.v0 import request as lpr_req
-from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 
-from kavka.broker.handlers import configs, elect_leaders, reassignments, topics
-from kavka.broker.handlers.placement import placement_response
+from kavka.broker.controller_apis import (
+    RPCS,
+    alter_partition_response,
+    assign_replicas_to_dirs_response,
+    by_dir_and_topic,
+)
+from kavka.broker.handlers import elect_leaders, reassignments
 from kavka.client.async_channel import AsyncChannel
+from kavka.common import ConfigResourceType, ElectionType, ErrorCode, TopicPartition
 from kavka.controller.quorum_controller import (
-    UNAVAILABLE,
     HeartbeatReply,
     NotControllerError,
     QuorumController,
-    unavailable_result,
 )
 from kavka.controller.results import (
     AlterPartitionItem,
@@ -93,277 +67,7 @@ from kavka.raft import codec
 if TYPE_CHECKING:
     from kavka.raft.client import RaftClient
 
-log = logging.getLogger("kavka.controller")
-
-_NO_THROTTLE = datetime.timedelta(0)
 _TIMEOUT = datetime.timedelta(seconds=30)
-
-# api key -> (request class, response class), the versions kavka nodes speak to each other.
-RPCS: dict[int, tuple[type, type]] = {
-    19: (ct_req.CreateTopicsRequest, ct_resp.CreateTopicsResponse),
-    20: (dt_req.DeleteTopicsRequest, dt_resp.DeleteTopicsResponse),
-    33: (ac_req.AlterConfigsRequest, ac_resp.AlterConfigsResponse),
-    37: (cp_req.CreatePartitionsRequest, cp_resp.CreatePartitionsResponse),
-    44: (iac_req.IncrementalAlterConfigsRequest, iac_resp.IncrementalAlterConfigsResponse),
-    62: (br_req.BrokerRegistrationRequest, br_resp.BrokerRegistrationResponse),
-    63: (bh_req.BrokerHeartbeatRequest, bh_resp.BrokerHeartbeatResponse),
-    55: (dq_req.DescribeQuorumRequest, dq_resp.DescribeQuorumResponse),
-    67: (apid_req.AllocateProducerIdsRequest, apid_resp.AllocateProducerIdsResponse),
-    56: (ap_req.AlterPartitionRequest, ap_resp.AlterPartitionResponse),
-    43: (el_req.ElectLeadersRequest, el_resp.ElectLeadersResponse),
-    73: (ard_req.AssignReplicasToDirsRequest, ard_resp.AssignReplicasToDirsResponse),
-    45: (apr_req.AlterPartitionReassignmentsRequest, apr_resp.AlterPartitionReassignmentsResponse),
-    46: (lpr_req.ListPartitionReassignmentsRequest, lpr_resp.ListPartitionReassignmentsResponse),
-    ks.CREATE_REPLICA_PLACEMENT: (ks.CreateReplicaPlacementRequest, ks.CreateReplicaPlacementResponse),
-}
-
-
-def _uuid(s: str | None) -> uuid.UUID | None:
-    return uuid_from_str(s)
-
-
-# ---------------------------------------------------------------------------- server side
-
-
-class ControllerApis:
-    """Answers the RPCS on the controller listener with the local QuorumController."""
-
-    def __init__(self, controller: QuorumController, *, cluster_id: str) -> None:
-        self.qc = controller
-        self.cluster_id = cluster_id
-
-    async def handle(self, api_key: int, req: Any, connection: Hashable | None = None) -> Any:
-        """Answer one request; `connection` identifies the connection it came over (heartbeats
-        remember it, so a broker whose connection closes is fenced soon: controller.heartbeats)."""
-        if api_key == bh_req.BrokerHeartbeatRequest.__api_key__:
-            return await self._api_63(req, connection)
-        return await getattr(self, f"_api_{api_key}")(req)
-
-    def connection_lost(self, connection: Hashable) -> None:
-        self.qc.broker_connection_lost(connection)
-
-    async def _api_19(self, req: ct_req.CreateTopicsRequest) -> Any:
-        results = await topics.create_topics(self.qc, topics.new_topics(req), validate_only=req.validate_only)
-        return ct_resp.CreateTopicsResponse(
-            throttle_time=_NO_THROTTLE,
-            topics=tuple(
-                ct_resp.CreatableTopicResult(
-                    name=r.name,
-                    topic_id=_uuid(r.topic_id),
-                    error_code=r.result.error,
-                    error_message=r.result.message,
-                    topic_config_error_code=0,
-                    num_partitions=r.num_partitions,
-                    replication_factor=r.replication_factor,
-                    configs=None,
-                )
-                for r in results
-            ),
-        )
-
-    async def _api_20(self, req: dt_req.DeleteTopicsRequest) -> Any:
-        image = self.qc.image
-        topics = [image.topics_by_id.get(uuid_to_str(t.topic_id)) for t in req.topics]
-        error, message = ErrorCode.none, None
-        try:
-            await self.qc.delete_topics([t for t in topics if t is not None])
-        except UNAVAILABLE as e:
-            failed = unavailable_result(e)
-            error, message = failed.error, failed.message
-        return dt_resp.DeleteTopicsResponse(
-            throttle_time=_NO_THROTTLE,
-            responses=tuple(
-                dt_resp.DeletableTopicResult(
-                    name=t.name,
-                    topic_id=t.topic_id,
-                    error_code=error if found is not None else ErrorCode.unknown_topic_id,
-                    error_message=message,
-                )
-                for t, found in zip(req.topics, topics, strict=True)
-            ),
-        )
-
-    async def _api_37(self, req: cp_req.CreatePartitionsRequest) -> Any:
-        results = tuple(
-            cp_resp.CreatePartitionsTopicResult(name=name, error_code=r.error, error_message=r.message)
-            for name, r in await topics.create_partitions(self.qc, req)
-        )
-        return cp_resp.CreatePartitionsResponse(throttle_time=_NO_THROTTLE, results=results)
-
-    async def _api_1000(self, req: ks.CreateReplicaPlacementRequest) -> Any:
-        try:
-            result, assignment = await self.qc.replica_placement(
-                req.num_partitions, req.replication_factor, force_simple=req.force_simple_placement, node_ids=list(req.node_ids)
-            )
-        except UNAVAILABLE as e:
-            result, assignment = unavailable_result(e), []
-        return placement_response(result, assignment)
-
-    async def _alter(self, req: Any, *, incremental: bool, mod: Any) -> Any:
-        out = tuple(
-            mod.AlterConfigsResourceResponse(
-                error_code=res.error,
-                error_message=res.message,
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
-            )
-            for r, res in await configs.alter_resources(self.qc, req, incremental=incremental)
-        )
-        cls = mod.IncrementalAlterConfigsResponse if incremental else mod.AlterConfigsResponse
-        return cls(throttle_time=_NO_THROTTLE, responses=out)
-
-    async def _api_33(self, req: Any) -> Any:
-        return await self._alter(req, incremental=False, mod=ac_resp)
-
-    async def _api_44(self, req: Any) -> Any:
-        return await self._alter(req, incremental=True, mod=iac_resp)
-
-    async def _api_62(self, req: br_req.BrokerRegistrationRequest) -> Any:
-        if req.cluster_id != self.cluster_id:
-            return br_resp.BrokerRegistrationResponse(
-                throttle_time=_NO_THROTTLE, error_code=ErrorCode.inconsistent_cluster_id, broker_epoch=-1
-            )
-        try:
-            epoch = await self.qc.register_broker(
-                broker_id=req.broker_id,
-                incarnation_id=uuid_to_str(req.incarnation_id) or "",
-                endpoints=[(li.name, li.host, li.port) for li in req.listeners],
-                rack=req.rack,
-                log_dirs=[uuid_to_str(d) for d in req.log_dirs if d is not None],
-            )
-        except UNAVAILABLE as e:
-            return br_resp.BrokerRegistrationResponse(
-                throttle_time=_NO_THROTTLE, error_code=unavailable_result(e).error, broker_epoch=-1
-            )
-        return br_resp.BrokerRegistrationResponse(throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, broker_epoch=epoch)
-
-    async def _api_63(self, req: bh_req.BrokerHeartbeatRequest, connection: Hashable | None = None) -> Any:
-        try:
-            r = await self.qc.broker_heartbeat(
-                broker_id=req.broker_id,
-                broker_epoch=req.broker_epoch,
-                metadata_offset=req.current_metadata_offset,
-                want_fence=req.want_fence,
-                want_shut_down=req.want_shut_down,
-                connection=connection,
-                offline_log_dirs=[uuid_to_str(d) for d in req.offline_log_dirs if d is not None],
-            )
-        except UNAVAILABLE as e:
-            r = HeartbeatReply(unavailable_result(e).error)
-        return bh_resp.BrokerHeartbeatResponse(
-            throttle_time=_NO_THROTTLE,
-            error_code=r.error,
-            is_caught_up=r.is_caught_up,
-            is_fenced=r.is_fenced,
-            should_shut_down=r.should_shut_down,
-        )
-
-    async def _api_55(self, req: Any) -> Any:
-        return codec.encode_describe_quorum(self.qc.raft.describe_quorum())
-
-    async def _api_56(self, req: ap_req.AlterPartitionRequest) -> Any:
-        items = [
-            AlterPartitionItem(
-                uuid_to_str(t.topic_id) or "",
-                p.partition_index,
-                p.leader_epoch,
-                p.partition_epoch,
-                tuple((b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs),
-            )
-            for t in req.topics
-            for p in t.partitions
-        ]
-        try:
-            error, results = await self.qc.alter_partition(req.broker_id, req.broker_epoch, items)
-        except UNAVAILABLE as e:
-            error, results = unavailable_result(e).error, []
-        return alter_partition_response(error, results)
-
-    async def _api_73(self, req: ard_req.AssignReplicasToDirsRequest) -> Any:
-        items = [
-            (uuid_to_str(d.id_), uuid_to_str(t.topic_id), p.partition_index)
-            for d in req.directories
-            for t in d.topics
-            for p in t.partitions
-        ]
-        try:
-            error, results = await self.qc.assign_replicas_to_dirs(req.broker_id, req.broker_epoch, items)
-        except UNAVAILABLE as e:
-            error, results = unavailable_result(e).error, []
-        return assign_replicas_to_dirs_response(error, results)
-
-    async def _api_43(self, req: el_req.ElectLeadersRequest) -> Any:
-        answer = await elect_leaders.elect_leaders(self.qc, req.election_type, elect_leaders.requested(req))
-        return elect_leaders.encode(el_resp.ElectLeadersResponse, answer)
-
-    async def _api_45(self, req: apr_req.AlterPartitionReassignmentsRequest) -> Any:
-        answer = await reassignments.alter(self.qc, reassignments.targets(req))
-        return reassignments.encode_alter(apr_resp.AlterPartitionReassignmentsResponse, answer)
-
-    async def _api_46(self, req: lpr_req.ListPartitionReassignmentsRequest) -> Any:
-        answer = await reassignments.list_ongoing(self.qc, reassignments.wanted(req))
-        return reassignments.encode_list(lpr_resp.ListPartitionReassignmentsResponse, answer)
-
-    async def _api_67(self, req: apid_req.AllocateProducerIdsRequest) -> Any:
-        try:
-            start, end = await self.qc.allocate_producer_ids(req.broker_id)
-        except UNAVAILABLE as e:
-            return apid_resp.AllocateProducerIdsResponse(
-                throttle_time=_NO_THROTTLE, error_code=unavailable_result(e).error, producer_id_start=-1, producer_id_len=0
-            )
-        return apid_resp.AllocateProducerIdsResponse(
-            throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, producer_id_start=start, producer_id_len=end - start
-        )
-
-
-def alter_partition_response(error: ErrorCode, results: Sequence[tuple[AlterPartitionItem, ErrorCode, Any]]) -> Any:
-    by_topic: dict[str, list[Any]] = {}
-    for item, perr, reg in results:
-        by_topic.setdefault(item.topic_id, []).append(
-            ap_resp.PartitionData(
-                partition_index=item.partition,
-                error_code=perr,
-                leader_id=reg.leader if reg is not None else -1,
-                leader_epoch=reg.leader_epoch if reg is not None else -1,
-                isr=tuple(reg.isr) if reg is not None else (),
-                partition_epoch=reg.partition_epoch if reg is not None else -1,
-            )
-        )
-    return ap_resp.AlterPartitionResponse(
-        throttle_time=_NO_THROTTLE,
-        error_code=error,
-        topics=tuple(ap_resp.TopicData(topic_id=_uuid(tid), partitions=tuple(ps)) for tid, ps in by_topic.items()),
-    )
-
-
-def _by_dir_and_topic(items: Sequence[tuple[str, str, int, Any]]) -> dict[str, dict[str, list[tuple[int, Any]]]]:
-    out: dict[str, dict[str, list[tuple[int, Any]]]] = {}
-    for d, t, p, extra in items:
-        out.setdefault(d, {}).setdefault(t, []).append((p, extra))
-    return out
-
-
-def assign_replicas_to_dirs_response(error: ErrorCode, results: Sequence[tuple[str, str, int, ErrorCode]]) -> Any:
-    return ard_resp.AssignReplicasToDirsResponse(
-        throttle_time=_NO_THROTTLE,
-        error_code=error,
-        directories=tuple(
-            ard_resp.DirectoryData(
-                id_=_uuid(d),
-                topics=tuple(
-                    ard_resp.TopicData(
-                        topic_id=_uuid(t),
-                        partitions=tuple(ard_resp.PartitionData(partition_index=p, error_code=e) for p, e in ps),
-                    )
-                    for t, ps in topics.items()
-                ),
-            )
-            for d, topics in _by_dir_and_topic(results).items()
-        ),
-    )
-
-
-# ---------------------------------------------------------------------------- client side
 
 
 class ControllerClient:
@@ -499,7 +203,7 @@ class ControllerClient:
 
         def request() -> Any:
             return dt_req.DeleteTopicsRequest(
-                topics=tuple(dt_req.DeleteTopicState(name=t.name, topic_id=_uuid(t.topic_id)) for t in topics),
+                topics=tuple(dt_req.DeleteTopicState(name=t.name, topic_id=uuid_from_str(t.topic_id)) for t in topics),
                 timeout=_TIMEOUT,
             )
 
@@ -583,7 +287,7 @@ class ControllerClient:
 
     async def alter_configs(
         self,
-        resource_type: int,
+        resource_type: ConfigResourceType | int,  # a request's raw value passes through as is
         resource_name: str,
         ops: Sequence[tuple[str, int, str | None]],
         *,
@@ -628,7 +332,7 @@ class ControllerClient:
 
     async def elect_leaders(
         self,
-        election_type: int,
+        election_type: ElectionType | int,  # a request's raw value passes through as is
         topic_partitions: Sequence[tuple[str, Sequence[int]]] | None,
         *,
         timeout_s: float | None = None,
@@ -660,16 +364,19 @@ class ControllerClient:
         if answer.error != ErrorCode.none:
             raise NotControllerError(f"ElectLeaders failed on the controller: {answer.error.name}")
         elected = [
-            (t.topic, p.partition) for t in answer.results for p in t.partitions if p.error == ErrorCode.none
+            TopicPartition(t.topic, p.partition)
+            for t in answer.results
+            for p in t.partitions
+            if p.error == ErrorCode.none
         ]
 
-        def epoch(img: MetadataImage, topic: str, partition: int) -> int:
-            t = img.topics_by_name.get(topic)
-            reg = t.partitions.get(partition) if t is not None else None
+        def epoch(img: MetadataImage, tp: TopicPartition) -> int:
+            t = img.topics_by_name.get(tp.topic)
+            reg = t.partitions.get(tp.partition) if t is not None else None
             return -1 if reg is None else reg.leader_epoch
 
         if elected:
-            await self._await_image(lambda img: all(epoch(img, t, p) > epoch(before, t, p) for t, p in elected))
+            await self._await_image(lambda img: all(epoch(img, tp) > epoch(before, tp) for tp in elected))
         return list(answer.results)
 
     async def alter_partition_reassignments(
@@ -794,13 +501,13 @@ class ControllerClient:
             return br_req.BrokerRegistrationRequest(
                 broker_id=broker_id,
                 cluster_id=self.cluster_id,
-                incarnation_id=_uuid(incarnation_id),
+                incarnation_id=uuid_from_str(incarnation_id),
                 listeners=tuple(
                     br_req.Listener(name=n, host=h, port=p, security_protocol=0) for n, h, p in endpoints
                 ),
                 features=(),
                 rack=rack,
-                log_dirs=tuple(_uuid(d) for d in log_dirs),
+                log_dirs=tuple(uuid_from_str(d) for d in log_dirs),
             )
 
         resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller)
@@ -836,7 +543,7 @@ class ControllerClient:
             return ap_req.AlterPartitionRequest(
                 broker_id=broker_id,
                 broker_epoch=broker_epoch,
-                topics=tuple(ap_req.TopicData(topic_id=_uuid(t), partitions=tuple(ps)) for t, ps in by_topic.items()),
+                topics=tuple(ap_req.TopicData(topic_id=uuid_from_str(t), partitions=tuple(ps)) for t, ps in by_topic.items()),
             )
 
         resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller, timeout_s)
@@ -875,7 +582,7 @@ class ControllerClient:
                 current_metadata_offset=metadata_offset,
                 want_fence=want_fence,
                 want_shut_down=want_shut_down,
-                offline_log_dirs=tuple(_uuid(d) for d in offline_log_dirs),
+                offline_log_dirs=tuple(uuid_from_str(d) for d in offline_log_dirs),
             )
 
         resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller, timeout_s)
@@ -899,15 +606,15 @@ class ControllerClient:
                 broker_epoch=broker_epoch,
                 directories=tuple(
                     ard_req.DirectoryData(
-                        id_=_uuid(d),
+                        id_=uuid_from_str(d),
                         topics=tuple(
                             ard_req.TopicData(
-                                topic_id=_uuid(t), partitions=tuple(ard_req.PartitionData(partition_index=p) for p, _ in ps)
+                                topic_id=uuid_from_str(t), partitions=tuple(ard_req.PartitionData(partition_index=p) for p, _ in ps)
                             )
                             for t, ps in topics.items()
                         ),
                     )
-                    for d, topics in _by_dir_and_topic([(d, t, p, None) for d, t, p in assignments]).items()
+                    for d, topics in by_dir_and_topic([(d, t, p, None) for d, t, p in assignments]).items()
                 ),
             )
 
@@ -921,4 +628,4 @@ class ControllerClient:
         return ErrorCode(resp.error_code), out
 
 
-__all__ = ["RPCS", "ControllerApis", "ControllerClient"]
+__all__ = ["ControllerClient"]

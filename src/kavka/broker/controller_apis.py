@@ -1,0 +1,353 @@
+"""ControllerApis: the controller listener's answers to the requests other nodes send the active
+controller, and the table of those RPCs (`RPCS`).
+
+Kafka 4 brokers never change metadata themselves: they send BrokerRegistration, BrokerHeartbeat,
+AlterPartition, AssignReplicasToDirs and AllocateProducerIds to the active controller, and
+forward admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments) to
+it. kavka does the same over the controller listener (the one the raft RPCs use), with Kafka's own
+request messages at the fixed versions in `RPCS`; `broker.controller_client.ControllerClient` is
+the sending side.
+
+`ControllerApis` (served by `RaftDriver`) answers them, always with the local QuorumController: a
+node that is not the active controller answers NOT_CONTROLLER and the sender tries again with the
+leader it learns next. Its api key -> handler table, built in `__init__`, is the one place that
+says what the listener answers; it names exactly the keys of `RPCS`. The response builders for
+AlterPartition and AssignReplicasToDirs are shared with ControllerClient's local path, so a caller
+on the active controller reads the same answer a remote one does.
+
+Called on the event loop.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Any
+
+from kio.schema.allocate_producer_ids.v0 import request as apid_req
+from kio.schema.allocate_producer_ids.v0 import response as apid_resp
+from kio.schema.alter_configs.v2 import request as ac_req
+from kio.schema.alter_configs.v2 import response as ac_resp
+from kio.schema.alter_partition.v3 import request as ap_req
+from kio.schema.alter_partition.v3 import response as ap_resp
+from kio.schema.alter_partition_reassignments.v0 import request as apr_req
+from kio.schema.alter_partition_reassignments.v0 import response as apr_resp
+from kio.schema.assign_replicas_to_dirs.v0 import request as ard_req
+from kio.schema.assign_replicas_to_dirs.v0 import response as ard_resp
+from kio.schema.broker_heartbeat.v1 import request as bh_req
+from kio.schema.broker_heartbeat.v1 import response as bh_resp
+from kio.schema.broker_registration.v4 import request as br_req
+from kio.schema.broker_registration.v4 import response as br_resp
+from kio.schema.create_partitions.v3 import request as cp_req
+from kio.schema.create_partitions.v3 import response as cp_resp
+from kio.schema.create_topics.v7 import request as ct_req
+from kio.schema.create_topics.v7 import response as ct_resp
+from kio.schema.delete_topics.v6 import request as dt_req
+from kio.schema.delete_topics.v6 import response as dt_resp
+from kio.schema.describe_quorum.v2 import request as dq_req
+from kio.schema.describe_quorum.v2 import response as dq_resp
+from kio.schema.elect_leaders.v2 import request as el_req
+from kio.schema.elect_leaders.v2 import response as el_resp
+from kio.schema.incremental_alter_configs.v1 import request as iac_req
+from kio.schema.incremental_alter_configs.v1 import response as iac_resp
+from kio.schema.list_partition_reassignments.v0 import request as lpr_req
+from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
+
+from kavka.broker.handlers import configs, elect_leaders, reassignments, topics
+from kavka.broker.handlers.placement import placement_response
+from kavka.common import ErrorCode
+from kavka.controller.quorum_controller import (
+    UNAVAILABLE,
+    HeartbeatReply,
+    QuorumController,
+    unavailable_result,
+)
+from kavka.controller.results import AlterPartitionItem
+from kavka.protocol import kavka_schema as ks
+from kavka.protocol.messages import uuid_from_str, uuid_to_str
+from kavka.raft import codec
+
+_NO_THROTTLE = datetime.timedelta(0)
+
+# api key -> (request class, response class), the versions kavka nodes speak to each other.
+RPCS: dict[int, tuple[type, type]] = {
+    req.__api_key__: (req, resp)
+    for req, resp in (
+        (ct_req.CreateTopicsRequest, ct_resp.CreateTopicsResponse),
+        (dt_req.DeleteTopicsRequest, dt_resp.DeleteTopicsResponse),
+        (ac_req.AlterConfigsRequest, ac_resp.AlterConfigsResponse),
+        (cp_req.CreatePartitionsRequest, cp_resp.CreatePartitionsResponse),
+        (iac_req.IncrementalAlterConfigsRequest, iac_resp.IncrementalAlterConfigsResponse),
+        (br_req.BrokerRegistrationRequest, br_resp.BrokerRegistrationResponse),
+        (bh_req.BrokerHeartbeatRequest, bh_resp.BrokerHeartbeatResponse),
+        (dq_req.DescribeQuorumRequest, dq_resp.DescribeQuorumResponse),
+        (apid_req.AllocateProducerIdsRequest, apid_resp.AllocateProducerIdsResponse),
+        (ap_req.AlterPartitionRequest, ap_resp.AlterPartitionResponse),
+        (el_req.ElectLeadersRequest, el_resp.ElectLeadersResponse),
+        (ard_req.AssignReplicasToDirsRequest, ard_resp.AssignReplicasToDirsResponse),
+        (apr_req.AlterPartitionReassignmentsRequest, apr_resp.AlterPartitionReassignmentsResponse),
+        (lpr_req.ListPartitionReassignmentsRequest, lpr_resp.ListPartitionReassignmentsResponse),
+        (ks.CreateReplicaPlacementRequest, ks.CreateReplicaPlacementResponse),
+    )
+}
+
+# A handler takes the request and the connection it came over (heartbeats remember it).
+Handler = Callable[[Any, Hashable | None], Awaitable[Any]]
+
+
+class ControllerApis:
+    """Answers the RPCS on the controller listener with the local QuorumController."""
+
+    def __init__(self, controller: QuorumController, *, cluster_id: str) -> None:
+        self.qc = controller
+        self.cluster_id = cluster_id
+        # The one place that says which RPCs the controller listener answers (the keys of RPCS).
+        self.handlers: dict[int, Handler] = {
+            ct_req.CreateTopicsRequest.__api_key__: self.handle_create_topics,
+            dt_req.DeleteTopicsRequest.__api_key__: self.handle_delete_topics,
+            cp_req.CreatePartitionsRequest.__api_key__: self.handle_create_partitions,
+            ks.CreateReplicaPlacementRequest.__api_key__: self.handle_create_replica_placement,
+            ac_req.AlterConfigsRequest.__api_key__: self.handle_alter_configs,
+            iac_req.IncrementalAlterConfigsRequest.__api_key__: self.handle_incremental_alter_configs,
+            br_req.BrokerRegistrationRequest.__api_key__: self.handle_broker_registration,
+            bh_req.BrokerHeartbeatRequest.__api_key__: self.handle_broker_heartbeat,
+            dq_req.DescribeQuorumRequest.__api_key__: self.handle_describe_quorum,
+            ap_req.AlterPartitionRequest.__api_key__: self.handle_alter_partition,
+            ard_req.AssignReplicasToDirsRequest.__api_key__: self.handle_assign_replicas_to_dirs,
+            el_req.ElectLeadersRequest.__api_key__: self.handle_elect_leaders,
+            apr_req.AlterPartitionReassignmentsRequest.__api_key__: self.handle_alter_partition_reassignments,
+            lpr_req.ListPartitionReassignmentsRequest.__api_key__: self.handle_list_partition_reassignments,
+            apid_req.AllocateProducerIdsRequest.__api_key__: self.handle_allocate_producer_ids,
+        }
+
+    async def handle(self, api_key: int, req: Any, connection: Hashable | None = None) -> Any:
+        """Answer one request; `connection` identifies the connection it came over (heartbeats
+        remember it, so a broker whose connection closes is fenced soon: controller.heartbeats)."""
+        return await self.handlers[api_key](req, connection)
+
+    def connection_lost(self, connection: Hashable) -> None:
+        self.qc.broker_connection_lost(connection)
+
+    async def handle_create_topics(self, req: ct_req.CreateTopicsRequest, _connection: Hashable | None) -> Any:
+        results = await topics.create_topics(self.qc, topics.new_topics(req), validate_only=req.validate_only)
+        return ct_resp.CreateTopicsResponse(
+            throttle_time=_NO_THROTTLE,
+            topics=tuple(
+                ct_resp.CreatableTopicResult(
+                    name=r.name,
+                    topic_id=uuid_from_str(r.topic_id),
+                    error_code=r.result.error,
+                    error_message=r.result.message,
+                    topic_config_error_code=0,
+                    num_partitions=r.num_partitions,
+                    replication_factor=r.replication_factor,
+                    configs=None,
+                )
+                for r in results
+            ),
+        )
+
+    async def handle_delete_topics(self, req: dt_req.DeleteTopicsRequest, _connection: Hashable | None) -> Any:
+        image = self.qc.image
+        topics = [image.topics_by_id.get(uuid_to_str(t.topic_id)) for t in req.topics]
+        error, message = ErrorCode.none, None
+        try:
+            await self.qc.delete_topics([t for t in topics if t is not None])
+        except UNAVAILABLE as e:
+            failed = unavailable_result(e)
+            error, message = failed.error, failed.message
+        return dt_resp.DeleteTopicsResponse(
+            throttle_time=_NO_THROTTLE,
+            responses=tuple(
+                dt_resp.DeletableTopicResult(
+                    name=t.name,
+                    topic_id=t.topic_id,
+                    error_code=error if found is not None else ErrorCode.unknown_topic_id,
+                    error_message=message,
+                )
+                for t, found in zip(req.topics, topics, strict=True)
+            ),
+        )
+
+    async def handle_create_partitions(self, req: cp_req.CreatePartitionsRequest, _connection: Hashable | None) -> Any:
+        results = tuple(
+            cp_resp.CreatePartitionsTopicResult(name=name, error_code=r.error, error_message=r.message)
+            for name, r in await topics.create_partitions(self.qc, req)
+        )
+        return cp_resp.CreatePartitionsResponse(throttle_time=_NO_THROTTLE, results=results)
+
+    async def handle_create_replica_placement(self, req: ks.CreateReplicaPlacementRequest, _connection: Hashable | None) -> Any:
+        try:
+            result, assignment = await self.qc.replica_placement(
+                req.num_partitions, req.replication_factor, force_simple=req.force_simple_placement, node_ids=list(req.node_ids)
+            )
+        except UNAVAILABLE as e:
+            result, assignment = unavailable_result(e), []
+        return placement_response(result, assignment)
+
+    async def _alter(self, req: Any, *, incremental: bool, mod: Any) -> Any:
+        out = tuple(
+            mod.AlterConfigsResourceResponse(
+                error_code=res.error,
+                error_message=res.message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r, res in await configs.alter_resources(self.qc, req, incremental=incremental)
+        )
+        cls = mod.IncrementalAlterConfigsResponse if incremental else mod.AlterConfigsResponse
+        return cls(throttle_time=_NO_THROTTLE, responses=out)
+
+    async def handle_alter_configs(self, req: Any, _connection: Hashable | None) -> Any:
+        return await self._alter(req, incremental=False, mod=ac_resp)
+
+    async def handle_incremental_alter_configs(self, req: Any, _connection: Hashable | None) -> Any:
+        return await self._alter(req, incremental=True, mod=iac_resp)
+
+    async def handle_broker_registration(self, req: br_req.BrokerRegistrationRequest, _connection: Hashable | None) -> Any:
+        if req.cluster_id != self.cluster_id:
+            return br_resp.BrokerRegistrationResponse(
+                throttle_time=_NO_THROTTLE, error_code=ErrorCode.inconsistent_cluster_id, broker_epoch=-1
+            )
+        try:
+            epoch = await self.qc.register_broker(
+                broker_id=req.broker_id,
+                incarnation_id=uuid_to_str(req.incarnation_id) or "",
+                endpoints=[(li.name, li.host, li.port) for li in req.listeners],
+                rack=req.rack,
+                log_dirs=[uuid_to_str(d) for d in req.log_dirs if d is not None],
+            )
+        except UNAVAILABLE as e:
+            return br_resp.BrokerRegistrationResponse(
+                throttle_time=_NO_THROTTLE, error_code=unavailable_result(e).error, broker_epoch=-1
+            )
+        return br_resp.BrokerRegistrationResponse(throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, broker_epoch=epoch)
+
+    async def handle_broker_heartbeat(self, req: bh_req.BrokerHeartbeatRequest, connection: Hashable | None) -> Any:
+        try:
+            r = await self.qc.broker_heartbeat(
+                broker_id=req.broker_id,
+                broker_epoch=req.broker_epoch,
+                metadata_offset=req.current_metadata_offset,
+                want_fence=req.want_fence,
+                want_shut_down=req.want_shut_down,
+                connection=connection,
+                offline_log_dirs=[uuid_to_str(d) for d in req.offline_log_dirs if d is not None],
+            )
+        except UNAVAILABLE as e:
+            r = HeartbeatReply(unavailable_result(e).error)
+        return bh_resp.BrokerHeartbeatResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=r.error,
+            is_caught_up=r.is_caught_up,
+            is_fenced=r.is_fenced,
+            should_shut_down=r.should_shut_down,
+        )
+
+    async def handle_describe_quorum(self, req: Any, _connection: Hashable | None) -> Any:
+        return codec.encode_describe_quorum(self.qc.raft.describe_quorum())
+
+    async def handle_alter_partition(self, req: ap_req.AlterPartitionRequest, _connection: Hashable | None) -> Any:
+        items = [
+            AlterPartitionItem(
+                uuid_to_str(t.topic_id) or "",
+                p.partition_index,
+                p.leader_epoch,
+                p.partition_epoch,
+                tuple((b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs),
+            )
+            for t in req.topics
+            for p in t.partitions
+        ]
+        try:
+            error, results = await self.qc.alter_partition(req.broker_id, req.broker_epoch, items)
+        except UNAVAILABLE as e:
+            error, results = unavailable_result(e).error, []
+        return alter_partition_response(error, results)
+
+    async def handle_assign_replicas_to_dirs(self, req: ard_req.AssignReplicasToDirsRequest, _connection: Hashable | None) -> Any:
+        items = [
+            (uuid_to_str(d.id_), uuid_to_str(t.topic_id), p.partition_index)
+            for d in req.directories
+            for t in d.topics
+            for p in t.partitions
+        ]
+        try:
+            error, results = await self.qc.assign_replicas_to_dirs(req.broker_id, req.broker_epoch, items)
+        except UNAVAILABLE as e:
+            error, results = unavailable_result(e).error, []
+        return assign_replicas_to_dirs_response(error, results)
+
+    async def handle_elect_leaders(self, req: el_req.ElectLeadersRequest, _connection: Hashable | None) -> Any:
+        answer = await elect_leaders.elect_leaders(self.qc, req.election_type, elect_leaders.requested(req))
+        return elect_leaders.encode(el_resp.ElectLeadersResponse, answer)
+
+    async def handle_alter_partition_reassignments(self, req: apr_req.AlterPartitionReassignmentsRequest, _connection: Hashable | None) -> Any:
+        answer = await reassignments.alter(self.qc, reassignments.targets(req))
+        return reassignments.encode_alter(apr_resp.AlterPartitionReassignmentsResponse, answer)
+
+    async def handle_list_partition_reassignments(self, req: lpr_req.ListPartitionReassignmentsRequest, _connection: Hashable | None) -> Any:
+        answer = await reassignments.list_ongoing(self.qc, reassignments.wanted(req))
+        return reassignments.encode_list(lpr_resp.ListPartitionReassignmentsResponse, answer)
+
+    async def handle_allocate_producer_ids(self, req: apid_req.AllocateProducerIdsRequest, _connection: Hashable | None) -> Any:
+        try:
+            start, end = await self.qc.allocate_producer_ids(req.broker_id)
+        except UNAVAILABLE as e:
+            return apid_resp.AllocateProducerIdsResponse(
+                throttle_time=_NO_THROTTLE, error_code=unavailable_result(e).error, producer_id_start=-1, producer_id_len=0
+            )
+        return apid_resp.AllocateProducerIdsResponse(
+            throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, producer_id_start=start, producer_id_len=end - start
+        )
+
+
+def alter_partition_response(error: ErrorCode, results: Sequence[tuple[AlterPartitionItem, ErrorCode, Any]]) -> Any:
+    by_topic: dict[str, list[Any]] = {}
+    for item, perr, reg in results:
+        by_topic.setdefault(item.topic_id, []).append(
+            ap_resp.PartitionData(
+                partition_index=item.partition,
+                error_code=perr,
+                leader_id=reg.leader if reg is not None else -1,
+                leader_epoch=reg.leader_epoch if reg is not None else -1,
+                isr=tuple(reg.isr) if reg is not None else (),
+                partition_epoch=reg.partition_epoch if reg is not None else -1,
+            )
+        )
+    return ap_resp.AlterPartitionResponse(
+        throttle_time=_NO_THROTTLE,
+        error_code=error,
+        topics=tuple(ap_resp.TopicData(topic_id=uuid_from_str(tid), partitions=tuple(ps)) for tid, ps in by_topic.items()),
+    )
+
+
+def by_dir_and_topic(items: Sequence[tuple[str, str, int, Any]]) -> dict[str, dict[str, list[tuple[int, Any]]]]:
+    out: dict[str, dict[str, list[tuple[int, Any]]]] = {}
+    for d, t, p, extra in items:
+        out.setdefault(d, {}).setdefault(t, []).append((p, extra))
+    return out
+
+
+def assign_replicas_to_dirs_response(error: ErrorCode, results: Sequence[tuple[str, str, int, ErrorCode]]) -> Any:
+    return ard_resp.AssignReplicasToDirsResponse(
+        throttle_time=_NO_THROTTLE,
+        error_code=error,
+        directories=tuple(
+            ard_resp.DirectoryData(
+                id_=uuid_from_str(d),
+                topics=tuple(
+                    ard_resp.TopicData(
+                        topic_id=uuid_from_str(t),
+                        partitions=tuple(ard_resp.PartitionData(partition_index=p, error_code=e) for p, e in ps),
+                    )
+                    for t, ps in topics.items()
+                ),
+            )
+            for d, topics in by_dir_and_topic(results).items()
+        ),
+    )
+
+
+__all__ = ["RPCS", "ControllerApis", "alter_partition_response", "assign_replicas_to_dirs_response", "by_dir_and_topic"]
