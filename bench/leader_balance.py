@@ -23,8 +23,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kavka.common import ElectionType
 from kavka.config import build_config
-from kavka.controller.controller import PREFERRED_ELECTION, ControllerLogic
+from kavka.controller.replication_control import ReplicationControlManager
 from kavka.metadata import records as mr
 from kavka.metadata.delta import MetadataDelta
 from kavka.metadata.image import MetadataImage
@@ -67,21 +68,21 @@ def main(argv: list[str]) -> None:
     topics = int(argv[0]) if argv else 1000
     partitions = int(argv[1]) if len(argv) > 1 else 10
     runs = int(argv[2]) if len(argv) > 2 else 5
-    logic = ControllerLogic(build_config({"node.id": "1"}), new_uuid=lambda: "x")
+    replication = ReplicationControlManager(build_config({"node.id": "1"}), new_uuid=lambda: "x")
     balanced, imbalanced = build_images(topics, partitions)
 
     def check_pass() -> int:
-        recs, _ = logic.balance_leaders(imbalanced, percentage=10)
+        recs, _ = replication.balance_leaders(imbalanced, percentage=10)
         _apply(imbalanced, recs)
         return len(recs)
 
     def elect_all() -> int:
-        recs, _ = logic.elect_leaders(imbalanced, PREFERRED_ELECTION, None)
+        recs, _ = replication.elect_leaders(imbalanced, ElectionType.PREFERRED, None)
         _apply(imbalanced, recs)
         return len(recs)
 
     rows = [
-        ("imbalance check, balanced (nothing to elect)", *_time(lambda: logic.balance_leaders(balanced, percentage=10), runs)),
+        ("imbalance check, balanced (nothing to elect)", *_time(lambda: replication.balance_leaders(balanced, percentage=10), runs)),
         ("imbalance check + one rebalance pass (records + replay)", *_time(check_pass, runs)),
         ("ElectLeaders, all partitions (records + replay)", *_time(elect_all, runs)),
     ]

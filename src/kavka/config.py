@@ -9,6 +9,13 @@ with the matching `ConfigSource`.
 
 Unknown keys in server.properties are warned about and kept; a value that does
 not parse or validate raises `ConfigError` naming the key.
+
+This module imports nothing of kavka above `kavka.common` and `kavka.protocol`: the rules that
+belong to higher packages (the replica placer's name, controller/placement.py; a tiered topic's
+configs, tiered/) are registered here by their owners when those are imported
+(`register_validator`, `register_tiered_topic_rule`), so an entry point that parses a config imports
+those owners first. A rule needed but never registered raises LookupError (a bug): no value is let
+through unchecked.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kavka.common import ConfigSource, ConfigType
 
@@ -37,6 +44,39 @@ class ConfigError(ValueError):
 
 
 Validator = Callable[[Any], str | None]
+
+
+class TieredTopicRule(Protocol):
+    """Kafka's remote-storage checks of a topic's effective configs (strings): None or the message."""
+
+    def __call__(self, configs: Mapping[str, str], *, system_enabled: bool) -> str | None: ...
+
+
+# Rules registered by the packages that own them (see the module docstring).
+_REGISTERED_VALIDATORS: dict[str, Validator] = {}
+_TIERED_TOPIC_RULES: list[TieredTopicRule] = []
+
+
+def register_validator(key: str, check: Validator) -> None:
+    """`check` validates config `key`'s parsed value (its ConfigDef says `registered(key)`)."""
+    _REGISTERED_VALIDATORS[key] = check
+
+
+def register_tiered_topic_rule(rule: TieredTopicRule) -> None:
+    """`rule` is the remote-storage check `validate_tiered_topic` applies (tiered storage owns it)."""
+    _TIERED_TOPIC_RULES[:] = [rule]
+
+
+def registered(key: str) -> Validator:
+    """The validator `key`'s owner registers, looked up when a value is parsed."""
+
+    def check(v: Any) -> str | None:
+        validator = _REGISTERED_VALIDATORS.get(key)
+        if validator is None:
+            raise LookupError(f"no validator is registered for {key}: import its owner before parsing a config")
+        return validator(v)
+
+    return check
 
 
 def at_least(n: float) -> Validator:
@@ -247,14 +287,6 @@ def _refuse_nonempty(what: str) -> Validator:
     return lambda v: f"{what} is not supported yet (list the quorum in controller.quorum.voters; KIP-853 dynamic quorums are not supported)" if v else None
 
 
-def _placer_value(v: str) -> str | None:
-    from kavka.controller.placement import (
-        placer_name_problem,  # placement imports no config: no cycle
-    )
-
-    return placer_name_problem(v)
-
-
 BROKER_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in [
@@ -279,7 +311,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2): reported in Metadata and DescribeCluster, used by rack-aware placement"),
         _b("replica.selector.class", ConfigType.CLASS, None, "KIP-392: how a leader picks a replica for a consumer's fetches (with client.rack); unset: the leader serves them", _replica_selector),
         _b("broker.replica.placer", _S, "striped", "replica placer of the controller (KIP-879): simple, striped, multi-level or an importable module:Class",
-           _placer_value),
+           registered("broker.replica.placer")),
         _b("log.dirs", _LST, None, "directories holding partition data"),
         _b("log.dir", _S, "/tmp/kavka-logs", "used when log.dirs is not set"),
         _b("metadata.log.dir", _S, None, "directory of the metadata log; defaults to the first log dir"),
@@ -716,7 +748,9 @@ def validate_tiered_topic(
     None if acceptable, else the INVALID_CONFIG message. ``old`` / ``new`` are the topic's overrides
     after and before (``old`` None at creation); broker defaults fill in the rest. Called by the
     controller on CreateTopics and (Incremental)AlterConfigs."""
-    from kavka.tiered.remote_log_rules import validate_tiered_topic_config
+    if not _TIERED_TOPIC_RULES:
+        raise LookupError("no tiered topic rule is registered: import tiered storage's rules first")
+    rule = _TIERED_TOPIC_RULES[0]
 
     def effective(overrides: Mapping[str, str | None]) -> dict[str, str]:
         out = {}
@@ -738,7 +772,7 @@ def validate_tiered_topic(
                 "the remote data and turn to read only, please set `remote.storage.enable=true,"
                 "remote.log.copy.disable=true`. If you want to disable remote storage and delete all remote "
                 "data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.")
-    return validate_tiered_topic_config(after, system_enabled=bool(config.values[_TIERED_SYSTEM_KEY]))
+    return rule(after, system_enabled=bool(config.values[_TIERED_SYSTEM_KEY]))
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:

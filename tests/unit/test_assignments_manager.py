@@ -7,6 +7,7 @@ from kio.schema.errors import ErrorCode
 
 from kavka.broker import assignments as am
 from kavka.broker.lifecycle import BrokerLifecycle
+from kavka.common import DirectoryId
 from kavka.controller import directories as dirs
 from kavka.controller.quorum_controller import HeartbeatReply
 from tests.unit.test_controller_directories import _apply, _assign, _cluster, _logic, _with_topic
@@ -25,7 +26,7 @@ def test_pending_assignments_are_the_replicas_recorded_elsewhere():
     placements = [("t", 0, "d1b"), ("t", 1, "d1a"), ("t", 2, "d1a"), ("gone", 0, "d1a")]
     # t-0 is UNASSIGNED in the record; t-1 already right; t-2 and "gone" are not broker 1's.
     assert am.pending_assignments(image, 1, placements) == [("d1b", tid, 0)]
-    assert dirs.directory_of(image.topics_by_name["t"].partitions[0], 1) == dirs.UNASSIGNED
+    assert dirs.directory_of(image.topics_by_name["t"].partitions[0], 1) == DirectoryId.UNASSIGNED
 
 
 def test_the_manager_retries_until_the_controller_records_the_dirs():
@@ -39,7 +40,7 @@ def test_the_manager_retries_until_the_controller_records_the_dirs():
         if state["calls"] == 2:
             return ErrorCode.not_controller, {}
         img = state["image"]
-        recs, error, results = logic.assign_replicas_to_dirs(
+        recs, error, results = logic.replication.assign_replicas_to_dirs(
             img, broker_id=1, broker_epoch=img.brokers[1].epoch, assignments=batch
         )
         state["image"] = _apply(img, recs)

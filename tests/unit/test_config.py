@@ -1,11 +1,23 @@
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+# The rules these tests exercise belong to placement and tiered storage, which register them with
+# kavka.config when imported (config imports nothing of kavka above kavka.common and kavka.protocol).
+import kavka.controller.placement  # noqa: F401
+import kavka.tiered.remote_log_rules  # noqa: F401
+from kavka import config as config_module
 from kavka.config import (
     ConfigError,
     ConfigSource,
     build_config,
     informational_keys,
     load_config,
+    registered,
     validate_tiered_topic,
     validate_topic_configs,
 )
@@ -185,3 +197,45 @@ def test_tiered_broker_configs():
                       "remote.log.storage.manager.class.name": "s3", "rsm.config.s3.bucket": "b"})
     assert c.unknown == {"rsm.config.s3.bucket": "b"}  # handed to the plugin, not warned about
     assert c["remote.log.manager.task.interval.ms"] == 30000
+
+
+def test_the_placer_name_is_checked_by_placements_registered_rule():
+    with pytest.raises(ConfigError) as e:
+        build_config({"node.id": "1", "broker.replica.placer": "round-robin"})
+    assert e.value.key == "broker.replica.placer"
+    assert str(e.value) == (
+        "broker.replica.placer: invalid value 'round-robin': "
+        "must be one of simple, striped, multi-level or an importable module:Class"
+    )
+    assert build_config({"node.id": "1", "broker.replica.placer": "pkg.mod:Placer"})["broker.replica.placer"] == "pkg.mod:Placer"
+
+
+def test_config_imports_nothing_of_kavka_above_common_and_protocol():
+    tree = ast.parse(Path(config_module.__file__).read_text())
+    imported = [
+        n.module if isinstance(n, ast.ImportFrom) else a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import | ast.ImportFrom)
+        for a in n.names
+    ]
+    kavka = {m for m in imported if m and m.split(".")[0] == "kavka"}
+    assert kavka and all(m in ("kavka.common", "kavka.protocol") or m.startswith("kavka.protocol.") for m in kavka), kavka
+
+
+def test_a_rule_nobody_registered_is_a_bug_not_a_pass():
+    with pytest.raises(LookupError, match="no.such.key"):
+        registered("no.such.key")("anything")
+
+
+def test_storage_format_checks_the_placer_in_a_fresh_process(tmp_path):
+    """The entry point imports the rule's owner before parsing: nothing else has imported it here."""
+    f = tmp_path / "server.properties"
+    f.write_text(f"node.id=1\nlog.dirs={tmp_path / 'a'}\nbroker.replica.placer=round-robin\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    res = subprocess.run(
+        [sys.executable, "-c", "from kavka.cli.main import cli; cli()", "storage", "format", "--config", str(f)],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )
+    assert res.returncode != 0
+    assert "broker.replica.placer: invalid value 'round-robin': must be one of" in res.stderr + res.stdout
+    assert not (tmp_path / "a").exists()

@@ -4,16 +4,18 @@ import itertools
 
 from kio.schema.errors import ErrorCode
 
+from kavka.common import BrokerControlState
 from kavka.config import build_config
-from kavka.controller.controller import ControllerLogic, NewTopic
+from kavka.controller.results import NewTopic
 from kavka.metadata import records as mr
 from kavka.metadata.delta import MetadataDelta
 from kavka.metadata.image import MetadataImage
+from tests.unit.controller_fixtures import compose
 
 
 def _logic(**props):
     ids = (f"id{i}" for i in itertools.count())
-    return ControllerLogic(build_config({"node.id": "1", **props}), new_uuid=lambda: next(ids))
+    return compose(build_config({"node.id": "1", **props}), lambda: next(ids))
 
 
 def _apply(image, records):
@@ -32,7 +34,7 @@ def _cluster(n=1):
 
 def test_create_topic_records_replay_into_image():
     logic, image = _logic(**{"num.partitions": "3"}), _cluster()
-    recs, res = logic.create_topics(image, [NewTopic("a", configs={"retention.ms": "10"})], validate_only=False)
+    recs, res = logic.replication.create_topics(image, [NewTopic("a", configs={"retention.ms": "10"})], validate_only=False)
     assert res[0].result.ok and res[0].num_partitions == 3 and res[0].replication_factor == 1
     image2, delta = _apply(image, recs)
     t = image2.topics_by_name["a"]
@@ -45,7 +47,7 @@ def test_create_topic_records_replay_into_image():
 
 def test_create_errors_follow_kafka():
     logic, image = _logic(), _cluster()
-    image, _ = _apply(image, logic.create_topics(image, [NewTopic("a.b")], validate_only=False)[0])
+    image, _ = _apply(image, logic.replication.create_topics(image, [NewTopic("a.b")], validate_only=False)[0])
     cases = {
         "a.b": ErrorCode.topic_already_exists,
         "a_b": ErrorCode.invalid_topic_exception,  # collides with a.b
@@ -53,62 +55,62 @@ def test_create_errors_follow_kafka():
         "x" * 250: ErrorCode.invalid_topic_exception,
     }
     for name, code in cases.items():
-        _, res = logic.create_topics(image, [NewTopic(name)], validate_only=False)
+        _, res = logic.replication.create_topics(image, [NewTopic(name)], validate_only=False)
         assert res[0].result.error == code, name
-    _, res = logic.create_topics(image, [NewTopic("r", replication_factor=3)], validate_only=False)
+    _, res = logic.replication.create_topics(image, [NewTopic("r", replication_factor=3)], validate_only=False)
     assert res[0].result.error == ErrorCode.invalid_replication_factor
-    _, res = logic.create_topics(image, [NewTopic("p", num_partitions=0)], validate_only=False)
+    _, res = logic.replication.create_topics(image, [NewTopic("p", num_partitions=0)], validate_only=False)
     assert res[0].result.error == ErrorCode.invalid_partitions
-    _, res = logic.create_topics(image, [NewTopic("c", configs={"retention.ms": "x"})], validate_only=False)
+    _, res = logic.replication.create_topics(image, [NewTopic("c", configs={"retention.ms": "x"})], validate_only=False)
     assert res[0].result.error == ErrorCode.invalid_config and "retention.ms" in res[0].result.message
 
 
 def test_validate_only_emits_no_records():
     logic, image = _logic(), _cluster()
-    recs, res = logic.create_topics(image, [NewTopic("v", num_partitions=4)], validate_only=True)
+    recs, res = logic.replication.create_topics(image, [NewTopic("v", num_partitions=4)], validate_only=True)
     assert recs == [] and res[0].result.ok and res[0].num_partitions == 4
 
 
 def test_replicas_on_fenced_brokers_start_outside_the_isr():
     logic, image = _logic(), _cluster(3)
-    image = _apply(image, logic.broker_state_records(image, 2, "FENCED"))[0]
-    recs, res = logic.create_topics(image, [NewTopic("m", assignments={0: [2, 3], 1: [1, 2]})], validate_only=False)
+    image = _apply(image, logic.cluster.broker_state_records(image, 2, BrokerControlState.FENCED))[0]
+    recs, res = logic.replication.create_topics(image, [NewTopic("m", assignments={0: [2, 3], 1: [1, 2]})], validate_only=False)
     assert res[0].result.ok
     parts = _apply(image, recs)[0].topics_by_name["m"].partitions
     assert (parts[0].isr, parts[0].leader) == ((3,), 3)
     assert (parts[1].isr, parts[1].leader) == ((1,), 1)
-    _, res = logic.create_topics(image, [NewTopic("n", assignments={0: [2]})], validate_only=False)
+    _, res = logic.replication.create_topics(image, [NewTopic("n", assignments={0: [2]})], validate_only=False)
     assert res[0].result.error == ErrorCode.invalid_replica_assignment and "fenced" in res[0].result.message
 
 
 def test_create_partitions_and_delete():
     logic, image = _logic(), _cluster(3)
-    image, _ = _apply(image, logic.create_topics(image, [NewTopic("t", num_partitions=2, replication_factor=2)], validate_only=False)[0])
-    recs, res = logic.create_partitions(image, "t", 5, None)
+    image, _ = _apply(image, logic.replication.create_topics(image, [NewTopic("t", num_partitions=2, replication_factor=2)], validate_only=False)[0])
+    recs, res = logic.replication.create_partitions(image, "t", 5, None)
     assert res.ok
     image, _ = _apply(image, recs)
     t = image.topics_by_name["t"]
     assert sorted(t.partitions) == [0, 1, 2, 3, 4]
     assert all(len(set(p.replicas)) == 2 for p in t.partitions.values())
-    assert logic.create_partitions(image, "t", 5, None)[1].error == ErrorCode.invalid_partitions
-    assert logic.create_partitions(image, "nope", 5, None)[1].error == ErrorCode.unknown_topic_or_partition
-    image, delta = _apply(image, logic.delete_topics(image, [t]))
+    assert logic.replication.create_partitions(image, "t", 5, None)[1].error == ErrorCode.invalid_partitions
+    assert logic.replication.create_partitions(image, "nope", 5, None)[1].error == ErrorCode.unknown_topic_or_partition
+    image, delta = _apply(image, logic.replication.delete_topics(image, [t]))
     assert "t" not in image.topics_by_name and t.topic_id in delta.deleted_topics
 
 
 def test_incremental_and_legacy_alter_configs():
     logic, image = _logic(), _cluster()
-    image, _ = _apply(image, logic.create_topics(image, [NewTopic("t", configs={"retention.ms": "5"})], validate_only=False)[0])
-    recs, res = logic.alter_configs(image, 2, "t", [("cleanup.policy", 2, "compact"), ("segment.ms", 0, "100")], incremental=True)
+    image, _ = _apply(image, logic.replication.create_topics(image, [NewTopic("t", configs={"retention.ms": "5"})], validate_only=False)[0])
+    recs, res = logic.configuration.alter_configs(image, 2, "t", [("cleanup.policy", 2, "compact"), ("segment.ms", 0, "100")], incremental=True)
     assert res.ok
     image, _ = _apply(image, recs)
     assert image.topic_configs("t") == {"retention.ms": "5", "cleanup.policy": "compact", "segment.ms": "100"}
     # legacy AlterConfigs replaces the whole set
-    image, _ = _apply(image, logic.alter_configs(image, 2, "t", [("segment.ms", 0, "7")], incremental=False)[0])
+    image, _ = _apply(image, logic.configuration.alter_configs(image, 2, "t", [("segment.ms", 0, "7")], incremental=False)[0])
     assert image.topic_configs("t") == {"segment.ms": "7"}
-    assert logic.alter_configs(image, 2, "t", [("nope", 0, "1")], incremental=True)[1].error == ErrorCode.invalid_config
-    assert logic.alter_configs(image, 4, "1", [("node.id", 0, "2")], incremental=True)[1].error == ErrorCode.invalid_request
-    recs, res = logic.alter_configs(image, 4, "", [("log.retention.ms", 0, "1000")], incremental=True)
+    assert logic.configuration.alter_configs(image, 2, "t", [("nope", 0, "1")], incremental=True)[1].error == ErrorCode.invalid_config
+    assert logic.configuration.alter_configs(image, 4, "1", [("node.id", 0, "2")], incremental=True)[1].error == ErrorCode.invalid_request
+    recs, res = logic.configuration.alter_configs(image, 4, "", [("log.retention.ms", 0, "1000")], incremental=True)
     assert res.ok
     image, _ = _apply(image, recs)
     assert image.broker_configs(None) == {"log.retention.ms": "1000"}
@@ -128,35 +130,35 @@ def test_record_encoding_roundtrip():
 
 def _replicated_logic(**props):
     ids = (f"id{i}" for i in itertools.count())
-    return ControllerLogic(build_config({"node.id": "1", **props}), new_uuid=lambda: next(ids))
+    return compose(build_config({"node.id": "1", **props}), lambda: next(ids))
 
 
 def _topic(logic, image, name, partitions, rf):
-    recs, res = logic.create_topics(image, [NewTopic(name, partitions, rf)], validate_only=False)
+    recs, res = logic.replication.create_topics(image, [NewTopic(name, partitions, rf)], validate_only=False)
     assert res[0].result.ok, res[0].result
     return _apply(image, recs)[0]
 
 
 def _state(logic, image, broker, **heartbeat):
-    state = logic.next_broker_state(image, broker, metadata_offset=heartbeat.pop("offset", image.offset), **{
+    state = logic.cluster.next_broker_state(image, broker, metadata_offset=heartbeat.pop("offset", image.offset), **{
         "want_fence": False, "want_shut_down": False, **heartbeat})
-    return state, _apply(image, logic.broker_state_records(image, broker, state))[0]
+    return state, _apply(image, logic.cluster.broker_state_records(image, broker, state))[0]
 
 
 def test_registration_is_fenced_until_caught_up_and_a_retry_changes_nothing():
     logic = _logic()
-    recs = logic.register_broker(MetadataImage(), broker_id=1, incarnation_id="a", endpoints=(("P", "h", 1),), rack=None, log_dirs=())
+    recs = logic.cluster.register_broker(MetadataImage(), broker_id=1, incarnation_id="a", endpoints=(("P", "h", 1),), rack=None, log_dirs=())
     image, _ = _apply(MetadataImage(), recs)
     b = image.brokers[1]
     assert b.fenced and b.epoch == 0 and image.usable_brokers() == []
-    assert logic.register_broker(image, broker_id=1, incarnation_id="a", endpoints=(), rack=None, log_dirs=()) == []
+    assert logic.cluster.register_broker(image, broker_id=1, incarnation_id="a", endpoints=(), rack=None, log_dirs=()) == []
     # Not caught up with its own registration: stays fenced.
     state, image2 = _state(logic, image, 1, offset=-1)
-    assert state == "FENCED" and image2.brokers[1].fenced
+    assert state == BrokerControlState.FENCED and image2.brokers[1].fenced
     state, image = _state(logic, image, 1, offset=0)
-    assert state == "UNFENCED" and image.usable_brokers() == [1]
+    assert state == BrokerControlState.UNFENCED and image.usable_brokers() == [1]
     # Topics are placed only on unfenced brokers.
-    assert logic.create_topics(image, [NewTopic("t", 1, 1)], validate_only=False)[1][0].result.ok
+    assert logic.replication.create_topics(image, [NewTopic("t", 1, 1)], validate_only=False)[1][0].result.ok
 
 
 def test_fencing_moves_leadership_and_keeps_the_last_isr_member():
@@ -166,7 +168,7 @@ def test_fencing_moves_leadership_and_keeps_the_last_isr_member():
     r, s = image.topics_by_name["r"], image.topics_by_name["s"]
     led_by_1 = [p for p in r.partitions.values() if p.leader == 1]
     assert led_by_1
-    image = _apply(image, logic.broker_state_records(image, 1, "FENCED"))[0]
+    image = _apply(image, logic.cluster.broker_state_records(image, 1, BrokerControlState.FENCED))[0]
     assert image.brokers[1].fenced and image.usable_brokers() == [2, 3]
     for p in image.topics_by_name["r"].partitions.values():
         assert p.leader in (2, 3) and 1 not in p.isr
@@ -178,7 +180,7 @@ def test_fencing_moves_leadership_and_keeps_the_last_isr_member():
             assert p.leader == -1 and p.isr == (1,)  # offline until broker 1 returns
     # Unfenced again: the offline single-replica partitions get their leader back.
     state, image = _state(logic, image, 1)
-    assert state == "UNFENCED"
+    assert state == BrokerControlState.UNFENCED
     for pid, p in image.topics_by_name["s"].partitions.items():
         assert p.leader == s.partitions[pid].replicas[0]
     # It is not yet back in the ISR of "r" (the leader adds it when it catches up).
@@ -189,15 +191,15 @@ def test_controlled_shutdown_moves_leaders_then_grants_shutdown():
     logic, image = _replicated_logic(), _cluster(2)
     image = _topic(logic, image, "r", 4, 2)
     state, image = _state(logic, image, 2, want_shut_down=True)
-    assert state == "CONTROLLED_SHUTDOWN" and image.brokers[2].in_controlled_shutdown
+    assert state == BrokerControlState.CONTROLLED_SHUTDOWN and image.brokers[2].in_controlled_shutdown
     assert all(p.leader == 1 for p in image.topics_by_name["r"].partitions.values())
     assert image.usable_brokers() == [1]
     # No leaderships left: the next heartbeat is told to shut down, and the broker is fenced.
     state, image = _state(logic, image, 2, want_shut_down=True)
-    assert state == "SHUTDOWN_NOW" and image.brokers[2].fenced and not image.brokers[2].in_controlled_shutdown
+    assert state == BrokerControlState.SHUTDOWN_NOW and image.brokers[2].fenced and not image.brokers[2].in_controlled_shutdown
     # A broker that leads nothing shuts down at once.
     state, image = _state(logic, image, 1, want_shut_down=True)
-    assert state == "CONTROLLED_SHUTDOWN"  # it leads every partition: they go offline first
+    assert state == BrokerControlState.CONTROLLED_SHUTDOWN  # it leads every partition: they go offline first
     assert all(p.leader == -1 for p in image.topics_by_name["r"].partitions.values())
 
 
@@ -205,7 +207,7 @@ def test_a_new_incarnation_replaces_the_registration_and_stale_changes_are_ignor
     logic, image = _logic(), _cluster(1)
     image = _topic(logic, image, "t", 2, 1)
     old_epoch = image.brokers[1].epoch
-    recs = logic.register_broker(image, broker_id=1, incarnation_id="new", endpoints=(("P", "h", 2),), rack=None, log_dirs=())
+    recs = logic.cluster.register_broker(image, broker_id=1, incarnation_id="new", endpoints=(("P", "h", 2),), rack=None, log_dirs=())
     image, _ = _apply(image, recs)
     b = image.brokers[1]
     assert b.incarnation_id == "new" and b.fenced and b.epoch > old_epoch
@@ -214,7 +216,7 @@ def test_a_new_incarnation_replaces_the_registration_and_stale_changes_are_ignor
     image, _ = _apply(image, [mr.BrokerRegistrationChangeRecord(1, old_epoch, fenced=False)])
     assert image.brokers[1].fenced
     state, image = _state(logic, image, 1)
-    assert state == "UNFENCED" and all(p.leader == 1 for p in image.topics_by_name["t"].partitions.values())
+    assert state == BrokerControlState.UNFENCED and all(p.leader == 1 for p in image.topics_by_name["t"].partitions.values())
 
 
 def test_sessions_expire_only_unfenced_brokers_and_restart_on_activation():
@@ -264,7 +266,7 @@ def test_a_closed_heartbeat_connection_fences_after_the_grace_unless_the_broker_
 def _alter(logic, image, topic, pid, new_isr, *, leader=None, leader_epoch=None, partition_epoch=None, epochs=None):
     t = image.topics_by_name[topic]
     reg = t.partitions[pid]
-    recs, err, after = logic.alter_partition(
+    recs, err, after = logic.replication.alter_partition(
         image,
         broker_id=reg.leader if leader is None else leader,
         broker_epoch=-1,
@@ -296,13 +298,13 @@ def test_alter_partition_follows_kafkas_rules():
     assert _alter(logic, image, "r", 0, (leader,), leader=others[0])[1] == ErrorCode.not_leader_or_follower
     assert _alter(logic, image, "r", 0, (others[0],))[1] == ErrorCode.invalid_request
     # Expanding with a fenced broker, or one whose broker epoch is not the registered one: INELIGIBLE_REPLICA.
-    fenced = _apply(image, logic.broker_state_records(image, others[1], "FENCED"))[0]
+    fenced = _apply(image, logic.cluster.broker_state_records(image, others[1], BrokerControlState.FENCED))[0]
     assert _alter(logic, fenced, "r", 0, (leader, others[0], others[1]))[1] == ErrorCode.ineligible_replica
     stale = {others[1]: image.brokers[others[1]].epoch + 100}
     assert _alter(logic, image, "r", 0, (leader, others[0], others[1]), epochs=stale)[1] == ErrorCode.ineligible_replica
     recs, err, after = _alter(logic, image, "r", 0, (leader, others[0], others[1]))
     assert err == ErrorCode.none and set(after.isr) == set(reg.replicas)
-    assert logic.alter_partition(image, broker_id=leader, broker_epoch=-1, topic_id="nope", partition=0, leader_epoch=0,
+    assert logic.replication.alter_partition(image, broker_id=leader, broker_epoch=-1, topic_id="nope", partition=0, leader_epoch=0,
                                  partition_epoch=0, new_isr=())[1] == ErrorCode.unknown_topic_id
 
 
@@ -313,16 +315,16 @@ def test_unclean_election_follows_the_topic_then_the_cluster_config():
     leader, other = reg.leader, [b for b in reg.replicas if b != reg.leader][0]
     # The follower dropped out of the ISR; then the leader dies.
     image = _apply(image, _alter(logic, image, "u", 0, (leader,))[0])[0]
-    clean = _apply(image, logic.broker_state_records(image, leader, "FENCED"))[0]
+    clean = _apply(image, logic.cluster.broker_state_records(image, leader, BrokerControlState.FENCED))[0]
     p = clean.topics_by_name["u"].partitions[0]
     assert p.leader == -1 and p.isr == (leader,)  # offline: no ISR member is alive
-    recs, res = logic.alter_configs(image, 2, "u", [("unclean.leader.election.enable", 0, "true")], incremental=True)
+    recs, res = logic.configuration.alter_configs(image, 2, "u", [("unclean.leader.election.enable", 0, "true")], incremental=True)
     assert res.ok
     image = _apply(image, recs)[0]
-    assert logic.unclean_election(image, "u") and not logic.unclean_election(image, "other")
-    unclean = _apply(image, logic.broker_state_records(image, leader, "FENCED"))[0]
+    assert logic.replication.unclean_election(image, "u") and not logic.replication.unclean_election(image, "other")
+    unclean = _apply(image, logic.cluster.broker_state_records(image, leader, BrokerControlState.FENCED))[0]
     p = unclean.topics_by_name["u"].partitions[0]
     assert p.leader == other and p.isr == (other,) and p.leader_epoch == reg.leader_epoch + 1
     # The cluster-wide dynamic default applies to topics without an override.
-    recs, _ = logic.alter_configs(image, 4, "", [("unclean.leader.election.enable", 0, "true")], incremental=True)
-    assert logic.unclean_election(_apply(image, recs)[0], "other")
+    recs, _ = logic.configuration.alter_configs(image, 4, "", [("unclean.leader.election.enable", 0, "true")], incremental=True)
+    assert logic.replication.unclean_election(_apply(image, recs)[0], "other")

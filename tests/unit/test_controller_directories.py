@@ -9,8 +9,8 @@ import asyncio
 
 from kio.schema.errors import ErrorCode
 
-from kavka.controller import directories as dirs
-from kavka.controller.controller import NewTopic
+from kavka.common import BrokerControlState, DirectoryId
+from kavka.controller.results import NewTopic
 from kavka.metadata import records as mr
 from kavka.metadata.image import MetadataImage
 from kavka.metadata.snapshot import image_records
@@ -31,7 +31,7 @@ def _cluster(log_dirs=D):
 
 
 def _with_topic(logic, image, name, assignments):
-    recs, res = logic.create_topics(image, [NewTopic(name, assignments=assignments)], validate_only=False)
+    recs, res = logic.replication.create_topics(image, [NewTopic(name, assignments=assignments)], validate_only=False)
     assert res[0].result.ok, res[0].result
     return _apply(image, recs)
 
@@ -44,16 +44,16 @@ def _assign(logic, image, broker, items, epoch=None):
     tid = {t.name: t.topic_id for t in image.topics_by_name.values()}
     items = [(d, tid.get(t, t), p) for d, t, p in items]
     epoch = image.brokers[broker].epoch if epoch is None else epoch
-    recs, error, results = logic.assign_replicas_to_dirs(image, broker_id=broker, broker_epoch=epoch, assignments=items)
+    recs, error, results = logic.replication.assign_replicas_to_dirs(image, broker_id=broker, broker_epoch=epoch, assignments=items)
     return _apply(image, recs), error, [r[3] for r in results], recs
 
 
 def test_reserved_ids_are_kafkas_uuids():
     from kavka.protocol.messages import uuid_from_str
 
-    assert uuid_from_str(dirs.UNASSIGNED).int == 0
-    assert uuid_from_str(dirs.LOST).int == 1
-    assert uuid_from_str(dirs.MIGRATING).int == 2
+    assert uuid_from_str(DirectoryId.UNASSIGNED).int == 0
+    assert uuid_from_str(DirectoryId.LOST).int == 1
+    assert uuid_from_str(DirectoryId.MIGRATING).int == 2
 
 
 def test_new_partitions_record_the_default_directory_of_each_replica():
@@ -61,7 +61,7 @@ def test_new_partitions_record_the_default_directory_of_each_replica():
     image = _cluster({1: ("only1",), 2: ("d2a", "d2b"), 3: ()})
     image = _with_topic(logic, image, "t", {0: [1, 2, 3]})
     # One dir: that dir. Several: UNASSIGNED until the broker says. None registered: MIGRATING.
-    assert _part(image, "t", 0).directories == ("only1", dirs.UNASSIGNED, dirs.MIGRATING)
+    assert _part(image, "t", 0).directories == ("only1", DirectoryId.UNASSIGNED, DirectoryId.MIGRATING)
 
 
 def test_assign_replicas_to_dirs_records_where_the_broker_put_each_replica():
@@ -69,13 +69,13 @@ def test_assign_replicas_to_dirs_records_where_the_broker_put_each_replica():
     image = _with_topic(logic, _cluster(), "t", {0: [1, 2, 3], 1: [2, 3, 1]})
     image, error, codes, recs = _assign(logic, image, 2, [("d2b", "t", 0), ("d2a", "t", 1)])
     assert error == ErrorCode.none and codes == [ErrorCode.none, ErrorCode.none]
-    assert _part(image, "t", 0).directories == (dirs.UNASSIGNED, "d2b", dirs.UNASSIGNED)
-    assert _part(image, "t", 1).directories == ("d2a", dirs.UNASSIGNED, dirs.UNASSIGNED)
+    assert _part(image, "t", 0).directories == (DirectoryId.UNASSIGNED, "d2b", DirectoryId.UNASSIGNED)
+    assert _part(image, "t", 1).directories == ("d2a", DirectoryId.UNASSIGNED, DirectoryId.UNASSIGNED)
     # The same report again (a retry) changes nothing; a move is a change of that entry only.
     _, _, _, recs = _assign(logic, image, 2, [("d2b", "t", 0)])
     assert recs == []
     image, _, _, recs = _assign(logic, image, 2, [("d2a", "t", 0)])
-    assert len(recs) == 1 and _part(image, "t", 0).directories == (dirs.UNASSIGNED, "d2a", dirs.UNASSIGNED)
+    assert len(recs) == 1 and _part(image, "t", 0).directories == (DirectoryId.UNASSIGNED, "d2a", DirectoryId.UNASSIGNED)
     assert _part(image, "t", 0).leader == 1 and _part(image, "t", 0).isr == (1, 2, 3)
 
 
@@ -87,7 +87,7 @@ def test_assign_replicas_to_dirs_errors_follow_kafka():
     _, error, codes, recs = _assign(logic, image, 3, [("d3a", "t", 0), ("d3a", "nope", 0), ("d3a", "t", 9)])
     assert error == ErrorCode.none and recs == []
     assert codes == [ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_id, ErrorCode.unknown_topic_or_partition]
-    recs, error, _ = logic.assign_replicas_to_dirs(image, broker_id=9, broker_epoch=0, assignments=[])
+    recs, error, _ = logic.replication.assign_replicas_to_dirs(image, broker_id=9, broker_epoch=0, assignments=[])
     assert error == ErrorCode.broker_id_not_registered
 
 
@@ -95,7 +95,7 @@ def test_a_dir_reported_offline_moves_leadership_and_shrinks_isrs_of_its_replica
     logic = _logic()
     image = _with_topic(logic, _cluster(), "t", {0: [1, 2, 3], 1: [1, 2, 3], 2: [2, 1, 3]})
     image, *_ = _assign(logic, image, 1, [("d1a", "t", 0), ("d1a", "t", 2), ("d1b", "t", 1)])
-    recs = logic.directories_offline(image, 1, ["d1a"])
+    recs = logic.replication.directories_offline(image, 1, ["d1a"])
     assert isinstance(recs[0], mr.BrokerRegistrationChangeRecord) and recs[0].log_dirs == ("d1b",)
     after = _apply(image, recs)
     # t-0 was led by 1 from d1a: the next live ISR member leads, 1 leaves the ISR, epochs bump.
@@ -108,9 +108,9 @@ def test_a_dir_reported_offline_moves_leadership_and_shrinks_isrs_of_its_replica
     assert _part(after, "t", 1) == _part(image, "t", 1)
     assert not after.brokers[1].fenced and after.brokers[1].log_dirs == ("d1b",)
     # Heartbeats keep reporting the dir until a restart: nothing more happens.
-    assert logic.directories_offline(after, 1, ["d1a"]) == []
+    assert logic.replication.directories_offline(after, 1, ["d1a"]) == []
     # Unknown dirs in the report are ignored too.
-    assert logic.directories_offline(after, 1, ["zzz"]) == []
+    assert logic.replication.directories_offline(after, 1, ["zzz"]) == []
 
 
 def test_offline_dir_keeps_the_last_isr_member_and_goes_leaderless_as_fencing_does():
@@ -118,11 +118,11 @@ def test_offline_dir_keeps_the_last_isr_member_and_goes_leaderless_as_fencing_do
     image = _with_topic(logic, _cluster(), "t", {0: [1, 2]})
     image = _apply(image, [mr.PartitionChangeRecord(image.topics_by_name["t"].topic_id, 0, isr=(1,))])
     image, *_ = _assign(logic, image, 1, [("d1b", "t", 0)])
-    after = _apply(image, logic.directories_offline(image, 1, ["d1b"]))
+    after = _apply(image, logic.replication.directories_offline(image, 1, ["d1b"]))
     assert (_part(after, "t", 0).leader, _part(after, "t", 0).isr) == (-1, (1,))
     # Its broker being unfenced again does not elect the replica while its dir is offline.
-    fenced = _apply(after, logic.broker_state_records(after, 1, "FENCED"))
-    back = _apply(fenced, logic.broker_state_records(fenced, 1, "UNFENCED"))
+    fenced = _apply(after, logic.cluster.broker_state_records(after, 1, BrokerControlState.FENCED))
+    back = _apply(fenced, logic.cluster.broker_state_records(fenced, 1, BrokerControlState.UNFENCED))
     assert _part(back, "t", 0).leader == -1
 
 
@@ -131,7 +131,7 @@ def test_unclean_election_on_an_offline_dir_when_enabled():
     image = _with_topic(logic, _cluster(), "t", {0: [1, 2]})
     image = _apply(image, [mr.PartitionChangeRecord(image.topics_by_name["t"].topic_id, 0, isr=(1,))])
     image, *_ = _assign(logic, image, 1, [("d1a", "t", 0)])
-    after = _apply(image, logic.directories_offline(image, 1, ["d1a"]))
+    after = _apply(image, logic.replication.directories_offline(image, 1, ["d1a"]))
     assert (_part(after, "t", 0).leader, _part(after, "t", 0).isr) == (2, (2,))
 
 
@@ -148,7 +148,7 @@ def test_snapshots_keep_directories_and_online_dirs():
     logic = _logic()
     image = _with_topic(logic, _cluster(), "t", {0: [1, 2, 3]})
     image, *_ = _assign(logic, image, 2, [("d2b", "t", 0)])
-    image = _apply(image, logic.directories_offline(image, 3, ["d3a"]))
+    image = _apply(image, logic.replication.directories_offline(image, 3, ["d3a"]))
     encoded = [mr.encode(r) for r in image_records(image)]
     replayed = _apply(MetadataImage(), [mr.decode(k, v) for k, v in encoded])
     assert _part(replayed, "t", 0).directories == _part(image, "t", 0).directories
@@ -192,4 +192,4 @@ def test_a_new_replica_set_without_directories_keeps_the_dirs_of_kept_replicas()
     image, *_ = _assign(logic, image, 2, [("d2a", "t", 0)])
     tid = image.topics_by_name["t"].topic_id
     image = _apply(image, [mr.PartitionChangeRecord(tid, 0, replicas=(2, 3, 1))])
-    assert _part(image, "t", 0).directories == ("d2a", dirs.UNASSIGNED, "d1b")
+    assert _part(image, "t", 0).directories == ("d2a", DirectoryId.UNASSIGNED, "d1b")

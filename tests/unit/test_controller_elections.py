@@ -10,12 +10,9 @@ import asyncio
 
 from kio.schema.errors import ErrorCode
 
+from kavka.common import BrokerControlState, ElectionType
 from kavka.controller import partition_change as pc
-from kavka.controller.controller import (
-    PREFERRED_ELECTION,
-    UNCLEAN_ELECTION,
-    NewTopic,
-)
+from kavka.controller.results import NewTopic
 from kavka.metadata import records as mr
 from kavka.replication.replica_state import PartitionRegistration
 from kavka.testing import MemoryLog
@@ -24,21 +21,21 @@ from tests.unit.controller_fixtures import cluster as _cluster
 from tests.unit.controller_fixtures import logic as _logic
 from tests.unit.test_raft_snapshot import _controller, _run_with
 
-PREFERRED, UNCLEAN = PREFERRED_ELECTION, UNCLEAN_ELECTION
+PREFERRED, UNCLEAN = ElectionType.PREFERRED, ElectionType.UNCLEAN
 
 
 def _with_topic(logic, image, name, assignments):
-    recs, res = logic.create_topics(image, [NewTopic(name, assignments=assignments)], validate_only=False)
+    recs, res = logic.replication.create_topics(image, [NewTopic(name, assignments=assignments)], validate_only=False)
     assert res[0].result.ok, res[0].result
     return _apply(image, recs)
 
 
 def _fence(logic, image, broker):
-    return _apply(image, logic.broker_state_records(image, broker, "FENCED"))
+    return _apply(image, logic.cluster.broker_state_records(image, broker, BrokerControlState.FENCED))
 
 
 def _unfence(logic, image, broker):
-    return _apply(image, logic.broker_state_records(image, broker, "UNFENCED"))
+    return _apply(image, logic.cluster.broker_state_records(image, broker, BrokerControlState.UNFENCED))
 
 
 def _set_isr(image, topic, partition, isr):
@@ -102,7 +99,7 @@ def test_pure_unclean_election_rules():
 def test_preferred_election_moves_leadership_back_and_bumps_the_epoch():
     logic, image = _after_broker_1_returns()
     before = _part(image, "t", 0)
-    recs, out = logic.elect_leaders(image, PREFERRED, [("t", [0, 1])])
+    recs, out = logic.replication.elect_leaders(image, PREFERRED, [("t", [0, 1])])
     assert _results(out) == {
         ("t", 0): (ErrorCode.none, None),
         ("t", 1): (ErrorCode.election_not_needed, "Leader election not needed for topic partition."),
@@ -116,20 +113,20 @@ def test_preferred_replica_outside_the_isr_or_fenced_is_not_available():
     logic, image = _logic(), _cluster(3)
     image = _with_topic(logic, image, "t", {0: [1, 2, 3]})
     image = _unfence(logic, _fence(logic, image, 1), 1)  # back, but not yet in the ISR
-    recs, out = logic.elect_leaders(image, PREFERRED, [("t", [0])])
+    recs, out = logic.replication.elect_leaders(image, PREFERRED, [("t", [0])])
     assert recs == [] and _results(out)[("t", 0)] == (
         ErrorCode.preferred_leader_not_available,
         "The preferred leader was not available.",
     )
     image = _fence(logic, _set_isr(image, "t", 0, (2, 3, 1)), 1)  # in the ISR but fenced: leaves it
-    assert _results(logic.elect_leaders(image, PREFERRED, [("t", [0])])[1])[("t", 0)][0] == (
+    assert _results(logic.replication.elect_leaders(image, PREFERRED, [("t", [0])])[1])[("t", 0)][0] == (
         ErrorCode.preferred_leader_not_available
     )
 
 
 def test_unknown_topics_and_partitions():
     logic, image = _after_broker_1_returns()
-    recs, out = logic.elect_leaders(image, PREFERRED, [("nope", [0]), ("t", [7])])
+    recs, out = logic.replication.elect_leaders(image, PREFERRED, [("nope", [0]), ("t", [7])])
     assert recs == []
     assert _results(out) == {
         ("nope", 0): (ErrorCode.unknown_topic_or_partition, "No such topic as nope"),
@@ -140,14 +137,14 @@ def test_unknown_topics_and_partitions():
 def test_all_partitions_leaves_out_those_not_needing_an_election():
     logic, image = _after_broker_1_returns()
     image = _with_topic(logic, image, "balanced", {0: [3, 1, 2]})
-    recs, out = logic.elect_leaders(image, PREFERRED, None)
+    recs, out = logic.replication.elect_leaders(image, PREFERRED, None)
     # Every topic is listed (sorted); only partitions that needed an election have a result.
     assert [(t.topic, [(p.partition, p.error) for p in t.partitions]) for t in out] == [
         ("balanced", []),
         ("t", [(0, ErrorCode.none)]),
     ]
     assert len(recs) == 1
-    assert logic.elect_leaders(_apply(image, recs), PREFERRED, None)[0] == []
+    assert logic.replication.elect_leaders(_apply(image, recs), PREFERRED, None)[0] == []
 
 
 def test_unclean_election_elects_a_live_out_of_sync_replica_whatever_the_config():
@@ -157,7 +154,7 @@ def test_unclean_election_elects_a_live_out_of_sync_replica_whatever_the_config(
     image = _fence(logic, image, 1)
     p = _part(image, "u", 0)
     assert p.leader == -1 and p.isr == (1,)  # offline: unclean election is off in the config
-    recs, out = logic.elect_leaders(image, UNCLEAN, [("u", [0, 1])])
+    recs, out = logic.replication.elect_leaders(image, UNCLEAN, [("u", [0, 1])])
     assert _results(out) == {
         ("u", 0): (ErrorCode.none, None),
         ("u", 1): (ErrorCode.election_not_needed, "Leader election not needed for topic partition."),
@@ -170,7 +167,7 @@ def test_unclean_election_with_no_live_replica():
     logic, image = _logic(), _cluster(2)
     image = _with_topic(logic, image, "u", {0: [1, 2]})
     image = _fence(logic, _fence(logic, image, 2), 1)
-    recs, out = logic.elect_leaders(image, UNCLEAN, [("u", [0])])
+    recs, out = logic.replication.elect_leaders(image, UNCLEAN, [("u", [0])])
     assert recs == [] and _results(out)[("u", 0)] == (
         ErrorCode.eligible_leaders_not_available,
         "Eligible topic partition leaders are not available.",
@@ -191,38 +188,38 @@ def _imbalanced(n_partitions=10, moved=2):
 
 def test_imbalance_ratio_is_per_broker_and_strictly_above_the_percentage():
     logic, image = _imbalanced(10, 1)
-    assert logic.imbalanced_brokers(image, 10) == {}  # 10% is not above 10%
-    assert logic.balance_leaders(image, percentage=10) == ([], False)
+    assert logic.replication.imbalanced_brokers(image, 10) == {}  # 10% is not above 10%
+    assert logic.replication.balance_leaders(image, percentage=10) == ([], False)
     logic, image = _imbalanced(10, 2)
-    assert logic.imbalanced_brokers(image, 10) == {1: 0.2}
-    recs, more = logic.balance_leaders(image, percentage=10)
+    assert logic.replication.imbalanced_brokers(image, 10) == {1: 0.2}
+    recs, more = logic.replication.balance_leaders(image, percentage=10)
     assert not more and len(recs) == 2
     balanced = _apply(image, recs)
     assert all(p.leader == 1 for p in balanced.topics_by_name["b"].partitions.values())
-    assert logic.imbalanced_brokers(balanced, 10) == {}
-    assert logic.balance_leaders(image, percentage=20) == ([], False)
+    assert logic.replication.imbalanced_brokers(balanced, 10) == {}
+    assert logic.replication.balance_leaders(image, percentage=20) == ([], False)
 
 
 def test_rebalance_skips_preferred_replicas_not_in_the_isr_and_caps_a_pass():
     logic, image = _imbalanced(10, 4)
     image = _set_isr(image, "b", 0, (2, 3))
-    recs, _ = logic.balance_leaders(image, percentage=10)
+    recs, _ = logic.replication.balance_leaders(image, percentage=10)
     moved = {r.partition_id for r in recs}
     assert moved == {1, 2, 3}
-    recs, more = logic.balance_leaders(image, percentage=10, max_elections=2)
+    recs, more = logic.replication.balance_leaders(image, percentage=10, max_elections=2)
     assert len(recs) == 2 and more
 
 
 def test_controlled_shutdown_then_return_then_rebalance():
     logic, image = _logic(), _cluster(3)
     image = _with_topic(logic, image, "c", {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2], 3: [1, 3, 2]})
-    image = _apply(image, logic.broker_state_records(image, 1, "CONTROLLED_SHUTDOWN"))
+    image = _apply(image, logic.cluster.broker_state_records(image, 1, BrokerControlState.CONTROLLED_SHUTDOWN))
     assert all(p.leader != 1 for p in image.topics_by_name["c"].partitions.values())
     image = _unfence(logic, _fence(logic, image, 1), 1)
-    assert logic.balance_leaders(image, percentage=10)[0] == []  # not back in any ISR yet
+    assert logic.replication.balance_leaders(image, percentage=10)[0] == []  # not back in any ISR yet
     for p in (0, 3):
         image = _set_isr(image, "c", p, (*_part(image, "c", p).isr, 1))
-    recs, _ = logic.balance_leaders(image, percentage=10)
+    recs, _ = logic.replication.balance_leaders(image, percentage=10)
     image = _apply(image, recs)
     assert {p: r.leader for p, r in image.topics_by_name["c"].partitions.items()} == {0: 1, 1: 2, 2: 3, 3: 1}
 
@@ -233,7 +230,7 @@ async def _commit(qc, records):
 
 async def _imbalanced_cluster(qc, assignments, leaders):
     await _commit(qc, [mr.RegisterBrokerRecord(i, f"inc{i}", (("P", "h", i),), fenced=False) for i in (1, 2, 3)])
-    recs, _ = qc.logic.create_topics(qc.image, [NewTopic("b", assignments=assignments)], validate_only=False)
+    recs, _ = qc.replication.create_topics(qc.image, [NewTopic("b", assignments=assignments)], validate_only=False)
     await _commit(qc, recs)
     t = qc.image.topics_by_name["b"]
     await _commit(qc, [mr.PartitionChangeRecord(t.topic_id, p, leader=b) for p, b in leaders.items()])

@@ -10,7 +10,7 @@ cancels it.
 
 from kio.schema.errors import ErrorCode
 
-from kavka.controller.controller import NewTopic
+from kavka.controller.results import NewTopic
 from kavka.metadata import records as mr
 from kavka.metadata import snapshot
 from kavka.metadata.image import MetadataImage
@@ -21,7 +21,7 @@ from tests.unit.controller_fixtures import logic as _logic
 
 def _setup(n=6, assignments=None):
     logic, image = _logic(), _cluster(n)
-    recs, res = logic.create_topics(image, [NewTopic("t", assignments=assignments or {0: [1, 2, 3]})], validate_only=False)
+    recs, res = logic.replication.create_topics(image, [NewTopic("t", assignments=assignments or {0: [1, 2, 3]})], validate_only=False)
     assert res[0].result.ok
     return logic, _apply(image, recs)
 
@@ -31,7 +31,7 @@ def _part(image, p=0):
 
 
 def _reassign(logic, image, target, p=0, topic="t"):
-    recs, out = logic.alter_partition_reassignments(image, [(topic, [(p, target)])])
+    recs, out = logic.replication.alter_partition_reassignments(image, [(topic, [(p, target)])])
     [(name, [res])] = out
     assert name == topic
     return _apply(image, recs), res, recs
@@ -40,7 +40,7 @@ def _reassign(logic, image, target, p=0, topic="t"):
 def _leader_alter_isr(logic, image, new_isr, p=0):
     reg = _part(image, p)
     t = image.topics_by_name["t"]
-    recs, error, after = logic.alter_partition(
+    recs, error, after = logic.replication.alter_partition(
         image,
         broker_id=reg.leader,
         broker_epoch=-1,
@@ -64,7 +64,7 @@ def test_start_adds_target_replicas_and_records_adding_and_removing():
     assert p.adding_replicas == (4, 5, 6) and p.removing_replicas == (1, 2, 3)
     assert p.isr == (1, 2, 3) and p.leader == 1  # the old replicas keep serving meanwhile
     assert p.reassigning
-    listed = logic.list_partition_reassignments(image, None)
+    listed = logic.replication.list_partition_reassignments(image, None)
     assert [(n, [(o.partition, o.replicas, o.adding_replicas, o.removing_replicas) for o in ps]) for n, ps in listed] == [
         ("t", [(0, (4, 5, 6, 1, 2, 3), (4, 5, 6), (1, 2, 3))])
     ]
@@ -82,7 +82,7 @@ def test_completes_when_every_target_replica_is_in_the_isr_and_moves_a_removed_l
     assert p.adding_replicas == () and p.removing_replicas == ()
     assert p.leader == 4 and p.leader_epoch == epoch + 1
     assert after.leader == 4 and after.replicas == (4, 5, 6) and after.partition_epoch == p.partition_epoch
-    assert logic.list_partition_reassignments(image, None) == []
+    assert logic.replication.list_partition_reassignments(image, None) == []
 
 
 def test_a_leader_that_stays_keeps_leading_with_a_new_epoch():
@@ -156,7 +156,7 @@ def test_errors_are_kafkas():
         ),
     }
     for (topic, p, target), want in cases.items():
-        recs, out = logic.alter_partition_reassignments(image, [(topic, [(p, target)])])
+        recs, out = logic.replication.alter_partition_reassignments(image, [(topic, [(p, target)])])
         [(_, [res])] = out
         assert (res.error, res.message) == want
         assert recs == []
@@ -164,13 +164,13 @@ def test_errors_are_kafkas():
 
 def test_partitions_of_one_request_are_decided_one_by_one():
     logic, image = _setup(assignments={0: [1, 2, 3], 1: [2, 3, 4]})
-    recs, out = logic.alter_partition_reassignments(image, [("t", [(0, [4, 5, 6]), (1, [9]), (2, [1])])])
+    recs, out = logic.replication.alter_partition_reassignments(image, [("t", [(0, [4, 5, 6]), (1, [9]), (2, [1])])])
     assert [(r.partition, r.error) for _, rs in out for r in rs] == [
         (0, ErrorCode.none), (1, ErrorCode.invalid_replica_assignment), (2, ErrorCode.unknown_topic_or_partition)
     ]
     assert len(recs) == 1
     image = _apply(image, recs)
-    assert [(n, [o.partition for o in ps]) for n, ps in logic.list_partition_reassignments(image, [("t", [0, 1]), ("x", [0])])] == [
+    assert [(n, [o.partition for o in ps]) for n, ps in logic.replication.list_partition_reassignments(image, [("t", [0, 1]), ("x", [0])])] == [
         ("t", [0])
     ]
 

@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from kavka.config import ConfigError, build_config
-from kavka.controller.controller import ControllerLogic, NewTopic
 from kavka.controller.placement import (
     BUILT_IN,
     ClusterView,
@@ -37,6 +36,8 @@ from kavka.controller.placement import (
     run_placer,
     topic_seed,
 )
+from kavka.controller.replication_control import ReplicationControlManager
+from kavka.controller.results import NewTopic
 from kavka.metadata import records as mr
 from kavka.metadata.delta import MetadataDelta
 from kavka.metadata.image import MetadataImage
@@ -272,9 +273,9 @@ def _cluster(racks: dict[int, str | None]) -> MetadataImage:
     return _apply(MetadataImage(), recs)
 
 
-def _logic(placer: str) -> ControllerLogic:
+def _logic(placer: str) -> ReplicationControlManager:
     ids = (f"id{i}" for i in itertools.count())
-    return ControllerLogic(build_config({"node.id": "1", "broker.replica.placer": placer}), new_uuid=lambda: next(ids))
+    return ReplicationControlManager(build_config({"node.id": "1", "broker.replica.placer": placer}), new_uuid=lambda: next(ids))
 
 
 def _replicas(image: MetadataImage, topic: str) -> list[list[int]]:

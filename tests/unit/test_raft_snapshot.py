@@ -12,8 +12,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kavka.config import build_config
-from kavka.controller.controller import NewTopic
 from kavka.controller.quorum_controller import QuorumController
+from kavka.controller.results import NewTopic
 from kavka.metadata import records as mr
 from kavka.metadata.delta import MetadataDelta
 from kavka.metadata.image import MetadataImage

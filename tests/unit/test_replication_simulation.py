@@ -19,7 +19,7 @@ every log identical, and every acknowledged record present.
 
 With `elections=True` the controller also runs preferred-leader elections: ElectLeaders PREFERRED
 at random moments (an operator's `kavka leader-election`) and the automatic rebalance
-(`ControllerLogic.balance_leaders`, leader.imbalance.per.broker.percentage=10) on a seeded
+(`ReplicationControlManager.balance_leaders`, leader.imbalance.per.broker.percentage=10) on a seeded
 interval -- leadership moves while the old leader is alive and taking writes. Each election must
 pick a live ISR member, and every check above must still hold: no committed record is lost.
 
@@ -41,7 +41,7 @@ from kio.schema.errors import ErrorCode
 
 from kavka.config import build_config
 from kavka.controller import partition_change as pc
-from kavka.controller.controller import ControllerLogic
+from kavka.controller.replication_control import ReplicationControlManager
 from kavka.metadata import records as mr
 from kavka.metadata.image import (
     BrokerRegistration,
@@ -347,8 +347,8 @@ class Controller:
         self.update(reg)
 
     def balance(self) -> None:
-        """The automatic rebalance: ControllerLogic decides on an image of this cluster."""
-        records, _ = LOGIC.balance_leaders(self.image(), percentage=10)
+        """The automatic rebalance: ReplicationControlManager decides on an image of this cluster."""
+        records, _ = REPLICATION.balance_leaders(self.image(), percentage=10)
         if records:
             old = self.reg
             err, reg = pc.elect_preferred(old, live=self.live)
@@ -744,7 +744,7 @@ class Producer:
 # ------------------------------------------------------------------ tests
 
 
-LOGIC = ControllerLogic(build_config({"node.id": "1"}), new_uuid=lambda: "t")
+REPLICATION = ReplicationControlManager(build_config({"node.id": "1"}), new_uuid=lambda: "t")
 assert mr.PartitionChangeRecord  # the records balance_leaders returns
 
 

@@ -57,13 +57,13 @@ from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 from kavka.broker.handlers import configs, elect_leaders, reassignments, topics
 from kavka.broker.handlers.placement import placement_response
 from kavka.common import ErrorCode
-from kavka.controller.controller import AlterPartitionItem
 from kavka.controller.quorum_controller import (
     UNAVAILABLE,
     HeartbeatReply,
     QuorumController,
     unavailable_result,
 )
+from kavka.controller.results import AlterPartitionItem
 from kavka.protocol import kavka_schema as ks
 from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.raft import codec

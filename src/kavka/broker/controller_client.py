@@ -44,7 +44,12 @@ from kavka.broker.controller_apis import (
 from kavka.broker.handlers import elect_leaders, reassignments
 from kavka.client.async_channel import AsyncChannel
 from kavka.common import ConfigResourceType, ElectionType, ErrorCode, TopicPartition
-from kavka.controller.controller import (
+from kavka.controller.quorum_controller import (
+    HeartbeatReply,
+    NotControllerError,
+    QuorumController,
+)
+from kavka.controller.results import (
     AlterPartitionItem,
     ApiResult,
     CreatedTopic,
@@ -52,11 +57,6 @@ from kavka.controller.controller import (
     OngoingReassignment,
     ReassignmentResult,
     TopicElections,
-)
-from kavka.controller.quorum_controller import (
-    HeartbeatReply,
-    NotControllerError,
-    QuorumController,
 )
 from kavka.metadata.image import MetadataImage, TopicImage
 from kavka.metadata.loader import MetadataLoader

@@ -62,8 +62,8 @@ from kavka.broker.metadata_publisher import BrokerMetadataPublisher
 from kavka.broker.raft_driver import RaftDriver
 from kavka.broker.storage_io import StorageIoManager
 from kavka.config import BrokerConfig, ConfigError, parse_voters
-from kavka.controller.controller import NewTopic
 from kavka.controller.quorum_controller import QuorumController
+from kavka.controller.results import NewTopic
 from kavka.coordinator.consumer_group import ConsumerGroupConfig
 from kavka.coordinator.group import GroupConfig
 from kavka.coordinator.manager import GroupCoordinatorManager

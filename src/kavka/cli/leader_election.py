@@ -19,8 +19,9 @@ from typing import Any
 import click
 
 from kavka.cli.common import CliError, admin_client, bootstrap_option, emit, json_option, table
+from kavka.common import ElectionType
 
-ELECTION_TYPES = {"preferred": 0, "unclean": 1}
+ELECTION_TYPES = {"preferred": ElectionType.PREFERRED, "unclean": ElectionType.UNCLEAN}
 _ELECTION_NOT_NEEDED = 84
 
 

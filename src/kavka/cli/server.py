@@ -33,6 +33,7 @@ def server() -> None:
 @click.pass_context
 def start(ctx: click.Context, config_path: Path, overrides: tuple[str, ...]) -> None:
     """Start a combined broker+controller; stops cleanly on SIGTERM or SIGINT."""
+    import kavka.controller.placement  # noqa: F401 -- registers broker.replica.placer's check before parsing
     from kavka.config import ConfigError, load_config
 
     try:

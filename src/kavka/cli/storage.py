@@ -60,6 +60,7 @@ def format_storage(
     as_json: bool,
 ) -> None:
     """Write meta.properties into every log directory of a server.properties."""
+    import kavka.controller.placement  # noqa: F401 -- registers broker.replica.placer's check before parsing
     from kavka.config import ConfigError, load_config
     from kavka.storage.meta_properties import (
         META_PROPERTIES,

@@ -24,7 +24,7 @@ Invariants the controller keeps:
   what it says (Kafka's handleAssignReplicasToDirs), after checking the broker's epoch and that it
   hosts the replica.
 
-Pure: functions of a MetadataImage returning values; the callers (ControllerLogic, QuorumController)
+Pure: functions of a MetadataImage returning values; the callers (ReplicationControlManager, QuorumController)
 turn them into records.
 """
 
@@ -35,21 +35,16 @@ from collections.abc import Mapping, Sequence
 from kavka.common import DirectoryId
 from kavka.metadata.image import BrokerRegistration, PartitionRegistration
 
-UNASSIGNED = DirectoryId.UNASSIGNED
-LOST = DirectoryId.LOST
-MIGRATING = DirectoryId.MIGRATING
-RESERVED = DirectoryId.RESERVED
-
 
 def default_directory(broker: BrokerRegistration | None) -> str:
     """The directory a new replica on `broker` is recorded in before the broker reports one
     (Kafka's ClusterControlManager.defaultDir): its only dir if it has one, MIGRATING if it
     registered none, else UNASSIGNED."""
     if broker is None or not broker.log_dirs:
-        return MIGRATING
+        return DirectoryId.MIGRATING
     if len(broker.log_dirs) == 1:
         return broker.log_dirs[0]
-    return UNASSIGNED
+    return DirectoryId.UNASSIGNED
 
 
 def default_directories(brokers: Mapping[int, BrokerRegistration], replicas: Sequence[int]) -> tuple[str, ...]:
@@ -62,7 +57,7 @@ def directory_of(reg: PartitionRegistration, broker_id: int) -> str:
     if broker_id not in reg.replicas:
         raise ValueError(f"broker {broker_id} is not a replica of partition {reg.partition_id}")
     i = reg.replicas.index(broker_id)
-    return reg.directories[i] if i < len(reg.directories) else UNASSIGNED
+    return reg.directories[i] if i < len(reg.directories) else DirectoryId.UNASSIGNED
 
 
 def replica_online(reg: PartitionRegistration, broker: BrokerRegistration | None) -> bool:
@@ -70,12 +65,12 @@ def replica_online(reg: PartitionRegistration, broker: BrokerRegistration | None
     if broker is None:
         return False
     d = directory_of(reg, broker.broker_id)
-    return d != LOST and (d in RESERVED or d in broker.log_dirs)
+    return d != DirectoryId.LOST and (d in DirectoryId.RESERVED or d in broker.log_dirs)
 
 
 def with_directory(reg: PartitionRegistration, broker_id: int, directory: str) -> tuple[str, ...]:
     """`reg`'s directories with `broker_id`'s entry set to `directory` (padded with UNASSIGNED)."""
-    dirs = list(reg.directories) + [UNASSIGNED] * (len(reg.replicas) - len(reg.directories))
+    dirs = list(reg.directories) + [DirectoryId.UNASSIGNED] * (len(reg.replicas) - len(reg.directories))
     dirs[reg.replicas.index(broker_id)] = directory
     return tuple(dirs[: len(reg.replicas)])
 
@@ -86,10 +81,6 @@ def new_offline_dirs(broker: BrokerRegistration, offline: Sequence[str]) -> tupl
 
 
 __all__ = [
-    "LOST",
-    "MIGRATING",
-    "RESERVED",
-    "UNASSIGNED",
     "default_directories",
     "default_directory",
     "directory_of",

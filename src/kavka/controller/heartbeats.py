@@ -4,7 +4,7 @@ Every broker heartbeats the active controller each `broker.heartbeat.interval.ms
 (BrokerHeartbeat); a broker that is not fenced and has not been heard from for
 `broker.session.timeout.ms` is fenced: it leaves every ISR it is not the last member of,
 its leaderships move (or the partition goes offline, leader -1) and it disappears from
-Metadata. The decisions themselves (which records) are ControllerLogic's.
+Metadata. The decisions themselves (which records) are ClusterControlManager's.
 
 A broker whose heartbeat connection closes (its process died: a kill -9 closes its
 sockets) and that does not heartbeat again on a new connection within

@@ -29,7 +29,7 @@ Built-ins, chosen by `broker.replica.placer` (`load_placer`):
   fewest partitions so far. With 3 DCs x 2 racks and RF=3 every partition has one replica per DC.
 
 Pure: the per-topic seed comes in as `spec.seed`; nothing here reads the clock or a random source.
-Called by the controller (`ControllerLogic`) on the active controller's event loop only.
+Called by the controller (`ReplicationControlManager`) on the active controller's event loop only.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from kio.schema.errors import ErrorCode
+
+from kavka.config import register_validator
 
 
 class PlacementError(ValueError):
@@ -386,6 +388,9 @@ def placer_name_problem(value: str) -> str | None:
     if not sep or not module or not cls or not all(p.isidentifier() for p in module.split(".") + cls.split(".")):
         return f"must be one of {', '.join(BUILT_IN)} or an importable module:Class"
     return None
+
+
+register_validator("broker.replica.placer", placer_name_problem)  # kavka.config cannot import placement
 
 
 def load_placer(value: str) -> ReplicaPlacer:

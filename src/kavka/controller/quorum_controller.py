@@ -1,7 +1,14 @@
 """QuorumController: the controller's operations, committed through the raft metadata quorum.
 
-Every change goes the same way: ControllerLogic decides (pure: image in,
-records and results out) -> the records are appended to the raft log as one
+It composes the control managers, as Kafka's QuorumController does:
+`replication` (ReplicationControlManager: topics, partitions, ISR,
+reassignments, elections, directories), `cluster` (ClusterControlManager:
+broker registration and states) and `configuration`
+(ConfigurationControlManager: dynamic configs); it owns what they must not
+(the lock, the commit, broker sessions).
+
+Every change goes the same way: a manager decides (pure: image in, records
+and results out) -> the records are appended to the raft log as one
 batch (atomic) -> the caller awaits their commit (the raft high watermark
 passing the batch's last offset) -> its result is returned. Nothing is
 applied before it is committed: the image is rebuilt only from committed
@@ -50,19 +57,21 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from kavka.common import BrokerControlState, ConfigResourceType, ElectionType
 from kavka.config import BrokerConfig
-from kavka.controller import controller as logic
-from kavka.controller.controller import (
+from kavka.controller.cluster_control import ClusterControlManager
+from kavka.controller.configuration_control import ConfigurationControlManager
+from kavka.controller.heartbeats import BrokerSessions
+from kavka.controller.replication_control import ReplicationControlManager
+from kavka.controller.results import (
     AlterPartitionItem,
     ApiResult,
-    ControllerLogic,
     CreatedTopic,
     NewTopic,
     OngoingReassignment,
     ReassignmentResult,
     TopicElections,
 )
-from kavka.controller.heartbeats import BrokerSessions
 from kavka.metadata import records as mr
 from kavka.metadata.delta import MetadataDelta
 from kavka.metadata.image import MetadataImage, TopicImage
@@ -126,9 +135,11 @@ class QuorumController:
         self._wakeup = wakeup
         self.timeout_s = timeout_s
         rng = rng or random.Random()
-        self.logic = ControllerLogic(
+        self.replication = ReplicationControlManager(
             config, new_uuid=generate_uuid, start_index=lambda n: rng.randrange(max(n, 1))
         )
+        self.cluster = ClusterControlManager(self.replication)
+        self.configuration = ConfigurationControlManager(config)
         self.loader = loader
         self._lock = asyncio.Lock()
         self._stopped: str | None = None  # fail_pending(): the raft driver is stopping
@@ -264,7 +275,7 @@ class QuorumController:
         """Register (fenced) and return the broker epoch (the offset of its RegisterBrokerRecord)."""
 
         def decide(image: MetadataImage) -> tuple[list[Any], None]:
-            records = self.logic.register_broker(
+            records = self.cluster.register_broker(
                 image,
                 broker_id=broker_id,
                 incarnation_id=incarnation_id,
@@ -296,7 +307,7 @@ class QuorumController:
         """Kafka's BrokerHeartbeat: renews the session, and may fence, unfence or shut down the broker.
         `connection` identifies the connection it came over (None: this process), see heartbeats."""
 
-        def decide(image: MetadataImage) -> tuple[list[Any], HeartbeatReply | str]:
+        def decide(image: MetadataImage) -> tuple[list[Any], HeartbeatReply | BrokerControlState]:
             b = image.brokers.get(broker_id)
             if b is None:
                 return [], HeartbeatReply(ErrorCode.broker_id_not_registered)
@@ -305,7 +316,7 @@ class QuorumController:
             self._ensure_sessions()
             self.sessions.touch(broker_id, self._session_ms(), connection)
             # KIP-858: offline dirs first; the state change is decided on the image they leave.
-            dir_records = self.logic.directories_offline(image, broker_id, offline_log_dirs)
+            dir_records = self.replication.directories_offline(image, broker_id, offline_log_dirs)
             if dir_records:
                 log.warning(
                     "broker %d reports log dirs %s offline: %d partition changes",
@@ -315,12 +326,12 @@ class QuorumController:
                 for r in dir_records:
                     delta.replay(r, image.offset)
                 image = delta.apply()
-            state = self.logic.next_broker_state(
+            state = self.cluster.next_broker_state(
                 image, broker_id, metadata_offset=metadata_offset, want_fence=want_fence, want_shut_down=want_shut_down
             )
-            records = dir_records + self.logic.broker_state_records(image, broker_id, state)
+            records = dir_records + self.cluster.broker_state_records(image, broker_id, state)
             if records:
-                log.info("broker %d (epoch %d): %s", broker_id, broker_epoch, state.lower().replace("_", " "))
+                log.info("broker %d (epoch %d): %s", broker_id, broker_epoch, state.value.lower().replace("_", " "))
             return records, state
 
         state = await self._run(decide)
@@ -331,7 +342,7 @@ class QuorumController:
             ErrorCode.none,
             is_caught_up=metadata_offset >= b.epoch,
             is_fenced=b.fenced,
-            should_shut_down=state == logic.SHUTDOWN_NOW,
+            should_shut_down=state == BrokerControlState.SHUTDOWN_NOW,
         )
 
     def broker_connection_lost(self, connection: Hashable) -> None:
@@ -352,7 +363,7 @@ class QuorumController:
             def decide(image: MetadataImage, broker_id: int = broker_id) -> tuple[list[Any], bool]:
                 if broker_id not in self.sessions.expired(image, self._session_ms()):
                     return [], False  # a heartbeat came while we waited for the lock
-                return self.logic.broker_state_records(image, broker_id, logic.FENCED), True
+                return self.cluster.broker_state_records(image, broker_id, BrokerControlState.FENCED), True
 
             try:
                 lost = self.sessions.lost_connection(broker_id)
@@ -397,7 +408,7 @@ class QuorumController:
             records: list[Any] = []
             out = []
             for item in items:
-                recs, error, reg = self.logic.alter_partition(
+                recs, error, reg = self.replication.alter_partition(
                     image,
                     broker_id=broker_id,
                     broker_epoch=broker_epoch,
@@ -420,7 +431,7 @@ class QuorumController:
         broker; the top-level error and each item's, once the changes are committed."""
 
         def decide(image: MetadataImage) -> tuple[list[Any], Any]:
-            records, error, results = self.logic.assign_replicas_to_dirs(
+            records, error, results = self.replication.assign_replicas_to_dirs(
                 image, broker_id=broker_id, broker_epoch=broker_epoch, assignments=assignments
             )
             return records, (error, results)
@@ -428,10 +439,10 @@ class QuorumController:
         return await self._run(decide)
 
     async def elect_leaders(
-        self, election_type: int, topic_partitions: Sequence[tuple[str, Sequence[int]]] | None
+        self, election_type: ElectionType, topic_partitions: Sequence[tuple[str, Sequence[int]]] | None
     ) -> list[TopicElections]:
         """ElectLeaders (API 43): the elections committed, then each partition's result."""
-        return await self._run(lambda image: self.logic.elect_leaders(image, election_type, topic_partitions))
+        return await self._run(lambda image: self.replication.elect_leaders(image, election_type, topic_partitions))
 
     async def maybe_balance_leaders(self, now_ms: int | None = None) -> int:
         """The automatic preferred-leader rebalance, polled periodically on every controller (Kafka's
@@ -454,8 +465,8 @@ class QuorumController:
         percentage = int(self.config["leader.imbalance.per.broker.percentage"])
 
         def decide(image: MetadataImage) -> tuple[list[Any], tuple[int, bool, dict[int, float]]]:
-            imbalance = self.logic.imbalanced_brokers(image, percentage)
-            records, more = self.logic.balance_leaders(image, percentage=percentage)
+            imbalance = self.replication.imbalanced_brokers(image, percentage)
+            records, more = self.replication.balance_leaders(image, percentage=percentage)
             return records, (len(records), more, imbalance)
 
         try:
@@ -475,12 +486,12 @@ class QuorumController:
         return elected
 
     async def create_topics(self, topics: Sequence[NewTopic], *, validate_only: bool = False) -> list[CreatedTopic]:
-        return await self._run(lambda image: self.logic.create_topics(image, topics, validate_only=validate_only))
+        return await self._run(lambda image: self.replication.create_topics(image, topics, validate_only=validate_only))
 
     async def delete_topics(self, topics: Sequence[TopicImage]) -> None:
         def decide(image: MetadataImage) -> tuple[list[Any], None]:
             live = [t for t in topics if t.topic_id in image.topics_by_id]
-            return self.logic.delete_topics(image, live), None
+            return self.replication.delete_topics(image, live), None
 
         await self._run(decide)
 
@@ -488,7 +499,7 @@ class QuorumController:
         self, name: str, count: int, assignments: Sequence[Sequence[int]] | None, *, validate_only: bool
     ) -> ApiResult:
         def decide(image: MetadataImage) -> tuple[list[Any], ApiResult]:
-            records, result = self.logic.create_partitions(image, name, count, assignments)
+            records, result = self.replication.create_partitions(image, name, count, assignments)
             return (records if result.ok and not validate_only else []), result
 
         return await self._run(decide)
@@ -499,7 +510,7 @@ class QuorumController:
         """CreateReplicaPlacement (KIP-879): the placer's answer on the current image; writes nothing."""
 
         def decide(image: MetadataImage) -> tuple[list[Any], tuple[ApiResult, list[list[int]]]]:
-            return [], self.logic.replica_placement(
+            return [], self.replication.replica_placement(
                 image, num_partitions, replication_factor, force_simple=force_simple, node_ids=node_ids
             )
 
@@ -507,7 +518,7 @@ class QuorumController:
 
     async def alter_configs(
         self,
-        resource_type: int,
+        resource_type: ConfigResourceType,
         resource_name: str,
         ops: Sequence[tuple[str, int, str | None]],
         *,
@@ -515,7 +526,7 @@ class QuorumController:
         validate_only: bool,
     ) -> ApiResult:
         def decide(image: MetadataImage) -> tuple[list[Any], ApiResult]:
-            records, result = self.logic.alter_configs(image, resource_type, resource_name, ops, incremental=incremental)
+            records, result = self.configuration.alter_configs(image, resource_type, resource_name, ops, incremental=incremental)
             return (records if result.ok and not validate_only else []), result
 
         return await self._run(decide)
@@ -524,10 +535,10 @@ class QuorumController:
         self, topics: Sequence[tuple[str, Sequence[tuple[int, Sequence[int] | None]]]]
     ) -> list[tuple[str, list[ReassignmentResult]]]:
         """AlterPartitionReassignments (API 45): the changes committed, then each partition's result."""
-        return await self._run(lambda image: self.logic.alter_partition_reassignments(image, topics))
+        return await self._run(lambda image: self.replication.alter_partition_reassignments(image, topics))
 
     async def list_partition_reassignments(
         self, topics: Sequence[tuple[str, Sequence[int]]] | None
     ) -> list[tuple[str, list[OngoingReassignment]]]:
         """ListPartitionReassignments (API 46), on the active controller's image."""
-        return await self._run(lambda image: ([], self.logic.list_partition_reassignments(image, topics)))
+        return await self._run(lambda image: ([], self.replication.list_partition_reassignments(image, topics)))

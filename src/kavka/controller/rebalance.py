@@ -25,10 +25,12 @@ to an under-loaded one. Pure: no I/O, deterministic for its input.
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-Partition = Hashable  # (topic, partition) in practice
+from kavka.common import TopicPartition
+
+Partition = TopicPartition  # plain (topic, partition) tuples are equal to it and hash the same
 
 
 class RebalanceError(ValueError):

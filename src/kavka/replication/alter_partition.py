@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 
 from kavka.common import ErrorCode, TopicPartition
-from kavka.controller.controller import AlterPartitionItem
+from kavka.controller.results import AlterPartitionItem
 from kavka.replication.partition import Partition
 from kavka.replication.replica_state import IsrProposal
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kavka.config import register_tiered_topic_rule
 from kavka.tiered.api import RemoteLogSegmentMetadata
 
 FOLLOW_RETENTION = -2  # local.retention.ms / local.retention.bytes: use retention.*
@@ -113,6 +114,9 @@ def validate_tiered_topic_config(configs: Mapping[str, str], *, system_enabled: 
                         f"`{total_key}` must be set to the identical value because there will be "
                         "no more logs copied to the remote storage.")
     return None
+
+
+register_tiered_topic_rule(validate_tiered_topic_config)  # kavka.config cannot import tiered/
 
 
 def segments_to_copy(local: Sequence[LocalSegmentView], *, highest_copied_offset: int,

@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.common import ConfigSource
+from kavka.common import ConfigResourceType, ConfigSource
 from kavka.config import BROKER_CONFIGS, TOPIC_CONFIGS
-from kavka.controller.controller import ApiResult
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
-from kavka.metadata.records import BROKER_RESOURCE, TOPIC_RESOURCE
+from kavka.controller.results import ApiResult
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 
@@ -59,14 +58,14 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
     for r in req.resources:
         keys = r.configuration_keys
         error, message, entries = ErrorCode.none, None, []
-        if r.resource_type == TOPIC_RESOURCE:
+        if r.resource_type == ConfigResourceType.TOPIC:
             if r.resource_name not in image.topics_by_name:
                 error, message = ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist"
             else:
                 for key in sorted(TOPIC_CONFIGS):
                     if keys is None or key in keys:
                         entries.append(entry(key, node.resolver.topic(image, r.resource_name, key), False))
-        elif r.resource_type == BROKER_RESOURCE:
+        elif r.resource_type == ConfigResourceType.BROKER:
             if r.resource_name == "":
                 # The cluster-wide dynamic defaults only, as Kafka reports them.
                 for key, value in sorted(image.broker_configs(None).items()):

@@ -1,6 +1,6 @@
 """ElectLeaders (API 43): preferred and unclean leader elections, as kafka-leader-election.sh asks them.
 
-The active controller decides and commits (`ControllerLogic.elect_leaders`, KIP-183 and KIP-460);
+The active controller decides and commits (`ReplicationControlManager.elect_leaders`, KIP-183 and KIP-460);
 any other node forwards the request to it over the controller listener
 (`broker.controller_client`), as Kafka's brokers forward it. Answers are Kafka's:
 
@@ -26,13 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.controller.controller import (
-    PREFERRED_ELECTION,
-    UNCLEAN_ELECTION,
-    PartitionElection,
-    TopicElections,
-)
+from kavka.common import ElectionType
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
+from kavka.controller.results import PartitionElection, TopicElections
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 
@@ -70,7 +66,7 @@ def _failed(topic_partitions: TopicPartitions | None, error: ErrorCode, message:
 async def elect_leaders(
     controller: Any, election_type: int, topic_partitions: TopicPartitions | None, *, timeout_s: float | None = None
 ) -> ElectionAnswer:
-    if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+    if election_type not in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
         return _failed(topic_partitions, ErrorCode.invalid_request, f"Unknown election type {election_type}")
     if topic_partitions is not None and not topic_partitions:
         return ElectionAnswer(ErrorCode.none, ())  # QuorumController.electLeaders: nothing to do

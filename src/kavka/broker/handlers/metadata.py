@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.controller.controller import INTERNAL_TOPICS, NewTopic, validate_topic_name
 from kavka.controller.quorum_controller import UNAVAILABLE
+from kavka.controller.replication_control import INTERNAL_TOPICS, validate_topic_name
+from kavka.controller.results import NewTopic
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_from_str, uuid_to_str
 
 if TYPE_CHECKING:

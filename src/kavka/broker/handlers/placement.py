@@ -12,8 +12,8 @@ import datetime
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kavka.controller.controller import ApiResult
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
+from kavka.controller.results import ApiResult
 from kavka.protocol.kavka_schema import (
     CreateReplicaPlacementRequest,
     CreateReplicaPlacementResponse,

@@ -2,7 +2,7 @@
 
 Every broker answers them by asking the active controller (`node.controller`, which forwards
 over the controller listener when this node is not the controller), as Kafka's brokers forward
-them. The controller decides (`ControllerLogic.alter_partition_reassignments`) and commits before
+them. The controller decides (`ReplicationControlManager.alter_partition_reassignments`) and commits before
 answering; the replicas then move by themselves: adding replicas fetch as followers, the leader's
 AlterPartition that puts the whole target in the ISR completes the move, and brokers delete the
 replicas they no longer host. Answers are Kafka's:
@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.controller.controller import OngoingReassignment, ReassignmentResult
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
+from kavka.controller.results import OngoingReassignment, ReassignmentResult
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 

@@ -14,8 +14,9 @@ from kio.schema.errors import ErrorCode
 
 from kavka.common import ConfigSource
 from kavka.config import TOPIC_CONFIGS
-from kavka.controller.controller import INTERNAL_TOPICS, ApiResult, CreatedTopic, NewTopic
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
+from kavka.controller.replication_control import INTERNAL_TOPICS
+from kavka.controller.results import ApiResult, CreatedTopic, NewTopic
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_from_str, uuid_to_str
 

@@ -1,13 +1,18 @@
-"""The controller's decisions: requests in, metadata records and per-item results out.
+"""Topics, partitions and their replicas: the controller's decisions about them (Kafka's ReplicationControlManager).
 
-`ControllerLogic` validates admin requests against the current MetadataImage
-and returns the records that carry them out; it never writes anything itself.
-The `QuorumController` (in `quorum_controller.py`) commits those records to the
-metadata log and replays them. Error codes and messages follow Kafka's
-(ReplicationControlManager, ConfigurationControlManager). Pure: uuids and the
-seed of a CreateReplicaPlacement come from injected callables (a topic's placement
-seed is derived from its name: placement.topic_seed). Replicas are placed by the
-`broker.replica.placer` loaded here, on the controller only (KIP-879).
+`ReplicationControlManager` owns every decision that writes a TopicRecord, PartitionRecord,
+RemoveTopicRecord or PartitionChangeRecord: CreateTopics, CreatePartitions, DeleteTopics,
+CreateReplicaPlacement (KIP-879), a leader's AlterPartition (ISR changes, KIP-497/841/903),
+AlterPartitionReassignments and ListPartitionReassignments (KIP-455), ElectLeaders (KIP-183,
+KIP-460), the automatic preferred-leader rebalance, the partition changes when a broker is fenced,
+unfenced or shuts down (for the ClusterControlManager), and the directories' partition changes
+(KIP-858: offline dirs, AssignReplicasToDirs). Error codes and messages follow Kafka's.
+
+Pure: image in, records and results out; it never writes anything itself (the QuorumController
+commits what it returns). Uuids and the seed of a CreateReplicaPlacement come from injected
+callables (a topic's placement seed is derived from its name: placement.topic_seed). Replicas are
+placed by the `broker.replica.placer` loaded here, on the controller only (KIP-879). Called on the
+active controller's event loop, under the QuorumController's lock.
 """
 
 from __future__ import annotations
@@ -15,15 +20,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.common import DirectoryId
+# Imported for its registration: config.validate_tiered_topic applies the rule tiered storage owns.
+import kavka.tiered.remote_log_rules  # noqa: F401
+from kavka.common import ConfigResourceType, DirectoryId, ElectionType
 from kavka.config import (
-    BROKER_CONFIGS,
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
@@ -41,15 +47,21 @@ from kavka.controller.placement import (
     run_placer,
     topic_seed,
 )
+from kavka.controller.results import (
+    ApiResult,
+    CreatedTopic,
+    NewTopic,
+    OngoingReassignment,
+    PartitionElection,
+    ReassignmentResult,
+    TopicElections,
+)
 from kavka.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kavka.metadata.records import (
-    BROKER_RESOURCE,
-    TOPIC_RESOURCE,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     PartitionChangeRecord,
     PartitionRecord,
-    RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
@@ -60,48 +72,6 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
-
-@dataclass(frozen=True, slots=True)
-class ApiResult:
-    error: ErrorCode = ErrorCode.none
-    message: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error == ErrorCode.none
-
-
-@dataclass(frozen=True, slots=True)
-class NewTopic:
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
-    configs: Mapping[str, str | None] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class CreatedTopic:
-    name: str
-    result: ApiResult
-    topic_id: str | None = None
-    num_partitions: int = -1
-    replication_factor: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionItem:
-    """One partition of an AlterPartition request: the ISR its leader wants, and what it saw."""
-
-    topic_id: str
-    partition: int
-    leader_epoch: int
-    partition_epoch: int
-    new_isr: tuple[tuple[int, int], ...]  # (broker id, broker epoch or -1)
-
-
-# ElectLeaders' election types (KIP-460: ElectionType.PREFERRED / UNCLEAN).
-PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
 # Kafka's ApiError(Errors.X) messages for the per-partition election errors.
 _ELECTION_MESSAGES = {
     ErrorCode.election_not_needed: "Leader election not needed for topic partition.",
@@ -111,23 +81,6 @@ _ELECTION_MESSAGES = {
 # Kafka's QuorumController caps one rebalance pass (maxElectionsPerImbalance) and reschedules
 # at once when the cap was reached; kavka's QuorumController runs the next pass at its next poll.
 MAX_ELECTIONS_PER_IMBALANCE = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionElection:
-    """One partition's ElectLeaders result (ElectLeadersResponse.PartitionResult)."""
-
-    partition: int
-    error: ErrorCode = ErrorCode.none
-    message: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TopicElections:
-    """One topic's ElectLeaders results (ElectLeadersResponse.ReplicaElectionResult)."""
-
-    topic: str
-    partitions: tuple[PartitionElection, ...]
 
 
 def validate_topic_name(name: str) -> str | None:
@@ -164,27 +117,6 @@ def _change_record(topic_id: str, old: PartitionRegistration, new: PartitionRegi
         leader=new.leader if new.leader != old.leader else None,
         isr=tuple(new.isr) if new.isr != old.isr else None,
     )
-
-
-
-
-@dataclass(frozen=True, slots=True)
-class ReassignmentResult:
-    """One partition's AlterPartitionReassignments result (ReassignablePartitionResponse)."""
-
-    partition: int
-    error: ErrorCode = ErrorCode.none
-    message: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class OngoingReassignment:
-    """One partition of ListPartitionReassignments' answer (OngoingPartitionReassignment)."""
-
-    partition: int
-    replicas: tuple[int, ...]
-    adding_replicas: tuple[int, ...]
-    removing_replicas: tuple[int, ...]
 
 
 def _assignment(reg: PartitionRegistration) -> partition_change.Assignment:
@@ -234,11 +166,9 @@ def _assignment_record(
     return rec, after
 
 
-# A broker's next state after a heartbeat (Kafka's BrokerControlState).
-FENCED, UNFENCED, CONTROLLED_SHUTDOWN, SHUTDOWN_NOW = "FENCED", "UNFENCED", "CONTROLLED_SHUTDOWN", "SHUTDOWN_NOW"
+class ReplicationControlManager:
+    """Topics, partitions, ISR, reassignments, elections, directories: image in, records and results out."""
 
-
-class ControllerLogic:
     def __init__(
         self,
         config: BrokerConfig,
@@ -382,7 +312,7 @@ class ControllerLogic:
         records: list[Any] = [TopicRecord(t.name, topic_id)]
         for key, value in sorted(t.configs.items()):
             if value is not None:
-                records.append(ConfigRecord(TOPIC_RESOURCE, t.name, key, TOPIC_CONFIGS[key].config.render(overrides[key])))
+                records.append(ConfigRecord(ConfigResourceType.TOPIC, t.name, key, TOPIC_CONFIGS[key].config.render(overrides[key])))
         usable = set(brokers)
         for p, reps in enumerate(assignment):
             # Kafka's ReplicationControlManager: the ISR is the replicas that are unfenced now,
@@ -454,104 +384,14 @@ class ControllerLogic:
             )
         return recs, ApiResult()
 
-    # ------------------------------------------------------------------ brokers
+    # ------------------------------------------------------------------ brokers' partitions
 
-    def register_broker(
-        self,
-        image: MetadataImage,
-        *,
-        broker_id: int,
-        incarnation_id: str,
-        endpoints: tuple[tuple[str, str, int], ...],
-        rack: str | None,
-        log_dirs: tuple[str, ...],
-    ) -> list[Any]:
-        """A broker (re)registers, fenced until its heartbeat shows it caught up (Kafka's
-        ClusterControlManager.registerBroker). The same incarnation again is a retry: no change.
-        A new incarnation replaces the old registration, whose leaderships end first."""
-        current = image.brokers.get(broker_id)
-        if current is not None and current.incarnation_id == incarnation_id:
-            return []
-        records: list[Any] = self._leave_partitions(image, broker_id) if current is not None else []
-        records.append(RegisterBrokerRecord(broker_id, incarnation_id, endpoints, rack, log_dirs))
-        return records
-
-    def next_broker_state(
-        self,
-        image: MetadataImage,
-        broker_id: int,
-        *,
-        metadata_offset: int,
-        want_fence: bool,
-        want_shut_down: bool,
-    ) -> str:
-        """Kafka's BrokerHeartbeatManager.calculateNextBrokerState, without its lowest-active-offset wait."""
-        b = image.brokers[broker_id]
-        # Scanning every partition for its leaderships is paid only by a broker shutting down,
-        # not by every routine heartbeat.
-        if b.in_controlled_shutdown:
-            return CONTROLLED_SHUTDOWN if self.has_leaderships(image, broker_id) else SHUTDOWN_NOW
-        if b.fenced:
-            if want_shut_down:
-                return SHUTDOWN_NOW
-            if not want_fence and metadata_offset >= b.epoch:
-                return UNFENCED  # caught up with its own registration
-            return FENCED
-        if want_fence:
-            return SHUTDOWN_NOW if want_shut_down else FENCED
-        if want_shut_down:
-            return CONTROLLED_SHUTDOWN if self.has_leaderships(image, broker_id) else SHUTDOWN_NOW
-        return UNFENCED
-
-    def broker_state_records(self, image: MetadataImage, broker_id: int, state: str) -> list[Any]:
-        """The records that move a broker into `state` (Kafka's ReplicationControlManager
-        handleBrokerFenced / handleBrokerUnfenced / handleBrokerInControlledShutdown)."""
-        b = image.brokers[broker_id]
-        if state in (FENCED, SHUTDOWN_NOW):
-            if b.fenced and not b.in_controlled_shutdown:
-                return []
-            records = self._leave_partitions(image, broker_id)
-            records.append(BrokerRegistrationChangeRecord(broker_id, b.epoch, fenced=True, in_controlled_shutdown=False))
-            return records
-        if state == UNFENCED:
-            if not b.fenced:
-                return []
-            records = [BrokerRegistrationChangeRecord(broker_id, b.epoch, fenced=False)]
-            live = set(image.usable_brokers()) | {broker_id}
-            for t in image.topics_by_id.values():
-                for reg in t.partitions.values():
-                    unclean = reg.leader == -1 and broker_id in reg.replicas and self.unclean_election(image, t.name)
-                    if reg.leader == -1 and (broker_id in reg.isr or unclean) and directories.replica_online(reg, b):
-                        new = partition_change.on_broker_unfenced(reg, live=live, unclean=unclean)  # type: ignore[arg-type]
-                        rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
-                        if rec is not None:
-                            records.append(rec)
-            return records
-        if state == CONTROLLED_SHUTDOWN:
-            records = [] if b.in_controlled_shutdown else [
-                BrokerRegistrationChangeRecord(broker_id, b.epoch, in_controlled_shutdown=True)
-            ]
-            return records + self._leave_partitions(image, broker_id)
-        return []
-
-    @staticmethod
-    def has_leaderships(image: MetadataImage, broker_id: int) -> bool:
-        return any(reg.leader == broker_id for t in image.topics_by_id.values() for reg in t.partitions.values())
-
-    def unclean_election(self, image: MetadataImage, topic: str) -> bool:
-        """unclean.leader.election.enable for `topic`: its override, else the cluster-wide dynamic
-        broker default, else this controller's static config (Kafka's order)."""
-        raw = image.topic_configs(topic).get("unclean.leader.election.enable")
-        if raw is None:
-            raw = image.configs.get((BROKER_RESOURCE, ""), {}).get("unclean.leader.election.enable")
-        if raw is None:
-            return bool(self.config["unclean.leader.election.enable"])
-        return raw.strip().lower() == "true"
-
-    def _leave_partitions(self, image: MetadataImage, broker_id: int) -> list[Any]:
-        """The broker leaves every ISR (unless it is the last member) and every leadership moves to
-        a live ISR member -- or, with unclean election on, to any live replica --, or the
-        partition goes offline (leader -1) until one returns."""
+    def leave_partitions(self, image: MetadataImage, broker_id: int) -> list[Any]:
+        """The partition changes when a broker is fenced, shuts down or registers again (Kafka's
+        handleBrokerFenced, handleBrokerInControlledShutdown, handleBrokerUncleanShutdown): the broker leaves every ISR (unless it is
+        the last member) and every leadership moves to a live ISR member -- or, with unclean
+        election on, to any live replica --, or the partition goes offline (leader -1) until one
+        returns."""
         live = [b for b in image.usable_brokers() if b != broker_id]
         records: list[Any] = []
         for t in image.topics_by_id.values():
@@ -565,6 +405,39 @@ class ControllerLogic:
                     if rec is not None:
                         records.append(rec)
         return records
+
+    def handle_broker_unfenced(self, image: MetadataImage, broker_id: int) -> list[Any]:
+        """The partition changes when a fenced broker is unfenced (Kafka's handleBrokerUnfenced): each
+        offline partition it can lead -- it is in the ISR, or unclean election is on and it is a
+        replica -- with its replica's directory online, elects a leader again."""
+        b = image.brokers[broker_id]
+        records: list[Any] = []
+        live = set(image.usable_brokers()) | {broker_id}
+        for t in image.topics_by_id.values():
+            for reg in t.partitions.values():
+                unclean = reg.leader == -1 and broker_id in reg.replicas and self.unclean_election(image, t.name)
+                if reg.leader == -1 and (broker_id in reg.isr or unclean) and directories.replica_online(reg, b):
+                    new = partition_change.on_broker_unfenced(reg, live=live, unclean=unclean)  # type: ignore[arg-type]
+                    rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
+                    if rec is not None:
+                        records.append(rec)
+        return records
+
+    @staticmethod
+    def has_leaderships(image: MetadataImage, broker_id: int) -> bool:
+        return any(reg.leader == broker_id for t in image.topics_by_id.values() for reg in t.partitions.values())
+
+    def unclean_election(self, image: MetadataImage, topic: str) -> bool:
+        """unclean.leader.election.enable for `topic`: its override, else the cluster-wide dynamic
+        broker default, else this controller's static config (Kafka's order)."""
+        raw = image.topic_configs(topic).get("unclean.leader.election.enable")
+        if raw is None:
+            raw = image.configs.get((ConfigResourceType.BROKER, ""), {}).get("unclean.leader.election.enable")
+        if raw is None:
+            return bool(self.config["unclean.leader.election.enable"])
+        return raw.strip().lower() == "true"
+
+    # ------------------------------------------------------------------ AlterPartition (ISR)
 
     def alter_partition(
         self,
@@ -724,13 +597,13 @@ class ControllerLogic:
     def elect_leaders(
         self,
         image: MetadataImage,
-        election_type: int,
+        election_type: ElectionType,
         topic_partitions: Sequence[tuple[str, Sequence[int]]] | None,
     ) -> tuple[list[Any], list[TopicElections]]:
         """ElectLeaders (Kafka's ReplicationControlManager.electLeaders): the records and, per topic,
         each partition's result. `topic_partitions` None means every partition of every topic;
         then, as Kafka does, partitions whose election was not needed are left out of the answer
-        (their topic is still listed). The caller has checked `election_type` is 0 or 1."""
+        (their topic is still listed). The caller has checked `election_type` is one of ElectionType."""
         live = set(image.usable_brokers())
         records: list[Any] = []
         out: list[TopicElections] = []
@@ -753,7 +626,7 @@ class ControllerLogic:
         return records, out
 
     def _elect_one(
-        self, image: MetadataImage, topic: str, partition: int, election_type: int, live: set[int], records: list[Any]
+        self, image: MetadataImage, topic: str, partition: int, election_type: ElectionType, live: set[int], records: list[Any]
     ) -> PartitionElection:
         t = image.topics_by_name.get(topic)
         if t is None:
@@ -763,7 +636,7 @@ class ControllerLogic:
             return PartitionElection(
                 partition, ErrorCode.unknown_topic_or_partition, f"No such partition as {topic}-{partition}"
             )
-        if election_type == UNCLEAN_ELECTION:
+        if election_type == ElectionType.UNCLEAN:
             error, new = partition_change.elect_unclean(reg, live=live)  # type: ignore[arg-type]
         else:
             error, new = partition_change.elect_preferred(reg, live=live)  # type: ignore[arg-type]
@@ -773,7 +646,7 @@ class ControllerLogic:
         if rec is None:  # nothing would change: Kafka's builder returns no record
             error = (
                 ErrorCode.eligible_leaders_not_available
-                if election_type == UNCLEAN_ELECTION
+                if election_type == ElectionType.UNCLEAN
                 else ErrorCode.preferred_leader_not_available
             )
             return PartitionElection(partition, error, _ELECTION_MESSAGES[error])
@@ -823,74 +696,6 @@ class ControllerLogic:
                     if len(records) >= max_elections:
                         return records, True
         return records, False
-
-    # ------------------------------------------------------------------ configs
-
-    def alter_configs(
-        self,
-        image: MetadataImage,
-        resource_type: int,
-        resource_name: str,
-        ops: Sequence[tuple[str, int, str | None]],
-        *,
-        incremental: bool,
-    ) -> tuple[list[Any], ApiResult]:
-        """ops: (name, op, value); op 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT (KIP-339).
-
-        The legacy AlterConfigs (incremental=False) replaces the resource's
-        whole set of overrides with the given ones, as Kafka does.
-        """
-        if resource_type == TOPIC_RESOURCE:
-            if resource_name not in image.topics_by_name:
-                return [], ApiResult(ErrorCode.unknown_topic_or_partition, f"Topic {resource_name} does not exist.")
-            defs = {k: d.config for k, d in TOPIC_CONFIGS.items()}
-        elif resource_type == BROKER_RESOURCE:
-            if resource_name not in ("",) and resource_name != str(self.config.node_id):
-                if not resource_name.isdigit() or int(resource_name) not in image.brokers:
-                    return [], ApiResult(ErrorCode.invalid_request, f"Unexpected broker id {resource_name}")
-            defs = BROKER_CONFIGS
-        else:
-            return [], ApiResult(ErrorCode.invalid_request, f"Unsupported resource type {resource_type}")
-        current = dict(image.configs.get((resource_type, resource_name), {}))
-        new = dict(current) if incremental else {}
-        for name, op, value in ops:
-            d = defs.get(name)
-            if d is None:
-                return [], ApiResult(ErrorCode.invalid_config, f"Unknown {'topic' if resource_type == TOPIC_RESOURCE else 'broker'} config name: {name}")
-            if resource_type == BROKER_RESOURCE and not d.dynamic:
-                return [], ApiResult(ErrorCode.invalid_request, f"Cannot update these configs dynamically: [{name}]")
-            try:
-                if op == 1:
-                    new.pop(name, None)
-                    continue
-                if op in (2, 3):
-                    if d.type.name != "LIST":
-                        return [], ApiResult(ErrorCode.invalid_config, f"Config {name} is not a list: {op} is not allowed")
-                    cur_list = d.parse(new.get(name)) if name in new else []
-                    items = d.parse(value)
-                    if op == 2:
-                        merged = cur_list + [x for x in items if x not in cur_list]
-                    else:
-                        merged = [x for x in cur_list if x not in items]
-                    new[name] = d.render(d.parse(merged)) or ""
-                    continue
-                if op != 0:
-                    return [], ApiResult(ErrorCode.invalid_request, f"Unknown config operation {op}")
-                if value is None:
-                    new.pop(name, None)
-                    continue
-                new[name] = d.render(d.parse(value)) or ""
-            except ConfigError as e:
-                return [], ApiResult(ErrorCode.invalid_config, str(e))
-        if resource_type == TOPIC_RESOURCE:
-            problem = validate_tiered_topic(self.config, new, current)
-            if problem:
-                return [], ApiResult(ErrorCode.invalid_config, problem)
-        records: list[Any] = []
-        for name in sorted(set(current) | set(new)):
-            if current.get(name) != new.get(name):
-                records.append(ConfigRecord(resource_type, resource_name, name, new.get(name)))
-        return records, ApiResult()
 
     # ------------------------------------------------------------------ directories (KIP-858)
 
@@ -962,7 +767,7 @@ class ControllerLogic:
             new_dirs = directories.with_directory(reg, broker_id, dir_id)
             changed[(topic_id, partition)] = replace(reg, directories=new_dirs)
             records.append(PartitionChangeRecord(topic_id, partition, directories=new_dirs))
-            if dir_id not in b.log_dirs and dir_id not in directories.RESERVED:
+            if dir_id not in b.log_dirs and dir_id not in DirectoryId.RESERVED:
                 # Kafka: an assignment to a dir that is not online takes the replica offline.
                 unclean = self.unclean_election(image, t.name)
                 live = [x for x in image.usable_brokers() if x != broker_id]
