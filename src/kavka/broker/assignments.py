@@ -53,7 +53,7 @@ def pending_assignments(
         reg = t.partitions.get(partition) if t is not None else None
         if t is None or reg is None or broker_id not in reg.replicas:
             continue  # being deleted or moved away from this broker: not ours to report
-        if directories.directory_of(reg, broker_id) != dir_id:  # type: ignore[arg-type]
+        if directories.directory_of(reg, broker_id) != dir_id:
             out.append((dir_id, t.topic_id, partition))
     return out
 

@@ -63,10 +63,10 @@ from kavka.controller.quorum_controller import (
     QuorumController,
     unavailable_result,
 )
-from kavka.controller.results import AlterPartitionItem
 from kavka.protocol import kavka_schema as ks
 from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.raft import codec
+from kavka.replication.alter_partition import AlterPartitionItem
 
 _NO_THROTTLE = datetime.timedelta(0)
 

@@ -50,7 +50,6 @@ from kavka.controller.quorum_controller import (
     QuorumController,
 )
 from kavka.controller.results import (
-    AlterPartitionItem,
     ApiResult,
     CreatedTopic,
     NewTopic,
@@ -63,6 +62,7 @@ from kavka.metadata.loader import MetadataLoader
 from kavka.protocol import kavka_schema as ks
 from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.raft import codec
+from kavka.replication.alter_partition import AlterPartitionItem
 
 if TYPE_CHECKING:
     from kavka.raft.client import RaftClient

@@ -64,7 +64,6 @@ from kavka.controller.configuration_control import ConfigurationControlManager
 from kavka.controller.heartbeats import BrokerSessions
 from kavka.controller.replication_control import ReplicationControlManager
 from kavka.controller.results import (
-    AlterPartitionItem,
     ApiResult,
     CreatedTopic,
     NewTopic,
@@ -78,6 +77,7 @@ from kavka.metadata.image import MetadataImage, TopicImage
 from kavka.metadata.loader import MetadataLoader
 from kavka.raft.api import NotLeaderError, SnapshotId
 from kavka.raft.client import RaftClient
+from kavka.replication.alter_partition import AlterPartitionItem
 from kavka.storage.meta_properties import generate_uuid
 
 log = logging.getLogger("kavka.controller")

@@ -400,8 +400,8 @@ class ReplicationControlManager:
                 if broker_id in reg.isr or reg.leader == broker_id:
                     if unclean is None:
                         unclean = self.unclean_election(image, t.name)
-                    new = partition_change.on_broker_fenced(reg, broker_id, live=live, unclean=unclean)  # type: ignore[arg-type]
-                    rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
+                    new = partition_change.on_broker_fenced(reg, broker_id, live=live, unclean=unclean)
+                    rec = _change_record(t.topic_id, reg, new)
                     if rec is not None:
                         records.append(rec)
         return records
@@ -417,8 +417,8 @@ class ReplicationControlManager:
             for reg in t.partitions.values():
                 unclean = reg.leader == -1 and broker_id in reg.replicas and self.unclean_election(image, t.name)
                 if reg.leader == -1 and (broker_id in reg.isr or unclean) and directories.replica_online(reg, b):
-                    new = partition_change.on_broker_unfenced(reg, live=live, unclean=unclean)  # type: ignore[arg-type]
-                    rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
+                    new = partition_change.on_broker_unfenced(reg, live=live, unclean=unclean)
+                    rec = _change_record(t.topic_id, reg, new)
                     if rec is not None:
                         records.append(rec)
         return records
@@ -468,7 +468,7 @@ class ReplicationControlManager:
             if member not in reg.isr and (b is None or (epoch >= 0 and b.epoch != epoch)):
                 return [], ErrorCode.ineligible_replica, reg
         error, new = partition_change.alter_partition(
-            reg,  # type: ignore[arg-type]
+            reg,
             leader_id=broker_id,
             leader_epoch=leader_epoch,
             partition_epoch=partition_epoch,
@@ -486,7 +486,7 @@ class ReplicationControlManager:
                 log.info("reassignment of partition %d of topic id %s completed: replicas %s", partition, topic_id, list(a.replicas))
             rec, after = _assignment_record(topic_id, reg, a)
             return ([rec] if rec is not None else []), ErrorCode.none, after
-        rec = _change_record(topic_id, reg, new)  # type: ignore[arg-type]
+        rec = _change_record(topic_id, reg, new)
         if rec is None:
             return [], ErrorCode.none, reg
         return [rec], ErrorCode.none, new  # type: ignore[return-value]
@@ -637,12 +637,12 @@ class ReplicationControlManager:
                 partition, ErrorCode.unknown_topic_or_partition, f"No such partition as {topic}-{partition}"
             )
         if election_type == ElectionType.UNCLEAN:
-            error, new = partition_change.elect_unclean(reg, live=live)  # type: ignore[arg-type]
+            error, new = partition_change.elect_unclean(reg, live=live)
         else:
-            error, new = partition_change.elect_preferred(reg, live=live)  # type: ignore[arg-type]
+            error, new = partition_change.elect_preferred(reg, live=live)
         if error != ErrorCode.none:
             return PartitionElection(partition, error, _ELECTION_MESSAGES.get(error))
-        rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
+        rec = _change_record(t.topic_id, reg, new)
         if rec is None:  # nothing would change: Kafka's builder returns no record
             error = (
                 ErrorCode.eligible_leaders_not_available
@@ -661,7 +661,7 @@ class ReplicationControlManager:
         not_led: dict[int, int] = {}
         for t in image.topics_by_id.values():
             for reg in t.partitions.values():
-                b = partition_change.preferred_replica(reg)  # type: ignore[arg-type]
+                b = partition_change.preferred_replica(reg)
                 if b == -1:
                     continue
                 preferred[b] = preferred.get(b, 0) + 1
@@ -684,13 +684,13 @@ class ReplicationControlManager:
         records: list[Any] = []
         for t in image.topics_by_id.values():
             for reg in t.partitions.values():
-                b = partition_change.preferred_replica(reg)  # type: ignore[arg-type]
+                b = partition_change.preferred_replica(reg)
                 if b not in brokers or b not in live or reg.leader == b or b not in reg.isr:
                     continue
-                error, new = partition_change.elect_preferred(reg, live=live)  # type: ignore[arg-type]
+                error, new = partition_change.elect_preferred(reg, live=live)
                 if error != ErrorCode.none or new.leader != b:
                     continue
-                rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
+                rec = _change_record(t.topic_id, reg, new)
                 if rec is not None:
                     records.append(rec)
                     if len(records) >= max_elections:
@@ -723,8 +723,8 @@ class ReplicationControlManager:
                     continue
                 if unclean is None:
                     unclean = self.unclean_election(image, t.name)
-                new = partition_change.on_broker_fenced(reg, broker_id, live=live, unclean=unclean)  # type: ignore[arg-type]
-                rec = _change_record(t.topic_id, reg, new)  # type: ignore[arg-type]
+                new = partition_change.on_broker_fenced(reg, broker_id, live=live, unclean=unclean)
+                rec = _change_record(t.topic_id, reg, new)
                 if rec is not None:
                     records.append(rec)
         return records
@@ -771,8 +771,8 @@ class ReplicationControlManager:
                 # Kafka: an assignment to a dir that is not online takes the replica offline.
                 unclean = self.unclean_election(image, t.name)
                 live = [x for x in image.usable_brokers() if x != broker_id]
-                new = partition_change.on_broker_fenced(reg, broker_id, live=live, unclean=unclean)  # type: ignore[arg-type]
-                rec = _change_record(topic_id, reg, new)  # type: ignore[arg-type]
+                new = partition_change.on_broker_fenced(reg, broker_id, live=live, unclean=unclean)
+                rec = _change_record(topic_id, reg, new)
                 if rec is not None:
                     records.append(rec)
         return records, ErrorCode.none, results

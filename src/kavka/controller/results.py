@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 __all__ = [
-    "AlterPartitionItem",
     "ApiResult",
     "CreatedTopic",
     "NewTopic",
@@ -58,17 +57,6 @@ class CreatedTopic:
     topic_id: str | None = None
     num_partitions: int = -1
     replication_factor: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionItem:
-    """One partition of an AlterPartition request: the ISR its leader wants, and what it saw."""
-
-    topic_id: str
-    partition: int
-    leader_epoch: int
-    partition_epoch: int
-    new_isr: tuple[tuple[int, int], ...]  # (broker id, broker epoch or -1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,13 +17,24 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
 from kavka.common import ErrorCode, TopicPartition
-from kavka.controller.results import AlterPartitionItem
 from kavka.replication.partition import Partition
 from kavka.replication.replica_state import IsrProposal
 
 log = logging.getLogger("kavka.replication")
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    """One partition of an AlterPartition request: the ISR its leader wants, and what it saw."""
+
+    topic_id: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[tuple[int, int], ...]  # (broker id, broker epoch or -1)
 
 # AlterPartition answers: top-level error, and per (topic id, partition) (error, leader epoch, partition epoch).
 AlterPartitionSender = Callable[

@@ -46,10 +46,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kavka.client.async_channel import AsyncChannel
+from kavka.common import TopicPartition
 from kavka.protocol import api
 from kavka.protocol.messages import make, nested
 from kavka.protocol.records import build_batch, iter_batches, iter_records
-from kavka.replication.partition import TopicPartition
 from kavka.tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
 from kavka.tiered.metadata import (
     REMOTE_LOG_METADATA_TOPIC,
