@@ -65,6 +65,7 @@ from kavka.coordinator.consumer_group import ConsumerGroupConfig
 from kavka.coordinator.group import GroupConfig
 from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
+from kavka.faults import FaultInjection
 from kavka.raft.client import RaftClient, RaftConfig
 from kavka.raft.file_log import FileReplicatedLog, NoSnapshotError
 from kavka.raft.state import FileQuorumStateStore
@@ -78,7 +79,6 @@ from kavka.storage.cleaner import CleanerConfig
 from kavka.storage.faults import FAULTS
 from kavka.storage.log_manager import LogManager
 from kavka.storage.meta_properties import generate_uuid, read_meta_properties, write_meta_properties
-from kavka.testing import FaultInjection
 
 log = logging.getLogger("kavka.broker")
 
