@@ -3,6 +3,8 @@
 - `ManualClock`, `SimNetwork`, `MemoryLog`: time, network and a crash-losing log for seeded
   simulations; nothing reads the wall clock or global randomness (every source of
   nondeterminism is a `random.Random` the test seeds). Used by tests only.
+- `raft_simulation`, `replication_simulation`, `tiered_simulation`: the harnesses of the seeded
+  simulations in tests/simulation (import them by module; a failing seed replays from there).
 - `FaultInjection` and its switch names: re-exported from kavka.faults (production code, since
   the broker builds one at startup; production never imports this package).
 """
