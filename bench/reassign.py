@@ -24,7 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from confluent_kafka import Producer  # noqa: E402
-from tests.broker_harness import Cluster, wait_until  # noqa: E402
+from tests.broker_harness import Cluster  # noqa: E402
+from tests.wait import wait_until  # noqa: E402
 
 from kavka.client.admin import AdminClient, NewTopic  # noqa: E402
 

@@ -210,18 +210,3 @@ class Cluster:
             n.proc.send_signal(signal.SIGTERM)
         for n in alive:
             n.stop()
-
-
-def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05, message: str = "condition"):  # noqa: ANN001, ANN201
-    """Poll `predicate` until it returns a truthy value or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    last_exc: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as e:  # keep polling; report the last failure
-            last_exc = e
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {message}" + (f": {last_exc!r}" if last_exc else ""))

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from bench.servers import tansu_command
 
-from tests.broker_harness import free_port, wait_until
+from tests.broker_harness import free_port
+from tests.wait import wait_until
 
 
 def tansu_binary() -> Path | None:

@@ -32,7 +32,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.broker_harness import wait_until
+from tests.wait import wait_until
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 # Short client timeouts keep a broken broker from stalling CI for minutes.
@@ -316,41 +316,3 @@ def batch_codecs(log_file: Path) -> list[int]:
 
 def segment_files(log_dir: Path, topic: str, partition: int = 0) -> list[Path]:
     return sorted(partition_dir(log_dir, topic, partition).glob("*.log"))
-
-
-# ---------------------------------------------------------------- raw requests
-
-
-def raw_call(broker, api_key: int, version: int, request):  # noqa: ANN001, ANN201
-    """Send one request entity (built with kavka.protocol.messages.make) over a fresh socket and
-    return the decoded response: for requests kio builds and no client sends as the test needs."""
-    import socket
-
-    from kavka.protocol import api
-    from kavka.protocol.framing import encode_entity, encode_request, read_response
-
-    frame = encode_request(
-        api_key=api_key,
-        api_version=version,
-        correlation_id=7,
-        client_id="raw",
-        body=encode_entity(request),
-        flexible=api.is_flexible(api_key, version),
-    )
-
-    def recv(s: socket.socket, n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = s.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return buf
-
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=15) as s:
-        s.sendall(frame)
-        (size,) = struct.unpack(">i", recv(s, 4))
-        body = recv(s, size)
-    flexible_header = api.is_flexible(api_key, version) and api_key != 18
-    _, resp = read_response(body, api.response_schema(api_key, version), flexible_header=flexible_header)
-    return resp

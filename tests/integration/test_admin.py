@@ -22,7 +22,6 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.broker_harness import wait_until
 from tests.integration.helpers import (
     ck_admin,
     ck_create_topic,
@@ -35,6 +34,7 @@ from tests.integration.helpers import (
     recent_base_ts,
     sample_records,
 )
+from tests.wait import wait_until
 
 LONG_MAX = str(2**63 - 1)
 # Apache Kafka 4.x topic-config defaults (LogConfig / ServerLogConfigs).

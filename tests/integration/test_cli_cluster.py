@@ -11,7 +11,7 @@ import sys
 import threading
 from pathlib import Path
 
-from tests.broker_harness import wait_until
+from tests.wait import wait_until
 
 
 def _free_block() -> int:
@@ -44,7 +44,7 @@ def _cluster_up(tmp_path: Path, base: int, *args: str) -> tuple[subprocess.Popen
     try:
         wait_until(lambda: any(x.startswith("bootstrap servers:") for x in lines), timeout=90,
                    message="kavka cluster up to print the bootstrap servers")
-    except TimeoutError:
+    except AssertionError:
         up.kill()
         raise
     return up, lines

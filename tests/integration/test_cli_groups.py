@@ -12,9 +12,10 @@ from datetime import UTC, datetime
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.broker_harness import BrokerProcess, wait_until
+from tests.broker_harness import BrokerProcess
 from tests.integration.helpers import ck_admin, ck_create_topic
 from tests.integration.test_cli_topics import kavka, kavka_json
+from tests.wait import wait_until
 
 PARTITIONS = 3
 RECORDS = 10  # per partition

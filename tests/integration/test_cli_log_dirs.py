@@ -8,8 +8,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.broker_harness import KAVKA, BrokerProcess, wait_until
+from tests.broker_harness import KAVKA, BrokerProcess
 from tests.integration.helpers import ck_admin, ck_create_topic, ck_producer, ck_read_to_end
+from tests.wait import wait_until
 
 
 def kavka(broker: BrokerProcess, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,8 @@ import json
 import subprocess
 from typing import Any
 
-from tests.broker_harness import KAVKA, BrokerProcess, wait_until
+from tests.broker_harness import KAVKA, BrokerProcess
+from tests.wait import wait_until
 
 
 def kavka(

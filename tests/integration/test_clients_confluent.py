@@ -15,7 +15,6 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from kavka.protocol.compression import compress
-from tests.broker_harness import wait_until
 from tests.integration.helpers import (
     CODEC_IDS,
     CODECS,
@@ -33,6 +32,7 @@ from tests.integration.helpers import (
     sample_records,
     segment_files,
 )
+from tests.wait import wait_until
 
 
 def test_roundtrip_keys_headers_timestamps_nulls(broker, topic_name):

@@ -26,6 +26,7 @@ from tests.integration.helpers import (
     sample_records,
     segment_files,
 )
+from tests.wait import wait_until
 
 TIMEOUTS = {"request_timeout_ms": 15000}
 
@@ -200,9 +201,8 @@ def test_acks(broker, topic_name, acks):
     )
     try:
         tp = TopicPartition(topic_name, 0)
-        deadline = time.monotonic() + 15
-        while c.end_offsets([tp])[tp] < 40 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: c.end_offsets([tp])[tp] >= 40, timeout=15, interval=0.1,
+                   message="the log end at 40 (acks=0 confirms nothing)")
         assert c.end_offsets([tp])[tp] == 40
     finally:
         c.close()

@@ -8,7 +8,6 @@ survives kill -9 of its leader and a restart of every node.
 from __future__ import annotations
 
 import asyncio
-import socket
 import struct
 import subprocess
 import time
@@ -30,17 +29,18 @@ from kavka.protocol.framing import encode_entity, encode_request
 from kavka.protocol.messages import make, nested
 from kavka.raft import codec
 from kavka.raft import messages as m
-from tests.broker_harness import BrokerProcess, Cluster, free_port, wait_until
+from tests.broker_harness import BrokerProcess, Cluster, free_port
 from tests.integration.helpers import (
     ck_admin,
     ck_producer,
     ck_read_to_end,
     ck_wait_topic,
-    raw_call,
     recent_base_ts,
     sample_records,
     unique,
 )
+from tests.raw_client import RawClient, raw_call
+from tests.wait import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -221,16 +221,12 @@ def test_raft_rpcs_from_another_cluster_are_refused(cluster: Cluster) -> None:
         api_key=entity.__api_key__, api_version=entity.__version__, correlation_id=5,
         client_id="intruder", body=encode_entity(entity), flexible=True,
     )
-    with socket.create_connection(("127.0.0.1", cluster.controller_ports[2]), timeout=10) as s:
-        s.sendall(frame)
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-            chunk = s.recv(65536)
-            assert chunk, "connection closed without an answer"
-            buf += chunk
+    with RawClient(cluster.controller_ports[2]) as c:
+        c.send_bytes(frame)
+        response_frame = c.read_frame()  # ConnectionError: closed without an answer
     from kavka.protocol.framing import decode_body
 
-    resp = codec.decode(decode_body(codec.RESPONSE_SCHEMA[type(entity)], buf[4:], 5), request=req)
+    resp = codec.decode(decode_body(codec.RESPONSE_SCHEMA[type(entity)], response_frame, 5), request=req)
     assert resp.error_code == ErrorCode.inconsistent_cluster_id
     # ...and the quorum did not move to the intruder's epoch.
     assert _quorum(cluster.nodes[2]).leader_epoch < 99
@@ -362,9 +358,9 @@ def test_garbage_on_the_controller_listener_closes_only_that_connection(cluster:
     port = cluster.controller_ports[1]
     for payload in (b"\x00\x00\x00\x08" + b"\xff" * 8,  # a frame that is no request
                     struct.pack(">ihhi", 10, 19, 99, 1) + b"\x00\x00"):  # CreateTopics at a version nodes never speak
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-            s.sendall(payload)
-            assert s.recv(100) == b"", "the connection should be closed without an answer"
+        with RawClient(port) as c:
+            c.send_bytes(payload)
+            assert c.sock.recv(100) == b"", "the connection should be closed without an answer"
     # The node and the quorum are unharmed: metadata changes still go through it.
     topic = unique("aftergarbage")
     _create(cluster.nodes[1].bootstrap, topic, 2)

@@ -20,8 +20,9 @@ import time
 import pytest
 
 from kavka.client.admin import AdminClient
-from tests.broker_harness import Cluster, wait_until
+from tests.broker_harness import Cluster
 from tests.integration.helpers import ck_admin, ck_create_topic, ck_producer, unique
+from tests.wait import wait_until
 
 SESSION_MS = 3000
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kavka.client.admin import AdminClient
-from tests.broker_harness import BrokerProcess, Cluster, wait_until
+from tests.broker_harness import BrokerProcess, Cluster
 from tests.integration.helpers import (
     ck_admin,
     ck_create_topic,
@@ -23,6 +23,7 @@ from tests.integration.helpers import (
     ck_read_to_end,
     unique,
 )
+from tests.wait import wait_until
 
 
 @pytest.fixture(scope="module")

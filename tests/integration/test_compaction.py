@@ -13,7 +13,7 @@ import random
 
 from confluent_kafka import Producer
 
-from tests.broker_harness import BrokerProcess, wait_until
+from tests.broker_harness import BrokerProcess
 from tests.integration.helpers import (
     CK_COMMON,
     ck_admin,
@@ -21,6 +21,7 @@ from tests.integration.helpers import (
     ck_read_to_end,
     partition_dir,
 )
+from tests.wait import wait_until
 
 
 def _active_base(b: BrokerProcess, topic: str) -> int:

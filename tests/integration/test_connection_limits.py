@@ -8,29 +8,22 @@ the client waits in the listen backlog) until an open connection closes.
 
 from __future__ import annotations
 
-import socket
 import time
 
-from tests.integration.test_protocol_robustness import _closed_by_peer, _recv_frame, _request
+from tests.raw_client import RawClient
 
 _AV = {"client_software_name": "raw", "client_software_version": "1"}
 
 
-def _open(b) -> socket.socket:  # noqa: ANN001
-    s = socket.create_connection(("127.0.0.1", b.port), timeout=10)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return s
-
-
-def _ask(s: socket.socket, corr: int, timeout: float = 10.0) -> bytes:
-    s.settimeout(timeout)
-    s.sendall(_request(18, 3, corr, **_AV))
-    return _recv_frame(s)
+def _ask(c: RawClient, corr: int, timeout: float = 10.0) -> bytes:
+    c.sock.settimeout(timeout)
+    c.send(18, 3, correlation_id=corr, **_AV)
+    return c.read_frame()
 
 
 def test_an_idle_connection_is_closed_after_connections_max_idle_ms(broker_factory):
     b = broker_factory(overrides={"connections.max.idle.ms": "1000"}).start()
-    idle, busy = _open(b), _open(b)
+    idle, busy = RawClient(b.port), RawClient(b.port)
     try:
         assert _ask(idle, 1) and _ask(busy, 1)
         started = time.monotonic()
@@ -40,7 +33,7 @@ def test_an_idle_connection_is_closed_after_connections_max_idle_ms(broker_facto
             assert _ask(busy, corr), "a busy connection was cut"
             corr += 1
             time.sleep(0.2)
-        assert _closed_by_peer(idle, timeout=10), "the idle connection is still open"
+        assert idle.closed_by_peer(timeout=10), "the idle connection is still open"
         assert _ask(busy, corr), "the busy connection was closed with the idle one"
         assert "connections.max.idle.ms" in b.log_text()
     finally:
@@ -51,26 +44,26 @@ def test_an_idle_connection_is_closed_after_connections_max_idle_ms(broker_facto
 
 def test_max_connections_holds_new_clients_until_one_closes(broker_factory):
     b = broker_factory(overrides={"max.connections": "2"}).start()
-    first, second = _open(b), _open(b)
+    first, second = RawClient(b.port), RawClient(b.port)
     third = None
     try:
         assert _ask(first, 1) and _ask(second, 1)
-        third = socket.create_connection(("127.0.0.1", b.port), timeout=10)  # lands in the backlog
-        third.sendall(_request(18, 3, 7, **_AV))
-        third.settimeout(1.5)
+        third = RawClient(b.port)  # lands in the backlog
+        third.send(18, 3, correlation_id=7, **_AV)
+        third.sock.settimeout(1.5)
         try:
-            data = third.recv(4)
+            data = third.sock.recv(4)
         except TimeoutError:
             data = None
         assert data is None, f"a connection past max.connections was served or closed ({data!r})"
         assert _ask(first, 2) and _ask(second, 2), "the open connections stopped being served"
         first.close()
-        third.settimeout(10)
-        assert _recv_frame(third), "the waiting client was not served once a slot freed"
+        third.sock.settimeout(10)
+        assert third.read_frame(), "the waiting client was not served once a slot freed"
     finally:
-        for s in (first, second, third):
-            if s is not None:
-                s.close()
+        for c in (first, second, third):
+            if c is not None:
+                c.close()
     assert b.stop() == 0
 
 

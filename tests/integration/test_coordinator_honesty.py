@@ -12,7 +12,9 @@ from kio.schema.errors import ErrorCode
 
 from kavka.protocol import api
 from kavka.protocol.messages import make, nested
-from tests.integration.helpers import ck_admin, ck_create_topic, raw_call, wait_until
+from tests.integration.helpers import ck_admin, ck_create_topic
+from tests.raw_client import raw_call
+from tests.wait import wait_until
 
 
 def _commit(broker, group: str, topic: str, offset: int):
@@ -46,11 +48,8 @@ def _commit(broker, group: str, topic: str, offset: int):
 
 
 def _first_error(call, timeout: float = 10.0) -> ErrorCode:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while True:
-        code = call()
-        if code != ErrorCode.none or time.monotonic() > deadline:
-            return code
+    """The first error code other than NONE that `call` returns (NONE is 0, so falsy)."""
+    return wait_until(call, timeout=timeout, interval=0, message="an error code other than NONE")
 
 
 def _offsets_dir(b) -> Path:

@@ -25,8 +25,10 @@ from kio.schema.errors import ErrorCode
 
 from kavka.protocol import api
 from kavka.protocol.messages import make, nested
-from tests.broker_harness import Cluster, wait_until
-from tests.integration.helpers import ck_admin, raw_call
+from tests.broker_harness import Cluster
+from tests.integration.helpers import ck_admin
+from tests.raw_client import raw_call
+from tests.wait import wait_until
 
 OFFSETS = "__consumer_offsets"
 OVERRIDES = {
@@ -111,7 +113,7 @@ def _coordinator(c: Cluster) -> int:
 
     try:
         wait_until(ready, timeout=30, message="__consumer_offsets led with its full ISR")
-    except TimeoutError:
+    except AssertionError:
         print(f"__consumer_offsets-0 (leader, replicas, isr): {seen}")
         for i, n in c.nodes.items():
             print(f"---- node {i}\n" + "".join(n.output[-40:]))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.broker_harness import wait_until
 from tests.integration.helpers import (
     batch_spans,
     ck_admin,
@@ -27,6 +26,7 @@ from tests.integration.helpers import (
     recent_base_ts,
     sample_records,
 )
+from tests.wait import wait_until
 
 
 class AckedProducer:

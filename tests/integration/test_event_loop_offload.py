@@ -17,7 +17,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from tests.broker_harness import BrokerProcess, wait_until
+from tests.broker_harness import BrokerProcess
 from tests.integration.helpers import (
     CK_COMMON,
     ck_admin,
@@ -25,6 +25,7 @@ from tests.integration.helpers import (
     ck_read_to_end,
     partition_dir,
 )
+from tests.wait import wait_until
 
 
 def _produce_one(bootstrap: str, topic: str, value: bytes, timeout: float) -> list[tuple[int, bytes]]:

@@ -12,9 +12,9 @@ when enabled is checked here.
 from __future__ import annotations
 
 from kavka.client.admin import AdminClient
-from tests.broker_harness import wait_until
 from tests.integration.helpers import ck_admin, ck_create_topic
 from tests.integration.test_jbod import other_dir, placement, produce_acked, read_all
+from tests.wait import wait_until
 
 
 def test_fault_switches_are_ignored_without_the_test_setting(broker_factory, topic_name, tmp_path):

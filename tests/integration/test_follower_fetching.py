@@ -27,9 +27,11 @@ from kio.schema.errors import ErrorCode
 
 from kavka.config import RACK_AWARE_REPLICA_SELECTOR
 from kavka.protocol.messages import uuid_from_str
-from tests.broker_harness import Cluster, wait_until
-from tests.integration.helpers import ck_admin, ck_consumer, raw_call, unique
+from tests.broker_harness import Cluster
+from tests.integration.helpers import ck_admin, ck_consumer, unique
 from tests.integration.test_metrics import scrape
+from tests.raw_client import raw_call
+from tests.wait import wait_until
 
 RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-c"}
 OVERRIDES = {

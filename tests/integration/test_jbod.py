@@ -17,7 +17,7 @@ from confluent_kafka import TopicPartition
 from kavka.client.admin import AdminClient
 from kavka.client.errors import KafkaError
 from kavka.storage.meta_properties import read_meta_properties, write_meta_properties
-from tests.broker_harness import KAVKA, BrokerProcess, wait_until
+from tests.broker_harness import KAVKA, BrokerProcess
 from tests.integration.helpers import (
     ck_admin,
     ck_consumer,
@@ -25,6 +25,7 @@ from tests.integration.helpers import (
     ck_producer,
     ck_read_to_end,
 )
+from tests.wait import wait_until
 
 STORAGE_ERROR = 56
 LEADER_NOT_AVAILABLE = 5

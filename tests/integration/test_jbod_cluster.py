@@ -35,8 +35,9 @@ from kavka.metadata.delta import MetadataDelta
 from kavka.metadata.image import MetadataImage
 from kavka.protocol.records import iter_records
 from kavka.storage.meta_properties import read_meta_properties
-from tests.broker_harness import KAVKA, Cluster, wait_until
+from tests.broker_harness import KAVKA, Cluster
 from tests.integration.helpers import ck_admin, ck_producer, ck_read_to_end, unique
+from tests.wait import wait_until
 
 STORAGE_ERROR = 56
 

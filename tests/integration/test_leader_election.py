@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.broker_harness import KAVKA, Cluster, wait_until
+from tests.broker_harness import KAVKA, Cluster
 from tests.integration.helpers import ck_read_to_end, unique
 from tests.integration.test_replication import (
     OVERRIDES,
@@ -35,6 +35,7 @@ from tests.integration.test_replication import (
     _replica_batches,
     _running,
 )
+from tests.wait import wait_until
 
 PARTITIONS = 6
 

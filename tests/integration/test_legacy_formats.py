@@ -11,7 +11,6 @@ consumes through a consumer group.
 
 from __future__ import annotations
 
-import socket
 import struct
 import time
 from datetime import timedelta
@@ -22,26 +21,19 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kio.schema.errors import ErrorCode
 
 from kavka.protocol import api
-from kavka.protocol.framing import encode_entity, encode_request, read_response
 from kavka.protocol.message_format import iter_messages
 from kavka.protocol.messages import make, nested
 from kavka.protocol.records import iter_records
-from tests.broker_harness import wait_until
 from tests.integration.helpers import ck_admin, ck_create_topic, ck_read_to_end, recent_base_ts
+from tests.raw_client import RawClient
+from tests.wait import wait_until
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
 BASE_TS = recent_base_ts()  # old timestamps would be removed by retention mid-test
 
 
-def _roundtrip(s: socket.socket, key: int, version: int, entity: object, corr: int) -> object:
-    s.sendall(encode_request(api_key=key, api_version=version, correlation_id=corr, client_id="legacy-test",
-                             body=encode_entity(entity), flexible=api.is_flexible(key, version)))
-    (size,) = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))
-    frame = s.recv(size, socket.MSG_WAITALL)
-    got_corr, resp = read_response(frame, api.response_schema(key, version),
-                                   flexible_header=api.response_header_flexible(key, version))
-    assert got_corr == corr
-    return resp
+def _roundtrip(c: RawClient, key: int, version: int, entity: object, corr: int) -> object:
+    return c.call(key, version, entity, correlation_id=corr)
 
 
 def _message_set(magic: int, codec: int, n: int, start: int) -> tuple[bytes, list[tuple[int, bytes, bytes]]]:
@@ -55,35 +47,33 @@ def _message_set(magic: int, codec: int, n: int, start: int) -> tuple[bytes, lis
     return bytes(b.build()), sent
 
 
-def _produce(s: socket.socket, version: int, topic: str, records: bytes, corr: int) -> int:
+def _produce(c: RawClient, version: int, topic: str, records: bytes, corr: int) -> int:
     cls = api.request_schema(0, version)
     req = make(cls, acks=-1, timeout=timedelta(seconds=5), topic_data=(
         make(nested(cls, "TopicProduceData"), name=topic, partition_data=(
             make(nested(cls, "PartitionProduceData"), index=0, records=records),)),))
     if version < 2:
         # Produce v0/v1 responses are written by protocol.legacy; parse them by hand here.
-        s.sendall(encode_request(api_key=0, api_version=version, correlation_id=corr, client_id="legacy-test",
-                                 body=encode_entity(req), flexible=False))
-        (size,) = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))
-        body = s.recv(size, socket.MSG_WAITALL)[4:]
+        c.send(0, version, req, correlation_id=corr)
+        body = c.read_frame()[4:]
         pos = 4 + 2 + len(topic) + 4
         _idx, err, base = struct.unpack_from(">ihq", body, pos)
         assert err == 0, ErrorCode(err)
         return base
-    resp = _roundtrip(s, 0, version, req, corr)
+    resp = _roundtrip(c, 0, version, req, corr)
     p = resp.responses[0].partition_responses[0]
     assert p.error_code == ErrorCode.none, p.error_code
     return p.base_offset
 
 
-def _fetch(s: socket.socket, version: int, topic: str, offset: int, corr: int) -> bytes:
+def _fetch(c: RawClient, version: int, topic: str, offset: int, corr: int) -> bytes:
     cls = api.request_schema(1, version)
     part = make(nested(cls, "FetchPartition"), partition=0, fetch_offset=offset, partition_max_bytes=1 << 20,
                 current_leader_epoch=-1, log_start_offset=-1, last_fetched_epoch=-1)
     req = make(cls, replica_id=-1, max_wait=timedelta(0), min_bytes=0, max_bytes=1 << 22, isolation_level=0,
                session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=(),
                topics=(make(nested(cls, "FetchTopic"), topic=topic, partitions=(part,)),))
-    resp = _roundtrip(s, 1, version, req, corr)
+    resp = _roundtrip(c, 1, version, req, corr)
     p = resp.responses[0].partitions[0]
     assert p.error_code == ErrorCode.none, (version, p)
     return bytes(p.records or b"")
@@ -93,19 +83,19 @@ def _fetch(s: socket.socket, version: int, topic: str, offset: int, corr: int) -
 def test_old_format_produce_and_fetch_roundtrip(broker, topic_name, codec):
     ck_create_topic(ck_admin(broker.bootstrap), topic_name, 1)
     expected: list[tuple[int, int, bytes, bytes]] = []  # offset, timestamp (or -1), key, value
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as s:
+    with RawClient(broker.port, timeout=30, client_id="legacy-test") as c:
         corr = 1
         for version in (0, 1, 2):
             magic = 0 if version < 2 else 1
             if codec == "lz4" and magic == 0:
                 continue  # lz4 in magic 0 is Kafka 0.8's broken framing (KAFKA-3160): not produced by clients kavka targets
             records, sent = _message_set(magic, CODECS[codec], 4, len(expected))
-            base = _produce(s, version, topic_name, records, corr)
+            base = _produce(c, version, topic_name, records, corr)
             corr += 1
             assert base == len(expected)
             expected += [(base + i, ts if magic else -1, k, v) for i, (ts, k, v) in enumerate(sent)]
         for version in range(0, 4):
-            got = list(iter_messages(_fetch(s, version, topic_name, 0, corr)))
+            got = list(iter_messages(_fetch(c, version, topic_name, 0, corr)))
             corr += 1
             want_magic = 0 if version < 2 else 1
             assert [m[1] for m in got] == [want_magic] * len(expected)
@@ -115,7 +105,7 @@ def test_old_format_produce_and_fetch_roundtrip(broker, topic_name, codec):
         for version in (4, 11, api.SUPPORTED[1][1]):
             if version >= 13:
                 continue  # topic ids only; v4 and v11 cover the batch path
-            recs = list(iter_records(_fetch(s, version, topic_name, 0, corr)))
+            recs = list(iter_records(_fetch(c, version, topic_name, 0, corr)))
             corr += 1
             assert [(r.offset, r.timestamp, r.key, r.value) for r in recs] == expected
     # And an unmodified modern client reads the same records.

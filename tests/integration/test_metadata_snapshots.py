@@ -16,8 +16,9 @@ from pathlib import Path
 from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
 from kavka.raft import snapshot as snapshots
-from tests.broker_harness import BrokerProcess, Cluster, wait_until
+from tests.broker_harness import BrokerProcess, Cluster
 from tests.integration.helpers import ck_admin, ck_wait_topic, unique
+from tests.wait import wait_until
 
 
 def _metadata_dir(node: BrokerProcess) -> Path:

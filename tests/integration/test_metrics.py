@@ -14,9 +14,9 @@ from confluent_kafka import KafkaError as CkError
 from prometheus_client.parser import text_string_to_metric_families
 
 from kavka.client.connection import BlockingConnection
-from tests.broker_harness import wait_until
 from tests.integration.helpers import ck_admin, ck_create_topic, ck_producer
 from tests.integration.test_jbod import placement
+from tests.wait import wait_until
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -19,9 +19,9 @@ from tests.integration.helpers import (
     ck_list_offset,
     ck_producer,
     ck_read_to_end,
-    raw_call,
     segment_files,
 )
+from tests.raw_client import raw_call
 
 
 def _produce_raw(broker, topic: str, records: bytes, *, version: int = 9):

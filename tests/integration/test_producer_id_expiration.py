@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 
 from kavka.storage.producer_state import read_snapshot, snapshot_offsets, snapshot_path
-from tests.broker_harness import wait_until
 from tests.integration.helpers import ck_admin, ck_create_topic, ck_producer, partition_dir
+from tests.wait import wait_until
 
 
 def _produce(bootstrap: str, topic: str, ts_ms: int) -> None:

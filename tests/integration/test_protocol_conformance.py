@@ -13,7 +13,6 @@ single WARNING naming the client.
 
 from __future__ import annotations
 
-import socket
 import struct
 from dataclasses import fields, is_dataclass
 from typing import Any
@@ -22,10 +21,10 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from kavka.protocol import api
-from kavka.protocol.framing import encode_entity, encode_request, skip_tagged_fields
-from tests.broker_harness import wait_until
+from kavka.protocol.framing import encode_request, skip_tagged_fields
 from tests.integration.helpers import ck_admin, ck_create_topic
-from tests.integration.raw_requests import TOPIC, request_bytes
+from tests.raw_client import TOPIC, RawClient, request_bytes
+from tests.wait import wait_until
 
 
 def _error_codes(entity: Any) -> list[ErrorCode]:
@@ -41,20 +40,6 @@ def _error_codes(entity: Any) -> list[ErrorCode]:
             else:
                 out += _error_codes(v)
     return out
-
-
-def _recv_frame(s: socket.socket) -> bytes:
-    def exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = s.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            buf += chunk
-        return buf
-
-    (size,) = struct.unpack(">i", exact(4))
-    return exact(size)
 
 
 def _legacy_produce_errors(body: bytes, version: int) -> list[ErrorCode]:
@@ -90,9 +75,9 @@ def _decode_response(key: int, version: int, frame: bytes) -> list[ErrorCode]:
 
 
 def _advertised(port: int) -> list[tuple[int, int, int]]:
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(request_bytes(18, 0, 1))
-        frame = _recv_frame(s)
+    with RawClient(port, timeout=30) as c:
+        c.send_bytes(request_bytes(18, 0, 1))
+        frame = c.read_frame()
     _corr, = struct.unpack_from(">i", frame, 0)
     entity, _ = entity_reader(api.response_schema(18, 0))(memoryview(frame), 4)
     return [(k.api_key, k.min_version, k.max_version) for k in entity.api_keys]
@@ -108,10 +93,10 @@ def test_every_advertised_version_is_answered_in_its_layout(broker_factory):
     answered = 0
     for key, lo, hi in table:
         for version in range(lo, hi + 1):
-            with socket.create_connection(("127.0.0.1", b.port), timeout=30) as s:
-                s.sendall(request_bytes(key, version, 7))
+            with RawClient(b.port, timeout=30) as c:
+                c.send_bytes(request_bytes(key, version, 7))
                 try:
-                    frame = _recv_frame(s)
+                    frame = c.read_frame()
                     (corr,) = struct.unpack_from(">i", frame, 0)
                     assert corr == 7
                     codes = _decode_response(key, version, frame)
@@ -130,15 +115,14 @@ def test_unadvertised_version_closes_only_that_connection_and_warns_once(broker_
     b.start()
     lo, hi = api.SUPPORTED[api.ApiKey.METADATA]
     for attempt in range(3):
-        with socket.create_connection(("127.0.0.1", b.port), timeout=30) as s:
+        with RawClient(b.port, timeout=30, client_id="old-app") as c:
             # KIP-511 software name first, so the warning can name it.
-            s.sendall(encode_request(api_key=18, api_version=3, correlation_id=1, client_id="old-app",
-                                     body=encode_entity(_minimal_api_versions()), flexible=True))
-            _recv_frame(s)
-            s.sendall(encode_request(api_key=3, api_version=hi + 1, correlation_id=2, client_id="old-app", body=b"\x00" * 8,
-                                     flexible=True))
+            c.send(18, 3, _minimal_api_versions(), correlation_id=1)
+            c.read_frame()
+            c.send_bytes(encode_request(api_key=3, api_version=hi + 1, correlation_id=2, client_id="old-app", body=b"\x00" * 8,
+                                        flexible=True))
             try:
-                data = s.recv(1)
+                data = c.sock.recv(1)
             except ConnectionResetError:
                 data = b""
             assert data == b"", f"attempt {attempt}: the broker answered an unadvertised version"

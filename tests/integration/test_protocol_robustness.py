@@ -16,11 +16,10 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from kavka.protocol import api
-from kavka.protocol.framing import encode_entity, encode_request, read_response
-from kavka.protocol.messages import make
-from tests.broker_harness import wait_until
-from tests.integration.raw_requests import request_bytes
+from kavka.protocol.framing import encode_request
+from tests.raw_client import RawClient, request_bytes, request_frame
 from tests.schema_bodies import ADVERTISED, Body, Fate, Pick
+from tests.wait import wait_until
 
 
 def _connect(broker) -> socket.socket:
@@ -29,32 +28,11 @@ def _connect(broker) -> socket.socket:
     return s
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
-
-
-def _recv_frame(s: socket.socket) -> bytes:
-    (size,) = struct.unpack(">i", _recv_exact(s, 4))
-    return _recv_exact(s, size)
-
-
-def _request(api_key: int, version: int, corr: int, **fields) -> bytes:
-    body = encode_entity(make(api.request_schema(api_key, version), **fields))
-    return encode_request(api_key=api_key, api_version=version, correlation_id=corr, client_id="raw", body=body, flexible=api.is_flexible(api_key, version))
-
-
 def _api_versions(broker, version: int = 3, corr: int = 1):
-    with _connect(broker) as s:
+    with RawClient(broker.port) as c:
         fields = {"client_software_name": "raw", "client_software_version": "1"} if version >= 3 else {}
-        s.sendall(_request(18, version, corr, **fields))
-        frame = _recv_frame(s)
-    return read_response(frame, api.response_schema(18, min(version, api.SUPPORTED[18][1])), flexible_header=False)
+        c.send(18, version, correlation_id=corr, **fields)
+        return c.read_response(18, min(version, api.SUPPORTED[18][1]))
 
 
 def _schema_frame(key: int, version: int, corr: int, pick: Pick) -> tuple[bytes, Body]:
@@ -106,19 +84,18 @@ def test_api_versions_every_version(broker, version):
 
 
 def test_api_versions_lists_kavkas_own_apis_to_kavkas_client(broker):
-    with _connect(broker) as s:
-        s.sendall(_request(18, 3, 9, client_software_name=api.OWN_CLIENT_SOFTWARE_NAME, client_software_version="1"))
-        _corr, resp = read_response(_recv_frame(s), api.response_schema(18, 3), flexible_header=False)
+    with RawClient(broker.port) as c:
+        c.send(18, 3, correlation_id=9, client_software_name=api.OWN_CLIENT_SOFTWARE_NAME, client_software_version="1")
+        _corr, resp = c.read_response(18, 3)
     assert {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys} == api.SUPPORTED
 
 
 def test_api_versions_too_new_falls_back_to_v0_with_unsupported_version(broker):
-    with _connect(broker) as s:
+    with RawClient(broker.port) as c:
         # ApiVersions v99: the body is unknown to us, the header is enough (KIP-511).
         payload = struct.pack(">hhih", 18, 99, 5, 3) + b"raw" + b"\x00" + b"\x00garbage"
-        s.sendall(struct.pack(">i", len(payload)) + payload)
-        frame = _recv_frame(s)
-    corr, resp = read_response(frame, api.response_schema(18, 0), flexible_header=False)
+        c.send_bytes(struct.pack(">i", len(payload)) + payload)
+        corr, resp = c.read_response(18, 0)
     assert corr == 5
     assert resp.error_code == ErrorCode.unsupported_version
     assert {k.api_key for k in resp.api_keys} == set(api.SUPPORTED) - api.OWN_API_KEYS
@@ -129,25 +106,24 @@ def test_pipelined_requests_are_answered_in_order(broker):
     expected = []
     for i in range(60):
         if i % 3 == 0:
-            reqs.append(_request(18, 3, i, client_software_name="raw", client_software_version="1"))
+            reqs.append(request_frame(18, 3, correlation_id=i, client_software_name="raw", client_software_version="1"))
             expected.append((i, 18, 3))
         else:
-            reqs.append(_request(3, 12, i, topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+            reqs.append(request_frame(3, 12, correlation_id=i, topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False))
             expected.append((i, 3, 12))
-    with _connect(broker) as s:
-        s.sendall(b"".join(reqs))  # all at once: the broker reads ahead
+    with RawClient(broker.port) as c:
+        c.send_bytes(b"".join(reqs))  # all at once: the broker reads ahead
         for corr, key, version in expected:
-            frame = _recv_frame(s)
-            got_corr, resp = read_response(frame, api.response_schema(key, version), flexible_header=api.response_header_flexible(key, version))
+            got_corr, resp = c.read_response(key, version)
             assert got_corr == corr
             if key == 3:
                 assert resp.brokers[0].port == broker.port
 
 
 def test_oversized_frame_is_refused_without_reading_it(broker):
-    with _connect(broker) as s:
-        s.sendall(struct.pack(">i", 2**31 - 1))  # 2 GiB announced, nothing sent
-        assert _closed_by_peer(s)
+    with RawClient(broker.port) as c:
+        c.send_bytes(struct.pack(">i", 2**31 - 1))  # 2 GiB announced, nothing sent
+        assert c.closed_by_peer()
     assert _api_versions(broker)[1].error_code == ErrorCode.none
     assert broker.alive()
 
@@ -165,13 +141,13 @@ def test_oversized_frame_is_refused_without_reading_it(broker):
     ids=["short", "unknown-api", "bad-version", "negative-size", "huge-array"],
 )
 def test_malformed_frames_close_only_their_connection(broker, payload):
-    bystander = _connect(broker)
-    with _connect(broker) as s:
-        s.sendall(payload)
-        assert _closed_by_peer(s)
+    bystander = RawClient(broker.port)
+    with RawClient(broker.port) as c:
+        c.send_bytes(payload)
+        assert c.closed_by_peer()
     # the other client is unaffected and the broker still answers
-    bystander.sendall(_request(18, 3, 9, client_software_name="raw", client_software_version="1"))
-    corr, _ = read_response(_recv_frame(bystander), api.response_schema(18, 3), flexible_header=False)
+    bystander.send(18, 3, correlation_id=9, client_software_name="raw", client_software_version="1")
+    corr, _ = bystander.read_response(18, 3)
     assert corr == 9
     bystander.close()
     assert broker.alive()
@@ -180,10 +156,10 @@ def test_malformed_frames_close_only_their_connection(broker, payload):
 def _valid_frames() -> list[bytes]:
     # Every (key, version) kavka serves, so each new version is fuzzed too.
     frames = [
-        _request(18, 3, 1, client_software_name="f", client_software_version="1"),
-        _request(3, 12, 2, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False),
-        _request(3, 4, 3, topics=None, allow_auto_topic_creation=False),
-        _request(2, 7, 4, replica_id=-1, isolation_level=0, topics=()),
+        request_frame(18, 3, correlation_id=1, client_software_name="f", client_software_version="1"),
+        request_frame(3, 12, correlation_id=2, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+        request_frame(3, 4, correlation_id=3, topics=None, allow_auto_topic_creation=False),
+        request_frame(2, 7, correlation_id=4, replica_id=-1, isolation_level=0, topics=()),
     ]
     for key, (lo, hi) in sorted(api.SUPPORTED.items()):
         frames += [request_bytes(key, v, 100 + v) for v in range(lo, hi + 1)]
@@ -218,7 +194,8 @@ def _fuzz_frames(broker, data):
     else:
         body = data.draw(st.binary(min_size=0, max_size=200))
         frame = bytearray(struct.pack(">i", len(body)) + body)
-    with _connect(broker) as s:
+    with RawClient(broker.port) as c:
+        s = c.sock
         s.settimeout(5)
         try:
             s.sendall(bytes(frame))
@@ -321,9 +298,9 @@ def test_fuzzed_nulls_and_lengths_in_every_request_version_never_reach_a_handler
 def test_broker_still_serves_after_a_storm_of_garbage(broker):
     rng = random.Random(7)
     for _ in range(200):
-        with _connect(broker) as s:
+        with RawClient(broker.port) as c:
             try:
-                s.sendall(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64))))
+                c.send_bytes(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64))))
             except OSError:
                 pass
     corr, resp = _api_versions(broker, 3, corr=123)
@@ -348,12 +325,12 @@ def test_legacy_produce_with_a_corrupt_message_set_writes_nothing(broker, topic_
     # A magic-1 message set: offset, size, crc, magic=1, attributes, timestamp, key, value.
     msg = struct.pack(">bbqii", 1, 0, 0, -1, 1) + b"v"
     message_set = struct.pack(">qi", 0, len(msg) + 4) + struct.pack(">I", 0) + msg
-    with _connect(broker) as s:
-        s.sendall(_legacy_produce_frame(version, 41, topic_name, message_set))
-        frame = _recv_frame(s)
+    with RawClient(broker.port) as c:
+        c.send_bytes(_legacy_produce_frame(version, 41, topic_name, message_set))
+        frame = c.read_frame()
         # The connection stays usable: a Metadata request right after is answered.
-        s.sendall(_request(3, 12, 42, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
-        corr2, _ = read_response(_recv_frame(s), api.response_schema(3, 12), flexible_header=True)
+        c.send(3, 12, correlation_id=42, topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        corr2, _ = c.read_response(3, 12)
     (corr,) = struct.unpack_from(">i", frame, 0)
     body = frame[4:]
     pos = 4
@@ -373,11 +350,9 @@ def test_find_coordinator_names_this_broker_for_groups(broker, version):
         fields = {"key": "g1", "key_type": 0}
     else:
         fields = {"key_type": 0, "coordinator_keys": ("g1", "g2")}
-    with _connect(broker) as s:
-        s.sendall(_request(10, version, 9, **fields))
-        corr, resp = read_response(
-            _recv_frame(s), api.response_schema(10, version), flexible_header=api.response_header_flexible(10, version)
-        )
+    with RawClient(broker.port) as c:
+        c.send(10, version, correlation_id=9, **fields)
+        corr, resp = c.read_response(10, version)
     assert corr == 9
     if version < 4:
         got = [(resp.error_code, resp.node_id, resp.host, resp.port)]
@@ -388,9 +363,9 @@ def test_find_coordinator_names_this_broker_for_groups(broker, version):
 
 
 def test_find_coordinator_for_transactions_is_refused_as_fatal(broker):
-    with _connect(broker) as s:
-        s.sendall(_request(10, 4, 3, key_type=1, coordinator_keys=("tx",)))
-        _, resp = read_response(_recv_frame(s), api.response_schema(10, 4), flexible_header=True)
+    with RawClient(broker.port) as c:
+        c.send(10, 4, correlation_id=3, key_type=1, coordinator_keys=("tx",))
+        _, resp = c.read_response(10, 4)
     assert [(c.key, c.error_code, c.node_id) for c in resp.coordinators] == [
         ("tx", ErrorCode.transactional_id_authorization_failed, -1)
     ]

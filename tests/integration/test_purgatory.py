@@ -23,7 +23,8 @@ from kio.schema.fetch.v12 import request as fr
 
 from kavka.protocol.records import iter_records
 from tests.broker_harness import BrokerProcess, Cluster
-from tests.integration.helpers import ck_admin, ck_producer, ck_read_to_end, raw_call, unique
+from tests.integration.helpers import ck_admin, ck_producer, ck_read_to_end, unique
+from tests.raw_client import raw_call
 
 MAX_WAIT_S = 12  # under raw_call's 15 s socket timeout
 

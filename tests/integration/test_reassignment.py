@@ -31,8 +31,9 @@ from kafka.errors import (
 )
 
 from kavka.client.admin import AdminClient
-from tests.broker_harness import KAVKA, Cluster, wait_until
+from tests.broker_harness import KAVKA, Cluster
 from tests.integration.helpers import ck_admin, ck_consumer, ck_read_to_end, unique
+from tests.wait import wait_until
 
 BROKER_RATES = ("follower.replication.throttled.rate", "leader.replication.throttled.rate")
 TOPIC_LISTS = ("follower.replication.throttled.replicas", "leader.replication.throttled.replicas")

@@ -21,8 +21,9 @@ from kavka.client.admin import AdminClient, NewTopic
 from kavka.client.errors import KafkaError
 from kavka.controller.placement import ClusterView, PlacementSpec, SimplePlacer
 from kavka.protocol.api import ApiKey
-from tests.broker_harness import KAVKA, Cluster, wait_until
+from tests.broker_harness import KAVKA, Cluster
 from tests.integration.helpers import unique
+from tests.wait import wait_until
 
 RACKS = {1: "/DC1/R1", 2: "/DC2/R1", 3: "/DC3/R1"}
 

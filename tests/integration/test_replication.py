@@ -22,9 +22,10 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from kavka.cli.dump_log import dump_log_dir
-from tests.broker_harness import KAVKA, Cluster, wait_until
+from tests.broker_harness import KAVKA, Cluster
 from tests.integration.helpers import ck_admin, ck_read_to_end, unique
 from tests.integration.test_metrics import scrape
+from tests.wait import wait_until
 
 SESSION_MS = 3000
 OVERRIDES = {
@@ -264,7 +265,7 @@ def _follower_fetch_error(cluster: Cluster, leader: int, topic: str, replica: in
 
     from kavka.client.admin import AdminClient
     from kavka.protocol.messages import uuid_from_str
-    from tests.integration.helpers import raw_call
+    from tests.raw_client import raw_call
 
     admin = AdminClient(cluster.nodes[leader].bootstrap)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from tests.broker_harness import wait_until
+from tests.wait import wait_until
 
 
 def _earliest(admin: AdminClient, topic: str) -> int:

@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
 
 from kavka.protocol import api
 from kavka.protocol.messages import make, nested
-from tests.broker_harness import BrokerProcess, wait_until
+from tests.broker_harness import BrokerProcess
 from tests.integration.helpers import (
     assert_same_records,
     ck_admin,
@@ -39,6 +39,7 @@ from tests.integration.helpers import (
     recent_base_ts,
     sample_records,
 )
+from tests.wait import wait_until
 
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 
@@ -76,7 +77,7 @@ def list_offset(broker: BrokerProcess, topic: str, timestamp: int, partition: in
         isolation_level=0,
         topics=(make(topic_cls, name=topic, partitions=(make(part_cls, partition_index=partition, current_leader_epoch=-1, timestamp=timestamp),)),),
     )
-    from tests.integration.helpers import raw_call
+    from tests.raw_client import raw_call
 
     resp = raw_call(broker, 2, 9, req)
     part = resp.topics[0].partitions[0]
@@ -394,7 +395,7 @@ def raw_fetch(broker: BrokerProcess, topic: str, offsets: dict[int, int], partit
     """One Fetch v12 for several partitions of ``topic``: {partition: (error, records bytes)}."""
     import datetime
 
-    from tests.integration.helpers import raw_call
+    from tests.raw_client import raw_call
 
     cls = api.request_schema(1, 12)
     topic_cls, part_cls = nested(cls, "FetchTopic"), nested(cls, "FetchPartition")

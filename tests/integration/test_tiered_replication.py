@@ -30,9 +30,10 @@ from confluent_kafka.admin import NewTopic
 
 from kavka.tiered.api import RemoteLogSegmentMetadata
 from kavka.tiered.metadata import REMOTE_LOG_METADATA_TOPIC, RemoteLogMetadataCache, decode_event
-from tests.broker_harness import Cluster, wait_until
+from tests.broker_harness import Cluster
 from tests.integration.helpers import ck_admin, ck_read_to_end, partition_dir, unique
 from tests.integration.test_tiered import EARLIEST_LOCAL, LATEST_TIERED, list_offset
+from tests.wait import wait_until
 
 SESSION_MS = 3000
 METADATA_PARTITIONS = 3
@@ -110,7 +111,7 @@ def _leader(c: Cluster, topic: str) -> int:
 def _isr(c: Cluster, topic: str, members: int, timeout: float = 60) -> None:
     try:
         wait_until(lambda: len(_part(c, topic).isrs) == members, timeout=timeout, message=f"the ISR of {topic}-0 at {members}")
-    except TimeoutError:
+    except AssertionError:
         for i, n in c.nodes.items():
             lines = [ln for ln in n.output if f"{topic}-0" in ln and "rolled" not in ln and "copied segment" not in ln]
             print(f"---- node {i}\n" + "".join(lines[-40:]))

@@ -17,8 +17,9 @@ from collections import Counter
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from tests.broker_harness import Cluster, wait_until
+from tests.broker_harness import Cluster
 from tests.integration.helpers import ck_admin, ck_producer, ck_read_to_end
+from tests.wait import wait_until
 
 PARTITIONS = 2
 PER_PARTITION = 600

@@ -13,8 +13,8 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from kavka.client.admin import AdminClient
-from tests.broker_harness import wait_until
 from tests.spark.util import create_topic, produce_per_partition
+from tests.wait import wait_until
 
 
 def _start(spark, bootstrap, base, *, trigger, **options):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.broker_harness import wait_until
 from tests.integration.helpers import (
     ck_produce_samples,
     ck_producer,
@@ -14,6 +13,7 @@ from tests.integration.helpers import (
 )
 from tests.integration.test_tiered import EARLIEST_LOCAL, TIERED, list_offset, tiered_broker
 from tests.spark.util import create_topic, expected_recs, rows_to_recs
+from tests.wait import wait_until
 
 
 def test_spark_batch_read_of_a_tiered_topic(spark, tmp_path: Path) -> None:

@@ -1,10 +1,8 @@
-"""Remote log metadata events and cache, the remote log manager's decisions, and a seeded
-simulation of produce / copy (sometimes killed half way) / local retention / total retention /
-restart that checks no offset at or above the log start offset is ever in neither tier."""
+"""Remote log metadata events and cache, the remote log manager's decisions, and epoch lineage.
+The seeded simulation of these decisions is tests/simulation/test_tiered_simulation.py."""
 
 from __future__ import annotations
 
-import random
 import uuid
 
 import pytest
@@ -151,121 +149,6 @@ def test_topic_config_validation_is_kafkas(configs: dict[str, str], system: bool
         assert got is None
     else:
         assert got is not None and error in got
-
-
-class Partition:
-    """A model partition driven by the planner the way the remote log manager will drive it."""
-
-    def __init__(self, rng: random.Random, config: TieredTopicConfig) -> None:
-        self.rng = rng
-        self.config = config
-        self.local: list[LocalSegmentView] = [view(0, -1, size=0)]
-        self.log_start = 0
-        self.events: list[bytes] = []  # the __remote_log_metadata partition, encoded
-        self.cache = RemoteLogMetadataCache()
-        self.now = 0
-        self.ever_deleted_uncopied = False
-
-    @property
-    def leo(self) -> int:
-        return self.local[-1].last_offset + 1
-
-    def emit(self, event: object) -> None:
-        raw = encode_event(event)  # type: ignore[arg-type]
-        self.events.append(raw)
-        self.cache.apply(decode_event(raw, {TP.topic_id: TP.topic}))
-
-    def produce(self) -> None:
-        n = self.rng.randint(1, 20)
-        a = self.local[-1]
-        self.local[-1] = view(a.base_offset, a.last_offset + n, a.size_in_bytes + 10 * n, self.now)
-        if self.local[-1].size_in_bytes > 100:
-            self.local.append(view(self.leo, self.leo - 1, 0, self.now))
-
-    def copy(self) -> None:
-        lso = self.leo - self.rng.randint(0, 15)  # an open transaction may hold it back
-        for seg in segments_to_copy(self.local, highest_copied_offset=
-                                    self.cache.highest_offset_in_remote_storage,
-                                    last_stable_offset=lso):
-            md = RemoteLogSegmentMetadata(
-                segment_id=RemoteLogSegmentId.generate(TP), start_offset=seg.base_offset,
-                end_offset=seg.last_offset, max_timestamp_ms=seg.largest_timestamp_ms,
-                broker_id=1, event_timestamp_ms=self.now, segment_size_in_bytes=seg.size_in_bytes)
-            self.emit(md)
-            if self.rng.random() < 0.15:
-                return  # kill -9 mid-copy: STARTED stays, FINISHED never comes
-            self.emit(update(md, S.COPY_SEGMENT_FINISHED))
-
-    def clean_unfinished(self) -> None:
-        for md in list(self.cache.unfinished()):
-            if md.state is S.COPY_SEGMENT_STARTED:
-                self.emit(update(md, S.DELETE_SEGMENT_STARTED))
-            self.emit(update(md, S.DELETE_SEGMENT_FINISHED))
-
-    def local_retention(self) -> None:
-        highest = self.cache.highest_offset_in_remote_storage
-        doomed = local_segments_to_delete(self.local, config=self.config,
-                                          highest_copied_offset=highest, now_ms=self.now)
-        for seg in doomed:
-            if seg.last_offset > highest:
-                self.ever_deleted_uncopied = True
-        self.local = self.local[len(doomed):]
-
-    def total_retention(self) -> None:
-        highest = self.cache.highest_offset_in_remote_storage
-        local_only = sum(s.size_in_bytes for s in self.local if s.last_offset > highest)
-        exp = remote_segments_to_delete(
-            self.cache.readable(), config=self.config, log_start_offset=self.log_start,
-            local_only_bytes=local_only, now_ms=self.now)
-        assert exp.new_log_start_offset >= self.log_start
-        # Kafka moves the log start offset before deleting, so no reader is sent to a doomed one
-        self.log_start = exp.new_log_start_offset
-        for md in exp.delete:
-            self.emit(update(md, S.DELETE_SEGMENT_STARTED))
-            self.emit(update(md, S.DELETE_SEGMENT_FINISHED))
-        # the local "log start offset breach" pass (Log.delete_retention_segments)
-        while len(self.local) > 1 and self.local[1].base_offset <= self.log_start:
-            self.local.pop(0)
-
-    def restart(self) -> None:
-        fresh = RemoteLogMetadataCache()
-        fresh.replay(decode_event(raw, {TP.topic_id: TP.topic}) for raw in self.events)
-        assert fresh.readable() == self.cache.readable()
-        assert list(fresh.unfinished()) == list(self.cache.unfinished())
-        self.cache = fresh
-
-    def check(self) -> None:
-        assert not self.ever_deleted_uncopied
-        local_start = self.local[0].base_offset
-        assert self.log_start <= self.leo
-        # every offset from the log start to the local log start is in a readable remote segment
-        offset = self.log_start
-        while offset < local_start:
-            md = self.cache.segment_for_offset(offset)
-            assert md is not None and md.start_offset <= offset, (offset, self.log_start)
-            offset = md.end_offset + 1
-        for md in self.cache.readable():
-            assert md.state is S.COPY_SEGMENT_FINISHED
-
-
-@pytest.mark.parametrize("seed", range(30))
-def test_simulation_never_loses_an_offset(seed: int) -> None:
-    rng = random.Random(seed)
-    config = TieredTopicConfig(
-        remote_storage_enable=True,
-        retention_ms=rng.choice([-1, 3000, 8000]),
-        retention_bytes=rng.choice([-1, 2000, 5000]),
-        local_retention_ms=rng.choice([-2, 500, 1000]),
-        local_retention_bytes=rng.choice([-2, 300, 600]),
-    )
-    p = Partition(rng, config)
-    steps = [p.produce] * 5 + [p.copy, p.copy, p.clean_unfinished, p.local_retention,
-                               p.total_retention, p.restart]
-    for _ in range(400):
-        p.now += rng.randint(0, 100)
-        rng.choice(steps)()
-        p.check()
-    assert p.cache.highest_offset_in_remote_storage >= 0  # the run did tier something
 
 
 # ---- epoch lineage (unclean elections): remote_log_manager.within_leader_epochs

@@ -68,6 +68,7 @@ from kavka.coordinator.consumer_group import ConsumerGroupConfig
 from kavka.coordinator.group import GroupConfig
 from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
+from kavka.faults import FaultInjection
 from kavka.metadata.image import MetadataImage
 from kavka.metadata.loader import MetadataLoader
 from kavka.raft.client import RaftClient, RaftConfig
@@ -83,7 +84,6 @@ from kavka.storage.cleaner import CleanerConfig
 from kavka.storage.faults import FAULTS
 from kavka.storage.log_manager import LogManager
 from kavka.storage.meta_properties import generate_uuid, read_meta_properties, write_meta_properties
-from kavka.testing import FaultInjection
 
 log = logging.getLogger("kavka.broker")
 

@@ -25,24 +25,22 @@ pick a live ISR member, and every check above must still hold: no committed reco
 
 The one loss Kafka's design allows -- a replica that was the last ISR member loses unflushed
 records in a hard kill and leads again on return (what KIP-966 addresses) -- is detected when it
-happens; the safety checks stop for that seed and the run is counted. A seed shows what failed and
-how to replay it: `pytest tests/unit/test_replication_simulation.py -k 'seed and 1234'`.
+happens; the safety checks stop for that seed and the run is counted. A failing seed says what failed
+and replays exactly: `run_seed(seed)` (with `elections=True` for the election runs). The tests are
+in tests/simulation/test_replication_simulation.py. Used by tests only.
 """
 
 from __future__ import annotations
 
 import heapq
-import os
 import random
 from dataclasses import dataclass, field
 
-import pytest
 from kio.schema.errors import ErrorCode
 
 from kavka.config import build_config
 from kavka.controller import partition_change as pc
 from kavka.controller.replication_control import ReplicationControlManager
-from kavka.metadata import records as mr
 from kavka.metadata.image import (
     BrokerRegistration,
     MetadataImage,
@@ -741,101 +739,13 @@ class Producer:
         self.inflight.pop(request_id, None)
 
 
-# ------------------------------------------------------------------ tests
+# ------------------------------------------------------------------ running a seed
 
 
 REPLICATION = ReplicationControlManager(build_config({"node.id": "1"}), new_uuid=lambda: "t")
-assert mr.PartitionChangeRecord  # the records balance_leaders returns
 
 
 def run_seed(seed: int, duration_ms: int = 1500, *, elections: bool = False) -> Sim:
     sim = Sim(seed, duration_ms=duration_ms, elections=elections)
     sim.run()
     return sim
-
-
-SEEDS = int(os.environ.get("KAVKA_SIM_SEEDS", "2000"))
-
-
-@pytest.mark.parametrize("block", range(10))
-def test_replication_seeds(block: int) -> None:
-    licensed = 0
-    acked = 0
-    for seed in range(block, SEEDS, 10):
-        sim = run_seed(seed)
-        licensed += sim.licensed_loss
-        acked += len(sim.producer.acked)
-    # The simulation must exercise something: records acknowledged through the faults.
-    assert acked > 0
-    # The KIP-966 case must stay rare, or the checks would prove little.
-    assert licensed <= SEEDS // 10 // 5 + 1
-
-
-ELECTION_SEEDS = int(os.environ.get("KAVKA_SIM_ELECTION_SEEDS", "1000"))
-
-
-@pytest.mark.parametrize("block", range(5))
-def test_preferred_elections_seeds(block: int) -> None:
-    """ElectLeaders PREFERRED and the automatic rebalance move leadership under faults: every
-    election picks a live ISR member and no acknowledged or committed record is lost."""
-    elected = 0
-    acked = 0
-    licensed = 0
-    for seed in range(500_000 + block, 500_000 + ELECTION_SEEDS, 5):
-        sim = run_seed(seed, elections=True)
-        elected += sim.preferred_elections
-        acked += len(sim.producer.acked)
-        licensed += sim.licensed_loss
-    n = ELECTION_SEEDS // 5
-    assert elected >= n // 2  # most seeds move leadership at least once: the property is exercised
-    assert acked > 0
-    assert licensed <= n // 5 + 1
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("block", range(10))
-def test_preferred_elections_many_seeds(block: int) -> None:
-    for seed in range(600_000 + block * 1000, 600_000 + (block + 1) * 1000):
-        run_seed(seed, duration_ms=3000, elections=True)
-
-
-def test_elections_simulation_can_fail() -> None:
-    """A preferred election that ignores the ISR must be caught by some seed."""
-    original = pc.elect_preferred
-
-    def reckless(reg, *, live):  # noqa: ANN001, ANN202
-        preferred = reg.replicas[0]
-        if reg.leader == preferred or preferred not in live:
-            return ErrorCode.election_not_needed, reg
-        return ErrorCode.none, pc._change(reg, leader=preferred, isr=reg.isr)
-
-    try:
-        pc.elect_preferred = reckless  # type: ignore[assignment]
-        with pytest.raises(InvariantViolation):
-            for seed in range(300):
-                run_seed(seed, elections=True)
-    finally:
-        pc.elect_preferred = original  # type: ignore[assignment]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("block", range(20))
-def test_replication_many_seeds(block: int) -> None:
-    for seed in range(100_000 + block * 1000, 100_000 + (block + 1) * 1000):
-        run_seed(seed, duration_ms=3000)
-
-
-def test_simulation_can_fail() -> None:
-    """A core that skips the diverging-epoch check must be caught by some seed."""
-    import kavka.replication.replica_state as rs
-
-    original = rs.diverging_epoch
-    try:
-        rs.diverging_epoch = lambda *a, **k: None  # type: ignore[assignment]
-        globals()["diverging_epoch"] = rs.diverging_epoch
-        with pytest.raises(InvariantViolation):
-            for seed in range(300):
-                run_seed(seed)
-    finally:
-        rs.diverging_epoch = original
-        globals()["diverging_epoch"] = original

@@ -1,10 +1,16 @@
-"""The per-broker fault-injection settings (see kavka.testing).
+"""The per-broker fault-injection switches: production code, read once at broker startup.
 
 `FaultInjection()` (nothing injected) is what every broker runs with unless its config has
-``kavka.test.fault.injection.enable=true``. When it is enabled the broker logs
-a WARNING at startup naming every active switch. Values are immutable; the
-broker hands them to the parts that inject (server, log-dir movers, disk
-faults) when it starts.
+``kavka.test.fault.injection.enable=true``. Only then does broker startup (broker.node, the
+only caller of `from_environment`) read ``KAVKA_TEST_CRASH_POINT``,
+``KAVKA_FAULT_CUT_PRODUCE_EVERY`` and ``KAVKA_FAULT_INJECTION_FILE``, and log a WARNING naming
+every active switch; otherwise those variables are ignored (and a warning says so), so a stray
+environment variable can never make a production broker kill itself or drop connections.
+Values are immutable; the broker hands them to the parts that inject (server, log-dir movers,
+disk faults: the I/O side is storage.faults) when it starts.
+
+This lives outside kavka.testing because the broker imports it and production code never
+imports test code; kavka.testing re-exports it for tests.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+# The logger keeps the name it had under kavka.testing, so broker logs read as before.
 log = logging.getLogger("kavka.testing")
 
 ENABLE_KEY = "kavka.test.fault.injection.enable"
