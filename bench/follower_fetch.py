@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from tests.broker_harness import Cluster  # noqa: E402
-from tests.wait import wait_until  # noqa: E402
 from tests.integration.test_follower_fetching import RACKS, _bytes_out, _cluster  # noqa: E402
+from tests.wait import wait_until  # noqa: E402
 
 
 def _pct(xs: list[float], p: float) -> float:

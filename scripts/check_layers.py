@@ -17,10 +17,11 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "kavka"
 
-# Bottom first. A module may import its own package and any package on a lower line.
+# Bottom first. A module may import its own package and any package on a lower line
+# (faults.py: the broker's test-only fault switches, inert unless enabled; imports nothing of kavka).
 LAYERS: list[tuple[str, ...]] = [
     ("common",),
-    ("quota",),
+    ("quota", "faults"),
     ("protocol",),
     ("client",),
     ("storage",),
