@@ -34,7 +34,7 @@ Fault injection (tests only): with `cut_produce_every` = N > 0 every Nth
 Produce is appended and then its connection is closed instead of answered --
 the "broker wrote it, the producer never heard" case idempotent producers must
 survive. The broker sets it from the KAVKA_FAULT_CUT_PRODUCE_EVERY environment
-variable, and only when kavka.test.fault.injection.enable is set (kavka.testing).
+variable, and only when kavka.test.fault.injection.enable is set (kavka.faults).
 
 Runs on the event-loop thread only.
 """

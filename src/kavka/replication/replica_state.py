@@ -24,7 +24,7 @@ simulation found that forgetting one lets the high watermark pass a member the c
 
 Nothing here reads a clock, touches a log, or sends a message: callers pass `now_ms`, the
 leader's log end offset and its epoch cache, and act on what comes back. The seeded
-simulation in tests/unit/test_replication_simulation.py drives it with the controller's rules
+simulation in tests/simulation/test_replication_simulation.py drives it with the controller's rules
 in `controller.partition_change`. Single-threaded: one partition's state is used by one owner.
 """
 

@@ -2,7 +2,7 @@
 
 A broker started with ``KAVKA_FAULT_INJECTION_FILE=<control file>`` in its
 environment and ``kavka.test.fault.injection.enable=true`` in its config
-(kavka.testing; the variable alone is ignored) points the process-wide
+(kavka.faults; the variable alone is ignored) points the process-wide
 `FAULTS` at that file at startup (`configure`); from then on it checks, before each segment write, read and fsync and each
 checkpoint write, whether the path lies under a dir listed in the control
 file (one absolute path a line); if so the operation raises
@@ -93,4 +93,4 @@ class DiskFaults:
                 raise OSError(errno.EIO, "injected I/O error (" + FAULT_INJECTION_ENV + ")", str(path))
 
 
-FAULTS = DiskFaults(None)  # off until broker startup enables it (kavka.testing)
+FAULTS = DiskFaults(None)  # off until broker startup enables it (kavka.faults)

@@ -45,7 +45,7 @@ OFFSET_MOVED_TO_TIERED_STORAGE rebuilds its epochs and producer state from remot
 
 Threading: the pass runs on the event loop; every remote-storage call and every file read runs
 in ``run_io`` (the broker's StorageIoManager) or in the reader's bounded pool. The logs are only
-touched on the event loop. Crash points (kavka.testing, KAVKA_TEST_CRASH_POINT):
+touched on the event loop. Crash points (kavka.faults, KAVKA_TEST_CRASH_POINT):
 ``tiered-copy-before-finished`` (the data is in remote storage, COPY_SEGMENT_FINISHED not yet
 written).
 """
