@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 
 __all__ = [
     "AclOperation",
+    "AlterConfigOpType",
     "BrokerControlState",
     "BrokerState",
     "ConfigResourceType",
@@ -77,6 +78,15 @@ class ConfigResourceType(enum.IntEnum):
     BROKER_LOGGER = 8
     CLIENT_METRICS = 16
     GROUP = 32
+
+
+class AlterConfigOpType(enum.IntEnum):
+    """IncrementalAlterConfigs config_operation (KIP-339; Kafka's AlterConfigOp.OpType)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
 
 
 class ConfigSource(enum.IntEnum):

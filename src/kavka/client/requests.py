@@ -15,13 +15,17 @@ from datetime import timedelta
 from typing import Any
 
 from kavka.client.negotiation import request_class
+from kavka.common import AlterConfigOpType, ConfigResourceType
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import make, nested
 
 # DescribeConfigs / AlterConfigs resource types (Kafka's ConfigResource.Type).
-RESOURCE_TYPES: Mapping[str, int] = {"topic": 2, "broker": 4, "broker_logger": 8}
+RESOURCE_TYPES: Mapping[str, int] = {
+    "topic": ConfigResourceType.TOPIC, "broker": ConfigResourceType.BROKER, "broker_logger": ConfigResourceType.BROKER_LOGGER,
+}
 # IncrementalAlterConfigs config_operation (KIP-339).
-OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+OP_SET, OP_DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
+OP_APPEND, OP_SUBTRACT = AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT
 # ListOffsets special timestamps (KIP-734 max-timestamp, v7; KIP-405 earliest-local, v8).
 OFFSET_SPECS: Mapping[str, int] = {
     "latest": -1,

@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 
 # Imported for its registration: config.validate_tiered_topic applies the rule tiered storage owns.
 import kavka.tiered.remote_log_rules  # noqa: F401
-from kavka.common import ConfigResourceType
+from kavka.common import AlterConfigOpType, ConfigResourceType
 from kavka.config import (
     BROKER_CONFIGS,
     TOPIC_CONFIGS,
@@ -73,21 +73,21 @@ class ConfigurationControlManager:
             if resource_type == ConfigResourceType.BROKER and not d.dynamic:
                 return [], ApiResult(ErrorCode.invalid_request, f"Cannot update these configs dynamically: [{name}]")
             try:
-                if op == 1:
+                if op == AlterConfigOpType.DELETE:
                     new.pop(name, None)
                     continue
-                if op in (2, 3):
+                if op in (AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT):
                     if d.type.name != "LIST":
                         return [], ApiResult(ErrorCode.invalid_config, f"Config {name} is not a list: {op} is not allowed")
                     cur_list = d.parse(new.get(name)) if name in new else []
                     items = d.parse(value)
-                    if op == 2:
+                    if op == AlterConfigOpType.APPEND:
                         merged = cur_list + [x for x in items if x not in cur_list]
                     else:
                         merged = [x for x in cur_list if x not in items]
                     new[name] = d.render(d.parse(merged)) or ""
                     continue
-                if op != 0:
+                if op != AlterConfigOpType.SET:
                     return [], ApiResult(ErrorCode.invalid_request, f"Unknown config operation {op}")
                 if value is None:
                     new.pop(name, None)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.common import ConfigResourceType, ConfigSource
+from kavka.common import AlterConfigOpType, ConfigResourceType, ConfigSource
 from kavka.config import BROKER_CONFIGS, TOPIC_CONFIGS
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.controller.results import ApiResult
@@ -106,7 +106,7 @@ async def alter_resources(controller: Any, req: Any, *, incremental: bool) -> li
     ControllerClient, or the QuorumController on the controller listener (broker.controller_client)."""
     out = []
     for r in req.resources:
-        ops = [(c.name, c.config_operation if incremental else 0, c.value) for c in r.configs]
+        ops = [(c.name, c.config_operation if incremental else AlterConfigOpType.SET, c.value) for c in r.configs]
         try:
             result = await controller.alter_configs(
                 r.resource_type, r.resource_name, ops, incremental=incremental, validate_only=req.validate_only
