@@ -26,6 +26,7 @@ from tests.integration.helpers import (
     sample_records,
     segment_files,
 )
+from tests.wait import wait_until_async
 
 TIMEOUTS = {"request_timeout_ms": 15000}
 
@@ -51,13 +52,12 @@ async def ak_create_topic(
         errs = [t[1] for t in resp.topic_errors]
         assert errs == [0], f"CreateTopics errors: {resp.topic_errors}"
         # Wait for the metadata to show every partition with a leader.
-        for _ in range(100):
+        async def led() -> bool:
             md = await admin.describe_topics([topic])
             parts = md[0]["partitions"] if md and md[0]["error_code"] == 0 else []
-            if len(parts) == partitions and all(p["leader"] >= 0 for p in parts):
-                return
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"topic {topic} never showed {partitions} led partitions: {md}")
+            return len(parts) == partitions and all(p["leader"] >= 0 for p in parts)
+
+        await wait_until_async(led, timeout=10, interval=0.1, message=f"topic {topic} with {partitions} led partitions")
     finally:
         await admin.close()
 
@@ -172,10 +172,10 @@ def test_acks(broker, topic_name, acks):
         await c.start()
         try:
             tp = TopicPartition(topic_name, 0)
-            for _ in range(150):  # acks=0 confirms nothing: wait for the log end
-                if (await c.end_offsets([tp]))[tp] >= 40:
-                    break
-                await asyncio.sleep(0.1)
+            async def ended() -> bool:  # acks=0 confirms nothing: wait for the log end
+                return (await c.end_offsets([tp]))[tp] >= 40
+
+            await wait_until_async(ended, timeout=15, interval=0.1, message="the log end at 40")
             assert (await c.end_offsets([tp]))[tp] == 40
         finally:
             await c.stop()
