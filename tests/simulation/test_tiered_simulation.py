@@ -9,7 +9,7 @@ import random
 import pytest
 
 from kavka.testing.tiered_simulation import Partition
-from kavka.tiered.remote_log_manager import TieredTopicConfig
+from kavka.tiered.remote_log_rules import TieredTopicConfig
 
 
 @pytest.mark.parametrize("seed", range(30))

@@ -1,25 +1,29 @@
 """BrokerNode: the composition root. Builds every part, starts them, stops them in a fixed order.
 
-Startup: check every log dir's meta.properties (formatted, one cluster, this
-node) -> load the partition logs (recovering after an unclean stop) -> open
-the raft metadata log (raft.file_log) and its client -> start the raft
-driver and wait until the metadata log is caught up (the sole voter elects
-itself at once; every committed record is replayed into the MetadataImage and
-applied: Partition objects for replicas hosted here) -> open the group
-coordinator -> listen -> register this broker (endpoints, rack, log dir ids)
-through the controller, awaiting the commit. Shutdown is the reverse: stop
-accepting, drain in-flight responses, stop background tasks, stop the raft
-driver, checkpoint high watermarks, close logs cleanly (writing the
-clean-shutdown marker), close the metadata log.
+A node's parts by role (Kafka's KafkaRaftServer with its SharedServer, BrokerServer and
+ControllerServer):
+- shared by every node (broker.shared_server.SharedServer): the metadata log and raft, the raft
+  driver, the MetadataLoader (committed records -> the node's MetadataImage, `image`, published
+  after each raft poll), and the ControllerClient (`controller`: every metadata change goes to the
+  active controller through it, local there and an RPC elsewhere);
+- the controller role (broker.shared_server.ControllerServer, where `process.roles` has
+  `controller`): the QuorumController, the controller listener's APIs, broker sessions and the
+  leader rebalance;
+- the broker role, built here: the LogManager, the ReplicaManager and its collaborators (replica
+  fetchers, throttles, AlterPartition), the log-dir movers, the BrokerMetadataPublisher
+  (broker.metadata_publisher: local replicas, the group coordinator, tiered storage, throttles and
+  configs follow each image), the group coordinator, the remote log manager, the client listeners,
+  the broker lifecycle and the KIP-858 assignments. The parts a node may run without are declared
+  None in `__init__`.
 
-Every node reads the metadata log through its MetadataLoader (kavka.metadata.loader): committed
-records become the node's MetadataImage (`image`), published after each raft poll to this node's
-publisher (broker.metadata_publisher: local replicas, the group coordinator, tiered storage, throttles and
-configs follow it). Every metadata change (admin requests, auto-creation, `__consumer_offsets`,
-producer id blocks, registration) goes to the active controller through `controller` (a
-ControllerClient: local on the active controller, an RPC elsewhere); a `QuorumController` exists
-only where `process.roles` has `controller`, and its operations complete when the loader has
-applied their committed records.
+Startup: check every log dir's meta.properties (formatted, one cluster, this node) -> load the
+partition logs (recovering after an unclean stop) -> open the metadata log and raft -> start the
+raft driver and wait until the metadata log is caught up and published (the sole voter elects
+itself at once; Partition objects for replicas hosted here) -> open the group coordinator -> listen
+-> register this broker (endpoints, rack, log dir ids) through the controller, awaiting the commit.
+Shutdown is the reverse: stop accepting, drain in-flight responses, stop background tasks, stop
+the raft driver, checkpoint high watermarks, close logs cleanly (writing the clean-shutdown
+marker), close the metadata log.
 
 Group coordination (coordinator.manager) is opened after the partitions, so
 it can replay `__consumer_offsets`, and stopped before the logs close.
@@ -45,7 +49,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,13 +58,11 @@ from kio.schema.errors import ErrorCode
 
 from kavka.broker.assignments import Assignment, AssignmentsManager
 from kavka.broker.config_resolver import ConfigResolver
-from kavka.broker.controller_apis import RPCS, ControllerApis
-from kavka.broker.controller_client import ControllerClient
 from kavka.broker.lifecycle import BrokerLifecycle
 from kavka.broker.metadata_publisher import BrokerMetadataPublisher
-from kavka.broker.raft_driver import RaftDriver
+from kavka.broker.shared_server import SharedServer, StartupError
 from kavka.broker.storage_io import StorageIoManager
-from kavka.config import BrokerConfig, ConfigError, parse_voters
+from kavka.config import BrokerConfig, ConfigError
 from kavka.controller.quorum_controller import QuorumController
 from kavka.controller.results import NewTopic
 from kavka.coordinator.consumer_group import ConsumerGroupConfig
@@ -70,10 +71,6 @@ from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
 from kavka.faults import FaultInjection
 from kavka.metadata.image import MetadataImage
-from kavka.metadata.loader import MetadataLoader
-from kavka.raft.client import RaftClient, RaftConfig
-from kavka.raft.file_log import FileReplicatedLog, NoSnapshotError
-from kavka.raft.state import FileQuorumStateStore
 from kavka.replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
@@ -86,10 +83,6 @@ from kavka.storage.log_manager import LogManager
 from kavka.storage.meta_properties import generate_uuid, read_meta_properties, write_meta_properties
 
 log = logging.getLogger("kavka.broker")
-
-
-class StartupError(RuntimeError):
-    """The broker cannot start; the message says why and names what to fix."""
 
 
 def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str], dict[Path, str]]:
@@ -199,7 +192,6 @@ class BrokerNode:
                 f"metadata log dir {self.config.metadata_log_dir} is offline: "
                 f"{self.log_manager.offline_dirs[self.config.metadata_log_dir]}"
             )
-        self._open_raft()
         self.replica_manager = ReplicaManager(
             node_id=self.node_id,
             log_manager=self.log_manager,
@@ -226,51 +218,13 @@ class BrokerNode:
             crash_point=self.faults.crash_point_hook(),
             offload=self.storage_io.run,
         )
-        # The metadata plane, on every node: committed records -> the image -> the publishers.
-        self.metadata_loader = MetadataLoader(
-            self.raft,
-            snapshot_bytes=int(self.config["metadata.log.max.record.bytes.between.snapshots"]),
-            snapshot_interval_ms=int(self.config["metadata.log.max.snapshot.interval.ms"]),
-            clock=self.clock,
-            write_snapshot=lambda *a: self.raft_driver.write_snapshot(*a),
-        )
-        self.metadata_loader.add_publisher(self.publisher.publish)
-        # The controller, only where process.roles has it.
-        if self.is_controller:
-            self.quorum_controller = QuorumController(
-                self.config,
-                self.raft,
-                self.metadata_loader,
-                clock=self.clock,
-                wakeup=lambda: self.raft_driver.wakeup(),
-            )
-        ctl = self._controller_listener()
-        self.raft_driver = RaftDriver(
-            self.raft,
-            host=ctl.host if ctl else "127.0.0.1",
-            port=ctl.port if ctl else 0,
-            peers={v: a for v, a in self.voters.items() if v != self.node_id},
-            listen=ctl is not None and self.is_controller,
-            after_poll=self._after_raft_poll,
-            # A broker-only node is an observer of the quorum: it answers no controller requests.
-            controller_apis=ControllerApis(self.quorum_controller, cluster_id=self.cluster_id) if self.quorum_controller else None,
-            rpc_schemas=RPCS,
-        )
-        # What every handler calls: local on the active controller, an RPC to it elsewhere.
-        self.controller = ControllerClient(
-            self.quorum_controller,
-            self.metadata_loader,
-            self.raft,
-            node_id=self.node_id,
-            cluster_id=self.cluster_id,
-            voters=self.voters,
-        )
+        # The metadata log, raft, the metadata loader and the controller client; the controller
+        # role where process.roles has it (broker.shared_server).
+        self.shared = SharedServer(self.config, cluster_id=self.cluster_id, clock=self.clock)
+        self.shared.open([self.publisher.publish])
+        self.controller = self.shared.controller
+        self.quorum_controller = self.shared.quorum_controller
         self._opened_at = started
-
-    def _after_raft_poll(self) -> None:
-        self.metadata_loader.after_poll()  # publish first: the controller's waiters read the image
-        if self.quorum_controller is not None:
-            self.quorum_controller.after_poll()
 
     def _open_replication(self) -> None:
         """Replica fetchers and the AlterPartition path (the ReplicaManager's collaborators)."""
@@ -325,64 +279,21 @@ class BrokerNode:
                 return host, port
         return None
 
-    def _controller_listener(self) -> Any:
-        names = {n.upper() for n in self.config["controller.listener.names"]}
-        ctl = [e for e in self.config.listeners if e.name in names]
-        if not ctl or (self.is_broker and len(ctl) == len(self.config.listeners)):
-            return None  # a sole voter may name its only listener CONTROLLER and serve clients on it
-        return ctl[0]
-
-    def _open_raft(self) -> None:
-        """The metadata log, its quorum-state and the raft client (no I/O beyond the files)."""
-        c = self.config
-        self.voters = parse_voters(c["controller.quorum.voters"]) or {self.node_id: ("127.0.0.1", 0)}
-        voters = tuple(sorted(self.voters))
-        try:
-            self.metadata_log = FileReplicatedLog.open(c.metadata_log_dir, now_ms=self.now_ms())
-        except NoSnapshotError as e:
-            raise StartupError(f"metadata.log.dir: {e}") from None
-        store = FileQuorumStateStore(self.metadata_log.log.dir / "quorum-state", voters)
-        stored = store.stored_voters()
-        if stored is not None and stored != voters:
-            self.metadata_log.close()
-            raise StartupError(
-                f"controller.quorum.voters lists voters {list(voters)} but this node's quorum-state "
-                f"({store.path}) was written by the quorum {list(stored)}: a voter set cannot change "
-                "by editing the config (KIP-853 voter changes are not supported yet)"
-            )
-        self.raft = RaftClient(
-            RaftConfig(
-                node_id=self.node_id,
-                voters=voters,
-                cluster_id=self.cluster_id,
-                election_timeout_ms=c["controller.quorum.election.timeout.ms"],
-                election_backoff_max_ms=c["controller.quorum.election.backoff.max.ms"],
-                fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
-                request_timeout_ms=c["controller.quorum.request.timeout.ms"],
-                retry_backoff_ms=c["controller.quorum.retry.backoff.ms"],
-            ),
-            self.metadata_log,
-            store,
-            random.Random(),
-            now_ms=int(time.monotonic() * 1000),
-        )
-
     async def _catch_up_metadata(self) -> None:
         """Start the raft driver; return when the metadata log is replayed (or raise StartupError)."""
-        await self.raft_driver.start()
-        self.raft_driver.task.add_done_callback(self._on_raft_stopped)
-        ready = await self.metadata_loader.wait_for(self.raft.metadata_ready, 60.0)
+        await self.shared.start(self._on_raft_stopped)
+        ready = await self.shared.wait_caught_up(60.0)
         await self.publisher.published()
         if not ready:
             raise StartupError(
                 f"the metadata quorum did not elect a leader in 60s (controller.quorum.voters): "
-                f"this node is {self.raft.state_name} in epoch {self.raft.leader_and_epoch().epoch}"
+                f"this node is {self.shared.raft.state_name} in epoch {self.shared.raft.leader_and_epoch().epoch}"
             )
         log.info(
             "metadata log replayed up to offset %d (raft %s, epoch %d)",
-            self.metadata_loader.applied_offset,
-            self.raft.state_name,
-            self.raft.leader_and_epoch().epoch,
+            self.shared.metadata_loader.applied_offset,
+            self.shared.raft.state_name,
+            self.shared.raft.leader_and_epoch().epoch,
         )
         for topic, partition in sorted(self.log_manager.future_logs()):
             self.log_dir_movers.add(TopicPartition(topic, partition))  # KIP-113: resume
@@ -609,7 +520,7 @@ class BrokerNode:
 
     @property
     def image(self) -> MetadataImage:
-        return self.metadata_loader.image
+        return self.shared.metadata_loader.image
 
     async def start(self) -> None:
         from kavka.broker.apis import KafkaApis
@@ -620,7 +531,7 @@ class BrokerNode:
         if not self.is_broker:
             # process.roles=controller: a voter that serves only its controller listener.
             self._start_controller_tasks()
-            log.info("controller-only node: serving the metadata quorum on %s", self._controller_listener())
+            log.info("controller-only node: serving the metadata quorum on %s", self.shared.controller_listener())
             return
         from kavka.broker.handlers.producer_ids import ProducerIdManager
 
@@ -635,7 +546,7 @@ class BrokerNode:
             connections_max_idle_ms=self.config["connections.max.idle.ms"],
             max_connections=self.config["max.connections"],
         )
-        ctl = self._controller_listener()
+        ctl = self.shared.controller_listener()
         bound: dict[str, int] = {}
         for ep in self.config.listeners:
             if ctl is not None and ep.name == ctl.name:
@@ -699,18 +610,10 @@ class BrokerNode:
             self._every(c["log.cleaner.backoff.ms"], self._clean, "log-cleaner")
 
     def _start_controller_tasks(self) -> None:
-        qc = self.quorum_controller
-        if qc is None:
-            return
-        # On the active controller: fence brokers whose heartbeats stopped (broker.session.timeout.ms).
-        self._every(min(250, self.config["broker.session.timeout.ms"] // 4), qc.fence_stale_brokers, "broker-sessions")
-        # On the active controller: preferred leaders back every leader.imbalance.check.interval.seconds.
-        self._every(self._leader_balance_poll_ms(), qc.maybe_balance_leaders, "leader-balance")
-
-    def _leader_balance_poll_ms(self) -> int:
-        """How often the controller is asked whether a leader imbalance check is due (it keeps the
-        schedule itself, on its own clock)."""
-        return min(1000, int(self.config["leader.imbalance.check.interval.seconds"]) * 1000)
+        cs = self.shared.controller_server
+        if cs is not None:
+            for interval_ms, fn, name in cs.periodic_tasks():
+                self._every(interval_ms, fn, name)
 
     def _every(self, interval_ms: int, fn: Callable[[], Any], name: str) -> None:
         async def loop() -> None:
@@ -759,11 +662,6 @@ class BrokerNode:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
 
-    async def _stop_quorum(self) -> None:
-        if self.quorum_controller is not None:
-            self.quorum_controller.fail_pending("this node is shutting down")
-        await self.raft_driver.stop()
-
     async def stop(self) -> None:
         if self._stopping:
             return
@@ -798,8 +696,8 @@ class BrokerNode:
             steps.append(("remote log manager", self.remote_log_manager.stop))
         steps.append(("background tasks", self._stop_tasks))
         steps.append(("storage io", self.storage_io.stop))  # jobs in flight finish before the logs close
-        if hasattr(self, "raft_driver"):
-            steps.append(("metadata quorum", self._stop_quorum))
+        if hasattr(self, "shared"):
+            steps.append(("metadata quorum", self.shared.stop))
         for name, step in steps:
             started = time.monotonic()
             result = step()
@@ -807,12 +705,11 @@ class BrokerNode:
                 await result
             if time.monotonic() - started > 1.0:
                 log.warning("shutdown: stopping the %s took %.1fs", name, time.monotonic() - started)
-        if hasattr(self, "raft_driver"):
-            self.controller.close()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()
-        self.metadata_log.close()
+        if hasattr(self, "shared"):
+            self.shared.close()
         log.info("shut down cleanly")
 
 
-__all__ = ["BrokerNode", "StartupError", "ConfigError"]
+__all__ = ["BrokerNode", "StartupError", "ConfigError", "check_log_dirs"]

@@ -27,7 +27,7 @@ from kavka.tiered.metadata import (
     decode_event,
     encode_event,
 )
-from kavka.tiered.remote_log_manager import (
+from kavka.tiered.remote_log_rules import (
     LocalSegmentView,
     TieredTopicConfig,
     local_segments_to_delete,

@@ -1,0 +1,193 @@
+"""SharedServer and ControllerServer: the parts of a node its roles share, and the controller role.
+
+Kafka's SharedServer and ControllerServer. Whatever `process.roles` says, a node has the
+`SharedServer`: the metadata log (`raft.file_log`, under `metadata.log.dir`) and its quorum-state,
+the raft client, the `RaftDriver` that moves its messages over the controller listener, the
+`MetadataLoader` that turns committed records into the node's MetadataImage and publishes it,
+and the `ControllerClient` through which every metadata change goes to the active controller. A
+node whose roles include `controller` also has a `ControllerServer`: the QuorumController that
+decides on the loader's image, the ControllerApis that serve the controller listener, and the
+controller's periodic work (broker sessions, the automatic leader rebalance). The broker role's
+parts are built by BrokerNode (broker/node.py), which owns both of these.
+
+Order: `open()` opens the metadata log and builds every part (no sockets); `start()` starts the
+raft driver; `stop()` fails the controller's waiting operations and stops the driver; `close()`
+closes the controller client's connections and the metadata log, last.
+
+Event-loop thread only.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kavka.broker.controller_apis import RPCS, ControllerApis
+from kavka.broker.controller_client import ControllerClient
+from kavka.broker.raft_driver import RaftDriver
+from kavka.config import BrokerConfig, parse_voters
+from kavka.controller.quorum_controller import QuorumController
+from kavka.metadata.loader import MetadataLoader, Publisher
+from kavka.raft.client import RaftClient, RaftConfig
+from kavka.raft.file_log import FileReplicatedLog, NoSnapshotError
+from kavka.raft.state import FileQuorumStateStore
+
+
+class StartupError(RuntimeError):
+    """The node cannot start; the message says why and names what to fix."""
+
+
+class ControllerServer:
+    """The controller role: the QuorumController, the APIs of the controller listener, and the
+    controller's periodic work."""
+
+    def __init__(
+        self, config: BrokerConfig, raft: RaftClient, loader: MetadataLoader, *, cluster_id: str,
+        clock: Callable[[], float], wakeup: Callable[[], None],
+    ) -> None:
+        self.config = config
+        self.quorum_controller = QuorumController(config, raft, loader, clock=clock, wakeup=wakeup)
+        self.apis = ControllerApis(self.quorum_controller, cluster_id=cluster_id)
+
+    def periodic_tasks(self) -> list[tuple[int, Callable[[], Any], str]]:
+        """(interval ms, function, name) of the controller's periodic work; each acts only on the
+        active controller."""
+        c = self.config
+        qc = self.quorum_controller
+        return [
+            # Fence brokers whose heartbeats stopped (broker.session.timeout.ms).
+            (min(250, c["broker.session.timeout.ms"] // 4), qc.fence_stale_brokers, "broker-sessions"),
+            # Preferred leaders back every leader.imbalance.check.interval.seconds (the controller
+            # keeps the schedule on its own clock; this only asks whether a check is due).
+            (min(1000, int(c["leader.imbalance.check.interval.seconds"]) * 1000), qc.maybe_balance_leaders, "leader-balance"),
+        ]
+
+    def stop(self) -> None:
+        self.quorum_controller.fail_pending("this node is shutting down")
+
+
+class SharedServer:
+    """The metadata log, raft, the metadata loader and the controller client: every node's."""
+
+    def __init__(self, config: BrokerConfig, *, cluster_id: str, clock: Callable[[], float]) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.cluster_id = cluster_id
+        self._clock = clock
+        roles = set(config["process.roles"])
+        self.is_broker = "broker" in roles
+        self.is_controller = "controller" in roles
+        self.voters = parse_voters(config["controller.quorum.voters"]) or {self.node_id: ("127.0.0.1", 0)}
+        self.controller_server: ControllerServer | None = None  # where process.roles has controller
+
+    def open(self, publishers: list[Publisher]) -> None:
+        """Open the metadata log and build the parts; `publishers` get every published image."""
+        c = self.config
+        self._open_raft()
+        # The metadata plane, on every node: committed records -> the image -> the publishers.
+        self.metadata_loader = MetadataLoader(
+            self.raft,
+            snapshot_bytes=int(c["metadata.log.max.record.bytes.between.snapshots"]),
+            snapshot_interval_ms=int(c["metadata.log.max.snapshot.interval.ms"]),
+            clock=self._clock,
+            write_snapshot=lambda *a: self.raft_driver.write_snapshot(*a),
+        )
+        for publisher in publishers:
+            self.metadata_loader.add_publisher(publisher)
+        if self.is_controller:
+            self.controller_server = ControllerServer(
+                c, self.raft, self.metadata_loader, cluster_id=self.cluster_id, clock=self._clock,
+                wakeup=lambda: self.raft_driver.wakeup(),
+            )
+        ctl = self.controller_listener()
+        self.raft_driver = RaftDriver(
+            self.raft,
+            host=ctl.host if ctl else "127.0.0.1",
+            port=ctl.port if ctl else 0,
+            peers={v: a for v, a in self.voters.items() if v != self.node_id},
+            listen=ctl is not None and self.is_controller,
+            after_poll=self._after_poll,
+            # A broker-only node is an observer of the quorum: it answers no controller requests.
+            controller_apis=self.controller_server.apis if self.controller_server else None,
+            rpc_schemas=RPCS,
+        )
+        # What every handler calls: local on the active controller, an RPC to it elsewhere.
+        self.controller = ControllerClient(
+            self.quorum_controller,
+            self.metadata_loader,
+            self.raft,
+            node_id=self.node_id,
+            cluster_id=self.cluster_id,
+            voters=self.voters,
+        )
+
+    @property
+    def quorum_controller(self) -> QuorumController | None:
+        return self.controller_server.quorum_controller if self.controller_server else None
+
+    def _after_poll(self) -> None:
+        self.metadata_loader.after_poll()  # publish first: the controller's waiters read the image
+        if self.controller_server is not None:
+            self.controller_server.quorum_controller.after_poll()
+
+    def controller_listener(self) -> Any:
+        """The listener of `controller.listener.names` the raft driver serves, or None."""
+        names = {n.upper() for n in self.config["controller.listener.names"]}
+        ctl = [e for e in self.config.listeners if e.name in names]
+        if not ctl or (self.is_broker and len(ctl) == len(self.config.listeners)):
+            return None  # a sole voter may name its only listener CONTROLLER and serve clients on it
+        return ctl[0]
+
+    def _open_raft(self) -> None:
+        """The metadata log, its quorum-state and the raft client (no I/O beyond the files)."""
+        c = self.config
+        voters = tuple(sorted(self.voters))
+        try:
+            self.metadata_log = FileReplicatedLog.open(c.metadata_log_dir, now_ms=int(self._clock() * 1000))
+        except NoSnapshotError as e:
+            raise StartupError(f"metadata.log.dir: {e}") from None
+        store = FileQuorumStateStore(self.metadata_log.log.dir / "quorum-state", voters)
+        stored = store.stored_voters()
+        if stored is not None and stored != voters:
+            self.metadata_log.close()
+            raise StartupError(
+                f"controller.quorum.voters lists voters {list(voters)} but this node's quorum-state "
+                f"({store.path}) was written by the quorum {list(stored)}: a voter set cannot change "
+                "by editing the config (KIP-853 voter changes are not supported yet)"
+            )
+        self.raft = RaftClient(
+            RaftConfig(
+                node_id=self.node_id,
+                voters=voters,
+                cluster_id=self.cluster_id,
+                election_timeout_ms=c["controller.quorum.election.timeout.ms"],
+                election_backoff_max_ms=c["controller.quorum.election.backoff.max.ms"],
+                fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
+                request_timeout_ms=c["controller.quorum.request.timeout.ms"],
+                retry_backoff_ms=c["controller.quorum.retry.backoff.ms"],
+            ),
+            self.metadata_log,
+            store,
+            random.Random(),
+            now_ms=int(time.monotonic() * 1000),
+        )
+
+    async def start(self, on_stopped: Callable[[Any], None]) -> None:
+        """Start the raft driver; `on_stopped(task)` when it ends."""
+        await self.raft_driver.start()
+        self.raft_driver.task.add_done_callback(on_stopped)
+
+    async def wait_caught_up(self, timeout_s: float) -> bool:
+        """Until the metadata log is caught up and replayed (raft's metadata_ready); False at the deadline."""
+        return await self.metadata_loader.wait_for(self.raft.metadata_ready, timeout_s)
+
+    async def stop(self) -> None:
+        if self.controller_server is not None:
+            self.controller_server.stop()
+        await self.raft_driver.stop()
+
+    def close(self) -> None:
+        self.controller.close()
+        self.metadata_log.close()
