@@ -9,14 +9,15 @@ A failing seed replays exactly: `Sim(seed, voters).run()`.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
 from kavka.raft import messages as m
 from kavka.raft.api import SnapshotId
-from kavka.raft.client import RaftClient
-from kavka.raft.state import EpochState
-from kavka.testing.raft_simulation import Sim
+from kavka.raft.client import PollResult, RaftClient
+from kavka.raft.state import ElectionState, EpochState, QuorumStateStore
+from kavka.testing.raft_simulation import InvariantViolation, Sim
 
 CHUNK = 100
 
@@ -104,6 +105,58 @@ class _ObserverStands(RaftClient):
         self._fire_timers()
 
 
+class _Figure8(RaftClient):
+    """Commits by counting replicas (Raft paper, figure 8): the high watermark moves over entries of
+    older epochs before the leader's own LeaderChange record is on a majority. A leader of a newer
+    epoch whose log ends in a higher epoch can then be elected and overwrite them."""
+
+    def _fetch_offset_update(self, voter: int, offset: int) -> None:
+        v = self._v
+        start, v.epoch_start_offset = v.epoch_start_offset, -1
+        try:
+            super()._fetch_offset_update(voter, offset)
+        finally:
+            v.epoch_start_offset = start
+
+
+class _UnsavedVote(RaftClient):
+    """Answers a Vote before its vote is in quorum-state: the write waits for the next poll, after
+    the answer went out, and a kill in between forgets it; restarted, it votes again in that epoch."""
+
+    _unsaved: ElectionState | None = None
+
+    def _handle_vote_request(self, env: m.Envelope) -> None:
+        durable, held = self.store, _HeldVotes(self.store)
+        self.store = held
+        try:
+            super()._handle_vote_request(env)
+        finally:
+            self.store = durable
+        self._unsaved = held.vote or self._unsaved
+
+    def poll(self, now_ms: int, inbound: list[m.Envelope] | tuple = ()) -> PollResult:
+        vote, self._unsaved = self._unsaved, None
+        if vote is not None and self.store.read() == ElectionState(epoch=vote.epoch):
+            self.store.write(vote)  # too late: the grant was sent by the previous poll
+        return super().poll(now_ms, inbound)
+
+
+class _HeldVotes:
+    """A quorum-state store that passes every write through except a vote, which it holds back."""
+
+    def __init__(self, store: QuorumStateStore) -> None:
+        self.store, self.vote = store, None
+
+    def read(self) -> ElectionState | None:
+        return self.store.read()
+
+    def write(self, state: ElectionState) -> None:
+        if state.voted_id is not None and state.leader_id is None:
+            self.vote = state
+        else:
+            self.store.write(state)
+
+
 # Broker-only nodes (process.roles=broker) are observers of the metadata quorum.
 @pytest.mark.parametrize(("voters", "observers"), [(3, 2), (1, 1), (5, 1)])
 def test_voters_with_observers(voters: int, observers: int) -> None:
@@ -147,9 +200,27 @@ def test_simulation_catches_a_broken_core(broken: type[RaftClient], voters: int,
     for seed in range(200):
         try:
             Sim(seed, voters, observers=observers, client_factory=broken).run()
-        except AssertionError:
+        except (AssertionError, ValueError):  # ValueError: MemoryLog refused a truncation below its snapshot
             return
     pytest.fail(f"{broken.__name__}: 200 seeds passed; the simulation cannot see this bug")
+
+
+# Issue 25: two bugs that once passed the default suite. Each test names the invariant that must fire
+# and the seeds it scans; the correct core passes the same seeds (test_three_voters covers them).
+def _first_failing_seed(broken: type[RaftClient], voters: int, seeds: range, invariant: str) -> int:
+    for seed in seeds:
+        try:
+            Sim(seed, voters, client_factory=broken).run()
+        except InvariantViolation as e:
+            if re.search(invariant, str(e)):
+                return seed
+            raise AssertionError(f"{broken.__name__} seed {seed}: expected /{invariant}/, got: {e}") from e
+    pytest.fail(f"{broken.__name__}: seeds {seeds} passed; the simulation cannot see this bug")
+
+
+def test_simulation_catches_a_vote_answered_before_it_is_durable() -> None:
+    # First failing seed: 18 (3 voters), thanks to the kills drawn right after a vote is granted.
+    assert _first_failing_seed(_UnsavedVote, 3, range(60), r"two leaders in epoch \d+") == 18
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from kavka.raft.api import SnapshotId
 from kavka.raft.client import RaftClient, RaftConfig
-from kavka.raft.messages import Envelope
+from kavka.raft.messages import Envelope, VoteResponse
 from kavka.raft.state import EpochState, MemoryQuorumStateStore
 from kavka.testing import ManualClock, MemoryLog, SimNetwork
 
@@ -117,6 +117,17 @@ class Sim:
         # The fsync the core asks for ends after a seeded delay (0: at once); a kill meanwhile loses it.
         self.flush_delay_ms = sr.choice([0, 2, 10, 50])
         self._flush_rng = random.Random(sr.random())
+        # Kills drawn at the moments a crash hurts most, each with a quick restart: right after a voter
+        # grants a vote (other candidates' requests still in flight: a vote answered before it was
+        # durable is forgotten and given again in that epoch), right after a voter becomes leader
+        # (its LeaderChange record, flushed or not, on no follower yet) and right after a leader's
+        # high watermark moves (a follower may hold older epochs' entries but not the new leader's
+        # record: figure 8 of the Raft paper). Own stream, as above.
+        self.moment_kill_rate = sr.choice([0.0, 0.0, 0.3, 0.7])
+        self._moment_kill_rng = random.Random(sr.random())
+        # Small fetches leave a follower part-way through older epochs' entries after a leader change:
+        # the figure-8 window, where only the leader's own-epoch record may move the high watermark.
+        self.max_fetch_entries = sr.choice([64, 64, 4, 16])
         self.net = SimNetwork(
             random.Random(r.random()),
             max_delay_ms=r.choice([5, 20, 100]),
@@ -149,6 +160,7 @@ class Sim:
             request_timeout_ms=2 * t,
             fetch_max_wait_ms=min(500, t // 2),
             fetch_snapshot_max_bytes=self.snapshot_chunk_bytes,
+            max_fetch_entries=self.max_fetch_entries,
         )
         n.client = self.client_factory(
             config, n.log, n.store, random.Random(self.rng.random()), now_ms=self.clock.now_ms
@@ -164,10 +176,15 @@ class Sim:
 
     def _poll(self, n: Node, inbound: list[Envelope]) -> None:
         assert n.client is not None
+        was_leader, hw_before = n.client.state is EpochState.LEADER, n.client.high_watermark
         result = n.client.poll(self.clock.now_ms, inbound)
         for env in result.outbound:
             for t in self.net.send(env.src, env.dst, self.clock.now_ms):
                 self._push(t, "deliver", env)
+        if self.moment_kill_rate and self._kill_moment(n, result.outbound, was_leader, hw_before):
+            kr = self._moment_kill_rng
+            if kr.random() < self.moment_kill_rate:
+                self._push(self.clock.now_ms, "kill", (n.node_id, kr.randint(1, self.net.max_delay_ms)))
         n.deadline = result.next_deadline_ms
         self._push(max(n.deadline, self.clock.now_ms + 1), "timer", (n.node_id, n.deadline))
         if result.flush_needed and not n.flushing:
@@ -178,6 +195,17 @@ class Sim:
                 self._push(self.clock.now_ms + delay, "flushed", (n.node_id, n.incarnation, ticket))
         self.check(n)
         self._maybe_snapshot(n)
+
+    @staticmethod
+    def _kill_moment(n: Node, outbound: list[Envelope], was_leader: bool, hw_before: int) -> bool:
+        c = n.client
+        assert c is not None
+        if c.state is EpochState.LEADER:
+            return not was_leader or c.high_watermark > hw_before
+        return any(
+            isinstance(env.message, VoteResponse) and env.message.vote_granted and not env.message.pre_vote
+            for env in outbound
+        )
 
     def _maybe_snapshot(self, n: Node) -> None:
         sm, c = n.machine, n.client
@@ -281,6 +309,11 @@ class Sim:
                 n.log.end_flush(ticket, ok=True)
                 n.flushing = False
                 self._poll(n, [])
+        elif kind == "kill":
+            node_id, restart_after_ms = payload
+            n = self.nodes[node_id]
+            if n.alive and sum(x.alive for x in self.nodes.values()) > 1:
+                self._kill(n, restart_after_ms)
         elif kind == "restart":
             n = self.nodes[payload]
             if not n.alive:
@@ -303,10 +336,14 @@ class Sim:
                 if self.rng.random() < 0.7:
                     leader = self.leader()
                     victim = leader if leader is not None else victim
-                victim.alive = False
-                victim.log.crash()
-                self._push(self.clock.now_ms + self.rng.randint(50, 5000), "restart", victim.node_id)
+                self._kill(victim, self.rng.randint(50, 5000))
         # else: a quiet spell
+
+    def _kill(self, n: Node, restart_after_ms: int) -> None:
+        """A hard kill: the log loses what was not flushed; quorum-state keeps what was written."""
+        n.alive = False
+        n.log.crash()
+        self._push(self.clock.now_ms + restart_after_ms, "restart", n.node_id)
 
     def run_until(self, until_ms: int) -> None:
         while self.events and self.events[0][0] <= until_ms:
@@ -319,6 +356,7 @@ class Sim:
         a new record with the rest.
         """
         self.net.drop_rate = 0.0
+        self.moment_kill_rate = 0.0
         # Liveness is owed only when the round trip is well inside the election timeout.
         self.net.max_delay_ms = min(self.net.max_delay_ms, max(1, self.election_timeout_ms // 10))
         self.net.partition([[i for i in self.ids if i != lagging], [lagging]])
@@ -347,10 +385,11 @@ class Sim:
         self._push(self.rng.randint(100, 1500), "fault", None)
         self.run_until(chaos_ms)
         # Heal everything; no new faults from here on.
-        self.events = [e for e in self.events if e[2] != "fault"]
+        self.events = [e for e in self.events if e[2] not in ("fault", "kill")]
         heapq.heapify(self.events)
         self.net.heal()
         self.net.drop_rate = 0.0
+        self.moment_kill_rate = 0.0
         # Liveness is owed only when the round trip is well inside the election timeout.
         self.net.max_delay_ms = min(self.net.max_delay_ms, max(1, self.election_timeout_ms // 10))
         for n in self.nodes.values():
