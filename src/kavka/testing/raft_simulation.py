@@ -5,12 +5,16 @@ messages travel through `SimNetwork` (delays, drops, duplicates, partitions).
 An event heap orders deliveries, node timers, client appends and faults
 (partitions, heals, hard kills that lose unflushed data, restarts) and the
 log flushes the core asks for, which end after a seeded delay (a kill before
-then loses them, as a kill during an fsync on a worker thread does). After
+then loses them, as a kill during an fsync on a worker thread does). Some seeds
+also kill a voter the moment it grants a vote, becomes leader or moves its high
+watermark, and restart it within a network delay. `run_figure8()` scripts
+figure 8 of the Raft paper with partitions instead of random faults. After
 every event the invariants are checked; `run()` ends with every fault healed
 and asserts liveness: a leader elected and a new record committed on all voters.
 
 Invariants (checked on the node that just ran, after every event):
 - at most one leader per epoch, over the whole run;
+- no follower is told to truncate below its high watermark (the core's own guard, reported here);
 - a node's epoch never goes back (across restarts: quorum-state survives);
 - a node's high watermark never goes back while it lives, nor passes its log end;
 - every record below a node's high watermark equals the record the cluster
@@ -29,6 +33,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kavka.raft.api import SnapshotId
@@ -386,11 +391,11 @@ class Sim:
             f"log [{lag.log.start_offset}, {lag.log.end_offset}), target {target}"
         )
 
-    def _step_until(self, done: object, within_ms: int) -> bool:
+    def _step_until(self, done: Callable[[], bool], within_ms: int) -> bool:
         deadline = self.clock.now_ms + within_ms
         while self.clock.now_ms < deadline and self.events:
             self.step()
-            if done():  # type: ignore[operator]
+            if done():
                 return True
         return False
 
