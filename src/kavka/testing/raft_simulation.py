@@ -5,12 +5,16 @@ messages travel through `SimNetwork` (delays, drops, duplicates, partitions).
 An event heap orders deliveries, node timers, client appends and faults
 (partitions, heals, hard kills that lose unflushed data, restarts) and the
 log flushes the core asks for, which end after a seeded delay (a kill before
-then loses them, as a kill during an fsync on a worker thread does). After
+then loses them, as a kill during an fsync on a worker thread does). Some seeds
+also kill a voter the moment it grants a vote, becomes leader or moves its high
+watermark, and restart it within a network delay. `run_figure8()` scripts
+figure 8 of the Raft paper with partitions instead of random faults. After
 every event the invariants are checked; `run()` ends with every fault healed
 and asserts liveness: a leader elected and a new record committed on all voters.
 
 Invariants (checked on the node that just ran, after every event):
 - at most one leader per epoch, over the whole run;
+- no follower is told to truncate below its high watermark (the core's own guard, reported here);
 - a node's epoch never goes back (across restarts: quorum-state survives);
 - a node's high watermark never goes back while it lives, nor passes its log end;
 - every record below a node's high watermark equals the record the cluster
@@ -29,11 +33,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kavka.raft.api import SnapshotId
 from kavka.raft.client import RaftClient, RaftConfig
-from kavka.raft.messages import Envelope
+from kavka.raft.messages import Envelope, VoteResponse
 from kavka.raft.state import EpochState, MemoryQuorumStateStore
 from kavka.testing import ManualClock, MemoryLog, SimNetwork
 
@@ -105,6 +110,7 @@ class Sim:
     committed: list = field(default_factory=list)  # offset -> (epoch, key, value, control)
     appended: int = 0
     client_factory: type[RaftClient] = RaftClient
+    max_fetch_entries: int = 64  # small in run_figure8: a follower then catches up in steps
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -117,6 +123,14 @@ class Sim:
         # The fsync the core asks for ends after a seeded delay (0: at once); a kill meanwhile loses it.
         self.flush_delay_ms = sr.choice([0, 2, 10, 50])
         self._flush_rng = random.Random(sr.random())
+        # Kills drawn at the moments a crash hurts most, each with a quick restart: right after a voter
+        # grants a vote (other candidates' requests still in flight: a vote answered before it was
+        # durable is forgotten and given again in that epoch), right after a voter becomes leader
+        # (its LeaderChange record, flushed or not, on no follower yet) and right after a leader's
+        # high watermark moves (a follower may hold older epochs' entries but not the new leader's
+        # record: figure 8 of the Raft paper). Own stream, as above.
+        self.moment_kill_rate = sr.choice([0.0, 0.0, 0.3, 0.7])
+        self._moment_kill_rng = random.Random(sr.random())
         self.net = SimNetwork(
             random.Random(r.random()),
             max_delay_ms=r.choice([5, 20, 100]),
@@ -149,6 +163,7 @@ class Sim:
             request_timeout_ms=2 * t,
             fetch_max_wait_ms=min(500, t // 2),
             fetch_snapshot_max_bytes=self.snapshot_chunk_bytes,
+            max_fetch_entries=self.max_fetch_entries,
         )
         n.client = self.client_factory(
             config, n.log, n.store, random.Random(self.rng.random()), now_ms=self.clock.now_ms
@@ -164,7 +179,14 @@ class Sim:
 
     def _poll(self, n: Node, inbound: list[Envelope]) -> None:
         assert n.client is not None
-        result = n.client.poll(self.clock.now_ms, inbound)
+        was_leader, hw_before = n.client.state is EpochState.LEADER, n.client.high_watermark
+        try:
+            result = n.client.poll(self.clock.now_ms, inbound)
+        except AssertionError as e:
+            # The core's own guard: a follower told to truncate below its high watermark.
+            if "below high watermark" in str(e) and not isinstance(e, InvariantViolation):
+                raise InvariantViolation(f"node {n.node_id} would lose committed data: {e}") from e
+            raise
         for env in result.outbound:
             for t in self.net.send(env.src, env.dst, self.clock.now_ms):
                 self._push(t, "deliver", env)
@@ -176,8 +198,25 @@ class Sim:
                 n.flushing = True
                 delay = self._flush_rng.randint(0, self.flush_delay_ms)
                 self._push(self.clock.now_ms + delay, "flushed", (n.node_id, n.incarnation, ticket))
+        if self.moment_kill_rate and self._kill_moment(n, result.outbound, was_leader, hw_before):
+            kr = self._moment_kill_rng
+            if kr.random() < self.moment_kill_rate:
+                # Pushed after the flush: with no flush delay it ends first, else either may.
+                when = self.clock.now_ms + kr.randint(0, self.flush_delay_ms)
+                self._push(when, "kill", (n.node_id, kr.randint(1, self.net.max_delay_ms)))
         self.check(n)
         self._maybe_snapshot(n)
+
+    @staticmethod
+    def _kill_moment(n: Node, outbound: list[Envelope], was_leader: bool, hw_before: int) -> bool:
+        c = n.client
+        assert c is not None
+        if c.state is EpochState.LEADER:
+            return not was_leader or c.high_watermark > hw_before
+        return any(
+            isinstance(env.message, VoteResponse) and env.message.vote_granted and not env.message.pre_vote
+            for env in outbound
+        )
 
     def _maybe_snapshot(self, n: Node) -> None:
         sm, c = n.machine, n.client
@@ -281,6 +320,11 @@ class Sim:
                 n.log.end_flush(ticket, ok=True)
                 n.flushing = False
                 self._poll(n, [])
+        elif kind == "kill":
+            node_id, restart_after_ms = payload
+            n = self.nodes[node_id]
+            if n.alive and sum(x.alive for x in self.nodes.values()) > 1:
+                self._kill(n, restart_after_ms)
         elif kind == "restart":
             n = self.nodes[payload]
             if not n.alive:
@@ -303,10 +347,14 @@ class Sim:
                 if self.rng.random() < 0.7:
                     leader = self.leader()
                     victim = leader if leader is not None else victim
-                victim.alive = False
-                victim.log.crash()
-                self._push(self.clock.now_ms + self.rng.randint(50, 5000), "restart", victim.node_id)
+                self._kill(victim, self.rng.randint(50, 5000))
         # else: a quiet spell
+
+    def _kill(self, n: Node, restart_after_ms: int) -> None:
+        """A hard kill: the log loses what was not flushed; quorum-state keeps what was written."""
+        n.alive = False
+        n.log.crash()
+        self._push(self.clock.now_ms + restart_after_ms, "restart", n.node_id)
 
     def run_until(self, until_ms: int) -> None:
         while self.events and self.events[0][0] <= until_ms:
@@ -319,6 +367,7 @@ class Sim:
         a new record with the rest.
         """
         self.net.drop_rate = 0.0
+        self.moment_kill_rate = 0.0
         # Liveness is owed only when the round trip is well inside the election timeout.
         self.net.max_delay_ms = min(self.net.max_delay_ms, max(1, self.election_timeout_ms // 10))
         self.net.partition([[i for i in self.ids if i != lagging], [lagging]])
@@ -342,21 +391,90 @@ class Sim:
             f"log [{lag.log.start_offset}, {lag.log.end_offset}), target {target}"
         )
 
+    def _step_until(self, done: Callable[[], bool], within_ms: int) -> bool:
+        deadline = self.clock.now_ms + within_ms
+        while self.clock.now_ms < deadline and self.events:
+            self.step()
+            if done():
+                return True
+        return False
+
+    def _leader_among(self, ids: list[int], above_epoch: int) -> Node | None:
+        for i in ids:
+            n = self.nodes[i]
+            if n.alive and n.client is not None and n.client.state is EpochState.LEADER:
+                if n.client.epoch > above_epoch:
+                    return n
+        return None
+
+    def run_figure8(self, *, appends: int = 8, phase_ms: int = 6000, heal_ms: int = 20000) -> None:
+        """No random faults: figure 8 of the Raft paper, scripted with partitions (3 voters).
+
+        A leader `a` is cut off and appends alone; `b` is elected by the other two and cut off the
+        moment it leads, its LeaderChange record at the offset where `a`'s lone entries sit; `a`
+        and `c` are joined, `a` is elected again and `c` fetches its older-epoch entries a few at a
+        time (set `max_fetch_entries` small). The moment `a`'s high watermark passes `b`'s record,
+        `a` is cut off and `b` joined with `c`. A core that committed `a`'s older-epoch entries by
+        counting replicas lets `b` win `c`'s vote and overwrite them; a correct one has its own
+        epoch's record on `c` by then, and `c` refuses `b`. Then everything heals and, as in
+        `run()`, a new record must commit everywhere. Phases that do not happen in time are skipped.
+        """
+        assert self.voters == 3 and self.observers == 0
+        self.net.drop_rate = 0.0
+        self.moment_kill_rate = 0.0
+        self.net.max_delay_ms = min(self.net.max_delay_ms, max(1, self.election_timeout_ms // 10))
+        self._push(1, "append", None)
+        self._step_until(lambda: self._leader_among(list(self.ids), 0) is not None, phase_ms)
+        first = self._leader_among(list(self.ids), 0)
+        self.events = [e for e in self.events if e[2] != "append"]  # appends from here are scripted
+        heapq.heapify(self.events)
+        if first is not None and first.client is not None:
+            a, rest = first, [i for i in self.ids if i != first.node_id]
+            self.net.partition([[a.node_id], rest])
+            for _ in range(appends):
+                if a.client.state is EpochState.LEADER:
+                    self.appended += 1
+                    a.client.append([(b"k%d" % self.appended, b"alone")], now_ms=self.clock.now_ms)
+                    self._poll(a, [])
+                self.run_until(self.clock.now_ms + 5)
+            found = self._step_until(lambda: self._leader_among(rest, a.client.epoch) is not None, phase_ms)
+            b = self._leader_among(rest, a.client.epoch) if found else None
+            if b is not None and b.client is not None:
+                c = next(i for i in rest if i != b.node_id)
+                record_at, b_epoch = b.log.end_offset - 1, b.client.epoch
+                self.net.partition([[a.node_id], [b.node_id], [c]])
+                self.net.partition([[a.node_id, c], [b.node_id]])
+                if self._step_until(
+                    lambda: (x := self._leader_among([a.node_id], b_epoch)) is not None
+                    and x.client is not None
+                    and x.client.high_watermark > record_at,
+                    phase_ms,
+                ):
+                    self.net.partition([[a.node_id], [b.node_id, c]])
+                    self._step_until(lambda: False, phase_ms)
+        self.net.heal()
+        # No more client appends: with fetches of a record or two, followers could fall behind for good.
+        self._await_progress(heal_ms)
+
     def run(self, *, chaos_ms: int = 8000, heal_ms: int = 20000) -> None:
         self._push(1, "append", None)
         self._push(self.rng.randint(100, 1500), "fault", None)
         self.run_until(chaos_ms)
         # Heal everything; no new faults from here on.
-        self.events = [e for e in self.events if e[2] != "fault"]
+        self.events = [e for e in self.events if e[2] not in ("fault", "kill")]
         heapq.heapify(self.events)
         self.net.heal()
         self.net.drop_rate = 0.0
+        self.moment_kill_rate = 0.0
         # Liveness is owed only when the round trip is well inside the election timeout.
         self.net.max_delay_ms = min(self.net.max_delay_ms, max(1, self.election_timeout_ms // 10))
         for n in self.nodes.values():
             if not n.alive:
                 self._start(n)
         self.check_committed_prefix()
+        self._await_progress(heal_ms)
+
+    def _await_progress(self, heal_ms: int) -> None:
         target = None
         deadline = self.clock.now_ms + heal_ms
         while self.clock.now_ms < deadline and self.events:
