@@ -1,6 +1,6 @@
 """The purgatory (ReplicaManager): waits keyed by partition, answered in the callback of the change.
 
-- `on_change` calls its callback once, at the first change to any of its partitions, and is gone
+- `Purgatory.watch` calls its callback once, at the first change to any of its partitions, and is gone
   from the others then: registered when made, so a change before the waiter's next turn of the
   loop is not missed (a parked Fetch once sat out the whole replica.fetch.wait.max.ms that way,
   and acks=all produces waited 500 ms).
@@ -112,7 +112,7 @@ def test_on_change_runs_once_and_leaves_the_other_partitions() -> None:
     async def run() -> None:
         rm, a, b, _pa, _pb = _manager()
         calls: list[int] = []
-        rm.on_change([a, b], lambda: calls.append(1), follower=True)
+        rm.purgatory.watch([a, b], lambda: calls.append(1), follower=True)
         rm.notify_append(a)
         rm.notify_append(b)
         assert calls == [1] and not rm.purgatory.append_watchers

@@ -15,13 +15,6 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from kavka.common import ConfigResourceType
-
-# ConfigResource types of a ConfigRecord (kavka.common.ConfigResourceType; these names stay for
-# the code that still uses them).
-TOPIC_RESOURCE = ConfigResourceType.TOPIC
-BROKER_RESOURCE = ConfigResourceType.BROKER
-
 
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerRecord:

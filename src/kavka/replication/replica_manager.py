@@ -47,7 +47,7 @@ from kavka.protocol.records import iter_batches
 from kavka.replication.alter_partition import AlterPartitionManager
 from kavka.replication.errors import error_for
 from kavka.replication.partition import Partition, PartitionError
-from kavka.replication.purgatory import DelayedFetch, DelayedProduce, Purgatory, Registration
+from kavka.replication.purgatory import DelayedFetch, DelayedProduce, Purgatory
 from kavka.replication.replica_selector import (
     NO_PREFERRED_REPLICA,
     ClientMetadata,
@@ -596,9 +596,6 @@ class ReplicaManager:
     def notify_append(self, tp: TopicPartition) -> None:
         """Records were appended to `tp` outside `append_records` (a coordinator's own write)."""
         self.purgatory.appended(tp)
-
-    def on_change(self, tps: Iterable[TopicPartition], callback: Callable[[], None], *, follower: bool = False) -> Registration:
-        return self.purgatory.watch(tps, callback, follower=follower)
 
     async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float, *, follower: bool = False) -> None:
         await self.purgatory.wait_for_data(tps, timeout_s, follower=follower)
