@@ -663,6 +663,8 @@ class BrokerNode:
                 await t
 
     async def stop(self) -> None:
+        """Stop a node whose start() returned (broker.main calls it only then: a start that
+        fails ends the process, which closes what open() had opened)."""
         if self._stopping:
             return
         self._stopping = True
@@ -686,18 +688,15 @@ class BrokerNode:
             steps.append(("client connections", self.server.close))
         if self.metrics is not None:
             steps.append(("metrics", self.metrics.close))
-        if hasattr(self, "replica_fetchers"):
-            steps.append(("replica fetchers", self.replica_fetchers.stop))
-        if hasattr(self, "log_dir_movers"):
-            steps.append(("log dir movers", self.log_dir_movers.stop))
+        steps.append(("replica fetchers", self.replica_fetchers.stop))
+        steps.append(("log dir movers", self.log_dir_movers.stop))
         if self.groups is not None:
             steps.append(("group coordinator", self.groups.stop))
         if self.remote_log_manager is not None:
             steps.append(("remote log manager", self.remote_log_manager.stop))
         steps.append(("background tasks", self._stop_tasks))
         steps.append(("storage io", self.storage_io.stop))  # jobs in flight finish before the logs close
-        if hasattr(self, "shared"):
-            steps.append(("metadata quorum", self.shared.stop))
+        steps.append(("metadata quorum", self.shared.stop))
         for name, step in steps:
             started = time.monotonic()
             result = step()
@@ -707,8 +706,7 @@ class BrokerNode:
                 log.warning("shutdown: stopping the %s took %.1fs", name, time.monotonic() - started)
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()
-        if hasattr(self, "shared"):
-            self.shared.close()
+        self.shared.close()
         log.info("shut down cleanly")
 
 

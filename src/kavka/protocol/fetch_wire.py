@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from kavka.protocol.framing import ProtocolError, uvarint
+from kavka.protocol.framing import ProtocolError, read_uvarint, uvarint
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -68,20 +68,8 @@ class _Reader:
         return st.unpack_from(self.buf, self.need(st.size))
 
     def uvarint(self) -> int:
-        buf, pos, end = self.buf, self.pos, self.end
-        result = shift = 0
-        while True:
-            if pos >= end:
-                raise ProtocolError("truncated varint")
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                self.pos = pos
-                return result
-            shift += 7
-            if shift > 28:
-                raise ProtocolError("varint too long")
+        value, self.pos = read_uvarint(self.buf, self.pos, self.end)
+        return value
 
     def count(self) -> int:
         """A compact array's length (-1 for null)."""

@@ -120,11 +120,15 @@ def read_request_header(frame: memoryview | bytes, *, flexible: bool) -> Request
     return RequestHeaderInfo(api_key, api_version, correlation_id, client_id, pos)
 
 
-def read_uvarint(buf: memoryview | bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: memoryview | bytes, pos: int, end: int | None = None) -> tuple[int, int]:
+    """An unsigned varint at `pos`, read no further than `end` (the buffer's end by default):
+    (value, position after it); ProtocolError when truncated or longer than 5 bytes."""
+    if end is None:
+        end = len(buf)
     result = 0
     shift = 0
     while True:
-        if pos >= len(buf):
+        if pos >= end:
             raise ProtocolError("truncated varint")
         b = buf[pos]
         pos += 1
