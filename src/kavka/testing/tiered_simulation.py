@@ -5,9 +5,9 @@
 over a list of local segment views and a `RemoteLogMetadataCache` fed by encoded
 __remote_log_metadata events: produce, copy (sometimes killed half way: COPY_SEGMENT_STARTED
 without FINISHED), clean unfinished copies, local retention, total retention, restart (the cache
-rebuilt by replaying the events). `check()` asserts the invariant after every step: no offset at
-or above the log start offset is ever in neither tier, and no segment is deleted locally before
-it was copied. Every choice comes from the `random.Random` the test seeds. Used by tests only.
+rebuilt by replaying the events). `check()` asserts the invariants after every step (InvariantViolation, named): no offset at
+or above the log start offset is ever in neither tier, no segment is deleted locally before it
+was copied, only finished copies are readable. Every choice comes from the `random.Random` the test seeds. Used by tests only.
 """
 
 from __future__ import annotations
@@ -48,6 +48,10 @@ def update(md: RemoteLogSegmentMetadata, state: RemoteLogSegmentState
            ) -> RemoteLogSegmentMetadataUpdate:
     return RemoteLogSegmentMetadataUpdate(segment_id=md.segment_id, state=state,
                                           event_timestamp_ms=7, broker_id=1)
+
+
+class InvariantViolation(AssertionError):
+    pass
 
 
 class Partition:
@@ -132,14 +136,19 @@ class Partition:
         self.cache = fresh
 
     def check(self) -> None:
-        assert not self.ever_deleted_uncopied
+        if self.ever_deleted_uncopied:
+            raise InvariantViolation("a local segment was deleted before it was copied to remote storage")
         local_start = self.local[0].base_offset
-        assert self.log_start <= self.leo
+        if self.log_start > self.leo:
+            raise InvariantViolation(f"log start offset {self.log_start} past the log end {self.leo}")
         # every offset from the log start to the local log start is in a readable remote segment
         offset = self.log_start
         while offset < local_start:
             md = self.cache.segment_for_offset(offset)
-            assert md is not None and md.start_offset <= offset, (offset, self.log_start)
+            if md is None or md.start_offset > offset:
+                raise InvariantViolation(
+                    f"offset {offset} is in neither tier (log start {self.log_start}, local start {local_start})")
             offset = md.end_offset + 1
         for md in self.cache.readable():
-            assert md.state is S.COPY_SEGMENT_FINISHED
+            if md.state is not S.COPY_SEGMENT_FINISHED:
+                raise InvariantViolation(f"a remote segment in state {md.state.name} is readable")
