@@ -5,7 +5,9 @@ fenced in about 3 s. The checks are Kafka's: every record an idempotent acks=all
 acknowledged is consumed exactly once, in order, at the offset it was acknowledged at, however
 often the leader is killed -9 in between; afterwards every replica's log holds the same batches
 (offsets and CRCs, as `kavka dump-log` prints them); min.insync.replicas refuses acks=all before
-appending; with unclean election off a partition whose only ISR member is dead stays offline
+appending; an acks=all record waits while both followers are frozen (SIGSTOP) in the ISR (with
+`Partition.acks_all_state` testing the log end instead of the high watermark this test fails:
+checked by hand, issue 25); with unclean election off a partition whose only ISR member is dead stays offline
 and loses nothing, with it on a lagging replica leads and the loss is exactly what it lacked.
 """
 
@@ -254,6 +256,48 @@ def test_min_insync_replicas_refuses_acks_all_before_appending(split_cluster: Cl
     for i in cluster.brokers:
         if i != leader:
             cluster.nodes[i].start()
+
+
+def test_acks_all_waits_for_frozen_followers_still_in_the_isr(split_cluster: Cluster) -> None:
+    """Both followers are frozen (SIGSTOP: their sockets stay open, their sessions and their lag
+    are within bounds, so they stay in the ISR): an acks=all record reaches the leader's log but
+    is not acknowledged until they fetch it. A leader that acknowledged at its own log end instead
+    of the high watermark would answer within milliseconds."""
+    import signal
+
+    cluster = split_cluster
+    topic = unique("frozen")
+    _create(cluster, topic, 1, 3, **{"min.insync.replicas": "2"})
+    leader = _leader_of(cluster, topic, 0)
+    followers = [i for i in cluster.brokers if i != leader]
+    _produce_acked(cluster.nodes[leader].bootstrap, topic, [b"warm-up"])
+    wait_until(lambda: all(_replica_batches(cluster, topic, 0, f) == _replica_batches(cluster, topic, 0, leader)
+                           for f in followers), timeout=10, message="both followers caught up")
+
+    acked: list[tuple[KafkaError | None, int]] = []
+    p = Producer({"bootstrap.servers": cluster.nodes[leader].bootstrap, "acks": "all", "linger.ms": 0,
+                  "request.timeout.ms": 30000, "message.timeout.ms": 60000})
+    p.list_topics(topic, timeout=10)  # connected and told the leader before anything freezes
+    freeze_s = 1.5  # well inside broker.session.timeout.ms (3 s) and replica.lag.time.max.ms (5 s)
+    for f in followers:
+        cluster.nodes[f].proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+    frozen_at = time.monotonic()
+    try:
+        p.produce(topic, b"while-frozen", partition=0,
+                  on_delivery=lambda e, m: acked.append((e, m.offset())))
+        wait_until(lambda: len(_replica_batches(cluster, topic, 0, leader)) == 2, timeout=freeze_s,
+                   message="the record in the leader's log")
+        while time.monotonic() - frozen_at < freeze_s:
+            p.poll(0.05)
+            assert acked == [], "acknowledged while both followers were frozen in the ISR"
+        assert sorted(_parts(cluster, topic, leader)[0].isrs) == sorted(cluster.brokers), \
+            "a follower left the ISR during the freeze: the check above proved nothing"
+    finally:
+        for f in followers:
+            cluster.nodes[f].proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+    p.flush(30)
+    assert acked == [(None, 1)]  # answered once the followers fetched it
+    assert sorted(_parts(cluster, topic, leader)[0].isrs) == sorted(cluster.brokers)
 
 
 def _follower_fetch_error(cluster: Cluster, leader: int, topic: str, replica: int, epoch: int) -> str:
