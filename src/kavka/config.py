@@ -10,7 +10,8 @@ with the matching `ConfigSource`.
 Unknown keys in server.properties are warned about and kept; a value that does
 not parse or validate raises `ConfigError` naming the key.
 
-This module imports nothing of kavka above `kavka.common` and `kavka.protocol`: the rules that
+This module imports nothing of kavka above `kavka.common`, `kavka.principal` (the pure parser of
+`ssl.principal.mapping.rules`) and `kavka.protocol`: the rules that
 belong to higher packages (the replica placer's name, controller/placement.py; a tiered topic's
 configs, tiered/) are registered here by their owners when those are imported
 (`register_validator`, `register_tiered_topic_rule`), so an entry point that parses a config imports
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kavka.common import ConfigSource, ConfigType
+from kavka.principal import rules_problem
 
 log = logging.getLogger("kavka.config")
 
@@ -116,15 +118,18 @@ class ConfigDef:
         try:
             value = _parse(self.type, raw)
         except (TypeError, ValueError) as e:
-            raise ConfigError(self.name, f"invalid value {raw!r}: {e}") from None
+            raise ConfigError(self.name, f"invalid value {self._shown(raw)}: {e}") from None
         if value is not None and self.validator is not None:
             problem = self.validator(value)
             if problem:
-                raise ConfigError(self.name, f"invalid value {raw!r}: {problem}")
+                raise ConfigError(self.name, f"invalid value {self._shown(raw)}: {problem}")
         return value
 
     def render(self, value: Any) -> str | None:
         return render(self.type, value)
+
+    def _shown(self, raw: Any) -> str:
+        return "[hidden]" if self.sensitive else repr(raw)
 
 
 def _parse(t: ConfigType, raw: Any) -> Any:
@@ -425,25 +430,91 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
     ]
 }
 
-# Security: until kavka has TLS and SASL, a key or listener that asks for them stops startup
-# naming it -- serving plaintext on a port the operator believes is encrypted is the one thing
-# worse than not starting.
+# Security. TLS is served on client listeners whose protocol is SSL (the ssl.* keys below, global
+# or per listener as listener.name.<name>.ssl.*; kavka.broker.tls builds the context). Anything
+# else security-related -- SASL, authorization, TLS between brokers or to the controller, JVM-only
+# TLS knobs -- stops startup naming the key: serving plaintext on a port the operator believes is
+# encrypted or authenticated is the one thing worse than not starting.
 _SECURITY_PREFIXES = ("ssl.", "sasl.", "security.", "delegation.token.")
 _SECURITY_KEYS = frozenset(
     {"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "principal.builder.class"}
 )
 _SECURE_PROTOCOLS = frozenset({"SSL", "SASL_SSL", "SASL_PLAINTEXT"})
 _KNOWN_PROTOCOLS = frozenset({"PLAINTEXT", *_SECURE_PROTOCOLS})
+_SASL_PROTOCOLS = frozenset({"SASL_SSL", "SASL_PLAINTEXT"})
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+_PEM, _PKCS12, _JKS = "PEM", "PKCS12", "JKS"
+JKS_CONVERSION = (
+    "JKS keystores are not supported by kavka (it has no JVM); convert once with "
+    "`keytool -importkeystore -srckeystore X.jks -destkeystore X.p12 -deststoretype PKCS12` "
+    "and set the type to PKCS12, or use PEM"
+)
+
+
+def _enabled_protocols(v: list[str]) -> str | None:
+    bad = [x for x in v if x not in TLS_PROTOCOLS]
+    if bad:
+        return (f"unknown or unsupported TLS protocols {bad}; kavka serves {', '.join(TLS_PROTOCOLS)} "
+                "(TLSv1 and TLSv1.1 are refused by OpenSSL's default security level)")
+    return None if v else "at least one protocol is needed"
+
+
+def _endpoint_identification(v: str) -> str | None:
+    # Kafka's server ignores it for incoming connections; kavka's brokers make no TLS connections.
+    return None if v in ("", "https") else "only https (the default) or empty are known"
+
+
+def _ssl(name: str, t: ConfigType, default: Any, doc: str, v: Validator | None = None, *, sensitive: bool = False) -> ConfigDef:
+    return ConfigDef(name, t, default, doc, v, sensitive=sensitive)
+
+
+_P = ConfigType.PASSWORD
+SSL_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        _ssl("ssl.keystore.type", _S, _JKS, "PEM or PKCS12 (JKS, Kafka's default, is refused: convert it)", one_of(_PEM, _PKCS12, _JKS)),
+        _ssl("ssl.keystore.location", _S, None, "the server's keystore file (PEM: certificate chain and private key)"),
+        _ssl("ssl.keystore.password", _P, None, "password of a PKCS12 keystore", sensitive=True),
+        _ssl("ssl.key.password", _P, None, "password of the private key of a PEM keystore (file or ssl.keystore.key)", sensitive=True),
+        _ssl("ssl.keystore.certificate.chain", _P, None, "the server's certificate chain, inline PEM (ssl.keystore.type=PEM)", sensitive=True),
+        _ssl("ssl.keystore.key", _P, None, "the server's private key, inline PEM (ssl.keystore.type=PEM)", sensitive=True),
+        _ssl("ssl.truststore.type", _S, _JKS, "PEM or PKCS12 (JKS is refused: convert it)", one_of(_PEM, _PKCS12, _JKS)),
+        _ssl("ssl.truststore.location", _S, None, "CA certificates that sign client certificates"),
+        _ssl("ssl.truststore.password", _P, None, "password of a PKCS12 truststore", sensitive=True),
+        _ssl("ssl.truststore.certificates", _P, None, "CA certificates, inline PEM (ssl.truststore.type=PEM)", sensitive=True),
+        _ssl("ssl.client.auth", _S, "none", "none, requested or required: ask clients for a certificate", one_of("none", "requested", "required")),
+        _ssl("ssl.enabled.protocols", _LST, list(TLS_PROTOCOLS), "TLS versions served", _enabled_protocols),
+        _ssl("ssl.protocol", _S, "TLSv1.3", "the highest TLS version served (TLSv1.2 caps it)", one_of("TLS", *TLS_PROTOCOLS)),
+        _ssl("ssl.cipher.suites", _LST, [], "TLS 1.2 cipher suites, OpenSSL names (empty: OpenSSL's defaults); TLS 1.3 suites are OpenSSL's"),
+        _ssl("ssl.principal.mapping.rules", _S, "DEFAULT", "RULE:pattern/replacement/[LU],...,DEFAULT: a client certificate's DN to a user name",
+             rules_problem),
+        _ssl("ssl.endpoint.identification.algorithm", _S, "https",
+             "accepted for Kafka's files: a server does not check its clients' host names", _endpoint_identification),
+    ]
+}
+BROKER_CONFIGS.update(SSL_CONFIGS)
+_LISTENER_SSL_RE = re.compile(r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>ssl\..+)$")
 
 
 def _security_refusal(key: str, raw: str) -> str | None:
-    """Why a security-related key cannot be honoured, or None if it asks for nothing kavka lacks."""
-    if key == "security.inter.broker.protocol" and raw.strip().upper() == "PLAINTEXT":
-        return None  # asks for what kavka does
+    """Why a security-related key cannot be honoured, or None if kavka honours it (or it is not one)."""
+    if key in SSL_CONFIGS:
+        return None
+    m = _LISTENER_SSL_RE.match(key)
+    if m and m["key"] in SSL_CONFIGS:
+        return None
+    if key == "security.inter.broker.protocol":
+        if raw.strip().upper() == "PLAINTEXT":
+            return None  # asks for what kavka does
+        return ("brokers do not speak TLS or SASL to each other yet, so this is not supported by kavka yet; "
+                "use PLAINTEXT between brokers (clients may use an SSL listener)")
+    if key.startswith("sasl.") or (key.startswith("listener.name.") and ".sasl." in key) or key.endswith(".sasl.enabled.mechanisms"):
+        return "SASL is not supported by kavka yet; remove the key (clients would not be authenticated)"
+    if key.startswith("ssl.") or m:
+        return ("this TLS setting is not supported by kavka (it honours only the ssl.* keys listed in "
+                "docs/security.md; JVM-specific and dynamic-reload keys have no meaning here); remove the key")
     if key.startswith(_SECURITY_PREFIXES) or key in _SECURITY_KEYS:
-        return "TLS, SASL and authorization are not supported by kavka yet; remove the key (the broker would otherwise serve plaintext without authentication)"
-    if key.startswith("listener.name.") and (".ssl." in key or ".sasl." in key or key.endswith(".sasl.enabled.mechanisms")):
-        return "per-listener TLS/SASL settings are not supported by kavka yet; remove the key"
+        return "SASL and authorization are not supported by kavka yet; remove the key (clients would not be authenticated or authorized)"
     return None
 
 
@@ -510,6 +581,8 @@ class BrokerConfig:
     values: Mapping[str, Any]  # every BROKER_CONFIGS key -> typed value (defaults filled in)
     explicit: frozenset[str]  # keys set in server.properties / --override
     unknown: Mapping[str, str] = field(default_factory=dict)
+    # listener.name.<name>.ssl.* -> typed value: a listener's own TLS settings (win over ssl.*).
+    listener_ssl: Mapping[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -536,6 +609,27 @@ class BrokerConfig:
     def advertised_listeners(self) -> list[Endpoint]:
         adv = self.values["advertised.listeners"]
         return parse_listeners("advertised.listeners", adv) if adv else self.listeners
+
+    def security_protocol(self, listener: str) -> str:
+        """The protocol of a listener name (listener.security.protocol.map; Kafka's default map)."""
+        return _protocol_map(self).get(listener.upper(), listener.upper() if listener.upper() in _KNOWN_PROTOCOLS else "PLAINTEXT")
+
+    def ssl_listeners(self) -> list[Endpoint]:
+        """The listeners that serve TLS (protocol SSL)."""
+        return [ep for ep in self.listeners if self.security_protocol(ep.name) == "SSL"]
+
+    def ssl_key(self, listener: str, key: str) -> str:
+        """The config key that sets `key` (an ssl.* name) for `listener`: its own prefixed key if set."""
+        own = f"listener.name.{listener.lower()}.{key}"
+        return own if own in self.listener_ssl else key
+
+    def ssl_value(self, listener: str, key: str) -> Any:
+        """`key`'s value for `listener`: listener.name.<name>.<key> wins over <key> (Kafka's rule)."""
+        own = f"listener.name.{listener.lower()}.{key}"
+        return self.listener_ssl[own] if own in self.listener_ssl else self.values[key]
+
+    def ssl_explicit(self, listener: str, key: str) -> bool:
+        return f"listener.name.{listener.lower()}.{key}" in self.listener_ssl or key in self.explicit
 
     def static_topic_default(self, topic_key: str) -> tuple[Any, ConfigSource]:
         """The broker-level default of a topic config and where it came from."""
@@ -567,10 +661,16 @@ class BrokerConfig:
 def build_config(props: Mapping[str, str]) -> BrokerConfig:
     values: dict[str, Any] = {}
     unknown: dict[str, str] = {}
+    listener_ssl: dict[str, Any] = {}
     for key, raw in props.items():
         refusal = _security_refusal(key, raw)
         if refusal:
             raise ConfigError(key, refusal)
+        m = _LISTENER_SSL_RE.match(key)
+        if m:
+            d = SSL_CONFIGS[m["key"]]
+            listener_ssl[f"listener.name.{m['listener'].lower()}.{m['key']}"] = _parse_as(d, key, raw)
+            continue
         d = BROKER_CONFIGS.get(key)
         if d is None and key.startswith(RSM_CONFIG_PREFIX):
             unknown[key] = raw  # the RemoteStorageManager's own keys (remote.log.storage.manager.class.name)
@@ -588,7 +688,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
             values["node.id"] = values["broker.id"]
         else:
             raise ConfigError("node.id", "missing: every kavka server needs a node.id >= 0")
-    cfg = BrokerConfig(values=values, explicit=explicit, unknown=unknown)
+    cfg = BrokerConfig(values=values, explicit=explicit, unknown=unknown, listener_ssl=listener_ssl)
     _check_listener_security(cfg)
     _check_roles(cfg)
     for key in sorted(explicit):
@@ -607,31 +707,89 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
     return cfg
 
 
-def _check_listener_security(cfg: BrokerConfig) -> None:
-    """Every listener must map to PLAINTEXT (Kafka's listener.security.protocol.map rules)."""
+def _parse_as(d: ConfigDef, key: str, raw: str) -> Any:
+    """Parse a listener.name.<name>.ssl.* value with its ssl.* definition, naming the prefixed key."""
+    try:
+        return d.parse(raw)
+    except ConfigError as e:
+        raise ConfigError(key, str(e).split(": ", 1)[1]) from None
+
+
+def _protocol_map(cfg: BrokerConfig) -> dict[str, str]:
     mapping: dict[str, str] = {}
     for item in cfg.values["listener.security.protocol.map"] or []:
         name, sep, proto = item.partition(":")
         if not sep or not name.strip() or proto.strip().upper() not in _KNOWN_PROTOCOLS:
             raise ConfigError("listener.security.protocol.map", f"invalid entry {item!r}: expected NAME:PROTOCOL")
-        proto = proto.strip().upper()
-        if proto in _SECURE_PROTOCOLS:
+        mapping[name.strip().upper()] = proto.strip().upper()
+    return mapping
+
+
+def _check_listener_security(cfg: BrokerConfig) -> None:
+    """Listeners are PLAINTEXT, or SSL for clients only (Kafka's listener.security.protocol.map rules)."""
+    mapping = _protocol_map(cfg)
+    for name, proto in mapping.items():
+        if proto in _SASL_PROTOCOLS:
             raise ConfigError(
                 "listener.security.protocol.map",
-                f"{item!r} asks for {proto}, which is not supported by kavka yet; it would serve plaintext",
+                f"{name}:{proto} asks for SASL, which is not supported by kavka yet; it would serve without authentication",
             )
-        mapping[name.strip().upper()] = proto
     for key in ("listeners", "advertised.listeners"):
         if cfg.values[key] is None:
             continue
         for ep in parse_listeners(key, cfg.values[key]):
-            proto = mapping.get(ep.name, ep.name if ep.name in _KNOWN_PROTOCOLS else "PLAINTEXT")
-            if proto in _SECURE_PROTOCOLS:
+            proto = cfg.security_protocol(ep.name)
+            if proto in _SASL_PROTOCOLS:
                 raise ConfigError(
                     key,
                     f"listener {ep} asks for {proto}, which is not supported by kavka yet "
-                    "(it would serve plaintext without authentication); use PLAINTEXT",
+                    "(SASL: it would serve without authentication); use PLAINTEXT or SSL",
                 )
+    ssl_names = {ep.name for ep in cfg.ssl_listeners()}
+    controllers = {n.upper() for n in cfg.values["controller.listener.names"]}
+    for name in sorted(ssl_names & controllers):
+        raise ConfigError(
+            "controller.listener.names",
+            f"{name} asks for SSL, which is not supported by kavka yet on a controller listener "
+            "(kavka's own KRaft connections do not speak TLS); map it to PLAINTEXT",
+        )
+    ibl = (cfg.values["inter.broker.listener.name"] or "").upper()
+    if not ibl:
+        first = next((ep for ep in cfg.listeners if ep.name not in controllers), None)
+        if first is not None and first.name in ssl_names and "broker" in cfg.values["process.roles"]:
+            raise ConfigError(
+                "listeners",
+                f"{first} would be the inter-broker listener (the first listener that is not a controller listener, "
+                "as inter.broker.listener.name is unset) and asks for SSL, which is not supported by kavka yet "
+                "between brokers; list a PLAINTEXT listener first or set inter.broker.listener.name to one",
+            )
+    elif ibl in ssl_names:
+        raise ConfigError(
+            "inter.broker.listener.name",
+            f"{ibl} asks for SSL, which is not supported by kavka yet between brokers "
+            "(kavka's own outgoing connections do not speak TLS); name a PLAINTEXT listener",
+        )
+    _check_ssl_keys(cfg, ssl_names)
+
+
+def _check_ssl_keys(cfg: BrokerConfig, ssl_names: set[str]) -> None:
+    """Every ssl.* key set has an effect (some SSL listener uses it); each SSL listener has a
+    keystore kavka can read the type of (kavka.broker.tls reads the files at startup)."""
+    for key in sorted(cfg.listener_ssl):
+        listener = key.split(".")[2].upper()
+        if listener not in ssl_names:
+            raise ConfigError(key, f"{listener} is not a listener whose protocol is SSL, so this key would have no effect")
+    if not ssl_names:
+        for key in sorted(cfg.explicit & SSL_CONFIGS.keys()):
+            raise ConfigError(key, "no listener's protocol is SSL, so this key would have no effect; add an SSL listener or remove it")
+    for name in sorted(ssl_names):
+        for store in ("keystore", "truststore"):
+            type_key = f"ssl.{store}.type"
+            location = cfg.ssl_value(name, f"ssl.{store}.location")
+            kind = cfg.ssl_value(name, type_key)
+            if location and kind == _JKS:
+                default = "" if cfg.ssl_explicit(name, type_key) else " (Kafka's default)"
+                raise ConfigError(cfg.ssl_key(name, type_key), f"JKS{default}: {JKS_CONVERSION}")
 
 
 def parse_voters(values: Sequence[str]) -> dict[int, tuple[str, int]]:

@@ -525,7 +525,12 @@ class BrokerNode:
     async def start(self) -> None:
         from kavka.broker.apis import KafkaApis
         from kavka.broker.server import KafkaServer
+        from kavka.broker.tls import TlsConfigError, build_listener_tls
 
+        try:  # before anything is opened: a bad keystore stops startup at once
+            tls = build_listener_tls(self.config)
+        except TlsConfigError as e:
+            raise StartupError(str(e)) from None
         self.open()
         await self._catch_up_metadata()
         if not self.is_broker:
@@ -552,12 +557,12 @@ class BrokerNode:
             if ctl is not None and ep.name == ctl.name:
                 continue  # the raft driver serves it
             try:
-                port = await self.server.listen(ep.host, ep.port)
+                port = await self.server.listen(ep.host, ep.port, listener=ep.name, tls=tls.get(ep.name))
             except OSError as e:
                 raise StartupError(f"listeners: cannot listen on {ep}: {e.strerror}") from None
             self.bound_ports.append(port)
             bound[ep.name] = port
-            log.info("listening on %s://%s:%d", ep.name, ep.host, port)
+            log.info("listening on %s://%s:%d (%s)", ep.name, ep.host, port, self.config.security_protocol(ep.name))
         # What other nodes and clients are told (a listener on port 0 gets a real port).
         adv = [
             (ep.name, ep.host, bound[ep.name] if ep.port == 0 else ep.port)

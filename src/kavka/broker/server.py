@@ -54,6 +54,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.broker.tls import HANDSHAKE_TIMEOUT_S, ListenerTls, peer_principal
+from kavka.principal import ANONYMOUS, NoMatchingRule
 from kavka.protocol import api, fetch_wire, legacy, versions
 from kavka.protocol.framing import (
     FrameDecoder,
@@ -78,6 +80,11 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     peer: str
+    # The listener the connection came in on (Metadata and FindCoordinator answer with its endpoints).
+    listener: str = ""
+    # Kafka's KafkaPrincipal: User:<mapped certificate DN> on an SSL listener with a client
+    # certificate, else User:ANONYMOUS. Nothing authorizes with it yet.
+    principal: str = ANONYMOUS
 
 
 # A handler returns a response entity, an awaitable of one, or None (no response).
@@ -96,8 +103,11 @@ class _Slot:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, server: KafkaServer) -> None:
+    def __init__(self, server: KafkaServer, listener: str = "", tls: ListenerTls | None = None) -> None:
         self.server = server
+        self.listener = listener
+        self.tls = tls
+        self.principal = ANONYMOUS
         self.decoder = FrameDecoder(server.max_request_size)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -115,6 +125,15 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.server.connections.add(self)
+        if self.tls is not None:
+            # Called once the TLS handshake is done: the client certificate (if any) is known.
+            try:
+                self.principal = peer_principal(self.tls, transport.get_extra_info("ssl_object"))
+            except NoMatchingRule as e:
+                log.warning("closing TLS connection from %s on %s: %s", self.peer, self.listener, e)
+                self.close()
+                return
+            log.debug("TLS connection from %s on %s: principal %s", self.peer, self.listener, self.principal)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -219,7 +238,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.client_software = f"{request.client_software_name} {request.client_software_version}"
             # Fields this version lacks read as their defaults (protocol.versions).
             request = versions.with_defaults(api_key, request)
-        ctx = RequestContext(api_key, ctx_version, correlation_id, header.client_id, self.peer)
+        ctx = RequestContext(api_key, ctx_version, correlation_id, header.client_id, self.peer, self.listener, self.principal)
         result = handler(ctx, request)
         if api_key == api.ApiKey.PRODUCE and self.server.cut_after_this_produce():
             log.warning("fault injection: closing the connection from %s after a produce, before its answer", self.peer)
@@ -305,6 +324,7 @@ class KafkaServer:
         self.connections_max_idle_ms = connections_max_idle_ms
         self.max_connections = max_connections
         self._tasks: list[asyncio.Task[None]] = []
+        self._handshakes: set[asyncio.Future[None]] = set()
         self._slot_free = asyncio.Event()
         self._slot_free.set()
         self._unsupported_seen: set[tuple[str | None, str | None, int, int]] = set()
@@ -329,7 +349,9 @@ class KafkaServer:
         self._produces += 1
         return self._produces % self.cut_produce_every == 0
 
-    async def listen(self, host: str, port: int) -> int:
+    async def listen(self, host: str, port: int, *, listener: str = "", tls: ListenerTls | None = None) -> int:
+        """Bind `host:port` for the listener named `listener`, serving TLS with `tls` if given;
+        returns the bound port."""
         loop = asyncio.get_running_loop()
         infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         bound: int | None = None
@@ -352,7 +374,7 @@ class KafkaServer:
             raise
         for sock in socks:
             sock.setblocking(False)
-            accept = asyncio.ensure_future(self._accept_loop(sock))
+            accept = asyncio.ensure_future(self._accept_loop(sock, listener, tls))
             accept.add_done_callback(partial(self._accept_done, sock))
             self._tasks.append(accept)
         if not any(t.get_name() == "kavka-idle-reaper" for t in self._tasks) and self.connections_max_idle_ms >= 0:
@@ -370,7 +392,7 @@ class KafkaServer:
         if len(self.connections) < self.max_connections:
             self._slot_free.set()
 
-    async def _accept_loop(self, sock: socket.socket) -> None:
+    async def _accept_loop(self, sock: socket.socket, listener: str, tls: ListenerTls | None) -> None:
         loop = asyncio.get_running_loop()
         while True:
             if len(self.connections) >= self.max_connections:
@@ -387,11 +409,35 @@ class KafkaServer:
                     continue
                 raise
             conn.setblocking(False)
-            try:
-                await loop.connect_accepted_socket(lambda: KafkaConnection(self), conn)
-            except OSError as e:  # the peer went away before we set it up
-                log.debug("connection setup failed: %s", e)
-                conn.close()
+            factory = partial(KafkaConnection, self, listener, tls)
+            if tls is None:
+                try:
+                    await loop.connect_accepted_socket(factory, conn)
+                except OSError as e:  # the peer went away before we set it up
+                    log.debug("connection setup failed: %s", e)
+                    conn.close()
+                continue
+            # The handshake runs as its own task: a slow or silent client must not hold up accepting.
+            handshake = asyncio.ensure_future(self._tls_handshake(factory, conn, listener, tls))
+            self._handshakes.add(handshake)
+            handshake.add_done_callback(self._handshakes.discard)
+
+    async def _tls_handshake(self, factory: Callable[[], KafkaConnection], conn: socket.socket, listener: str, tls: ListenerTls) -> None:
+        """Set up one TLS connection; a failed handshake (a plaintext client, an unknown client
+        certificate, a timeout) costs that connection and one log line, never the listener."""
+        try:
+            peer = conn.getpeername()
+            who = f"{peer[0]}:{peer[1]}"
+        except OSError:
+            who = "?"
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                factory, conn, ssl=tls.context, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S
+            )
+        except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
+            reason = getattr(e, "reason", None) or str(e) or type(e).__name__
+            log.warning("closing connection from %s on %s: TLS handshake failed (%s)", who, listener, reason)
+            conn.close()
 
     async def _reap_idle(self) -> None:
         loop = asyncio.get_running_loop()
@@ -408,6 +454,8 @@ class KafkaServer:
     def stop_accepting(self) -> None:
         for t in self._tasks:
             t.cancel()
+        for h in self._handshakes:
+            h.cancel()
 
     async def close(self, timeout: float = 5.0) -> None:
         """Stop accepting, let in-flight responses drain (bounded), then close connections."""

@@ -64,6 +64,14 @@ class BrokerRegistration:
         """May lead partitions and be shown to clients (unfenced, not shutting down)."""
         return not self.fenced and not self.in_controlled_shutdown
 
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of this broker on `listener` (Kafka answers clients on the listener they
+        came in on); "" means the first endpoint. None if it has no such listener."""
+        for name, host, port in self.endpoints:
+            if not listener or name.upper() == listener.upper():
+                return host, port
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class MetadataImage:

@@ -47,7 +47,7 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
             config_source=int(res.source),
             is_default=res.source == ConfigSource.DEFAULT_CONFIG,  # v0 only
             is_sensitive=d.sensitive,
-            synonyms=tuple(make(syn_cls, name=s.name, value=s.value, source=int(s.source)) for s in res.synonyms)
+            synonyms=tuple(make(syn_cls, name=s.name, value=None if d.sensitive else s.value, source=int(s.source)) for s in res.synonyms)
             if include_synonyms
             else (),
             config_type=int(d.type),

@@ -35,7 +35,7 @@ TRANSACTION_KEY_TYPE = 1
 NO_TRANSACTIONS = "transactions are not supported by kavka yet; use an idempotent producer without transactional.id"
 
 
-async def _locate(node: BrokerNode, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
+async def _locate(node: BrokerNode, listener: str, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.transactional_id_authorization_failed, -1, "", -1
     # Created on first use, as Kafka does; until it exists, clients retry.
@@ -46,9 +46,10 @@ async def _locate(node: BrokerNode, key_type: int, key: str) -> tuple[ErrorCode,
     topic = image.topics_by_name.get(OFFSETS_TOPIC)
     reg = topic.partitions.get(node.groups.partition_for(key)) if topic is not None else None
     broker = image.brokers.get(reg.leader) if reg is not None and reg.leader is not None else None
-    if broker is None or broker.fenced or not broker.endpoints:
+    ep = broker.endpoint(listener) if broker is not None else None  # the endpoint Metadata advertises
+    if broker is None or broker.fenced or ep is None:
         return ErrorCode.coordinator_not_available, -1, "", -1
-    _name, host, port = broker.endpoints[0]  # the endpoint Metadata advertises for that broker
+    host, port = ep
     return ErrorCode.none, broker.broker_id, host, port
 
 
@@ -56,7 +57,7 @@ async def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: An
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     key_type = int(req.key_type)
     if ctx.api_version < 4:
-        error, node_id, host, port = await _locate(node, key_type, req.key)
+        error, node_id, host, port = await _locate(node, ctx.listener, key_type, req.key)
         return make(
             resp_cls,
             throttle_time=NO_THROTTLE,
@@ -69,7 +70,7 @@ async def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: An
     coord_cls = nested(resp_cls, "Coordinator")
     coordinators = []
     for key in req.coordinator_keys:
-        error, node_id, host, port = await _locate(node, key_type, key)
+        error, node_id, host, port = await _locate(node, ctx.listener, key_type, key)
         coordinators.append(
             make(
                 coord_cls,

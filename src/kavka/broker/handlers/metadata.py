@@ -25,13 +25,15 @@ if TYPE_CHECKING:
 _OPS_UNSET = -2147483648  # topic_authorized_operations when not requested
 
 
-def _brokers(node: BrokerNode, cls: type, id_field: str, *, include_fenced: bool = False) -> tuple[Any, ...]:
-    """Live (unfenced) brokers, as Kafka's KRaft metadata cache answers; DescribeCluster v2 may ask for all."""
+def _brokers(node: BrokerNode, ctx: RequestContext, cls: type, id_field: str, *, include_fenced: bool = False) -> tuple[Any, ...]:
+    """Live (unfenced) brokers, as Kafka's KRaft metadata cache answers; DescribeCluster v2 may ask for all.
+    Each at its endpoint on the listener the request came in on; a broker without one is left out (Kafka)."""
     out = []
     for b in sorted(node.image.brokers.values(), key=lambda b: b.broker_id):
-        if not b.endpoints or (b.fenced and not include_fenced):
+        ep = b.endpoint(ctx.listener)
+        if ep is None or (b.fenced and not include_fenced):
             continue
-        name, host, port = b.endpoints[0]
+        host, port = ep
         out.append(make(cls, **{id_field: b.broker_id}, host=host, port=port, rack=b.rack, is_fenced=b.fenced))
     return tuple(out)
 
@@ -131,7 +133,7 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
     return make(
         resp_cls,
         throttle_time=NO_THROTTLE,
-        brokers=_brokers(node, nested(resp_cls, "MetadataResponseBroker"), "node_id"),
+        brokers=_brokers(node, ctx, nested(resp_cls, "MetadataResponseBroker"), "node_id"),
         cluster_id=node.cluster_id,
         controller_id=_controller_id(node),
         topics=tuple(topics),
@@ -157,6 +159,7 @@ def handle_describe_cluster(node: BrokerNode, ctx: RequestContext, req: Any) -> 
         controller_id=_controller_id(node),
         brokers=_brokers(
             node,
+            ctx,
             nested(resp_cls, "DescribeClusterBroker"),
             "broker_id",
             include_fenced=bool(getattr(req, "include_fenced_brokers", False)),

@@ -1,0 +1,273 @@
+"""TLS on client listeners: one `ssl.SSLContext` per SSL listener, built once at startup.
+
+Kafka's keys (DefaultSslEngineFactory), each read for the listener as `listener.name.<name>.<key>`
+if set, else `<key>` (BrokerConfig.ssl_value):
+
+- keystore: `ssl.keystore.type` PEM -- a file (`ssl.keystore.location`, certificate chain and
+  private key, the key decrypted with `ssl.key.password`) or inline (`ssl.keystore.certificate.chain`
+  + `ssl.keystore.key`); PKCS12 -- a file opened with `ssl.keystore.password` (cryptography's
+  loader). JKS was refused by kavka.config.
+- truststore (the CAs that sign client certificates): PEM file or inline
+  `ssl.truststore.certificates`, or PKCS12 with `ssl.truststore.password`.
+- `ssl.client.auth` none / requested / required -> CERT_NONE / CERT_OPTIONAL / CERT_REQUIRED.
+- `ssl.enabled.protocols` and `ssl.protocol` -> minimum and maximum TLS versions;
+  `ssl.cipher.suites` -> `set_ciphers` (TLS 1.2; OpenSSL keeps its own TLS 1.3 suites).
+
+The `ssl` module loads a certificate chain and key only from a path, so inline PEM and PKCS12 keys
+are written to a private (0600) temporary file that is removed as soon as the context has read it;
+the key in that file is encrypted with a one-time random password. Any failure is a `TlsConfigError`
+naming the key and never showing a password or key material.
+
+`peer_principal` gives a connection's principal from its client certificate
+(`ssl.principal.mapping.rules`, kavka.principal). Called from the event-loop thread at startup and
+per connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import secrets
+import ssl
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
+
+from kavka.config import BrokerConfig
+from kavka.principal import ANONYMOUS, Rule, map_dn, parse_rules
+
+_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+# TLS 1.3 suite names (the same in IANA and OpenSSL spelling): Python cannot choose among them.
+_TLS13_SUITES = frozenset(
+    {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_128_CCM_SHA256", "TLS_AES_128_CCM_8_SHA256"}
+)
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+HANDSHAKE_TIMEOUT_S = 10.0
+
+
+class TlsConfigError(Exception):
+    """An SSL listener cannot be set up; names the key, never a secret."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerTls:
+    """What an SSL listener needs per connection: its context and its principal rules."""
+
+    listener: str
+    context: ssl.SSLContext
+    rules: tuple[Rule, ...]
+
+
+def build_listener_tls(config: BrokerConfig) -> dict[str, ListenerTls]:
+    """Every SSL listener's context, by listener name (TlsConfigError naming the key)."""
+    return {ep.name: _build(config, ep.name) for ep in config.ssl_listeners()}
+
+
+def peer_principal(tls: ListenerTls, ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str:
+    """`User:<mapped DN>` of the client certificate, `User:ANONYMOUS` without one
+    (kavka.principal.NoMatchingRule if no rule maps its DN)."""
+    der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    if not der:
+        return ANONYMOUS
+    dn = x509.load_der_x509_certificate(der).subject.rfc4514_string()
+    return f"User:{map_dn(tls.rules, dn)}"
+
+
+def _build(config: BrokerConfig, listener: str) -> ListenerTls:
+    def value(key: str) -> object:
+        return config.ssl_value(listener, key)
+
+    def name(key: str) -> str:
+        return config.ssl_key(listener, key)
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    enabled = [_VERSIONS[p] for p in value("ssl.enabled.protocols")]  # type: ignore[attr-defined]
+    ctx.minimum_version = min(enabled)
+    highest = max(enabled)
+    if value("ssl.protocol") == "TLSv1.2":
+        highest = ssl.TLSVersion.TLSv1_2
+        if ctx.minimum_version > highest:
+            raise TlsConfigError(name("ssl.protocol"), "TLSv1.2 is below every protocol in ssl.enabled.protocols")
+    ctx.maximum_version = highest
+    _set_ciphers(ctx, name("ssl.cipher.suites"), list(value("ssl.cipher.suites")))  # type: ignore[call-overload]
+    _load_keystore(ctx, value, name)
+    client_auth = str(value("ssl.client.auth"))
+    has_truststore = _load_truststore(ctx, value, name)
+    if client_auth != "none" and not has_truststore:
+        raise TlsConfigError(
+            name("ssl.client.auth"),
+            f"{client_auth} needs the CAs of client certificates: set ssl.truststore.location or ssl.truststore.certificates",
+        )
+    ctx.verify_mode = _CLIENT_AUTH[client_auth]
+    return ListenerTls(listener, ctx, parse_rules(str(value("ssl.principal.mapping.rules"))))
+
+
+def _set_ciphers(ctx: ssl.SSLContext, key: str, suites: list[str]) -> None:
+    tls12 = [s for s in suites if s not in _TLS13_SUITES]
+    for suite in tls12:  # each one, so an unknown name is refused rather than silently dropped
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).set_ciphers(suite)
+        except ssl.SSLError:
+            raise TlsConfigError(key, f"unknown cipher suite {suite!r} (OpenSSL names, e.g. ECDHE-RSA-AES256-GCM-SHA384)") from None
+    if tls12:
+        ctx.set_ciphers(":".join(tls12))
+
+
+def _read(key: str, location: object) -> bytes:
+    try:
+        return Path(str(location)).read_bytes()
+    except OSError as e:
+        raise TlsConfigError(key, f"cannot read {location}: {e.strerror}") from None
+
+
+def _secret(v: object) -> bytes | None:
+    return None if v is None or v == "" else str(v).encode()
+
+
+def _pem_blocks(key: str, text: str, *, kinds: tuple[str, ...]) -> list[str]:
+    """PEM blocks of `text` re-wrapped: inline values from a properties file lose their line breaks
+    (a `\\` continuation joins lines), as Kafka's PemParser accepts."""
+    out = []
+    for kind, body in _PEM_BLOCK.findall(text):
+        if not any(kind.endswith(k) for k in kinds):
+            continue
+        b64 = re.sub(r"\s+", "", body)
+        try:
+            base64.b64decode(b64, validate=True)
+        except ValueError:
+            raise TlsConfigError(key, f"a {kind} block is not valid base64") from None
+        lines = [b64[i : i + 64] for i in range(0, len(b64), 64)]
+        out.append(f"-----BEGIN {kind}-----\n" + "\n".join(lines) + f"\n-----END {kind}-----\n")
+    if not out:
+        raise TlsConfigError(key, f"no PEM {' or '.join(kinds)} block found")
+    return out
+
+
+def _load_chain_from_memory(ctx: ssl.SSLContext, key: str, pem: bytes, password: bytes | None) -> None:
+    """load_cert_chain needs a path: a 0600 temporary file, removed once read."""
+    fd, path = tempfile.mkstemp(prefix="kavka-tls-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+        ctx.load_cert_chain(path, password=password or b"")
+    except ssl.SSLError as e:
+        raise TlsConfigError(key, f"the certificate chain and private key do not load: {e.reason or e}") from None
+    finally:
+        os.unlink(path)
+
+
+def _load_keystore(ctx: ssl.SSLContext, value, name) -> None:  # type: ignore[no-untyped-def]
+    kind = value("ssl.keystore.type")
+    location = value("ssl.keystore.location")
+    chain, key = value("ssl.keystore.certificate.chain"), value("ssl.keystore.key")
+    if chain or key:
+        if kind != "PEM":
+            raise TlsConfigError(name("ssl.keystore.type"), "must be PEM with ssl.keystore.certificate.chain / ssl.keystore.key")
+        if location:
+            raise TlsConfigError(name("ssl.keystore.location"), "set either it or ssl.keystore.certificate.chain and ssl.keystore.key, not both")
+        if not chain or not key:
+            missing = "ssl.keystore.certificate.chain" if not chain else "ssl.keystore.key"
+            raise TlsConfigError(name(missing), "missing: an inline PEM keystore needs both the chain and the key")
+        certs = _pem_blocks(name("ssl.keystore.certificate.chain"), str(chain), kinds=("CERTIFICATE",))
+        keys = _pem_blocks(name("ssl.keystore.key"), str(key), kinds=("PRIVATE KEY",))
+        _load_pem_key_and_chain(ctx, name, keys[0].encode(), "".join(certs).encode(), value("ssl.key.password"))
+        return
+    if not location:
+        raise TlsConfigError(
+            name("ssl.keystore.location"),
+            "missing: an SSL listener needs a keystore (or ssl.keystore.certificate.chain and ssl.keystore.key)",
+        )
+    data = _read(name("ssl.keystore.location"), location)
+    if kind == "PEM":
+        if value("ssl.keystore.password"):
+            raise TlsConfigError(name("ssl.keystore.password"), "cannot be used with a PEM keystore; only ssl.key.password encrypts its key")
+        text = data.decode("ascii", "replace")
+        certs = _pem_blocks(name("ssl.keystore.location"), text, kinds=("CERTIFICATE",))
+        keys = _pem_blocks(name("ssl.keystore.location"), text, kinds=("PRIVATE KEY",))
+        _load_pem_key_and_chain(ctx, name, keys[0].encode(), "".join(certs).encode(), value("ssl.key.password"))
+        return
+    try:
+        store = pkcs12.load_pkcs12(data, _secret(value("ssl.keystore.password")))
+    except ValueError:
+        raise TlsConfigError(
+            name("ssl.keystore.password"),
+            f"cannot open the PKCS12 keystore {location}: wrong password or not a PKCS12 file",
+        ) from None
+    if store.key is None or store.cert is None:
+        raise TlsConfigError(name("ssl.keystore.location"), f"{location} holds no private key with its certificate")
+    certs = [store.cert.certificate, *(c.certificate for c in store.additional_certs)]
+    _load_key_object(ctx, name("ssl.keystore.location"), store.key, certs)
+
+
+def _load_pem_key_and_chain(ctx: ssl.SSLContext, name, key_pem: bytes, chain_pem: bytes, password: object) -> None:  # type: ignore[no-untyped-def]
+    try:
+        key = serialization.load_pem_private_key(key_pem, _secret(password))
+    except (ValueError, TypeError):
+        raise TlsConfigError(name("ssl.key.password"), "the private key does not decrypt with it (wrong, missing or not needed)") from None
+    try:
+        certs = x509.load_pem_x509_certificates(chain_pem)
+    except ValueError:
+        raise TlsConfigError(name("ssl.keystore.location"), "the certificate chain does not parse") from None
+    _load_key_object(ctx, name("ssl.keystore.location"), key, certs)
+
+
+def _load_key_object(ctx: ssl.SSLContext, key_name: str, key, certs: list[x509.Certificate]) -> None:  # type: ignore[no-untyped-def]
+    one_time = secrets.token_hex(16).encode()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(one_time),
+    ) + b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certs)
+    _load_chain_from_memory(ctx, key_name, pem, one_time)
+
+
+def _load_truststore(ctx: ssl.SSLContext, value, name) -> bool:  # type: ignore[no-untyped-def]
+    kind = value("ssl.truststore.type")
+    location = value("ssl.truststore.location")
+    inline = value("ssl.truststore.certificates")
+    if inline:
+        if kind != "PEM":
+            raise TlsConfigError(name("ssl.truststore.type"), "must be PEM with ssl.truststore.certificates")
+        if location:
+            raise TlsConfigError(name("ssl.truststore.location"), "set either it or ssl.truststore.certificates, not both")
+        pem = "".join(_pem_blocks(name("ssl.truststore.certificates"), str(inline), kinds=("CERTIFICATE",)))
+        _verify_locations(ctx, name("ssl.truststore.certificates"), pem)
+        return True
+    if not location:
+        return False
+    data = _read(name("ssl.truststore.location"), location)
+    if kind == "PEM":
+        if value("ssl.truststore.password"):
+            raise TlsConfigError(name("ssl.truststore.password"), "cannot be used with a PEM truststore")
+        pem = "".join(_pem_blocks(name("ssl.truststore.location"), data.decode("ascii", "replace"), kinds=("CERTIFICATE",)))
+    else:
+        try:
+            store = pkcs12.load_pkcs12(data, _secret(value("ssl.truststore.password")))
+        except ValueError:
+            raise TlsConfigError(
+                name("ssl.truststore.password"),
+                f"cannot open the PKCS12 truststore {location}: wrong password or not a PKCS12 file",
+            ) from None
+        certs = ([store.cert] if store.cert is not None else []) + list(store.additional_certs)
+        if not certs:
+            raise TlsConfigError(name("ssl.truststore.location"), f"{location} holds no certificate")
+        pem = "".join(c.certificate.public_bytes(serialization.Encoding.PEM).decode() for c in certs)
+    _verify_locations(ctx, name("ssl.truststore.location"), pem)
+    return True
+
+
+def _verify_locations(ctx: ssl.SSLContext, key: str, pem: str) -> None:
+    try:
+        ctx.load_verify_locations(cadata=pem)
+    except ssl.SSLError as e:
+        raise TlsConfigError(key, f"the CA certificates do not load: {e.reason or e}") from None
