@@ -18,10 +18,11 @@ NOW = datetime.datetime.now(datetime.UTC)
 
 
 def _name(cn: str, ou: str | None = None, o: str = "kavka-test") -> x509.Name:
-    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    """The conventional order (O, OU, CN): its RFC 2253 string, as Kafka prints it, is CN=..,OU=..,O=.."""
+    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o)]
     if ou:
         attrs.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ou))
-    attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, o))
+    attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
     return x509.Name(attrs)
 
 

@@ -13,7 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kavka.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigDef, ConfigSource
+from kavka.config import (
+    BROKER_CONFIGS,
+    SSL_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigDef,
+    ConfigSource,
+)
 from kavka.metadata.image import MetadataImage
 from kavka.storage.log_config import LogConfig
 
@@ -68,6 +75,15 @@ class ConfigResolver:
             self.config[key] if top.source == ConfigSource.STATIC_BROKER_CONFIG else d.default
         )
         return ResolvedConfig(d, value, top.source, tuple(synonyms))
+
+    def listener_ssl(self) -> dict[str, ResolvedConfig]:
+        """The listener.name.<name>.ssl.* keys set in server.properties (static: read at startup only)."""
+        out = {}
+        for key, value in sorted(self.config.listener_ssl.items()):
+            d = SSL_CONFIGS[key.split(".", 3)[3]]
+            out[key] = ResolvedConfig(d, value, ConfigSource.STATIC_BROKER_CONFIG,
+                                      (Synonym(key, d.render(value), ConfigSource.STATIC_BROKER_CONFIG),))
+        return out
 
     def broker_value(self, image: MetadataImage, key: str) -> Any:
         return self.broker(image, key).value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 import sys
 
@@ -23,6 +24,11 @@ def _setup_logging() -> None:
             format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
             stream=sys.stderr,
         )
+    # KAVKA_LOG_LEVELS=kavka.server=DEBUG,kavka.raft=WARNING: per-logger levels (log4j's role in Kafka).
+    for item in os.environ.get("KAVKA_LOG_LEVELS", "").split(","):
+        name, _, level = item.strip().rpartition("=")
+        if name and level.upper() in logging.getLevelNamesMapping():
+            logging.getLogger(name).setLevel(level.upper())
 
 
 async def _serve(config: BrokerConfig) -> int:

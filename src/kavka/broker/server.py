@@ -47,6 +47,7 @@ import errno
 import inspect
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -434,9 +435,13 @@ class KafkaServer:
             await asyncio.get_running_loop().connect_accepted_socket(
                 factory, conn, ssl=tls.context, ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S
             )
-        except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
-            reason = getattr(e, "reason", None) or str(e) or type(e).__name__
-            log.warning("closing connection from %s on %s: TLS handshake failed (%s)", who, listener, reason)
+        except ssl.SSLError as e:  # Kafka logs "Failed authentication ... (SSL handshake failed)"
+            reason = e.reason or str(e)
+            hint = ": a plaintext client?" if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNEXPECTED_EOF_WHILE_READING") else ""
+            log.warning("closing connection from %s on %s: TLS handshake failed (%s%s)", who, listener, reason, hint)
+            conn.close()
+        except (TimeoutError, OSError) as e:  # a port probe, or a client that went away or stayed silent
+            log.info("closing connection from %s on %s: TLS handshake not completed (%s)", who, listener, str(e) or type(e).__name__)
             conn.close()
 
     async def _reap_idle(self) -> None:

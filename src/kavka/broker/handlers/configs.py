@@ -84,6 +84,9 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
                     if keys is None or key in keys:
                         d = BROKER_CONFIGS[key]
                         entries.append(entry(key, node.resolver.broker(image, key), not d.dynamic))
+                for key, res in node.resolver.listener_ssl().items():  # a listener's own TLS keys
+                    if keys is None or key in keys:
+                        entries.append(entry(key, res, True))
         elif r.resource_type == BROKER_LOGGER_RESOURCE:
             error, message = ErrorCode.invalid_request, "broker logger configs are not supported"
         else:

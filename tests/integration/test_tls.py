@@ -1,0 +1,380 @@
+"""TLS on client listeners: real `kavka server` processes, certificates made in the test.
+
+Two brokers for the whole module. The PEM broker has four listeners: PLAINTEXT (inter-broker),
+SSL (a PEM keystore file with an encrypted key, no client certificates), MTLS (mapped to SSL, its
+own inline PEM keystore and truststore, ssl.client.auth=required and a principal mapping rule) and
+OLD (an expired server certificate). The PKCS12 broker serves SSL from a PKCS12 keystore. Each of
+confluent-kafka, kafka-python and aiokafka produces, consumes in a group and runs an admin call
+over SSL; refusals are checked with Python's own ssl client and a raw plaintext socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import ssl
+import struct
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+
+from tests.broker_harness import BrokerProcess, free_port
+from tests.tls_certs import CA, write_pem_keystore, write_pkcs12
+from tests.wait import wait_until
+
+KEY_PASSWORD = "pem-key-s3cret-71"
+STORE_PASSWORD = "p12-store-s3cret-72"
+TRUST_PASSWORD = "p12-trust-s3cret-73"
+SECRETS = (KEY_PASSWORD, STORE_PASSWORD, TRUST_PASSWORD)
+RULES = "RULE:^CN=([^,]+),OU=eng,.*$/$1/L,DEFAULT"
+
+
+@dataclass
+class Pki:
+    dir: Path
+    ca: Path
+    client_cert: Path
+    client_key: Path
+    stranger_cert: Path  # signed by another CA
+    stranger_key: Path
+
+
+@dataclass
+class Ports:
+    plaintext: int
+    ssl: int
+    mtls: int
+    old: int
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> Pki:
+    d = tmp_path_factory.mktemp("pki")
+    ca, other = CA.create(), CA.create("another CA")
+    (d / "ca.pem").write_bytes(ca.pem())
+    write_pem_keystore(d / "server.pem", ca.issue("localhost"), key_password=KEY_PASSWORD)
+    write_pem_keystore(d / "expired.pem", ca.issue("localhost", expired=True))
+    mtls = ca.issue("localhost")
+    (d / "mtls-chain.pem").write_bytes(mtls.cert_pem())
+    (d / "mtls-key.pem").write_bytes(mtls.key_pem())
+    write_pkcs12(d / "server.p12", ca.issue("localhost"), STORE_PASSWORD)
+    write_pkcs12(d / "trust.p12", None, TRUST_PASSWORD, cas=[ca.identity.cert])
+    alice = ca.issue("Alice", ou="eng", server=False)
+    (d / "alice.pem").write_bytes(alice.cert_pem())
+    (d / "alice.key").write_bytes(alice.key_pem())
+    mallory = other.issue("Mallory", ou="eng", server=False)
+    (d / "mallory.pem").write_bytes(mallory.cert_pem())
+    (d / "mallory.key").write_bytes(mallory.key_pem())
+    return Pki(d, d / "ca.pem", d / "alice.pem", d / "alice.key", d / "mallory.pem", d / "mallory.key")
+
+
+def _inline(path: Path) -> str:
+    """A PEM value as a properties file holds it: the lines joined by `\\` continuations."""
+    return " \\\n".join(path.read_text().strip().splitlines())
+
+
+@pytest.fixture(scope="module")
+def pem_broker(tmp_path_factory, pki):
+    ports = Ports(free_port(), free_port(), free_port(), free_port())
+    b = BrokerProcess(
+        tmp_path_factory.mktemp("tls-pem"),
+        port=ports.plaintext,
+        overrides={
+            "listeners": f"PLAINTEXT://127.0.0.1:{ports.plaintext},SSL://127.0.0.1:{ports.ssl},"
+            f"MTLS://127.0.0.1:{ports.mtls},OLD://127.0.0.1:{ports.old}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,OLD:SSL,CONTROLLER:PLAINTEXT",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "2",
+            "group.initial.rebalance.delay.ms": "0",
+            "ssl.keystore.type": "PEM",
+            # Each listener its own keystore (listener.name.<name>.ssl.* wins over ssl.*).
+            "listener.name.ssl.ssl.keystore.location": str(pki.dir / "server.pem"),
+            "listener.name.ssl.ssl.key.password": KEY_PASSWORD,
+            "listener.name.mtls.ssl.keystore.certificate.chain": _inline(pki.dir / "mtls-chain.pem"),
+            "listener.name.mtls.ssl.keystore.key": _inline(pki.dir / "mtls-key.pem"),
+            "listener.name.mtls.ssl.truststore.type": "PEM",
+            "listener.name.mtls.ssl.truststore.certificates": _inline(pki.ca),
+            "listener.name.mtls.ssl.client.auth": "required",
+            "listener.name.mtls.ssl.principal.mapping.rules": RULES,
+            "listener.name.old.ssl.keystore.location": str(pki.dir / "expired.pem"),
+        },
+    )
+    b.start(env={"KAVKA_LOG_LEVELS": "kavka.server=DEBUG"})
+    b.ports = ports
+    yield b
+    assert b.stop() == 0, b.log_text()
+
+
+@pytest.fixture(scope="module")
+def p12_broker(tmp_path_factory, pki):
+    plain, tls = free_port(), free_port()
+    b = BrokerProcess(
+        tmp_path_factory.mktemp("tls-p12"),
+        port=plain,
+        overrides={
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls}",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "2",
+            "group.initial.rebalance.delay.ms": "0",
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": str(pki.dir / "server.p12"),
+            "ssl.keystore.password": STORE_PASSWORD,
+            "ssl.truststore.type": "PKCS12",
+            "ssl.truststore.location": str(pki.dir / "trust.p12"),
+            "ssl.truststore.password": TRUST_PASSWORD,
+            "ssl.client.auth": "requested",
+        },
+    )
+    b.start()
+    b.tls_port = tls
+    yield b
+    assert b.stop() == 0, b.log_text()
+
+
+def full_log(b: BrokerProcess) -> str:
+    return "".join(b.output)
+
+
+def topic() -> str:
+    return f"tls-{uuid.uuid4().hex[:8]}"
+
+
+# ----------------------------------------------------------------- the three clients
+
+
+def ck_conf(pki: Pki, port: int, *, client_cert: bool = False) -> dict[str, object]:
+    conf: dict[str, object] = {
+        "bootstrap.servers": f"127.0.0.1:{port}",
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(pki.ca),
+    }
+    if client_cert:
+        conf.update({"ssl.certificate.location": str(pki.client_cert), "ssl.key.location": str(pki.client_key)})
+    return conf
+
+
+def run_confluent(pki: Pki, port: int, *, client_cert: bool = False) -> None:
+    conf = ck_conf(pki, port, client_cert=client_cert)
+    name = topic()
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(name, 2, 1)])[name].result(15)
+    md = admin.list_topics(timeout=10)
+    # Bootstrapped on the SSL port, the client is told each broker's SSL endpoint.
+    assert [(b.host, b.port) for b in md.brokers.values()] == [("127.0.0.1", port)]
+    p = Producer(conf)
+    for i in range(20):
+        p.produce(name, key=str(i).encode(), value=f"v{i}".encode())
+    assert p.flush(15) == 0
+    c = Consumer({**conf, "group.id": f"g-{name}", "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+    c.subscribe([name])
+    got = []
+    try:
+        wait_until(lambda: got.extend(m.value() for m in c.consume(20, 0.5) if not m.error()) or len(got) >= 20,
+                   timeout=30, message="20 records through confluent-kafka over TLS")
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+    assert sorted(got) == sorted(f"v{i}".encode() for i in range(20))
+
+
+def test_confluent_kafka_over_pem(pki, pem_broker):
+    run_confluent(pki, pem_broker.ports.ssl)
+
+
+def test_confluent_kafka_over_pkcs12(pki, p12_broker):
+    run_confluent(pki, p12_broker.tls_port)
+
+
+def test_kafka_python_over_pem(pki, pem_broker):
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka.admin import NewTopic as KpNewTopic
+
+    port = pem_broker.ports.ssl
+    conf = {"bootstrap_servers": f"127.0.0.1:{port}", "security_protocol": "SSL", "ssl_cafile": str(pki.ca)}
+    name = topic()
+    admin = KafkaAdminClient(**conf)
+    try:
+        admin.create_topics([KpNewTopic(name, 1, 1)])
+        assert name in admin.list_topics()
+    finally:
+        admin.close()
+    p = KafkaProducer(**conf)
+    for i in range(10):
+        p.send(name, f"k{i}".encode())
+    p.flush(15)
+    p.close()
+    c = KafkaConsumer(name, group_id=f"g-{name}", auto_offset_reset="earliest", consumer_timeout_ms=15000, **conf)
+    got = []
+    for m in c:
+        got.append(m.value)
+        if len(got) == 10:
+            break
+    c.commit()
+    c.close()
+    assert got == [f"k{i}".encode() for i in range(10)]
+
+
+def test_aiokafka_over_pem(pki, pem_broker):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.helpers import create_ssl_context
+
+    port = pem_broker.ports.ssl
+    name = topic()
+
+    async def go() -> list[bytes]:
+        def conf() -> dict[str, object]:
+            return {"bootstrap_servers": f"127.0.0.1:{port}", "security_protocol": "SSL",
+                    "ssl_context": create_ssl_context(cafile=str(pki.ca))}
+
+        admin = AIOKafkaAdminClient(**conf())
+        await admin.start()
+        try:
+            from aiokafka.admin import NewTopic as AioNewTopic
+
+            await admin.create_topics([AioNewTopic(name, 1, 1)])
+            assert name in await admin.list_topics()
+        finally:
+            await admin.close()
+        p = AIOKafkaProducer(**conf())
+        await p.start()
+        try:
+            for i in range(10):
+                await p.send_and_wait(name, f"a{i}".encode())
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(name, group_id=f"g-{name}", auto_offset_reset="earliest", **conf())
+        await c.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(30):
+                async for m in c:
+                    got.append(m.value)
+                    if len(got) == 10:
+                        break
+            await c.commit()
+        finally:
+            await c.stop()
+        return got
+
+    assert asyncio.run(go()) == [f"a{i}".encode() for i in range(10)]
+
+
+@pytest.mark.skipif(not shutil.which("kcat"), reason="kcat is not installed")
+def test_kcat_over_pem(pki, pem_broker):
+    port = pem_broker.ports.ssl
+    name = topic()
+    tls = ["-b", f"127.0.0.1:{port}", "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki.ca}"]
+    run = lambda *a, stdin=None: subprocess.run(["kcat", *tls, *a], input=stdin, capture_output=True, text=True, timeout=30)  # noqa: E731
+    res = run("-P", "-t", name, stdin="one\ntwo\nthree\n")
+    assert res.returncode == 0, res.stderr
+    res = run("-C", "-t", name, "-e", "-o", "beginning", "-f", "%s\n")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["one", "two", "three"]
+
+
+# ----------------------------------------------------------------- mutual TLS and the principal
+
+
+def test_mutual_tls_maps_the_principal_from_the_certificate(pki, pem_broker):
+    run_confluent(pki, pem_broker.ports.mtls, client_cert=True)
+    wait_until(lambda: "principal User:alice" in full_log(pem_broker), timeout=5,
+               message="the principal mapped by RULE from CN=Alice,OU=eng,O=kavka-test")
+    assert "on SSL: principal User:ANONYMOUS" in full_log(pem_broker)  # no certificate asked for on SSL
+
+
+def _tls_client(pki: Pki, port: int, *, cert: tuple[Path, Path] | None = None) -> bytes:
+    """Handshake, send ApiVersions v0, return the answer (raises on a refused handshake)."""
+    ctx = ssl.create_default_context(cafile=str(pki.ca))
+    if cert:
+        ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, ctx.wrap_socket(raw, server_hostname="localhost") as s:
+        s.sendall(API_VERSIONS_V0)
+        data = s.recv(4)
+        if not data:
+            raise ConnectionError("closed by the broker")
+        return data
+
+
+API_VERSIONS_V0 = (lambda body: struct.pack(">i", len(body)) + body)(struct.pack(">hhih", 18, 0, 7, 4) + b"test")
+
+
+@pytest.mark.parametrize("who", ["no certificate", "a certificate from another CA"])
+def test_required_client_auth_refuses(pki, pem_broker, who):
+    cert = (pki.stranger_cert, pki.stranger_key) if who.startswith("a cert") else None
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        _tls_client(pki, pem_broker.ports.mtls, cert=cert)
+    assert _tls_client(pki, pem_broker.ports.mtls, cert=(pki.client_cert, pki.client_key))  # still serving
+    assert pem_broker.alive()
+
+
+def test_an_expired_server_certificate_is_rejected_by_the_client(pki, pem_broker):
+    with pytest.raises(ssl.SSLCertVerificationError, match="expired"):
+        _tls_client(pki, pem_broker.ports.old)
+
+
+def test_a_plaintext_client_on_the_tls_port_is_closed_and_the_broker_stays_up(pki, pem_broker):
+    with socket.create_connection(("127.0.0.1", pem_broker.ports.ssl), timeout=10) as s:
+        s.sendall(API_VERSIONS_V0)
+        try:
+            data = s.recv(4096)
+        except ConnectionResetError:
+            data = b""
+        # OpenSSL may answer with a TLS alert record (type 21) before closing; never a Kafka response.
+        assert data == b"" or data[0] == 21
+    wait_until(lambda: "TLS handshake failed" in full_log(pem_broker), timeout=5, message="the handshake warning")
+    assert pem_broker.alive()
+    assert _tls_client(pki, pem_broker.ports.ssl)  # a TLS client right after is served
+    assert "Traceback" not in full_log(pem_broker)
+
+
+# ----------------------------------------------------------------- secrets
+
+
+def test_secrets_are_hidden_from_describe_configs_and_the_log(pki, pem_broker, p12_broker):
+    for b, port in ((pem_broker, pem_broker.ports.ssl), (p12_broker, p12_broker.tls_port)):
+        admin = AdminClient(ck_conf(pki, port))
+        res = ConfigResource(ConfigResource.Type.BROKER, "1")
+        entries = admin.describe_configs([res])[res].result(15)
+        for key in ("ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key"):
+            assert entries[key].is_sensitive, key
+            assert entries[key].value is None, key
+        location = "listener.name.ssl.ssl.keystore.location" if b is pem_broker else "ssl.keystore.location"
+        assert entries[location].value.endswith((".pem", ".p12"))
+        if b is pem_broker:  # the listener's own keys are described too, their secrets hidden
+            for key in ("listener.name.ssl.ssl.key.password", "listener.name.mtls.ssl.keystore.key"):
+                assert entries[key].is_sensitive and entries[key].value is None, key
+            assert entries["listener.name.mtls.ssl.client.auth"].value == "required"
+        text = full_log(b)
+        assert not [s for s in SECRETS if s in text]
+        assert "PRIVATE KEY" not in text
+    admin = AdminClient(ck_conf(pki, pem_broker.ports.ssl))
+    res = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+        ConfigEntry("listener.name.ssl.ssl.keystore.location", "/elsewhere.pem", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception, match="Cannot update these configs dynamically"):
+        admin.incremental_alter_configs([res])[res].result(15)
+
+
+def test_a_wrong_keystore_password_stops_startup_without_printing_it(tmp_path, pki):
+    b = BrokerProcess(tmp_path, overrides={
+        "listeners": f"PLAINTEXT://127.0.0.1:{free_port()},SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(pki.dir / "server.p12"),
+        "ssl.keystore.password": "wrong-" + STORE_PASSWORD,
+    })
+    with pytest.raises(RuntimeError) as e:
+        b.start()
+    assert "ssl.keystore.password" in str(e.value) and "wrong password" in str(e.value)
+    assert STORE_PASSWORD not in str(e.value)
