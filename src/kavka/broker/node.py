@@ -269,13 +269,14 @@ class BrokerNode:
         return lifecycle.epoch if lifecycle is not None else -1
 
     def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
-        """Where followers fetch from `broker_id`: its inter.broker.listener.name endpoint (default: its first)."""
+        """Where followers fetch from `broker_id`: its inter.broker.listener.name endpoint (default: its
+        first that is not an SSL listener -- kavka's own connections do not speak TLS)."""
         b = self.image.brokers.get(broker_id)
         if b is None or not b.endpoints:
             return None
         want = (self.config["inter.broker.listener.name"] or "").upper()
         for name, host, port in b.endpoints:
-            if not want or name.upper() == want:
+            if name.upper() == want or (not want and self.config.security_protocol(name) != "SSL"):
                 return host, port
         return None
 

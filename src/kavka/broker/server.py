@@ -30,6 +30,16 @@ connect timeout applies) until a connection closes -- it is not refused.
 (Kafka also closes the least-recently-used connection to make room for its
 inter-broker listener; a single broker has no inter-broker traffic.)
 
+TLS (listeners whose protocol is SSL; the context is built at startup by kavka.broker.tls). The
+accept loop hands each accepted socket to its own handshake task (`connect_accepted_socket` with
+the listener's context and a handshake timeout), so a slow or silent client never holds up
+accepting; a handshake in progress counts against `max.connections`. A failed handshake (a
+plaintext client, an unknown or missing client certificate) closes that socket with one WARNING
+line; a client that goes away mid-handshake, one INFO line. A connection's principal -- the
+client certificate's DN mapped by `ssl.principal.mapping.rules`, else User:ANONYMOUS -- and its
+listener name ride on every RequestContext; the principal is logged at DEBUG on connect. Nothing
+authorizes with it yet.
+
 Fault injection (tests only): with `cut_produce_every` = N > 0 every Nth
 Produce is appended and then its connection is closed instead of answered --
 the "broker wrote it, the producer never heard" case idempotent producers must
@@ -390,13 +400,21 @@ class KafkaServer:
             log.error("stopped accepting on %s", sock, exc_info=task.exception())
 
     def slot_freed(self) -> None:
-        if len(self.connections) < self.max_connections:
+        if self._open_count() < self.max_connections:
             self._slot_free.set()
+
+    def _open_count(self) -> int:
+        """Connections, counting TLS handshakes in progress (each holds a socket)."""
+        return len(self.connections) + len(self._handshakes)
+
+    def _handshake_done(self, task: asyncio.Future[None]) -> None:
+        self._handshakes.discard(task)
+        self.slot_freed()
 
     async def _accept_loop(self, sock: socket.socket, listener: str, tls: ListenerTls | None) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            if len(self.connections) >= self.max_connections:
+            if self._open_count() >= self.max_connections:
                 # Kafka's Acceptor blocks here (waitForConnectionSlot); clients queue in the backlog.
                 self._slot_free.clear()
                 await self._slot_free.wait()
@@ -421,7 +439,7 @@ class KafkaServer:
             # The handshake runs as its own task: a slow or silent client must not hold up accepting.
             handshake = asyncio.ensure_future(self._tls_handshake(factory, conn, listener, tls))
             self._handshakes.add(handshake)
-            handshake.add_done_callback(self._handshakes.discard)
+            handshake.add_done_callback(self._handshake_done)
 
     async def _tls_handshake(self, factory: Callable[[], KafkaConnection], conn: socket.socket, listener: str, tls: ListenerTls) -> None:
         """Set up one TLS connection; a failed handshake (a plaintext client, an unknown client
