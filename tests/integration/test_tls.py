@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from tests.broker_harness import BrokerProcess, free_port
+from tests.broker_harness import BrokerProcess, Cluster, free_port
 from tests.tls_certs import CA, write_pem_keystore, write_pkcs12
 from tests.wait import wait_until
 
@@ -283,6 +283,42 @@ def test_kcat_over_pem(pki, pem_broker):
     res = run("-C", "-t", name, "-e", "-o", "beginning", "-f", "%s\n")
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["one", "two", "three"]
+
+
+def test_a_cluster_tells_ssl_clients_every_brokers_ssl_endpoint(tmp_path, pki):
+    """Two nodes, each PLAINTEXT (followers fetch there) + CONTROLLER + SSL: a client bootstrapped on
+    one SSL port learns both brokers' SSL endpoints, and an acks=all write replicates over PLAINTEXT."""
+    c = Cluster(tmp_path, 2, overrides={"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.dir / "server.pem"),
+                                        "ssl.key.password": KEY_PASSWORD, "offsets.topic.replication.factor": "2"})
+    ssl_ports = {}
+    for i, n in c.nodes.items():
+        ssl_ports[i] = free_port()
+        lines = n.config_file.read_text().splitlines()
+        lines = [f"{x},SSL://127.0.0.1:{ssl_ports[i]}" if x.startswith("listeners=") else x for x in lines]
+        n.config_file.write_text("\n".join(lines) + "\n")
+    c.start()
+    try:
+        conf = ck_conf(pki, ssl_ports[1])
+        admin = AdminClient(conf)
+        name = topic()
+        admin.create_topics([NewTopic(name, 1, 2)])[name].result(15)
+        md = admin.list_topics(timeout=10)
+        assert sorted((b.id, b.port) for b in md.brokers.values()) == sorted(ssl_ports.items())
+        p = Producer({**conf, "acks": "all"})
+        for i in range(5):
+            p.produce(name, f"r{i}".encode())
+        assert p.flush(20) == 0
+        consumer = Consumer({**conf, "group.id": f"g-{name}", "auto.offset.reset": "earliest"})
+        consumer.subscribe([name])
+        got: list[bytes] = []
+        try:
+            wait_until(lambda: got.extend(m.value() for m in consumer.consume(5, 0.5) if not m.error()) or len(got) >= 5,
+                       timeout=30, message="5 records from a two-broker cluster over TLS")
+        finally:
+            consumer.close()
+        assert got == [f"r{i}".encode() for i in range(5)]
+    finally:
+        c.stop()
 
 
 # ----------------------------------------------------------------- mutual TLS and the principal

@@ -163,7 +163,8 @@ def test_pkcs12_keystore_and_truststore(tmp_path, ca, server):
     t = tls_of(**base)
     assert t.context.verify_mode == ssl.CERT_OPTIONAL
     assert t.context.minimum_version == ssl.TLSVersion.TLSv1_3
-    for key, bad in (("ssl.keystore.password", "not-it"), ("ssl.truststore.password", "nor-this")):
+    assert tls_of(**{**base, "ssl.key.password": "st0re-pw"})  # Kafka's usual: the same password twice
+    for key, bad in (("ssl.keystore.password", "not-it"), ("ssl.truststore.password", "nor-this"), ("ssl.key.password", "other")):
         with pytest.raises(TlsConfigError) as e:
             tls_of(**{**base, key: bad})
         assert e.value.key == key and bad not in str(e.value) and "st0re-pw" not in str(e.value)
@@ -215,6 +216,26 @@ def test_principal_mapping_rules():
     assert map_dn(parse_rules("DEFAULT"), "CN=x") == "CN=x"
     with pytest.raises(NoMatchingRule):
         map_dn(parse_rules("RULE:^CN=(.*),O=a$/$1/"), "CN=x,O=b")
-    for bad in ("RULE:a", "RULE:^CN=(.*)/$1", "DEFAULT,foo", "RULE:[/x/"):
+    for bad in ("RULE:a", "RULE:^CN=(.*)/$1", "DEFAULT,foo", "RULE:[/x/", "default", "DEFAUL", "DEFAULT/L",
+                "rule:^CN=(.*?)$/$1/", "RULE:^CN=(.*?)$/$1/L/U", "RULE:^CN=(.*?)$/L", "RULE:^CN=(.*?)$/LU"):
         with pytest.raises(ValueError):
             parse_rules(bad)
+
+
+@pytest.mark.parametrize(
+    ("rules", "count"),
+    [("", 0), ("DEFAULT", 1), ("RULE://", 1), ("  RULE:// ,  DEFAULT  ", 2), (",   , , ,  ", 0),
+     (",,RULE://,,,DEFAULT,,", 2), ("RULE:,RULE:,/,RULE:,\\//U,RULE:,/RULE:,/,DEFAULT", 3),
+     ("RULE:^CN=([^,ADEFLTU,]+)(,.*|$)/$1/", 1)],
+)
+def test_rule_splitting_as_kafka(rules, count):
+    assert len(parse_rules(rules)) == count
+
+
+def test_replacement_follows_java():
+    # An escaped comma inside a CN; a backslash in the replacement makes the next character literal.
+    rules = parse_rules(r"RULE:^CN=((\\, *|\w)+)(,.*|$)/$1/,DEFAULT")
+    assert map_dn(rules, r"CN=Tkac\, Adam,OU=ITZ,DC=geodis,DC=cz") == r"Tkac\, Adam"
+    assert map_dn(parse_rules(r"RULE:^CN=(\w+),O=(\w+)$/$2\$$1-$3-$12/"), "CN=bob,O=acme") == "acme$bob-$3-bob2"
+    with pytest.raises(NoMatchingRule):
+        map_dn(parse_rules(""), "CN=anyone")  # no rules: every certificate fails, as in Kafka

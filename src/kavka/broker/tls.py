@@ -6,7 +6,7 @@ if set, else `<key>` (BrokerConfig.ssl_value):
 - keystore: `ssl.keystore.type` PEM -- a file (`ssl.keystore.location`, certificate chain and
   private key, the key decrypted with `ssl.key.password`) or inline (`ssl.keystore.certificate.chain`
   + `ssl.keystore.key`); PKCS12 -- a file opened with `ssl.keystore.password` (cryptography's
-  loader). JKS was refused by kavka.config.
+  loader; `ssl.key.password`, if set, must be the same). JKS was refused by kavka.config.
 - truststore (the CAs that sign client certificates): PEM file or inline
   `ssl.truststore.certificates`, or PKCS12 with `ssl.truststore.password`.
 - `ssl.client.auth` none / requested / required -> CERT_NONE / CERT_OPTIONAL / CERT_REQUIRED.
@@ -196,6 +196,14 @@ def _load_keystore(ctx: ssl.SSLContext, value, name) -> None:  # type: ignore[no
         keys = _pem_blocks(name("ssl.keystore.location"), text, kinds=("PRIVATE KEY",))
         _load_pem_key_and_chain(ctx, name, keys[0].encode(), "".join(certs).encode(), value("ssl.key.password"))
         return
+    key_password = value("ssl.key.password")
+    if key_password not in (None, "") and key_password != value("ssl.keystore.password"):
+        # cryptography opens a PKCS12 file with one password; Kafka's default of equal passwords works.
+        raise TlsConfigError(
+            name("ssl.key.password"),
+            "differs from ssl.keystore.password: kavka opens a PKCS12 keystore and its key with one password "
+            "(re-export the key entry with the store's password, or leave ssl.key.password unset)",
+        )
     try:
         store = pkcs12.load_pkcs12(data, _secret(value("ssl.keystore.password")))
     except ValueError:
