@@ -33,9 +33,11 @@ import ssl
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from kavka.config import BrokerConfig
@@ -83,15 +85,25 @@ def peer_principal(tls: ListenerTls, ssl_object: ssl.SSLObject | ssl.SSLSocket |
     return f"User:{map_dn(tls.rules, dn)}"
 
 
+@dataclass(frozen=True, slots=True)
+class _Keys:
+    """One listener's view of the ssl.* keys: its value and the key that set it (for messages)."""
+
+    config: BrokerConfig
+    listener: str
+
+    def value(self, key: str) -> Any:
+        return self.config.ssl_value(self.listener, key)
+
+    def name(self, key: str) -> str:
+        return self.config.ssl_key(self.listener, key)
+
+
 def _build(config: BrokerConfig, listener: str) -> ListenerTls:
-    def value(key: str) -> object:
-        return config.ssl_value(listener, key)
-
-    def name(key: str) -> str:
-        return config.ssl_key(listener, key)
-
+    keys = _Keys(config, listener)
+    value, name = keys.value, keys.name
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    enabled = [_VERSIONS[p] for p in value("ssl.enabled.protocols")]  # type: ignore[attr-defined]
+    enabled = [_VERSIONS[p] for p in value("ssl.enabled.protocols")]
     ctx.minimum_version = min(enabled)
     highest = max(enabled)
     if value("ssl.protocol") == "TLSv1.2":
@@ -99,10 +111,10 @@ def _build(config: BrokerConfig, listener: str) -> ListenerTls:
         if ctx.minimum_version > highest:
             raise TlsConfigError(name("ssl.protocol"), "TLSv1.2 is below every protocol in ssl.enabled.protocols")
     ctx.maximum_version = highest
-    _set_ciphers(ctx, name("ssl.cipher.suites"), list(value("ssl.cipher.suites")))  # type: ignore[call-overload]
-    _load_keystore(ctx, value, name)
+    _set_ciphers(ctx, name("ssl.cipher.suites"), list(value("ssl.cipher.suites")))
+    _load_keystore(ctx, keys)
     client_auth = str(value("ssl.client.auth"))
-    has_truststore = _load_truststore(ctx, value, name)
+    has_truststore = _load_truststore(ctx, keys)
     if client_auth != "none" and not has_truststore:
         raise TlsConfigError(
             name("ssl.client.auth"),
@@ -166,7 +178,8 @@ def _load_chain_from_memory(ctx: ssl.SSLContext, key: str, pem: bytes, password:
         os.unlink(path)
 
 
-def _load_keystore(ctx: ssl.SSLContext, value, name) -> None:  # type: ignore[no-untyped-def]
+def _load_keystore(ctx: ssl.SSLContext, keys: _Keys) -> None:
+    value, name = keys.value, keys.name
     kind = value("ssl.keystore.type")
     location = value("ssl.keystore.location")
     chain, key = value("ssl.keystore.certificate.chain"), value("ssl.keystore.key")
@@ -179,8 +192,8 @@ def _load_keystore(ctx: ssl.SSLContext, value, name) -> None:  # type: ignore[no
             missing = "ssl.keystore.certificate.chain" if not chain else "ssl.keystore.key"
             raise TlsConfigError(name(missing), "missing: an inline PEM keystore needs both the chain and the key")
         certs = _pem_blocks(name("ssl.keystore.certificate.chain"), str(chain), kinds=("CERTIFICATE",))
-        keys = _pem_blocks(name("ssl.keystore.key"), str(key), kinds=("PRIVATE KEY",))
-        _load_pem_key_and_chain(ctx, name, keys[0].encode(), "".join(certs).encode(), value("ssl.key.password"))
+        pem_keys = _pem_blocks(name("ssl.keystore.key"), str(key), kinds=("PRIVATE KEY",))
+        _load_pem_key_and_chain(ctx, keys, pem_keys[0].encode(), "".join(certs).encode())
         return
     if not location:
         raise TlsConfigError(
@@ -193,8 +206,8 @@ def _load_keystore(ctx: ssl.SSLContext, value, name) -> None:  # type: ignore[no
             raise TlsConfigError(name("ssl.keystore.password"), "cannot be used with a PEM keystore; only ssl.key.password encrypts its key")
         text = data.decode("ascii", "replace")
         certs = _pem_blocks(name("ssl.keystore.location"), text, kinds=("CERTIFICATE",))
-        keys = _pem_blocks(name("ssl.keystore.location"), text, kinds=("PRIVATE KEY",))
-        _load_pem_key_and_chain(ctx, name, keys[0].encode(), "".join(certs).encode(), value("ssl.key.password"))
+        pem_keys = _pem_blocks(name("ssl.keystore.location"), text, kinds=("PRIVATE KEY",))
+        _load_pem_key_and_chain(ctx, keys, pem_keys[0].encode(), "".join(certs).encode())
         return
     key_password = value("ssl.key.password")
     if key_password not in (None, "") and key_password != value("ssl.keystore.password"):
@@ -217,9 +230,10 @@ def _load_keystore(ctx: ssl.SSLContext, value, name) -> None:  # type: ignore[no
     _load_key_object(ctx, name("ssl.keystore.location"), store.key, certs)
 
 
-def _load_pem_key_and_chain(ctx: ssl.SSLContext, name, key_pem: bytes, chain_pem: bytes, password: object) -> None:  # type: ignore[no-untyped-def]
+def _load_pem_key_and_chain(ctx: ssl.SSLContext, keys: _Keys, key_pem: bytes, chain_pem: bytes) -> None:
+    name = keys.name
     try:
-        key = serialization.load_pem_private_key(key_pem, _secret(password))
+        key = serialization.load_pem_private_key(key_pem, _secret(keys.value("ssl.key.password")))
     except (ValueError, TypeError):
         raise TlsConfigError(name("ssl.key.password"), "the private key does not decrypt with it (wrong, missing or not needed)") from None
     try:
@@ -229,7 +243,7 @@ def _load_pem_key_and_chain(ctx: ssl.SSLContext, name, key_pem: bytes, chain_pem
     _load_key_object(ctx, name("ssl.keystore.location"), key, certs)
 
 
-def _load_key_object(ctx: ssl.SSLContext, key_name: str, key, certs: list[x509.Certificate]) -> None:  # type: ignore[no-untyped-def]
+def _load_key_object(ctx: ssl.SSLContext, key_name: str, key: PrivateKeyTypes, certs: list[x509.Certificate]) -> None:
     one_time = secrets.token_hex(16).encode()
     pem = key.private_bytes(
         serialization.Encoding.PEM,
@@ -239,7 +253,8 @@ def _load_key_object(ctx: ssl.SSLContext, key_name: str, key, certs: list[x509.C
     _load_chain_from_memory(ctx, key_name, pem, one_time)
 
 
-def _load_truststore(ctx: ssl.SSLContext, value, name) -> bool:  # type: ignore[no-untyped-def]
+def _load_truststore(ctx: ssl.SSLContext, keys: _Keys) -> bool:
+    value, name = keys.value, keys.name
     kind = value("ssl.truststore.type")
     location = value("ssl.truststore.location")
     inline = value("ssl.truststore.certificates")
