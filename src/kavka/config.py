@@ -514,7 +514,8 @@ def _security_refusal(key: str, raw: str) -> str | None:
         return ("this TLS setting is not supported by kavka (it honours only the ssl.* keys listed in "
                 "docs/security.md; JVM-specific and dynamic-reload keys have no meaning here); remove the key")
     if key.startswith(_SECURITY_PREFIXES) or key in _SECURITY_KEYS:
-        return "SASL and authorization are not supported by kavka yet; remove the key (clients would not be authenticated or authorized)"
+        return ("this security setting is not supported by kavka yet (it serves TLS on SSL listeners; SASL and "
+                "authorization are not implemented); remove the key (clients would not be authenticated or authorized)")
     return None
 
 

@@ -455,7 +455,7 @@ class KafkaServer:
             )
         except ssl.SSLError as e:  # Kafka logs "Failed authentication ... (SSL handshake failed)"
             reason = e.reason or str(e)
-            hint = ": a plaintext client?" if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNEXPECTED_EOF_WHILE_READING") else ""
+            hint = ": a plaintext client?" if reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST") else ""
             log.warning("closing connection from %s on %s: TLS handshake failed (%s%s)", who, listener, reason, hint)
             conn.close()
         except (TimeoutError, OSError) as e:  # a port probe, or a client that went away or stayed silent
