@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import kavka.controller.placement  # noqa: F401 -- registers broker.replica.placer's check
-from kavka.broker.tls import TlsConfigError, build_listener_tls
+from kavka.broker.tls import TlsConfigError, build_listener_tls, rfc2253
 from kavka.config import ConfigError, build_config
 from kavka.principal import NoMatchingRule, map_dn, parse_rules
 from tests.tls_certs import CA, write_pem_keystore, write_pkcs12
@@ -239,3 +239,17 @@ def test_replacement_follows_java():
     assert map_dn(parse_rules(r"RULE:^CN=(\w+),O=(\w+)$/$2\$$1-$3-$12/"), "CN=bob,O=acme") == "acme$bob-$3-bob2"
     with pytest.raises(NoMatchingRule):
         map_dn(parse_rules(""), "CN=anyone")  # no rules: every certificate fails, as in Kafka
+
+
+def test_the_dn_is_printed_as_java_prints_it_for_kafka():
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    name = x509.Name([
+        x509.NameAttribute(NameOID.COUNTRY_NAME, "US"),
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Acme, Inc"),
+        x509.NameAttribute(NameOID.EMAIL_ADDRESS, "alice@x.y"),
+        x509.NameAttribute(NameOID.COMMON_NAME, "alice"),
+    ])
+    # Last RDN first; an attribute without an RFC 2253 keyword is its OID and its value's DER in hex.
+    assert rfc2253(name) == "CN=alice,1.2.840.113549.1.9.1=#1609616c69636540782e79,O=Acme\\, Inc,C=US"

@@ -39,6 +39,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509.oid import NameOID
 
 from kavka.config import BrokerConfig
 from kavka.principal import ANONYMOUS, Rule, map_dn, parse_rules
@@ -81,8 +82,42 @@ def peer_principal(tls: ListenerTls, ssl_object: ssl.SSLObject | ssl.SSLSocket |
     der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
     if not der:
         return ANONYMOUS
-    dn = x509.load_der_x509_certificate(der).subject.rfc4514_string()
+    dn = rfc2253(x509.load_der_x509_certificate(der).subject)
     return f"User:{map_dn(tls.rules, dn)}"
+
+
+# The attribute keywords of Java's X500Principal.getName() (RFC 2253), the DN Kafka maps.
+_RFC2253_KEYWORDS = frozenset(
+    {NameOID.COMMON_NAME, NameOID.COUNTRY_NAME, NameOID.LOCALITY_NAME, NameOID.STATE_OR_PROVINCE_NAME,
+     NameOID.ORGANIZATION_NAME, NameOID.ORGANIZATIONAL_UNIT_NAME, NameOID.STREET_ADDRESS,
+     NameOID.DOMAIN_COMPONENT, NameOID.USER_ID}
+)
+
+
+def rfc2253(name: x509.Name) -> str:
+    """A DN as Java prints it for Kafka (RFC 2253): last RDN first, keywords for the attributes it
+    knows, and any other attribute (emailAddress, serialNumber...) as its OID with the value's DER
+    encoding in hex: `CN=alice,1.2.840.113549.1.9.1=#1609616c69636540782e79,O=acme`."""
+    rdns = []
+    for rdn in reversed(name.rdns):
+        parts = []
+        for attr in rdn:
+            if attr.oid in _RFC2253_KEYWORDS:
+                parts.append(attr.rfc4514_string())
+            else:
+                parts.append(f"{attr.oid.dotted_string}=#{_der_value(attr).hex()}")
+        rdns.append("+".join(parts))
+    return ",".join(rdns)
+
+
+def _der_value(attr: x509.NameAttribute) -> bytes:
+    """The DER TLV of a string attribute's value (tag from its ASN.1 string type)."""
+    value = attr.value if isinstance(attr.value, str) else attr.value.decode("latin-1")
+    tag = attr._type.value  # the ASN.1 string type the certificate used (no public accessor)
+    data = value.encode({30: "utf-16-be", 28: "utf-32-be"}.get(tag, "utf-8"))
+    n = len(data)
+    length = bytes([n]) if n < 128 else bytes([0x80 | ((n.bit_length() + 7) // 8)]) + n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([tag]) + length + data
 
 
 @dataclass(frozen=True, slots=True)
