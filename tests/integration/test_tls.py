@@ -328,7 +328,10 @@ def test_mutual_tls_maps_the_principal_from_the_certificate(pki, pem_broker):
     run_confluent(pki, pem_broker.ports.mtls, client_cert=True)
     wait_until(lambda: "principal User:alice" in full_log(pem_broker), timeout=5,
                message="the principal mapped by RULE from CN=Alice,OU=eng,O=kavka-test")
-    assert "on SSL: principal User:ANONYMOUS" in full_log(pem_broker)  # no certificate asked for on SSL
+    assert _tls_client(pki, pem_broker.ports.ssl, cert=(pki.client_cert, pki.client_key))
+    # The SSL listener asks for no certificate (ssl.client.auth=none): the client is anonymous there.
+    wait_until(lambda: "on SSL: principal User:ANONYMOUS" in full_log(pem_broker), timeout=5,
+               message="an anonymous principal on the SSL listener")
 
 
 def _tls_client(pki: Pki, port: int, *, cert: tuple[Path, Path] | None = None) -> bytes:
