@@ -191,6 +191,17 @@ def test_a_listener_that_cannot_be_set_up_names_the_key(tmp_path, server, props,
     assert e.value.key == key
 
 
+def test_a_key_that_is_not_the_certificates_and_an_expired_certificate(tmp_path, ca, server, caplog):
+    other = ca.issue("localhost")
+    (tmp_path / "mixed.pem").write_bytes(other.key_pem() + server.cert_pem())
+    with pytest.raises(TlsConfigError) as e:
+        tls_of(**{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "mixed.pem")})
+    assert e.value.key == "ssl.keystore.location" and "do not load" in str(e.value)
+    old = write_pem_keystore(tmp_path / "old.pem", ca.issue("localhost", expired=True))
+    assert tls_of(**{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(old)})  # served, as Kafka does
+    assert "is not valid now" in caplog.text and "clients will refuse it" in caplog.text
+
+
 def test_tls12_cipher_suites_are_set(tmp_path, server):
     ks = write_pem_keystore(tmp_path / "server.pem", server)
     t = tls_of(**{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(ks),

@@ -26,6 +26,8 @@ per connection.
 from __future__ import annotations
 
 import base64
+import datetime
+import logging
 import os
 import re
 import secrets
@@ -43,6 +45,8 @@ from cryptography.x509.oid import NameOID
 
 from kavka.config import BrokerConfig
 from kavka.principal import ANONYMOUS, Rule, map_dn, parse_rules
+
+log = logging.getLogger("kavka.tls")
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -279,6 +283,11 @@ def _load_pem_key_and_chain(ctx: ssl.SSLContext, keys: _Keys, key_pem: bytes, ch
 
 
 def _load_key_object(ctx: ssl.SSLContext, key_name: str, key: PrivateKeyTypes, certs: list[x509.Certificate]) -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    if not certs[0].not_valid_before_utc <= now <= certs[0].not_valid_after_utc:
+        # Kafka serves it too; clients will refuse the handshake, so say so once, at startup.
+        log.warning("%s: the server certificate %s is not valid now (valid from %s to %s); clients will refuse it",
+                    key_name, rfc2253(certs[0].subject), certs[0].not_valid_before_utc, certs[0].not_valid_after_utc)
     one_time = secrets.token_hex(16).encode()
     pem = key.private_bytes(
         serialization.Encoding.PEM,
