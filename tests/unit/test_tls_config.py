@@ -11,7 +11,7 @@ import pytest
 
 import kavka.controller.placement  # noqa: F401 -- registers broker.replica.placer's check
 from kavka.broker.tls import TlsConfigError, build_listener_tls, rfc2253
-from kavka.config import ConfigError, build_config
+from kavka.config import BROKER_CONFIGS, ConfigError, build_config
 from kavka.principal import NoMatchingRule, map_dn, parse_rules
 from tests.tls_certs import CA, write_pem_keystore, write_pkcs12
 
@@ -103,11 +103,11 @@ def test_an_ssl_key_without_an_ssl_listener_is_refused_as_without_effect():
 
 def test_a_secret_never_appears_in_a_config_error():
     # A password is a string, so nothing parses it; the check is the message format of sensitive keys.
-    d = kavka.config.BROKER_CONFIGS["ssl.keystore.password"]
+    d = BROKER_CONFIGS["ssl.keystore.password"]
     assert d.sensitive and d._shown("hunter2") == "[hidden]"
     for key in ("ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key",
                 "ssl.keystore.certificate.chain", "ssl.truststore.certificates"):
-        assert kavka.config.BROKER_CONFIGS[key].sensitive, key
+        assert BROKER_CONFIGS[key].sensitive, key
 
 
 def test_kafkas_default_protocol_map_has_ssl_and_an_explicit_map_names_others():
