@@ -191,6 +191,8 @@ def run_confluent(pki: Pki, port: int, *, client_cert: bool = False) -> None:
 
 def test_confluent_kafka_over_pem(pki, pem_broker):
     run_confluent(pki, pem_broker.ports.ssl)
+    # What is tested is production's loop: `kavka server start` runs on uvloop (broker/main.py).
+    assert "uvloop" in Path(f"/proc/{pem_broker.proc.pid}/maps").read_text()
 
 
 def test_confluent_kafka_over_pkcs12(pki, p12_broker):
