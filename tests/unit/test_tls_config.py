@@ -179,6 +179,8 @@ def test_pkcs12_keystore_and_truststore(tmp_path, ca, server):
         ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "{ks}", "ssl.cipher.suites": "NOT-A-CIPHER"}, "ssl.cipher.suites"),
         ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "{ks}", "ssl.client.auth": "required"}, "ssl.client.auth"),
         ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "{ks}", "ssl.keystore.password": "x"}, "ssl.keystore.password"),
+        ({"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": "{chain}", "ssl.keystore.key": "{key}",
+          "ssl.keystore.password": "x"}, "ssl.keystore.password"),
         ({"ssl.keystore.type": "PEM", "listener.name.ssl.ssl.keystore.location": "/nope"}, "listener.name.ssl.ssl.keystore.location"),
         ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "{ks}", "ssl.protocol": "TLSv1.2",
           "ssl.enabled.protocols": "TLSv1.3"}, "ssl.protocol"),
@@ -187,7 +189,8 @@ def test_pkcs12_keystore_and_truststore(tmp_path, ca, server):
 def test_a_listener_that_cannot_be_set_up_names_the_key(tmp_path, server, props, key):
     ks = write_pem_keystore(tmp_path / "server.pem", server)
     with pytest.raises(TlsConfigError) as e:
-        tls_of(**{k: v.format(ks=ks) for k, v in props.items()})
+        pem_chain, pem_key = server.cert_pem().decode(), server.key_pem().decode()
+        tls_of(**{k: v.format(ks=ks, chain=pem_chain, key=pem_key) for k, v in props.items()})
     assert e.value.key == key
 
 

@@ -225,6 +225,8 @@ def _load_keystore(ctx: ssl.SSLContext, keys: _Keys) -> None:
     if chain or key:
         if kind != "PEM":
             raise TlsConfigError(name("ssl.keystore.type"), "must be PEM with ssl.keystore.certificate.chain / ssl.keystore.key")
+        if value("ssl.keystore.password"):
+            raise TlsConfigError(name("ssl.keystore.password"), "cannot be used with a PEM keystore; only ssl.key.password encrypts its key")
         if location:
             raise TlsConfigError(name("ssl.keystore.location"), "set either it or ssl.keystore.certificate.chain and ssl.keystore.key, not both")
         if not chain or not key:
