@@ -205,12 +205,27 @@ def test_a_key_that_is_not_the_certificates_and_an_expired_certificate(tmp_path,
     assert "is not valid now" in caplog.text and "clients will refuse it" in caplog.text
 
 
-def test_tls12_cipher_suites_are_set(tmp_path, server):
+TLS13 = "TLS_AES_256_GCM_SHA384,TLS_CHACHA20_POLY1305_SHA256,TLS_AES_128_GCM_SHA256"
+
+
+def test_cipher_suites_are_set_and_must_cover_every_enabled_version(tmp_path, server):
     ks = write_pem_keystore(tmp_path / "server.pem", server)
-    t = tls_of(**{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(ks),
-                  "ssl.cipher.suites": "ECDHE-ECDSA-AES256-GCM-SHA384,TLS_AES_256_GCM_SHA384"})
+    base = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(ks)}
+    t = tls_of(**base, **{"ssl.cipher.suites": f"ECDHE-ECDSA-AES256-GCM-SHA384,{TLS13}"})
     tls12 = [c["name"] for c in t.context.get_ciphers() if c["protocol"] == "TLSv1.2"]
     assert tls12 == ["ECDHE-ECDSA-AES256-GCM-SHA384"]
+    assert tls_of(**base, **{"ssl.cipher.suites": "ECDHE-ECDSA-AES256-GCM-SHA384", "ssl.enabled.protocols": "TLSv1.2"})
+    assert tls_of(**base, **{"ssl.cipher.suites": TLS13, "ssl.enabled.protocols": "TLSv1.3"})
+    for props in (
+        {"ssl.cipher.suites": "ECDHE-ECDSA-AES256-GCM-SHA384"},  # TLS 1.3 would offer suites not listed
+        {"ssl.cipher.suites": "ECDHE-ECDSA-AES256-GCM-SHA384,TLS_AES_256_GCM_SHA384"},  # nor can it narrow them
+        {"ssl.cipher.suites": TLS13},  # TLS 1.2 enabled without a suite
+        {"ssl.cipher.suites": f"ECDHE-ECDSA-AES256-GCM-SHA384,{TLS13}", "ssl.enabled.protocols": "TLSv1.2"},
+        {"ssl.cipher.suites": f"ECDHE-ECDSA-AES256-GCM-SHA384,{TLS13}", "ssl.enabled.protocols": "TLSv1.3"},
+    ):
+        with pytest.raises(TlsConfigError) as e:
+            tls_of(**base, **props)
+        assert e.value.key == "ssl.cipher.suites", props
 
 
 # ----------------------------------------------------------------- principal mapping (Kafka's SslPrincipalMapperTest)

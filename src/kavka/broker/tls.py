@@ -164,12 +164,33 @@ def _build(config: BrokerConfig, listener: str) -> ListenerTls:
 
 
 def _set_ciphers(ctx: ssl.SSLContext, key: str, suites: list[str]) -> None:
+    """Kafka's list names the suites of every enabled version. Python's ssl sets TLS 1.2 suites
+    only, and TLS 1.3 always offers OpenSSL's own; so a list must leave nothing unsaid: no TLS 1.2
+    suites with TLSv1.2 enabled, or a TLS 1.3 set other than OpenSSL's, stops startup."""
+    if not suites:
+        return  # OpenSSL's defaults for every version
     tls12 = [s for s in suites if s not in _TLS13_SUITES]
+    tls13 = {s for s in suites if s in _TLS13_SUITES}
     for suite in tls12:  # each one, so an unknown name is refused rather than silently dropped
         try:
             ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).set_ciphers(suite)
         except ssl.SSLError:
             raise TlsConfigError(key, f"unknown cipher suite {suite!r} (OpenSSL names, e.g. ECDHE-RSA-AES256-GCM-SHA384)") from None
+    offered13 = {c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.3"}
+    serves12 = ctx.minimum_version <= ssl.TLSVersion.TLSv1_2
+    serves13 = ctx.maximum_version >= ssl.TLSVersion.TLSv1_3
+    if serves12 and not tls12:
+        raise TlsConfigError(key, "names no TLS 1.2 suite but TLSv1.2 is enabled: add TLS 1.2 suites or set ssl.enabled.protocols=TLSv1.3")
+    if not serves12 and tls12:
+        raise TlsConfigError(key, f"names TLS 1.2 suites {tls12} but TLSv1.2 is not enabled")
+    if serves13 and tls13 != offered13:
+        raise TlsConfigError(
+            key,
+            f"TLS 1.3 always offers OpenSSL's suites {sorted(offered13)} (Python cannot narrow them): "
+            "list exactly those, or disable TLSv1.3 in ssl.enabled.protocols",
+        )
+    if not serves13 and tls13:
+        raise TlsConfigError(key, f"names TLS 1.3 suites {sorted(tls13)} but TLSv1.3 is not enabled")
     if tls12:
         ctx.set_ciphers(":".join(tls12))
 
