@@ -115,8 +115,10 @@ class CheckResult:
                          f"at offset {d.offset}: {d.detail}")
         for r, final in self.inconsistent_reads[:examples]:
             lines.append(f"  inconsistent read: {r.value} read at {r.partition}@{r.offset}, final read has {final}")
+        origin = min((g.start for g in self.unavailability.values()), default=0.0)
         for p, g in sorted(self.unavailability.items()):
-            lines.append(f"  partition {p}: longest unavailability {g.seconds:.1f}s")
+            lines.append(f"  partition {p}: longest unavailability {g.seconds:.1f}s "
+                         f"(+{g.start - origin:.1f}s to +{g.end - origin:.1f}s)")
         return "\n".join(lines)
 
 

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +57,9 @@ class RunResult:
     high_watermarks: dict[int, int] = field(default_factory=dict)
 
     def summary(self) -> str:
-        lines = [f"{len(self.schedule)} faults in {self.wall_seconds:.0f}s; {self.fails} writes failed or "
+        kinds = Counter(f.kind for f in self.schedule)
+        lines = [f"{len(self.schedule)} faults ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}) "
+                 f"in {self.wall_seconds:.0f}s; {self.fails} writes failed or "
                  f"indeterminate, {self.fatal} fatal producer errors; high watermarks {self.high_watermarks}"]
         lines += [f"  {e.what}" for e in self.events]
         return "\n".join([*lines, self.check.summary()])
