@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"no network namespa
 def _run_and_check(cfg: FaultRun, min_acked: int) -> None:
     result = run(cfg, log=print)
     print(result.summary())
-    assert result.check.ok, result.summary()
+    assert result.ok, result.summary()
     assert result.check.acked >= min_acked, result.summary()
     started = {e.what.split()[1] for e in result.events if e.what.startswith("start ")}
     assert started == set(KINDS), result.summary()

@@ -55,12 +55,19 @@ class RunResult:
     fatal: int = 0
     wall_seconds: float = 0.0
     high_watermarks: dict[int, int] = field(default_factory=dict)
+    down: list[int] = field(default_factory=list)  # nodes not ready after the final heal
+
+    @property
+    def ok(self) -> bool:
+        return self.check.ok and not self.down
 
     def summary(self) -> str:
         kinds = Counter(f.kind for f in self.schedule)
         lines = [f"{len(self.schedule)} faults ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}) "
                  f"in {self.wall_seconds:.0f}s; {self.fails} writes failed or "
                  f"indeterminate, {self.fatal} fatal producer errors; high watermarks {self.high_watermarks}"]
+        if self.down:
+            lines.append(f"NODES NOT READY after the final heal: {self.down}")
         lines += [f"  {e.what}" for e in self.events]
         return "\n".join([*lines, self.check.summary()])
 
@@ -155,6 +162,12 @@ def run(cfg: FaultRun, *, log: Callable[[str], None] = lambda line: None) -> Run
         log("healed; quiet period")
         for p in procs:
             p.wait(timeout=cfg.quiet + 90)
+        down = []
+        for i, n in cluster.nodes.items():
+            try:
+                n.wait_ready(30)
+            except (TimeoutError, RuntimeError):
+                down.append(i)  # a node that cannot start again after a kill -9 is a finding of its own
         res = _run_client(cluster, ["read", *common, "--timeout", "60", "--out", str(final)], timeout=90)
         if res.returncode != 0:
             raise RuntimeError(f"final read failed: {res.stdout}{res.stderr}")
@@ -180,7 +193,7 @@ def run(cfg: FaultRun, *, log: Callable[[str], None] = lambda line: None) -> Run
         return RunResult(check=result, schedule=schedule, events=events,
                          fails=sum("fail" in e for e in produce_events),
                          fatal=sum("fatal" in e for e in produce_events),
-                         wall_seconds=time.monotonic() - began, high_watermarks=hws)
+                         wall_seconds=time.monotonic() - began, high_watermarks=hws, down=down)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -202,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                  log=lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", flush=True))
     print(result.summary())
     print(f"(data and logs in {root})")
-    return 0 if result.check.ok else 1
+    return 0 if result.ok else 1
 
 
 if __name__ == "__main__":
