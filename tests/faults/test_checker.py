@@ -65,6 +65,7 @@ def test_unavailability_is_the_longest_gap_between_acks_within_the_attempts() ->
                    attempts=(9.0, 20.0), partitions=range(3))
     gaps = {p: round(g.seconds, 1) for p, g in result.unavailability.items()}
     assert gaps == {0: 6.5, 1: 8.0, 2: 11.0}  # partition 2 never acknowledged: the whole run
+    assert "partition 0: longest unavailability 6.5s (+2.0s to +8.5s)" in result.summary()
 
 
 def test_a_seed_names_one_bounded_schedule_with_every_kind() -> None:
@@ -81,3 +82,12 @@ def test_a_seed_names_one_bounded_schedule_with_every_kind() -> None:
             assert min(len(f.side_a), len(f.side_b)) in (1, 2)
         elif f.kind == "isolate-leader":
             assert f.node == LEADER
+
+
+def test_double_steps_start_two_faults_together_after_one_of_each_kind() -> None:
+    steps = plan(3, nodes=range(1, 6), partitions=3, length=60.0, double=1.0)
+    assert all(f.also is None for f in steps[: len(KINDS)])
+    assert all(f.also is not None for f in steps[len(KINDS):])
+    assert all(f.also.start == f.start and f.also.duration == f.duration for f in steps if f.also)
+    assert " + " in steps[-1].describe()
+    assert plan(3, nodes=range(1, 6), partitions=3, length=60.0) != steps

@@ -16,14 +16,16 @@ import pytest
 
 from kavka.testing.fault_run import FaultRun, run
 from kavka.testing.nemesis import KINDS
-from kavka.testing.netns import netns_unavailable_reason
+from kavka.testing.netns import netns_names, netns_unavailable_reason
 
 _REASON = netns_unavailable_reason()
 pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"no network namespaces here: {_REASON}")
 
 
 def _run_and_check(cfg: FaultRun, min_acked: int) -> None:
+    before = netns_names()
     result = run(cfg, log=print)
+    assert netns_names() <= before, "the run left network namespaces behind"
     print(result.summary())
     assert result.ok, result.summary()
     assert result.check.acked >= min_acked, result.summary()
@@ -40,6 +42,7 @@ def test_a_short_seeded_schedule_loses_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_long_seeded_schedule_loses_nothing(tmp_path: Path, seed: int) -> None:
-    _run_and_check(FaultRun(seed=seed, root=tmp_path, length=300.0, quiet=10.0), min_acked=10000)
+@pytest.mark.parametrize(("seed", "double"), [(1, 0.0), (2, 0.0), (3, 0.5)])
+def test_a_long_seeded_schedule_loses_nothing(tmp_path: Path, seed: int, double: float) -> None:
+    """Five minutes of faults; with `double`, half the steps are two faults at once."""
+    _run_and_check(FaultRun(seed=seed, root=tmp_path, length=300.0, quiet=10.0, double=double), min_acked=10000)

@@ -83,6 +83,7 @@ class CheckResult:
     divergent: list[Divergence] = field(default_factory=list)
     inconsistent_reads: list[tuple[Read, str]] = field(default_factory=list)
     unavailability: dict[int, Gap] = field(default_factory=dict)
+    started: float | None = None  # when the producer started writing (times in the summary count from it)
 
     @property
     def anomalies(self) -> int:
@@ -115,7 +116,8 @@ class CheckResult:
                          f"at offset {d.offset}: {d.detail}")
         for r, final in self.inconsistent_reads[:examples]:
             lines.append(f"  inconsistent read: {r.value} read at {r.partition}@{r.offset}, final read has {final}")
-        origin = min((g.start for g in self.unavailability.values()), default=0.0)
+        origin = self.started if self.started is not None else min((g.start for g in self.unavailability.values()),
+                                                                    default=0.0)
         for p, g in sorted(self.unavailability.items()):
             lines.append(f"  partition {p}: longest unavailability {g.seconds:.1f}s "
                          f"(+{g.start - origin:.1f}s to +{g.end - origin:.1f}s)")
@@ -133,7 +135,7 @@ def check(
     partitions: Iterable[int] = (),
 ) -> CheckResult:
     """The anomalies of one run's history (see the module docstring)."""
-    result = CheckResult(acked=len(acks), read=len(final_read))
+    result = CheckResult(acked=len(acks), read=len(final_read), started=attempts[0] if attempts else None)
     at: dict[tuple[int, int], str] = {}
     where: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for r in final_read:

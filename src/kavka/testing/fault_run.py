@@ -43,6 +43,7 @@ class FaultRun:
     rate: float = 100.0
     fault_seconds: tuple[float, float] = (3.0, 8.0)
     quiet_seconds: tuple[float, float] = (2.0, 5.0)
+    double: float = 0.0  # the share of steps that are two faults at once (nemesis.plan)
     topic: str = "jepsen"
 
 
@@ -62,7 +63,7 @@ class RunResult:
         return self.check.ok and not self.down
 
     def summary(self) -> str:
-        kinds = Counter(f.kind for f in self.schedule)
+        kinds = Counter(f.kind for f in self.schedule) + Counter(f.also.kind for f in self.schedule if f.also)
         lines = [f"{len(self.schedule)} faults ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))}) "
                  f"in {self.wall_seconds:.0f}s; {self.fails} writes failed or "
                  f"indeterminate, {self.fatal} fatal producer errors; high watermarks {self.high_watermarks}"]
@@ -136,7 +137,7 @@ def _run_client(cluster: NetnsCluster, args: list[str], timeout: float) -> subpr
 def run(cfg: FaultRun, *, log: Callable[[str], None] = lambda line: None) -> RunResult:
     began = time.monotonic()
     schedule = plan(cfg.seed, nodes=range(1, cfg.nodes + 1), partitions=cfg.partitions, length=cfg.length,
-                    fault_seconds=cfg.fault_seconds, quiet_seconds=cfg.quiet_seconds)
+                    fault_seconds=cfg.fault_seconds, quiet_seconds=cfg.quiet_seconds, double=cfg.double)
     cfg.root.mkdir(parents=True, exist_ok=True)
     cluster = NetnsCluster(cfg.root, cfg.nodes, voters=cfg.voters)
     procs: list[subprocess.Popen[str]] = []
@@ -208,10 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kavka.testing.fault_run")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--length", type=float, default=300.0)
+    parser.add_argument("--double", type=float, default=0.0, help="share of steps with two faults at once")
     parser.add_argument("--root", type=Path, default=None, help="where nodes keep their data (a temp dir by default)")
     args = parser.parse_args(argv)
     root = args.root or Path(tempfile.mkdtemp(prefix="kavka-faults-"))
-    result = run(FaultRun(seed=args.seed, root=root, length=args.length),
+    result = run(FaultRun(seed=args.seed, root=root, length=args.length, double=args.double),
                  log=lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", flush=True))
     print(result.summary())
     print(f"(data and logs in {root})")

@@ -68,6 +68,11 @@ def netns_unavailable_reason() -> str | None:
     return None
 
 
+def netns_names() -> set[str]:
+    """The network namespaces `ip netns` knows (a test checks a run left none of its own)."""
+    return {line.split()[0] for line in _ip("netns", "list").stdout.splitlines() if line.strip()}
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     node_id: int
@@ -266,6 +271,13 @@ class NetnsCluster:
         self.switch = Switch(range(1, nodes + 1), subnet=subnet)
         self.cluster_id = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         self.nodes: dict[int, NodeProcess] = {}
+        try:
+            self._configure(nodes, voters, overrides or {})
+        except BaseException:
+            self.switch.close()
+            raise
+
+    def _configure(self, nodes: int, voters: int, overrides: Mapping[str, str]) -> None:
         voter_list = ",".join(f"{i}@{self.switch.address(i)}:{CONTROLLER_PORT}" for i in range(1, voters + 1))
         for i in range(1, nodes + 1):
             node = Node(i, self.switch.node_ns[i], self.switch.address(i), voter=i <= voters)
@@ -281,7 +293,7 @@ class NetnsCluster:
                 "log.dirs": str(self.root / f"node{i}" / "data"),
                 "num.partitions": "1",
                 **FAST_FAILOVER,
-                **(overrides or {}),
+                **overrides,
             }
             self.nodes[i] = NodeProcess(node, self.root / f"node{i}", props)
 
