@@ -210,11 +210,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--length", type=float, default=300.0)
     parser.add_argument("--double", type=float, default=0.0, help="share of steps with two faults at once")
+    parser.add_argument("--fault-seconds", default="3,8", help="shortest,longest fault")
+    parser.add_argument("--gap-seconds", default="2,5", help="shortest,longest quiet gap between faults")
     parser.add_argument("--root", type=Path, default=None, help="where nodes keep their data (a temp dir by default)")
     args = parser.parse_args(argv)
     root = args.root or Path(tempfile.mkdtemp(prefix="kavka-faults-"))
-    result = run(FaultRun(seed=args.seed, root=root, length=args.length, double=args.double),
-                 log=lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", flush=True))
+
+    def pair(text: str) -> tuple[float, float]:
+        low, high = (float(x) for x in text.split(","))
+        return low, high
+
+    cfg = FaultRun(seed=args.seed, root=root, length=args.length, double=args.double,
+                   fault_seconds=pair(args.fault_seconds), quiet_seconds=pair(args.gap_seconds))
+    result = run(cfg, log=lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", flush=True))
     print(result.summary())
     print(f"(data and logs in {root})")
     return 0 if result.ok else 1
