@@ -45,6 +45,7 @@ class FaultRun:
     quiet_seconds: tuple[float, float] = (2.0, 5.0)
     double: float = 0.0  # the share of steps that are two faults at once (nemesis.plan)
     topic: str = "jepsen"
+    overrides: tuple[tuple[str, str], ...] = ()  # broker properties over NetnsCluster's (e.g. an unsafe one)
 
 
 @dataclass(slots=True)
@@ -139,7 +140,7 @@ def run(cfg: FaultRun, *, log: Callable[[str], None] = lambda line: None) -> Run
     schedule = plan(cfg.seed, nodes=range(1, cfg.nodes + 1), partitions=cfg.partitions, length=cfg.length,
                     fault_seconds=cfg.fault_seconds, quiet_seconds=cfg.quiet_seconds, double=cfg.double)
     cfg.root.mkdir(parents=True, exist_ok=True)
-    cluster = NetnsCluster(cfg.root, cfg.nodes, voters=cfg.voters)
+    cluster = NetnsCluster(cfg.root, cfg.nodes, voters=cfg.voters, overrides=dict(cfg.overrides))
     procs: list[subprocess.Popen[str]] = []
     stderrs: list[Any] = []
     try:
@@ -212,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--double", type=float, default=0.0, help="share of steps with two faults at once")
     parser.add_argument("--fault-seconds", default="3,8", help="shortest,longest fault")
     parser.add_argument("--gap-seconds", default="2,5", help="shortest,longest quiet gap between faults")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker property for every node (repeatable)")
     parser.add_argument("--root", type=Path, default=None, help="where nodes keep their data (a temp dir by default)")
     args = parser.parse_args(argv)
     root = args.root or Path(tempfile.mkdtemp(prefix="kavka-faults-"))
@@ -221,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         return low, high
 
     cfg = FaultRun(seed=args.seed, root=root, length=args.length, double=args.double,
-                   fault_seconds=pair(args.fault_seconds), quiet_seconds=pair(args.gap_seconds))
+                   fault_seconds=pair(args.fault_seconds), quiet_seconds=pair(args.gap_seconds),
+                   overrides=tuple(tuple(kv.split("=", 1)) for kv in args.set))
     result = run(cfg, log=lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", flush=True))
     print(result.summary())
     print(f"(data and logs in {root})")
