@@ -91,3 +91,14 @@ def test_double_steps_start_two_faults_together_after_one_of_each_kind() -> None
     assert all(f.also.start == f.start and f.also.duration == f.duration for f in steps if f.also)
     assert " + " in steps[-1].describe()
     assert plan(3, nodes=range(1, 6), partitions=3, length=60.0) != steps
+
+
+def test_an_ack_without_an_offset_is_checked_for_presence_and_partition_only() -> None:
+    # librdkafka's implicit ack: a timed-out batch proven written by a later one, no offset known.
+    acks = [Ack(0, None, "a", 1.0), Ack(0, 1, "b", 1.1), Ack(0, None, "c", 1.2), Ack(1, None, "d", 1.3)]
+    final = [Read(0, 0, "a"), Read(0, 1, "b"), Read(0, 2, "d")]
+    result = check(acks=acks, final_read=final)
+    assert [a.value for a in result.lost] == ["c"]
+    assert [(a.value, at) for a, at in result.wrong_offset] == [("d", (0, 2))]  # acked in partition 1
+    assert result.acked_without_offset == 3 and result.anomalies == 2
+    assert "3 acknowledged without an offset" in result.summary()

@@ -13,7 +13,8 @@ Anomalies (each must be zero in a correct run):
 
 - **lost**: an acknowledged value absent from the final read;
 - **duplicated**: a value at two or more offsets of the final read;
-- **wrong offset**: an acknowledged value read at another (partition, offset) than acknowledged;
+- **wrong offset**: an acknowledged value read at another (partition, offset) than acknowledged
+  (or, acknowledged without an offset, in another partition);
 - **divergent**: two replicas of a partition whose batches below the high watermark differ, or a
   replica missing some of them;
 - **inconsistent read**: the concurrent consumer read a value at an offset the final read holds
@@ -33,8 +34,12 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class Ack:
+    """An acknowledged write. `offset` None: acknowledged without one -- librdkafka's idempotent
+    producer "implicitly acks" a batch whose request timed out once a later batch of the same
+    partition succeeds (the sequence proves it was written), and reports no offset for it."""
+
     partition: int
-    offset: int
+    offset: int | None
     value: str
     time: float
 
@@ -83,6 +88,7 @@ class CheckResult:
     divergent: list[Divergence] = field(default_factory=list)
     inconsistent_reads: list[tuple[Read, str]] = field(default_factory=list)
     unavailability: dict[int, Gap] = field(default_factory=dict)
+    acked_without_offset: int = 0  # checked for presence and partition only (see Ack)
     started: float | None = None  # when the producer started writing (times in the summary count from it)
 
     @property
@@ -105,6 +111,9 @@ class CheckResult:
                  f"back, {self.anomalies} anomalies",
                  f"  lost {c['lost']}, duplicated {c['duplicated']}, wrong offset {c['wrong_offset']}, "
                  f"divergent replicas {c['divergent']}, inconsistent reads {c['inconsistent_reads']}"]
+        if self.acked_without_offset:
+            lines.append(f"  ({self.acked_without_offset} acknowledged without an offset: checked for presence and "
+                         "partition only)")
         for a in self.lost[:examples]:
             lines.append(f"  lost: {a.value} acked at {a.partition}@{a.offset}")
         for value, where in list(self.duplicated.items())[:examples]:
@@ -143,9 +152,13 @@ def check(
         where[r.value].append((r.partition, r.offset))
     result.duplicated = {v: sorted(w) for v, w in where.items() if len(w) > 1}
     for a in acks:
+        result.acked_without_offset += a.offset is None
         found = where.get(a.value)
         if not found:
             result.lost.append(a)
+        elif a.offset is None:
+            if all(p != a.partition for p, _ in found):
+                result.wrong_offset.append((a, found[0]))
         elif (a.partition, a.offset) not in found:
             result.wrong_offset.append((a, found[0]))
     for r in reads:
