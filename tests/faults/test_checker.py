@@ -52,6 +52,13 @@ def test_every_planted_anomaly_is_reported() -> None:
         assert word in text
 
 
+def test_a_missing_replica_is_divergent() -> None:
+    replicas = _replicas()
+    del replicas[0][2]
+    result = check(acks=[], final_read=[], high_watermarks={0: 5}, replicas=replicas, replication_factor=3)
+    assert [d.detail for d in result.divergent] == ["2 replicas on disk, not 3"]
+
+
 def test_divergence_above_the_high_watermark_is_not_an_anomaly() -> None:
     replicas = _replicas()
     replicas[0][3] = [*replicas[0][3], Batch(5, 6, 3, 77)]  # the leader's tail, not yet replicated

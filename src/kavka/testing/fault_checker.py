@@ -142,6 +142,7 @@ def check(
     replicas: Mapping[int, Mapping[int, Sequence[Batch]]] | None = None,
     attempts: tuple[float, float] | None = None,
     partitions: Iterable[int] = (),
+    replication_factor: int | None = None,
 ) -> CheckResult:
     """The anomalies of one run's history (see the module docstring)."""
     result = CheckResult(acked=len(acks), read=len(final_read), started=attempts[0] if attempts else None)
@@ -167,6 +168,8 @@ def check(
             result.inconsistent_reads.append((r, final if final is not None else "nothing"))
     for p, by_node in sorted((replicas or {}).items()):
         hw = (high_watermarks or {}).get(p)
+        if replication_factor is not None and len(by_node) < replication_factor:
+            result.divergent.append(Divergence(p, 0, 0, 0, f"{len(by_node)} replicas on disk, not {replication_factor}"))
         if hw is not None:
             result.divergent.extend(_diverging(p, hw, by_node))
     result.unavailability = _unavailability(acks, attempts, partitions)

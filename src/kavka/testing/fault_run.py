@@ -29,6 +29,7 @@ from kavka.testing.nemesis import Event, Fault, plan, play
 from kavka.testing.netns import KAVKA, NetnsCluster
 
 WORKLOAD = [sys.executable, "-m", "kavka.testing.fault_workload"]
+REPLICATION_FACTOR = 3  # the workload's topic: RF 3, min.insync.replicas 2 (fault_workload's defaults)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,7 +178,7 @@ def run(cfg: FaultRun, *, log: Callable[[str], None] = lambda line: None) -> Run
         hws = {int(p): hw for e in read_events if "hw" in e for p, hw in e["hw"].items()}
         deadline = time.monotonic() + 60
         replicas = dump_replicas(cluster, cfg.topic, cfg.partitions)
-        while not _caught_up(replicas, hws, 3) and time.monotonic() < deadline:
+        while not _caught_up(replicas, hws, REPLICATION_FACTOR) and time.monotonic() < deadline:
             time.sleep(0.5)  # a follower still fetching up to the high watermark
             replicas = dump_replicas(cluster, cfg.topic, cfg.partitions)
         produce_events = history.refresh()
@@ -191,6 +192,7 @@ def run(cfg: FaultRun, *, log: Callable[[str], None] = lambda line: None) -> Run
             replicas=replicas,
             attempts=(start, stop),
             partitions=range(cfg.partitions),
+            replication_factor=REPLICATION_FACTOR,
         )
         return RunResult(check=result, schedule=schedule, events=events,
                          fails=sum("fail" in e for e in produce_events),
