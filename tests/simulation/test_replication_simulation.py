@@ -77,6 +77,7 @@ def test_replication_many_seeds(block: int) -> None:
 # when measured: the chance that a reshuffled simulation misses it in that many is below 1e-4.
 VARIANT_SEEDS = {
     "isr flapping": 3,  # 100/100
+    "isr flapping on offset lag": 3,  # 100/100
     "acks=all at the log end": 3,  # 100/100
     "follower high watermark uncapped": 8,  # 79/100, the first at seed 0
     "follower never truncates": 15,  # 48/100, the first at 0
@@ -108,7 +109,8 @@ def test_simulation_can_fail() -> None:
 
 
 def test_elections_simulation_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A preferred election that ignores the ISR must be caught by some seed."""
+    """A preferred election that ignores the ISR must be caught by some seed (measured: 10 of
+    seeds 0-149, the first at 10)."""
 
     def reckless(reg, *, live):  # noqa: ANN001, ANN202
         preferred = reg.replicas[0]

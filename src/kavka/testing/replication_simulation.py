@@ -613,6 +613,10 @@ class Controller:
             self.fenced.discard(b)
             self.version += 1
             self.update(pc.on_broker_unfenced(self.reg, live=self.live))
+            if self.sim.elections and self.sim.faults and self.sim.rng.random() < 0.5:
+                # An operator restores preferred leaders after a restart, often before the
+                # returning broker is back in the ISR.
+                self.sim.at(self.sim.now + self.sim.rng.randint(1, 100), self.elect_preferred)
         self.sim.send(
             CONTROLLER, b, self.sim.brokers[b].on_heartbeat_response, incarnation, self.version, self.image()
         )
@@ -1003,7 +1007,7 @@ def run_seed(seed: int, duration_ms: int = 1500, *, elections: bool = False) -> 
 
 
 def _shrink_on_any_lag(self: LeaderState, *, now_ms: int, replica_lag_time_max_ms: int) -> IsrProposal | None:
-    """ISR flapping: a follower is out of sync as soon as its last fetch was behind the leader's
+    """ISR flapping on offsets: a follower is out of sync as soon as its last fetch was behind the leader's
     log end (a lag in offsets, not replica.lag.time.max.ms), so the ISR shrinks and grows back."""
     if self.pending is not None:
         return None
@@ -1011,6 +1015,21 @@ def _shrink_on_any_lag(self: LeaderState, *, now_ms: int, replica_lag_time_max_m
         r
         for r in self.registration.isr
         if r != self.local_id and self.remotes[r].log_end_offset < self.remotes[r].last_fetch_leader_log_end_offset
+    ]
+    if not out_of_sync:
+        return None
+    return self._propose(tuple(r for r in self.registration.isr if r not in out_of_sync))
+
+
+def _shrink_too_soon(self: LeaderState, *, now_ms: int, replica_lag_time_max_ms: int) -> IsrProposal | None:
+    """ISR flapping: the lag condition uses a tenth of replica.lag.time.max.ms, so followers that
+    are merely between fetches are dropped and added back (some nine times as many changes)."""
+    if self.pending is not None:
+        return None
+    out_of_sync = [
+        r
+        for r in self.registration.isr
+        if r != self.local_id and now_ms - self.remotes[r].last_caught_up_ms > replica_lag_time_max_ms // 10
     ]
     if not out_of_sync:
         return None
@@ -1093,6 +1112,9 @@ def _broken_variants() -> dict[str, BrokenVariant]:
 
     return {
         "isr flapping": BrokenVariant(
+            ((LeaderState, "maybe_shrink_isr", _shrink_too_soon),), "ISR shrink removes only lagging followers"
+        ),
+        "isr flapping on offset lag": BrokenVariant(
             ((LeaderState, "maybe_shrink_isr", _shrink_on_any_lag),), "ISR shrink removes only lagging followers"
         ),
         "acks=all at the log end": BrokenVariant(
