@@ -42,7 +42,9 @@ Checked after every event (each failure names its invariant):
 - ISR shrink removes only lagging followers: a leader proposes dropping a follower only if, by
   the fetches the simulation delivered to it (Kafka's lastCaughtUpTime rule recomputed: caught
   up at a fetch reaching the leader's log end, or at the previous fetch when this one reaches
-  the log end that fetch saw), it has not caught up for replica.lag.time.max.ms.
+  the log end that fetch saw), it has not caught up for replica.lag.time.max.ms;
+- ISR stable without faults: once the network has healed, every broker runs and the ISR is whole,
+  no leader proposes a shrink (followers fetch every few tens of ms, the lag allowed is 150 ms).
 And at the end, once faults stop and the network heals: one leader, every replica in the ISR,
 every log identical byte for byte, high watermark = log end everywhere, and every acknowledged
 record present.
@@ -270,6 +272,7 @@ class Sim:
         self.brokers = {b: Broker(self, b) for b in BROKERS}
         self.producer = Producer(self)
         self.converged = False  # set once healed and settled: the run ends there
+        self.settled = False  # healed, and the ISR whole since: from here on no shrink is right
         # KIP-966 licenses: (time, broker, recovery point) of a last-ISR replica that lost data.
         self.licenses: list[tuple[int, int, int]] = []
         self.license_from: int | None = None
@@ -372,6 +375,8 @@ class Sim:
 
     def poll_converged(self) -> None:
         reg = self.controller.reg
+        if sorted(reg.isr) == sorted(BROKERS) and all(b.alive for b in self.brokers.values()):
+            self.settled = True
         parts = [b.partition for b in self.brokers.values()]
         if (
             reg.leader != NO_LEADER
@@ -684,6 +689,11 @@ class AlterPartitionSender:
                     "ISR shrink removes only lagging followers",
                     f"leader {b.id} drops {r} from {partition.isr}, caught up {sim.now - st.caught_up_ms} ms ago",
                 )
+        if removed and sim.settled:
+            sim.fail(
+                "ISR stable without faults",
+                f"leader {b.id} drops {removed} from {partition.isr} after the network healed and the ISR was whole",
+            )
         sim.isr_shrinks += bool(removed)
         sim.isr_expands += len(proposal.new_isr) > len(partition.isr)
         self.send(proposal)
