@@ -4,7 +4,7 @@ Three brokers host one partition (RF=3, min.insync.replicas=2). What runs for re
 a `storage.unified_log.Log` in a directory of its own (segments, indexes, the leader-epoch
 checkpoint), the `replication.replica_manager.ReplicaManager` with its `Partition`
 (`append_records` for acks=all produces, answered through the purgatory's `DelayedProduce`;
-`fetch_messages` for followers' fetches: the KIP-320 diverging-epoch check, the follower's
+`fetch_messages` for followers' fetches, long-polled as a `DelayedFetch` in half the seeds: the KIP-320 diverging-epoch check, the follower's
 position, high-watermark moves, ISR-expansion proposals, KIP-903 broker-epoch checks;
 `shrink_isrs`; `apply_partition` for each metadata update; the high-watermark checkpoint), and
 the replica fetcher's request and answer handling (`replication.fetcher.fetch_position`,
@@ -13,11 +13,13 @@ the leader's high watermark). The controller side is the controller's rules
 (`controller.partition_change`, `ReplicationControlManager.balance_leaders`) on one partition.
 
 What is modelled: the clock (`ReplicaManager.now_ms` and the purgatory's timers run on
-simulated milliseconds: `SimLoop` is just enough of an asyncio loop for `DelayedProduce`), the
+simulated milliseconds: `SimLoop` is just enough of an asyncio loop for the purgatory), the
 network (a seeded one that delays, drops, duplicates and partitions; each message is a
 function call at the other end, the Fetch a `FetchPosition` one way and the FetchResponse
-partition's fields the other -- no wire encoding; followers fetch on a timer with max_wait_ms=0,
-so the purgatory's DelayedFetch long poll does not run), the AlterPartition sender (one proposal in
+partition's fields the other -- no wire encoding), the follower's fetch loop (half the seeds
+fetch on a timer with replica.fetch.wait.max.ms=0; in the others the leader parks a fetch with
+nothing new as the purgatory's DelayedFetch, and the follower fetches again at each answer), the
+AlterPartition sender (one proposal in
 flight, resent with no answer, as `AlterPartitionManager`), the metadata log (the controller
 sends each broker the partition's registration and the brokers' epochs and fencing as a
 `MetadataImage`), the LogManager (one log, the high-watermark checkpoint kept in memory) and
@@ -106,7 +108,12 @@ from kavka.replication.fetcher import (
     fetch_position,
 )
 from kavka.replication.partition import Partition, PartitionError
-from kavka.replication.replica_manager import FetchParams, PartitionResponse, ReplicaManager
+from kavka.replication.replica_manager import (
+    FetchParams,
+    FetchPartitionData,
+    PartitionResponse,
+    ReplicaManager,
+)
 from kavka.replication.replica_state import NO_LEADER, DivergingEpoch, IsrProposal, LeaderState
 from kavka.storage.log_config import LogConfig
 from kavka.storage.unified_log import Log
@@ -266,6 +273,9 @@ class Sim:
         self.dup_p = self.rng.choice([0.0, 0.02])
         self.max_delay = self.rng.choice([2, 8, 20])
         self.segment_bytes = self.rng.choice([1 << 30, 1200])
+        # replica.fetch.wait.max.ms: 0 fetches on a timer; otherwise the leader parks a fetch with
+        # nothing new in the purgatory (DelayedFetch) and the follower fetches again at each answer.
+        self.fetch_wait_ms = self.rng.choice([0, 25])
         self.cut: set[frozenset[int]] = set()  # pairs that cannot talk
         self.faults = True
         self.controller = Controller(self)
@@ -764,6 +774,7 @@ class Broker:
         self.rm.fetchers = self.fetcher
         self.image = MetadataImage()
         self.rm.metadata = lambda: self.image
+        self.rm._read_all = self._observed_read_all(self.rm._read_all)  # type: ignore[method-assign]
         self.loop = SimLoop(self.sim, self)
         self.version = -1
         self.registered = False  # metadata is applied only once the controller has this incarnation
@@ -815,19 +826,25 @@ class Broker:
             self.log.flush()
         if sim.rng.random() < 0.5:
             self.rm.checkpoint_high_watermarks()
-        if self.fetch_sent_at is not None and sim.now - self.fetch_sent_at > FETCH_TIMEOUT_MS:
+        if self.fetch_sent_at is not None and sim.now - self.fetch_sent_at > FETCH_TIMEOUT_MS + sim.fetch_wait_ms:
             self.fetch_sent_at = None
         p = self.partition
         if p is not None and p.leader_state is not None:
             self.alter.tick(p.leader_state)
             self.rm.shrink_isrs(replica_lag_time_max_ms=LAG_TIME_MAX_MS)
-        elif p is not None and self.fetcher.leader is not None and self.fetch_sent_at is None:
-            self.fetch_sent_at = sim.now
-            leader = sim.brokers[self.fetcher.leader]
-            sim.send(
-                self.id, leader.id, leader.on_fetch, self.id, self.incarnation, self.fetcher.leader_epoch, fetch_position(p)
-            )
+        else:
+            self.maybe_fetch()
         sim.at(sim.now + HEARTBEAT_MS // 2 + sim.rng.randint(0, 5), self.tick)
+
+    def maybe_fetch(self) -> None:
+        p = self.partition
+        if p is None or p.is_leader or self.fetcher.leader is None or self.fetch_sent_at is not None:
+            return
+        self.fetch_sent_at = self.sim.now
+        leader = self.sim.brokers[self.fetcher.leader]
+        self.sim.send(
+            self.id, leader.id, leader.on_fetch, self.id, self.incarnation, self.fetcher.leader_epoch, fetch_position(p)
+        )
 
     # metadata
     def on_heartbeat_response(self, incarnation: int, version: int, image: MetadataImage) -> None:
@@ -888,21 +905,40 @@ class Broker:
 
     # replication: the leader's side
     def on_fetch(self, follower: int, follower_incarnation: int, leader_epoch: int, pos: FetchPosition) -> None:
-        p = self.partition
-        leo_before = None if p is None or p.leader_state is None else p.log_end_offset
         fp = FetchRequestPartition(
             pos.fetch_offset, MAX_FETCH_BYTES, leader_epoch, pos.last_fetched_epoch, pos.log_start_offset
         )
-        answers: list[Any] = []
-        params = FetchParams(replica_id=follower, replica_epoch=follower_incarnation, max_wait_ms=0)
-        self.rm.fetch_messages(params, [(TP, fp)], answers.append)
-        r = answers[0][0]
-        if leo_before is not None and r.error == ErrorCode.none and r.diverging_epoch is None:
-            self.observe_follower_fetch(follower, pos.fetch_offset, leo_before)
-        div = None if r.diverging_epoch is None else DivergingEpoch(*r.diverging_epoch)
-        answer = FetchResponsePartition(r.error.value, r.high_watermark, r.log_start_offset, div, bytes(r.records))
+        params = FetchParams(
+            replica_id=follower, replica_epoch=follower_incarnation, max_wait_ms=self.sim.fetch_wait_ms
+        )
         src = self.sim.brokers[follower]
-        self.sim.send(self.id, follower, src.on_fetch_response, leader_epoch, pos, answer)
+
+        def respond(results: list[FetchPartitionData]) -> None:
+            r = results[0]
+            div = None if r.diverging_epoch is None else DivergingEpoch(*r.diverging_epoch)
+            answer = FetchResponsePartition(r.error.value, r.high_watermark, r.log_start_offset, div, bytes(r.records))
+            self.sim.send(self.id, follower, src.on_fetch_response, leader_epoch, pos, answer)
+
+        with self.loop.running():
+            self.rm.fetch_messages(params, [(TP, fp)], respond)
+
+    def _observed_read_all(self, read_all: Callable[..., Any]) -> Callable[..., Any]:
+        """ReplicaManager._read_all, watched: every read for a follower (the first, and each of a
+        parked DelayedFetch) is a fetch the leader counts, so the ISR oracle sees each one."""
+
+        def read(params: FetchParams, fetch_infos: Any, **kwargs: Any) -> Any:
+            p = self.partition
+            leo = None if p is None or p.leader_state is None else p.log_end_offset
+            if p is not None and p.leader_state is not None and p.leader_state is not self.oracle_state:
+                self.reset_oracle(p.leader_state)  # it began in this event
+            out = read_all(params, fetch_infos, **kwargs)
+            if leo is not None and params.is_from_follower and not kwargs.get("stale_replica"):
+                r = out[0][0]
+                if r.error == ErrorCode.none and r.diverging_epoch is None:
+                    self.observe_follower_fetch(params.replica_id, fetch_infos[0][1].fetch_offset, leo)
+            return out
+
+        return read
 
     def reset_oracle(self, ls: LeaderState) -> None:
         """A new leadership: every ISR member counts as caught up now (Kafka's makeLeader)."""
@@ -943,6 +979,8 @@ class Broker:
                 "follower truncates on a diverging epoch",
                 f"broker {self.id} told {answer.diverging_epoch} still ends at {before[0]} in epoch {before[1]}",
             )
+        if self.sim.fetch_wait_ms and applied is not FetchApplied.NOT_APPLIED:
+            self.maybe_fetch()  # the fetcher's loop: the next request at once, the leader long-polls it
 
 
 # ------------------------------------------------------------------ the producer
