@@ -84,6 +84,7 @@ VARIANT_SEEDS = {
     "elect outside the ISR": 50,  # 17/100, the first at 5
     "fencing empties the ISR": 55,  # 16/100, the first at 5
     "no diverging-epoch check": 35,  # 25/100, the first at 2
+    "high watermark past a lagging ISR member": 90,  # 6/60, the first at 6
 }
 
 

@@ -1136,6 +1136,22 @@ def _fence_empties_isr(reg: PartitionRegistration, broker: int, *, live: Any, un
     return pc.elect_leader(reg, live=[b for b in live if b != broker], unclean=unclean)
 
 
+def _hw_past_lagging_member(self: LeaderState, log_end_offset: int) -> bool:
+    """The high watermark follows the furthest ISR follower instead of the one furthest behind."""
+    positions = [
+        self.remotes[r].log_end_offset
+        for r in self.maximal_isr
+        if r != self.local_id and r in self.remotes and self.remotes[r].log_end_offset >= 0
+    ]
+    if not positions:
+        return False
+    new_hw = min(log_end_offset, max(positions))
+    if new_hw > self.high_watermark:
+        self.high_watermark = new_hw
+        return True
+    return False
+
+
 def _no_diverging_epoch(*args: object, **kwargs: object) -> None:
     """The leader skips the KIP-320 check: a diverging follower keeps its suffix."""
     return None
@@ -1184,6 +1200,9 @@ def _broken_variants() -> dict[str, BrokenVariant]:
         "elect outside the ISR": BrokenVariant(((pc, "elect_leader", _elect_outside_isr),), "leader elected from the ISR"),
         "fencing empties the ISR": BrokenVariant(
             ((pc, "on_broker_fenced", _fence_empties_isr),), "the ISR is never empty"
+        ),
+        "high watermark past a lagging ISR member": BrokenVariant(
+            ((LeaderState, "maybe_increment_high_watermark", _hw_past_lagging_member),), "committed bytes identical"
         ),
         "no diverging-epoch check": BrokenVariant(
             ((partition_module, "diverging_epoch", _no_diverging_epoch),), "committed bytes identical"
