@@ -14,16 +14,15 @@ the leader's high watermark). The controller side is the controller's rules
 
 What is modelled: the clock (`ReplicaManager.now_ms` and the purgatory's timers run on
 simulated milliseconds: `SimLoop` is just enough of an asyncio loop for the purgatory), the
-network (a seeded one that delays, drops, duplicates and partitions; each message is a
-function call at the other end, the Fetch a `FetchPosition` one way and the FetchResponse
-partition's fields the other -- no wire encoding), the follower's fetch loop (half the seeds
-fetch on a timer with replica.fetch.wait.max.ms=0; in the others the leader parks a fetch with
-nothing new as the purgatory's DelayedFetch, and the follower fetches again at each answer), the
-AlterPartition sender (one proposal in
-flight, resent with no answer, as `AlterPartitionManager`), the metadata log (the controller
-sends each broker the partition's registration and the brokers' epochs and fencing as a
-`MetadataImage`), the LogManager (one log, the high-watermark checkpoint kept in memory) and
-the disk under a hard kill: the Log is closed, every byte above its recovery point is cut from
+network (a seeded one that delays, drops, duplicates and partitions; each message is a function
+call at the other end, the Fetch a `FetchPosition` one way and the FetchResponse partition's
+fields the other -- no wire encoding), the follower's fetch loop (half the seeds fetch on a timer
+with replica.fetch.wait.max.ms=0; in the others the leader parks a fetch with nothing new as the
+purgatory's DelayedFetch, and the follower fetches again at each answer), the AlterPartition
+sender (one proposal in flight, resent with no answer, as `AlterPartitionManager`), the metadata
+log (the controller sends each broker the partition's registration and the brokers' epochs and
+fencing as a `MetadataImage`), the LogManager (one log, the high-watermark checkpoint kept in
+memory) and the disk under a hard kill: the Log is closed, every byte above its recovery point is cut from
 the segment files (segments starting above it deleted, sometimes a torn piece of the next batch
 left), and the restart reopens it with `Log.open(clean_shutdown=False)` -- the real recovery.
 Brokers are killed hard and restarted as new incarnations; a producer sends one-record batches
@@ -52,7 +51,8 @@ every log identical byte for byte, high watermark = log end everywhere, and ever
 record present.
 
 With `elections=True` the controller also runs preferred-leader elections: ElectLeaders PREFERRED
-at random moments (an operator's `kavka leader-election`) and the automatic rebalance
+at random moments and often just after a broker returns (an operator's `kavka leader-election`,
+while the returning broker may still be outside the ISR) and the automatic rebalance
 (`ReplicationControlManager.balance_leaders`, leader.imbalance.per.broker.percentage=10) on a seeded
 interval -- leadership moves while the old leader is alive and taking writes. Each election must
 pick a live ISR member, and every check above must still hold.
@@ -282,11 +282,11 @@ class Sim:
         self.brokers = {b: Broker(self, b) for b in BROKERS}
         self.producer = Producer(self)
         self.converged = False  # set once healed and settled: the run ends there
-        self.settled = False  # healed, and the ISR whole since: from here on no shrink is right
+        self.settled = False  # healed, and the ISR seen whole after: from here on no shrink is right
         # KIP-966 licenses: (time, broker, recovery point) of a last-ISR replica that lost data.
         self.licenses: list[tuple[int, int, int]] = []
         self.license_from: int | None = None
-        self.lost_acked = 0  # acknowledged records lost under a license (counted at the end)
+        self.lost_acked: list[int] = []  # offsets of acknowledged records lost under a license
         self.committed: dict[int, bytes] = {}
         self.superseded: dict[int, set[bytes]] = {}  # committed batches a license let go
         self.leader_of_epoch: dict[int, int] = {}
@@ -294,7 +294,7 @@ class Sim:
 
     @property
     def licensed_loss(self) -> bool:
-        return self.lost_acked > 0
+        return bool(self.lost_acked)
 
     # scheduling
     def at(self, when: int, action) -> None:  # noqa: ANN001
@@ -487,7 +487,7 @@ class Sim:
             if final.get(offset) != batch:
                 if not self.licensed(offset):
                     self.fail("acknowledged records survive", f"acknowledged record {value} at offset {offset} lost")
-                self.lost_acked += 1
+                self.lost_acked.append(offset)
 
 
 def read_batches(log: Log, start: int, end: int) -> Iterator[tuple[int, bytes]]:
@@ -1021,7 +1021,7 @@ class Producer:
         if prior is not None and prior[0] != value:
             if not self.sim.licensed(offset):
                 self.sim.fail("acknowledged records survive", f"offset {offset} acknowledged twice: {prior[0]} and {value}")
-            self.sim.lost_acked += 1  # the earlier one is gone: a new leader reused its offset
+            self.sim.lost_acked.append(offset)  # the earlier one is gone: a new leader reused its offset
         self.acked[offset] = (value, batch)
         committed = self.sim.committed.get(offset)
         if committed is not None and committed != batch and not (
