@@ -974,7 +974,14 @@ class Broker:
             applied = apply_partition_response(p, answer, pos.fetch_offset, now_ms=self.sim.now)
         except PartitionError:
             return  # fetched again at the next tick
-        if applied is FetchApplied.TRUNCATED_ON_DIVERGENCE and (p.log_end_offset, p.last_fetched_epoch) >= before:
+        # Judged only when the answer is for the position the follower still has: a duplicated
+        # answer may find the first copy's truncation done (an empty epoch entry gone).
+        asked = (pos.fetch_offset, pos.last_fetched_epoch)
+        if (
+            applied is FetchApplied.TRUNCATED_ON_DIVERGENCE
+            and before == asked
+            and (p.log_end_offset, p.last_fetched_epoch) >= before
+        ):
             self.sim.fail(
                 "follower truncates on a diverging epoch",
                 f"broker {self.id} told {answer.diverging_epoch} still ends at {before[0]} in epoch {before[1]}",
