@@ -44,8 +44,9 @@ Checked after every event (each failure names its invariant):
   the fetches the simulation delivered to it (Kafka's lastCaughtUpTime rule recomputed: caught
   up at a fetch reaching the leader's log end, or at the previous fetch when this one reaches
   the log end that fetch saw), it has not caught up for replica.lag.time.max.ms;
-- ISR stable without faults: once the network has healed, every broker runs and the ISR is whole,
-  no leader proposes a shrink (followers fetch every few tens of ms, the lag allowed is 150 ms).
+- ISR stable without faults: once the network has healed, every broker runs, the ISR is whole and
+  every follower has caught up with the leader since the healing, no leader proposes a shrink
+  (followers fetch every few tens of ms, the lag allowed is 150 ms).
 And at the end, once faults stop and the network heals: one leader, every replica in the ISR,
 every log identical byte for byte, high watermark = log end everywhere, and every acknowledged
 record present.
@@ -254,6 +255,7 @@ class CatchUp:
     caught_up_ms: int
     last_fetch_leader_leo: int = 0
     last_fetch_ms: int = 0
+    fetched_caught_up_ms: int = -1  # the same, from fetches only (not from the leader's start)
 
 
 class Sim:
@@ -282,7 +284,10 @@ class Sim:
         self.brokers = {b: Broker(self, b) for b in BROKERS}
         self.producer = Producer(self)
         self.converged = False  # set once healed and settled: the run ends there
-        self.settled = False  # healed, and the ISR seen whole after: from here on no shrink is right
+        self.healed_at: int | None = None
+        # Healed, every broker up, the ISR whole and every follower caught up with the leader
+        # since: from here on no shrink is right.
+        self.settled = False
         # KIP-966 licenses: (time, broker, recovery point) of a last-ISR replica that lost data.
         self.licenses: list[tuple[int, int, int]] = []
         self.license_from: int | None = None
@@ -373,6 +378,7 @@ class Sim:
         self.at(self.now + self.rng.randint(30, 250), self.fault)
 
     def heal(self) -> None:
+        self.healed_at = self.now
         self.faults = False
         self.cut.clear()
         self.drop_p = 0.0
@@ -385,7 +391,15 @@ class Sim:
 
     def poll_converged(self) -> None:
         reg = self.controller.reg
-        if sorted(reg.isr) == sorted(BROKERS) and all(b.alive for b in self.brokers.values()):
+        leader = self.brokers.get(reg.leader)
+        if (
+            self.healed_at is not None
+            and sorted(reg.isr) == sorted(BROKERS)
+            and all(b.alive for b in self.brokers.values())
+            and leader is not None
+            and leader.oracle
+            and all(st.fetched_caught_up_ms >= self.healed_at for st in leader.oracle.values())
+        ):
             self.settled = True
         parts = [b.partition for b in self.brokers.values()]
         if (
@@ -954,8 +968,10 @@ class Broker:
         now = self.sim.now
         if fetch_offset >= leader_leo:
             st.caught_up_ms = max(st.caught_up_ms, now)
+            st.fetched_caught_up_ms = now
         elif fetch_offset >= st.last_fetch_leader_leo:
             st.caught_up_ms = max(st.caught_up_ms, st.last_fetch_ms)
+            st.fetched_caught_up_ms = max(st.fetched_caught_up_ms, st.last_fetch_ms)
         st.last_fetch_leader_leo = leader_leo
         st.last_fetch_ms = now
 
