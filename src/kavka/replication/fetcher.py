@@ -24,12 +24,18 @@ partitions at once:
   partition off for `replica.fetch.backoff.ms` until metadata moves it; a lost
   connection backs off the whole fetcher and reconnects.
 
+The per-partition steps -- what a fetch asks (`fetch_position`), whether an answer still applies
+(`answer_is_current`) and applying it (`apply_partition_response`) -- are plain functions of the
+Partition, so the seeded replication simulation (kavka.testing.replication_simulation) runs the
+same code as this loop.
+
 Called on the event loop; appends run there too, as produce appends do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 import zlib
@@ -85,6 +91,69 @@ class FetcherSettings:
 class _FetchState:
     leader_epoch: int
     delayed_until: float = 0.0  # loop time
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPosition:
+    """What a follower's fetch asks for one partition: its log end offset, the epoch of its last
+    record (KIP-320: the leader answers a diverging epoch if its log disagrees) and its log start."""
+
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int
+
+
+def fetch_position(p: Partition) -> FetchPosition:
+    """The follower's side of the next fetch of `p` (pure: read from the partition, nothing changed)."""
+    return FetchPosition(p.log_end_offset, p.last_fetched_epoch, p.log_start_offset)
+
+
+def answer_is_current(p: Partition, *, fetch_offset: int, sent_leader_epoch: int, leader_epoch: int) -> bool:
+    """May a fetch answer be applied to `p`: it still follows in the leader epoch the fetch was
+    sent for (`leader_epoch`: the fetcher's current one), and its log end is the offset fetched."""
+    return not p.is_leader and leader_epoch == sent_leader_epoch and p.log_end_offset == fetch_offset
+
+
+class FetchApplied(enum.Enum):
+    """What applying one partition's fetch answer did (`apply_partition_response`)."""
+
+    APPENDED = "appended"  # records (if any) appended, the leader's high watermark and log start taken
+    TRUNCATED_ON_DIVERGENCE = "truncated on a diverging epoch"
+    RESTARTED_AT_LOG_START = "restarted at the leader's log start offset"
+    TRUNCATED_TO_HIGH_WATERMARK = "truncated to the leader's high watermark"
+    NOT_APPLIED = "not applied"  # an error the caller handles (back off, tiered storage)
+
+
+def apply_partition_response(p: Partition, pd: Any, fetch_offset: int, *, now_ms: int) -> FetchApplied:
+    """Apply the leader's answer for one partition to the follower `p` (Kafka's
+    AbstractFetcherThread.processFetchRequest, one partition): truncate at a diverging epoch
+    (KIP-320), else append the batches as sent and take the leader's high watermark and log start
+    offset; on OFFSET_OUT_OF_RANGE restart at the leader's log start or truncate to its high
+    watermark. `pd` has the FetchResponse partition's fields (error_code, diverging_epoch with
+    epoch and end_offset or None, records, high_watermark, log_start_offset). Raises
+    PartitionError from the partition; NOT_APPLIED leaves any other error to the caller. The
+    replica fetcher and the replication simulation (kavka.testing.replication_simulation) both
+    apply answers through here."""
+    err = ErrorCode(pd.error_code)
+    if err == ErrorCode.none:
+        div = pd.diverging_epoch
+        if div is not None and (div.epoch >= 0 or div.end_offset >= 0):
+            p.truncate_on_divergence(DivergingEpoch(div.epoch, div.end_offset), now_ms=now_ms)
+            return FetchApplied.TRUNCATED_ON_DIVERGENCE
+        if pd.records:
+            p.append_as_follower(pd.records, now_ms=now_ms)
+        p.update_follower_state(leader_high_watermark=pd.high_watermark, leader_log_start_offset=pd.log_start_offset)
+        return FetchApplied.APPENDED
+    if err == ErrorCode.offset_out_of_range:
+        if pd.log_start_offset >= 0 and fetch_offset < pd.log_start_offset:
+            p.restart_at(pd.log_start_offset, now_ms=now_ms)
+            return FetchApplied.RESTARTED_AT_LOG_START
+        if pd.high_watermark >= 0 and pd.high_watermark < fetch_offset:
+            # Above the leader's log end (only without an epoch to compare): keep what is
+            # committed, fetch the rest again.
+            p.truncate_to(pd.high_watermark, now_ms=now_ms)
+            return FetchApplied.TRUNCATED_TO_HIGH_WATERMARK
+    return FetchApplied.NOT_APPLIED
 
 
 class ReplicaFetcherManager:
@@ -275,9 +344,10 @@ class ReplicaFetcher:
             ):
                 held = True  # Kafka's shouldFollowerThrottle: left out of this request
                 continue
-            sent[tp] = (p.log_end_offset, st.leader_epoch)
+            pos = fetch_position(p)
+            sent[tp] = (pos.fetch_offset, st.leader_epoch)
             topics.setdefault(p.topic_id, []).append(
-                (tp.partition, st.leader_epoch, p.log_end_offset, p.last_fetched_epoch, p.log_start_offset, s.max_bytes)
+                (tp.partition, st.leader_epoch, pos.fetch_offset, pos.last_fetched_epoch, pos.log_start_offset, s.max_bytes)
             )
         if not sent:
             return None, (None if held else sent)  # type: ignore[return-value]
@@ -313,7 +383,8 @@ class ReplicaFetcher:
                 p = rm.partitions.get(tp)
                 st = self.partitions.get(tp)
                 fetch_offset, epoch = sent[tp]
-                if p is None or st is None or p.is_leader or st.leader_epoch != epoch or p.log_end_offset != fetch_offset:
+                if p is None or st is None or not answer_is_current(p, fetch_offset=fetch_offset, sent_leader_epoch=epoch,
+                                                                      leader_epoch=st.leader_epoch):
                     continue  # the partition changed while the fetch was out: its answer is stale
                 try:
                     self._apply(p, pd, fetch_offset, now_ms)
@@ -329,37 +400,25 @@ class ReplicaFetcher:
                     st.delayed_until = loop.time() + backoff
 
     def _apply(self, p: Partition, pd: Any, fetch_offset: int, now_ms: int) -> None:
-        err = ErrorCode(pd.error_code)
-        if err == ErrorCode.none:
+        before = p.log_end_offset
+        applied = apply_partition_response(p, pd, fetch_offset, now_ms=now_ms)
+        if applied is FetchApplied.TRUNCATED_ON_DIVERGENCE:
             div = pd.diverging_epoch
-            if div is not None and (div.epoch >= 0 or div.end_offset >= 0):
-                before = p.log_end_offset
-                after = p.truncate_on_divergence(DivergingEpoch(div.epoch, div.end_offset), now_ms=now_ms)
-                log.info("%s: truncated %s from %d to %d (the leader's epoch %d ends at %d)",
-                         self.name, p.tp, before, after, div.epoch, div.end_offset)
+            log.info("%s: truncated %s from %d to %d (the leader's epoch %d ends at %d)",
+                     self.name, p.tp, before, p.log_end_offset, div.epoch, div.end_offset)
+        elif applied is FetchApplied.RESTARTED_AT_LOG_START:
+            log.info("%s: %s restarts at the leader's log start offset %d", self.name, p.tp, pd.log_start_offset)
+        elif applied is FetchApplied.TRUNCATED_TO_HIGH_WATERMARK:
+            log.info("%s: %s truncates to the leader's high watermark %d", self.name, p.tp, pd.high_watermark)
+        elif applied is FetchApplied.APPENDED and pd.records:
+            q = self.m.quotas
+            if q is not None and q.follower_throttled(self.m.image(), p.tp.topic, p.tp.partition):
+                q.follower.record(len(pd.records), time.monotonic())
+        elif applied is FetchApplied.NOT_APPLIED:
+            err = ErrorCode(pd.error_code)
+            if err == ErrorCode.offset_moved_to_tiered_storage and self._maybe_rebuild_from_tiered(p, pd):
                 return
-            records = pd.records
-            if records:
-                p.append_as_follower(records, now_ms=now_ms)
-                q = self.m.quotas
-                if q is not None and q.follower_throttled(self.m.image(), p.tp.topic, p.tp.partition):
-                    q.follower.record(len(records), time.monotonic())
-            p.update_follower_state(leader_high_watermark=pd.high_watermark, leader_log_start_offset=pd.log_start_offset)
-            return
-        if err == ErrorCode.offset_out_of_range:
-            if pd.log_start_offset >= 0 and fetch_offset < pd.log_start_offset:
-                log.info("%s: %s restarts at the leader's log start offset %d", self.name, p.tp, pd.log_start_offset)
-                p.restart_at(pd.log_start_offset, now_ms=now_ms)
-                return
-            if pd.high_watermark >= 0 and pd.high_watermark < fetch_offset:
-                # Above the leader's log end (only without an epoch to compare): keep what is
-                # committed, fetch the rest again.
-                log.info("%s: %s truncates to the leader's high watermark %d", self.name, p.tp, pd.high_watermark)
-                p.truncate_to(pd.high_watermark, now_ms=now_ms)
-                return
-        if err == ErrorCode.offset_moved_to_tiered_storage and self._maybe_rebuild_from_tiered(p, pd):
-            return
-        raise PartitionError(err, f"the leader answered {err.name}")
+            raise PartitionError(err, f"the leader answered {err.name}")
 
     # ------------------------------------------------------------------ KIP-405 follower fetch
 
