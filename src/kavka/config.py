@@ -11,7 +11,7 @@ Unknown keys in server.properties are warned about and kept; a value that does
 not parse or validate raises `ConfigError` naming the key.
 
 This module imports nothing of kavka above `kavka.common`, `kavka.principal` (the pure parser of
-`ssl.principal.mapping.rules`) and `kavka.protocol`: the rules that
+`ssl.principal.mapping.rules`), `kavka.sasl` (the JAAS parser) and `kavka.protocol`: the rules that
 belong to higher packages (the replica placer's name, controller/placement.py; a tiered topic's
 configs, tiered/) are registered here by their owners when those are imported
 (`register_validator`, `register_tiered_topic_rule`), so an entry point that parses a config imports
@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from kavka.common import ConfigSource, ConfigType
 from kavka.principal import rules_problem
+from kavka.sasl import PLAIN, JaasError, PlainUsers, parse_jaas_config
 
 log = logging.getLogger("kavka.config")
 
@@ -430,10 +431,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
     ]
 }
 
-# Security. TLS is served on client listeners whose protocol is SSL (the ssl.* keys below, global
-# or per listener as listener.name.<name>.ssl.*; kavka.broker.tls builds the context). Anything
-# else security-related -- SASL, authorization, TLS between brokers or to the controller, JVM-only
-# TLS knobs -- stops startup naming the key: serving plaintext on a port the operator believes is
+# Security. TLS is served on client listeners whose protocol is SSL or SASL_SSL (the ssl.* keys
+# below, global or per listener as listener.name.<name>.ssl.*; kavka.broker.tls builds the context),
+# SASL/PLAIN on client listeners whose protocol is SASL_PLAINTEXT or SASL_SSL (sasl.enabled.mechanisms
+# and listener.name.<name>.plain.sasl.jaas.config; kavka.broker.sasl_authenticator). Anything
+# else security-related -- other SASL mechanisms, authorization, TLS or SASL between brokers or to
+# the controller, JVM-only TLS knobs -- stops startup naming the key: serving plaintext on a port the operator believes is
 # encrypted or authenticated is the one thing worse than not starting.
 _SECURITY_PREFIXES = ("ssl.", "sasl.", "security.", "delegation.token.")
 _SECURITY_KEYS = frozenset(
@@ -495,6 +498,32 @@ SSL_CONFIGS: dict[str, ConfigDef] = {
 BROKER_CONFIGS.update(SSL_CONFIGS)
 _LISTENER_SSL_RE = re.compile(r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>ssl\..+)$")
 
+# SASL (PLAIN only). Kafka's default mechanism list is GSSAPI, which needs Kerberos: a SASL listener
+# must name its mechanisms. The JAAS entry is read only in Kafka's broker form,
+# listener.name.<name>.<mechanism>.sasl.jaas.config (JaasContext.loadServerContext ignores an
+# unprefixed sasl.jaas.config on the broker side).
+SASL_MECHANISMS_KEY = "sasl.enabled.mechanisms"
+PLAIN_JAAS_KEY = "plain.sasl.jaas.config"
+SUPPORTED_SASL_MECHANISMS = (PLAIN,)
+SASL_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        ConfigDef(SASL_MECHANISMS_KEY, _LST, ["GSSAPI"], "SASL mechanisms served on SASL listeners (kavka: PLAIN)"),
+        ConfigDef(PLAIN_JAAS_KEY, _P, None, "a SASL listener's PlainLoginModule entry with its user_<name> passwords "
+                  "(only as listener.name.<name>.plain.sasl.jaas.config)", sensitive=True),
+    ]
+}
+BROKER_CONFIGS[SASL_MECHANISMS_KEY] = SASL_CONFIGS[SASL_MECHANISMS_KEY]
+for _d in [
+    _b("connections.max.reauth.ms", _L, 0, "KIP-368: a SASL session's lifetime; past it a connection that has not "
+       "re-authenticated is closed at its next request (0: no limit)", at_least(0)),
+    _b("connection.failed.authentication.delay.ms", _I, 100, "KIP-306: delay before answering and closing a "
+       "failed SASL authentication", at_least(0)),
+]:
+    BROKER_CONFIGS[_d.name] = _d
+_LISTENER_SASL_RE = re.compile(r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>sasl\.enabled\.mechanisms|plain\.sasl\.jaas\.config)$")
+_SASL_INTER_BROKER_KEYS = ("sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol")
+
 
 def _security_refusal(key: str, raw: str) -> str | None:
     """Why a security-related key cannot be honoured, or None if kavka honours it (or it is not one)."""
@@ -508,8 +537,19 @@ def _security_refusal(key: str, raw: str) -> str | None:
             return None  # asks for what kavka does
         return ("brokers do not speak TLS or SASL to each other yet, so this is not supported by kavka yet; "
                 "use PLAINTEXT between brokers (clients may use an SSL listener)")
+    if key == SASL_MECHANISMS_KEY or _LISTENER_SASL_RE.match(key):
+        return None
+    if key in _SASL_INTER_BROKER_KEYS:
+        return ("brokers and controllers do not speak SASL to each other yet (the inter-broker and controller "
+                "listeners are PLAINTEXT), so this key would have no effect; remove it")
+    if key == "sasl.jaas.config" or (key.startswith("listener.name.") and key.endswith(".sasl.jaas.config")):
+        # Never the value: it holds passwords.
+        return ("this form is not supported by kavka: a broker's JAAS entry is read only as "
+                "listener.name.<listener>.plain.sasl.jaas.config (Kafka's broker ignores an unprefixed sasl.jaas.config; "
+                "PLAIN is the one mechanism kavka serves)")
     if key.startswith("sasl.") or (key.startswith("listener.name.") and ".sasl." in key) or key.endswith(".sasl.enabled.mechanisms"):
-        return "SASL is not supported by kavka yet; remove the key (clients would not be authenticated)"
+        return ("this SASL setting is not supported by kavka (it serves SASL/PLAIN with sasl.enabled.mechanisms and "
+                "listener.name.<listener>.plain.sasl.jaas.config; SCRAM, OAUTHBEARER and GSSAPI are not supported yet); remove the key")
     if key.startswith("ssl.") or m:
         return ("this TLS setting is not supported by kavka (it honours only the ssl.* keys listed in "
                 "docs/security.md; JVM-specific and dynamic-reload keys have no meaning here); remove the key")
@@ -584,6 +624,8 @@ class BrokerConfig:
     unknown: Mapping[str, str] = field(default_factory=dict)
     # listener.name.<name>.ssl.* -> typed value: a listener's own TLS settings (win over ssl.*).
     listener_ssl: Mapping[str, Any] = field(default_factory=dict)
+    # listener.name.<name>.sasl.enabled.mechanisms / .plain.sasl.jaas.config -> typed value.
+    listener_sasl: Mapping[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -616,8 +658,35 @@ class BrokerConfig:
         return _protocol_map(self).get(listener.upper(), listener.upper() if listener.upper() in _KNOWN_PROTOCOLS else "PLAINTEXT")
 
     def ssl_listeners(self) -> list[Endpoint]:
-        """The listeners that serve TLS (protocol SSL)."""
-        return [ep for ep in self.listeners if self.security_protocol(ep.name) == "SSL"]
+        """The listeners that serve TLS (protocol SSL or SASL_SSL)."""
+        return [ep for ep in self.listeners if self.security_protocol(ep.name) in ("SSL", "SASL_SSL")]
+
+    def sasl_listeners(self) -> list[Endpoint]:
+        """The listeners that authenticate with SASL (protocol SASL_PLAINTEXT or SASL_SSL)."""
+        return [ep for ep in self.listeners if self.security_protocol(ep.name) in _SASL_PROTOCOLS]
+
+    def sasl_key(self, listener: str, key: str) -> str:
+        """The config key that sets `key` for `listener`: its own prefixed key if set."""
+        own = f"listener.name.{listener.lower()}.{key}"
+        return own if own in self.listener_sasl or key == PLAIN_JAAS_KEY else key
+
+    def sasl_value(self, listener: str, key: str) -> Any:
+        own = f"listener.name.{listener.lower()}.{key}"
+        if own in self.listener_sasl:
+            return self.listener_sasl[own]
+        return None if key == PLAIN_JAAS_KEY else self.values[key]
+
+    def plain_users(self, listener: str) -> PlainUsers:
+        """The PLAIN users of a SASL listener (ConfigError naming the key, never showing its text)."""
+        key = self.sasl_key(listener, PLAIN_JAAS_KEY)
+        text = self.sasl_value(listener, PLAIN_JAAS_KEY)
+        if not text:
+            raise ConfigError(key, f"missing: SASL listener {listener} serves PLAIN and needs its users, e.g. "
+                              'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="...";')
+        try:
+            return PlainUsers.from_jaas(parse_jaas_config(str(text)))
+        except JaasError as e:
+            raise ConfigError(key, f"invalid JAAS entry: {e}") from None
 
     def ssl_key(self, listener: str, key: str) -> str:
         """The config key that sets `key` (an ssl.* name) for `listener`: its own prefixed key if set."""
@@ -663,10 +732,15 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
     values: dict[str, Any] = {}
     unknown: dict[str, str] = {}
     listener_ssl: dict[str, Any] = {}
+    listener_sasl: dict[str, Any] = {}
     for key, raw in props.items():
         refusal = _security_refusal(key, raw)
         if refusal:
             raise ConfigError(key, refusal)
+        ms = _LISTENER_SASL_RE.match(key)
+        if ms:
+            listener_sasl[f"listener.name.{ms['listener'].lower()}.{ms['key']}"] = _parse_as(SASL_CONFIGS[ms["key"]], key, raw)
+            continue
         m = _LISTENER_SSL_RE.match(key)
         if m:
             d = SSL_CONFIGS[m["key"]]
@@ -689,7 +763,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
             values["node.id"] = values["broker.id"]
         else:
             raise ConfigError("node.id", "missing: every kavka server needs a node.id >= 0")
-    cfg = BrokerConfig(values=values, explicit=explicit, unknown=unknown, listener_ssl=listener_ssl)
+    cfg = BrokerConfig(values=values, explicit=explicit, unknown=unknown, listener_ssl=listener_ssl, listener_sasl=listener_sasl)
     _check_listener_security(cfg)
     _check_roles(cfg)
     for key in sorted(explicit):
@@ -728,49 +802,59 @@ def _protocol_map(cfg: BrokerConfig) -> dict[str, str]:
 
 def _check_listener_security(cfg: BrokerConfig) -> None:
     """Listeners are PLAINTEXT, or SSL for clients only (Kafka's listener.security.protocol.map rules)."""
-    mapping = _protocol_map(cfg)
-    for name, proto in mapping.items():
-        if proto in _SASL_PROTOCOLS:
-            raise ConfigError(
-                "listener.security.protocol.map",
-                f"{name}:{proto} asks for SASL, which is not supported by kavka yet; it would serve without authentication",
-            )
-    for key in ("listeners", "advertised.listeners"):
-        if cfg.values[key] is None:
-            continue
-        for ep in parse_listeners(key, cfg.values[key]):
-            proto = cfg.security_protocol(ep.name)
-            if proto in _SASL_PROTOCOLS:
-                raise ConfigError(
-                    key,
-                    f"listener {ep} asks for {proto}, which is not supported by kavka yet "
-                    "(SASL: it would serve without authentication); use PLAINTEXT or SSL",
-                )
+    _protocol_map(cfg)  # validates the map
     ssl_names = {ep.name for ep in cfg.ssl_listeners()}
+    sasl_names = {ep.name for ep in cfg.sasl_listeners()}
+    secure = ssl_names | sasl_names
     controllers = {n.upper() for n in cfg.values["controller.listener.names"]}
-    for name in sorted(ssl_names & controllers):
+    for name in sorted(secure & controllers):
         raise ConfigError(
             "controller.listener.names",
-            f"{name} asks for SSL, which is not supported by kavka yet on a controller listener "
-            "(kavka's own KRaft connections do not speak TLS); map it to PLAINTEXT",
+            f"{name} asks for {cfg.security_protocol(name)}, which is not supported by kavka yet on a controller listener "
+            "(kavka's own KRaft connections speak neither TLS nor SASL); map it to PLAINTEXT",
         )
     ibl = (cfg.values["inter.broker.listener.name"] or "").upper()
     if not ibl:
         first = next((ep for ep in cfg.listeners if ep.name not in controllers), None)
-        if first is not None and first.name in ssl_names and "broker" in cfg.values["process.roles"]:
+        if first is not None and first.name in secure and "broker" in cfg.values["process.roles"]:
             raise ConfigError(
                 "listeners",
                 f"{first} would be the inter-broker listener (the first listener that is not a controller listener, "
-                "as inter.broker.listener.name is unset) and asks for SSL, which is not supported by kavka yet "
-                "between brokers; list a PLAINTEXT listener first or set inter.broker.listener.name to one",
+                f"as inter.broker.listener.name is unset) and asks for {cfg.security_protocol(first.name)}, which is not "
+                "supported by kavka yet between brokers; list a PLAINTEXT listener first or set inter.broker.listener.name to one",
             )
-    elif ibl in ssl_names:
+    elif ibl in secure:
         raise ConfigError(
             "inter.broker.listener.name",
-            f"{ibl} asks for SSL, which is not supported by kavka yet between brokers "
-            "(kavka's own outgoing connections do not speak TLS); name a PLAINTEXT listener",
+            f"{ibl} asks for {cfg.security_protocol(ibl)}, which is not supported by kavka yet between brokers "
+            "(kavka's own outgoing connections speak neither TLS nor SASL); name a PLAINTEXT listener",
         )
     _check_ssl_keys(cfg, ssl_names)
+    _check_sasl_keys(cfg, sasl_names)
+
+
+def _check_sasl_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
+    """Every SASL key set has an effect; each SASL listener serves only PLAIN and has its users."""
+    for key in sorted(cfg.listener_sasl):
+        listener = key.split(".")[2].upper()
+        if listener not in sasl_names:
+            raise ConfigError(key, f"{listener} is not a listener whose protocol is SASL_PLAINTEXT or SASL_SSL, so this key would have no effect")
+    if not sasl_names:
+        for key in sorted(cfg.explicit & {SASL_MECHANISMS_KEY}):
+            raise ConfigError(key, "no listener's protocol is SASL_PLAINTEXT or SASL_SSL, so this key would have no effect")
+        if cfg.values["connections.max.reauth.ms"] > 0:
+            raise ConfigError("connections.max.reauth.ms", "no listener's protocol is SASL_PLAINTEXT or SASL_SSL, so this key would have no effect")
+    for name in sorted(sasl_names):
+        key = cfg.sasl_key(name, SASL_MECHANISMS_KEY)
+        mechanisms = list(cfg.sasl_value(name, SASL_MECHANISMS_KEY) or [])
+        if not mechanisms:
+            raise ConfigError(key, f"SASL listener {name} enables no mechanism; set it to PLAIN")
+        for mechanism in mechanisms:
+            if mechanism not in SUPPORTED_SASL_MECHANISMS:
+                unset = "" if key in cfg.listener_sasl or key in cfg.explicit else " (Kafka's default, which needs Kerberos)"
+                raise ConfigError(key, f"mechanism {mechanism}{unset} is not supported by kavka yet on listener {name}; "
+                                  f"it serves {', '.join(SUPPORTED_SASL_MECHANISMS)}")
+        cfg.plain_users(name)
 
 
 def _check_ssl_keys(cfg: BrokerConfig, ssl_names: set[str]) -> None:

@@ -28,6 +28,7 @@ from kavka.broker.handlers import (
     producer_ids,
     quorum,
     reassignments,
+    sasl,
     topics,
 )
 from kavka.protocol import api
@@ -46,6 +47,8 @@ class KafkaApis:
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: metadata.handle_metadata,
             ApiKey.DESCRIBE_CLUSTER: metadata.handle_describe_cluster,
+            ApiKey.SASL_HANDSHAKE: sasl.handle_sasl_handshake,
+            ApiKey.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
             ApiKey.PRODUCE: produce.handle_produce,
             ApiKey.FETCH: fetch.handle_fetch,
             ApiKey.LIST_OFFSETS: offsets.handle_list_offsets,

@@ -15,6 +15,7 @@ from typing import Any
 
 from kavka.config import (
     BROKER_CONFIGS,
+    SASL_CONFIGS,
     SSL_CONFIGS,
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -77,10 +78,13 @@ class ConfigResolver:
         return ResolvedConfig(d, value, top.source, tuple(synonyms))
 
     def listener_ssl(self) -> dict[str, ResolvedConfig]:
-        """The listener.name.<name>.ssl.* keys set in server.properties (static: read at startup only)."""
+        """The listener.name.<name>.ssl.* and SASL keys (sasl.enabled.mechanisms, plain.sasl.jaas.config)
+        set in server.properties (static: read at startup only)."""
         out = {}
-        for key, value in sorted(self.config.listener_ssl.items()):
-            d = SSL_CONFIGS[key.split(".", 3)[3]]
+        items = [(k, v, SSL_CONFIGS) for k, v in self.config.listener_ssl.items()]
+        items += [(k, v, SASL_CONFIGS) for k, v in self.config.listener_sasl.items()]
+        for key, value, table in sorted(items, key=lambda kv: kv[0]):
+            d = table[key.split(".", 3)[3]]
             out[key] = ResolvedConfig(d, value, ConfigSource.STATIC_BROKER_CONFIG,
                                       (Synonym(key, d.render(value), ConfigSource.STATIC_BROKER_CONFIG),))
         return out

@@ -525,6 +525,7 @@ class BrokerNode:
 
     async def start(self) -> None:
         from kavka.broker.apis import KafkaApis
+        from kavka.broker.sasl_authenticator import build_listener_sasl
         from kavka.broker.server import KafkaServer
         from kavka.broker.tls import TlsConfigError, build_listener_tls
 
@@ -532,6 +533,7 @@ class BrokerNode:
             tls = build_listener_tls(self.config)
         except TlsConfigError as e:
             raise StartupError(str(e)) from None
+        sasl = build_listener_sasl(self.config)  # validated by kavka.config: the users parse
         self.open()
         await self._catch_up_metadata()
         if not self.is_broker:
@@ -558,7 +560,7 @@ class BrokerNode:
             if ctl is not None and ep.name == ctl.name:
                 continue  # the raft driver serves it
             try:
-                port = await self.server.listen(ep.host, ep.port, listener=ep.name, tls=tls.get(ep.name))
+                port = await self.server.listen(ep.host, ep.port, listener=ep.name, tls=tls.get(ep.name), sasl=sasl.get(ep.name))
             except OSError as e:
                 raise StartupError(f"listeners: cannot listen on {ep}: {e.strerror}") from None
             self.bound_ports.append(port)

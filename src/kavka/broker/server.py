@@ -40,6 +40,16 @@ client certificate's DN mapped by `ssl.principal.mapping.rules`, else User:ANONY
 listener name ride on every RequestContext; the principal is logged at DEBUG on connect. Nothing
 authorizes with it yet.
 
+SASL (listeners whose protocol is SASL_PLAINTEXT or SASL_SSL; settings from
+kavka.broker.sasl_authenticator, built at startup). Each frame first goes to the connection's
+SaslServerAuthenticator, which says what to do: serve it as usual (ApiVersions before
+authentication, every request after), answer it (SaslHandshake, SaslAuthenticate), write a raw
+token (the SaslHandshake v0 flow), or close (any other request before authentication, a session
+past connections.max.reauth.ms: one log line each). A failed authentication stops reading, waits
+connection.failed.authentication.delay.ms (KIP-306), writes its answer and closes; it is logged at
+INFO with the user name tried and the peer, a success at DEBUG -- never a password. The
+authenticated principal, User:<name>, then rides on every RequestContext.
+
 Fault injection (tests only): with `cut_produce_every` = N > 0 every Nth
 Produce is appended and then its connection is closed instead of answered --
 the "broker wrote it, the producer never heard" case idempotent producers must
@@ -65,6 +75,16 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.broker.sasl_authenticator import (
+    Close,
+    Failed,
+    ListenerSasl,
+    RawToken,
+    Respond,
+    SaslServerAuthenticator,
+    Serve,
+    Succeeded,
+)
 from kavka.broker.tls import HANDSHAKE_TIMEOUT_S, ListenerTls, peer_principal
 from kavka.principal import ANONYMOUS, NoMatchingRule
 from kavka.protocol import api, fetch_wire, legacy, versions
@@ -93,8 +113,9 @@ class RequestContext:
     peer: str
     # The listener the connection came in on (Metadata and FindCoordinator answer with its endpoints).
     listener: str = ""
-    # Kafka's KafkaPrincipal: User:<mapped certificate DN> on an SSL listener with a client
-    # certificate, else User:ANONYMOUS. Nothing authorizes with it yet.
+    # Kafka's KafkaPrincipal: User:<name> authenticated by SASL on a SASL listener; User:<mapped
+    # certificate DN> on an SSL listener with a client certificate; else User:ANONYMOUS. Nothing
+    # authorizes with it yet.
     principal: str = ANONYMOUS
 
 
@@ -114,10 +135,12 @@ class _Slot:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, server: KafkaServer, listener: str = "", tls: ListenerTls | None = None) -> None:
+    def __init__(self, server: KafkaServer, listener: str = "", tls: ListenerTls | None = None, sasl: ListenerSasl | None = None) -> None:
         self.server = server
         self.listener = listener
         self.tls = tls
+        self.authenticator = SaslServerAuthenticator(sasl) if sasl is not None else None
+        self._auth_failed = False
         self.principal = ANONYMOUS
         self.decoder = FrameDecoder(server.max_request_size)
         self.transport: asyncio.Transport | None = None
@@ -175,9 +198,11 @@ class KafkaConnection(asyncio.Protocol):
             self._protocol_error(e)
             return
         for frame in frames:
-            if self.closed:
+            if self.closed or self._auth_failed:
                 return
             try:
+                if self.authenticator is not None and not self._authenticate(frame):
+                    continue
                 self._dispatch(frame)
             except ProtocolError as e:
                 self._protocol_error(e)
@@ -200,7 +225,7 @@ class KafkaConnection(asyncio.Protocol):
         self.close()
 
     def _update_reading(self) -> None:
-        if self.transport is None or self.closed:
+        if self.transport is None or self.closed or self._auth_failed:
             return
         should_pause = self._write_paused or len(self.slots) >= self.server.queued_max_requests
         if should_pause and not self._read_paused:
@@ -209,6 +234,54 @@ class KafkaConnection(asyncio.Protocol):
         elif not should_pause and self._read_paused:
             self.transport.resume_reading()
             self._read_paused = False
+
+    def _authenticate(self, frame: memoryview) -> bool:
+        """Give a frame to the SASL authenticator and do what it says; True: dispatch it as usual."""
+        assert self.authenticator is not None
+        loop = asyncio.get_running_loop()
+        action = self.authenticator.on_frame(frame, int(loop.time() * 1000))
+        if isinstance(action, Serve):
+            return True
+        if isinstance(action, Close):
+            log.warning("closing connection from %s on %s: %s", self.peer, self.listener, action.reason)
+            self.close()
+            return False
+        if isinstance(action, Failed):
+            # KIP-306: hold the answer and the close back, so a password guesser gains nothing by reconnecting.
+            log.info("failed SASL authentication from %s on %s (user %r): %s", self.peer, self.listener, action.user, action.reason)
+            self._auth_failed = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+            delay_s = self.authenticator.settings.failed_delay_ms / 1000
+            loop.call_later(delay_s, self._finish_failed_authentication, action.reply)
+            return False
+        reply = action
+        if isinstance(action, Succeeded):
+            self.principal = action.principal
+            log.debug("%s from %s on %s: principal %s", "SASL re-authentication" if action.reauthenticated else "SASL authentication",
+                      self.peer, self.listener, self.principal)
+            reply = action.reply
+        if isinstance(reply, RawToken):
+            self._flush()  # what is queued before it (answers to ApiVersions, SaslHandshake) goes first
+            if self.transport is not None and not self.closed:
+                self.transport.write(len(reply.token).to_bytes(4, "big") + reply.token)
+            return False
+        assert isinstance(reply, Respond)
+        slot = _Slot(reply.correlation_id, reply.flexible)
+        slot.data = encode_entity(reply.response)
+        self.slots.append(slot)
+        return False
+
+    def _finish_failed_authentication(self, reply: Respond | None) -> None:
+        if self.closed or self.transport is None:
+            return
+        if reply is not None:
+            slot = _Slot(reply.correlation_id, reply.flexible)
+            slot.data = encode_entity(reply.response)
+            self.slots.append(slot)
+            self._flush()
+        self.closed = True
+        self.transport.close()  # not abort: the answer goes out first
 
     def _dispatch(self, frame: memoryview) -> None:
         api_key, api_version, correlation_id = peek_request_header(frame)
@@ -360,9 +433,11 @@ class KafkaServer:
         self._produces += 1
         return self._produces % self.cut_produce_every == 0
 
-    async def listen(self, host: str, port: int, *, listener: str = "", tls: ListenerTls | None = None) -> int:
-        """Bind `host:port` for the listener named `listener`, serving TLS with `tls` if given;
-        returns the bound port."""
+    async def listen(
+        self, host: str, port: int, *, listener: str = "", tls: ListenerTls | None = None, sasl: ListenerSasl | None = None
+    ) -> int:
+        """Bind `host:port` for the listener named `listener`, serving TLS with `tls` and
+        authenticating with `sasl` if given; returns the bound port."""
         loop = asyncio.get_running_loop()
         infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         bound: int | None = None
@@ -385,7 +460,7 @@ class KafkaServer:
             raise
         for sock in socks:
             sock.setblocking(False)
-            accept = asyncio.ensure_future(self._accept_loop(sock, listener, tls))
+            accept = asyncio.ensure_future(self._accept_loop(sock, listener, tls, sasl))
             accept.add_done_callback(partial(self._accept_done, sock))
             self._tasks.append(accept)
         if not any(t.get_name() == "kavka-idle-reaper" for t in self._tasks) and self.connections_max_idle_ms >= 0:
@@ -411,7 +486,7 @@ class KafkaServer:
         self._handshakes.discard(task)
         self.slot_freed()
 
-    async def _accept_loop(self, sock: socket.socket, listener: str, tls: ListenerTls | None) -> None:
+    async def _accept_loop(self, sock: socket.socket, listener: str, tls: ListenerTls | None, sasl: ListenerSasl | None) -> None:
         loop = asyncio.get_running_loop()
         while True:
             if self._open_count() >= self.max_connections:
@@ -428,7 +503,7 @@ class KafkaServer:
                     continue
                 raise
             conn.setblocking(False)
-            factory = partial(KafkaConnection, self, listener, tls)
+            factory = partial(KafkaConnection, self, listener, tls, sasl)
             if tls is None:
                 try:
                     await loop.connect_accepted_socket(factory, conn)

@@ -68,8 +68,8 @@ class ConfigurationControlManager:
         new = dict(current) if incremental else {}
         for name, op, value in ops:
             d = defs.get(name)
-            if resource_type == ConfigResourceType.BROKER and name.startswith("listener.name.") and ".ssl." in name:
-                # Kafka reloads a listener's keystore dynamically; kavka reads it at startup only.
+            if resource_type == ConfigResourceType.BROKER and name.startswith("listener.name.") and (".ssl." in name or ".sasl." in name):
+                # Kafka reloads a listener's keystore and JAAS users dynamically; kavka reads them at startup only.
                 return [], ApiResult(ErrorCode.invalid_request, f"Cannot update these configs dynamically: [{name}]")
             if d is None:
                 return [], ApiResult(ErrorCode.invalid_config, f"Unknown {'topic' if resource_type == ConfigResourceType.TOPIC else 'broker'} config name: {name}")
