@@ -322,3 +322,69 @@ def test_the_jaas_config_is_sensitive_in_describe_configs(broker):
     assert jaas.is_sensitive and jaas.value is None
     assert entries["sasl.enabled.mechanisms"].value == "PLAIN"
     assert not any(s in str(e.value) for e in entries.values() for s in SECRETS)
+
+
+# ----------------------------------------------------------------- KIP-368 re-authentication
+
+
+@pytest.fixture(scope="module")
+def reauth_broker(tmp_path_factory):
+    plain, sasl = free_port(), free_port()
+    b = BrokerProcess(
+        tmp_path_factory.mktemp("sasl-reauth"),
+        port=plain,
+        overrides={
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL://127.0.0.1:{sasl}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl.plain.sasl.jaas.config": JAAS,
+            "connections.max.reauth.ms": "1500",
+        },
+    )
+    b.start(env={"KAVKA_LOG_LEVELS": "kavka.server=DEBUG"})
+    b.sasl_port = sasl
+    yield b
+    assert b.stop() == 0, b.log_text()
+
+
+def test_clients_re_authenticate_within_the_session_lifetime(reauth_broker):
+    """librdkafka and kafka-python re-authenticate (KIP-368) before the 1.5 s session ends; a
+    producer writing for 4 s loses nothing."""
+    from kafka import KafkaProducer
+
+    b = reauth_broker
+    name = topic()
+    admin = AdminClient(ck_conf(b))
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(15)
+    p = Producer(ck_conf(b))
+    kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{b.sasl_port}", security_protocol="SASL_PLAINTEXT",
+                       sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password=ALICE_PW)
+    futures = []
+    for i in range(16):
+        p.produce(name, f"c{i}".encode())
+        p.poll(0)
+        futures.append(kp.send(name, f"k{i}".encode()))
+        time.sleep(0.25)
+    assert p.flush(15) == 0
+    for f in futures:
+        f.get(15)
+    kp.close()
+    log = "".join(b.output)
+    assert "SASL re-authentication from" in log
+    assert "SASL session expired" not in log  # both re-authenticated rather than being cut off
+    c = Consumer({**ck_conf(b), "group.id": f"g-{name}"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(name, 0), timeout=10) == (0, 32)
+    finally:
+        c.close()
+
+
+def test_a_connection_past_its_session_is_closed_at_its_next_request(reauth_broker):
+    with RawClient(reauth_broker.sasl_port) as c:
+        assert handshake(c).error_code == ErrorCode.none
+        r = c.call(ApiKey.SASL_AUTHENTICATE, 1, auth_bytes=plain("alice", ALICE_PW))
+        assert r.session_lifetime.total_seconds() == 1.5
+        time.sleep(1.6)
+        c.send_bytes(request_bytes(ApiKey.METADATA, 12, 5))
+        assert c.closed_by_peer(5)
+    wait_until(lambda: "SASL session expired" in "".join(reauth_broker.output), timeout=5, message="one log line")
