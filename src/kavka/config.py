@@ -519,6 +519,8 @@ for _d in [
        "re-authenticated is closed at its next request (0: no limit)", at_least(0)),
     _b("connection.failed.authentication.delay.ms", _I, 100, "KIP-306: delay before answering and closing a "
        "failed SASL authentication", at_least(0)),
+    _b("sasl.server.max.receive.size", _I, 524288, "the largest frame a SASL connection may send before it is "
+       "authenticated", at_least(1)),
 ]:
     BROKER_CONFIGS[_d.name] = _d
 _LISTENER_SASL_RE = re.compile(r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>sasl\.enabled\.mechanisms|plain\.sasl\.jaas\.config)$")
@@ -537,7 +539,7 @@ def _security_refusal(key: str, raw: str) -> str | None:
             return None  # asks for what kavka does
         return ("brokers do not speak TLS or SASL to each other yet, so this is not supported by kavka yet; "
                 "use PLAINTEXT between brokers (clients may use an SSL listener)")
-    if key == SASL_MECHANISMS_KEY or _LISTENER_SASL_RE.match(key):
+    if key in (SASL_MECHANISMS_KEY, "sasl.server.max.receive.size") or _LISTENER_SASL_RE.match(key):
         return None
     if key in _SASL_INTER_BROKER_KEYS:
         return ("brokers and controllers do not speak SASL to each other yet (the inter-broker and controller "
@@ -840,7 +842,7 @@ def _check_sasl_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
         if listener not in sasl_names:
             raise ConfigError(key, f"{listener} is not a listener whose protocol is SASL_PLAINTEXT or SASL_SSL, so this key would have no effect")
     if not sasl_names:
-        for key in sorted(cfg.explicit & {SASL_MECHANISMS_KEY}):
+        for key in sorted(cfg.explicit & {SASL_MECHANISMS_KEY, "sasl.server.max.receive.size"}):
             raise ConfigError(key, "no listener's protocol is SASL_PLAINTEXT or SASL_SSL, so this key would have no effect")
         if cfg.values["connections.max.reauth.ms"] > 0:
             raise ConfigError("connections.max.reauth.ms", "no listener's protocol is SASL_PLAINTEXT or SASL_SSL, so this key would have no effect")

@@ -294,6 +294,15 @@ def produce_frame(name: str) -> bytes:
     return encode_request(api_key=0, api_version=2, correlation_id=3, client_id="raw", body=body, flexible=False)
 
 
+def test_a_large_frame_before_authentication_is_refused_from_its_size(broker):
+    """sasl.server.max.receive.size (512 KiB): the broker does not buffer a 1 MiB frame from a stranger."""
+    with RawClient(broker.sasl_port) as c:
+        c.send_bytes((1 << 20).to_bytes(4, "big") + b"\0" * 1024)
+        assert c.closed_by_peer(5)
+    wait_until(lambda: "sasl.server.max.receive.size" in "".join(broker.output), timeout=5, message="one log line")
+    assert_serving(broker)
+
+
 def test_the_v0_flow_with_a_raw_token(broker):
     with RawClient(broker.sasl_port) as c:
         assert handshake(c, version=0).error_code == ErrorCode.none

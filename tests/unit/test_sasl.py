@@ -171,7 +171,7 @@ def test_sasl_refusals_name_the_key_never_the_secret(change, key, words):
 
 def test_sasl_keys_without_a_sasl_listener_have_no_effect():
     plain = {"node.id": "1"}
-    for k, v in (("sasl.enabled.mechanisms", "PLAIN"), ("connections.max.reauth.ms", "60000")):
+    for k, v in (("sasl.enabled.mechanisms", "PLAIN"), ("connections.max.reauth.ms", "60000"), ("sasl.server.max.receive.size", "1024")):
         with pytest.raises(ConfigError, match="no effect") as e:
             build_config({**plain, k: v})
         assert e.value.key == k

@@ -55,6 +55,7 @@ class ListenerSasl:
     users: PlainUsers
     max_reauth_ms: int
     failed_delay_ms: int
+    max_receive_size: int = 524288  # sasl.server.max.receive.size: frames before authentication
 
 
 def build_listener_sasl(config: BrokerConfig) -> dict[str, ListenerSasl]:
@@ -66,6 +67,7 @@ def build_listener_sasl(config: BrokerConfig) -> dict[str, ListenerSasl]:
             users=config.plain_users(ep.name),
             max_reauth_ms=config["connections.max.reauth.ms"],
             failed_delay_ms=config["connection.failed.authentication.delay.ms"],
+            max_receive_size=config["sasl.server.max.receive.size"],
         )
         for ep in config.sasl_listeners()
     }

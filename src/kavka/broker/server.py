@@ -143,6 +143,10 @@ class KafkaConnection(asyncio.Protocol):
         self._auth_failed = False
         self.principal = ANONYMOUS
         self.decoder = FrameDecoder(server.max_request_size)
+        if sasl is not None:
+            # Kafka's sasl.server.max.receive.size: an unauthenticated client cannot make the broker
+            # buffer a socket.request.max.bytes frame.
+            self.decoder.set_max_size(min(sasl.max_receive_size, server.max_request_size))
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.slots: collections.deque[_Slot] = collections.deque()
@@ -191,7 +195,8 @@ class KafkaConnection(asyncio.Protocol):
         try:
             frames = self.decoder.feed(data)
         except FrameTooLargeError as e:
-            log.warning("closing connection from %s: %s (socket.request.max.bytes)", self.peer, e)
+            limit = "socket.request.max.bytes" if self.authenticator is None or self.authenticator.authenticated else "sasl.server.max.receive.size"
+            log.warning("closing connection from %s: %s (%s)", self.peer, e, limit)
             self.close()
             return
         except ProtocolError as e:
@@ -258,6 +263,7 @@ class KafkaConnection(asyncio.Protocol):
         reply = action
         if isinstance(action, Succeeded):
             self.principal = action.principal
+            self.decoder.set_max_size(self.server.max_request_size)
             log.debug("%s from %s on %s: principal %s", "SASL re-authentication" if action.reauthenticated else "SASL authentication",
                       self.peer, self.listener, self.principal)
             reply = action.reply

@@ -76,6 +76,10 @@ class FrameDecoder:
             del buf[:pos]
         return frames
 
+    def set_max_size(self, max_size: int) -> None:
+        """Change the limit for frames not yet received (a SASL connection's limit rises once authenticated)."""
+        self._max_size = max_size
+
     def pending_frame_size(self) -> int | None:
         """Declared size of the frame being received, if its prefix has arrived."""
         if len(self._buf) < 4:
