@@ -254,7 +254,8 @@ def test_reauthentication_must_keep_the_principal():
     a = SaslServerAuthenticator(settings_(max_reauth_ms=1000))
     authenticate_v1(a, b"\0alice\0alice-secret")
     f = authenticate_v1(a, b"\0admin\0admin-secret")
-    assert isinstance(f, Failed) and "Cannot change principals" in f.reason
+    assert isinstance(f, Failed) and f.reason == "Cannot change principals during re-authentication from User.alice: User.admin"
+    assert f.reply is not None and f.reply.response.error_code == ErrorCode.sasl_authentication_failed
 
 
 def _header(key: int, version: int) -> bytes:

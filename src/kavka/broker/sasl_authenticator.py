@@ -218,7 +218,9 @@ class SaslServerAuthenticator:
             error = str(e)
         if error is None and self._reauthenticating and principal != self.principal:
             # Kafka's SaslServerAuthenticator: a re-authentication must keep the principal.
-            error = f"Cannot change principals during re-authentication from {self.principal}: {principal}"
+            # Kafka's message, which prints a principal as type.name.
+            old, new = (str(p).replace(":", ".", 1) for p in (self.principal, principal))
+            error = f"Cannot change principals during re-authentication from {old}: {new}"
         if error is not None:
             self.state = State.FAILED
             reply = None if request is None else self._authenticate_response(request, ErrorCode.sasl_authentication_failed, error, 0)
