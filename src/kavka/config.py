@@ -496,6 +496,12 @@ SSL_CONFIGS: dict[str, ConfigDef] = {
     ]
 }
 BROKER_CONFIGS.update(SSL_CONFIGS)
+# The keystore keys a broker reloads at run time, set per broker as listener.name.<name>.<key>
+# (Kafka's DynamicListenerConfig; kavka.broker.tls). The truststore is read at startup only.
+KEYSTORE_KEYS = frozenset(
+    {"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+     "ssl.keystore.certificate.chain", "ssl.keystore.key"}
+)
 _LISTENER_SSL_RE = re.compile(r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>ssl\..+)$")
 
 # SASL (PLAIN only). Kafka's default mechanism list is GSSAPI, which needs Kerberos: a SASL listener

@@ -405,8 +405,8 @@ def test_secrets_are_hidden_from_describe_configs_and_the_log(pki, pem_broker, p
         assert "PRIVATE KEY" not in text
     admin = AdminClient(ck_conf(pki, pem_broker.ports.ssl))
     res = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
-        ConfigEntry("listener.name.ssl.ssl.keystore.location", "/elsewhere.pem", incremental_operation=AlterConfigOpType.SET)])
-    with pytest.raises(Exception, match="Cannot update these configs dynamically"):
+        ConfigEntry("listener.name.ssl.ssl.truststore.location", "/elsewhere.pem", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(Exception, match="Cannot update these configs dynamically"):  # the truststore is read at startup only
         admin.incremental_alter_configs([res])[res].result(15)
 
 

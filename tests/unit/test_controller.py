@@ -116,6 +116,20 @@ def test_incremental_and_legacy_alter_configs():
     assert image.broker_configs(None) == {"log.retention.ms": "1000"}
 
 
+def test_a_listener_keystore_is_altered_per_broker_only():
+    logic, image = _logic(), _cluster()
+    key = "listener.name.ssl.ssl.keystore.location"
+    recs, res = logic.configuration.alter_configs(image, 4, "1", [(key, 0, "/b.p12"), ("listener.name.ssl.ssl.keystore.password", 0, "pw")], incremental=True)
+    assert res.ok
+    assert _apply(image, recs)[0].broker_configs(1) == {key: "/b.p12", "listener.name.ssl.ssl.keystore.password": "pw"}
+    recs, res = logic.configuration.alter_configs(image, 4, "", [(key, 0, "/b.p12")], incremental=True)
+    assert (recs, res.error) == ([], ErrorCode.invalid_request) and "broker id must be specified" in res.message
+    # The truststore and the SASL keys are read at startup only.
+    for other in ("listener.name.ssl.ssl.truststore.location", "listener.name.ssl.ssl.client.auth"):
+        recs, res = logic.configuration.alter_configs(image, 4, "1", [(other, 0, "x")], incremental=True)
+        assert res.error == ErrorCode.invalid_request and "dynamically" in res.message
+
+
 def test_record_encoding_roundtrip():
     for r in [
         mr.TopicRecord("t", "abc"),

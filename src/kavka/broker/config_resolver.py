@@ -77,16 +77,24 @@ class ConfigResolver:
         )
         return ResolvedConfig(d, value, top.source, tuple(synonyms))
 
-    def listener_ssl(self) -> dict[str, ResolvedConfig]:
+    def listener_ssl(self, image: MetadataImage | None = None) -> dict[str, ResolvedConfig]:
         """The listener.name.<name>.ssl.* and SASL keys (sasl.enabled.mechanisms, plain.sasl.jaas.config)
-        set in server.properties (static: read at startup only)."""
+        set in server.properties (static: read at startup only), and this broker's dynamic keystore
+        keys (listener.name.<name>.ssl.keystore.*, reloaded by kavka.broker.tls) from `image`."""
         out = {}
         items = [(k, v, SSL_CONFIGS) for k, v in self.config.listener_ssl.items()]
         items += [(k, v, SASL_CONFIGS) for k, v in self.config.listener_sasl.items()]
+        dynamic = {k: v for k, v in (image.broker_configs(self.config.node_id) if image is not None else {}).items()
+                   if k.startswith("listener.name.")}
+        for key in dynamic.keys() - {k for k, _, _ in items}:
+            items.append((key, None, SSL_CONFIGS))
         for key, value, table in sorted(items, key=lambda kv: kv[0]):
             d = table[key.split(".", 3)[3]]
-            out[key] = ResolvedConfig(d, value, ConfigSource.STATIC_BROKER_CONFIG,
-                                      (Synonym(key, d.render(value), ConfigSource.STATIC_BROKER_CONFIG),))
+            synonyms = [Synonym(key, dynamic[key], ConfigSource.DYNAMIC_BROKER_CONFIG)] if key in dynamic else []
+            if key in self.config.listener_ssl or key in self.config.listener_sasl:
+                synonyms.append(Synonym(key, d.render(value), ConfigSource.STATIC_BROKER_CONFIG))
+            top = synonyms[0]
+            out[key] = ResolvedConfig(d, d.parse(top.value) if key in dynamic else value, top.source, tuple(synonyms))
         return out
 
     def broker_value(self, image: MetadataImage, key: str) -> Any:

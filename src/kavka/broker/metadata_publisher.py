@@ -73,6 +73,7 @@ class BrokerMetadataPublisher:
         self.remote_log_manager: Any = None
         self.replication_quotas: ReplicationQuotas | None = None
         self.assignments: AssignmentsManager | None = None
+        self.on_broker_configs: Callable[[MetadataImage], None] | None = None  # the TLS keystore reload
         self._queue: collections.deque[Callable[[], None]] = collections.deque()
         self._task: asyncio.Task[None] | None = None
 
@@ -111,6 +112,8 @@ class BrokerMetadataPublisher:
             broker_changed = any(rt == ConfigResourceType.BROKER for rt, _ in delta.changed_configs)
             if broker_changed:
                 self.apply_replication_throttles(image)
+                if self.on_broker_configs is not None:
+                    work.append(functools.partial(self.on_broker_configs, image))
             names = {name for rt, name in delta.changed_configs if rt == ConfigResourceType.TOPIC}
             work.append(functools.partial(self._update_configs, broker_changed, names))
         if delta.changed_partitions and self.assignments is not None:

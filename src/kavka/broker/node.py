@@ -62,9 +62,10 @@ from kavka.broker.lifecycle import BrokerLifecycle
 from kavka.broker.metadata_publisher import BrokerMetadataPublisher
 from kavka.broker.shared_server import SharedServer, StartupError
 from kavka.broker.storage_io import StorageIoManager
+from kavka.common import AlterConfigOpType, ConfigResourceType
 from kavka.config import BrokerConfig, ConfigError
 from kavka.controller.quorum_controller import QuorumController
-from kavka.controller.results import NewTopic
+from kavka.controller.results import ApiResult, NewTopic
 from kavka.coordinator.consumer_group import ConsumerGroupConfig
 from kavka.coordinator.group import GroupConfig
 from kavka.coordinator.manager import GroupCoordinatorManager
@@ -523,6 +524,65 @@ class BrokerNode:
     def image(self) -> MetadataImage:
         return self.shared.metadata_loader.image
 
+    def reload_tls(self, image: MetadataImage) -> None:
+        """Swap in a listener's new SSLContext when its dynamic keystore configs (this broker's own,
+        from the image) changed: the next accept serves it, open connections keep theirs. A keystore
+        that no longer loads (checked when it was altered) is logged and the old one kept."""
+        from kavka.broker.tls import TlsConfigError, build_with_keystore, dynamic_keystore, rfc2253
+
+        mine = image.broker_configs(self.config.node_id)
+        for name, tls in getattr(self, "tls", {}).items():
+            overrides = dynamic_keystore(mine, name)
+            if overrides == (tls.keystore or {}):
+                continue
+            try:
+                new = build_with_keystore(self.config, name, overrides)
+            except TlsConfigError as e:
+                log.error("listener %s: keystore not reloaded, still serving the previous one: %s", name, e)
+                continue
+            tls.context, tls.certificate, tls.keystore = new.context, new.certificate, new.keystore
+            subject = rfc2253(new.certificate.subject) if new.certificate is not None else "?"
+            log.info("listener %s: keystore reloaded; new connections get the certificate %s", name, subject)
+
+    def check_keystore_alter(self, resource_type: int, resource_name: str, ops: list[tuple[str, int, str | None]]) -> ApiResult | None:
+        """Kafka's validation of a dynamic keystore before it is accepted (DynamicBrokerConfig ->
+        SslFactory.validateReconfiguration): the new keystore loads, its key matches its certificate,
+        and the certificate keeps the current subject DN and SANs. None: nothing to check or good."""
+        from kavka.broker.tls import (
+            TlsConfigError,
+            build_with_keystore,
+            check_reconfigurable,
+            dynamic_keystore,
+            dynamic_keystore_key,
+        )
+
+        touched = {k[0] for name, _, _ in ops if (k := dynamic_keystore_key(name)) is not None}
+        if resource_type != ConfigResourceType.BROKER or not touched or resource_name == "":
+            return None  # the controller answers a cluster-default keystore alteration
+        if resource_name != str(self.config.node_id):
+            return ApiResult(ErrorCode.invalid_request, f"A keystore of broker {resource_name} must be altered through that broker")
+        configs = dict(self.image.broker_configs(self.config.node_id))
+        for name, op, value in ops:
+            if dynamic_keystore_key(name) is None:
+                continue
+            if op == AlterConfigOpType.SET and value is not None:
+                configs[name] = value
+            else:
+                configs.pop(name, None)
+        tls_by_name = {n.lower(): (n, t) for n, t in getattr(self, "tls", {}).items()}
+        for listener in sorted(touched):
+            if listener not in tls_by_name:
+                return ApiResult(ErrorCode.invalid_config, f"listener.name.{listener}: not an SSL listener of broker {resource_name}")
+            name, current = tls_by_name[listener]
+            try:
+                new = build_with_keystore(self.config, name, dynamic_keystore(configs, name))
+                check_reconfigurable(current, new)
+            except TlsConfigError as e:
+                return ApiResult(ErrorCode.invalid_config, f"Validation of dynamic config update of SSLFactory failed: {e}")
+            except Exception as e:  # a value the parser refuses (the controller would say the same)
+                return ApiResult(ErrorCode.invalid_config, str(e))
+        return None
+
     async def start(self) -> None:
         from kavka.broker.apis import KafkaApis
         from kavka.broker.sasl_authenticator import build_listener_sasl
@@ -530,12 +590,15 @@ class BrokerNode:
         from kavka.broker.tls import TlsConfigError, build_listener_tls
 
         try:  # before anything is opened: a bad keystore stops startup at once
-            tls = build_listener_tls(self.config)
+            tls = self.tls = build_listener_tls(self.config)
         except TlsConfigError as e:
             raise StartupError(str(e)) from None
         sasl = build_listener_sasl(self.config)  # validated by kavka.config: the users parse
         self.open()
         await self._catch_up_metadata()
+        if tls:
+            self.reload_tls(self.image)  # keystores altered dynamically before this start
+            self.publisher.on_broker_configs = self.reload_tls
         if not self.is_broker:
             # process.roles=controller: a voter that serves only its controller listener.
             self._start_controller_tasks()

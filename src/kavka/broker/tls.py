@@ -43,7 +43,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
-from kavka.config import BrokerConfig
+from kavka.config import KEYSTORE_KEYS, SSL_CONFIGS, BrokerConfig
 from kavka.principal import ANONYMOUS, Rule, map_dn, parse_rules
 
 log = logging.getLogger("kavka.tls")
@@ -66,18 +66,71 @@ class TlsConfigError(Exception):
         self.key = key
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ListenerTls:
-    """What an SSL listener needs per connection: its context and its principal rules."""
+    """What an SSL listener needs per connection: its context and its principal rules.
+
+    `context` is replaced when the keystore is reloaded (`reload_keystore`): each accept reads it,
+    so new connections get the new certificate and open ones keep the context they were made with."""
 
     listener: str
     context: ssl.SSLContext
     rules: tuple[Rule, ...]
+    certificate: x509.Certificate | None = None  # the served leaf certificate
+    keystore: dict[str, Any] | None = None  # the dynamic keystore overrides the context was built with
+
+
+def dynamic_keystore_key(name: str) -> tuple[str, str] | None:
+    """`listener.name.<l>.ssl.keystore.location` -> (l, "ssl.keystore.location"); None for other keys."""
+    if not name.startswith("listener.name."):
+        return None
+    parts = name.split(".", 3)
+    if len(parts) < 4 or parts[3] not in KEYSTORE_KEYS:
+        return None
+    return parts[2], parts[3]
+
+
+def dynamic_keystore(configs: dict[str, str], listener: str) -> dict[str, Any]:
+    """The listener's dynamic keystore overrides among a broker's dynamic configs, parsed."""
+    out = {}
+    for name, raw in configs.items():
+        k = dynamic_keystore_key(name)
+        if k is not None and k[0] == listener.lower():
+            out[name] = SSL_CONFIGS[k[1]].parse(raw)
+    return out
 
 
 def build_listener_tls(config: BrokerConfig) -> dict[str, ListenerTls]:
     """Every SSL listener's context, by listener name (TlsConfigError naming the key)."""
     return {ep.name: _build(config, ep.name) for ep in config.ssl_listeners()}
+
+
+def build_with_keystore(config: BrokerConfig, listener: str, overrides: dict[str, Any]) -> ListenerTls:
+    """The listener's TLS with dynamic keystore overrides (TlsConfigError naming the key)."""
+    return _build(config, listener, overrides)
+
+
+def check_reconfigurable(old: ListenerTls, new: ListenerTls) -> None:
+    """Kafka's SslFactory.validateReconfiguration: the new certificate keeps the old one's subject
+    DN and subject alternative names (kavka has no ssl.allow.dn.changes / ssl.allow.san.changes)."""
+    if old.certificate is None or new.certificate is None:
+        return
+    key = f"listener.name.{old.listener.lower()}.ssl.keystore.location"
+    if old.certificate.subject != new.certificate.subject:
+        raise TlsConfigError(
+            key, f"the new certificate's subject {rfc2253(new.certificate.subject)} differs from the current "
+                 f"{rfc2253(old.certificate.subject)} (kavka does not support ssl.allow.dn.changes)")
+    if _sans(old.certificate) != _sans(new.certificate):
+        raise TlsConfigError(key, "the new certificate's subject alternative names differ from the current ones "
+                                  "(kavka does not support ssl.allow.san.changes)")
+
+
+def _sans(cert: x509.Certificate) -> set[str]:
+    try:
+        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except x509.ExtensionNotFound:
+        return set()
+    return {str(n.value) for n in ext.value}
 
 
 def peer_principal(tls: ListenerTls, ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str:
@@ -130,16 +183,22 @@ class _Keys:
 
     config: BrokerConfig
     listener: str
+    overrides: dict[str, Any]  # dynamic per-broker listener.name.<l>.ssl.keystore* values
+
+    def _own(self, key: str) -> str:
+        return f"listener.name.{self.listener.lower()}.{key}"
 
     def value(self, key: str) -> Any:
+        if self._own(key) in self.overrides:
+            return self.overrides[self._own(key)]
         return self.config.ssl_value(self.listener, key)
 
     def name(self, key: str) -> str:
-        return self.config.ssl_key(self.listener, key)
+        return self._own(key) if self._own(key) in self.overrides else self.config.ssl_key(self.listener, key)
 
 
-def _build(config: BrokerConfig, listener: str) -> ListenerTls:
-    keys = _Keys(config, listener)
+def _build(config: BrokerConfig, listener: str, overrides: dict[str, Any] | None = None) -> ListenerTls:
+    keys = _Keys(config, listener, dict(overrides or {}))
     value, name = keys.value, keys.name
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     enabled = [_VERSIONS[p] for p in value("ssl.enabled.protocols")]
@@ -151,7 +210,7 @@ def _build(config: BrokerConfig, listener: str) -> ListenerTls:
             raise TlsConfigError(name("ssl.protocol"), "TLSv1.2 is below every protocol in ssl.enabled.protocols")
     ctx.maximum_version = highest
     _set_ciphers(ctx, name("ssl.cipher.suites"), list(value("ssl.cipher.suites")))
-    _load_keystore(ctx, keys)
+    certificate = _load_keystore(ctx, keys)
     client_auth = str(value("ssl.client.auth"))
     has_truststore = _load_truststore(ctx, keys)
     if client_auth != "none" and not has_truststore:
@@ -160,7 +219,7 @@ def _build(config: BrokerConfig, listener: str) -> ListenerTls:
             f"{client_auth} needs the CAs of client certificates: set ssl.truststore.location or ssl.truststore.certificates",
         )
     ctx.verify_mode = _CLIENT_AUTH[client_auth]
-    return ListenerTls(listener, ctx, parse_rules(str(value("ssl.principal.mapping.rules"))))
+    return ListenerTls(listener, ctx, parse_rules(str(value("ssl.principal.mapping.rules"))), certificate, dict(keys.overrides))
 
 
 def _set_ciphers(ctx: ssl.SSLContext, key: str, suites: list[str]) -> None:
@@ -238,7 +297,7 @@ def _load_chain_from_memory(ctx: ssl.SSLContext, key: str, pem: bytes, password:
         os.unlink(path)
 
 
-def _load_keystore(ctx: ssl.SSLContext, keys: _Keys) -> None:
+def _load_keystore(ctx: ssl.SSLContext, keys: _Keys) -> x509.Certificate:
     value, name = keys.value, keys.name
     kind = value("ssl.keystore.type")
     location = value("ssl.keystore.location")
@@ -255,8 +314,7 @@ def _load_keystore(ctx: ssl.SSLContext, keys: _Keys) -> None:
             raise TlsConfigError(name(missing), "missing: an inline PEM keystore needs both the chain and the key")
         certs = _pem_blocks(name("ssl.keystore.certificate.chain"), str(chain), kinds=("CERTIFICATE",))
         pem_keys = _pem_blocks(name("ssl.keystore.key"), str(key), kinds=("PRIVATE KEY",))
-        _load_pem_key_and_chain(ctx, keys, pem_keys[0].encode(), "".join(certs).encode())
-        return
+        return _load_pem_key_and_chain(ctx, keys, pem_keys[0].encode(), "".join(certs).encode())
     if not location:
         raise TlsConfigError(
             name("ssl.keystore.location"),
@@ -269,8 +327,7 @@ def _load_keystore(ctx: ssl.SSLContext, keys: _Keys) -> None:
         text = data.decode("ascii", "replace")
         certs = _pem_blocks(name("ssl.keystore.location"), text, kinds=("CERTIFICATE",))
         pem_keys = _pem_blocks(name("ssl.keystore.location"), text, kinds=("PRIVATE KEY",))
-        _load_pem_key_and_chain(ctx, keys, pem_keys[0].encode(), "".join(certs).encode())
-        return
+        return _load_pem_key_and_chain(ctx, keys, pem_keys[0].encode(), "".join(certs).encode())
     key_password = value("ssl.key.password")
     if key_password not in (None, "") and key_password != value("ssl.keystore.password"):
         # cryptography opens a PKCS12 file with one password; Kafka's default of equal passwords works.
@@ -290,9 +347,10 @@ def _load_keystore(ctx: ssl.SSLContext, keys: _Keys) -> None:
         raise TlsConfigError(name("ssl.keystore.location"), f"{location} holds no private key with its certificate")
     certs = [store.cert.certificate, *(c.certificate for c in store.additional_certs)]
     _load_key_object(ctx, name("ssl.keystore.location"), store.key, certs)
+    return certs[0]
 
 
-def _load_pem_key_and_chain(ctx: ssl.SSLContext, keys: _Keys, key_pem: bytes, chain_pem: bytes) -> None:
+def _load_pem_key_and_chain(ctx: ssl.SSLContext, keys: _Keys, key_pem: bytes, chain_pem: bytes) -> x509.Certificate:
     name = keys.name
     try:
         key = serialization.load_pem_private_key(key_pem, _secret(keys.value("ssl.key.password")))
@@ -303,6 +361,7 @@ def _load_pem_key_and_chain(ctx: ssl.SSLContext, keys: _Keys, key_pem: bytes, ch
     except ValueError:
         raise TlsConfigError(name("ssl.keystore.location"), "the certificate chain does not parse") from None
     _load_key_object(ctx, name("ssl.keystore.location"), key, certs)
+    return certs[0]
 
 
 def _load_key_object(ctx: ssl.SSLContext, key_name: str, key: PrivateKeyTypes, certs: list[x509.Certificate]) -> None:

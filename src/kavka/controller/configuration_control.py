@@ -23,6 +23,8 @@ import kavka.tiered.remote_log_rules  # noqa: F401
 from kavka.common import AlterConfigOpType, ConfigResourceType
 from kavka.config import (
     BROKER_CONFIGS,
+    KEYSTORE_KEYS,
+    SSL_CONFIGS,
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
@@ -68,12 +70,22 @@ class ConfigurationControlManager:
         new = dict(current) if incremental else {}
         for name, op, value in ops:
             d = defs.get(name)
-            if resource_type == ConfigResourceType.BROKER and name.startswith("listener.name.") and (".ssl." in name or ".sasl." in name):
-                # Kafka reloads a listener's keystore and JAAS users dynamically; kavka reads them at startup only.
+            keystore = _keystore_key(name) if resource_type == ConfigResourceType.BROKER else None
+            if keystore is not None:
+                # A listener's keystore is reloaded per broker (Kafka's DynamicListenerConfig); the
+                # broker that takes the request has checked that the new keystore loads.
+                if resource_name == "":
+                    return [], ApiResult(
+                        ErrorCode.invalid_request,
+                        f"Cannot update these configs at default cluster level, broker id must be specified: [{name}]",
+                    )
+                d = SSL_CONFIGS[keystore]
+            elif resource_type == ConfigResourceType.BROKER and name.startswith("listener.name.") and (".ssl." in name or ".sasl." in name):
+                # Kafka reloads a listener's truststore and JAAS users dynamically; kavka reads them at startup only.
                 return [], ApiResult(ErrorCode.invalid_request, f"Cannot update these configs dynamically: [{name}]")
             if d is None:
                 return [], ApiResult(ErrorCode.invalid_config, f"Unknown {'topic' if resource_type == ConfigResourceType.TOPIC else 'broker'} config name: {name}")
-            if resource_type == ConfigResourceType.BROKER and not d.dynamic:
+            if resource_type == ConfigResourceType.BROKER and not d.dynamic and keystore is None:
                 return [], ApiResult(ErrorCode.invalid_request, f"Cannot update these configs dynamically: [{name}]")
             try:
                 if op == AlterConfigOpType.DELETE:
@@ -107,3 +119,11 @@ class ConfigurationControlManager:
             if current.get(name) != new.get(name):
                 records.append(ConfigRecord(resource_type, resource_name, name, new.get(name)))
         return records, ApiResult()
+
+
+def _keystore_key(name: str) -> str | None:
+    """The ssl.* key of a dynamic `listener.name.<l>.ssl.keystore...` config, else None."""
+    parts = name.split(".", 3)
+    if len(parts) == 4 and parts[0] == "listener" and parts[1] == "name" and parts[3] in KEYSTORE_KEYS:
+        return parts[3]
+    return None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kavka.common import AlterConfigOpType, ConfigResourceType, ConfigSource
-from kavka.config import BROKER_CONFIGS, TOPIC_CONFIGS
+from kavka.config import BROKER_CONFIGS, KEYSTORE_KEYS, TOPIC_CONFIGS
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.controller.results import ApiResult
 from kavka.protocol import api
@@ -84,9 +84,9 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
                     if keys is None or key in keys:
                         d = BROKER_CONFIGS[key]
                         entries.append(entry(key, node.resolver.broker(image, key), not d.dynamic))
-                for key, res in node.resolver.listener_ssl().items():  # a listener's own TLS keys
+                for key, res in node.resolver.listener_ssl(image).items():  # a listener's own TLS keys
                     if keys is None or key in keys:
-                        entries.append(entry(key, res, True))
+                        entries.append(entry(key, res, key.split(".", 3)[3] not in KEYSTORE_KEYS))
         elif r.resource_type == BROKER_LOGGER_RESOURCE:
             error, message = ErrorCode.invalid_request, "broker logger configs are not supported"
         else:
@@ -104,12 +104,18 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
     return make(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-async def alter_resources(controller: Any, req: Any, *, incremental: bool) -> list[tuple[Any, ApiResult]]:
+async def alter_resources(controller: Any, req: Any, *, incremental: bool, precheck: Any = None) -> list[tuple[Any, ApiResult]]:
     """Each resource of an (Incremental)AlterConfigs request through `controller` -- the node's
-    ControllerClient, or the QuorumController on the controller listener (broker.controller_client)."""
+    ControllerClient, or the QuorumController on the controller listener (broker.controller_client).
+    `precheck(resource_type, resource_name, ops)`: an ApiResult refusing the resource first, or None
+    (the broker's check of a new keystore)."""
     out = []
     for r in req.resources:
         ops = [(c.name, c.config_operation if incremental else AlterConfigOpType.SET, c.value) for c in r.configs]
+        refused = precheck(r.resource_type, r.resource_name, ops) if precheck is not None else None
+        if refused is not None:
+            out.append((r, refused))
+            continue
         try:
             result = await controller.alter_configs(
                 r.resource_type, r.resource_name, ops, incremental=incremental, validate_only=req.validate_only
@@ -126,7 +132,7 @@ async def _alter(node: BrokerNode, ctx: RequestContext, req: Any, *, incremental
     out = tuple(
         make(res_cls, error_code=result.error, error_message=result.message,
              resource_type=r.resource_type, resource_name=r.resource_name)
-        for r, result in await alter_resources(node.controller, req, incremental=incremental)
+        for r, result in await alter_resources(node.controller, req, incremental=incremental, precheck=node.check_keystore_alter)
     )
     return make(resp_cls, throttle_time=NO_THROTTLE, responses=out)
 
