@@ -5,8 +5,10 @@ open ones keep working; a bad keystore, a changed DN and a cluster-default alter
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
 import ssl
+import time
 import uuid
 
 import pytest
@@ -103,6 +105,13 @@ def test_the_keystore_is_reloaded_for_new_connections(tmp_path):
         with pytest.raises(Exception, match="Cannot update these configs dynamically"):
             alter(admin, "1", **{"listener.name.ssl.ssl.truststore.location": str(tmp_path / "ca.pem")})
         assert served(cafile, tls) == fp["b"]
+
+        # The same path again re-reads the file when it changed (its modification time).
+        b2 = ca.issue("localhost")
+        write_pkcs12(tmp_path / "b.p12", b2, PW_B)
+        os.utime(tmp_path / "b.p12", ns=(time.time_ns(), time.time_ns() + 10**9))
+        alter(admin, "1", **{"listener.name.ssl.ssl.keystore.location": str(tmp_path / "b.p12")})
+        assert served(cafile, tls) == hashlib.sha256(b2.cert.public_bytes(Encoding.DER)).hexdigest()
 
         res = ConfigResource(ConfigResource.Type.BROKER, "1")
         entries = admin.describe_configs([res])[res].result(15)

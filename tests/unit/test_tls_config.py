@@ -282,3 +282,36 @@ def test_the_dn_is_printed_as_java_prints_it_for_kafka():
     ])
     # Last RDN first; an attribute without an RFC 2253 keyword is its OID and its value's DER in hex.
     assert rfc2253(name) == "CN=alice,1.2.840.113549.1.9.1=#1609616c69636540782e79,O=Acme\\, Inc,C=US"
+
+
+# ----------------------------------------------------------------- the dynamic keystore
+
+
+def test_dynamic_keystore_overrides_and_the_dn_rule(ca, server, tmp_path):
+    from kavka.broker.tls import (
+        build_with_keystore,
+        check_reconfigurable,
+        dynamic_keystore,
+        dynamic_keystore_key,
+    )
+
+    assert dynamic_keystore_key("listener.name.ssl.ssl.keystore.location") == ("ssl", "ssl.keystore.location")
+    assert dynamic_keystore_key("listener.name.ssl.ssl.truststore.location") is None
+    assert dynamic_keystore_key("ssl.keystore.location") is None
+    a = write_pem_keystore(tmp_path / "a.pem", server)
+    b = write_pem_keystore(tmp_path / "b.pem", ca.issue("localhost"), key_password="pw")
+    other = write_pem_keystore(tmp_path / "other.pem", ca.issue("elsewhere"))
+    config = cfg(ssl_keystore_type="PEM", ssl_keystore_location=str(a))
+    old = build_listener_tls(config)["SSL"]
+    image_configs = {"listener.name.ssl.ssl.keystore.location": str(b), "listener.name.ssl.ssl.key.password": "pw",
+                     "listener.name.other.ssl.keystore.location": "/x", "log.retention.ms": "1"}
+    overrides = dynamic_keystore(image_configs, "SSL")
+    assert set(overrides) == {"listener.name.ssl.ssl.keystore.location", "listener.name.ssl.ssl.key.password"}
+    new = build_with_keystore(config, "SSL", overrides)
+    assert new.certificate is not None and new.certificate.serial_number != old.certificate.serial_number
+    check_reconfigurable(old, new)  # same DN and SANs
+    with pytest.raises(TlsConfigError, match="subject"):
+        check_reconfigurable(old, build_with_keystore(config, "SSL", {"listener.name.ssl.ssl.keystore.location": str(other)}))
+    with pytest.raises(TlsConfigError) as e:  # the dynamic key is named, the password is not shown
+        build_with_keystore(config, "SSL", {**overrides, "listener.name.ssl.ssl.key.password": "wrong-pw"})
+    assert e.value.key == "listener.name.ssl.ssl.key.password" and "wrong-pw" not in str(e.value)

@@ -138,6 +138,15 @@ def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str], dict[Pat
     return next(iter(cluster_ids)), dir_ids, failed
 
 
+def _swap(listener: str, tls: Any, new: Any) -> None:
+    """Put `new`'s context into the listener's ListenerTls: the next accept serves it."""
+    from kavka.broker.tls import rfc2253
+
+    tls.context, tls.certificate, tls.keystore, tls.keystore_mtime = new.context, new.certificate, new.keystore, new.keystore_mtime
+    subject = rfc2253(new.certificate.subject) if new.certificate is not None else "?"
+    log.info("listener %s: keystore reloaded; new connections get the certificate %s", listener, subject)
+
+
 class BrokerNode:
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
         self.config = config
@@ -528,7 +537,7 @@ class BrokerNode:
         """Swap in a listener's new SSLContext when its dynamic keystore configs (this broker's own,
         from the image) changed: the next accept serves it, open connections keep theirs. A keystore
         that no longer loads (checked when it was altered) is logged and the old one kept."""
-        from kavka.broker.tls import TlsConfigError, build_with_keystore, dynamic_keystore, rfc2253
+        from kavka.broker.tls import TlsConfigError, build_with_keystore, dynamic_keystore
 
         mine = image.broker_configs(self.config.node_id)
         for name, tls in getattr(self, "tls", {}).items():
@@ -540,14 +549,17 @@ class BrokerNode:
             except TlsConfigError as e:
                 log.error("listener %s: keystore not reloaded, still serving the previous one: %s", name, e)
                 continue
-            tls.context, tls.certificate, tls.keystore = new.context, new.certificate, new.keystore
-            subject = rfc2253(new.certificate.subject) if new.certificate is not None else "?"
-            log.info("listener %s: keystore reloaded; new connections get the certificate %s", name, subject)
+            _swap(name, tls, new)
 
-    def check_keystore_alter(self, resource_type: int, resource_name: str, ops: list[tuple[str, int, str | None]]) -> ApiResult | None:
+    def check_keystore_alter(
+        self, resource_type: int, resource_name: str, ops: list[tuple[str, int, str | None]], *, validate_only: bool = False
+    ) -> ApiResult | None:
         """Kafka's validation of a dynamic keystore before it is accepted (DynamicBrokerConfig ->
         SslFactory.validateReconfiguration): the new keystore loads, its key matches its certificate,
-        and the certificate keeps the current subject DN and SANs. None: nothing to check or good."""
+        and the certificate keeps the current subject DN and SANs. None: nothing to check or good.
+
+        The same keystore values again change no config, but re-read the file if its modification
+        time changed (Kafka's SslFactory rule): the new context is swapped in here, on this broker."""
         from kavka.broker.tls import (
             TlsConfigError,
             build_with_keystore,
@@ -577,6 +589,8 @@ class BrokerNode:
             try:
                 new = build_with_keystore(self.config, name, dynamic_keystore(configs, name))
                 check_reconfigurable(current, new)
+                if not validate_only and new.keystore == (current.keystore or {}) and new.keystore_mtime != current.keystore_mtime:
+                    _swap(name, current, new)
             except TlsConfigError as e:
                 return ApiResult(ErrorCode.invalid_config, f"Validation of dynamic config update of SSLFactory failed: {e}")
             except Exception as e:  # a value the parser refuses (the controller would say the same)

@@ -78,6 +78,7 @@ class ListenerTls:
     rules: tuple[Rule, ...]
     certificate: x509.Certificate | None = None  # the served leaf certificate
     keystore: dict[str, Any] | None = None  # the dynamic keystore overrides the context was built with
+    keystore_mtime: int | None = None  # the keystore file's modification time (ns) when it was read
 
 
 def dynamic_keystore_key(name: str) -> tuple[str, str] | None:
@@ -219,7 +220,12 @@ def _build(config: BrokerConfig, listener: str, overrides: dict[str, Any] | None
             f"{client_auth} needs the CAs of client certificates: set ssl.truststore.location or ssl.truststore.certificates",
         )
     ctx.verify_mode = _CLIENT_AUTH[client_auth]
-    return ListenerTls(listener, ctx, parse_rules(str(value("ssl.principal.mapping.rules"))), certificate, dict(keys.overrides))
+    location = value("ssl.keystore.location")
+    try:
+        mtime = os.stat(str(location)).st_mtime_ns if location else None
+    except OSError:
+        mtime = None
+    return ListenerTls(listener, ctx, parse_rules(str(value("ssl.principal.mapping.rules"))), certificate, dict(keys.overrides), mtime)
 
 
 def _set_ciphers(ctx: ssl.SSLContext, key: str, suites: list[str]) -> None:

@@ -107,12 +107,12 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
 async def alter_resources(controller: Any, req: Any, *, incremental: bool, precheck: Any = None) -> list[tuple[Any, ApiResult]]:
     """Each resource of an (Incremental)AlterConfigs request through `controller` -- the node's
     ControllerClient, or the QuorumController on the controller listener (broker.controller_client).
-    `precheck(resource_type, resource_name, ops)`: an ApiResult refusing the resource first, or None
+    `precheck(resource_type, resource_name, ops, validate_only=...)`: an ApiResult refusing the resource first, or None
     (the broker's check of a new keystore)."""
     out = []
     for r in req.resources:
         ops = [(c.name, c.config_operation if incremental else AlterConfigOpType.SET, c.value) for c in r.configs]
-        refused = precheck(r.resource_type, r.resource_name, ops) if precheck is not None else None
+        refused = precheck(r.resource_type, r.resource_name, ops, validate_only=req.validate_only) if precheck is not None else None
         if refused is not None:
             out.append((r, refused))
             continue
