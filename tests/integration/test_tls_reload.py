@@ -92,9 +92,10 @@ def test_the_keystore_is_reloaded_for_new_connections(tmp_path):
         assert got == [b"before", b"after"]
 
         refusals = {
-            "not a keystore": ({"listener.name.ssl.ssl.keystore.location": str(tmp_path / "junk.p12")}, "INVALID_CONFIG"),
-            "wrong password": ({"listener.name.ssl.ssl.keystore.password": PW_A}, "INVALID_CONFIG"),
+            "not a keystore": ({"listener.name.ssl.ssl.keystore.location": str(tmp_path / "junk.p12")}, "INVALID_REQUEST"),
+            "wrong password": ({"listener.name.ssl.ssl.keystore.password": PW_A}, "INVALID_REQUEST"),
             "another DN": ({"listener.name.ssl.ssl.keystore.location": str(tmp_path / "other.p12")}, "subject"),
+            "a missing file": ({"listener.name.ssl.ssl.keystore.location": str(tmp_path / "nope.p12")}, "cannot read"),
         }
         for why, (configs, expected) in refusals.items():
             with pytest.raises(Exception) as e:

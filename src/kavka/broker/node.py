@@ -559,7 +559,9 @@ class BrokerNode:
         and the certificate keeps the current subject DN and SANs. None: nothing to check or good.
 
         The same keystore values again change no config, but re-read the file if its modification
-        time changed (Kafka's SslFactory rule): the new context is swapped in here, on this broker."""
+        time changed (Kafka's SslFactory rule): the new context is swapped in here, on this broker.
+        A refusal is INVALID_REQUEST, as Kafka's ConfigAdminManager answers a failed broker config
+        validation (KAFKA-13609 keeps it so for compatibility)."""
         from kavka.broker.tls import (
             TlsConfigError,
             build_with_keystore,
@@ -584,7 +586,7 @@ class BrokerNode:
         tls_by_name = {n.lower(): (n, t) for n, t in getattr(self, "tls", {}).items()}
         for listener in sorted(touched):
             if listener not in tls_by_name:
-                return ApiResult(ErrorCode.invalid_config, f"listener.name.{listener}: not an SSL listener of broker {resource_name}")
+                return ApiResult(ErrorCode.invalid_request, f"listener.name.{listener}: not an SSL listener of broker {resource_name}")
             name, current = tls_by_name[listener]
             try:
                 new = build_with_keystore(self.config, name, dynamic_keystore(configs, name))
@@ -592,9 +594,9 @@ class BrokerNode:
                 if not validate_only and new.keystore == (current.keystore or {}) and new.keystore_mtime != current.keystore_mtime:
                     _swap(name, current, new)
             except TlsConfigError as e:
-                return ApiResult(ErrorCode.invalid_config, f"Validation of dynamic config update of SSLFactory failed: {e}")
+                return ApiResult(ErrorCode.invalid_request, f"Validation of dynamic config update of SSLFactory failed: {e}")
             except Exception as e:  # a value the parser refuses (the controller would say the same)
-                return ApiResult(ErrorCode.invalid_config, str(e))
+                return ApiResult(ErrorCode.invalid_request, str(e))
         return None
 
     async def start(self) -> None:

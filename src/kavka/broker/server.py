@@ -30,7 +30,8 @@ connect timeout applies) until a connection closes -- it is not refused.
 (Kafka also closes the least-recently-used connection to make room for its
 inter-broker listener; a single broker has no inter-broker traffic.)
 
-TLS (listeners whose protocol is SSL; the context is built at startup by kavka.broker.tls). The
+TLS (listeners whose protocol is SSL; the context is built by kavka.broker.tls, read per accept
+from the listener's ListenerTls, so a reloaded keystore serves the next connection). The
 accept loop hands each accepted socket to its own handshake task (`connect_accepted_socket` with
 the listener's context and a handshake timeout), so a slow or silent client never holds up
 accepting; a handshake in progress counts against `max.connections`. A failed handshake (a

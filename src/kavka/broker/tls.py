@@ -1,4 +1,6 @@
-"""TLS on client listeners: one `ssl.SSLContext` per SSL listener, built once at startup.
+"""TLS on client listeners: one `ssl.SSLContext` per SSL listener, built at startup and rebuilt
+when the broker's dynamic keystore keys change (`build_with_keystore`, `check_reconfigurable`:
+Kafka's SslFactory.reconfigure / validateReconfiguration; applied by kavka.broker.node).
 
 Kafka's keys (DefaultSslEngineFactory), each read for the listener as `listener.name.<name>.<key>`
 if set, else `<key>` (BrokerConfig.ssl_value):
