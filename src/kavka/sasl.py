@@ -22,8 +22,9 @@ Called from the event-loop thread (per authentication) and at startup (config va
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 PLAIN = "PLAIN"
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -184,6 +185,47 @@ class PlainUsers:
         if not ok or expected is None:
             raise SaslAuthenticationError(INVALID_CREDENTIALS)
         return parsed.authcid
+
+
+class SaslServer(Protocol):
+    """One authentication exchange of one mechanism, as Java's javax.security.sasl.SaslServer.
+
+    `evaluate` takes each token the client sends and returns the challenge to send back (b"" for
+    none), raising SaslAuthenticationError (a message safe to send and log) when it fails; once
+    `complete`, `authorization_id` is the user name the principal is made of. `user` is the name
+    the client claims, as soon as a token shows it ('?' before), for log lines only.
+    Called from the event-loop thread only.
+    """
+
+    mechanism: str
+    complete: bool
+    authorization_id: str
+    user: str
+
+    def evaluate(self, token: bytes) -> bytes: ...
+
+
+SaslServerFactory = Callable[[], SaslServer]
+
+
+class PlainServer:
+    """SASL/PLAIN (RFC 4616): one token, no challenge."""
+
+    mechanism = PLAIN
+
+    def __init__(self, users: PlainUsers) -> None:
+        self.users = users
+        self.complete = False
+        self.authorization_id = ""
+        self.user = "?"
+
+    def evaluate(self, token: bytes) -> bytes:
+        if self.complete:
+            raise SaslAuthenticationError("Authentication failed: the PLAIN exchange is already complete")
+        self.user = attempted_user(token)
+        self.authorization_id = self.users.authenticate(token)
+        self.complete = True
+        return b""
 
 
 def attempted_user(token: bytes) -> str:

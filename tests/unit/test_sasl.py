@@ -1,10 +1,11 @@
-"""SASL/PLAIN without sockets: the JAAS parser, PLAIN tokens, the config rules and the
+"""SASL without sockets: the JAAS parser, PLAIN tokens, the config rules and the
 authenticator's state machine (kavka.sasl, kavka.broker.sasl_authenticator), with a fuzzer that
 throws malformed SaslHandshake/SaslAuthenticate frames and PLAIN tokens at it."""
 
 from __future__ import annotations
 
 import struct
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
@@ -29,6 +30,7 @@ from kavka.protocol.api import ApiKey
 from kavka.sasl import (
     INVALID_CREDENTIALS,
     JaasError,
+    PlainServer,
     PlainUsers,
     SaslAuthenticationError,
     parse_jaas_config,
@@ -181,7 +183,7 @@ def test_sasl_keys_without_a_sasl_listener_have_no_effect():
 
 
 def settings_(**kw) -> ListenerSasl:
-    return ListenerSasl(**{"listener": "SASL", "mechanisms": ("PLAIN",), "users": USERS, "max_reauth_ms": 0, "failed_delay_ms": 0, **kw})
+    return ListenerSasl(**{"listener": "SASL", "mechanisms": ("PLAIN",), "servers": {"PLAIN": partial(PlainServer, USERS)}, "max_reauth_ms": 0, "failed_delay_ms": 0, **kw})
 
 
 def frame(key: int, version: int, corr: int = 1, **fields) -> bytes:
@@ -288,3 +290,42 @@ def test_malformed_frames_and_tokens_never_raise(start, key, body, truncate, tok
         assert isinstance(out, Serve | Respond | RawToken | Succeeded | Failed | Close)
         if isinstance(out, Succeeded):
             assert out.principal in ("User:alice",)
+
+
+class _TwoRounds:
+    """A scripted two-round mechanism (as SCRAM is): a challenge, then success or failure."""
+
+    mechanism = "PLAIN"
+
+    def __init__(self) -> None:
+        self.complete, self.authorization_id, self.user, self.round = False, "", "?", 0
+
+    def evaluate(self, token: bytes) -> bytes:
+        self.round += 1
+        if self.round == 1:
+            self.user = token.decode()
+            return b"challenge-" + token
+        if token != b"proof":
+            raise SaslAuthenticationError("Authentication failed: bad proof")
+        self.complete, self.authorization_id = True, self.user
+        return b"final"
+
+
+def test_a_multi_round_mechanism_gets_its_challenges_v1():
+    a = SaslServerAuthenticator(settings_(servers={"PLAIN": _TwoRounds}))
+    first = authenticate_v1(a, b"carol")
+    assert isinstance(first, Respond) and first.response.error_code == ErrorCode.none
+    assert bytes(first.response.auth_bytes) == b"challenge-carol" and a.state == State.AUTHENTICATE
+    done = a.on_frame(frame(ApiKey.SASL_AUTHENTICATE, 2, corr=3, auth_bytes=b"proof"), 0)
+    assert isinstance(done, Succeeded) and done.principal == "User:carol"
+    assert bytes(done.reply.response.auth_bytes) == b"final"
+
+
+def test_a_multi_round_mechanism_fails_on_a_bad_second_token_v0():
+    a = SaslServerAuthenticator(settings_(servers={"PLAIN": _TwoRounds}))
+    assert isinstance(a.on_frame(frame(ApiKey.SASL_HANDSHAKE, 0, mechanism="PLAIN"), 0), Respond)
+    first = a.on_frame(b"dave", 0)
+    assert first == RawToken(b"challenge-dave") and a.state == State.TOKEN_V0
+    failed = a.on_frame(b"guess", 0)
+    assert isinstance(failed, Failed) and failed.user == "dave" and failed.reply is None
+    assert a.state == State.FAILED

@@ -27,8 +27,10 @@ Called from the event-loop thread only (per connection).
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -43,7 +45,7 @@ from kavka.protocol.framing import (
     read_request_header,
 )
 from kavka.protocol.messages import make
-from kavka.sasl import PLAIN, PlainUsers, SaslAuthenticationError, attempted_user
+from kavka.sasl import PLAIN, PlainServer, SaslAuthenticationError, SaslServer, SaslServerFactory
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,7 @@ class ListenerSasl:
 
     listener: str
     mechanisms: tuple[str, ...]
-    users: PlainUsers
+    servers: Mapping[str, SaslServerFactory]  # a new exchange of each enabled mechanism
     max_reauth_ms: int
     failed_delay_ms: int
     max_receive_size: int = 524288  # sasl.server.max.receive.size: frames before authentication
@@ -64,13 +66,21 @@ def build_listener_sasl(config: BrokerConfig) -> dict[str, ListenerSasl]:
         ep.name: ListenerSasl(
             listener=ep.name,
             mechanisms=tuple(config.sasl_value(ep.name, SASL_MECHANISMS_KEY)),
-            users=config.plain_users(ep.name),
+            servers=_server_factories(config, ep.name),
             max_reauth_ms=config["connections.max.reauth.ms"],
             failed_delay_ms=config["connection.failed.authentication.delay.ms"],
             max_receive_size=config["sasl.server.max.receive.size"],
         )
         for ep in config.sasl_listeners()
     }
+
+
+def _server_factories(config: BrokerConfig, listener: str) -> dict[str, SaslServerFactory]:
+    factories: dict[str, SaslServerFactory] = {}
+    for mechanism in config.sasl_value(listener, SASL_MECHANISMS_KEY):
+        if mechanism == PLAIN:
+            factories[PLAIN] = partial(PlainServer, config.plain_users(listener))
+    return factories
 
 
 class State(enum.Enum):
@@ -138,6 +148,7 @@ class SaslServerAuthenticator:
         self.state = State.HANDSHAKE
         self.principal: str | None = None
         self.mechanism: str | None = None
+        self._server: SaslServer | None = None
         self.session_expires_ms: int | None = None
         self._reauthenticating = False
 
@@ -203,19 +214,28 @@ class SaslServerAuthenticator:
                             make(schema, error_code=ErrorCode.illegal_sasl_state, mechanisms=enabled))
             return Failed(reply, f"re-authentication with mechanism {mechanism} after {self.mechanism}", "?")
         self.mechanism = mechanism
+        self._server = self.settings.servers[mechanism]()
         self.state = State.AUTHENTICATE if api_version >= 1 else State.TOKEN_V0
         return Respond(correlation_id, api.response_header_flexible(api_key, api_version),
                        make(schema, error_code=ErrorCode.none, mechanisms=enabled))
 
     def _authenticate(self, token: bytes, request: tuple[int, int] | None, now_ms: int) -> Action:
-        assert self.mechanism == PLAIN  # the one mechanism kavka.config lets through
-        user = attempted_user(token)
+        server = self._server
+        assert server is not None  # set by the handshake that led here
         error: str | None = None
         principal = ""
+        challenge = b""
         try:
-            principal = f"User:{self.settings.users.authenticate(token)}"
+            challenge = server.evaluate(token)
         except SaslAuthenticationError as e:
             error = str(e)
+        if error is None and not server.complete:
+            # A multi-round mechanism (SCRAM, a failed OAUTHBEARER): send the challenge, await the next token.
+            if request is None:
+                return RawToken(challenge)
+            return self._authenticate_response(request, ErrorCode.none, None, 0, challenge)
+        if error is None:
+            principal = f"User:{server.authorization_id}"
         if error is None and self._reauthenticating and principal != self.principal:
             # Kafka's SaslServerAuthenticator: a re-authentication must keep the principal.
             # Kafka's message, which prints a principal as type.name.
@@ -224,21 +244,23 @@ class SaslServerAuthenticator:
         if error is not None:
             self.state = State.FAILED
             reply = None if request is None else self._authenticate_response(request, ErrorCode.sasl_authentication_failed, error, 0)
-            return Failed(reply, error, user)
+            return Failed(reply, error, server.user)
         lifetime = self.settings.max_reauth_ms
         self.session_expires_ms = now_ms + lifetime if lifetime > 0 else None
         self.principal = principal
         self.state = State.COMPLETE
+        self._server = None
         reauthenticated, self._reauthenticating = self._reauthenticating, False
         reply: Respond | RawToken = (
-            RawToken(b"") if request is None else self._authenticate_response(request, ErrorCode.none, None, lifetime)
+            RawToken(challenge) if request is None else self._authenticate_response(request, ErrorCode.none, None, lifetime, challenge)
         )
         return Succeeded(principal, reply, reauthenticated)
 
     @staticmethod
-    def _authenticate_response(request: tuple[int, int], error: ErrorCode, message: str | None, lifetime: int) -> Respond:
+    def _authenticate_response(request: tuple[int, int], error: ErrorCode, message: str | None, lifetime: int,
+                               challenge: bytes = b"") -> Respond:
         correlation_id, version = request
         schema = api.response_schema(ApiKey.SASL_AUTHENTICATE, version)
         # session_lifetime_ms (v1+; kio's session_lifetime): make() drops it for v0.
-        response = make(schema, error_code=error, error_message=message, auth_bytes=b"", session_lifetime=timedelta(milliseconds=lifetime))
+        response = make(schema, error_code=error, error_message=message, auth_bytes=challenge, session_lifetime=timedelta(milliseconds=lifetime))
         return Respond(correlation_id, api.response_header_flexible(ApiKey.SASL_AUTHENTICATE, version), response)
