@@ -49,6 +49,8 @@ class Pki:
     client_key: Path
     stranger_cert: Path  # signed by another CA
     stranger_key: Path
+    expired_cert: Path  # signed by the CA, out of date
+    expired_key: Path
 
 
 @dataclass
@@ -77,7 +79,11 @@ def pki(tmp_path_factory) -> Pki:
     mallory = other.issue("Mallory", ou="eng", server=False)
     (d / "mallory.pem").write_bytes(mallory.cert_pem())
     (d / "mallory.key").write_bytes(mallory.key_pem())
-    return Pki(d, d / "ca.pem", d / "alice.pem", d / "alice.key", d / "mallory.pem", d / "mallory.key")
+    late = ca.issue("Trudy", ou="eng", server=False, expired=True)
+    (d / "trudy.pem").write_bytes(late.cert_pem())
+    (d / "trudy.key").write_bytes(late.key_pem())
+    return Pki(d, d / "ca.pem", d / "alice.pem", d / "alice.key", d / "mallory.pem", d / "mallory.key",
+               d / "trudy.pem", d / "trudy.key")
 
 
 def _inline(path: Path) -> str:
@@ -352,9 +358,10 @@ def _tls_client(pki: Pki, port: int, *, cert: tuple[Path, Path] | None = None) -
 API_VERSIONS_V0 = (lambda body: struct.pack(">i", len(body)) + body)(struct.pack(">hhih", 18, 0, 7, 4) + b"test")
 
 
-@pytest.mark.parametrize("who", ["no certificate", "a certificate from another CA"])
+@pytest.mark.parametrize("who", ["no certificate", "a certificate from another CA", "an expired certificate"])
 def test_required_client_auth_refuses(pki, pem_broker, who):
-    cert = (pki.stranger_cert, pki.stranger_key) if who.startswith("a cert") else None
+    cert = {"no certificate": None, "a certificate from another CA": (pki.stranger_cert, pki.stranger_key),
+            "an expired certificate": (pki.expired_cert, pki.expired_key)}[who]
     with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
         _tls_client(pki, pem_broker.ports.mtls, cert=cert)
     assert _tls_client(pki, pem_broker.ports.mtls, cert=(pki.client_cert, pki.client_key))  # still serving
