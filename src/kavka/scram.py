@@ -237,5 +237,64 @@ class ScramServer:
         return b"v=" + base64.b64encode(server_signature)
 
 
+class ScramArgumentError(ValueError):
+    """A `MECHANISM=[name=...,password=...]` argument that does not parse; never shows a secret."""
+
+
+def parse_credential_argument(text: str, *, default_name: str | None = None) -> tuple[ScramMechanism, str, ScramCredential]:
+    """Kafka's kafka-storage.sh `--add-scram` syntax (ScramParser), also kafka-configs.sh's
+    `--add-config` value: `SCRAM-SHA-256=[name=alice,password=secret,iterations=8192,salt=<base64>]`
+    or `saltedpassword=<base64>` with `salt` instead of `password`; a value may be double-quoted.
+    `default_name` stands in for a missing `name` (the configs command's --entity-name)."""
+    mech_name, sep, rest = text.strip().partition("=")
+    if not sep:
+        raise ScramArgumentError(f"Failed to find equals sign in SCRAM argument for {mech_name[:40]!r}")
+    mechanism = MECHANISMS.get(mech_name)
+    if mechanism is None:
+        raise ScramArgumentError(f"The SCRAM mechanism {mech_name[:40]} is not supported (SCRAM-SHA-256, SCRAM-SHA-512)")
+    if not rest.startswith("[") or not rest.endswith("]"):
+        raise ScramArgumentError("Expected the configuration string to be enclosed in [ and ]")
+    options: dict[str, str] = {}
+    for part in rest[1:-1].split(","):
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise ScramArgumentError(f"No equals sign found in SCRAM component {key.strip()[:40]!r}")
+        if len(value) >= 2 and value.startswith('"') and value.endswith('"'):
+            value = value[1:-1]
+        options[key.strip()] = value
+    name = options.pop("name", default_name)
+    if not name:
+        raise ScramArgumentError("You must supply 'name'")
+    salt_given = "salt" in options
+    try:
+        salt = base64.b64decode(options.pop("salt"), validate=True) if salt_given else secrets.token_bytes(32)
+    except (binascii.Error, ValueError):
+        raise ScramArgumentError("Failed to decode the given salt (base64)") from None
+    try:
+        iterations = int(options.pop("iterations", DEFAULT_ITERATIONS))
+    except ValueError:
+        raise ScramArgumentError("Failed to parse the iterations count") from None
+    if iterations < mechanism.min_iterations:
+        raise ScramArgumentError(f"The 'iterations' value must be >= {mechanism.min_iterations} for {mechanism.name}")
+    if iterations > MAX_ITERATIONS:
+        raise ScramArgumentError(f"The 'iterations' value must be <= {MAX_ITERATIONS} for {mechanism.name}")
+    password = options.pop("password", None)
+    salted_b64 = options.pop("saltedpassword", None)
+    if options:
+        raise ScramArgumentError(f"Unknown SCRAM configurations: {', '.join(sorted(options))}")
+    if password is not None:
+        salted = salted_password(mechanism, password, salt, iterations)
+    elif salted_b64 is not None:
+        if not salt_given:
+            raise ScramArgumentError("You must supply 'salt' with 'saltedpassword'")
+        try:
+            salted = base64.b64decode(salted_b64, validate=True)
+        except (binascii.Error, ValueError):
+            raise ScramArgumentError("Failed to decode the given saltedpassword (base64)") from None
+    else:
+        raise ScramArgumentError("You must supply one of 'password' or 'saltedpassword'")
+    return mechanism, name, credential_from_salted(mechanism, salt, salted, iterations)
+
+
 # The key of the made-up salts of unknown users: per process, so they cannot be precomputed.
 _PROCESS_SALT_KEY = secrets.token_bytes(32)
