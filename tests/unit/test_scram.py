@@ -278,3 +278,43 @@ def test_fuzzed_scram_tokens_end_in_failed_or_close_never_an_exception(data, v0)
             assert out.principal == "User:user" and token == RFC_CLIENT_FINAL
         if isinstance(out, Failed | Close | Succeeded):
             break
+
+
+# ----------------------------------------------------------------- --add-scram arguments
+
+
+def test_add_scram_arguments_in_kafkas_syntax():
+    from kavka.scram import parse_credential_argument
+
+    mech, name, c = parse_credential_argument('SCRAM-SHA-512=[name=alice,iterations=8192,password="pw"]')
+    assert (mech, name, c.iterations) == (SCRAM_SHA_512, "alice", 8192)
+    assert c == credential(SCRAM_SHA_512, "pw", salt=c.salt, iterations=8192) and len(c.salt) == 32
+    salt = base64.b64encode(b"fixed-salt").decode()
+    _, _, d = parse_credential_argument(f"SCRAM-SHA-256=[name=bob,salt={salt},password=pw]")
+    assert d == credential(SCRAM_SHA_256, "pw", salt=b"fixed-salt")
+    salted = base64.b64encode(hashlib.pbkdf2_hmac("sha256", b"pw", b"fixed-salt", 4096)).decode()
+    _, _, e = parse_credential_argument(f"SCRAM-SHA-256=[name=bob,salt={salt},saltedpassword={salted}]")
+    assert e == d
+
+
+@pytest.mark.parametrize(
+    ("argument", "words"),
+    [
+        ("SCRAM-SHA-1=[name=a,password=sekrit]", "not supported"),
+        ("SCRAM-SHA-256", "equals sign"),
+        ("SCRAM-SHA-256=name=a,password=sekrit", "enclosed"),
+        ("SCRAM-SHA-256=[password=sekrit]", "'name'"),
+        ("SCRAM-SHA-256=[name=a,iterations=4095,password=sekrit]", ">= 4096"),
+        ("SCRAM-SHA-256=[name=a,iterations=16385,password=sekrit]", "<= 16384"),
+        ("SCRAM-SHA-256=[name=a,saltedpassword=c2Vrcml0]", "'salt'"),
+        ("SCRAM-SHA-256=[name=a]", "'password' or 'saltedpassword'"),
+        ("SCRAM-SHA-256=[name=a,password=sekrit,colour=blue]", "Unknown SCRAM configurations: colour"),
+        ("SCRAM-SHA-256=[name=a,salt=!!,password=sekrit]", "salt"),
+    ],
+)
+def test_bad_add_scram_arguments_never_show_the_password(argument, words):
+    from kavka.scram import ScramArgumentError, parse_credential_argument
+
+    with pytest.raises(ScramArgumentError) as e:
+        parse_credential_argument(argument)
+    assert words in str(e.value) and "sekrit" not in str(e.value)

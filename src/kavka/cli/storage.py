@@ -114,6 +114,9 @@ def format_storage(
         cluster_id = min(existing) if existing else generate_uuid()
 
     bootstrap = _scram_records(add_scram)
+    if bootstrap and config.metadata_log_dir in formatted:
+        raise CliError(f"--add-scram: the metadata log dir {config.metadata_log_dir} is already formatted, so the "
+                       "credentials would have no effect; create users with `kavka configs alter --entity-type users`")
     written: list[dict[str, Any]] = []
     for d in dirs:
         if d in formatted:
