@@ -4,8 +4,8 @@ One broker for the module, formatted with `kavka storage format --add-scram` (us
 mechanisms), with listeners PLAINTEXT (admin calls), SASL (SASL_PLAINTEXT) and SECURE (SASL_SSL,
 TLS from tests/tls_certs.py), both serving only SCRAM. Users are created with confluent-kafka's
 AdminClient (AlterUserScramCredentials) and the `kavka configs` CLI; confluent-kafka, kafka-python,
-aiokafka and kcat then produce and consume (a group for confluent-kafka and kafka-python) over both
-listeners with both mechanisms. A wrong password and an unknown user get SASL_AUTHENTICATION_FAILED
+aiokafka and kcat then produce and consume (a group for confluent-kafka, kafka-python and aiokafka;
+topics created through each one's admin client but kcat's) over both listeners with both mechanisms. A wrong password and an unknown user get SASL_AUTHENTICATION_FAILED
 and the broker serves on; a deleted credential ends new logins; Kafka's errors come back through
 the AdminClient and the CLI; no password reaches the log. Then a 3-node cluster: users created
 through one node log in on the others, and after every node restarts from a metadata snapshot
@@ -25,6 +25,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
+    ConfigResource,
     NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
@@ -202,6 +203,8 @@ def test_kafka_python(broker, users, mechanism, tls):
 @pytest.mark.parametrize(("mechanism", "tls"), [("SCRAM-SHA-256", False), ("SCRAM-SHA-512", True)])
 def test_aiokafka(broker, users, mechanism, tls):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin import NewTopic as AioNewTopic
     from aiokafka.helpers import create_ssl_context
 
     name = topic()
@@ -213,6 +216,13 @@ def test_aiokafka(broker, users, mechanism, tls):
         conf["ssl_context"] = create_ssl_context(cafile=str(broker.ca))
 
     async def go() -> list[bytes]:
+        admin = AIOKafkaAdminClient(**conf)
+        await admin.start()
+        try:
+            await admin.create_topics([AioNewTopic(name, 1, 1)])
+            assert name in await admin.list_topics()
+        finally:
+            await admin.close()
         p = AIOKafkaProducer(**conf)
         await p.start()
         try:
@@ -233,8 +243,6 @@ def test_aiokafka(broker, users, mechanism, tls):
             await c.stop()
         return got
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(name, 1, 1)])[name].result(15)
     assert asyncio.run(go()) == [f"a{i}".encode() for i in range(10)]
 
 
@@ -403,3 +411,13 @@ def test_a_cluster_shares_users_through_the_metadata_log_and_its_snapshots(tmp_p
         c.stop()
         for n in c.nodes.values():
             n.kill()
+
+
+def test_the_scram_login_module_config_is_sensitive_in_describe_configs(broker, users):
+    admin = AdminClient(ck_conf(broker.sasl_port, "SCRAM-SHA-256", "alice", ALICE_PW))
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
+    entries = admin.describe_configs([res])[res].result(15)
+    jaas = entries["listener.name.secure.scram-sha-512.sasl.jaas.config"]
+    assert jaas.is_sensitive and jaas.value is None
+    assert entries["sasl.enabled.mechanisms"].value == "SCRAM-SHA-256,SCRAM-SHA-512"
+    assert not any(s in str(e.value) for e in entries.values() for s in SECRETS)
