@@ -342,7 +342,7 @@ def test_the_configs_cli(broker, users):
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == [{"user": "alice", "credentials": [
         {"mechanism": "SCRAM-SHA-256", "iterations": 4096}, {"mechanism": "SCRAM-SHA-512", "iterations": 8192}]}]
-    res = kavka_cli("configs", "describe", *base)
+    res = kavka_cli("configs", "--describe", *base)  # kafka-configs.sh's flag form
     assert res.returncode == 0 and "bob" in res.stdout and "SCRAM-SHA-512" in res.stdout, res.stdout + res.stderr
     res = kavka_cli("configs", "describe", *base, "--entity-name", "nobody")
     assert res.returncode != 0 and "RESOURCE_NOT_FOUND" in res.stderr
@@ -351,7 +351,7 @@ def test_the_configs_cli(broker, users):
     assert BOB_PW not in res.stdout + res.stderr
     res = kavka_cli("configs", "alter", *base, "--entity-name", "dave", "--delete-config", "SCRAM-SHA-256")
     assert res.returncode != 0 and "RESOURCE_NOT_FOUND" in res.stderr
-    res = kavka_cli("configs", "alter", *base, "--entity-name", "bob", "--delete-config", "SCRAM-SHA-512")
+    res = kavka_cli("configs", "--alter", *base, "--entity-name", "bob", "--delete-config", "SCRAM-SHA-512")
     assert res.returncode == 0, res.stderr
     login_fails(broker.sasl_port, "SCRAM-SHA-512", "bob", BOB_PW)
 

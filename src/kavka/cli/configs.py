@@ -4,6 +4,8 @@ Without ``--all``, describe shows only dynamic configs -- those set through
 the admin API, source DYNAMIC_* -- as kafka-configs.sh does; ``--all`` shows
 every config with its source. Alter uses IncrementalAlterConfigs (KIP-339):
 ``--add-config k=v,k2=[a,b]`` sets, ``--delete-config k`` reverts to the default.
+``--entity-type users`` describes and alters SCRAM credentials (KIP-554) as kafka-configs.sh does.
+kafka-configs.sh's ``--describe`` / ``--alter`` flags stand for the subcommands.
 """
 
 from __future__ import annotations
@@ -57,9 +59,22 @@ entity_default_option = click.option(
 )
 
 
-@click.group(name="configs")
+class _KafkaStyleGroup(click.Group):
+    """Also takes kafka-configs.sh's `--describe` / `--alter` flags in place of the subcommand
+    (`kavka configs --alter --entity-type users ...`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        for flag in ("--describe", "--alter"):
+            if flag in args and args[0] not in self.commands:
+                args = [flag[2:], *(a for a in args if a != flag)]
+                break
+        return super().parse_args(ctx, args)
+
+
+@click.group(name="configs", cls=_KafkaStyleGroup)
 def configs() -> None:
-    """Describe and alter topic and broker configs (like kafka-configs.sh)."""
+    """Describe and alter topic and broker configs, and users' SCRAM credentials (like
+    kafka-configs.sh; `--describe` / `--alter` as there, or the subcommands)."""
 
 
 def entry_dict(e: Any) -> dict[str, Any]:
