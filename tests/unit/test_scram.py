@@ -318,3 +318,16 @@ def test_bad_add_scram_arguments_never_show_the_password(argument, words):
     with pytest.raises(ScramArgumentError) as e:
         parse_credential_argument(argument)
     assert words in str(e.value) and "sekrit" not in str(e.value)
+
+
+def test_a_failed_re_authentication_says_so_as_kafka_does():
+    a = SaslServerAuthenticator(scram_settings())
+    a.on_frame(request_frame(ApiKey.SASL_HANDSHAKE, 1, correlation_id=1, mechanism="SCRAM-SHA-256")[4:], 0)
+    authenticate(a, RFC_CLIENT_FIRST)
+    assert isinstance(authenticate(a, RFC_CLIENT_FINAL, 3), Succeeded)
+    a.on_frame(request_frame(ApiKey.SASL_HANDSHAKE, 1, correlation_id=4, mechanism="SCRAM-SHA-256")[4:], 0)
+    authenticate(a, RFC_CLIENT_FIRST, 5)
+    failed = authenticate(a, RFC_CLIENT_FINAL.replace(b"p=d", b"p=e"), 6)
+    assert isinstance(failed, Failed)
+    assert failed.reply.response.error_message == (
+        "Authentication failed during re-authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256")

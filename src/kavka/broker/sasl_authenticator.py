@@ -243,6 +243,9 @@ class SaslServerAuthenticator:
             challenge = server.evaluate(token)
         except SaslAuthenticationError as e:
             error = str(e)
+            if self._reauthenticating:
+                # Kafka's SaslServerAuthenticator says which (reauthInfo.authenticationOrReauthenticationText).
+                error = error.replace("failed during authentication", "failed during re-authentication", 1)
         if error is None and not server.complete:
             # A multi-round mechanism (SCRAM, a failed OAUTHBEARER): send the challenge, await the next token.
             if request is None:
