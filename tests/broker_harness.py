@@ -56,6 +56,7 @@ class BrokerProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
         self._formatted = False
+        self.format_args: list[str] = []  # extra `kavka storage format` options (--add-scram ...)
 
     @property
     def bootstrap(self) -> str:
@@ -65,6 +66,7 @@ class BrokerProcess:
         cmd = [*KAVKA, "storage", "format", "--config", str(self.config_file)]
         if cluster_id:
             cmd += ["--cluster-id", cluster_id]
+        cmd += self.format_args
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         if res.returncode != 0:
             raise RuntimeError(f"kavka storage format failed: {res.stdout}{res.stderr}")

@@ -31,6 +31,8 @@ from typing import Any, Protocol
 from kavka.common import ConfigSource, ConfigType
 from kavka.principal import rules_problem
 from kavka.sasl import PLAIN, JaasError, PlainUsers, parse_jaas_config
+from kavka.scram import MECHANISMS as SCRAM_MECHANISMS
+from kavka.scram import SCRAM_LOGIN_MODULE
 
 log = logging.getLogger("kavka.config")
 
@@ -510,13 +512,21 @@ _LISTENER_SSL_RE = re.compile(r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>ss
 # unprefixed sasl.jaas.config on the broker side).
 SASL_MECHANISMS_KEY = "sasl.enabled.mechanisms"
 PLAIN_JAAS_KEY = "plain.sasl.jaas.config"
-SUPPORTED_SASL_MECHANISMS = (PLAIN,)
+SUPPORTED_SASL_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+# listener.name.<name>.scram-sha-256.sasl.jaas.config: ScramLoginModule, whose username/password are
+# the broker's own login for inter-broker SASL (kept on BrokerConfig.scram_login). The SCRAM users
+# themselves are credentials in the metadata log (kavka.scram, metadata.records).
+SCRAM_JAAS_KEYS = {m: f"{m.lower()}.sasl.jaas.config" for m in SCRAM_MECHANISMS}
 SASL_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in [
-        ConfigDef(SASL_MECHANISMS_KEY, _LST, ["GSSAPI"], "SASL mechanisms served on SASL listeners (kavka: PLAIN)"),
+        ConfigDef(SASL_MECHANISMS_KEY, _LST, ["GSSAPI"], "SASL mechanisms served on SASL listeners (kavka: PLAIN, "
+                  "SCRAM-SHA-256, SCRAM-SHA-512)"),
         ConfigDef(PLAIN_JAAS_KEY, _P, None, "a SASL listener's PlainLoginModule entry with its user_<name> passwords "
                   "(only as listener.name.<name>.plain.sasl.jaas.config)", sensitive=True),
+        *(ConfigDef(key, _P, None, f"a SASL listener's ScramLoginModule entry for {m}: the broker's own username and "
+                    f"password (only as listener.name.<name>.{key})", sensitive=True)
+          for m, key in SCRAM_JAAS_KEYS.items()),
     ]
 }
 BROKER_CONFIGS[SASL_MECHANISMS_KEY] = SASL_CONFIGS[SASL_MECHANISMS_KEY]
@@ -529,7 +539,9 @@ for _d in [
        "authenticated", at_least(1)),
 ]:
     BROKER_CONFIGS[_d.name] = _d
-_LISTENER_SASL_RE = re.compile(r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>sasl\.enabled\.mechanisms|plain\.sasl\.jaas\.config)$")
+_LISTENER_SASL_RE = re.compile(
+    r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>sasl\.enabled\.mechanisms|plain\.sasl\.jaas\.config"
+    r"|scram-sha-256\.sasl\.jaas\.config|scram-sha-512\.sasl\.jaas\.config)$")
 _SASL_INTER_BROKER_KEYS = ("sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol")
 
 
@@ -553,11 +565,12 @@ def _security_refusal(key: str, raw: str) -> str | None:
     if key == "sasl.jaas.config" or (key.startswith("listener.name.") and key.endswith(".sasl.jaas.config")):
         # Never the value: it holds passwords.
         return ("this form is not supported by kavka: a broker's JAAS entry is read only as "
-                "listener.name.<listener>.plain.sasl.jaas.config (Kafka's broker ignores an unprefixed sasl.jaas.config; "
-                "PLAIN is the one mechanism kavka serves)")
+                "listener.name.<listener>.<mechanism>.sasl.jaas.config, mechanism plain, scram-sha-256 or scram-sha-512 "
+                "(Kafka's broker ignores an unprefixed sasl.jaas.config)")
     if key.startswith("sasl.") or (key.startswith("listener.name.") and ".sasl." in key) or key.endswith(".sasl.enabled.mechanisms"):
-        return ("this SASL setting is not supported by kavka (it serves SASL/PLAIN with sasl.enabled.mechanisms and "
-                "listener.name.<listener>.plain.sasl.jaas.config; SCRAM, OAUTHBEARER and GSSAPI are not supported yet); remove the key")
+        return ("this SASL setting is not supported by kavka (it serves SASL/PLAIN and SCRAM with sasl.enabled.mechanisms, "
+                "listener.name.<listener>.plain.sasl.jaas.config and SCRAM credentials in the metadata log; "
+                "OAUTHBEARER and GSSAPI are not supported yet); remove the key")
     if key.startswith("ssl.") or m:
         return ("this TLS setting is not supported by kavka (it honours only the ssl.* keys listed in "
                 "docs/security.md; JVM-specific and dynamic-reload keys have no meaning here); remove the key")
@@ -695,6 +708,30 @@ class BrokerConfig:
             return PlainUsers.from_jaas(parse_jaas_config(str(text)))
         except JaasError as e:
             raise ConfigError(key, f"invalid JAAS entry: {e}") from None
+
+    def scram_login(self, listener: str, mechanism: str) -> tuple[str, str] | None:
+        """The broker's own (username, password) from listener.name.<l>.<mechanism>.sasl.jaas.config
+        (ScramLoginModule), for its outgoing SASL; None if unset. ConfigError naming the key."""
+        key = f"listener.name.{listener.lower()}.{SCRAM_JAAS_KEYS[mechanism]}"
+        text = self.listener_sasl.get(key)
+        if not text:
+            return None
+        try:
+            entry = parse_jaas_config(str(text))
+        except JaasError as e:
+            raise ConfigError(key, f"invalid JAAS entry: {e}") from None
+        if entry.login_module != SCRAM_LOGIN_MODULE:
+            raise ConfigError(key, f"the login module must be {SCRAM_LOGIN_MODULE} for {mechanism}")
+        unknown = sorted(set(entry.options) - {"username", "password", "tokenauth"})
+        if unknown:
+            raise ConfigError(key, f"unknown ScramLoginModule option {unknown[0]} (it takes username and password)")
+        if entry.options.get("tokenauth", "false").lower() == "true":
+            raise ConfigError(key, "tokenauth=true: delegation tokens are not supported by kavka")
+        if ("username" in entry.options) != ("password" in entry.options) or not entry.options.get("username", "x"):
+            raise ConfigError(key, "ScramLoginModule needs both username and password (the broker's own login), or neither")
+        if "username" not in entry.options:
+            return None
+        return entry.options["username"], entry.options["password"]
 
     def ssl_key(self, listener: str, key: str) -> str:
         """The config key that sets `key` (an ssl.* name) for `listener`: its own prefixed key if set."""
@@ -856,13 +893,20 @@ def _check_sasl_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
         key = cfg.sasl_key(name, SASL_MECHANISMS_KEY)
         mechanisms = list(cfg.sasl_value(name, SASL_MECHANISMS_KEY) or [])
         if not mechanisms:
-            raise ConfigError(key, f"SASL listener {name} enables no mechanism; set it to PLAIN")
+            raise ConfigError(key, f"SASL listener {name} enables no mechanism; set it to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
         for mechanism in mechanisms:
             if mechanism not in SUPPORTED_SASL_MECHANISMS:
                 unset = "" if key in cfg.listener_sasl or key in cfg.explicit else " (Kafka's default, which needs Kerberos)"
                 raise ConfigError(key, f"mechanism {mechanism}{unset} is not supported by kavka yet on listener {name}; "
                                   f"it serves {', '.join(SUPPORTED_SASL_MECHANISMS)}")
-        cfg.plain_users(name)
+        if PLAIN in mechanisms:
+            cfg.plain_users(name)
+        for mechanism, jaas in (("PLAIN", PLAIN_JAAS_KEY), *SCRAM_JAAS_KEYS.items()):
+            own = f"listener.name.{name.lower()}.{jaas}"
+            if own in cfg.listener_sasl and mechanism not in mechanisms:
+                raise ConfigError(own, f"{mechanism} is not enabled on listener {name} ({key}), so this key would have no effect")
+            if mechanism in SCRAM_MECHANISMS:
+                cfg.scram_login(name, mechanism)
 
 
 def _check_ssl_keys(cfg: BrokerConfig, ssl_names: set[str]) -> None:

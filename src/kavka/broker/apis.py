@@ -29,6 +29,7 @@ from kavka.broker.handlers import (
     quorum,
     reassignments,
     sasl,
+    scram,
     topics,
 )
 from kavka.protocol import api
@@ -73,6 +74,8 @@ class KafkaApis:
             ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
             ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe_user_scram_credentials,
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter_user_scram_credentials,
             ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter_replica_log_dirs,
             ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
             ApiKey.DESCRIBE_QUORUM: quorum.handle_describe_quorum,

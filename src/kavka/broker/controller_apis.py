@@ -4,7 +4,8 @@ controller, and the table of those RPCs (`RPCS`).
 Kafka 4 brokers never change metadata themselves: they send BrokerRegistration, BrokerHeartbeat,
 AlterPartition, AssignReplicasToDirs and AllocateProducerIds to the active controller, and
 forward admin requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments) to
+IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments,
+AlterUserScramCredentials) to
 it. kavka does the same over the controller listener (the one the raft RPCs use), with Kafka's own
 request messages at the fixed versions in `RPCS`; `broker.controller_client.ControllerClient` is
 the sending side.
@@ -33,6 +34,8 @@ from kio.schema.alter_partition.v3 import request as ap_req
 from kio.schema.alter_partition.v3 import response as ap_resp
 from kio.schema.alter_partition_reassignments.v0 import request as apr_req
 from kio.schema.alter_partition_reassignments.v0 import response as apr_resp
+from kio.schema.alter_user_scram_credentials.v0 import request as auc_req
+from kio.schema.alter_user_scram_credentials.v0 import response as auc_resp
 from kio.schema.assign_replicas_to_dirs.v0 import request as ard_req
 from kio.schema.assign_replicas_to_dirs.v0 import response as ard_resp
 from kio.schema.broker_heartbeat.v1 import request as bh_req
@@ -55,6 +58,7 @@ from kio.schema.list_partition_reassignments.v0 import request as lpr_req
 from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 
 from kavka.broker.handlers import configs, elect_leaders, reassignments, topics
+from kavka.broker.handlers import scram as scram_handlers
 from kavka.broker.handlers.placement import placement_response
 from kavka.common import ErrorCode
 from kavka.controller.quorum_controller import (
@@ -89,6 +93,7 @@ RPCS: dict[int, tuple[type, type]] = {
         (apr_req.AlterPartitionReassignmentsRequest, apr_resp.AlterPartitionReassignmentsResponse),
         (lpr_req.ListPartitionReassignmentsRequest, lpr_resp.ListPartitionReassignmentsResponse),
         (ks.CreateReplicaPlacementRequest, ks.CreateReplicaPlacementResponse),
+        (auc_req.AlterUserScramCredentialsRequest, auc_resp.AlterUserScramCredentialsResponse),
     )
 }
 
@@ -119,6 +124,7 @@ class ControllerApis:
             apr_req.AlterPartitionReassignmentsRequest.__api_key__: self.handle_alter_partition_reassignments,
             lpr_req.ListPartitionReassignmentsRequest.__api_key__: self.handle_list_partition_reassignments,
             apid_req.AllocateProducerIdsRequest.__api_key__: self.handle_allocate_producer_ids,
+            auc_req.AlterUserScramCredentialsRequest.__api_key__: self.handle_alter_user_scram_credentials,
         }
 
     async def handle(self, api_key: int, req: Any, connection: Hashable | None = None) -> Any:
@@ -204,6 +210,9 @@ class ControllerApis:
 
     async def handle_incremental_alter_configs(self, req: Any, _connection: Hashable | None) -> Any:
         return await self._alter(req, incremental=True, mod=iac_resp)
+
+    async def handle_alter_user_scram_credentials(self, req: Any, _connection: Hashable | None) -> Any:
+        return await scram_handlers.alter_user_scram_credentials(self.qc, req)
 
     async def handle_broker_registration(self, req: br_req.BrokerRegistrationRequest, _connection: Hashable | None) -> Any:
         if req.cluster_id != self.cluster_id:

@@ -24,6 +24,7 @@ from kio.schema.allocate_producer_ids.v0 import request as apid_req
 from kio.schema.alter_configs.v2 import request as ac_req
 from kio.schema.alter_partition.v3 import request as ap_req
 from kio.schema.alter_partition_reassignments.v0 import request as apr_req
+from kio.schema.alter_user_scram_credentials.v0 import request as auc_req
 from kio.schema.assign_replicas_to_dirs.v0 import request as ard_req
 from kio.schema.broker_heartbeat.v1 import request as bh_req
 from kio.schema.broker_registration.v4 import request as br_req
@@ -57,6 +58,7 @@ from kavka.controller.results import (
     ReassignmentResult,
     TopicElections,
 )
+from kavka.controller.scram_control import ScramDeletion, ScramUpsertion, UserResult
 from kavka.metadata.image import MetadataImage, TopicImage
 from kavka.metadata.loader import MetadataLoader
 from kavka.protocol import kavka_schema as ks
@@ -329,6 +331,40 @@ class ControllerClient:
             return resp
         [r] = resp.responses
         return ApiResult(r.error_code, r.error_message)
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> list[UserResult]:
+        """AlterUserScramCredentials on the active controller; then waits (bounded) until this node's
+        image shows each change made, so a login or a describe through this node sees it next."""
+
+        def request() -> Any:
+            return auc_req.AlterUserScramCredentialsRequest(
+                deletions=tuple(auc_req.ScramCredentialDeletion(name=d.name, mechanism=d.mechanism) for d in deletions),
+                upsertions=tuple(
+                    auc_req.ScramCredentialUpsertion(
+                        name=u.name, mechanism=u.mechanism, iterations=u.iterations, salt=u.salt, salted_password=u.salted_password
+                    )
+                    for u in upsertions
+                ),
+            )
+
+        async def local() -> Any:
+            return await self.qc.alter_user_scram_credentials(deletions, upsertions)
+
+        resp = await self._route(local, request, lambda r: self._not_controller([x.error_code for x in r.results]))
+        results = resp if isinstance(resp, list) else [UserResult(r.user, r.error_code, r.error_message) for r in resp.results]
+        done = {r.user for r in results if r.error == ErrorCode.none}
+        gone = {(d.mechanism, d.name) for d in deletions if d.name in done}
+        added = {(u.mechanism, u.name): u.iterations for u in upsertions if u.name in done}
+
+        def shown(image: MetadataImage) -> bool:
+            return not (gone & image.scram.keys()) and all(
+                k in image.scram and image.scram[k].iterations == i for k, i in added.items()
+            )
+
+        await self._await_image(shown)
+        return results
 
     async def elect_leaders(
         self,

@@ -78,6 +78,8 @@ from kavka.replication.partition import TopicPartition
 from kavka.replication.quota import ReplicationQuotas
 from kavka.replication.replica_manager import ReplicaManager
 from kavka.replication.replica_selector import replica_selector
+from kavka.scram import MECHANISMS as SCRAM_MECHANISMS
+from kavka.scram import ScramCredential
 from kavka.storage.cleaner import CleanerConfig
 from kavka.storage.faults import FAULTS
 from kavka.storage.log_manager import LogManager
@@ -533,6 +535,11 @@ class BrokerNode:
     def image(self) -> MetadataImage:
         return self.shared.metadata_loader.image
 
+    def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """`user`'s SCRAM credential for `mechanism` in the current metadata image (None: none)."""
+        c = self.image.scram.get((SCRAM_MECHANISMS[mechanism].type, user))
+        return None if c is None else ScramCredential(c.salt, c.stored_key, c.server_key, c.iterations)
+
     def reload_tls(self, image: MetadataImage) -> None:
         """Swap in a listener's new SSLContext when its dynamic keystore configs (this broker's own,
         from the image) changed: the next accept serves it, open connections keep theirs. A keystore
@@ -609,7 +616,9 @@ class BrokerNode:
             tls = self.tls = build_listener_tls(self.config)
         except TlsConfigError as e:
             raise StartupError(str(e)) from None
-        sasl = build_listener_sasl(self.config)  # validated by kavka.config: the users parse
+        # validated by kavka.config: the users parse. SCRAM users are looked up in the image at
+        # each authentication, so a credential altered on any node counts from the next login.
+        sasl = build_listener_sasl(self.config, self.scram_credential)
         self.open()
         await self._catch_up_metadata()
         if tls:

@@ -27,7 +27,7 @@ Called from the event-loop thread only (per connection).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -46,6 +46,8 @@ from kavka.protocol.framing import (
 )
 from kavka.protocol.messages import make
 from kavka.sasl import PLAIN, PlainServer, SaslAuthenticationError, SaslServer, SaslServerFactory
+from kavka.scram import MECHANISMS as SCRAM_MECHANISMS
+from kavka.scram import ScramCredential, ScramServer
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +62,22 @@ class ListenerSasl:
     max_receive_size: int = 524288  # sasl.server.max.receive.size: frames before authentication
 
 
-def build_listener_sasl(config: BrokerConfig) -> dict[str, ListenerSasl]:
+# (mechanism name, user name) -> the user's SCRAM credential now, or None (the broker's current
+# metadata image: a credential altered on any node counts from the next authentication).
+ScramLookup = Callable[[str, str], ScramCredential | None]
+
+
+def _no_scram_users(_mechanism: str, _user: str) -> ScramCredential | None:
+    return None
+
+
+def build_listener_sasl(config: BrokerConfig, scram_credentials: ScramLookup = _no_scram_users) -> dict[str, ListenerSasl]:
     """Every SASL listener's settings by name (kavka.config validated them; ConfigError otherwise)."""
     return {
         ep.name: ListenerSasl(
             listener=ep.name,
             mechanisms=tuple(config.sasl_value(ep.name, SASL_MECHANISMS_KEY)),
-            servers=_server_factories(config, ep.name),
+            servers=_server_factories(config, ep.name, scram_credentials),
             max_reauth_ms=config["connections.max.reauth.ms"],
             failed_delay_ms=config["connection.failed.authentication.delay.ms"],
             max_receive_size=config["sasl.server.max.receive.size"],
@@ -75,11 +86,14 @@ def build_listener_sasl(config: BrokerConfig) -> dict[str, ListenerSasl]:
     }
 
 
-def _server_factories(config: BrokerConfig, listener: str) -> dict[str, SaslServerFactory]:
+def _server_factories(config: BrokerConfig, listener: str, scram_credentials: ScramLookup) -> dict[str, SaslServerFactory]:
     factories: dict[str, SaslServerFactory] = {}
     for mechanism in config.sasl_value(listener, SASL_MECHANISMS_KEY):
         if mechanism == PLAIN:
             factories[PLAIN] = partial(PlainServer, config.plain_users(listener))
+        elif mechanism in SCRAM_MECHANISMS:
+            lookup = partial(scram_credentials, mechanism)
+            factories[mechanism] = partial(ScramServer, SCRAM_MECHANISMS[mechanism], lookup)
     return factories
 
 
@@ -229,6 +243,9 @@ class SaslServerAuthenticator:
             challenge = server.evaluate(token)
         except SaslAuthenticationError as e:
             error = str(e)
+            if self._reauthenticating:
+                # Kafka's SaslServerAuthenticator says which (reauthInfo.authenticationOrReauthenticationText).
+                error = error.replace("failed during authentication", "failed during re-authentication", 1)
         if error is None and not server.complete:
             # A multi-round mechanism (SCRAM, a failed OAUTHBEARER): send the challenge, await the next token.
             if request is None:

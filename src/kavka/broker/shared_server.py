@@ -29,9 +29,12 @@ from kavka.broker.controller_client import ControllerClient
 from kavka.broker.raft_driver import RaftDriver
 from kavka.config import BrokerConfig, parse_voters
 from kavka.controller.quorum_controller import QuorumController
+from kavka.metadata.bootstrap import BOOTSTRAP_FILE, read_bootstrap
 from kavka.metadata.loader import MetadataLoader, Publisher
+from kavka.metadata.records import MetadataRecordError
 from kavka.raft.client import RaftClient, RaftConfig
 from kavka.raft.file_log import FileReplicatedLog, NoSnapshotError
+from kavka.raft.snapshot import CorruptSnapshotError
 from kavka.raft.state import FileQuorumStateStore
 
 
@@ -48,7 +51,12 @@ class ControllerServer:
         clock: Callable[[], float], wakeup: Callable[[], None],
     ) -> None:
         self.config = config
-        self.quorum_controller = QuorumController(config, raft, loader, clock=clock, wakeup=wakeup)
+        try:
+            bootstrap = read_bootstrap(config.metadata_log_dir)
+        except (CorruptSnapshotError, MetadataRecordError) as e:
+            raise StartupError(f"{config.metadata_log_dir / BOOTSTRAP_FILE} is not readable bootstrap metadata: {e}; "
+                               "format the node again") from None
+        self.quorum_controller = QuorumController(config, raft, loader, clock=clock, wakeup=wakeup, bootstrap_records=bootstrap)
         self.apis = ControllerApis(self.quorum_controller, cluster_id=cluster_id)
 
     def periodic_tasks(self) -> list[tuple[int, Callable[[], Any], str]]:

@@ -5,7 +5,9 @@ fresh directory.id per directory, KIP-858) into every ``log.dirs`` entry and
 ``metadata.log.dir``. It checks every directory before writing any, so a
 refusal leaves nothing half-formatted: a directory that already has
 ``meta.properties`` is refused unless ``--ignore-formatted``, which skips it;
-new directories then join the cluster.id of the formatted ones.
+new directories then join the cluster.id of the formatted ones. ``--add-scram``
+(repeatable) writes SCRAM users into ``<metadata.log.dir>/bootstrap.checkpoint``
+(kavka.metadata.bootstrap), which the first active controller commits first.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from typing import Any
 import click
 
 from kavka.cli.common import CliError, emit, json_option
+from kavka.scram import BY_TYPE
+
+MECHANISM_NAMES = {t: m.name for t, m in BY_TYPE.items()}
 
 
 @click.group(name="storage")
@@ -51,12 +56,22 @@ def random_uuid() -> None:
     metavar="KEY=VALUE",
     help="Override a config (repeatable).",
 )
+@click.option(
+    "--add-scram",
+    "-S",
+    "add_scram",
+    multiple=True,
+    metavar="MECHANISM=[name=...,password=...]",
+    help="A SCRAM credential the new cluster starts with (repeatable), as kafka-storage.sh: "
+    "'SCRAM-SHA-256=[name=admin,password=admin-secret]', optionally iterations=, salt=<base64>.",
+)
 @json_option
 def format_storage(
     config_path: Path,
     cluster_id: str | None,
     ignore_formatted: bool,
     overrides: tuple[str, ...],
+    add_scram: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Write meta.properties into every log directory of a server.properties."""
@@ -98,6 +113,10 @@ def format_storage(
     if cluster_id is None:
         cluster_id = min(existing) if existing else generate_uuid()
 
+    bootstrap = _scram_records(add_scram)
+    if bootstrap and config.metadata_log_dir in formatted:
+        raise CliError(f"--add-scram: the metadata log dir {config.metadata_log_dir} is already formatted, so the "
+                       "credentials would have no effect; create users with `kavka configs alter --entity-type users`")
     written: list[dict[str, Any]] = []
     for d in dirs:
         if d in formatted:
@@ -113,6 +132,13 @@ def format_storage(
         except OSError as e:
             raise CliError(f"cannot format {d}: {e.strerror or e}") from None
         written.append({"dir": str(d), "directory_id": directory_id})
+        if bootstrap and d == config.metadata_log_dir:
+            from kavka.metadata.bootstrap import write_bootstrap
+
+            try:
+                write_bootstrap(d, bootstrap)
+            except OSError as e:
+                raise CliError(f"cannot write the bootstrap metadata in {d}: {e.strerror or e}") from None
 
     result = {
         "cluster_id": cluster_id,
@@ -120,6 +146,7 @@ def format_storage(
         "node_id": config.node_id,
         "formatted": written,
         "skipped": [str(d) for d in formatted],
+        "scram_users": [{"name": r.name, "mechanism": r.mechanism, "iterations": r.iterations} for r in bootstrap],
     }
 
     def render(con: Any) -> None:
@@ -129,12 +156,33 @@ def format_storage(
             con.print(
                 f"Formatting {w['dir']} (cluster.id={cluster_id}, node.id={config.node_id}, directory.id={w['directory_id']})"
             )
+        for r in bootstrap:
+            con.print(f"Bootstrap SCRAM credential: user {r.name}, {MECHANISM_NAMES[r.mechanism]}, {r.iterations} iterations")
         for d in formatted:
             con.print(f"Skipping {d}: already formatted")
         if not written:
             con.print("All of the log directories are already formatted.")
 
     emit(as_json, result, render)
+
+
+def _scram_records(arguments: tuple[str, ...]) -> list[Any]:
+    """--add-scram arguments as UserScramCredentialRecords (Kafka's ScramParser); CliError naming
+    the problem, never the password."""
+    import base64
+
+    from kavka.metadata.records import UserScramCredentialRecord
+    from kavka.scram import ScramArgumentError, parse_credential_argument
+
+    records = []
+    for argument in arguments:
+        try:
+            mechanism, name, c = parse_credential_argument(argument)
+        except ScramArgumentError as e:
+            raise CliError(f"--add-scram: {e}") from None
+        b64 = [base64.b64encode(x).decode() for x in (c.salt, c.stored_key, c.server_key)]
+        records.append(UserScramCredentialRecord(name, mechanism.type, *b64, iterations=c.iterations))
+    return records
 
 
 def _existing_cluster_ids(dirs: list[Path]) -> set[str]:

@@ -649,6 +649,52 @@ class AdminClient:
             _sorted_brokers(brokers),
         )
 
+    # ------------------------------------------------------------------ SCRAM users (KIP-554)
+
+    def describe_user_scram_credentials(self, users: Sequence[str] | None = None) -> dict[str, list[tuple[str, int]]]:
+        """Each user's SCRAM credentials as [(mechanism name, iterations)]: every user with one
+        (users None), or the named ones (KafkaError RESOURCE_NOT_FOUND for a user without)."""
+        from kio.schema.describe_user_scram_credentials.v0 import request as duc_req
+
+        from kavka.scram import BY_TYPE
+
+        req = duc_req.DescribeUserScramCredentialsRequest(
+            users=None if users is None else tuple(duc_req.UserName(name=u) for u in users)
+        )
+        resp = self.send_any(lambda conn: req)
+        raise_for_error(resp.error_code, resp.error_message)
+        out: dict[str, list[tuple[str, int]]] = {}
+        for r in resp.results:
+            raise_for_error(r.error_code, r.error_message, resource=r.user)
+            out[r.user] = [(BY_TYPE[c.mechanism].name if c.mechanism in BY_TYPE else str(c.mechanism), c.iterations)
+                           for c in r.credential_infos]
+        return out
+
+    def alter_user_scram_credentials(
+        self,
+        upsertions: Sequence[tuple[str, str, int, bytes, bytes]] = (),
+        deletions: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Upsert (user, mechanism name, iterations, salt, salted password) and delete (user,
+        mechanism name) credentials; KafkaError for the first user refused."""
+        from kio.schema.alter_user_scram_credentials.v0 import request as auc_req
+
+        from kavka.scram import MECHANISMS
+
+        def mech(name: str) -> int:
+            return MECHANISMS[name].type if name in MECHANISMS else 0  # 0: Kafka's UNKNOWN
+
+        req = auc_req.AlterUserScramCredentialsRequest(
+            deletions=tuple(auc_req.ScramCredentialDeletion(name=u, mechanism=mech(m)) for u, m in deletions),
+            upsertions=tuple(
+                auc_req.ScramCredentialUpsertion(name=u, mechanism=mech(m), iterations=i, salt=salt, salted_password=sp)
+                for u, m, i, salt, sp in upsertions
+            ),
+        )
+        resp = self.send_any(lambda conn: req)
+        for r in resp.results:
+            raise_for_error(r.error_code, r.error_message, resource=r.user)
+
     def elect_leaders(
         self,
         election_type: int,

@@ -71,6 +71,12 @@ from kavka.controller.results import (
     ReassignmentResult,
     TopicElections,
 )
+from kavka.controller.scram_control import (
+    ScramDeletion,
+    ScramUpsertion,
+    UserResult,
+    alter_credentials,
+)
 from kavka.metadata import records as mr
 from kavka.metadata.delta import MetadataDelta
 from kavka.metadata.image import MetadataImage, TopicImage
@@ -126,6 +132,7 @@ class QuorumController:
         wakeup: Callable[[], None] = lambda: None,
         timeout_s: float = 30.0,
         monotonic: Callable[[], float] = time.monotonic,
+        bootstrap_records: Sequence[Any] = (),
     ) -> None:
         self.config = config
         self._monotonic = monotonic
@@ -141,6 +148,8 @@ class QuorumController:
         self.cluster = ClusterControlManager(self.replication)
         self.configuration = ConfigurationControlManager(config)
         self.loader = loader
+        # Written with the first records of a new cluster (metadata.bootstrap: --add-scram users).
+        self.bootstrap_records: list[Any] = list(bootstrap_records)
         self._lock = asyncio.Lock()
         self._stopped: str | None = None  # fail_pending(): the raft driver is stopping
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -233,7 +242,12 @@ class QuorumController:
                 # Elected, but its epoch's first record is not committed yet: wait briefly.
                 if not await self.wait_for(self.raft.leader_ready, min(self.timeout_s, 5.0)):
                     raise NotControllerError("this controller has not caught up with the metadata log")
-            records, result = decide(self.image)
+            image = self.image
+            records, result = decide(image)
+            if records and image.offset < 0 and self.bootstrap_records:
+                # The first records ever written: the bootstrap metadata (`kavka storage format
+                # --add-scram`) go first, in the same batch, as Kafka's first controller writes them.
+                records = [*self.bootstrap_records, *records]
             if records:
                 await self._commit(records)
             return result
@@ -530,6 +544,12 @@ class QuorumController:
             return (records if result.ok and not validate_only else []), result
 
         return await self._run(decide)
+
+    async def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> list[UserResult]:
+        """AlterUserScramCredentials (API 51, KIP-554): the records committed, then each user's result."""
+        return await self._run(lambda image: alter_credentials(image, deletions, upsertions))
 
     async def alter_partition_reassignments(
         self, topics: Sequence[tuple[str, Sequence[tuple[int, Sequence[int] | None]]]]

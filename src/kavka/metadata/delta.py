@@ -9,6 +9,7 @@ class in `_REPLAY` (a record type without one is refused: TypeError). Pure: no I
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -20,6 +21,7 @@ from kavka.metadata.image import (
     BrokerRegistration,
     MetadataImage,
     PartitionRegistration,
+    ScramCredentialData,
     TopicImage,
 )
 from kavka.metadata.records import (
@@ -30,7 +32,9 @@ from kavka.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 
 
@@ -55,6 +59,7 @@ class MetadataDelta:
     changed_partitions: set[tuple[str, int]] = field(default_factory=set)  # (topic id, partition)
     changed_configs: set[tuple[int, str]] = field(default_factory=set)
     next_producer_id: int | None = None
+    scram: dict[tuple[int, str], ScramCredentialData | None] = field(default_factory=dict)  # None = removed
 
     def topic(self, topic_id: str) -> TopicImage | None:
         """The topic as this delta leaves it (None: unknown or removed)."""
@@ -92,6 +97,15 @@ class MetadataDelta:
                 configs.pop(key, None)
         brokers = dict(img.brokers)
         brokers.update(self.brokers)
+        scram = img.scram
+        if self.scram:
+            scram = dict(img.scram)
+            for key, cred in self.scram.items():
+                if cred is None:
+                    scram.pop(key, None)
+                else:
+                    scram[key] = cred
+            scram = MappingProxyType(scram)
         return MetadataImage(
             offset=max(self.offset, img.offset),
             topics_by_id=MappingProxyType(by_id),
@@ -99,6 +113,7 @@ class MetadataDelta:
             configs=MappingProxyType(configs),
             brokers=MappingProxyType(brokers),
             next_producer_id=max(img.next_producer_id, self.next_producer_id or 0),
+            scram=scram,
         )
 
 
@@ -178,6 +193,16 @@ def _producer_ids(d: MetadataDelta, r: ProducerIdsRecord, offset: int) -> None:
     d.next_producer_id = max(r.next_producer_id, d.next_producer_id or 0)
 
 
+def _user_scram_credential(d: MetadataDelta, r: UserScramCredentialRecord, offset: int) -> None:
+    d.scram[(r.mechanism, r.name)] = ScramCredentialData(
+        base64.b64decode(r.salt), base64.b64decode(r.stored_key), base64.b64decode(r.server_key), r.iterations
+    )
+
+
+def _remove_user_scram_credential(d: MetadataDelta, r: RemoveUserScramCredentialRecord, offset: int) -> None:
+    d.scram[(r.mechanism, r.name)] = None
+
+
 def _register_broker(d: MetadataDelta, r: RegisterBrokerRecord, offset: int) -> None:
     d.brokers[r.broker_id] = BrokerRegistration(
         r.broker_id,
@@ -212,4 +237,6 @@ _REPLAY: dict[type, Callable[[MetadataDelta, Any, int], None]] = {
     ProducerIdsRecord: _producer_ids,
     RegisterBrokerRecord: _register_broker,
     BrokerRegistrationChangeRecord: _broker_registration_change,
+    UserScramCredentialRecord: _user_scram_credential,
+    RemoveUserScramCredentialRecord: _remove_user_scram_credential,
 }

@@ -1,7 +1,8 @@
 """MetadataImage: an immutable view of the cluster, as the committed metadata log says it is.
 
 Modelled on Kafka's metadata/.../image/MetadataImage.java: topics (by id and by name) with each
-partition's registration, broker registrations, configs per resource and the producer-id high mark.
+partition's registration, broker registrations, configs per resource, the producer-id high mark and
+the users' SCRAM credentials.
 An image is never mutated: a MetadataDelta (delta.py) replays records over one and yields the next.
 `PartitionRegistration` is the one form of a partition's replication state in kavka: the
 controller decides on it, the broker's Partition applies it (replication.replica_state). Pure:
@@ -74,6 +75,17 @@ class BrokerRegistration:
 
 
 @dataclass(frozen=True, slots=True)
+class ScramCredentialData:
+    """A user's SCRAM credential for one mechanism, as UserScramCredentialRecord carries it (Kafka's
+    ScramCredentialData): never the password."""
+
+    salt: bytes = field(repr=False)
+    stored_key: bytes = field(repr=False)
+    server_key: bytes = field(repr=False)
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     offset: int = -1  # offset of the last record applied
     topics_by_id: Mapping[str, TopicImage] = field(default_factory=lambda: EMPTY)
@@ -82,6 +94,8 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: EMPTY)
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: EMPTY)
     next_producer_id: int = 0  # producer ids below this are allocated (ProducerIdsRecord)
+    # (mechanism type, user name) -> credential (Kafka's ScramImage; kavka.scram for the types)
+    scram: Mapping[tuple[int, str], ScramCredentialData] = field(default_factory=lambda: EMPTY)
 
     def usable_brokers(self) -> list[int]:
         """Ids of brokers that may lead partitions: unfenced and not in controlled shutdown."""

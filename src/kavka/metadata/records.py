@@ -108,6 +108,33 @@ class ProducerIdsRecord:
     next_producer_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (Kafka's UserScramCredentialRecord, apiKey 11).
+
+    `mechanism` is Kafka's type byte (1 SCRAM-SHA-256, 2 SCRAM-SHA-512; kavka.scram). salt,
+    stored_key and server_key are the bytes base64-encoded (the JSON value has no bytes type);
+    the password itself is never written. A later record for the same (name, mechanism) replaces it.
+    """
+
+    TYPE: ClassVar[str] = "UserScramCredential"
+    name: str
+    mechanism: int
+    salt: str = field(repr=False)
+    stored_key: str = field(repr=False)
+    server_key: str = field(repr=False)
+    iterations: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    """Deletes a user's credential for one mechanism (Kafka's RemoveUserScramCredentialRecord, apiKey 22)."""
+
+    TYPE: ClassVar[str] = "RemoveUserScramCredential"
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -117,6 +144,8 @@ MetadataRecord = (
     | RemoveTopicRecord
     | ConfigRecord
     | ProducerIdsRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
 )
 
 _TYPES: dict[str, type] = {
@@ -130,6 +159,8 @@ _TYPES: dict[str, type] = {
         RemoveTopicRecord,
         ConfigRecord,
         ProducerIdsRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
     )
 }
 _VERSION = 0

@@ -3,7 +3,8 @@
 `image_records(image)` lists records that, replayed into an empty image by
 MetadataDelta, give back an image equal to `image` (its offset aside): broker
 registrations, then each topic followed by its partitions (with their leader
-and partition epochs), then every config, then the producer-id high mark.
+and partition epochs), then every config, then the producer-id high mark, then
+every SCRAM credential (salt, StoredKey, ServerKey, iterations: never a password).
 Deterministic (sorted) so two nodes with one image write the same snapshot.
 The raft layer wraps them in a `.checkpoint` file (raft/snapshot.py).
 
@@ -13,6 +14,8 @@ epoch, fencing and controlled-shutdown state are written out. Pure; any thread.
 
 from __future__ import annotations
 
+import base64
+
 from kavka.metadata.image import MetadataImage
 from kavka.metadata.records import (
     ConfigRecord,
@@ -21,6 +24,7 @@ from kavka.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 
 
@@ -68,4 +72,16 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     if image.next_producer_id > 0:
         # The broker that took the last block is not part of the image; only the mark matters.
         records.append(ProducerIdsRecord(-1, image.next_producer_id))
+    records.extend(scram_records(image))
     return records
+
+
+def scram_records(image: MetadataImage) -> list[MetadataRecord]:
+    return [
+        UserScramCredentialRecord(name, mechanism, _b64(c.salt), _b64(c.stored_key), _b64(c.server_key), c.iterations)
+        for (mechanism, name), c in sorted(image.scram.items())
+    ]
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
