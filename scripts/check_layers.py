@@ -22,6 +22,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "kavka"
 LAYERS: list[tuple[str, ...]] = [
     ("common",),
     ("quota", "faults", "principal", "sasl"),
+    ("scram", "oauthbearer"),  # SASL mechanisms: kavka.sasl's SaslServer
     ("protocol",),
     ("client",),
     ("storage",),
