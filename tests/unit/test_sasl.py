@@ -145,7 +145,11 @@ def test_a_sasl_listener_with_plain_builds():
     [
         ({"sasl.enabled.mechanisms": None}, "sasl.enabled.mechanisms", "GSSAPI (Kafka's default"),
         ({"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256"}, "sasl.enabled.mechanisms", "SCRAM-SHA-256"),
-        ({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "OAUTHBEARER"}, "listener.name.sasl_plaintext.sasl.enabled.mechanisms", "OAUTHBEARER"),
+        ({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "GSSAPI"}, "listener.name.sasl_plaintext.sasl.enabled.mechanisms", "GSSAPI"),
+        ({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "OAUTHBEARER"},
+         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config", "missing"),
+        ({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER"},
+         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config", "missing"),
         ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": None}, "listener.name.sasl_plaintext.plain.sasl.jaas.config", "missing"),
         ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": 'x.Y required user_a="sekrit"'},
          "listener.name.sasl_plaintext.plain.sasl.jaas.config", "position"),
@@ -299,6 +303,7 @@ class _TwoRounds:
 
     def __init__(self) -> None:
         self.complete, self.authorization_id, self.user, self.round = False, "", "?", 0
+        self.credential_lifetime_ms = None
 
     def evaluate(self, token: bytes) -> bytes:
         self.round += 1

@@ -173,6 +173,7 @@ class BrokerNode:
         self._stopping = False
         self.fatal_error: str | None = None
         self.request_shutdown: Callable[[], None] | None = None  # set by broker.main
+        self.jwks_sources: list[Any] = []  # OAUTHBEARER key sets (kavka.oauthbearer), started by start()
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -610,6 +611,14 @@ class BrokerNode:
         except TlsConfigError as e:
             raise StartupError(str(e)) from None
         sasl = build_listener_sasl(self.config)  # validated by kavka.config: the users parse
+        for source in (s for ls in sasl.values() for s in ls.background):
+            try:  # a JWKS fetched over HTTP: off the event loop, and before anything is served
+                await asyncio.to_thread(source.start)
+            except Exception as e:  # noqa: BLE001 -- any failure to read the JWKS stops startup (Kafka's init)
+                await asyncio.to_thread(self._stop_jwks_sources)
+                raise StartupError(f"sasl.oauthbearer.jwks.endpoint.url: could not read the JWKS at {source.location} "
+                                   f"({type(e).__name__}: {str(e)[:200]})") from None
+            self.jwks_sources.append(source)
         self.open()
         await self._catch_up_metadata()
         if tls:
@@ -749,6 +758,11 @@ class BrokerNode:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
 
+    def _stop_jwks_sources(self) -> None:
+        for source in self.jwks_sources:
+            source.stop()
+        self.jwks_sources.clear()
+
     async def stop(self) -> None:
         """Stop a node whose start() returned (broker.main calls it only then: a start that
         fails ends the process, which closes what open() had opened)."""
@@ -782,6 +796,7 @@ class BrokerNode:
         if self.remote_log_manager is not None:
             steps.append(("remote log manager", self.remote_log_manager.stop))
         steps.append(("background tasks", self._stop_tasks))
+        steps.append(("OAUTHBEARER JWKS refresh", lambda: asyncio.to_thread(self._stop_jwks_sources)))
         steps.append(("storage io", self.storage_io.stop))  # jobs in flight finish before the logs close
         steps.append(("metadata quorum", self.shared.stop))
         for name, step in steps:
