@@ -967,6 +967,10 @@ def _check_oauthbearer_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
             raise ConfigError(key, f"listener {listener.upper()} does not validate tokens against a JWKS (its "
                               f"oauthbearer.sasl.server.callback.handler.class is not OAuthBearerValidatorCallbackHandler), "
                               "so this key would have no effect")
+        if rest == "oauthbearer.sasl.oauthbearer.jwks.endpoint.refresh.ms" and not str(
+                cfg.oauthbearer_setting(listener, "sasl.oauthbearer.jwks.endpoint.url")[1] or "").lower().startswith("http"):
+            raise ConfigError(key, f"listener {listener.upper()} reads its JWKS from a file (read once, at startup), "
+                              "so this key would have no effect")
     for key in sorted(cfg.explicit & OAUTHBEARER_CONFIGS.keys()):
         users = [n for n in jwks_listeners if cfg.oauthbearer_setting(n, key)[0] == key]
         if not users:

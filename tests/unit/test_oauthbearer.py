@@ -431,6 +431,8 @@ def test_oauthbearer_refusals_name_the_key_never_the_secret(change, key, words):
     [
         ({"sasl.oauthbearer.jwks.endpoint.url": "ftp://idp/jwks"}, "sasl.oauthbearer.jwks.endpoint.url", "invalid protocol"),
         ({"sasl.oauthbearer.jwks.endpoint.refresh.ms": "1000"}, "sasl.oauthbearer.jwks.endpoint.refresh.ms", "file: JWKS"),
+        ({"listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.refresh.ms": "1000"},
+         "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.refresh.ms", "from a file"),
         ({"sasl.oauthbearer.sub.claim.name": " "}, "sasl.oauthbearer.sub.claim.name", "blank"),
         # the listener's own key wins, so the global one would have no effect
         ({"sasl.oauthbearer.expected.issuer": "a", "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.expected.issuer": "b"},
@@ -520,3 +522,11 @@ def test_fuzzed_oauthbearer_messages_never_raise(tokens, v0, jwks):
         assert isinstance(out, Serve | Respond | RawToken | Succeeded | Failed | Close)
         if isinstance(out, Failed | Close | Succeeded):
             break
+
+
+def test_an_http_jwks_listener_refreshes_as_configured():
+    cfg = build_config({**BASE, "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+                        "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": "https://idp.example/jwks",
+                        "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.refresh.ms": "60000"})
+    (source,) = build_listener_sasl(cfg)["SASL_PLAINTEXT"].background  # nothing fetched: the node starts it
+    assert isinstance(source, RefreshingJwks) and source.refresh_ms == 60000 and source.refreshes == 0
