@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from joserfc import jwk, jwt
 from kio.schema.errors import ErrorCode
@@ -330,6 +330,49 @@ def test_the_session_ends_when_the_token_does(broker):
         c.send_bytes(request_bytes(ApiKey.METADATA, 12, 6))
         assert c.closed_by_peer(5)
     wait_until(lambda: "SASL session expired" in "".join(broker.output), timeout=5, message="one log line")
+
+
+def test_clients_re_authenticate_before_their_tokens_expire(broker):
+    """Tokens that live 5 s make sessions of at most 5 s (connections.max.reauth.ms is unset);
+    librdkafka and kafka-python fetch new tokens and re-authenticate (KIP-368) on the same
+    connections, so producers writing for 7 s lose nothing and no session expires."""
+    from kafka import KafkaProducer
+
+    def short_lived() -> str:
+        return sign(exp=int(time.time()) + 5)
+
+    def oauth_cb(_config: str) -> tuple[str, float]:
+        exp = int(time.time()) + 5  # the expiry librdkafka schedules its refresh by is the token's own
+        return sign(exp=exp), float(exp)
+
+    start = len(broker.output)
+    name = topic()
+    conf = {"bootstrap.servers": f"127.0.0.1:{broker.jwks_port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER", "oauth_cb": oauth_cb}
+    # The topic through the PLAINTEXT listener: an idle AdminClient, never polled, would not refresh its token.
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(15)
+    p = Producer(conf)
+    kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.jwks_port}", security_protocol="SASL_PLAINTEXT",
+                       sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=token_provider(short_lived))
+    futures = []
+    for i in range(28):  # 7 s: past at least one whole session
+        p.produce(name, f"c{i}".encode())
+        p.poll(0)
+        futures.append(kp.send(name, f"k{i}".encode()))
+        time.sleep(0.25)
+    assert p.flush(15) == 0
+    for f in futures:
+        f.get(15)
+    kp.close()
+    log = "".join(broker.output[start:])
+    assert "SASL re-authentication from" in log
+    assert "SASL session expired" not in log
+    c = Consumer({**conf, "group.id": f"g-{name}"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(name, 0), timeout=10) == (0, 56)
+    finally:
+        c.close()
 
 
 def test_the_jaas_entries_are_sensitive_in_describe_configs(broker):
