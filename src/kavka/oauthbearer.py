@@ -38,6 +38,7 @@ import base64
 import binascii
 import json
 import logging
+import math
 import re
 import threading
 import time
@@ -185,7 +186,8 @@ def _b64url_json(part: str, what: str) -> dict[str, Any]:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
+    # JSON allows NaN, Infinity and integers of any size; a NumericDate is a finite number.
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _scope_of(value: Any) -> frozenset[str]:

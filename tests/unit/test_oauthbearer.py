@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from datetime import timedelta
 from functools import partial
 
 import pytest
@@ -143,6 +144,9 @@ def test_an_authzid_must_be_the_principal():
         (unsecured(GOOD, signature="c2ln"), "must not contain a digital signature"),
         (unsecured({"sub": "alice"}), "No expiration time"),
         (unsecured({**GOOD, "exp": "soon"}), "not of type Number"),
+        (unsecured({**GOOD, "exp": float("inf")}), "not of type Number"),
+        (unsecured({**GOOD, "exp": float("nan")}), "not of type Number"),
+        (unsecured({**GOOD, "iat": float("-inf")}), "not of type Number"),
         (unsecured({**GOOD, "exp": NOW}), "on or after the Expiration Time"),
         (unsecured({**GOOD, "iat": NOW + 5}), "Issued At value"),
         (unsecured({**GOOD, "iat": NOW - 1, "exp": NOW - 2}), "on or after the Expiration Time"),
@@ -475,6 +479,15 @@ def test_the_session_ends_when_the_token_does(max_reauth_ms, lifetime_s):
     assert isinstance(a.on_frame(frame(ApiKey.METADATA, 12), lifetime_s * 1000), Close)
 
 
+def test_a_token_that_never_expires_gets_the_longest_session():
+    a = SaslServerAuthenticator(settings_())
+    s = authenticate(a, message(unsecured({**GOOD, "exp": 10**300})))
+    assert isinstance(s, Succeeded) and s.reply.response.session_lifetime == timedelta(milliseconds=2**53)
+    b = SaslServerAuthenticator(settings_(max_reauth_ms=2**63 - 1))  # connections.max.reauth.ms at Long.MAX_VALUE
+    s = authenticate(b, message(unsecured(GOOD)))
+    assert isinstance(s, Succeeded) and s.reply.response.session_lifetime.total_seconds() == 3600
+
+
 def test_a_refused_token_over_saslauthenticate_and_v0():
     a = SaslServerAuthenticator(settings_())
     challenge = authenticate(a, message(unsecured({**GOOD, "exp": NOW - 1})))
@@ -530,3 +543,15 @@ def test_an_http_jwks_listener_refreshes_as_configured():
                         "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.refresh.ms": "60000"})
     (source,) = build_listener_sasl(cfg)["SASL_PLAINTEXT"].background  # nothing fetched: the node starts it
     assert isinstance(source, RefreshingJwks) and source.refresh_ms == 60000 and source.refreshes == 0
+
+
+def test_plain_with_connections_max_reauth_ms_at_long_max_value():
+    """Before the cap, a session lifetime past timedelta's range closed every PLAIN connection."""
+    from kavka.sasl import PlainServer, PlainUsers
+
+    users = PlainUsers.from_jaas(parse_jaas_config('org.apache.kafka.common.security.plain.PlainLoginModule required user_a="pw";'))
+    a = SaslServerAuthenticator(ListenerSasl(listener="SASL", mechanisms=("PLAIN",), servers={"PLAIN": partial(PlainServer, users)},
+                                             max_reauth_ms=2**63 - 1, failed_delay_ms=0))
+    assert isinstance(a.on_frame(frame(ApiKey.SASL_HANDSHAKE, 1, mechanism="PLAIN"), 0), Respond)
+    s = a.on_frame(frame(ApiKey.SASL_AUTHENTICATE, 2, auth_bytes=b"\0a\0pw"), 0)
+    assert isinstance(s, Succeeded) and s.reply.response.session_lifetime == timedelta(milliseconds=2**53)

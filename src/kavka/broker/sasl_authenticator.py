@@ -279,6 +279,8 @@ class SaslServerAuthenticator:
                                challenge: bytes = b"") -> Respond:
         correlation_id, version = request
         schema = api.response_schema(ApiKey.SASL_AUTHENTICATE, version)
-        # session_lifetime_ms (v1+; kio's session_lifetime): make() drops it for v0.
-        response = make(schema, error_code=error, error_message=message, auth_bytes=challenge, session_lifetime=timedelta(milliseconds=lifetime))
+        # session_lifetime_ms (v1+; kio's session_lifetime): make() drops it for v0. Capped where a
+        # timedelta ends (a token's exp or connections.max.reauth.ms can be any long; 2**53 ms is 285,000 years).
+        response = make(schema, error_code=error, error_message=message, auth_bytes=challenge,
+                        session_lifetime=timedelta(milliseconds=min(lifetime, 2**53)))
         return Respond(correlation_id, api.response_header_flexible(ApiKey.SASL_AUTHENTICATE, version), response)
