@@ -5,7 +5,8 @@ JWKS (SASL_PLAINTEXT, OAuthBearerValidatorCallbackHandler with a JWKS served ove
 loopback server this module starts); SECURE (SASL_SSL, the same validator with the JWKS in a
 file: URL). The RSA and EC keys are made here. confluent-kafka (librdkafka's unsecured tokens from
 `sasl.oauthbearer.config`, and an `oauth_cb` returning signed tokens) and kafka-python (its
-`sasl_oauth_token_provider`) produce and consume; expired tokens, tokens for another audience and
+`sasl_oauth_token_provider`) produce and consume, as do kcat (unsecured) and aiokafka (signed);
+they re-authenticate before short-lived tokens expire; expired tokens, tokens for another audience and
 tokens signed by another key are refused with SASL_AUTHENTICATION_FAILED (raw client and
 librdkafka) and the broker serves on; a key added to the JWKS is fetched when a token names it;
 the session ends when the token does. No token reaches the log.
@@ -13,9 +14,12 @@ the session ends when the token does. No token reaches the log.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import shutil
 import ssl
+import subprocess
 import threading
 import time
 import uuid
@@ -237,6 +241,57 @@ def test_kafka_python_with_es256_tokens_over_sasl_ssl_against_the_jwks_file(brok
                             "ssl_cafile": str(broker.ca), "sasl_mechanism": "OAUTHBEARER",
                             "sasl_oauth_token_provider": token_provider(lambda: sign(EC, "ES256", sub="dave"))})
     assert "principal User:dave" in "".join(broker.output)
+
+
+@pytest.mark.skipif(not shutil.which("kcat"), reason="kcat is not installed")
+def test_kcat_with_unsecured_tokens(broker):
+    name = topic()
+    opts = ["-b", f"127.0.0.1:{broker.unsec_port}", "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=OAUTHBEARER",
+            "-X", "enable.sasl.oauthbearer.unsecure.jwt=true", "-X", "sasl.oauthbearer.config=principal=erin"]
+    run = lambda *a, stdin=None: subprocess.run(["kcat", *opts, *a], input=stdin, capture_output=True, text=True, timeout=30)  # noqa: E731
+    res = run("-P", "-t", name, stdin="one\ntwo\n")
+    assert res.returncode == 0, res.stderr
+    res = run("-C", "-t", name, "-e", "-o", "beginning", "-f", "%s\n")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["one", "two"]
+    assert "principal User:erin" in "".join(broker.output)
+
+
+def test_aiokafka_with_signed_tokens(broker):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.abc import AbstractTokenProvider
+
+    class Tokens(AbstractTokenProvider):
+        async def token(self) -> str:
+            return sign(sub="frank")
+
+    name = topic()
+    conf = {"bootstrap_servers": f"127.0.0.1:{broker.jwks_port}", "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": Tokens()}
+
+    async def go() -> list[bytes]:
+        p = AIOKafkaProducer(**conf)
+        await p.start()
+        try:
+            for i in range(5):
+                await p.send_and_wait(name, f"a{i}".encode())
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(name, group_id=f"g-{name}", auto_offset_reset="earliest", **conf)
+        await c.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(30):
+                async for m in c:
+                    got.append(m.value)
+                    if len(got) == 5:
+                        break
+        finally:
+            await c.stop()
+        return got
+
+    assert asyncio.run(go()) == [f"a{i}".encode() for i in range(5)]
+    assert "principal User:frank" in "".join(broker.output)
 
 
 # ----------------------------------------------------------------- refusals, over raw sockets
