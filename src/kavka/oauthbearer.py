@@ -357,7 +357,7 @@ class RefreshingJwks:
 
     MISSING_KID_WAIT_S = 60.0  # MISSING_KEY_ID_CACHE_IN_FLIGHT_MS
 
-    def __init__(self, url: str, refresh_ms: int, fetch: Callable[[str], bytes] = http_get,
+    def __init__(self, url: str, refresh_ms: int, *, fetch: Callable[[str], bytes] = http_get,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.location = url
         self.refresh_ms = refresh_ms

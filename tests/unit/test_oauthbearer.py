@@ -374,6 +374,17 @@ def test_an_unsecured_listener_builds():
     assert isinstance(server.validator, UnsecuredValidator)
 
 
+def test_plain_and_oauthbearer_on_one_listener():
+    cfg = build_config({**BASE, "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER", "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                        'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="pw";'})
+    sasl = build_listener_sasl(cfg)["SASL_PLAINTEXT"]
+    assert sasl.mechanisms == ("PLAIN", "OAUTHBEARER") and set(sasl.servers) == {"PLAIN", "OAUTHBEARER"}
+    a = SaslServerAuthenticator(sasl)
+    assert isinstance(a.on_frame(frame(ApiKey.SASL_HANDSHAKE, 1, mechanism="OAUTHBEARER"), 0), Respond)
+    s = a.on_frame(frame(ApiKey.SASL_AUTHENTICATE, 2, auth_bytes=message(unsecured({**GOOD, "exp": 4e9, "iat": None}))), 0)
+    assert isinstance(s, Succeeded) and s.principal == "User:alice"
+
+
 def test_a_jwks_listener_builds_with_its_keys(jwks_file):
     cfg = build_config(secured(jwks_file, **{
         "sasl.oauthbearer.expected.audience": "kafka,other",
