@@ -233,7 +233,9 @@ def test_confluent_kafka_with_signed_tokens_against_the_http_jwks(broker):
         "sasl.mechanism": "OAUTHBEARER",
         "oauth_cb": oauth_cb,
     })
-    assert "principal User:carol" in "".join(broker.output)
+    log = "".join(broker.output)
+    assert "principal User:carol" in log
+    assert f"OAUTHBEARER: 2 verification keys from the JWKS at {broker.idp.url}" in log  # fetched at startup
 
 
 def test_kafka_python_with_es256_tokens_over_sasl_ssl_against_the_jwks_file(broker):

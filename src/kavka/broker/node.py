@@ -72,6 +72,7 @@ from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
 from kavka.faults import FaultInjection
 from kavka.metadata.image import MetadataImage
+from kavka.oauthbearer import JwksSource
 from kavka.replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
@@ -173,7 +174,7 @@ class BrokerNode:
         self._stopping = False
         self.fatal_error: str | None = None
         self.request_shutdown: Callable[[], None] | None = None  # set by broker.main
-        self.jwks_sources: list[Any] = []  # OAUTHBEARER key sets (kavka.oauthbearer), started by start()
+        self.jwks_sources: list[JwksSource] = []  # OAUTHBEARER key sets, started by start()
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -619,6 +620,7 @@ class BrokerNode:
                 raise StartupError(f"sasl.oauthbearer.jwks.endpoint.url: could not read the JWKS at {source.location} "
                                    f"({type(e).__name__}: {str(e)[:200]})") from None
             self.jwks_sources.append(source)
+            log.info("OAUTHBEARER: %d verification keys from the JWKS at %s", len(source.keys()), source.location)
         self.open()
         await self._catch_up_metadata()
         if tls:
