@@ -534,6 +534,8 @@ OAUTHBEARER_CONFIGS: dict[str, ConfigDef] = {
     for d in [
         ConfigDef("sasl.oauthbearer.jwks.endpoint.url", _S, None, "the JWKS of the JWT validator: a file: or http(s): URL"),
         ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", _L, 3600000, "how often an http(s) JWKS is fetched again", at_least(1)),
+        ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", _L, 100, "first wait before retrying a failed JWKS refresh", at_least(0)),
+        ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", _L, 10000, "how long a failed JWKS refresh is retried", at_least(0)),
         ConfigDef("sasl.oauthbearer.expected.audience", _LST, [], "a token's aud must name one of these (none set: a token with aud is refused)"),
         ConfigDef("sasl.oauthbearer.expected.issuer", _S, None, "a token's iss must be this"),
         ConfigDef("sasl.oauthbearer.clock.skew.seconds", _I, 30, "leeway for exp and nbf", at_least(0)),
@@ -767,14 +769,20 @@ class BrokerConfig:
         config = oauthbearer.JwksValidatorConfig(
             jwks_url=url,
             refresh_ms=get("sasl.oauthbearer.jwks.endpoint.refresh.ms")[1],
+            retry_backoff_ms=get("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms")[1],
+            retry_backoff_max_ms=get("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms")[1],
             expected_audience=tuple(get("sasl.oauthbearer.expected.audience")[1] or ()),
             expected_issuer=get("sasl.oauthbearer.expected.issuer")[1] or None,
             clock_skew_s=get("sasl.oauthbearer.clock.skew.seconds")[1],
             scope_claim=str(get("sasl.oauthbearer.scope.claim.name")[1]).strip(),
             sub_claim=str(get("sasl.oauthbearer.sub.claim.name")[1]).strip(),
         )
+        if config.retry_backoff_max_ms < config.retry_backoff_ms:
+            max_key = get("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms")[0]
+            raise ConfigError(max_key, f"{config.retry_backoff_max_ms} is less than sasl.oauthbearer.jwks.endpoint.retry.backoff.ms "
+                              f"({config.retry_backoff_ms})")
         try:
-            source = oauthbearer.jwks_source(url, config.refresh_ms)
+            source = oauthbearer.jwks_source(config)
         except oauthbearer.OAuthBearerConfigError as e:
             raise ConfigError(url_key, str(e)) from None
         return oauthbearer.JwksValidator(config, source, clock), source
@@ -957,6 +965,10 @@ def _check_sasl_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
     _check_oauthbearer_keys(cfg, sasl_names)
 
 
+_HTTP_JWKS_KEYS = frozenset({"sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+                             "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"})
+
+
 def _check_oauthbearer_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
     """The JWKS validator's keys have an effect only on listeners that use it (and refresh.ms only for an http(s) JWKS)."""
     jwks_listeners = [n for n in sorted(sasl_names)
@@ -967,7 +979,7 @@ def _check_oauthbearer_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
             raise ConfigError(key, f"listener {listener.upper()} does not validate tokens against a JWKS (its "
                               f"oauthbearer.sasl.server.callback.handler.class is not OAuthBearerValidatorCallbackHandler), "
                               "so this key would have no effect")
-        if rest == "oauthbearer.sasl.oauthbearer.jwks.endpoint.refresh.ms" and not str(
+        if rest.removeprefix("oauthbearer.") in _HTTP_JWKS_KEYS and not str(
                 cfg.oauthbearer_setting(listener, "sasl.oauthbearer.jwks.endpoint.url")[1] or "").lower().startswith("http"):
             raise ConfigError(key, f"listener {listener.upper()} reads its JWKS from a file (read once, at startup), "
                               "so this key would have no effect")
@@ -978,7 +990,7 @@ def _check_oauthbearer_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
                               "(listener.name.<name>.oauthbearer.sasl.server.callback.handler.class="
                               "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler), "
                               "so this key would have no effect")
-        if key == "sasl.oauthbearer.jwks.endpoint.refresh.ms" and not any(
+        if key in _HTTP_JWKS_KEYS and not any(
                 str(cfg.oauthbearer_setting(n, "sasl.oauthbearer.jwks.endpoint.url")[1] or "").lower().startswith("http") for n in users):
             raise ConfigError(key, "no listener using it fetches its JWKS over http(s) (a file: JWKS is read once, at startup), "
                               "so this key would have no effect")

@@ -353,14 +353,19 @@ class RefreshingJwks:
     """A JWKS at an http(s) URL (Kafka's RefreshingHttpsJwks): fetched by `start` (call it off
     the event loop: it blocks), then refreshed every `refresh_ms` on a daemon thread, and within
     moments when a token names a kid not in the set (at most once a minute per kid, 16 kids
-    remembered). A failed refresh keeps the keys it has and logs a WARNING."""
+    remembered). A refresh that fails is tried again after `retry_backoff_ms`, doubling, until
+    `retry_backoff_max_ms` have passed (Kafka's Retry); then it keeps the keys it has and logs a
+    WARNING. The fetch at startup is tried once, as Kafka's init is."""
 
     MISSING_KID_WAIT_S = 60.0  # MISSING_KEY_ID_CACHE_IN_FLIGHT_MS
 
-    def __init__(self, url: str, refresh_ms: int, *, fetch: Callable[[str], bytes] = http_get,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, url: str, refresh_ms: int, *, retry_backoff_ms: int = 100, retry_backoff_max_ms: int = 10000,
+                 fetch: Callable[[str], bytes] = http_get, clock: Callable[[], float] = time.monotonic) -> None:
         self.location = url
         self.refresh_ms = refresh_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self._stopped = threading.Event()
         self.fetch = fetch
         self.clock = clock
         self._keys: tuple[Any, ...] = ()
@@ -391,14 +396,32 @@ class RefreshingJwks:
             if self._stopping:
                 return
             try:
-                self._load()
+                self._load_with_retry()
                 log.debug("OAuth JWKS refresh of %s complete", self.location)
             except Exception as e:  # noqa: BLE001 -- a refresh must never end the thread
                 log.warning("OAuth JWKS refresh of %s failed (%s: %s); keeping the previous keys",
                             self.location, type(e).__name__, str(e)[:200])
 
+    def _load_with_retry(self) -> None:
+        end = time.monotonic() + self.retry_backoff_max_ms / 1000
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self._load()
+                return
+            except Exception as e:  # noqa: BLE001 -- any failure is retried until the deadline
+                wait_s = min(self.retry_backoff_ms * 2 ** (attempt - 1) / 1000, end - time.monotonic())
+                if wait_s <= 0 or self._stopping:
+                    raise
+                log.warning("OAuth JWKS refresh of %s: attempt %d failed (%s); retrying in %d ms",
+                            self.location, attempt, type(e).__name__, wait_s * 1000)
+                if self._stopped.wait(wait_s):
+                    raise
+
     def stop(self) -> None:
         self._stopping = True
+        self._stopped.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(10)
@@ -428,6 +451,8 @@ class JwksValidatorConfig:
 
     jwks_url: str
     refresh_ms: int = 3600000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 10000
     expected_audience: tuple[str, ...] = ()
     expected_issuer: str | None = None
     clock_skew_s: int = 30
@@ -435,8 +460,9 @@ class JwksValidatorConfig:
     sub_claim: str = "sub"
 
 
-def jwks_source(url: str, refresh_ms: int) -> JwksSource:
+def jwks_source(config: JwksValidatorConfig) -> JwksSource:
     """The key source of a jwks.endpoint.url (OAuthBearerConfigError for a URL Kafka refuses)."""
+    url = config.jwks_url
     key = "sasl.oauthbearer.jwks.endpoint.url"
     parsed = urllib.parse.urlparse(url)
     scheme = parsed.scheme.lower()
@@ -450,7 +476,8 @@ def jwks_source(url: str, refresh_ms: int) -> JwksSource:
     if scheme in ("http", "https"):
         if not parsed.hostname:
             raise OAuthBearerConfigError(key, f"contains a URL ({url}) without a host")
-        return RefreshingJwks(url, refresh_ms)
+        return RefreshingJwks(url, config.refresh_ms, retry_backoff_ms=config.retry_backoff_ms,
+                              retry_backoff_max_ms=config.retry_backoff_max_ms)
     if not scheme:
         raise OAuthBearerConfigError(key, f"contains a URL ({url}) that is missing the protocol")
     raise OAuthBearerConfigError(key, f"contains a URL ({url}) that contains an invalid protocol ({scheme}); "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 from datetime import timedelta
 from functools import partial
 
@@ -291,15 +292,15 @@ def test_parse_jwks_skips_what_it_cannot_use():
 def test_jwks_sources_by_url(tmp_path):
     f = tmp_path / "jwks.json"
     f.write_text(json.dumps({"keys": [RSA.as_dict(private=False)]}))
-    src = jwks_source(f.as_uri(), 1000)
+    src = jwks_source(JwksValidatorConfig(f.as_uri()))
     assert isinstance(src, JwksFile)
     src.start()
     assert [k.kid for k in src.keys()] == ["k1"]
-    assert isinstance(jwks_source("https://idp.example/jwks", 1000), RefreshingJwks)
+    assert isinstance(jwks_source(JwksValidatorConfig("https://idp.example/jwks")), RefreshingJwks)
     for url, words in [("ftp://x/jwks", "invalid protocol"), ("/etc/jwks.json", "missing the protocol"),
                        ((tmp_path / "nope.json").as_uri(), "doesn't exist"), (tmp_path.as_uri(), "directory")]:
         with pytest.raises(OAuthBearerConfigError, match=words):
-            jwks_source(url, 1000)
+            jwks_source(JwksValidatorConfig(url))
 
 
 def test_refreshing_jwks_fetches_at_start_on_schedule_and_on_an_unknown_kid():
@@ -396,9 +397,8 @@ def test_a_jwks_listener_builds_with_its_keys(jwks_file):
     (source,) = sasl.background
     validator = sasl.servers["OAUTHBEARER"]().validator
     assert isinstance(validator, JwksValidator) and validator.source is source
-    assert validator.config == JwksValidatorConfig(jwt_url := jwks_file.as_uri(), 3600000, ("kafka", "other"), "https://idp.example",
-                                                   5, "scope", "client_id")
-    assert jwt_url.startswith("file:")
+    assert validator.config == JwksValidatorConfig(jwks_file.as_uri(), expected_audience=("kafka", "other"),
+                                                   expected_issuer="https://idp.example", clock_skew_s=5, sub_claim="client_id")
     old = "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler"
     cfg = build_config(secured(jwks_file, **{"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": old}))
     assert build_listener_sasl(cfg)["SASL_PLAINTEXT"].background
@@ -423,7 +423,8 @@ def test_a_jwks_listener_builds_with_its_keys(jwks_file):
           'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="sekrit";'},
          "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config", "does not enable OAUTHBEARER"),
         ({"sasl.oauthbearer.token.endpoint.url": "https://idp/token"}, "sasl.oauthbearer.token.endpoint.url", "not supported"),
-        ({"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "100"}, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "not supported"),
+        ({"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "100"}, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "no effect"),
+        ({"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms.x": "100"}, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms.x", "not supported"),
         ({"listener.name.sasl_plaintext.sasl.oauthbearer.expected.audience": "x"},
          "listener.name.sasl_plaintext.sasl.oauthbearer.expected.audience", "not supported"),
         ({"sasl.oauthbearer.clock.skew.seconds": "-1"}, "sasl.oauthbearer.clock.skew.seconds", "invalid value"),
@@ -449,6 +450,9 @@ def test_oauthbearer_refusals_name_the_key_never_the_secret(change, key, words):
         ({"listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.refresh.ms": "1000"},
          "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.refresh.ms", "from a file"),
         ({"sasl.oauthbearer.sub.claim.name": " "}, "sasl.oauthbearer.sub.claim.name", "blank"),
+        ({"sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "1000"}, "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "file: JWKS"),
+        ({"sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "500",
+          "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "100"}, "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "less than"),
         # the listener's own key wins, so the global one would have no effect
         ({"sasl.oauthbearer.expected.issuer": "a", "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.expected.issuer": "b"},
          "sasl.oauthbearer.expected.issuer", "no effect"),
@@ -554,6 +558,31 @@ def test_an_http_jwks_listener_refreshes_as_configured():
                         "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.refresh.ms": "60000"})
     (source,) = build_listener_sasl(cfg)["SASL_PLAINTEXT"].background  # nothing fetched: the node starts it
     assert isinstance(source, RefreshingJwks) and source.refresh_ms == 60000 and source.refreshes == 0
+    assert (source.retry_backoff_ms, source.retry_backoff_max_ms) == (100, 10000)  # Kafka's defaults
+
+
+def test_a_failed_refresh_is_retried_with_backoff_until_the_deadline():
+    outcomes = iter([b"ok", OSError("1"), OSError("2"), b"ok"] + [OSError("down")] * 100)
+    calls: list[float] = []
+
+    def fetch(url: str) -> bytes:
+        calls.append(time.monotonic())
+        out = next(outcomes)
+        if isinstance(out, Exception):
+            raise out
+        return json.dumps({"keys": [RSA.as_dict(private=False)]}).encode()
+
+    src = RefreshingJwks("http://idp/jwks", refresh_ms=3_600_000, retry_backoff_ms=20, retry_backoff_max_ms=300, fetch=fetch)
+    src.start()
+    try:
+        src.maybe_expedite_refresh("a")
+        wait_until(lambda: src.refreshes == 2, timeout=5, message="a refresh that succeeds on its third attempt")
+        assert len(calls) == 4 and calls[3] - calls[2] >= 0.035  # waits of 20 ms, then 40 ms
+        src.maybe_expedite_refresh("b")  # now every attempt fails: 20+40+80+160 ms, cut at 300 ms
+        wait_until(lambda: len(calls) >= 9, timeout=5, message="retries up to the deadline")
+    finally:
+        src.stop()
+    assert 8 <= len(calls) <= 10 and src.refreshes == 2 and [k.kid for k in src.keys()] == ["k1"]
 
 
 def test_plain_with_connections_max_reauth_ms_at_long_max_value():
