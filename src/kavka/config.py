@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import kavka.oauthbearer as oauthbearer
 from kavka.common import ConfigSource, ConfigType
+from kavka.oauthbearer import OAUTHBEARER
 from kavka.principal import rules_problem
 from kavka.sasl import PLAIN, JaasError, PlainUsers, parse_jaas_config
 from kavka.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -512,7 +515,7 @@ _LISTENER_SSL_RE = re.compile(r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>ss
 # unprefixed sasl.jaas.config on the broker side).
 SASL_MECHANISMS_KEY = "sasl.enabled.mechanisms"
 PLAIN_JAAS_KEY = "plain.sasl.jaas.config"
-SUPPORTED_SASL_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+SUPPORTED_SASL_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
 # listener.name.<name>.scram-sha-256.sasl.jaas.config: ScramLoginModule, whose username/password are
 # the broker's own login for inter-broker SASL (kept on BrokerConfig.scram_login). The SCRAM users
 # themselves are credentials in the metadata log (kavka.scram, metadata.records).
@@ -530,6 +533,33 @@ SASL_CONFIGS: dict[str, ConfigDef] = {
     ]
 }
 BROKER_CONFIGS[SASL_MECHANISMS_KEY] = SASL_CONFIGS[SASL_MECHANISMS_KEY]
+# SASL/OAUTHBEARER (kavka.oauthbearer). The JAAS entry and the validator class only in Kafka's broker
+# form, listener.name.<name>.oauthbearer.*; the JWKS validator's sasl.oauthbearer.* keys globally or
+# as listener.name.<name>.oauthbearer.sasl.oauthbearer.* (Kafka's ConfigurationUtils looks up the
+# mechanism-prefixed key first).
+OAUTHBEARER_JAAS_KEY = "oauthbearer.sasl.jaas.config"
+OAUTHBEARER_HANDLER_KEY = "oauthbearer.sasl.server.callback.handler.class"
+OAUTHBEARER_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        ConfigDef("sasl.oauthbearer.jwks.endpoint.url", _S, None, "the JWKS of the JWT validator: a file: or http(s): URL"),
+        ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", _L, 3600000, "how often an http(s) JWKS is fetched again", at_least(1)),
+        ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", _L, 100, "first wait before retrying a failed JWKS refresh", at_least(0)),
+        ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", _L, 10000, "how long a failed JWKS refresh is retried", at_least(0)),
+        ConfigDef("sasl.oauthbearer.expected.audience", _LST, [], "a token's aud must name one of these (none set: a token with aud is refused)"),
+        ConfigDef("sasl.oauthbearer.expected.issuer", _S, None, "a token's iss must be this"),
+        ConfigDef("sasl.oauthbearer.clock.skew.seconds", _I, 30, "leeway for exp and nbf", at_least(0)),
+        ConfigDef("sasl.oauthbearer.scope.claim.name", _S, "scope", "the claim holding a token's scope"),
+        ConfigDef("sasl.oauthbearer.sub.claim.name", _S, "sub", "the claim holding a token's principal name"),
+    ]
+}
+BROKER_CONFIGS.update(OAUTHBEARER_CONFIGS)
+SASL_CONFIGS[OAUTHBEARER_JAAS_KEY] = ConfigDef(
+    OAUTHBEARER_JAAS_KEY, _P, None, "a SASL listener's OAuthBearerLoginModule entry (unsecuredValidator* options)", sensitive=True)
+SASL_CONFIGS[OAUTHBEARER_HANDLER_KEY] = ConfigDef(
+    OAUTHBEARER_HANDLER_KEY, _S, None, "OAuthBearerValidatorCallbackHandler: validate JWTs against a JWKS (unset: unsecured tokens)",
+    one_of(*sorted(oauthbearer.JWKS_VALIDATOR_CLASSES), oauthbearer.UNSECURED_VALIDATOR_CLASS))
+SASL_CONFIGS.update({f"oauthbearer.{k}": d for k, d in OAUTHBEARER_CONFIGS.items()})
 for _d in [
     _b("connections.max.reauth.ms", _L, 0, "KIP-368: a SASL session's lifetime; past it a connection that has not "
        "re-authenticated is closed at its next request (0: no limit)", at_least(0)),
@@ -539,9 +569,7 @@ for _d in [
        "authenticated", at_least(1)),
 ]:
     BROKER_CONFIGS[_d.name] = _d
-_LISTENER_SASL_RE = re.compile(
-    r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>sasl\.enabled\.mechanisms|plain\.sasl\.jaas\.config"
-    r"|scram-sha-256\.sasl\.jaas\.config|scram-sha-512\.sasl\.jaas\.config)$")
+_LISTENER_SASL_RE = re.compile(r"^listener\.name\.(?P<listener>[^.]+)\.(?P<key>" + "|".join(map(re.escape, SASL_CONFIGS)) + ")$")
 _SASL_INTER_BROKER_KEYS = ("sasl.mechanism.inter.broker.protocol", "sasl.mechanism.controller.protocol")
 
 
@@ -557,7 +585,7 @@ def _security_refusal(key: str, raw: str) -> str | None:
             return None  # asks for what kavka does
         return ("brokers do not speak TLS or SASL to each other yet, so this is not supported by kavka yet; "
                 "use PLAINTEXT between brokers (clients may use an SSL listener)")
-    if key in (SASL_MECHANISMS_KEY, "sasl.server.max.receive.size") or _LISTENER_SASL_RE.match(key):
+    if key in (SASL_MECHANISMS_KEY, "sasl.server.max.receive.size") or key in OAUTHBEARER_CONFIGS or _LISTENER_SASL_RE.match(key):
         return None
     if key in _SASL_INTER_BROKER_KEYS:
         return ("brokers and controllers do not speak SASL to each other yet (the inter-broker and controller "
@@ -565,12 +593,11 @@ def _security_refusal(key: str, raw: str) -> str | None:
     if key == "sasl.jaas.config" or (key.startswith("listener.name.") and key.endswith(".sasl.jaas.config")):
         # Never the value: it holds passwords.
         return ("this form is not supported by kavka: a broker's JAAS entry is read only as "
-                "listener.name.<listener>.<mechanism>.sasl.jaas.config, mechanism plain, scram-sha-256 or scram-sha-512 "
-                "(Kafka's broker ignores an unprefixed sasl.jaas.config)")
+                "listener.name.<listener>.<mechanism>.sasl.jaas.config, mechanism plain, scram-sha-256, scram-sha-512 "
+                "or oauthbearer (Kafka's broker ignores an unprefixed sasl.jaas.config)")
     if key.startswith("sasl.") or (key.startswith("listener.name.") and ".sasl." in key) or key.endswith(".sasl.enabled.mechanisms"):
-        return ("this SASL setting is not supported by kavka (it serves SASL/PLAIN and SCRAM with sasl.enabled.mechanisms, "
-                "listener.name.<listener>.plain.sasl.jaas.config and SCRAM credentials in the metadata log; "
-                "OAUTHBEARER and GSSAPI are not supported yet); remove the key")
+        return ("this SASL setting is not supported by kavka (it serves SASL/PLAIN, SCRAM and OAUTHBEARER with the keys listed in "
+                "docs/security.md; GSSAPI is not supported); remove the key")
     if key.startswith("ssl.") or m:
         return ("this TLS setting is not supported by kavka (it honours only the ssl.* keys listed in "
                 "docs/security.md; JVM-specific and dynamic-reload keys have no meaning here); remove the key")
@@ -732,6 +759,67 @@ class BrokerConfig:
         if "username" not in entry.options:
             return None
         return entry.options["username"], entry.options["password"]
+
+    def oauthbearer_setting(self, listener: str, key: str) -> tuple[str, Any]:
+        """An OAUTHBEARER key's value for `listener` and the key that set it:
+        listener.name.<name>.oauthbearer.<key> wins over <key> (Kafka's ConfigurationUtils)."""
+        own = f"listener.name.{listener.lower()}.oauthbearer.{key}"
+        if own in self.listener_sasl:
+            return own, self.listener_sasl[own]
+        return (key, self.values[key]) if key in OAUTHBEARER_CONFIGS else (own, None)
+
+    def oauthbearer_uses_jwks(self, listener: str) -> bool:
+        """True if the listener validates OAUTHBEARER tokens against a JWKS (KIP-768)."""
+        return self.oauthbearer_setting(listener, "sasl.server.callback.handler.class")[1] in oauthbearer.JWKS_VALIDATOR_CLASSES
+
+    def oauthbearer_validator(self, listener: str, clock: Callable[[], float] = time.time) -> tuple[
+            oauthbearer.TokenValidator, oauthbearer.JwksSource | None]:
+        """A SASL listener's OAUTHBEARER token validator and the JWKS source to start with it (None for the
+        unsecured validator). ConfigError naming the key, never showing the JAAS text."""
+        jaas_key, text = self.oauthbearer_setting(listener, "sasl.jaas.config")
+        if not text:
+            raise ConfigError(jaas_key, f"missing: SASL listener {listener} serves OAUTHBEARER and needs its login module, e.g. "
+                              f"{oauthbearer.OAUTHBEARER_LOGIN_MODULE} required;")
+        try:
+            entry = parse_jaas_config(str(text))
+        except JaasError as e:
+            raise ConfigError(jaas_key, f"invalid JAAS entry: {e}") from None
+        if entry.login_module != oauthbearer.OAUTHBEARER_LOGIN_MODULE:
+            raise ConfigError(jaas_key, f"the login module must be {oauthbearer.OAUTHBEARER_LOGIN_MODULE} for OAUTHBEARER, "
+                              f"not {entry.login_module}")
+        try:
+            if not self.oauthbearer_uses_jwks(listener):
+                return oauthbearer.UnsecuredValidator.from_jaas(entry, clock), None
+        except oauthbearer.OAuthBearerConfigError as e:
+            raise ConfigError(jaas_key, f"option {e.key}: {e}") from None
+        get = lambda k: self.oauthbearer_setting(listener, k)  # noqa: E731
+        url_key, url = get("sasl.oauthbearer.jwks.endpoint.url")
+        if not url:
+            raise ConfigError(url_key, f"missing: listener {listener} validates OAUTHBEARER tokens with "
+                              "OAuthBearerValidatorCallbackHandler, which needs the JWKS (a file: or https: URL)")
+        for k in ("sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.sub.claim.name"):
+            if not str(get(k)[1] or "").strip():
+                raise ConfigError(get(k)[0], "must not be blank")
+        config = oauthbearer.JwksValidatorConfig(
+            jwks_url=url,
+            refresh_ms=get("sasl.oauthbearer.jwks.endpoint.refresh.ms")[1],
+            retry_backoff_ms=get("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms")[1],
+            retry_backoff_max_ms=get("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms")[1],
+            expected_audience=tuple(get("sasl.oauthbearer.expected.audience")[1] or ()),
+            expected_issuer=get("sasl.oauthbearer.expected.issuer")[1] or None,
+            clock_skew_s=get("sasl.oauthbearer.clock.skew.seconds")[1],
+            scope_claim=str(get("sasl.oauthbearer.scope.claim.name")[1]).strip(),
+            sub_claim=str(get("sasl.oauthbearer.sub.claim.name")[1]).strip(),
+        )
+        if config.retry_backoff_max_ms < config.retry_backoff_ms:
+            max_key = get("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms")[0]
+            raise ConfigError(max_key, f"{config.retry_backoff_max_ms} is less than sasl.oauthbearer.jwks.endpoint.retry.backoff.ms "
+                              f"({config.retry_backoff_ms})")
+        try:
+            source = oauthbearer.jwks_source(config)
+        except oauthbearer.OAuthBearerConfigError as e:
+            raise ConfigError(url_key, str(e)) from None
+        return oauthbearer.JwksValidator(config, source, clock), source
 
     def ssl_key(self, listener: str, key: str) -> str:
         """The config key that sets `key` (an ssl.* name) for `listener`: its own prefixed key if set."""
@@ -901,12 +989,48 @@ def _check_sasl_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
                                   f"it serves {', '.join(SUPPORTED_SASL_MECHANISMS)}")
         if PLAIN in mechanisms:
             cfg.plain_users(name)
-        for mechanism, jaas in (("PLAIN", PLAIN_JAAS_KEY), *SCRAM_JAAS_KEYS.items()):
-            own = f"listener.name.{name.lower()}.{jaas}"
-            if own in cfg.listener_sasl and mechanism not in mechanisms:
-                raise ConfigError(own, f"{mechanism} is not enabled on listener {name} ({key}), so this key would have no effect")
-            if mechanism in SCRAM_MECHANISMS:
+        if OAUTHBEARER in mechanisms:
+            cfg.oauthbearer_validator(name)
+        for mechanism in SCRAM_MECHANISMS:
+            if mechanism in mechanisms:
                 cfg.scram_login(name, mechanism)
+    for key in sorted(cfg.listener_sasl):
+        listener, mechanism = key.split(".")[2].upper(), key.split(".")[3].upper()
+        if mechanism in SUPPORTED_SASL_MECHANISMS and mechanism not in (cfg.sasl_value(listener, SASL_MECHANISMS_KEY) or []):
+            raise ConfigError(key, f"listener {listener} does not enable {mechanism} ({cfg.sasl_key(listener, SASL_MECHANISMS_KEY)}), "
+                              "so this key would have no effect")
+    _check_oauthbearer_keys(cfg, sasl_names)
+
+
+_HTTP_JWKS_KEYS = frozenset({"sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+                             "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"})
+
+
+def _check_oauthbearer_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
+    """The JWKS validator's keys have an effect only on listeners that use it (and refresh.ms only for an http(s) JWKS)."""
+    jwks_listeners = [n for n in sorted(sasl_names)
+                      if OAUTHBEARER in (cfg.sasl_value(n, SASL_MECHANISMS_KEY) or []) and cfg.oauthbearer_uses_jwks(n)]
+    for key in sorted(cfg.listener_sasl):
+        listener, _, rest = key[len("listener.name."):].partition(".")
+        if rest.startswith("oauthbearer.sasl.oauthbearer.") and listener.upper() not in jwks_listeners:
+            raise ConfigError(key, f"listener {listener.upper()} does not validate tokens against a JWKS (its "
+                              f"oauthbearer.sasl.server.callback.handler.class is not OAuthBearerValidatorCallbackHandler), "
+                              "so this key would have no effect")
+        if rest.removeprefix("oauthbearer.") in _HTTP_JWKS_KEYS and not str(
+                cfg.oauthbearer_setting(listener, "sasl.oauthbearer.jwks.endpoint.url")[1] or "").lower().startswith("http"):
+            raise ConfigError(key, f"listener {listener.upper()} reads its JWKS from a file (read once, at startup), "
+                              "so this key would have no effect")
+    for key in sorted(cfg.explicit & OAUTHBEARER_CONFIGS.keys()):
+        users = [n for n in jwks_listeners if cfg.oauthbearer_setting(n, key)[0] == key]
+        if not users:
+            raise ConfigError(key, "no SASL listener validates OAUTHBEARER tokens against a JWKS with this key "
+                              "(listener.name.<name>.oauthbearer.sasl.server.callback.handler.class="
+                              "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler), "
+                              "so this key would have no effect")
+        if key in _HTTP_JWKS_KEYS and not any(
+                str(cfg.oauthbearer_setting(n, "sasl.oauthbearer.jwks.endpoint.url")[1] or "").lower().startswith("http") for n in users):
+            raise ConfigError(key, "no listener using it fetches its JWKS over http(s) (a file: JWKS is read once, at startup), "
+                              "so this key would have no effect")
 
 
 def _check_ssl_keys(cfg: BrokerConfig, ssl_names: set[str]) -> None:

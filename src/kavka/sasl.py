@@ -194,6 +194,9 @@ class SaslServer(Protocol):
     none), raising SaslAuthenticationError (a message safe to send and log) when it fails; once
     `complete`, `authorization_id` is the user name the principal is made of. `user` is the name
     the client claims, as soon as a token shows it ('?' before), for log lines only.
+    `credential_lifetime_ms` is how long the credential had left when the exchange completed (an
+    OAUTHBEARER token's exp), or None: the session never outlives it (Kafka's
+    CREDENTIAL.LIFETIME.MS negotiated property).
     Called from the event-loop thread only.
     """
 
@@ -201,6 +204,7 @@ class SaslServer(Protocol):
     complete: bool
     authorization_id: str
     user: str
+    credential_lifetime_ms: int | None
 
     def evaluate(self, token: bytes) -> bytes: ...
 
@@ -218,6 +222,7 @@ class PlainServer:
         self.complete = False
         self.authorization_id = ""
         self.user = "?"
+        self.credential_lifetime_ms: int | None = None
 
     def evaluate(self, token: bytes) -> bytes:
         if self.complete:

@@ -152,6 +152,7 @@ class ScramServer:
         self.complete = False
         self.authorization_id = ""
         self.user = "?"
+        self.credential_lifetime_ms: int | None = None  # a SCRAM credential does not expire
         self._round = 0
         self._credential: ScramCredential | None = None
         self._known = False

@@ -222,9 +222,10 @@ def test_config_imports_nothing_of_kavka_above_common_and_protocol():
         for a in n.names
     ]
     kavka = {m for m in imported if m and m.split(".")[0] == "kavka"}
-    # kavka.principal (the SSL principal mapping rules), kavka.sasl (the JAAS parser) and kavka.scram (the SCRAM
-    # mechanisms) are pure modules below protocol.
-    assert kavka and all(m in ("kavka.common", "kavka.principal", "kavka.sasl", "kavka.scram", "kavka.protocol") or m.startswith("kavka.protocol.") for m in kavka), kavka
+    # kavka.principal (the SSL principal mapping rules), kavka.sasl (the JAAS parser), kavka.scram (the SCRAM
+    # mechanisms) and kavka.oauthbearer (OAUTHBEARER's validators, built from config) are security modules below protocol.
+    assert kavka and all(m in ("kavka.common", "kavka.principal", "kavka.sasl", "kavka.scram", "kavka.oauthbearer", "kavka.protocol")
+                         or m.startswith("kavka.protocol.") for m in kavka), kavka
 
 
 def test_a_rule_nobody_registered_is_a_bug_not_a_pass():

@@ -145,12 +145,16 @@ def test_a_sasl_listener_with_plain_builds():
     [
         ({"sasl.enabled.mechanisms": None}, "sasl.enabled.mechanisms", "GSSAPI (Kafka's default"),
         ({"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-1"}, "sasl.enabled.mechanisms", "SCRAM-SHA-1"),
-        ({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "OAUTHBEARER"}, "listener.name.sasl_plaintext.sasl.enabled.mechanisms", "OAUTHBEARER"),
+        ({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "GSSAPI"}, "listener.name.sasl_plaintext.sasl.enabled.mechanisms", "GSSAPI"),
+        ({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "OAUTHBEARER"},
+         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config", "missing"),
+        ({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER"},
+         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config", "missing"),
         ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": None}, "listener.name.sasl_plaintext.plain.sasl.jaas.config", "missing"),
         ({"listener.name.sasl_plaintext.plain.sasl.jaas.config": 'x.Y required user_a="sekrit"'},
          "listener.name.sasl_plaintext.plain.sasl.jaas.config", "position"),
         ({"sasl.jaas.config": JAAS}, "sasl.jaas.config", "listener.name.<listener>.<mechanism>.sasl.jaas.config"),
-        ({"listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": JAAS}, "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config", "not enabled"),
+        ({"listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": JAAS}, "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config", "does not enable SCRAM-SHA-256"),
         ({"sasl.mechanism.inter.broker.protocol": "PLAIN"}, "sasl.mechanism.inter.broker.protocol", "no effect"),
         ({"sasl.mechanism.controller.protocol": "PLAIN"}, "sasl.mechanism.controller.protocol", "no effect"),
         ({"inter.broker.listener.name": "SASL_PLAINTEXT"}, "inter.broker.listener.name", "SASL_PLAINTEXT"),
@@ -299,6 +303,7 @@ class _TwoRounds:
 
     def __init__(self) -> None:
         self.complete, self.authorization_id, self.user, self.round = False, "", "?", 0
+        self.credential_lifetime_ms = None
 
     def evaluate(self, token: bytes) -> bytes:
         self.round += 1

@@ -201,10 +201,10 @@ def test_scram_only_listener_needs_no_jaas_and_keeps_the_broker_login():
         ({"listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": 'x.Y required password="admin-secret"'},
          "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config", "position"),
         ({"sasl.enabled.mechanisms": "SCRAM-SHA-256", "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS},
-         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config", "not enabled"),
+         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config", "does not enable SCRAM-SHA-512"),
         ({"listener.name.sasl_plaintext.plain.sasl.jaas.config":
           'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="admin-secret";'},
-         "listener.name.sasl_plaintext.plain.sasl.jaas.config", "PLAIN is not enabled"),
+         "listener.name.sasl_plaintext.plain.sasl.jaas.config", "does not enable PLAIN"),
         ({"sasl.enabled.mechanisms": "SCRAM-SHA-1"}, "sasl.enabled.mechanisms", "SCRAM-SHA-1"),
         ({"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256"}, "listener.name.sasl_plaintext.plain.sasl.jaas.config", "missing"),
     ],

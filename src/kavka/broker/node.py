@@ -72,6 +72,7 @@ from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
 from kavka.faults import FaultInjection
 from kavka.metadata.image import MetadataImage
+from kavka.oauthbearer import JwksSource
 from kavka.replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from kavka.replication.log_dir_mover import ReplicaAlterLogDirsManager
 from kavka.replication.partition import TopicPartition
@@ -175,6 +176,7 @@ class BrokerNode:
         self._stopping = False
         self.fatal_error: str | None = None
         self.request_shutdown: Callable[[], None] | None = None  # set by broker.main
+        self.jwks_sources: list[JwksSource] = []  # OAUTHBEARER key sets, started by start()
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -619,6 +621,15 @@ class BrokerNode:
         # validated by kavka.config: the users parse. SCRAM users are looked up in the image at
         # each authentication, so a credential altered on any node counts from the next login.
         sasl = build_listener_sasl(self.config, self.scram_credential)
+        for source in (s for ls in sasl.values() for s in ls.background):
+            try:  # a JWKS fetched over HTTP: off the event loop, and before anything is served
+                await asyncio.to_thread(source.start)
+            except Exception as e:  # noqa: BLE001 -- any failure to read the JWKS stops startup (Kafka's init)
+                await asyncio.to_thread(self._stop_jwks_sources)
+                raise StartupError(f"sasl.oauthbearer.jwks.endpoint.url: could not read the JWKS at {source.location} "
+                                   f"({type(e).__name__}: {str(e)[:200]})") from None
+            self.jwks_sources.append(source)
+            log.info("OAUTHBEARER: %d verification keys from the JWKS at %s", len(source.keys()), source.location)
         self.open()
         await self._catch_up_metadata()
         if tls:
@@ -758,6 +769,11 @@ class BrokerNode:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
 
+    def _stop_jwks_sources(self) -> None:
+        for source in self.jwks_sources:
+            source.stop()
+        self.jwks_sources.clear()
+
     async def stop(self) -> None:
         """Stop a node whose start() returned (broker.main calls it only then: a start that
         fails ends the process, which closes what open() had opened)."""
@@ -791,6 +807,7 @@ class BrokerNode:
         if self.remote_log_manager is not None:
             steps.append(("remote log manager", self.remote_log_manager.stop))
         steps.append(("background tasks", self._stop_tasks))
+        steps.append(("OAUTHBEARER JWKS refresh", lambda: asyncio.to_thread(self._stop_jwks_sources)))
         steps.append(("storage io", self.storage_io.stop))  # jobs in flight finish before the logs close
         steps.append(("metadata quorum", self.shared.stop))
         for name, step in steps:

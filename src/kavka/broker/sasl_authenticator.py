@@ -19,7 +19,9 @@ enabled list, and the connection fails. A failed authentication is answered
 SASL_AUTHENTICATION_FAILED (v0 token flow: no answer) and fails the connection: the server
 delays the answer by `connection.failed.authentication.delay.ms` (KIP-306) and then closes.
 A re-authentication must keep the principal. `connections.max.reauth.ms` > 0 sets the session
-lifetime, told to SaslAuthenticate v1+ clients as session_lifetime_ms.
+lifetime, told to SaslAuthenticate v1+ clients as session_lifetime_ms; a credential that expires
+(an OAUTHBEARER token) caps it at its expiry, with or without that key (Kafka's
+SaslServerAuthenticator.ReauthInfo).
 
 Called from the event-loop thread only (per connection).
 """
@@ -36,6 +38,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kavka.config import SASL_MECHANISMS_KEY, BrokerConfig
+from kavka.oauthbearer import OAUTHBEARER, JwksSource, OAuthBearerServer
 from kavka.protocol import api
 from kavka.protocol.api import ApiKey
 from kavka.protocol.framing import (
@@ -60,6 +63,9 @@ class ListenerSasl:
     max_reauth_ms: int
     failed_delay_ms: int
     max_receive_size: int = 524288  # sasl.server.max.receive.size: frames before authentication
+    # Key sources the node starts (off the event loop: they may fetch over HTTP) before serving,
+    # and stops at shutdown (OAUTHBEARER's JWKS).
+    background: tuple[JwksSource, ...] = ()
 
 
 # (mechanism name, user name) -> the user's SCRAM credential now, or None (the broker's current
@@ -72,29 +78,38 @@ def _no_scram_users(_mechanism: str, _user: str) -> ScramCredential | None:
 
 
 def build_listener_sasl(config: BrokerConfig, scram_credentials: ScramLookup = _no_scram_users) -> dict[str, ListenerSasl]:
-    """Every SASL listener's settings by name (kavka.config validated them; ConfigError otherwise)."""
-    return {
-        ep.name: ListenerSasl(
+    """Every SASL listener's settings by name (kavka.config validated them; ConfigError otherwise).
+    Nothing is fetched here: the caller starts each `background` source."""
+    out = {}
+    for ep in config.sasl_listeners():
+        factories, background = _server_factories(config, ep.name, scram_credentials)
+        out[ep.name] = ListenerSasl(
             listener=ep.name,
             mechanisms=tuple(config.sasl_value(ep.name, SASL_MECHANISMS_KEY)),
-            servers=_server_factories(config, ep.name, scram_credentials),
+            servers=factories,
             max_reauth_ms=config["connections.max.reauth.ms"],
             failed_delay_ms=config["connection.failed.authentication.delay.ms"],
             max_receive_size=config["sasl.server.max.receive.size"],
+            background=background,
         )
-        for ep in config.sasl_listeners()
-    }
+    return out
 
 
-def _server_factories(config: BrokerConfig, listener: str, scram_credentials: ScramLookup) -> dict[str, SaslServerFactory]:
+def _server_factories(config: BrokerConfig, listener: str, scram_credentials: ScramLookup
+                      ) -> tuple[dict[str, SaslServerFactory], tuple[JwksSource, ...]]:
     factories: dict[str, SaslServerFactory] = {}
+    background: list[JwksSource] = []
     for mechanism in config.sasl_value(listener, SASL_MECHANISMS_KEY):
         if mechanism == PLAIN:
             factories[PLAIN] = partial(PlainServer, config.plain_users(listener))
         elif mechanism in SCRAM_MECHANISMS:
             lookup = partial(scram_credentials, mechanism)
             factories[mechanism] = partial(ScramServer, SCRAM_MECHANISMS[mechanism], lookup)
-    return factories
+        elif mechanism == OAUTHBEARER:
+            validator, source = config.oauthbearer_validator(listener)
+            factories[OAUTHBEARER] = partial(OAuthBearerServer, validator)
+            background += [source] if source is not None else []
+    return factories, tuple(background)
 
 
 class State(enum.Enum):
@@ -263,7 +278,11 @@ class SaslServerAuthenticator:
             reply = None if request is None else self._authenticate_response(request, ErrorCode.sasl_authentication_failed, error, 0)
             return Failed(reply, error, server.user)
         lifetime = self.settings.max_reauth_ms
-        self.session_expires_ms = now_ms + lifetime if lifetime > 0 else None
+        credential = server.credential_lifetime_ms
+        if credential is not None:  # Kafka: min(connections.max.reauth.ms, the credential's time left)
+            credential = max(0, credential)
+            lifetime = min(lifetime, credential) if lifetime > 0 else credential
+        self.session_expires_ms = now_ms + lifetime if lifetime > 0 or credential is not None else None
         self.principal = principal
         self.state = State.COMPLETE
         self._server = None
@@ -278,6 +297,8 @@ class SaslServerAuthenticator:
                                challenge: bytes = b"") -> Respond:
         correlation_id, version = request
         schema = api.response_schema(ApiKey.SASL_AUTHENTICATE, version)
-        # session_lifetime_ms (v1+; kio's session_lifetime): make() drops it for v0.
-        response = make(schema, error_code=error, error_message=message, auth_bytes=challenge, session_lifetime=timedelta(milliseconds=lifetime))
+        # session_lifetime_ms (v1+; kio's session_lifetime): make() drops it for v0. Capped where a
+        # timedelta ends (a token's exp or connections.max.reauth.ms can be any long; 2**53 ms is 285,000 years).
+        response = make(schema, error_code=error, error_message=message, auth_bytes=challenge,
+                        session_lifetime=timedelta(milliseconds=min(lifetime, 2**53)))
         return Respond(correlation_id, api.response_header_flexible(ApiKey.SASL_AUTHENTICATE, version), response)
