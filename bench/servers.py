@@ -60,6 +60,8 @@ class Broker:
     port: int
     proc: subprocess.Popen[bytes]
     workdir: Path
+    # Client config keys every workload adds (security.protocol, ssl.ca.location, sasl.*): a copy of a
+    # Broker with another port and these (dataclasses.replace) drives the same process on another listener.
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -83,11 +85,12 @@ class Broker:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_kavka(overrides: dict[str, str] | None = None, *, work: Path | None = None) -> Broker:
-    """One formatted kavka broker on a free port; `work` (default: a new temp dir) holds its data,
-    config and broker.log, and is removed by `Broker.stop`."""
+def start_kavka(overrides: dict[str, str] | None = None, *, work: Path | None = None, port: int | None = None) -> Broker:
+    """One formatted kavka broker on a free port (or `port`, when `overrides` lists the listeners);
+    `work` (default: a new temp dir) holds its data, config and broker.log, and is removed by
+    `Broker.stop`."""
     work = work or Path(tempfile.mkdtemp(prefix="kavka-bench-"))
-    port = free_port()
+    port = port or free_port()
     props = {
         "node.id": "1",
         "listeners": f"PLAINTEXT://127.0.0.1:{port}",

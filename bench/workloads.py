@@ -39,7 +39,7 @@ def _throughput(broker: Broker, records: int, record_size: int, elapsed: float, 
 
 def create_topic(broker: Broker, partitions: int) -> str:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **broker.extra, **QUIET})
     admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(20)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -57,6 +57,7 @@ def produce(broker: Broker, *, record_size: int, count: int, acks: str, partitio
     p = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
+            **broker.extra,
             "acks": acks,
             "linger.ms": 5,
             "batch.size": 1 << 20,
@@ -94,6 +95,7 @@ def consume(broker: Broker, *, topic: str, partitions: int, count: int, record_s
     c = Consumer(
         {
             "bootstrap.servers": broker.bootstrap,
+            **broker.extra,
             "group.id": "bench",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -126,6 +128,7 @@ def latency(broker: Broker, *, rate: int, seconds: float, record_size: int = 100
     p = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
+            **broker.extra,
             "acks": "1",
             "linger.ms": 0,
             "message.timeout.ms": 30_000,
