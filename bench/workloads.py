@@ -4,7 +4,8 @@ Each function takes a running Broker and returns a flat dict of figures:
 throughput (records/s, MB/s), latency percentiles (ms), and the CPU seconds
 the client (this process, librdkafka's threads included) and the broker
 spent, so a ratio can say who was the bottleneck. Counts are bounded, and
-every wait has a deadline.
+every wait has a deadline. Every client also takes the Broker's `extra` keys
+(security.protocol, ssl.ca.location...), so a workload runs over a TLS or SASL listener too.
 """
 
 from __future__ import annotations

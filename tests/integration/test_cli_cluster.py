@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -216,6 +217,11 @@ def test_cluster_up_secure(tmp_path: Path) -> None:
         # Replicated over the PLAINTEXT inter-broker listener: both replicas in sync.
         wait_until(lambda: len(admin.list_topics("secured", timeout=5).topics["secured"].partitions[0].isrs) == 2,
                    timeout=30, message="both replicas of secured-0 in the ISR")
+
+        if shutil.which("kcat"):  # the README's `kcat -F <data-dir>/secure/librdkafka.properties`
+            listed = subprocess.run(["kcat", "-F", str(secure / "librdkafka.properties"), "-L", "-t", "secured"],
+                                    capture_output=True, text=True, timeout=30)
+            assert listed.returncode == 0 and 'topic "secured" with 1 partitions' in listed.stdout, listed.stderr
 
         no_credentials = {k: printed[k] for k in ("bootstrap.servers", "ssl.ca.location")} | {"security.protocol": "SSL"}
         assert _refused(no_credentials)
