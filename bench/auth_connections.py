@@ -215,7 +215,8 @@ def start_scram(work: Path, iterations: int) -> tuple[Broker | None, Callable[[]
     except (subprocess.CalledProcessError, RuntimeError, TimeoutError) as e:
         text = ((getattr(e, "stderr", b"") or b"").decode(errors="replace")
                 + ((work / "broker.log").read_text(errors="replace") if (work / "broker.log").exists() else ""))
-        reason = next((line.strip() for line in text.splitlines() if "SCRAM" in line), text.strip()[-300:] or str(e))
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        reason = next((x for x in lines if "invalid config" in x or "scram" in x.lower()), lines[-1] if lines else str(e))
         shutil.rmtree(work, ignore_errors=True)
         return None, f"skipped: the broker refused SCRAM-SHA-256 ({reason})"
     from confluent_kafka.admin import (
