@@ -124,15 +124,16 @@ class LocalCluster:
         voters = list(range(1, (controllers or nodes) + 1))
         brokers = list(range((controllers or 0) + 1, self.n + 1))
         self.secure = secure
+        internal = brokers if secure else []
         if base_port is None:
-            ports = _free_ports(len(voters) + 2 * len(brokers))
+            ports = _free_ports(len(voters) + len(brokers) + len(internal))
             self.client_ports = {b: ports[k] for k, b in enumerate(brokers)}
             self.controller_ports = {v: ports[len(brokers) + k] for k, v in enumerate(voters)}
-            self.internal_ports = {b: ports[len(brokers) + len(voters) + k] for k, b in enumerate(brokers)}
+            self.internal_ports = {b: ports[len(brokers) + len(voters) + k] for k, b in enumerate(internal)}
         else:
             self.client_ports = {b: base_port + k for k, b in enumerate(brokers)}
             self.controller_ports = {v: base_port + 100 + k for k, v in enumerate(voters)}
-            self.internal_ports = {b: base_port + 200 + k for k, b in enumerate(brokers)}
+            self.internal_ports = {b: base_port + 200 + k for k, b in enumerate(internal)}
         self.security: ClientSecurity | None = None
         self.racks = racks or []
         self.overrides = dict(overrides or {})
