@@ -243,6 +243,7 @@ def start_scram(work: Path, iterations: int) -> tuple[Broker | None, Callable[[]
             return broker, once
         except RuntimeError:
             if time.monotonic() > deadline:
+                broker.stop()
                 raise
             time.sleep(0.1)
 
@@ -254,7 +255,12 @@ def run(*, rounds: int, seconds: float, scram: bool, iterations: int, log=print)
     brokers: list[Broker] = []
     result: dict = {"rounds": rounds, "seconds": seconds, "runs": {}, "skipped": {}}
     try:
-        broker, loops = start_main(Path(tempfile.mkdtemp(prefix="kavka-bench-conn-")))
+        work = Path(tempfile.mkdtemp(prefix="kavka-bench-conn-"))
+        try:
+            broker, loops = start_main(work)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
         brokers.append(broker)
         pids = dict.fromkeys(loops, broker.proc.pid)
         if scram:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -68,7 +69,11 @@ def one(broker: Broker, *, record_size: int, records: int) -> dict[str, dict]:
 
 def run(*, rounds: int, record_size: int, records: int, log=print) -> dict:  # noqa: ANN001
     work = Path(tempfile.mkdtemp(prefix="kavka-bench-tls-"))
-    views = start(work)
+    try:
+        views = start(work)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
     runs: dict[str, list[dict]] = {m: [] for m in MODES}
     try:
         for i in range(rounds):
