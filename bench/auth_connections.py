@@ -44,7 +44,7 @@ from pathlib import Path
 
 from tests.raw_client import request_frame
 
-from bench.servers import Broker, cpu_seconds, free_port, start_kavka
+from bench.servers import Broker, cpu_seconds, free_port, start_kavka, start_kavka_listeners
 from kavka import certs
 from kavka.protocol import api
 from kavka.protocol.api import ApiKey
@@ -172,12 +172,10 @@ def measure(once: Callable[[], None], broker_pid: int, seconds: float) -> dict:
 def start_main(work: Path) -> tuple[Broker, dict[str, Callable[[], None]]]:
     ca = certs.ensure_ca(work / "certs")
     keystore = certs.ensure_server_keystore(ca, work / "certs" / "broker.pem", cn="bench broker")
-    ports = {m: free_port() for m in MODES}
-    broker = start_kavka(
-        {
-            "listeners": ",".join([f"PLAINTEXT://127.0.0.1:{ports['plaintext']}", f"SSL://127.0.0.1:{ports['tls']}",
-                                   f"SASL_PLAINTEXT://127.0.0.1:{ports['sasl_plain']}",
-                                   f"SASL_SSL://127.0.0.1:{ports['sasl_ssl_plain']}"]),
+    broker, ports = start_kavka_listeners(
+        ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+        lambda ports: {
+            "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(keystore),
             "sasl.enabled.mechanisms": "PLAIN",
@@ -185,14 +183,13 @@ def start_main(work: Path) -> tuple[Broker, dict[str, Callable[[], None]]]:
             "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
         },
         work=work,
-        port=ports["plaintext"],
     )
     tls = ssl.create_default_context(cafile=str(ca.cert_path))
     return broker, {
-        "plaintext": connector(ports["plaintext"], None, None),
-        "tls": connector(ports["tls"], tls, None),
-        "sasl_plain": connector(ports["sasl_plain"], None, "PLAIN"),
-        "sasl_ssl_plain": connector(ports["sasl_ssl_plain"], tls, "PLAIN"),
+        "plaintext": connector(ports["PLAINTEXT"], None, None),
+        "tls": connector(ports["SSL"], tls, None),
+        "sasl_plain": connector(ports["SASL_PLAINTEXT"], None, "PLAIN"),
+        "sasl_ssl_plain": connector(ports["SASL_SSL"], tls, "PLAIN"),
     }
 
 
@@ -254,17 +251,14 @@ def start_scram(work: Path, iterations: int) -> tuple[Broker | None, Callable[[]
 def run(*, rounds: int, seconds: float, scram: bool, iterations: int, log=print) -> dict:  # noqa: ANN001
     brokers: list[Broker] = []
     result: dict = {"rounds": rounds, "seconds": seconds, "runs": {}, "skipped": {}}
+    work = Path(tempfile.mkdtemp(prefix="kavka-bench-conn-"))
     try:
-        work = Path(tempfile.mkdtemp(prefix="kavka-bench-conn-"))
-        try:
-            broker, loops = start_main(work)
-        except BaseException:
-            shutil.rmtree(work, ignore_errors=True)
-            raise
+        broker, loops = start_main(work)
         brokers.append(broker)
         pids = dict.fromkeys(loops, broker.proc.pid)
         if scram:
-            sb, once_or_reason = start_scram(Path(tempfile.mkdtemp(prefix="kavka-bench-scram-")), iterations)
+            (work / "scram").mkdir()
+            sb, once_or_reason = start_scram(work / "scram", iterations)
             if sb is None:
                 result["skipped"][SCRAM] = once_or_reason
                 log(f"{SCRAM}: {once_or_reason}")
@@ -280,6 +274,7 @@ def run(*, rounds: int, seconds: float, scram: bool, iterations: int, log=print)
     finally:
         for b in brokers:
             b.stop()
+        shutil.rmtree(work, ignore_errors=True)
     result["median"] = {m: {f: statistics.median(r[f] for r in rs) for f in rs[0]} for m, rs in result["runs"].items()}
     return result
 

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from bench import workloads
-from bench.servers import Broker, free_port, start_kavka
+from bench.servers import Broker, start_kavka_listeners
 from kavka import certs
 
 MODES = ("plaintext", "tls")
@@ -41,20 +41,17 @@ def start(work: Path) -> dict[str, Broker]:
     """The broker, and a view of it per listener (the same process; stop only `plaintext`)."""
     ca = certs.ensure_ca(work / "certs")
     keystore = certs.ensure_server_keystore(ca, work / "certs" / "broker.pem", cn="bench broker")
-    plain, tls = free_port(), free_port()
-    broker = start_kavka(
-        {
-            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls}",
+    broker, ports = start_kavka_listeners(
+        ["PLAINTEXT", "SSL"],
+        lambda ports: {
+            "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(keystore),
         },
-        work=work,  # Broker.stop removes it, certificates included
-        port=plain,
+        work=work,
     )
-    return {
-        "plaintext": broker,
-        "tls": dataclasses.replace(broker, port=tls, extra={"security.protocol": "SSL", "ssl.ca.location": str(ca.cert_path)}),
-    }
+    extra = {"security.protocol": "SSL", "ssl.ca.location": str(ca.cert_path)}
+    return {"plaintext": broker, "tls": dataclasses.replace(broker, port=ports["SSL"], extra=extra)}
 
 
 def one(broker: Broker, *, record_size: int, records: int) -> dict[str, dict]:
@@ -82,10 +79,11 @@ def run(*, rounds: int, record_size: int, records: int, log=print) -> dict:  # n
                 runs[mode].append(one(views[mode], record_size=record_size, records=records))
     except BaseException:
         log(f"broker exit code {views['plaintext'].proc.poll()}; its log ends:\n"
-            + (work / "broker.log").read_text(errors="replace")[-3000:])
+            + (views["plaintext"].workdir / "broker.log").read_text(errors="replace")[-3000:])
         raise
     finally:
         views["plaintext"].stop()
+        shutil.rmtree(work, ignore_errors=True)
     fields = ("mb_per_s", "records_per_s", "broker_cpu", "client_cpu", "broker_cpu_ms_per_mb", "client_cpu_ms_per_mb")
     median = {m: {w: {f: statistics.median(r[w][f] for r in runs[m]) for f in fields} for w in ("produce", "consume")}
               for m in MODES}
