@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +61,8 @@ class Broker:
     port: int
     proc: subprocess.Popen[bytes]
     workdir: Path
+    # Client config keys every workload adds (security.protocol, ssl.ca.location, sasl.*): a copy of a
+    # Broker with another port and these (dataclasses.replace) drives the same process on another listener.
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -83,11 +86,12 @@ class Broker:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_kavka(overrides: dict[str, str] | None = None, *, work: Path | None = None) -> Broker:
-    """One formatted kavka broker on a free port; `work` (default: a new temp dir) holds its data,
-    config and broker.log, and is removed by `Broker.stop`."""
+def start_kavka(overrides: dict[str, str] | None = None, *, work: Path | None = None, port: int | None = None) -> Broker:
+    """One formatted kavka broker on a free port (or `port`, when `overrides` lists the listeners);
+    `work` (default: a new temp dir) holds its data, config and broker.log, and is removed by
+    `Broker.stop`."""
     work = work or Path(tempfile.mkdtemp(prefix="kavka-bench-"))
-    port = free_port()
+    port = port or free_port()
     props = {
         "node.id": "1",
         "listeners": f"PLAINTEXT://127.0.0.1:{port}",
@@ -104,6 +108,34 @@ def start_kavka(overrides: dict[str, str] | None = None, *, work: Path | None = 
     proc = subprocess.Popen([*kavka, "server", "start", "--config", str(cfg)], stdout=log, stderr=subprocess.STDOUT)
     wait_port(port, proc)
     return Broker("kavka", port, proc, work)
+
+
+def start_kavka_listeners(names: list[str], config: Callable[[dict[str, int]], dict[str, str]], *, work: Path,
+                          attempts: int = 3) -> tuple[Broker, dict[str, int]]:
+    """A kavka broker listening on a fresh port for each listener in `names` (the first is the
+    Broker's port), configured by `config(ports)`, its files under `work/broker<n>`. On a shared
+    machine a port picked free can be taken by another process (an outgoing connection's local
+    port) before the broker binds it, and the broker exits: it is then started again on new ports.
+    The caller removes `work`."""
+    failures = []
+    for attempt in range(attempts):
+        ports = {n: free_port() for n in names}
+        if len(set(ports.values())) < len(ports):
+            continue
+        d = work / f"broker{attempt}"
+        d.mkdir(parents=True)
+        broker = None
+        try:
+            broker = start_kavka(config(ports), work=d, port=ports[names[0]])
+            for port in ports.values():
+                wait_port(port, broker.proc)
+            return broker, ports
+        except (RuntimeError, TimeoutError) as e:
+            log = d / "broker.log"
+            failures.append(f"{e}: {log.read_text(errors='replace')[-500:] if log.exists() else ''}")
+            if broker is not None:
+                broker.stop()
+    raise RuntimeError(f"kavka did not start on fresh ports in {attempts} attempts: {failures}")
 
 
 def tansu_binary() -> str:

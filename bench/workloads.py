@@ -4,7 +4,8 @@ Each function takes a running Broker and returns a flat dict of figures:
 throughput (records/s, MB/s), latency percentiles (ms), and the CPU seconds
 the client (this process, librdkafka's threads included) and the broker
 spent, so a ratio can say who was the bottleneck. Counts are bounded, and
-every wait has a deadline.
+every wait has a deadline. Every client also takes the Broker's `extra` keys
+(security.protocol, ssl.ca.location...), so a workload runs over a TLS or SASL listener too.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def _throughput(broker: Broker, records: int, record_size: int, elapsed: float, 
 
 def create_topic(broker: Broker, partitions: int) -> str:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **broker.extra, **QUIET})
     admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(20)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -57,6 +58,7 @@ def produce(broker: Broker, *, record_size: int, count: int, acks: str, partitio
     p = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
+            **broker.extra,
             "acks": acks,
             "linger.ms": 5,
             "batch.size": 1 << 20,
@@ -94,6 +96,7 @@ def consume(broker: Broker, *, topic: str, partitions: int, count: int, record_s
     c = Consumer(
         {
             "bootstrap.servers": broker.bootstrap,
+            **broker.extra,
             "group.id": "bench",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -126,6 +129,7 @@ def latency(broker: Broker, *, rate: int, seconds: float, record_size: int = 100
     p = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
+            **broker.extra,
             "acks": "1",
             "linger.ms": 0,
             "message.timeout.ms": 30_000,

@@ -21,7 +21,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "kavka"
 # (faults.py: the broker's test-only fault switches, inert unless enabled; imports nothing of kavka).
 LAYERS: list[tuple[str, ...]] = [
     ("common",),
-    ("quota", "faults", "principal", "sasl"),
+    ("quota", "faults", "principal", "sasl", "certs"),
     ("scram", "oauthbearer"),  # SASL mechanisms: kavka.sasl's SaslServer
     ("protocol",),
     ("client",),

@@ -12,12 +12,23 @@ controlled shutdown while the quorum is still there -- then waits for each.
 
 Ports: node i listens on `base_port + i - 1` and its controller on
 `base_port + 100 + i - 1`; with `base_port=None` free ports are picked.
+
+With `secure=True` (`kavka cluster up --secure`) the client listener is `CLIENT`, SASL_SSL with
+PLAIN: `<data_dir>/secure/` gets a CA and one PEM keystore per broker (kavka.certs), a generated
+`admin` user whose password is kept in `secure/admin.password` (0600; starting again reuses it),
+and the clients' configs `client.properties` (Java/Kafka tools) and `librdkafka.properties`
+(confluent-kafka, kcat), 0600 as they hold the password. The brokers replicate over a second,
+PLAINTEXT listener `INTERNAL` on loopback (`base_port + 200 + i - 1`) and the quorum stays on the
+PLAINTEXT `CONTROLLER` listener, because kavka's own outgoing connections do not speak TLS or SASL
+yet: `INTER_BROKER_PROTOCOL` and `CONTROLLER_PROTOCOL` below are the two places to change when they
+do. Every `server.properties` of a secure cluster holds the password and is written 0600.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -25,7 +36,19 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from kavka import certs
+
+# The listeners of a secure local cluster. kavka's followers, its broker-to-controller channel and
+# its raft connections speak neither TLS nor SASL yet (config validation refuses anything else), so
+# the listeners they use stay PLAINTEXT on loopback; switch these when they do.
+CLIENT_LISTENER, INTER_BROKER_LISTENER = "CLIENT", "INTERNAL"
+INTER_BROKER_PROTOCOL = "PLAINTEXT"
+CONTROLLER_PROTOCOL = "PLAINTEXT"
+ADMIN_USER = "admin"
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
 class LocalClusterError(RuntimeError):
@@ -45,6 +68,43 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """What a client of a secure local cluster needs: the CA, the admin user and the config files."""
+
+    ca: Path
+    username: str
+    password: str = field(repr=False)
+    client_properties: Path
+    librdkafka_properties: Path
+
+    def librdkafka_config(self, bootstrap: str) -> dict[str, str]:
+        """confluent-kafka's / librdkafka's keys (kcat takes them as `-X key=value` or `-F file`)."""
+        return {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": self.username,
+            "sasl.password": self.password,
+            "ssl.ca.location": str(self.ca),
+        }
+
+    def java_config(self, bootstrap: str) -> dict[str, str]:
+        """The Java client's keys (kafka-*.sh --command-config): the CA as a PEM truststore (KIP-651)."""
+        return {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": f'{PLAIN_LOGIN_MODULE} required username="{self.username}" password="{self.password}";',
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.ca),
+        }
+
+
+def _properties(values: Mapping[str, str]) -> bytes:
+    return "".join(f"{k}={v}\n" for k, v in values.items()).encode()
+
+
 class LocalCluster:
     def __init__(
         self,
@@ -56,19 +116,25 @@ class LocalCluster:
         racks: list[str] | None = None,
         overrides: Mapping[str, str] | None = None,
         on_event: Callable[[str], None] = lambda message: None,
+        secure: bool = False,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.separate = controllers is not None
         self.n = nodes + (controllers or 0)
         voters = list(range(1, (controllers or nodes) + 1))
         brokers = list(range((controllers or 0) + 1, self.n + 1))
+        self.secure = secure
+        internal = brokers if secure else []
         if base_port is None:
-            ports = _free_ports(len(voters) + len(brokers))
+            ports = _free_ports(len(voters) + len(brokers) + len(internal))
             self.client_ports = {b: ports[k] for k, b in enumerate(brokers)}
             self.controller_ports = {v: ports[len(brokers) + k] for k, v in enumerate(voters)}
+            self.internal_ports = {b: ports[len(brokers) + len(voters) + k] for k, b in enumerate(internal)}
         else:
             self.client_ports = {b: base_port + k for k, b in enumerate(brokers)}
             self.controller_ports = {v: base_port + 100 + k for k, v in enumerate(voters)}
+            self.internal_ports = {b: base_port + 200 + k for k, b in enumerate(internal)}
+        self.security: ClientSecurity | None = None
         self.racks = racks or []
         self.overrides = dict(overrides or {})
         self.on_event = on_event
@@ -84,7 +150,10 @@ class LocalCluster:
     def node_props(self, i: int) -> dict[str, str]:
         voters = ",".join(f"{j}@127.0.0.1:{self.controller_ports[j]}" for j in sorted(self.controller_ports))
         listeners = []
-        if i in self.client_ports:
+        if i in self.client_ports and self.secure:
+            listeners.append(f"{CLIENT_LISTENER}://127.0.0.1:{self.client_ports[i]}")
+            listeners.append(f"{INTER_BROKER_LISTENER}://127.0.0.1:{self.internal_ports[i]}")
+        elif i in self.client_ports:
             listeners.append(f"PLAINTEXT://127.0.0.1:{self.client_ports[i]}")
         if i in self.controller_ports:
             listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_ports[i]}")
@@ -99,8 +168,55 @@ class LocalCluster:
         }
         if self.racks and i in self.client_ports:
             props["broker.rack"] = self.racks[(i - 1) % len(self.racks)]
+        if self.secure:
+            props.update(self._secure_props(i))
         props.update(self.overrides)
         return props
+
+    @property
+    def secure_dir(self) -> Path:
+        return self.data_dir / "secure"
+
+    @property
+    def internal_bootstrap(self) -> str:
+        """The PLAINTEXT inter-broker listeners of a secure cluster (for kavka's own admin commands)."""
+        return ",".join(f"127.0.0.1:{self.internal_ports[i]}" for i in sorted(self.internal_ports))
+
+    def _secure_props(self, i: int) -> dict[str, str]:
+        assert self.security is not None, "prepare_security() first"
+        if i not in self.client_ports:  # a controller-only node: no client listener to secure
+            return {"listener.security.protocol.map": f"CONTROLLER:{CONTROLLER_PROTOCOL}"}
+        c = CLIENT_LISTENER.lower()
+        return {
+            "listener.security.protocol.map": f"{CLIENT_LISTENER}:SASL_SSL,{INTER_BROKER_LISTENER}:{INTER_BROKER_PROTOCOL},"
+                                              f"CONTROLLER:{CONTROLLER_PROTOCOL}",
+            "inter.broker.listener.name": INTER_BROKER_LISTENER,
+            "sasl.enabled.mechanisms": "PLAIN",
+            f"listener.name.{c}.plain.sasl.jaas.config":
+                f'{PLAIN_LOGIN_MODULE} required user_{self.security.username}="{self.security.password}";',
+            f"listener.name.{c}.ssl.keystore.type": "PEM",
+            f"listener.name.{c}.ssl.keystore.location": str(self.secure_dir / f"node{i}.pem"),
+        }
+
+    def prepare_security(self) -> ClientSecurity:
+        """The CA, each broker's keystore, the admin password and the client config files (made once,
+        reused when the cluster starts again)."""
+        d = self.secure_dir
+        ca = certs.ensure_ca(d)
+        for i in sorted(self.client_ports):
+            certs.ensure_server_keystore(ca, d / f"node{i}.pem", cn=f"kavka node {i}")
+        pw_file = d / "admin.password"
+        if not pw_file.exists():
+            certs.write_private(pw_file, (secrets.token_urlsafe(24) + "\n").encode())
+        password = pw_file.read_text().strip()
+        self.security = ClientSecurity(
+            ca=ca.cert_path, username=ADMIN_USER, password=password,
+            client_properties=d / "client.properties", librdkafka_properties=d / "librdkafka.properties",
+        )
+        certs.write_private(self.security.client_properties, _properties(self.security.java_config(self.bootstrap)))
+        certs.write_private(self.security.librdkafka_properties,
+                            _properties(self.security.librdkafka_config(self.bootstrap)))
+        return self.security
 
     def start(self, timeout_s: float = 120.0) -> str:
         """Format (first time), start every node, wait until all are ready; the bootstrap servers."""
@@ -109,12 +225,17 @@ class LocalCluster:
         if not id_file.exists():
             id_file.write_text(base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode() + "\n")
         self.cluster_id = id_file.read_text().strip()
+        if self.secure:
+            self.prepare_security()
         kavka = [sys.executable, "-m", "kavka"]
         for i in range(1, self.n + 1):
             node_dir = self.data_dir / f"node{i}"
             node_dir.mkdir(exist_ok=True)
             config = node_dir / "server.properties"
-            config.write_text("".join(f"{k}={v}\n" for k, v in self.node_props(i).items()))
+            if self.secure:  # it holds the admin password
+                certs.write_private(config, _properties(self.node_props(i)))
+            else:
+                config.write_text("".join(f"{k}={v}\n" for k, v in self.node_props(i).items()))
             if not (node_dir / "data" / "meta.properties").exists():
                 res = subprocess.run(
                     [*kavka, "storage", "format", "--config", str(config), "--cluster-id", self.cluster_id],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -113,3 +114,152 @@ def test_cluster_up_with_separate_controllers(tmp_path: Path) -> None:
         up.send_signal(signal.SIGINT)
         code = up.wait(90)
     assert code == 0, "".join(lines)
+
+
+def _free_block_secure() -> int:
+    """A base port with the client (+0, +1), controller (+100, +101) and internal (+200, +201) ports free."""
+    for _ in range(200):
+        base = random.randrange(20000, 40000)
+        socks = []
+        try:
+            for p in [base + off for off in (0, 1, 100, 101, 200, 201)]:
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port block")
+
+
+def _properties(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if line and not line.startswith("#"))
+
+
+def _produce_consume(conf: dict[str, str], topic: str, values: list[bytes], *, before: int = 0) -> list[bytes]:
+    """Produce `values`, then read the partition from offset 0: the `before` records already there and these."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    p = Producer({**conf, "acks": "all"})
+    for v in values:
+        p.produce(topic, v)
+    assert p.flush(30) == 0
+    c = Consumer({**conf, "group.id": "secure-check", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+
+    def read_all() -> bool:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+        return len(got) >= before + len(values)
+
+    try:
+        wait_until(read_all, timeout=30, interval=0, message=f"{before + len(values)} records read back over SASL_SSL")
+    finally:
+        c.close()
+    return got
+
+
+def _refused(conf: dict[str, str], expect: str = "") -> list[str]:
+    """The errors a confluent-kafka client gets asking for metadata with `conf`, once one contains
+    `expect` (an AssertionError if metadata is served)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    errors: list[str] = []
+    admin = AdminClient({**conf, "error_cb": lambda e: errors.append(str(e)), "log_level": 0})
+    try:
+        admin.list_topics(timeout=6)
+        raise AssertionError(f"metadata served to {sorted(conf)}")
+    except KafkaException as e:
+        errors.append(str(e))
+    # error_cb is served by poll().
+    wait_until(lambda: admin.poll(0.2) is not None and any(expect in e for e in errors), timeout=10,
+               message=f"an error containing {expect!r}")
+    return errors
+
+
+def test_cluster_up_secure(tmp_path: Path) -> None:
+    """`cluster up --secure`: confluent-kafka with exactly the printed (and written) config produces
+    and consumes on RF=2; no credentials, a wrong password and plaintext are refused; the password
+    reaches no node's log; keys and configs are 0600; `--json` restarts the same secure cluster."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    base = _free_block_secure()
+    up, lines = _cluster_up(tmp_path, base, "--nodes", "2", "--secure")
+    secure = tmp_path / "c" / "secure"
+    try:
+        start = lines.index("confluent-kafka / librdkafka settings:\n")
+        printed = dict(x.strip().split("=", 1) for x in lines[start + 1:start + 7])
+        assert list(printed) == ["bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.username",
+                                 "sasl.password", "ssl.ca.location"]
+        assert printed["bootstrap.servers"] == f"127.0.0.1:{base},127.0.0.1:{base + 1}"
+        assert printed["security.protocol"] == "SASL_SSL" and printed["sasl.username"] == "admin"
+        password = printed["sasl.password"]
+        assert len(password) >= 24
+        assert _properties(secure / "librdkafka.properties") == printed
+        java = _properties(secure / "client.properties")
+        assert java["ssl.truststore.type"] == "PEM" and java["ssl.truststore.location"] == printed["ssl.ca.location"]
+        assert f'username="admin" password="{password}";' in java["sasl.jaas.config"]
+        for f in ["ca.key", "node1.pem", "node2.pem", "admin.password", "client.properties", "librdkafka.properties"]:
+            assert (secure / f).stat().st_mode & 0o777 == 0o600, f
+        for i in (1, 2):
+            assert (tmp_path / "c" / f"node{i}" / "server.properties").stat().st_mode & 0o777 == 0o600
+
+        admin = AdminClient(printed)
+        admin.create_topics([NewTopic("secured", num_partitions=1, replication_factor=2)])["secured"].result(30)
+        values = [f"v{i}".encode() for i in range(50)]
+        assert _produce_consume(printed, "secured", values) == values
+        # Replicated over the PLAINTEXT inter-broker listener: both replicas in sync.
+        wait_until(lambda: len(admin.list_topics("secured", timeout=5).topics["secured"].partitions[0].isrs) == 2,
+                   timeout=30, message="both replicas of secured-0 in the ISR")
+
+        if shutil.which("kcat"):  # the README's `kcat -F <data-dir>/secure/librdkafka.properties`
+            listed = subprocess.run(["kcat", "-F", str(secure / "librdkafka.properties"), "-L", "-t", "secured"],
+                                    capture_output=True, text=True, timeout=30)
+            assert listed.returncode == 0 and 'topic "secured" with 1 partitions' in listed.stdout, listed.stderr
+
+        no_credentials = {k: printed[k] for k in ("bootstrap.servers", "ssl.ca.location")} | {"security.protocol": "SSL"}
+        assert _refused(no_credentials)
+        _refused({**printed, "sasl.password": "not-" + password}, "Invalid username or password")
+        assert _refused({"bootstrap.servers": printed["bootstrap.servers"]})  # plaintext
+        wait_until(lambda: "a plaintext client?" in (tmp_path / "c" / "node1" / "server.log").read_text()
+                   + (tmp_path / "c" / "node2" / "server.log").read_text(),
+                   timeout=20, message="the broker's log line for the plaintext client")
+    finally:
+        up.send_signal(signal.SIGINT)
+        code = up.wait(90)
+    assert code == 0, "".join(lines)
+    for i in (1, 2):
+        log = (tmp_path / "c" / f"node{i}" / "server.log").read_text()
+        assert "shut down cleanly" in log, log[-2000:]
+        assert password not in log
+
+    # Again, --json: the same cluster, CA and password, and the config works as given.
+    again = subprocess.Popen(
+        [sys.executable, "-m", "kavka", "cluster", "up", "--secure", "--json", "--nodes", "2",
+         "--data-dir", str(tmp_path / "c"), "--base-port", str(base)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    out: list[str] = []
+    threading.Thread(target=lambda: [out.append(x) for x in again.stdout], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        data = json.loads(wait_until(lambda: out[:1], timeout=90, message="the JSON line of cluster up --json")[0])
+        sec = data["secure"]
+        assert data["cluster_id"] == (tmp_path / "c" / "cluster.id").read_text().strip()
+        assert sec["librdkafka_config"] == printed
+        assert sec["client_properties"] == str(secure / "client.properties")
+        assert sec["librdkafka_properties"] == str(secure / "librdkafka.properties")
+        assert sec["ca_location"] == printed["ssl.ca.location"]
+        assert _produce_consume(sec["librdkafka_config"], "secured", [b"after restart"], before=50) == values + [b"after restart"]
+    finally:
+        again.send_signal(signal.SIGINT)
+        code = again.wait(90)
+        err = again.stderr.read() if again.stderr else ""
+    assert code == 0, err
+    for i in (1, 2):
+        assert password not in (tmp_path / "c" / f"node{i}" / "server.log").read_text()

@@ -6,13 +6,17 @@ controller ports 100 above), formats every node with one cluster id (kept in
 `<data-dir>/cluster.id`, so a second `up` restarts the same cluster), starts
 the nodes as `kavka server start` processes, waits until each is ready,
 prints the bootstrap servers, and on Ctrl-C (or SIGTERM) stops them all at
-once (each with its controlled shutdown) and waits for each (kavka.local_cluster). `status` asks any node for the brokers (DescribeCluster)
+once (each with its controlled shutdown) and waits for each (kavka.local_cluster). With
+`--secure` the client listeners are SASL_SSL with PLAIN (a generated CA, certificates and admin
+user) and `up` prints the client config, password included, once, to the terminal; `--json` prints
+one line of JSON instead (the paths and the same config). `status` asks any node for the brokers (DescribeCluster)
 and the quorum (DescribeQuorum), like `kafka-metadata-quorum.sh describe
 --status --replication`.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -37,7 +41,11 @@ def cluster() -> None:
 @click.option("--data-dir", required=True, type=click.Path(path_type=Path), help="Where the nodes keep their data.")
 @click.option("--base-port", default=9092, show_default=True, type=int, help="Client port of node 1 (node i: +i-1).")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="A config for every node (repeatable).")
-def up(nodes: int, controllers: int | None, racks: str | None, data_dir: Path, base_port: int, overrides: tuple[str, ...]) -> None:
+@click.option("--secure", is_flag=True,
+              help="Client listeners SASL_SSL with PLAIN: a generated CA, certificates and admin user; prints the client config.")
+@json_option
+def up(nodes: int, controllers: int | None, racks: str | None, data_dir: Path, base_port: int, overrides: tuple[str, ...],
+       secure: bool, as_json: bool) -> None:
     """Start a local cluster; Ctrl-C stops every node (each with a controlled shutdown)."""
     from kavka.local_cluster import LocalCluster, LocalClusterError
 
@@ -55,12 +63,18 @@ def up(nodes: int, controllers: int | None, racks: str | None, data_dir: Path, b
         racks=[r.strip() for r in racks.split(",")] if racks else None,
         overrides=props,
         on_event=lambda message: click.echo(message, err=True),
+        secure=secure,
     )
     try:
         bootstrap = local.start()
         shape = f"{nodes} nodes" if controllers is None else f"{controllers} controllers + {nodes} brokers"
-        click.echo(f"cluster {local.cluster_id}: {shape}, logs in {local.data_dir}/node*/server.log")
-        click.echo(f"bootstrap servers: {bootstrap}")
+        if as_json:
+            click.echo(json.dumps(_up_json(local, shape)))
+        else:
+            click.echo(f"cluster {local.cluster_id}: {shape}, logs in {local.data_dir}/node*/server.log")
+            if local.security is not None:
+                _print_security(local)
+            click.echo(f"bootstrap servers: {bootstrap}")
         click.echo("Ctrl-C stops every node.", err=True)
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -79,6 +93,42 @@ def up(nodes: int, controllers: int | None, racks: str | None, data_dir: Path, b
         pass
     finally:
         local.stop()
+
+
+def _up_json(local: Any, shape: str) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "cluster_id": local.cluster_id,
+        "shape": shape,
+        "bootstrap_servers": local.bootstrap,
+        "logs": [str(local.data_dir / f"node{i}" / "server.log") for i in sorted(local.procs)],
+        "secure": None,
+    }
+    sec = local.security
+    if sec is not None:
+        data["secure"] = {
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "PLAIN",
+            "ca_location": str(sec.ca),
+            "client_properties": str(sec.client_properties),
+            "librdkafka_properties": str(sec.librdkafka_properties),
+            "librdkafka_config": sec.librdkafka_config(local.bootstrap),
+            "plaintext_internal_bootstrap_servers": local.internal_bootstrap,
+        }
+    return data
+
+
+def _print_security(local: Any) -> None:
+    """The client config of a secure cluster, password included: shown here, once, and in the 0600
+    files; the nodes' logs never carry it."""
+    sec = local.security
+    click.echo(f"security: client listeners SASL_SSL with PLAIN; CA, keys and client configs in {local.secure_dir} (keys 0600)")
+    click.echo(f"client config for Java clients and kafka-*.sh --command-config: {sec.client_properties}")
+    click.echo(f"client config for librdkafka (confluent-kafka, kcat -F): {sec.librdkafka_properties}")
+    click.echo("confluent-kafka / librdkafka settings:")
+    for k, v in sec.librdkafka_config(local.bootstrap).items():
+        click.echo(f"  {k}={v}")
+    click.echo(f"kavka's own commands speak neither TLS nor SASL yet: point them at the unauthenticated PLAINTEXT "
+               f"inter-broker listeners on loopback, --bootstrap-server {local.internal_bootstrap}")
 
 
 @cluster.command(name="status")
