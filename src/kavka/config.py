@@ -314,6 +314,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("advertised.listeners", _LST, None, "what clients are told; defaults to listeners"),
         _b("listener.security.protocol.map", _LST, None, "listener name to protocol"),
         _b("inter.broker.listener.name", _S, None, "listener followers fetch from (default: the first listener that is not a controller listener)"),
+        _b("security.inter.broker.protocol", _S, "PLAINTEXT", "the inter-broker listener is the one named so (exclusive with "
+           "inter.broker.listener.name; kavka's default, unset: the first listener that is not a controller listener)",
+           one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+        _b("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", "SASL mechanism of kavka's connections to other brokers "
+           "when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL (PLAIN)"),
+        _b("sasl.mechanism.controller.protocol", _S, "GSSAPI", "SASL mechanism of connections to controllers "
+           "(a SASL controller listener is not supported by kavka yet)"),
         _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2): reported in Metadata and DescribeCluster, used by rack-aware placement"),
         _b("replica.selector.class", ConfigType.CLASS, None, "KIP-392: how a leader picks a replica for a consumer's fetches (with client.rack); unset: the leader serves them", _replica_selector),
         _b("broker.replica.placer", _S, "striped", "replica placer of the controller (KIP-879): simple, striped, multi-level or an importable module:Class",
@@ -463,7 +470,8 @@ def _enabled_protocols(v: list[str]) -> str | None:
 
 
 def _endpoint_identification(v: str) -> str | None:
-    # Kafka's server ignores it for incoming connections; kavka's brokers make no TLS connections.
+    # Incoming connections ignore it (as Kafka's server); kavka's own outgoing connections check
+    # the peer's host name against its certificate with https.
     return None if v in ("", "https") else "only https (the default) or empty are known"
 
 
@@ -492,7 +500,8 @@ SSL_CONFIGS: dict[str, ConfigDef] = {
         _ssl("ssl.principal.mapping.rules", _S, "DEFAULT", "RULE:pattern/replacement/[LU],...,DEFAULT: a client certificate's DN to a user name",
              rules_problem),
         _ssl("ssl.endpoint.identification.algorithm", _S, "https",
-             "accepted for Kafka's files: a server does not check its clients' host names", _endpoint_identification),
+             "https: kavka's outgoing connections check the peer's host name against its certificate; empty: they do not",
+             _endpoint_identification),
     ]
 }
 BROKER_CONFIGS.update(SSL_CONFIGS)
@@ -540,16 +549,10 @@ def _security_refusal(key: str, raw: str) -> str | None:
     m = _LISTENER_SSL_RE.match(key)
     if m and m["key"] in SSL_CONFIGS:
         return None
-    if key == "security.inter.broker.protocol":
-        if raw.strip().upper() == "PLAINTEXT":
-            return None  # asks for what kavka does
-        return ("brokers do not speak TLS or SASL to each other yet, so this is not supported by kavka yet; "
-                "use PLAINTEXT between brokers (clients may use an SSL listener)")
-    if key in (SASL_MECHANISMS_KEY, "sasl.server.max.receive.size") or _LISTENER_SASL_RE.match(key):
+    if key in (SASL_MECHANISMS_KEY, "sasl.server.max.receive.size", "security.inter.broker.protocol", *_SASL_INTER_BROKER_KEYS):
+        return None  # honoured, or refused by _check_listener_security when they would have no effect
+    if _LISTENER_SASL_RE.match(key):
         return None
-    if key in _SASL_INTER_BROKER_KEYS:
-        return ("brokers and controllers do not speak SASL to each other yet (the inter-broker and controller "
-                "listeners are PLAINTEXT), so this key would have no effect; remove it")
     if key == "sasl.jaas.config" or (key.startswith("listener.name.") and key.endswith(".sasl.jaas.config")):
         # Never the value: it holds passwords.
         return ("this form is not supported by kavka: a broker's JAAS entry is read only as "
@@ -696,6 +699,44 @@ class BrokerConfig:
         except JaasError as e:
             raise ConfigError(key, f"invalid JAAS entry: {e}") from None
 
+    def broker_login(self, listener: str) -> tuple[str, str]:
+        """The broker's own PLAIN login on `listener` (PlainLoginModule's `username`/`password`
+        options): what its connections to other brokers authenticate with. ConfigError naming the
+        key, never showing its text."""
+        key = self.sasl_key(listener, PLAIN_JAAS_KEY)
+        self.plain_users(listener)  # the entry parses and is a PlainLoginModule
+        options = parse_jaas_config(str(self.sasl_value(listener, PLAIN_JAAS_KEY))).options
+        username, password = options.get("username"), options.get("password")
+        if not username or not password:
+            raise ConfigError(key, f"{listener} is the inter-broker listener: its entry needs the broker's own login, "
+                              'username="..." password="..." (what this broker authenticates to the others with)')
+        return username, password
+
+    def outgoing_inter_broker_listener(self) -> str | None:
+        """The listener kavka's connections to other brokers use (None without the broker role):
+        inter.broker.listener.name, else the listener named security.inter.broker.protocol if set,
+        else the first listener that is not a controller listener (kavka's default)."""
+        if "broker" not in self.values["process.roles"]:
+            return None
+        ibl = self.values["inter.broker.listener.name"]
+        if ibl:
+            return str(ibl).upper()
+        if "security.inter.broker.protocol" in self.explicit:
+            return str(self.values["security.inter.broker.protocol"]).upper()
+        controllers = {n.upper() for n in self.values["controller.listener.names"]}
+        first = next((ep for ep in self.listeners if ep.name not in controllers), None)
+        return first.name if first is not None else None
+
+    def outgoing_controller_listener(self) -> str | None:
+        """The listener kavka's connections to controllers use (Kafka: the first of
+        controller.listener.names), or None when this node talks to no other controller (a
+        single-node quorum)."""
+        names = self.values["controller.listener.names"]
+        voters = parse_voters(self.values["controller.quorum.voters"])
+        if not names or not set(voters) - {self.node_id}:
+            return None
+        return str(names[0]).upper()
+
     def ssl_key(self, listener: str, key: str) -> str:
         """The config key that sets `key` (an ssl.* name) for `listener`: its own prefixed key if set."""
         own = f"listener.name.{listener.lower()}.{key}"
@@ -809,35 +850,60 @@ def _protocol_map(cfg: BrokerConfig) -> dict[str, str]:
 
 
 def _check_listener_security(cfg: BrokerConfig) -> None:
-    """Listeners are PLAINTEXT, or SSL for clients only (Kafka's listener.security.protocol.map rules)."""
+    """Listeners' protocols (Kafka's listener.security.protocol.map rules) and the listeners kavka's
+    own connections use: to brokers the inter-broker listener (SSL, SASL_PLAINTEXT or SASL_SSL with
+    sasl.mechanism.inter.broker.protocol), to controllers the first controller listener (PLAINTEXT or
+    SSL: the controller listener serves no SASL yet). Keys that would have no effect are refused."""
     _protocol_map(cfg)  # validates the map
     ssl_names = {ep.name for ep in cfg.ssl_listeners()}
     sasl_names = {ep.name for ep in cfg.sasl_listeners()}
-    secure = ssl_names | sasl_names
     controllers = {n.upper() for n in cfg.values["controller.listener.names"]}
-    for name in sorted(secure & controllers):
+    for name in sorted(sasl_names & controllers):
         raise ConfigError(
             "controller.listener.names",
             f"{name} asks for {cfg.security_protocol(name)}, which is not supported by kavka yet on a controller listener "
-            "(kavka's own KRaft connections speak neither TLS nor SASL); map it to PLAINTEXT",
+            "(it serves PLAINTEXT or SSL, with mutual TLS if ssl.client.auth=required); map it to SSL or PLAINTEXT",
         )
-    ibl = (cfg.values["inter.broker.listener.name"] or "").upper()
-    if not ibl:
-        first = next((ep for ep in cfg.listeners if ep.name not in controllers), None)
-        if first is not None and first.name in secure and "broker" in cfg.values["process.roles"]:
-            raise ConfigError(
-                "listeners",
-                f"{first} would be the inter-broker listener (the first listener that is not a controller listener, "
-                f"as inter.broker.listener.name is unset) and asks for {cfg.security_protocol(first.name)}, which is not "
-                "supported by kavka yet between brokers; list a PLAINTEXT listener first or set inter.broker.listener.name to one",
-            )
-    elif ibl in secure:
+    ctl = cfg.outgoing_controller_listener()
+    if ctl is not None and cfg.security_protocol(ctl) in _SASL_PROTOCOLS:
         raise ConfigError(
-            "inter.broker.listener.name",
-            f"{ibl} asks for {cfg.security_protocol(ibl)}, which is not supported by kavka yet between brokers "
-            "(kavka's own outgoing connections speak neither TLS nor SASL); name a PLAINTEXT listener",
+            "controller.listener.names",
+            f"{ctl} asks for {cfg.security_protocol(ctl)}, which is not supported by kavka yet on a controller listener "
+            "(kavka's connections to controllers speak PLAINTEXT or SSL); map it to SSL or PLAINTEXT",
         )
-    _check_ssl_keys(cfg, ssl_names)
+    if "sasl.mechanism.controller.protocol" in cfg.explicit:
+        raise ConfigError(
+            "sasl.mechanism.controller.protocol",
+            "a controller listener cannot be SASL_PLAINTEXT or SASL_SSL in kavka yet, so this key would have no effect; remove it",
+        )
+    sibp = "security.inter.broker.protocol"
+    if sibp in cfg.explicit and cfg.values["inter.broker.listener.name"]:
+        raise ConfigError(sibp, "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set (Kafka's rule)")
+    if sibp in cfg.explicit and "broker" in cfg.values["process.roles"]:
+        wanted = cfg.values[sibp].upper()
+        if wanted not in {ep.name for ep in cfg.listeners}:
+            raise ConfigError(sibp, f"{wanted}: the inter-broker listener is the listener named after the protocol, and "
+                              f"no listener is named {wanted}; name one so or set inter.broker.listener.name")
+    ibl = cfg.outgoing_inter_broker_listener()
+    mech_key = "sasl.mechanism.inter.broker.protocol"
+    if ibl is not None and cfg.security_protocol(ibl) in _SASL_PROTOCOLS:
+        mechanism = cfg.values[mech_key]
+        if mechanism not in SUPPORTED_SASL_MECHANISMS:
+            unset = "" if mech_key in cfg.explicit else " (Kafka's default, which needs Kerberos)"
+            raise ConfigError(mech_key, f"mechanism {mechanism}{unset} is not supported by kavka yet; the inter-broker "
+                              f"listener {ibl} is {cfg.security_protocol(ibl)}: set it to "
+                              f"{' or '.join(SUPPORTED_SASL_MECHANISMS)}")
+        enabled = cfg.sasl_value(ibl, SASL_MECHANISMS_KEY) or []
+        if mechanism not in enabled:
+            raise ConfigError(mech_key, f"{mechanism} must be included in {cfg.sasl_key(ibl, SASL_MECHANISMS_KEY)} "
+                              f"when SASL is used for inter-broker communication (listener {ibl})")
+        cfg.broker_login(ibl)
+    elif mech_key in cfg.explicit:
+        proto = cfg.security_protocol(ibl) if ibl else "none (no broker role)"
+        raise ConfigError(mech_key, f"the inter-broker listener {ibl} is {proto}, not SASL_PLAINTEXT or SASL_SSL, "
+                          "so this key would have no effect; remove it")
+    outgoing_tls = {n for n in (ibl, ctl) if n is not None and cfg.security_protocol(n) in ("SSL", "SASL_SSL")}
+    _check_ssl_keys(cfg, ssl_names | outgoing_tls)
     _check_sasl_keys(cfg, sasl_names)
 
 

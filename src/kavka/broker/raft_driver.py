@@ -21,6 +21,13 @@ Owned by the node (broker/node.py), which starts it after storage is open
 and stops it last; `after_poll` (the controller's) runs after every poll.
 A node whose only voter is itself opens no listener. Called from one event
 loop.
+
+Security: the controller listener serves TLS when its protocol is SSL (`server_tls`, the
+listener's ListenerTls from kavka.broker.tls, its context read per accept so a reloaded keystore
+serves new connections; `ssl.client.auth=required` makes it mutual TLS), and the connections to
+peer voters go through `security` (kavka.client.security: the same listener's client side). A
+failed TLS handshake, either way, closes that connection and is logged (outgoing: once per peer
+until a connection succeeds); the core retries by its timers.
 """
 
 from __future__ import annotations
@@ -28,10 +35,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import ssl
 import struct
 from collections.abc import Callable
 from typing import Any
 
+from kavka.client.security import PLAINTEXT, ClientSecurity, open_async
 from kavka.protocol.framing import decode_body, encode_entity, encode_request, read_request_header
 from kavka.raft import codec
 from kavka.raft import messages as m
@@ -44,6 +54,7 @@ _I32 = struct.Struct(">i")
 _MAX_FRAME = 64 * 1024 * 1024
 _REQUEST_SCHEMAS = {cls.__api_key__: cls for cls in codec.API_VERSIONS}
 _CLIENT_ID = "kavka-raft"
+_TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 def _sender(msg: m.Message) -> int:
@@ -75,7 +86,13 @@ class RaftDriver:
         after_poll: Callable[[], None] = lambda: None,
         controller_apis: Any = None,
         rpc_schemas: dict[int, tuple[type, type]] | None = None,
+        security: ClientSecurity = PLAINTEXT,
+        server_tls: Any = None,
     ) -> None:
+        self.security = security  # how this node reaches its peers' controller listener
+        self.server_tls = server_tls  # the controller listener's ListenerTls (SSL), or None
+        self._peer_failure: dict[int, str] = {}  # peer -> the last connection failure logged
+        self._tls_sock: socket.socket | None = None  # the controller listener's socket when it serves TLS
         self.controller_apis = controller_apis  # answers other Kafka requests on this listener
         self._rpc_schemas = rpc_schemas or {}
         self.client = client
@@ -98,9 +115,53 @@ class RaftDriver:
 
     async def start(self) -> None:
         if self.listen:
-            self._server = await asyncio.start_server(self._serve, self.host, self.port)
-            self.port = self._server.sockets[0].getsockname()[1]
+            if self.server_tls is not None:
+                await self._start_tls_server()
+            else:
+                self._server = await asyncio.start_server(self._serve, self.host, self.port)
+                self.port = self._server.sockets[0].getsockname()[1]
         self._task = asyncio.create_task(self._run(), name="raft-driver")
+
+    async def _start_tls_server(self) -> None:
+        """The controller listener with TLS: accept here and hand each socket to its own handshake
+        task with the listener's current context (a reloaded keystore serves the next accept), as
+        kavka.broker.server does; a failed handshake is one WARNING line and that connection."""
+        loop = asyncio.get_running_loop()
+        sock = socket.create_server((self.host, self.port), reuse_port=False)
+        sock.setblocking(False)
+        self._tls_sock = sock
+        self.port = sock.getsockname()[1]
+        self._spawn(self._accept_tls(sock, loop))
+
+    async def _accept_tls(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        while not self._stopping:
+            try:
+                conn, peer = await loop.sock_accept(sock)
+            except OSError as e:
+                if self._stopping:
+                    return
+                log.error("controller listener: accept failed (%s); retrying in 100 ms", e)
+                await asyncio.sleep(0.1)
+                continue
+            conn.setblocking(False)
+            self._spawn(self._tls_handshake(conn, peer, loop))
+
+    async def _tls_handshake(self, conn: socket.socket, peer: Any, loop: asyncio.AbstractEventLoop) -> None:
+        assert self.server_tls is not None
+        reader = asyncio.StreamReader(limit=2**16)
+        protocol = asyncio.StreamReaderProtocol(reader, self._serve)
+        try:
+            await loop.connect_accepted_socket(
+                lambda: protocol, conn, ssl=self.server_tls.context, ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S
+            )
+        except ssl.SSLError as e:  # Kafka logs "Failed authentication with ... (SSL handshake failed)"
+            log.warning("closing connection from %s:%s on the controller listener: TLS handshake failed (%s)",
+                        peer[0], peer[1], e.reason or e)
+            conn.close()
+        except (TimeoutError, OSError) as e:
+            log.info("closing connection from %s:%s on the controller listener: TLS handshake not completed (%s)",
+                     peer[0], peer[1], str(e) or type(e).__name__)
+            conn.close()
 
     @property
     def task(self) -> asyncio.Task[None]:
@@ -185,6 +246,8 @@ class RaftDriver:
             for t in list(self._tasks):
                 t.cancel()
             await asyncio.wait(list(self._tasks), timeout=1.0)  # rounds: a swallowed cancel is repeated
+        if self._tls_sock is not None:
+            self._tls_sock.close()  # after its accept task is cancelled
         if self._server is not None:
             # Waits for every accepted connection's transport to close; bounded, so a peer's
             # connection accepted in the last moment cannot hold the node's shutdown.
@@ -277,10 +340,18 @@ class RaftDriver:
         if existing is not None and not existing.is_closing():
             self._send(existing, env)
             return
+        host, port = self.peers[peer]
         try:
-            reader, writer = await asyncio.open_connection(*self.peers[peer])
-        except OSError:
+            reader, writer, _session = await open_async(host, port, self.security, client_id=_CLIENT_ID)
+        except (OSError, EOFError, asyncio.IncompleteReadError) as e:
+            if isinstance(e, ConnectionError) and not isinstance(e, ConnectionRefusedError | ConnectionResetError):
+                # a TLS or SASL refusal: say so once per peer, not at every retry of the core's timers
+                if self._peer_failure.get(peer) != str(e):
+                    self._peer_failure[peer] = str(e)
+                    log.warning("cannot connect to voter %d at %s:%d: %s; retrying", peer, host, port, e)
             return  # the core retries by its timers
+        if self._peer_failure.pop(peer, None) is not None:
+            log.info("connected to voter %d at %s:%d again", peer, host, port)
         self._out[peer] = writer
         self._send(writer, env)
         self._spawn(self._read_responses(peer, reader, writer))
