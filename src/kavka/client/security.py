@@ -163,7 +163,8 @@ def plain(listener: str, protocol: str, username: str, password: str, ssl_contex
 
 def scram(listener: str, protocol: str, mechanism: str, username: str, password: str,
           ssl_context: ssl.SSLContext | None = None) -> ClientSecurity:
-    ScramClient(mechanism, "", "")  # refuses an unknown mechanism now, not at the first connection
+    if mechanism not in (SCRAM_SHA_256, SCRAM_SHA_512):  # refused now, not at the first connection
+        raise ValueError(f"unknown SCRAM mechanism {mechanism}")
     return ClientSecurity(listener, protocol, ssl_context, mechanism, lambda: ScramClient(mechanism, username, password))
 
 
