@@ -227,9 +227,13 @@ def test_a_refused_authentication_names_peer_listener_and_mechanism_never_the_pa
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory):  # noqa: ANN001, ANN201
+def ca() -> CA:
+    return CA.create()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory, ca):  # noqa: ANN001, ANN201
     d = tmp_path_factory.mktemp("pki")
-    ca = CA.create()
     (d / "ca.pem").write_bytes(ca.pem())
     write_pem_keystore(d / "node.pem", ca.issue("localhost", client_too=True))  # SANs localhost, 127.0.0.1
     return d
@@ -300,3 +304,36 @@ def test_a_peer_signed_by_another_ca_is_refused(pki, tmp_path) -> None:  # noqa:
     with pytest.raises(TlsHandshakeFailed) as e:
         asyncio.run(_connect(_tls_config(tmp_path), _tls_config(pki), "127.0.0.1"))
     assert "CERTIFICATE_VERIFY_FAILED" in str(e.value) or "certificate verify failed" in str(e.value)
+
+
+def test_a_reloaded_keystore_is_the_client_certificate_of_the_next_connection(pki, ca, tmp_path) -> None:  # noqa: ANN001
+    from kavka.broker.tls import reload_client_keystore
+
+    server_cfg = _tls_config(pki, **{"ssl.client.auth": "required"})
+    client_cfg = _tls_config(pki)
+    renewed = write_pem_keystore(tmp_path / "renewed.pem", ca.issue("renewed", client_too=True))
+    seen: list[str] = []
+
+    async def run() -> None:
+        tls = build_listener_tls(server_cfg)["SSL"]
+
+        async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            cert = writer.get_extra_info("peercert")
+            seen.append(dict(x[0] for x in cert["subject"])["commonName"])
+            writer.close()
+
+        server = await asyncio.start_server(on_conn, "127.0.0.1", 0, ssl=tls.context)
+        port = server.sockets[0].getsockname()[1]
+        sec = build_client_security(client_cfg, "SSL")
+        try:
+            for _ in range(2):
+                _r, w, _s = await open_async("127.0.0.1", port, sec, client_id="t")
+                await _r.read()
+                w.close()
+                reload_client_keystore(sec.ssl_context, client_cfg, "SSL",
+                                       {"listener.name.ssl.ssl.keystore.location": str(renewed)})
+        finally:
+            server.close()
+
+    asyncio.run(run())
+    assert seen == ["localhost", "renewed"]

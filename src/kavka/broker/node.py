@@ -561,6 +561,20 @@ class BrokerNode:
                 log.error("listener %s: keystore not reloaded, still serving the previous one: %s", name, e)
                 continue
             _swap(name, tls, new)
+            self._reload_client_keystore(name, overrides)
+
+    def _reload_client_keystore(self, listener: str, overrides: dict[str, Any]) -> None:
+        """The reloaded keystore is also this node's client certificate on its own connections
+        through that listener (Kafka's brokers share one SslFactory per listener): loaded into the
+        client context in place, so the next connection presents it."""
+        from kavka.broker.tls import TlsConfigError, reload_client_keystore
+
+        for sec in (self.inter_broker_security, self.controller_security):
+            if sec.listener == listener and sec.ssl_context is not None:
+                try:
+                    reload_client_keystore(sec.ssl_context, self.config, listener, overrides)
+                except TlsConfigError as e:  # checked when altered; the client keeps its previous one
+                    log.error("listener %s: client keystore not reloaded: %s", listener, e)
 
     def check_keystore_alter(
         self, resource_type: int, resource_name: str, ops: list[tuple[str, int, str | None]], *, validate_only: bool = False
@@ -604,6 +618,7 @@ class BrokerNode:
                 check_reconfigurable(current, new)
                 if not validate_only and new.keystore == (current.keystore or {}) and new.keystore_mtime != current.keystore_mtime:
                     _swap(name, current, new)
+                    self._reload_client_keystore(name, dynamic_keystore(configs, name))
             except TlsConfigError as e:
                 return ApiResult(ErrorCode.invalid_request, f"Validation of dynamic config update of SSLFactory failed: {e}")
             except Exception as e:  # a value the parser refuses (the controller would say the same)

@@ -256,6 +256,12 @@ def build_client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     return ctx
 
 
+def reload_client_keystore(ctx: ssl.SSLContext, config: BrokerConfig, listener: str, overrides: dict[str, Any]) -> None:
+    """Load the listener's (dynamically altered) keystore into a client context in place: the
+    next connection made with it presents the new certificate; open ones keep theirs."""
+    _load_keystore(ctx, _Keys(config, listener, dict(overrides)))
+
+
 def build_client_security(config: BrokerConfig, listener: str) -> ClientSecurity:
     """How this node's connections reach `listener` on its peers: TLS for SSL and SASL_SSL, the
     broker's own login for SASL (sasl.mechanism.inter.broker.protocol; kavka.config validated it)."""
