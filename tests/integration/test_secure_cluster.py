@@ -218,8 +218,11 @@ def test_a_peer_outside_the_trust_is_refused_by_tls(cluster: SecureCluster, whic
     try:
         if which == "untrusted certificate":
             voters = [cluster.nodes[i] for i in cluster.ctl_ports if cluster.nodes[i].alive()]
-            wait_until(lambda: any("on the controller listener: TLS handshake failed" in "".join(v.output) for v in voters),
+            wait_until(lambda: any("on the controller listener: TLS handshake failed (CERTIFICATE_VERIFY_FAILED)"
+                                   in "".join(v.output) for v in voters),
                        timeout=30, message="a voter refuses the rogue certificate")
+            wait_until(lambda: "did it refuse this node's certificate?" in "".join(node.output), timeout=30,
+                       message="the refused node says why it cannot reach the voters")
         else:
             wait_until(lambda: "on listener CONTROLLER failed" in "".join(node.output) and "CERTIFICATE_VERIFY_FAILED"
                        in "".join(node.output), timeout=30, message="the node refuses the voters' certificates")

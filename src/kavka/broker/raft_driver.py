@@ -350,13 +350,12 @@ class RaftDriver:
                     self._peer_failure[peer] = str(e)
                     log.warning("cannot connect to voter %d at %s:%d: %s; retrying", peer, host, port, e)
             return  # the core retries by its timers
-        if self._peer_failure.pop(peer, None) is not None:
-            log.info("connected to voter %d at %s:%d again", peer, host, port)
         self._out[peer] = writer
         self._send(writer, env)
         self._spawn(self._read_responses(peer, reader, writer))
 
     async def _read_responses(self, peer: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answered = False
         try:
             while True:
                 frame = await _read_frame(reader)
@@ -370,8 +369,17 @@ class RaftDriver:
                 entity = decode_body(schema, frame, 5)
                 msg = codec.decode(entity, request=request)
                 self._inbox.put_nowait(m.Envelope(peer, self.client.node_id, corr, msg))
-        except (OSError, EOFError, asyncio.IncompleteReadError, ValueError):
-            pass
+                answered = True
+                if self._peer_failure.pop(peer, None) is not None:  # an answer: the connection works
+                    log.info("connected to voter %d again", peer)
+        except (OSError, EOFError, asyncio.IncompleteReadError, ValueError) as e:
+            if not answered and self.security.ssl_context is not None and not self._stopping:
+                # With TLS 1.3 a peer that refuses this node's certificate does so after the
+                # handshake, and asyncio reports only the closed connection.
+                why = f"closed before answering ({type(e).__name__}): did it refuse this node's certificate? see its log"
+                if self._peer_failure.get(peer) != why:
+                    self._peer_failure[peer] = why
+                    log.warning("connection to voter %d on listener %s: %s; retrying", peer, self.security.listener, why)
         finally:
             if self._out.get(peer) is writer:
                 del self._out[peer]
