@@ -337,3 +337,51 @@ def test_a_reloaded_keystore_is_the_client_certificate_of_the_next_connection(pk
 
     asyncio.run(run())
     assert seen == ["localhost", "renewed"]
+
+
+# ------------------------------------------------------------------ the CLI's --command-config
+
+
+@pytest.mark.parametrize(
+    ("props", "key", "words"),
+    [
+        ({"bootstrap.servers": "x:1"}, "bootstrap.servers", "not supported"),
+        ({"security.protocol": "SASL_SSLX"}, "security.protocol", "is not one of"),
+        ({"sasl.mechanism": "PLAIN"}, "sasl.mechanism", "no effect"),
+        ({"security.protocol": "SASL_PLAINTEXT", "ssl.truststore.location": "/ca.pem"}, "ssl.truststore.location", "no effect"),
+        ({"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": "x"}, "sasl.mechanism", "GSSAPI (Kafka's default"),
+        ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}, "sasl.jaas.config", "missing"),
+        ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config":
+          f'org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="{SECRET}";'},
+         "sasl.jaas.config", "ScramLoginModule"),
+        ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config":
+          f'org.apache.kafka.common.security.plain.PlainLoginModule required password="{SECRET}";'}, "sasl.jaas.config", "username"),
+        ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": f'x required password="{SECRET}"'},
+         "sasl.jaas.config", "position"),
+        ({"security.protocol": "SSL", "ssl.truststore.location": "/etc/ca.jks"}, "ssl.truststore.type", "keytool"),
+        ({"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": "/nonexistent/ca.pem"},
+         "ssl.truststore.location", "cannot read"),
+    ],
+)
+def test_command_config_refusals_name_the_key(props, key, words) -> None:  # noqa: ANN001
+    from kavka.cli.command_config import CommandConfigError, client_security
+
+    with pytest.raises(CommandConfigError) as e:
+        client_security(props)
+    assert e.value.key == key and words in str(e.value)
+    assert SECRET not in str(e.value)
+
+
+def test_command_config_builds_plain_and_scram_clients(pki) -> None:  # noqa: ANN001
+    from kavka.cli.command_config import client_security
+
+    sec = client_security({"security.protocol": "SASL_SSL", "ssl.truststore.type": "PEM",
+                           "ssl.truststore.location": str(pki / "ca.pem"), "sasl.mechanism": "PLAIN",
+                           "sasl.jaas.config": f'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                               f'username="alice" password="{SECRET}";'})
+    assert sec.ssl_context is not None and sec.mechanism == PLAIN
+    assert sec.sasl().evaluate(b"") == b"\0alice\0" + SECRET.encode()
+    sec = client_security({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+                           "sasl.jaas.config": f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                               f'username="alice" password="{SECRET}";'})
+    assert sec.ssl_context is None and isinstance(sec.sasl(), ScramClient)

@@ -238,7 +238,29 @@ def build_client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     certificate must chain to the truststore (the system's CAs without one), its host name is checked
     when ssl.endpoint.identification.algorithm=https, and the keystore, if set, is presented when
     the peer asks for a client certificate. TlsConfigError naming the key."""
-    keys = _Keys(config, listener, {})
+    return _client_context(_Keys(config, listener, {}))
+
+
+@dataclass(frozen=True, slots=True)
+class _PropertyKeys:
+    """A client's properties (`--command-config`) seen as _Keys: typed ssl.* values by their own names."""
+
+    values: dict[str, Any]
+
+    def value(self, key: str) -> Any:
+        return self.values[key] if key in self.values else SSL_CONFIGS[key].default
+
+    def name(self, key: str) -> str:
+        return key
+
+
+def build_client_context_from_properties(values: dict[str, Any]) -> ssl.SSLContext:
+    """A Kafka client's ssl.* properties (typed by SSL_CONFIGS) -> its SSLContext, as
+    `build_client_context` (TlsConfigError naming the key)."""
+    return _client_context(_PropertyKeys(values))
+
+
+def _client_context(keys: Any) -> ssl.SSLContext:
     value, name = keys.value, keys.name
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     enabled = [_VERSIONS[p] for p in value("ssl.enabled.protocols")]
