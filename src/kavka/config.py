@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from kavka.common import ConfigSource, ConfigType
 from kavka.principal import rules_problem
-from kavka.sasl import PLAIN, JaasError, PlainUsers, parse_jaas_config
+from kavka.sasl import PLAIN, PLAIN_LOGIN_MODULE, JaasError, PlainUsers, parse_jaas_config
 
 log = logging.getLogger("kavka.config")
 
@@ -704,12 +704,20 @@ class BrokerConfig:
         options): what its connections to other brokers authenticate with. ConfigError naming the
         key, never showing its text."""
         key = self.sasl_key(listener, PLAIN_JAAS_KEY)
-        self.plain_users(listener)  # the entry parses and is a PlainLoginModule
-        options = parse_jaas_config(str(self.sasl_value(listener, PLAIN_JAAS_KEY))).options
-        username, password = options.get("username"), options.get("password")
+        text = self.sasl_value(listener, PLAIN_JAAS_KEY)
+        if not text:
+            raise ConfigError(key, f"missing: kavka's connections through {listener} log in with its "
+                              f'{PLAIN_LOGIN_MODULE} required username="..." password="...";')
+        try:
+            entry = parse_jaas_config(str(text))
+        except JaasError as e:
+            raise ConfigError(key, f"invalid JAAS entry: {e}") from None
+        if entry.login_module != PLAIN_LOGIN_MODULE:
+            raise ConfigError(key, f"the login module must be {PLAIN_LOGIN_MODULE} for PLAIN, not {entry.login_module}")
+        username, password = entry.options.get("username"), entry.options.get("password")
         if not username or not password:
-            raise ConfigError(key, f"{listener} is the inter-broker listener: its entry needs the broker's own login, "
-                              'username="..." password="..." (what this broker authenticates to the others with)')
+            raise ConfigError(key, f"kavka's own connections through {listener} log in with this entry: it needs the "
+                              'node\'s own login, username="..." password="..." (what it authenticates to the others with)')
         return username, password
 
     def outgoing_inter_broker_listener(self) -> str | None:
@@ -857,25 +865,21 @@ def _check_listener_security(cfg: BrokerConfig) -> None:
     _protocol_map(cfg)  # validates the map
     ssl_names = {ep.name for ep in cfg.ssl_listeners()}
     sasl_names = {ep.name for ep in cfg.sasl_listeners()}
-    controllers = {n.upper() for n in cfg.values["controller.listener.names"]}
-    for name in sorted(sasl_names & controllers):
+    names = [n.upper() for n in cfg.values["controller.listener.names"]]
+    first = names[0] if names else None
+    for name in sorted((sasl_names & set(names)) - {first}):
         raise ConfigError(
             "controller.listener.names",
-            f"{name} asks for {cfg.security_protocol(name)}, which is not supported by kavka yet on a controller listener "
-            "(it serves PLAINTEXT or SSL, with mutual TLS if ssl.client.auth=required); map it to SSL or PLAINTEXT",
+            f"{name} asks for {cfg.security_protocol(name)}, but kavka serves the KRaft RPCs on the first controller "
+            f"listener ({first}) only, so SASL on {name} would have no effect; map it to PLAINTEXT or SSL",
         )
     ctl = cfg.outgoing_controller_listener()
-    if ctl is not None and cfg.security_protocol(ctl) in _SASL_PROTOCOLS:
-        raise ConfigError(
-            "controller.listener.names",
-            f"{ctl} asks for {cfg.security_protocol(ctl)}, which is not supported by kavka yet on a controller listener "
-            "(kavka's connections to controllers speak PLAINTEXT or SSL); map it to SSL or PLAINTEXT",
-        )
-    if "sasl.mechanism.controller.protocol" in cfg.explicit:
-        raise ConfigError(
-            "sasl.mechanism.controller.protocol",
-            "a controller listener cannot be SASL_PLAINTEXT or SASL_SSL in kavka yet, so this key would have no effect; remove it",
-        )
+    ctl_key = "sasl.mechanism.controller.protocol"
+    if first is not None and cfg.security_protocol(first) in _SASL_PROTOCOLS and (first in sasl_names or ctl is not None):
+        _check_sasl_mechanism(cfg, ctl_key, first, served=first in sasl_names, login=ctl is not None, what="controllers")
+    elif ctl_key in cfg.explicit:
+        raise ConfigError(ctl_key, f"the controller listener {first} is {cfg.security_protocol(first) if first else 'unset'}, "
+                          "not SASL_PLAINTEXT or SASL_SSL, so this key would have no effect; remove it")
     sibp = "security.inter.broker.protocol"
     if sibp in cfg.explicit and cfg.values["inter.broker.listener.name"]:
         raise ConfigError(sibp, "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set (Kafka's rule)")
@@ -887,31 +891,39 @@ def _check_listener_security(cfg: BrokerConfig) -> None:
     ibl = cfg.outgoing_inter_broker_listener()
     mech_key = "sasl.mechanism.inter.broker.protocol"
     if ibl is not None and cfg.security_protocol(ibl) in _SASL_PROTOCOLS:
-        mechanism = cfg.values[mech_key]
-        if mechanism not in SUPPORTED_SASL_MECHANISMS:
-            unset = "" if mech_key in cfg.explicit else " (Kafka's default, which needs Kerberos)"
-            raise ConfigError(mech_key, f"mechanism {mechanism}{unset} is not supported by kavka yet; the inter-broker "
-                              f"listener {ibl} is {cfg.security_protocol(ibl)}: set it to "
-                              f"{' or '.join(SUPPORTED_SASL_MECHANISMS)}")
-        enabled = cfg.sasl_value(ibl, SASL_MECHANISMS_KEY) or []
-        if mechanism not in enabled:
-            raise ConfigError(mech_key, f"{mechanism} must be included in {cfg.sasl_key(ibl, SASL_MECHANISMS_KEY)} "
-                              f"when SASL is used for inter-broker communication (listener {ibl})")
-        cfg.broker_login(ibl)
+        _check_sasl_mechanism(cfg, mech_key, ibl, served=True, login=True, what="inter-broker communication")
     elif mech_key in cfg.explicit:
         proto = cfg.security_protocol(ibl) if ibl else "none (no broker role)"
         raise ConfigError(mech_key, f"the inter-broker listener {ibl} is {proto}, not SASL_PLAINTEXT or SASL_SSL, "
                           "so this key would have no effect; remove it")
     outgoing_tls = {n for n in (ibl, ctl) if n is not None and cfg.security_protocol(n) in ("SSL", "SASL_SSL")}
+    outgoing_sasl = {n for n in (ibl, ctl) if n is not None and cfg.security_protocol(n) in _SASL_PROTOCOLS}
     _check_ssl_keys(cfg, ssl_names | outgoing_tls)
-    _check_sasl_keys(cfg, sasl_names)
+    _check_sasl_keys(cfg, sasl_names, outgoing_sasl)
 
 
-def _check_sasl_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
-    """Every SASL key set has an effect; each SASL listener serves only PLAIN and has its users."""
+def _check_sasl_mechanism(cfg: BrokerConfig, key: str, listener: str, *, served: bool, login: bool, what: str) -> None:
+    """The mechanism `key` names for a SASL listener kavka's own connections use (Kafka's rules)."""
+    mechanism = cfg.values[key]
+    if mechanism not in SUPPORTED_SASL_MECHANISMS:
+        unset = "" if key in cfg.explicit else " (Kafka's default, which needs Kerberos)"
+        raise ConfigError(key, f"mechanism {mechanism}{unset} is not supported by kavka yet; the listener {listener} "
+                          f"is {cfg.security_protocol(listener)}: set it to {' or '.join(SUPPORTED_SASL_MECHANISMS)}")
+    if served:
+        enabled = cfg.sasl_value(listener, SASL_MECHANISMS_KEY) or []
+        if mechanism not in enabled:
+            raise ConfigError(key, f"{mechanism} must be included in {cfg.sasl_key(listener, SASL_MECHANISMS_KEY)} "
+                              f"when SASL is used for {what} (listener {listener})")
+    if login:
+        cfg.broker_login(listener)
+
+
+def _check_sasl_keys(cfg: BrokerConfig, sasl_names: set[str], outgoing: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    """Every SASL key set has an effect; each SASL listener served serves only PLAIN and has its users
+    (a listener only kavka's own connections use needs only the login)."""
     for key in sorted(cfg.listener_sasl):
         listener = key.split(".")[2].upper()
-        if listener not in sasl_names:
+        if listener not in sasl_names and not (listener in outgoing and key.endswith(PLAIN_JAAS_KEY)):
             raise ConfigError(key, f"{listener} is not a listener whose protocol is SASL_PLAINTEXT or SASL_SSL, so this key would have no effect")
     if not sasl_names:
         for key in sorted(cfg.explicit & {SASL_MECHANISMS_KEY, "sasl.server.max.receive.size"}):

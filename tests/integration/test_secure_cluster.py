@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import base64
 import os
+import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +29,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kavka.protocol.framing import encode_request
 from tests.broker_harness import BrokerProcess, free_port
 from tests.integration.helpers import ck_read_to_end, unique
 from tests.tls_certs import CA, write_pem_keystore
@@ -46,8 +49,9 @@ def internal_jaas(password: str) -> str:
 
 
 class SecureCluster:
-    def __init__(self, root: Path, voters: int = 3) -> None:
+    def __init__(self, root: Path, voters: int = 3, *, internal: str = "SASL_SSL", controller: str = "SSL") -> None:
         self.root = root
+        self.internal, self.controller = internal, controller  # the two listeners' protocols
         self.ca = CA.create()
         self.ca_pem = root / "ca.pem"
         self.ca_pem.write_bytes(self.ca.pem())
@@ -58,8 +62,8 @@ class SecureCluster:
         for i in self.ctl_ports:
             self.nodes[i] = self.node(i)
 
-    def node(self, node_id: int, *, password: str = BROKER_PW, keystore_ca: CA | None = None,
-             truststore: Path | None = None) -> BrokerProcess:
+    def node(self, node_id: int, *, password: str = BROKER_PW, controller_password: str = BROKER_PW,
+             keystore_ca: CA | None = None, truststore: Path | None = None) -> BrokerProcess:
         d = self.root / f"node{node_id}"
         d.mkdir(parents=True, exist_ok=True)
         keystore = write_pem_keystore(d / "node.pem", (keystore_ca or self.ca).issue("localhost", client_too=True))
@@ -68,17 +72,23 @@ class SecureCluster:
         listeners = f"CLIENT://127.0.0.1:{client},INTERNAL://127.0.0.1:{internal}"
         if voter:
             listeners += f",CONTROLLER://127.0.0.1:{self.ctl_ports[node_id]}"
+        sasl: dict[str, str] = {}
+        if self.internal.startswith("SASL_"):
+            sasl["sasl.mechanism.inter.broker.protocol"] = "PLAIN"
+            sasl["listener.name.internal.plain.sasl.jaas.config"] = internal_jaas(password)
+        if self.controller.startswith("SASL_"):
+            sasl["sasl.mechanism.controller.protocol"] = "PLAIN"
+            sasl["listener.name.controller.plain.sasl.jaas.config"] = internal_jaas(controller_password)
         return BrokerProcess(d, node_id=node_id, port=client, overrides={
             "process.roles": "broker,controller" if voter else "broker",
             "listeners": listeners,
-            "listener.security.protocol.map": "CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SSL",
+            "listener.security.protocol.map": f"CLIENT:SASL_SSL,INTERNAL:{self.internal},CONTROLLER:{self.controller}",
             "inter.broker.listener.name": "INTERNAL",
             "controller.listener.names": "CONTROLLER",
             "controller.quorum.voters": self.voters,
             "sasl.enabled.mechanisms": "PLAIN",
-            "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "listener.name.client.plain.sasl.jaas.config": CLIENT_JAAS,
-            "listener.name.internal.plain.sasl.jaas.config": internal_jaas(password),
+            **sasl,
             "listener.name.internal.ssl.client.auth": "required",
             "listener.name.controller.ssl.client.auth": "required",
             "ssl.keystore.type": "PEM",
@@ -231,3 +241,49 @@ def test_a_peer_outside_the_trust_is_refused_by_tls(cluster: SecureCluster, whic
         assert not any(line.startswith("KAVKA_READY") for line in node.output)
     finally:
         node.kill()
+
+
+def test_sasl_ssl_to_the_controllers_and_mutual_tls_between_brokers(tmp_path: Path) -> None:
+    """The other combination: CONTROLLER SASL_SSL (PLAIN, sasl.mechanism.controller.protocol, and
+    mutual TLS), INTERNAL SSL with mutual TLS. A broker whose controller password is wrong never
+    registers; the failed login is logged on both sides without the password."""
+    c = SecureCluster(tmp_path, internal="SSL", controller="SASL_SSL").start()
+    try:
+        topic = unique("ctlsasl")
+        admin = c.admin()  # referenced until the result is in
+        admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(20)
+        wait_until(lambda: all(p.leader >= 0 and len(p.isrs) == 3 for p in c.partitions(topic).values()),
+                   timeout=30, message="ISR complete (followers fetch over mutual TLS)")
+        p = Producer({**c.conf(), "acks": "all"})
+        for i in range(50):
+            p.produce(topic, b"v%d" % i)
+        assert p.flush(30) == 0
+        conf = {k: v for k, v in c.conf().items() if k != "bootstrap.servers"}
+        assert len(ck_read_to_end(c.conf()["bootstrap.servers"], topic, [0], conf=conf)) == 50
+
+        bad = c.nodes[4] = c.node(4, controller_password=WRONG_PW)
+        bad.format(c.cluster_id)
+        bad.start(wait=False)
+        wait_until(lambda: any("failed SASL authentication from" in "".join(n.output) and "on CONTROLLER" in "".join(n.output)
+                               for i, n in c.nodes.items() if i != 4), timeout=30, message="a voter refuses the login")
+        wait_until(lambda: "on listener CONTROLLER with mechanism PLAIN failed: Authentication failed" in "".join(bad.output),
+                   timeout=30, message="the broker logs its refused login to the controllers")
+        assert 4 not in c.admin().list_topics(timeout=10).brokers
+        assert not any(line.startswith("KAVKA_READY") for line in bad.output)
+
+        # A KRaft request before SASL authentication (over good TLS) closes that connection, unanswered.
+        ctx = ssl.create_default_context(cafile=str(c.ca_pem))
+        ctx.load_cert_chain(str(c.nodes[1].root / "node.pem"))
+        with socket.create_connection(("127.0.0.1", c.ctl_ports[1]), timeout=10) as raw, \
+                ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            tls.sendall(encode_request(api_key=52, api_version=0, correlation_id=7, client_id="x", body=b"\0" * 16, flexible=True))
+            assert tls.recv(1024) == b""  # closed, nothing answered
+        wait_until(lambda: "before SASL authentication" in "".join(c.nodes[1].output), timeout=10,
+                   message="the voter logs the early request")
+        assert c.nodes[1].alive()
+    finally:
+        for n in c.nodes.values():
+            n.kill()
+    logs = c.logs()
+    for secret in SECRETS:
+        assert secret not in logs

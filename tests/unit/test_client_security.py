@@ -105,7 +105,10 @@ def test_a_broker_only_node_takes_its_controller_listener_keys_for_its_outgoing_
          "listener.name.internal.plain.sasl.jaas.config", "username"),
         ({"security.inter.broker.protocol": "SASL_SSL"}, "security.inter.broker.protocol", "Only one of"),
         ({"inter.broker.listener.name": None, "security.inter.broker.protocol": "SASL_SSL"}, "security.inter.broker.protocol", "no listener is named"),
-        ({"listener.security.protocol.map": "CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL"}, "controller.listener.names", "not supported"),
+        ({"listener.security.protocol.map": "CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL"},
+         "sasl.mechanism.controller.protocol", "GSSAPI (Kafka's default"),
+        ({"listener.security.protocol.map": "CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL",
+          "sasl.mechanism.controller.protocol": "PLAIN"}, "listener.name.controller.plain.sasl.jaas.config", "missing"),
         ({"sasl.mechanism.controller.protocol": "PLAIN"}, "sasl.mechanism.controller.protocol", "no effect"),
         ({"listener.security.protocol.map": "CLIENT:SASL_SSL,INTERNAL:SSL,CONTROLLER:SSL",
           "listener.name.internal.plain.sasl.jaas.config": None}, "sasl.mechanism.inter.broker.protocol", "no effect"),
@@ -125,12 +128,25 @@ def test_what_has_no_effect_or_no_implementation_stops_startup_naming_the_key(ch
     assert SECRET not in str(e.value)
 
 
-def test_a_broker_only_node_with_a_sasl_controller_listener_is_refused() -> None:
-    props = with_(SECURED, node_id="3", process_roles="broker", listeners="CLIENT://127.0.0.1:9092,INTERNAL://127.0.0.1:9094",
-                  listener_security_protocol_map="CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT")
+def test_a_sasl_controller_listener_needs_its_mechanism_and_the_nodes_login() -> None:
+    base = with_(SECURED, listener_security_protocol_map="CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL",
+                 sasl_mechanism_controller_protocol="PLAIN", **{"listener.name.controller.plain.sasl.jaas.config": LOGIN})
+    cfg = build_config(base)
+    assert cfg.outgoing_controller_listener() == "CONTROLLER" and cfg.broker_login("CONTROLLER") == ("broker", SECRET)
+    # A broker-only node: it does not serve CONTROLLER, it only logs in there (no user_ entries needed).
+    broker = with_(base, node_id="3", process_roles="broker", listeners="CLIENT://127.0.0.1:9092,INTERNAL://127.0.0.1:9094",
+                   **{"listener.name.controller.plain.sasl.jaas.config":
+                      f'org.apache.kafka.common.security.plain.PlainLoginModule required username="b3" password="{SECRET}";'})
+    assert build_config(broker).broker_login("CONTROLLER") == ("b3", SECRET)
     with pytest.raises(ConfigError) as e:
-        build_config(props)
-    assert e.value.key == "controller.listener.names" and "SASL_PLAINTEXT" in str(e.value)
+        build_config(with_(broker, **{"listener.name.controller.plain.sasl.jaas.config": None}))
+    assert e.value.key == "listener.name.controller.plain.sasl.jaas.config" and "missing" in str(e.value)
+    # A second controller listener is not served by the raft driver: SASL on it would have no effect.
+    with pytest.raises(ConfigError) as e:
+        build_config(with_(base, listeners=base["listeners"] + ",CTL2://127.0.0.1:9095", controller_listener_names="CONTROLLER,CTL2",
+                           listener_security_protocol_map="CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL,CTL2:SASL_SSL",
+                           **{"listener.name.ctl2.plain.sasl.jaas.config": LOGIN}))
+    assert e.value.key == "controller.listener.names" and "CTL2" in str(e.value)
 
 
 # ------------------------------------------------------------------ mechanisms

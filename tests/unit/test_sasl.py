@@ -160,7 +160,7 @@ def test_a_sasl_listener_with_plain_builds():
               'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'},
          "listener.name.sasl_plaintext.plain.sasl.jaas.config", "username"),
         ({"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"},
-         "controller.listener.names", "SASL_PLAINTEXT"),
+         "sasl.mechanism.controller.protocol", "GSSAPI (Kafka's default"),
         ({"listener.name.plaintext.sasl.enabled.mechanisms": "PLAIN"}, "listener.name.plaintext.sasl.enabled.mechanisms", "no effect"),
     ],
 )

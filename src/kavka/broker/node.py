@@ -175,6 +175,7 @@ class BrokerNode:
         # to brokers through the inter-broker listener, to controllers through the controller listener.
         self.inter_broker_security: ClientSecurity = PLAINTEXT
         self.tls: dict[str, Any] = {}  # SSL listeners' ListenerTls (kavka.broker.tls), set by start()
+        self.sasl: dict[str, Any] = {}  # SASL listeners' ListenerSasl (kavka.broker.sasl_authenticator), set by start()
         self.controller_security: ClientSecurity = PLAINTEXT
         self._stopping = False
         self.fatal_error: str | None = None
@@ -238,7 +239,7 @@ class BrokerNode:
         # role where process.roles has it (broker.shared_server).
         self.shared = SharedServer(
             self.config, cluster_id=self.cluster_id, clock=self.clock,
-            controller_security=self.controller_security, listener_tls=self.tls,
+            controller_security=self.controller_security, listener_tls=self.tls, listener_sasl=self.sasl,
         )
         self.shared.open([self.publisher.publish])
         self.controller = self.shared.controller
@@ -637,10 +638,10 @@ class BrokerNode:
             if ibl is not None:
                 self.inter_broker_security = build_client_security(self.config, ibl)
             if ctl_name is not None:
-                self.controller_security = build_client_security(self.config, ctl_name)
+                self.controller_security = build_client_security(self.config, ctl_name, "sasl.mechanism.controller.protocol")
         except TlsConfigError as e:
             raise StartupError(str(e)) from None
-        sasl = build_listener_sasl(self.config)  # validated by kavka.config: the users parse
+        sasl = self.sasl = build_listener_sasl(self.config)  # validated by kavka.config: the users parse
         self.open()
         await self._catch_up_metadata()
         if tls:

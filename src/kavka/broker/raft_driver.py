@@ -41,8 +41,24 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from kavka.broker.sasl_authenticator import (
+    Close,
+    Failed,
+    ListenerSasl,
+    RawToken,
+    Respond,
+    SaslServerAuthenticator,
+    Serve,
+    Succeeded,
+)
 from kavka.client.security import PLAINTEXT, ClientSecurity, open_async
-from kavka.protocol.framing import decode_body, encode_entity, encode_request, read_request_header
+from kavka.protocol.framing import (
+    decode_body,
+    encode_entity,
+    encode_request,
+    encode_response,
+    read_request_header,
+)
 from kavka.raft import codec
 from kavka.raft import messages as m
 from kavka.raft import snapshot as raft_snapshot
@@ -67,9 +83,9 @@ def _sender(msg: m.Message) -> int:
     raise TypeError(type(msg).__name__)
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+async def _read_frame(reader: asyncio.StreamReader, max_size: int = _MAX_FRAME) -> bytes:
     (size,) = _I32.unpack(await reader.readexactly(4))
-    if size < 0 or size > _MAX_FRAME:
+    if size < 0 or size > max_size:
         raise ValueError(f"frame of {size} bytes")
     return await reader.readexactly(size)
 
@@ -88,10 +104,13 @@ class RaftDriver:
         rpc_schemas: dict[int, tuple[type, type]] | None = None,
         security: ClientSecurity = PLAINTEXT,
         server_tls: Any = None,
+        server_sasl: ListenerSasl | None = None,
     ) -> None:
+        self.server_sasl = server_sasl  # the controller listener's SASL settings (SASL_PLAINTEXT / SASL_SSL), or None
         self.security = security  # how this node reaches its peers' controller listener
         self.server_tls = server_tls  # the controller listener's ListenerTls (SSL), or None
         self._peer_failure: dict[int, str] = {}  # peer -> the last connection failure logged
+        self._renew_at: dict[int, float] = {}  # peer -> loop time to reconnect by (its SASL session lifetime)
         self._tls_sock: socket.socket | None = None  # the controller listener's socket when it serves TLS
         self.controller_apis = controller_apis  # answers other Kafka requests on this listener
         self._rpc_schemas = rpc_schemas or {}
@@ -313,6 +332,12 @@ class RaftDriver:
             writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(env.correlation_id) + b"\x00" + body)
             return
         writer = self._out.get(env.dst)
+        renew_at = self._renew_at.get(env.dst)
+        if writer is not None and renew_at is not None and asyncio.get_running_loop().time() >= renew_at:
+            # KIP-368: a new, freshly authenticated connection before the peer's session ends
+            writer.close()
+            del self._out[env.dst]
+            writer = None
         if writer is None or writer.is_closing():
             self._spawn(self._connect_and_send(env))
             return
@@ -342,7 +367,7 @@ class RaftDriver:
             return
         host, port = self.peers[peer]
         try:
-            reader, writer, _session = await open_async(host, port, self.security, client_id=_CLIENT_ID)
+            reader, writer, session = await open_async(host, port, self.security, client_id=_CLIENT_ID)
         except (OSError, EOFError, asyncio.IncompleteReadError) as e:
             if isinstance(e, ConnectionError) and not isinstance(e, ConnectionRefusedError | ConnectionResetError):
                 # a TLS or SASL refusal: say so once per peer, not at every retry of the core's timers
@@ -351,6 +376,10 @@ class RaftDriver:
                     log.warning("cannot connect to voter %d at %s:%d: %s; retrying", peer, host, port, e)
             return  # the core retries by its timers
         self._out[peer] = writer
+        if session.lifetime_ms > 0:
+            self._renew_at[peer] = asyncio.get_running_loop().time() + 0.9 * session.lifetime_ms / 1000
+        else:
+            self._renew_at.pop(peer, None)
         self._send(writer, env)
         self._spawn(self._read_responses(peer, reader, writer))
 
@@ -398,6 +427,42 @@ class RaftDriver:
 
     # ---- inbound -------------------------------------------------------------------------
 
+    async def _authenticate(self, auth: SaslServerAuthenticator, frame: bytes, writer: asyncio.StreamWriter) -> str:
+        """SASL on the controller listener, as kavka.broker.server does on client listeners (the
+        same state machine): "serve" the frame as usual, it was "answered", or the connection is "closed"."""
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        who = f"{peer[0]}:{peer[1]}"
+        action = auth.on_frame(frame, int(asyncio.get_running_loop().time() * 1000))
+        if isinstance(action, Serve):
+            if auth.authenticated:
+                return "serve"
+            action = Close("ApiVersions is not served on the controller listener")
+        if isinstance(action, Close):
+            log.warning("closing connection from %s on the controller listener: %s", who, action.reason)
+            writer.close()
+            return "closed"
+        if isinstance(action, Failed):
+            log.info("failed SASL authentication from %s on %s (user %r): %s", who, auth.settings.listener, action.user, action.reason)
+            await asyncio.sleep(auth.settings.failed_delay_ms / 1000)  # KIP-306: the answer and the close wait
+            if action.reply is not None:
+                self._write_reply(writer, action.reply)
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+            writer.close()
+            return "closed"
+        reply = action.reply if isinstance(action, Succeeded) else action
+        if isinstance(action, Succeeded):
+            log.debug("SASL authentication from %s on %s: principal %s", who, auth.settings.listener, action.principal)
+        self._write_reply(writer, reply)
+        return "answered"
+
+    @staticmethod
+    def _write_reply(writer: asyncio.StreamWriter, reply: Respond | RawToken) -> None:
+        if isinstance(reply, RawToken):
+            writer.write(_I32.pack(len(reply.token)) + reply.token)
+        else:
+            writer.write(encode_response(reply.correlation_id, encode_entity(reply.response), flexible_header=reply.flexible))
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._stopping:
             writer.close()
@@ -406,9 +471,20 @@ class RaftDriver:
         if task is not None:
             self._tasks.add(task)
         self._inbound.add(writer)
+        auth = SaslServerAuthenticator(self.server_sasl) if self.server_sasl is not None else None
         try:
             while True:
-                frame = await _read_frame(reader)
+                if auth is not None and not auth.authenticated:
+                    # sasl.server.max.receive.size: a stranger cannot make the node buffer more
+                    frame = await _read_frame(reader, self.server_sasl.max_receive_size)  # type: ignore[union-attr]
+                else:
+                    frame = await _read_frame(reader)
+                if auth is not None:
+                    outcome = await self._authenticate(auth, frame, writer)
+                    if outcome == "closed":
+                        return
+                    if outcome == "answered":
+                        continue
                 header = read_request_header(frame, flexible=True)
                 if header.api_key in self._rpc_schemas and self.controller_apis is not None:
                     await self._serve_controller_rpc(header, frame, writer)

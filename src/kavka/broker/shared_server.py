@@ -75,7 +75,9 @@ class SharedServer:
     def __init__(
         self, config: BrokerConfig, *, cluster_id: str, clock: Callable[[], float],
         controller_security: ClientSecurity = PLAINTEXT, listener_tls: Mapping[str, Any] | None = None,
+        listener_sasl: Mapping[str, Any] | None = None,
     ) -> None:
+        self.listener_sasl = dict(listener_sasl or {})  # SASL listeners' ListenerSasl: the controller listener's, if SASL
         self.config = config
         self.controller_security = controller_security  # how this node reaches the controllers' listener
         self.listener_tls = dict(listener_tls or {})  # SSL listeners' ListenerTls: the controller listener's, if SSL
@@ -120,6 +122,7 @@ class SharedServer:
             rpc_schemas=RPCS,
             security=self.controller_security,
             server_tls=self.listener_tls.get(ctl.name) if ctl is not None else None,
+            server_sasl=self.listener_sasl.get(ctl.name) if ctl is not None else None,
         )
         # What every handler calls: local on the active controller, an RPC to it elsewhere.
         self.controller = ControllerClient(

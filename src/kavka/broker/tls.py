@@ -284,15 +284,18 @@ def reload_client_keystore(ctx: ssl.SSLContext, config: BrokerConfig, listener: 
     _load_keystore(ctx, _Keys(config, listener, dict(overrides)))
 
 
-def build_client_security(config: BrokerConfig, listener: str) -> ClientSecurity:
+def build_client_security(
+    config: BrokerConfig, listener: str, mechanism_key: str = "sasl.mechanism.inter.broker.protocol",
+) -> ClientSecurity:
     """How this node's connections reach `listener` on its peers: TLS for SSL and SASL_SSL, the
-    broker's own login for SASL (sasl.mechanism.inter.broker.protocol; kavka.config validated it)."""
+    node's own login for SASL with the mechanism `mechanism_key` names (sasl.mechanism.inter.broker.protocol
+    or sasl.mechanism.controller.protocol; kavka.config validated both)."""
     protocol = config.security_protocol(listener)
     ctx = build_client_context(config, listener) if protocol in ("SSL", "SASL_SSL") else None
     if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
         return ClientSecurity(listener, protocol, ctx)
     username, password = config.broker_login(listener)
-    mechanism = config["sasl.mechanism.inter.broker.protocol"]
+    mechanism = config[mechanism_key]
     if mechanism == security.PLAIN:
         return security.plain(listener, protocol, username, password, ctx)
     return security.scram(listener, protocol, mechanism, username, password, ctx)
