@@ -401,3 +401,67 @@ def test_command_config_builds_plain_and_scram_clients(pki) -> None:  # noqa: AN
                            "sasl.jaas.config": f'org.apache.kafka.common.security.scram.ScramLoginModule required '
                                                f'username="alice" password="{SECRET}";'})
     assert sec.ssl_context is None and isinstance(sec.sasl(), ScramClient)
+
+
+def test_async_channel_authenticates_and_renews_before_the_session_lifetime() -> None:
+    """AsyncChannel against a loopback peer running kavka's SASL state machine (PLAIN, a session
+    lifetime of 10 s): it authenticates before its first request, and once 90% of the session has
+    passed the next call opens a new, freshly authenticated connection."""
+    from kio.schema.describe_quorum.v2 import request as dq_req
+    from kio.schema.describe_quorum.v2 import response as dq_resp
+
+    from kavka.broker.sasl_authenticator import (
+        ListenerSasl,
+        SaslServerAuthenticator,
+        Serve,
+        Succeeded,
+    )
+    from kavka.client.async_channel import AsyncChannel
+    from kavka.protocol.framing import encode_entity, encode_response
+
+    users = PlainUsers.from_jaas(parse_jaas_config(LOGIN))
+    settings = ListenerSasl("INTERNAL", (PLAIN,), {PLAIN: lambda: PlainServer(users)}, max_reauth_ms=10000, failed_delay_ms=0)
+    logins: list[str] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        auth = SaslServerAuthenticator(settings)
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                frame = await reader.readexactly(size)
+                action = auth.on_frame(frame, 0)
+                if isinstance(action, Serve):
+                    assert auth.authenticated
+                    corr = int.from_bytes(frame[4:8], "big")
+                    body = encode_entity(dq_resp.DescribeQuorumResponse(error_code=ErrorCode.none, error_message=None, topics=(), nodes=()))
+                    writer.write(encode_response(corr, body, flexible_header=True))
+                    continue
+                if isinstance(action, Succeeded):
+                    logins.append(action.principal)
+                    action = action.reply
+                writer.write(encode_response(action.correlation_id, encode_entity(action.response), flexible_header=action.flexible))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+
+        finally:
+            writer.close()
+
+    async def run() -> None:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        addr = ("127.0.0.1", server.sockets[0].getsockname()[1])
+        ch = AsyncChannel("t", security=plain("INTERNAL", "SASL_PLAINTEXT", "broker", SECRET))
+        loop = asyncio.get_running_loop()
+        try:
+            req = dq_req.DescribeQuorumRequest(topics=())
+            await ch.call(addr, req, dq_resp.DescribeQuorumResponse, 5)
+            await ch.call(addr, req, dq_resp.DescribeQuorumResponse, 5)
+            assert logins == ["User:broker"]  # one connection, authenticated once
+            assert ch._renew_at is not None and 8.0 < ch._renew_at - loop.time() <= 9.0  # 90% of 10 s
+            ch._renew_at = loop.time()  # as if 9 s had passed
+            await ch.call(addr, req, dq_resp.DescribeQuorumResponse, 5)
+            assert logins == ["User:broker", "User:broker"]
+        finally:
+            ch.close()
+            server.close()
+
+    asyncio.run(run())

@@ -22,12 +22,14 @@ and stops it last; `after_poll` (the controller's) runs after every poll.
 A node whose only voter is itself opens no listener. Called from one event
 loop.
 
-Security: the controller listener serves TLS when its protocol is SSL (`server_tls`, the
-listener's ListenerTls from kavka.broker.tls, its context read per accept so a reloaded keystore
-serves new connections; `ssl.client.auth=required` makes it mutual TLS), and the connections to
-peer voters go through `security` (kavka.client.security: the same listener's client side). A
-failed TLS handshake, either way, closes that connection and is logged (outgoing: once per peer
-until a connection succeeds); the core retries by its timers.
+Security: the controller listener serves TLS when its protocol is SSL or SASL_SSL (`server_tls`,
+the listener's ListenerTls from kavka.broker.tls, its context read per accept so a reloaded
+keystore serves new connections; `ssl.client.auth=required` makes it mutual TLS), and SASL when it
+is SASL_PLAINTEXT or SASL_SSL (`server_sasl`: kavka.broker.sasl_authenticator's state machine sees
+every frame first, as on client listeners). The connections to peer voters go through `security`
+(kavka.client.security: the same listener's client side, the node's own login), renewed before a
+SASL session's lifetime ends. A failed TLS handshake or login, either way, closes that connection
+and is logged (outgoing: once per peer until an answer comes); the core retries by its timers.
 """
 
 from __future__ import annotations
