@@ -65,7 +65,11 @@ class CA:
     def pem(self) -> bytes:
         return self.identity.cert_pem()
 
-    def issue(self, cn: str, *, ou: str | None = None, server: bool = True, expired: bool = False) -> Identity:
+    def issue(
+        self, cn: str, *, ou: str | None = None, server: bool = True, expired: bool = False, client_too: bool = False,
+    ) -> Identity:
+        """A certificate signed by this CA; `client_too` adds the client-authentication usage to a
+        server certificate (a broker's, presented on its own connections to other nodes)."""
         key = ec.generate_private_key(ec.SECP256R1())
         start, end = (NOW - datetime.timedelta(days=10), NOW - datetime.timedelta(days=1)) if expired else (
             NOW - datetime.timedelta(days=1), NOW + datetime.timedelta(days=30))
@@ -79,7 +83,10 @@ class CA:
             .not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]),
+                x509.ExtendedKeyUsage(
+                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server and client_too
+                    else [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                ),
                 critical=False,
             )
             .add_extension(

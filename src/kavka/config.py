@@ -33,7 +33,7 @@ import kavka.oauthbearer as oauthbearer
 from kavka.common import ConfigSource, ConfigType
 from kavka.oauthbearer import OAUTHBEARER
 from kavka.principal import rules_problem
-from kavka.sasl import PLAIN, JaasError, PlainUsers, parse_jaas_config
+from kavka.sasl import PLAIN, PLAIN_LOGIN_MODULE, JaasError, PlainUsers, parse_jaas_config
 from kavka.scram import MECHANISMS as SCRAM_MECHANISMS
 from kavka.scram import SCRAM_LOGIN_MODULE
 
@@ -319,6 +319,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("advertised.listeners", _LST, None, "what clients are told; defaults to listeners"),
         _b("listener.security.protocol.map", _LST, None, "listener name to protocol"),
         _b("inter.broker.listener.name", _S, None, "listener followers fetch from (default: the first listener that is not a controller listener)"),
+        _b("security.inter.broker.protocol", _S, "PLAINTEXT", "the inter-broker listener is the one named so (exclusive with "
+           "inter.broker.listener.name; kavka's default, unset: the first listener that is not a controller listener)",
+           one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+        _b("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI", "SASL mechanism of kavka's connections to other brokers "
+           "when the inter-broker listener is SASL_PLAINTEXT or SASL_SSL (PLAIN)"),
+        _b("sasl.mechanism.controller.protocol", _S, "GSSAPI", "SASL mechanism of connections to controllers "
+           "(a SASL controller listener is not supported by kavka yet)"),
         _b("broker.rack", _S, None, "rack of this broker (e.g. /dc1/rack2): reported in Metadata and DescribeCluster, used by rack-aware placement"),
         _b("replica.selector.class", ConfigType.CLASS, None, "KIP-392: how a leader picks a replica for a consumer's fetches (with client.rack); unset: the leader serves them", _replica_selector),
         _b("broker.replica.placer", _S, "striped", "replica placer of the controller (KIP-879): simple, striped, multi-level or an importable module:Class",
@@ -468,7 +475,8 @@ def _enabled_protocols(v: list[str]) -> str | None:
 
 
 def _endpoint_identification(v: str) -> str | None:
-    # Kafka's server ignores it for incoming connections; kavka's brokers make no TLS connections.
+    # Incoming connections ignore it (as Kafka's server); kavka's own outgoing connections check
+    # the peer's host name against its certificate with https.
     return None if v in ("", "https") else "only https (the default) or empty are known"
 
 
@@ -497,7 +505,8 @@ SSL_CONFIGS: dict[str, ConfigDef] = {
         _ssl("ssl.principal.mapping.rules", _S, "DEFAULT", "RULE:pattern/replacement/[LU],...,DEFAULT: a client certificate's DN to a user name",
              rules_problem),
         _ssl("ssl.endpoint.identification.algorithm", _S, "https",
-             "accepted for Kafka's files: a server does not check its clients' host names", _endpoint_identification),
+             "https: kavka's outgoing connections check the peer's host name against its certificate; empty: they do not",
+             _endpoint_identification),
     ]
 }
 BROKER_CONFIGS.update(SSL_CONFIGS)
@@ -580,16 +589,10 @@ def _security_refusal(key: str, raw: str) -> str | None:
     m = _LISTENER_SSL_RE.match(key)
     if m and m["key"] in SSL_CONFIGS:
         return None
-    if key == "security.inter.broker.protocol":
-        if raw.strip().upper() == "PLAINTEXT":
-            return None  # asks for what kavka does
-        return ("brokers do not speak TLS or SASL to each other yet, so this is not supported by kavka yet; "
-                "use PLAINTEXT between brokers (clients may use an SSL listener)")
-    if key in (SASL_MECHANISMS_KEY, "sasl.server.max.receive.size") or key in OAUTHBEARER_CONFIGS or _LISTENER_SASL_RE.match(key):
+    if key in (SASL_MECHANISMS_KEY, "sasl.server.max.receive.size", "security.inter.broker.protocol", *_SASL_INTER_BROKER_KEYS) or key in OAUTHBEARER_CONFIGS:
+        return None  # honoured, or refused by _check_listener_security when they would have no effect
+    if _LISTENER_SASL_RE.match(key):
         return None
-    if key in _SASL_INTER_BROKER_KEYS:
-        return ("brokers and controllers do not speak SASL to each other yet (the inter-broker and controller "
-                "listeners are PLAINTEXT), so this key would have no effect; remove it")
     if key == "sasl.jaas.config" or (key.startswith("listener.name.") and key.endswith(".sasl.jaas.config")):
         # Never the value: it holds passwords.
         return ("this form is not supported by kavka: a broker's JAAS entry is read only as "
@@ -821,6 +824,60 @@ class BrokerConfig:
             raise ConfigError(url_key, str(e)) from None
         return oauthbearer.JwksValidator(config, source, clock), source
 
+    def broker_login(self, listener: str, mechanism: str = PLAIN) -> tuple[str, str]:
+        """The node's own login on `listener` for `mechanism`: what its connections to other nodes
+        authenticate with -- PlainLoginModule's or ScramLoginModule's `username`/`password` options
+        (listener.name.<l>.<mechanism>.sasl.jaas.config). ConfigError naming the key, never showing
+        its text."""
+        if mechanism in SCRAM_MECHANISMS:
+            login = self.scram_login(listener, mechanism)
+            if login is None:
+                raise ConfigError(f"listener.name.{listener.lower()}.{SCRAM_JAAS_KEYS[mechanism]}",
+                                  f"missing: kavka's connections through {listener} log in with {mechanism}, which needs the "
+                                  f'node\'s own login, {SCRAM_LOGIN_MODULE} required username="..." password="...";')
+            return login
+        key = self.sasl_key(listener, PLAIN_JAAS_KEY)
+        text = self.sasl_value(listener, PLAIN_JAAS_KEY)
+        if not text:
+            raise ConfigError(key, f"missing: kavka's connections through {listener} log in with its "
+                              f'{PLAIN_LOGIN_MODULE} required username="..." password="...";')
+        try:
+            entry = parse_jaas_config(str(text))
+        except JaasError as e:
+            raise ConfigError(key, f"invalid JAAS entry: {e}") from None
+        if entry.login_module != PLAIN_LOGIN_MODULE:
+            raise ConfigError(key, f"the login module must be {PLAIN_LOGIN_MODULE} for PLAIN, not {entry.login_module}")
+        username, password = entry.options.get("username"), entry.options.get("password")
+        if not username or not password:
+            raise ConfigError(key, f"kavka's own connections through {listener} log in with this entry: it needs the "
+                              'node\'s own login, username="..." password="..." (what it authenticates to the others with)')
+        return username, password
+
+    def outgoing_inter_broker_listener(self) -> str | None:
+        """The listener kavka's connections to other brokers use (None without the broker role):
+        inter.broker.listener.name, else the listener named security.inter.broker.protocol if set,
+        else the first listener that is not a controller listener (kavka's default)."""
+        if "broker" not in self.values["process.roles"]:
+            return None
+        ibl = self.values["inter.broker.listener.name"]
+        if ibl:
+            return str(ibl).upper()
+        if "security.inter.broker.protocol" in self.explicit:
+            return str(self.values["security.inter.broker.protocol"]).upper()
+        controllers = {n.upper() for n in self.values["controller.listener.names"]}
+        first = next((ep for ep in self.listeners if ep.name not in controllers), None)
+        return first.name if first is not None else None
+
+    def outgoing_controller_listener(self) -> str | None:
+        """The listener kavka's connections to controllers use (Kafka: the first of
+        controller.listener.names), or None when this node talks to no other controller (a
+        single-node quorum)."""
+        names = self.values["controller.listener.names"]
+        voters = parse_voters(self.values["controller.quorum.voters"])
+        if not names or not set(voters) - {self.node_id}:
+            return None
+        return str(names[0]).upper()
+
     def ssl_key(self, listener: str, key: str) -> str:
         """The config key that sets `key` (an ssl.* name) for `listener`: its own prefixed key if set."""
         own = f"listener.name.{listener.lower()}.{key}"
@@ -934,43 +991,79 @@ def _protocol_map(cfg: BrokerConfig) -> dict[str, str]:
 
 
 def _check_listener_security(cfg: BrokerConfig) -> None:
-    """Listeners are PLAINTEXT, or SSL for clients only (Kafka's listener.security.protocol.map rules)."""
+    """Listeners' protocols (Kafka's listener.security.protocol.map rules) and the listeners kavka's
+    own connections use: to brokers the inter-broker listener (SSL, SASL_PLAINTEXT or SASL_SSL with
+    sasl.mechanism.inter.broker.protocol: PLAIN or SCRAM), to controllers the first controller listener
+    (any protocol; SASL with sasl.mechanism.controller.protocol=PLAIN). Keys that would have no effect are refused."""
     _protocol_map(cfg)  # validates the map
     ssl_names = {ep.name for ep in cfg.ssl_listeners()}
     sasl_names = {ep.name for ep in cfg.sasl_listeners()}
-    secure = ssl_names | sasl_names
-    controllers = {n.upper() for n in cfg.values["controller.listener.names"]}
-    for name in sorted(secure & controllers):
+    names = [n.upper() for n in cfg.values["controller.listener.names"]]
+    first = names[0] if names else None
+    for name in sorted((sasl_names & set(names)) - {first}):
         raise ConfigError(
             "controller.listener.names",
-            f"{name} asks for {cfg.security_protocol(name)}, which is not supported by kavka yet on a controller listener "
-            "(kavka's own KRaft connections speak neither TLS nor SASL); map it to PLAINTEXT",
+            f"{name} asks for {cfg.security_protocol(name)}, but kavka serves the KRaft RPCs on the first controller "
+            f"listener ({first}) only, so SASL on {name} would have no effect; map it to PLAINTEXT or SSL",
         )
-    ibl = (cfg.values["inter.broker.listener.name"] or "").upper()
-    if not ibl:
-        first = next((ep for ep in cfg.listeners if ep.name not in controllers), None)
-        if first is not None and first.name in secure and "broker" in cfg.values["process.roles"]:
-            raise ConfigError(
-                "listeners",
-                f"{first} would be the inter-broker listener (the first listener that is not a controller listener, "
-                f"as inter.broker.listener.name is unset) and asks for {cfg.security_protocol(first.name)}, which is not "
-                "supported by kavka yet between brokers; list a PLAINTEXT listener first or set inter.broker.listener.name to one",
-            )
-    elif ibl in secure:
-        raise ConfigError(
-            "inter.broker.listener.name",
-            f"{ibl} asks for {cfg.security_protocol(ibl)}, which is not supported by kavka yet between brokers "
-            "(kavka's own outgoing connections speak neither TLS nor SASL); name a PLAINTEXT listener",
-        )
-    _check_ssl_keys(cfg, ssl_names)
-    _check_sasl_keys(cfg, sasl_names)
+    ctl = cfg.outgoing_controller_listener()
+    ctl_key = "sasl.mechanism.controller.protocol"
+    if first is not None and cfg.security_protocol(first) in _SASL_PROTOCOLS and (first in sasl_names or ctl is not None):
+        _check_sasl_mechanism(cfg, ctl_key, first, served=first in sasl_names, login=ctl is not None, what="controllers")
+    elif ctl_key in cfg.explicit:
+        raise ConfigError(ctl_key, f"the controller listener {first} is {cfg.security_protocol(first) if first else 'unset'}, "
+                          "not SASL_PLAINTEXT or SASL_SSL, so this key would have no effect; remove it")
+    sibp = "security.inter.broker.protocol"
+    if sibp in cfg.explicit and cfg.values["inter.broker.listener.name"]:
+        raise ConfigError(sibp, "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set (Kafka's rule)")
+    if sibp in cfg.explicit and "broker" in cfg.values["process.roles"]:
+        wanted = cfg.values[sibp].upper()
+        if wanted not in {ep.name for ep in cfg.listeners}:
+            raise ConfigError(sibp, f"{wanted}: the inter-broker listener is the listener named after the protocol, and "
+                              f"no listener is named {wanted}; name one so or set inter.broker.listener.name")
+    ibl = cfg.outgoing_inter_broker_listener()
+    mech_key = "sasl.mechanism.inter.broker.protocol"
+    if ibl is not None and cfg.security_protocol(ibl) in _SASL_PROTOCOLS:
+        _check_sasl_mechanism(cfg, mech_key, ibl, served=True, login=True, what="inter-broker communication")
+    elif mech_key in cfg.explicit:
+        proto = cfg.security_protocol(ibl) if ibl else "none (no broker role)"
+        raise ConfigError(mech_key, f"the inter-broker listener {ibl} is {proto}, not SASL_PLAINTEXT or SASL_SSL, "
+                          "so this key would have no effect; remove it")
+    outgoing_tls = {n for n in (ibl, ctl) if n is not None and cfg.security_protocol(n) in ("SSL", "SASL_SSL")}
+    outgoing_sasl = {n for n in (ibl, ctl) if n is not None and cfg.security_protocol(n) in _SASL_PROTOCOLS}
+    _check_ssl_keys(cfg, ssl_names | outgoing_tls)
+    _check_sasl_keys(cfg, sasl_names, outgoing_sasl)
 
 
-def _check_sasl_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
-    """Every SASL key set has an effect; each SASL listener serves only PLAIN and has its users."""
+def _check_sasl_mechanism(cfg: BrokerConfig, key: str, listener: str, *, served: bool, login: bool, what: str) -> None:
+    """The mechanism `key` names for a SASL listener kavka's own connections use (Kafka's rules)."""
+    mechanism = cfg.values[key]
+    # kavka's own connections log in with a password: PLAIN or SCRAM (no token provider for OAUTHBEARER).
+    # SCRAM credentials live in the metadata log, which the quorum must already run to serve, so the
+    # controller listener cannot use SCRAM (Kafka's KRaft rule too).
+    allowed = (PLAIN,) if key == "sasl.mechanism.controller.protocol" else (PLAIN, *SCRAM_MECHANISMS)
+    if mechanism not in allowed:
+        unset = "" if key in cfg.explicit else " (Kafka's default, which needs Kerberos)"
+        why = (" (SCRAM credentials are stored in the metadata log the controllers serve, so they cannot "
+               "authenticate the quorum itself)" if mechanism in SCRAM_MECHANISMS else "")
+        raise ConfigError(key, f"mechanism {mechanism}{unset} is not supported by kavka here{why}; the listener {listener} "
+                          f"is {cfg.security_protocol(listener)}: set it to {' or '.join(allowed)}")
+    if served:
+        enabled = cfg.sasl_value(listener, SASL_MECHANISMS_KEY) or []
+        if mechanism not in enabled:
+            raise ConfigError(key, f"{mechanism} must be included in {cfg.sasl_key(listener, SASL_MECHANISMS_KEY)} "
+                              f"when SASL is used for {what} (listener {listener})")
+    if login:
+        cfg.broker_login(listener, mechanism)
+
+
+def _check_sasl_keys(cfg: BrokerConfig, sasl_names: set[str], outgoing: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    """Every SASL key set has an effect; each SASL listener served serves only mechanisms kavka has,
+    each with what it needs (PLAIN its users, OAUTHBEARER its validator); a listener only kavka's own
+    connections use needs only the login."""
     for key in sorted(cfg.listener_sasl):
         listener = key.split(".")[2].upper()
-        if listener not in sasl_names:
+        if listener not in sasl_names and not (listener in outgoing and key.endswith(PLAIN_JAAS_KEY)):
             raise ConfigError(key, f"{listener} is not a listener whose protocol is SASL_PLAINTEXT or SASL_SSL, so this key would have no effect")
     if not sasl_names:
         for key in sorted(cfg.explicit & {SASL_MECHANISMS_KEY, "sasl.server.max.receive.size"}):
@@ -981,7 +1074,7 @@ def _check_sasl_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
         key = cfg.sasl_key(name, SASL_MECHANISMS_KEY)
         mechanisms = list(cfg.sasl_value(name, SASL_MECHANISMS_KEY) or [])
         if not mechanisms:
-            raise ConfigError(key, f"SASL listener {name} enables no mechanism; set it to PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+            raise ConfigError(key, f"SASL listener {name} enables no mechanism; set it to some of {', '.join(SUPPORTED_SASL_MECHANISMS)}")
         for mechanism in mechanisms:
             if mechanism not in SUPPORTED_SASL_MECHANISMS:
                 unset = "" if key in cfg.listener_sasl or key in cfg.explicit else " (Kafka's default, which needs Kerberos)"
@@ -996,7 +1089,8 @@ def _check_sasl_keys(cfg: BrokerConfig, sasl_names: set[str]) -> None:
                 cfg.scram_login(name, mechanism)
     for key in sorted(cfg.listener_sasl):
         listener, mechanism = key.split(".")[2].upper(), key.split(".")[3].upper()
-        if mechanism in SUPPORTED_SASL_MECHANISMS and mechanism not in (cfg.sasl_value(listener, SASL_MECHANISMS_KEY) or []):
+        served = listener in sasl_names  # a listener only kavka's own connections use carries just their login
+        if served and mechanism in SUPPORTED_SASL_MECHANISMS and mechanism not in (cfg.sasl_value(listener, SASL_MECHANISMS_KEY) or []):
             raise ConfigError(key, f"listener {listener} does not enable {mechanism} ({cfg.sasl_key(listener, SASL_MECHANISMS_KEY)}), "
                               "so this key would have no effect")
     _check_oauthbearer_keys(cfg, sasl_names)

@@ -78,16 +78,15 @@ def test_topic_config_validation():
 @pytest.mark.parametrize(
     ("props", "key"),
     [
-        # An SSL listener that would carry inter-broker traffic: kavka's brokers do not speak TLS to each other.
-        ({"listeners": "SSL://127.0.0.1:9093"}, "listeners"),
-        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"}, "listeners"),
+        # A SASL inter-broker listener needs sasl.mechanism.inter.broker.protocol: Kafka's default, GSSAPI, needs Kerberos.
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093"}, "sasl.mechanism.inter.broker.protocol"),
         # A SASL listener must name its mechanisms: Kafka's default, GSSAPI, needs Kerberos.
         ({"listeners": "PLAINTEXT://127.0.0.1:9092,EXTERNAL://127.0.0.1:9093",
           "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT"}, "sasl.enabled.mechanisms"),
-        ({"listeners": "EXTERNAL://127.0.0.1:9093", "listener.security.protocol.map": "EXTERNAL:SSL"}, "listeners"),
-        ({"listeners": "EXTERNAL://127.0.0.1:9093", "listener.security.protocol.map": "EXTERNAL:SASL_SSL"}, "listeners"),
+        ({"listeners": "EXTERNAL://127.0.0.1:9093", "listener.security.protocol.map": "EXTERNAL:SASL_SSL"},
+         "sasl.mechanism.inter.broker.protocol"),
         ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.enabled.mechanisms"),
-        ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol"),
+        ({"sasl.mechanism.inter.broker.protocol": "PLAIN"}, "sasl.mechanism.inter.broker.protocol"),
         ({"listener.name.external.sasl.enabled.mechanisms": "PLAIN"}, "listener.name.external.sasl.enabled.mechanisms"),
         ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, "authorizer.class.name"),
     ],
@@ -103,12 +102,13 @@ def test_plaintext_spelled_out_is_accepted():
     c = build_config(
         {
             "node.id": "1",
-            "listeners": "INTERNAL://127.0.0.1:9092",
-            "listener.security.protocol.map": "INTERNAL:PLAINTEXT",
+            "listeners": "INTERNAL://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9093",
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "security.inter.broker.protocol": "PLAINTEXT",
         }
     )
     assert c.listeners[0].name == "INTERNAL"
+    assert c.outgoing_inter_broker_listener() == "PLAINTEXT"  # the listener named after the protocol (Kafka's rule)
 
 
 @pytest.mark.parametrize(

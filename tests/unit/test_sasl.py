@@ -157,9 +157,14 @@ def test_a_sasl_listener_with_plain_builds():
         ({"listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": JAAS}, "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config", "does not enable SCRAM-SHA-256"),
         ({"sasl.mechanism.inter.broker.protocol": "PLAIN"}, "sasl.mechanism.inter.broker.protocol", "no effect"),
         ({"sasl.mechanism.controller.protocol": "PLAIN"}, "sasl.mechanism.controller.protocol", "no effect"),
-        ({"inter.broker.listener.name": "SASL_PLAINTEXT"}, "inter.broker.listener.name", "SASL_PLAINTEXT"),
+        ({"inter.broker.listener.name": "SASL_PLAINTEXT"}, "sasl.mechanism.inter.broker.protocol", "GSSAPI (Kafka's default"),
+        # The broker's own login: PlainLoginModule's username/password options on the inter-broker listener.
+        ({"inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+          "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+              'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";'},
+         "listener.name.sasl_plaintext.plain.sasl.jaas.config", "username"),
         ({"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"},
-         "controller.listener.names", "SASL_PLAINTEXT"),
+         "sasl.mechanism.controller.protocol", "GSSAPI (Kafka's default"),
         ({"listener.name.plaintext.sasl.enabled.mechanisms": "PLAIN"}, "listener.name.plaintext.sasl.enabled.mechanisms", "no effect"),
     ],
 )

@@ -57,11 +57,9 @@ def test_jks_is_refused_with_the_conversion_command():
         ({"sasl.mechanism.inter.broker.protocol": "PLAIN"}, "sasl.mechanism.inter.broker.protocol"),
         ({"sasl.jaas.config": "x"}, "sasl.jaas.config"),
         ({"listener.name.ssl.plain.sasl.jaas.config": "x"}, "listener.name.ssl.plain.sasl.jaas.config"),
-        ({"security.inter.broker.protocol": "SSL"}, "security.inter.broker.protocol"),
-        ({"inter.broker.listener.name": "SSL"}, "inter.broker.listener.name"),
-        ({"listeners": "SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092"}, "listeners"),
+        ({"sasl.mechanism.controller.protocol": "PLAIN"}, "sasl.mechanism.controller.protocol"),
         ({"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093,CONTROLLER://127.0.0.1:9094",
-          "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:SSL"}, "controller.listener.names"),
+          "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:SASL_SSL"}, "sasl.mechanism.controller.protocol"),
         # JVM-only and dynamic-reload keys.
         ({"ssl.keymanager.algorithm": "SunX509"}, "ssl.keymanager.algorithm"),
         ({"ssl.engine.factory.class": "x.Y"}, "ssl.engine.factory.class"),

@@ -44,6 +44,7 @@ from kavka.broker.controller_apis import (
 )
 from kavka.broker.handlers import elect_leaders, reassignments
 from kavka.client.async_channel import AsyncChannel
+from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.common import ConfigResourceType, ElectionType, ErrorCode, TopicPartition
 from kavka.controller.quorum_controller import (
     HeartbeatReply,
@@ -86,7 +87,9 @@ class ControllerClient:
         voters: dict[int, tuple[str, int]],
         timeout_s: float = 30.0,
         propagation_timeout_s: float = 5.0,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
+        self.security = security  # the controller listener's TLS (kavka.client.security)
         self.qc: Any = controller  # None on a broker-only node: it is never the raft leader
         self.loader = loader
         self.raft = raft
@@ -130,7 +133,7 @@ class ControllerClient:
             elif leader is not None and leader in self.voters:
                 ch = self._channels.get(leader)
                 if ch is None:
-                    ch = self._channels[leader] = AsyncChannel(f"kavka-node-{self.node_id}")
+                    ch = self._channels[leader] = AsyncChannel(f"kavka-node-{self.node_id}", security=self.security)
                 try:
                     req = request()
                     resp = await ch.call(self.voters[leader], req, RPCS[req.__api_key__][1], max(0.1, deadline - loop.time()))

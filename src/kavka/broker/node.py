@@ -62,6 +62,7 @@ from kavka.broker.lifecycle import BrokerLifecycle
 from kavka.broker.metadata_publisher import BrokerMetadataPublisher
 from kavka.broker.shared_server import SharedServer, StartupError
 from kavka.broker.storage_io import StorageIoManager
+from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.common import AlterConfigOpType, ConfigResourceType
 from kavka.config import BrokerConfig, ConfigError
 from kavka.controller.quorum_controller import QuorumController
@@ -173,6 +174,12 @@ class BrokerNode:
         self.remote_log_manager: Any = None  # a broker with remote.log.storage.system.enable=true
         self.assignments: AssignmentsManager | None = None  # a broker, once registered
         self.bound_ports: list[int] = []
+        # How this node's own connections reach other nodes (kavka.client.security), set by start():
+        # to brokers through the inter-broker listener, to controllers through the controller listener.
+        self.inter_broker_security: ClientSecurity = PLAINTEXT
+        self.tls: dict[str, Any] = {}  # SSL listeners' ListenerTls (kavka.broker.tls), set by start()
+        self.sasl: dict[str, Any] = {}  # SASL listeners' ListenerSasl (kavka.broker.sasl_authenticator), set by start()
+        self.controller_security: ClientSecurity = PLAINTEXT
         self._stopping = False
         self.fatal_error: str | None = None
         self.request_shutdown: Callable[[], None] | None = None  # set by broker.main
@@ -234,7 +241,10 @@ class BrokerNode:
         )
         # The metadata log, raft, the metadata loader and the controller client; the controller
         # role where process.roles has it (broker.shared_server).
-        self.shared = SharedServer(self.config, cluster_id=self.cluster_id, clock=self.clock)
+        self.shared = SharedServer(
+            self.config, cluster_id=self.cluster_id, clock=self.clock,
+            controller_security=self.controller_security, listener_tls=self.tls, listener_sasl=self.sasl,
+        )
         self.shared.open([self.publisher.publish])
         self.controller = self.shared.controller
         self.quorum_controller = self.shared.quorum_controller
@@ -249,6 +259,7 @@ class BrokerNode:
             replica_manager=rm,
             endpoint=self._broker_endpoint,
             broker_epoch=self._broker_epoch,
+            security=self.inter_broker_security,
             settings=FetcherSettings(
                 max_bytes=c["replica.fetch.max.bytes"],
                 response_max_bytes=c["replica.fetch.response.max.bytes"],
@@ -283,14 +294,14 @@ class BrokerNode:
         return lifecycle.epoch if lifecycle is not None else -1
 
     def _broker_endpoint(self, broker_id: int) -> tuple[str, int] | None:
-        """Where followers fetch from `broker_id`: its inter.broker.listener.name endpoint (default: its
-        first that is not an SSL listener -- kavka's own connections do not speak TLS)."""
+        """Where this broker's connections reach `broker_id`: its endpoint of the inter-broker listener
+        (BrokerConfig.outgoing_inter_broker_listener: Kafka's rule), reached through its security."""
         b = self.image.brokers.get(broker_id)
         if b is None or not b.endpoints:
             return None
-        want = (self.config["inter.broker.listener.name"] or "").upper()
+        want = self.config.outgoing_inter_broker_listener()
         for name, host, port in b.endpoints:
-            if name.upper() == want or (not want and self.config.security_protocol(name) != "SSL"):
+            if name.upper() == want:
                 return host, port
         return None
 
@@ -392,6 +403,7 @@ class BrokerNode:
             now_ms=self.now_ms,
             leader_endpoint=lambda p: self._partition_leader_endpoint(REMOTE_LOG_METADATA_TOPIC, p),
             is_replica=lambda p: self._hosts_replica(REMOTE_LOG_METADATA_TOPIC, p),
+            security=self.inter_broker_security,
         )
         rlm = RemoteLogManager(
             broker_id=self.node_id,
@@ -559,6 +571,20 @@ class BrokerNode:
                 log.error("listener %s: keystore not reloaded, still serving the previous one: %s", name, e)
                 continue
             _swap(name, tls, new)
+            self._reload_client_keystore(name, overrides)
+
+    def _reload_client_keystore(self, listener: str, overrides: dict[str, Any]) -> None:
+        """The reloaded keystore is also this node's client certificate on its own connections
+        through that listener (Kafka's brokers share one SslFactory per listener): loaded into the
+        client context in place, so the next connection presents it."""
+        from kavka.broker.tls import TlsConfigError, reload_client_keystore
+
+        for sec in (self.inter_broker_security, self.controller_security):
+            if sec.listener == listener and sec.ssl_context is not None:
+                try:
+                    reload_client_keystore(sec.ssl_context, self.config, listener, overrides)
+                except TlsConfigError as e:  # checked when altered; the client keeps its previous one
+                    log.error("listener %s: client keystore not reloaded: %s", listener, e)
 
     def check_keystore_alter(
         self, resource_type: int, resource_name: str, ops: list[tuple[str, int, str | None]], *, validate_only: bool = False
@@ -602,6 +628,7 @@ class BrokerNode:
                 check_reconfigurable(current, new)
                 if not validate_only and new.keystore == (current.keystore or {}) and new.keystore_mtime != current.keystore_mtime:
                     _swap(name, current, new)
+                    self._reload_client_keystore(name, dynamic_keystore(configs, name))
             except TlsConfigError as e:
                 return ApiResult(ErrorCode.invalid_request, f"Validation of dynamic config update of SSLFactory failed: {e}")
             except Exception as e:  # a value the parser refuses (the controller would say the same)
@@ -612,15 +639,20 @@ class BrokerNode:
         from kavka.broker.apis import KafkaApis
         from kavka.broker.sasl_authenticator import build_listener_sasl
         from kavka.broker.server import KafkaServer
-        from kavka.broker.tls import TlsConfigError, build_listener_tls
+        from kavka.broker.tls import TlsConfigError, build_client_security, build_listener_tls
 
-        try:  # before anything is opened: a bad keystore stops startup at once
+        try:  # before anything is opened: a bad keystore or truststore stops startup at once
             tls = self.tls = build_listener_tls(self.config)
+            ibl, ctl_name = self.config.outgoing_inter_broker_listener(), self.config.outgoing_controller_listener()
+            if ibl is not None:
+                self.inter_broker_security = build_client_security(self.config, ibl)
+            if ctl_name is not None:
+                self.controller_security = build_client_security(self.config, ctl_name, "sasl.mechanism.controller.protocol")
         except TlsConfigError as e:
             raise StartupError(str(e)) from None
         # validated by kavka.config: the users parse. SCRAM users are looked up in the image at
         # each authentication, so a credential altered on any node counts from the next login.
-        sasl = build_listener_sasl(self.config, self.scram_credential)
+        sasl = self.sasl = build_listener_sasl(self.config, self.scram_credential)
         for source in (s for ls in sasl.values() for s in ls.background):
             try:  # a JWKS fetched over HTTP: off the event loop, and before anything is served
                 await asyncio.to_thread(source.start)

@@ -21,6 +21,15 @@ Owned by the node (broker/node.py), which starts it after storage is open
 and stops it last; `after_poll` (the controller's) runs after every poll.
 A node whose only voter is itself opens no listener. Called from one event
 loop.
+
+Security: the controller listener serves TLS when its protocol is SSL or SASL_SSL (`server_tls`,
+the listener's ListenerTls from kavka.broker.tls, its context read per accept so a reloaded
+keystore serves new connections; `ssl.client.auth=required` makes it mutual TLS), and SASL when it
+is SASL_PLAINTEXT or SASL_SSL (`server_sasl`: kavka.broker.sasl_authenticator's state machine sees
+every frame first, as on client listeners). The connections to peer voters go through `security`
+(kavka.client.security: the same listener's client side, the node's own login), renewed before a
+SASL session's lifetime ends. A failed TLS handshake or login, either way, closes that connection
+and is logged (outgoing: once per peer until an answer comes); the core retries by its timers.
 """
 
 from __future__ import annotations
@@ -28,11 +37,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+import ssl
 import struct
 from collections.abc import Callable
 from typing import Any
 
-from kavka.protocol.framing import decode_body, encode_entity, encode_request, read_request_header
+from kavka.broker.sasl_authenticator import (
+    Close,
+    Failed,
+    ListenerSasl,
+    RawToken,
+    Respond,
+    SaslServerAuthenticator,
+    Serve,
+    Succeeded,
+)
+from kavka.client.security import PLAINTEXT, ClientSecurity, open_async
+from kavka.protocol.framing import (
+    decode_body,
+    encode_entity,
+    encode_request,
+    encode_response,
+    read_request_header,
+)
 from kavka.raft import codec
 from kavka.raft import messages as m
 from kavka.raft import snapshot as raft_snapshot
@@ -44,6 +72,7 @@ _I32 = struct.Struct(">i")
 _MAX_FRAME = 64 * 1024 * 1024
 _REQUEST_SCHEMAS = {cls.__api_key__: cls for cls in codec.API_VERSIONS}
 _CLIENT_ID = "kavka-raft"
+_TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 def _sender(msg: m.Message) -> int:
@@ -56,9 +85,9 @@ def _sender(msg: m.Message) -> int:
     raise TypeError(type(msg).__name__)
 
 
-async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+async def _read_frame(reader: asyncio.StreamReader, max_size: int = _MAX_FRAME) -> bytes:
     (size,) = _I32.unpack(await reader.readexactly(4))
-    if size < 0 or size > _MAX_FRAME:
+    if size < 0 or size > max_size:
         raise ValueError(f"frame of {size} bytes")
     return await reader.readexactly(size)
 
@@ -75,7 +104,16 @@ class RaftDriver:
         after_poll: Callable[[], None] = lambda: None,
         controller_apis: Any = None,
         rpc_schemas: dict[int, tuple[type, type]] | None = None,
+        security: ClientSecurity = PLAINTEXT,
+        server_tls: Any = None,
+        server_sasl: ListenerSasl | None = None,
     ) -> None:
+        self.server_sasl = server_sasl  # the controller listener's SASL settings (SASL_PLAINTEXT / SASL_SSL), or None
+        self.security = security  # how this node reaches its peers' controller listener
+        self.server_tls = server_tls  # the controller listener's ListenerTls (SSL), or None
+        self._peer_failure: dict[int, str] = {}  # peer -> the last connection failure logged
+        self._renew_at: dict[int, float] = {}  # peer -> loop time to reconnect by (its SASL session lifetime)
+        self._tls_sock: socket.socket | None = None  # the controller listener's socket when it serves TLS
         self.controller_apis = controller_apis  # answers other Kafka requests on this listener
         self._rpc_schemas = rpc_schemas or {}
         self.client = client
@@ -98,9 +136,53 @@ class RaftDriver:
 
     async def start(self) -> None:
         if self.listen:
-            self._server = await asyncio.start_server(self._serve, self.host, self.port)
-            self.port = self._server.sockets[0].getsockname()[1]
+            if self.server_tls is not None:
+                await self._start_tls_server()
+            else:
+                self._server = await asyncio.start_server(self._serve, self.host, self.port)
+                self.port = self._server.sockets[0].getsockname()[1]
         self._task = asyncio.create_task(self._run(), name="raft-driver")
+
+    async def _start_tls_server(self) -> None:
+        """The controller listener with TLS: accept here and hand each socket to its own handshake
+        task with the listener's current context (a reloaded keystore serves the next accept), as
+        kavka.broker.server does; a failed handshake is one WARNING line and that connection."""
+        loop = asyncio.get_running_loop()
+        sock = socket.create_server((self.host, self.port), reuse_port=False)
+        sock.setblocking(False)
+        self._tls_sock = sock
+        self.port = sock.getsockname()[1]
+        self._spawn(self._accept_tls(sock, loop))
+
+    async def _accept_tls(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        while not self._stopping:
+            try:
+                conn, peer = await loop.sock_accept(sock)
+            except OSError as e:
+                if self._stopping:
+                    return
+                log.error("controller listener: accept failed (%s); retrying in 100 ms", e)
+                await asyncio.sleep(0.1)
+                continue
+            conn.setblocking(False)
+            self._spawn(self._tls_handshake(conn, peer, loop))
+
+    async def _tls_handshake(self, conn: socket.socket, peer: Any, loop: asyncio.AbstractEventLoop) -> None:
+        assert self.server_tls is not None
+        reader = asyncio.StreamReader(limit=2**16)
+        protocol = asyncio.StreamReaderProtocol(reader, self._serve)
+        try:
+            await loop.connect_accepted_socket(
+                lambda: protocol, conn, ssl=self.server_tls.context, ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S
+            )
+        except ssl.SSLError as e:  # Kafka logs "Failed authentication with ... (SSL handshake failed)"
+            log.warning("closing connection from %s:%s on the controller listener: TLS handshake failed (%s)",
+                        peer[0], peer[1], e.reason or e)
+            conn.close()
+        except (TimeoutError, OSError) as e:
+            log.info("closing connection from %s:%s on the controller listener: TLS handshake not completed (%s)",
+                     peer[0], peer[1], str(e) or type(e).__name__)
+            conn.close()
 
     @property
     def task(self) -> asyncio.Task[None]:
@@ -185,6 +267,8 @@ class RaftDriver:
             for t in list(self._tasks):
                 t.cancel()
             await asyncio.wait(list(self._tasks), timeout=1.0)  # rounds: a swallowed cancel is repeated
+        if self._tls_sock is not None:
+            self._tls_sock.close()  # after its accept task is cancelled
         if self._server is not None:
             # Waits for every accepted connection's transport to close; bounded, so a peer's
             # connection accepted in the last moment cannot hold the node's shutdown.
@@ -250,6 +334,12 @@ class RaftDriver:
             writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(env.correlation_id) + b"\x00" + body)
             return
         writer = self._out.get(env.dst)
+        renew_at = self._renew_at.get(env.dst)
+        if writer is not None and renew_at is not None and asyncio.get_running_loop().time() >= renew_at:
+            # KIP-368: a new, freshly authenticated connection before the peer's session ends
+            writer.close()
+            del self._out[env.dst]
+            writer = None
         if writer is None or writer.is_closing():
             self._spawn(self._connect_and_send(env))
             return
@@ -277,15 +367,26 @@ class RaftDriver:
         if existing is not None and not existing.is_closing():
             self._send(existing, env)
             return
+        host, port = self.peers[peer]
         try:
-            reader, writer = await asyncio.open_connection(*self.peers[peer])
-        except OSError:
+            reader, writer, session = await open_async(host, port, self.security, client_id=_CLIENT_ID)
+        except (OSError, EOFError, asyncio.IncompleteReadError) as e:
+            if isinstance(e, ConnectionError) and not isinstance(e, ConnectionRefusedError | ConnectionResetError):
+                # a TLS or SASL refusal: say so once per peer, not at every retry of the core's timers
+                if self._peer_failure.get(peer) != str(e):
+                    self._peer_failure[peer] = str(e)
+                    log.warning("cannot connect to voter %d at %s:%d: %s; retrying", peer, host, port, e)
             return  # the core retries by its timers
         self._out[peer] = writer
+        if session.lifetime_ms > 0:
+            self._renew_at[peer] = asyncio.get_running_loop().time() + 0.9 * session.lifetime_ms / 1000
+        else:
+            self._renew_at.pop(peer, None)
         self._send(writer, env)
         self._spawn(self._read_responses(peer, reader, writer))
 
     async def _read_responses(self, peer: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answered = False
         try:
             while True:
                 frame = await _read_frame(reader)
@@ -299,8 +400,17 @@ class RaftDriver:
                 entity = decode_body(schema, frame, 5)
                 msg = codec.decode(entity, request=request)
                 self._inbox.put_nowait(m.Envelope(peer, self.client.node_id, corr, msg))
-        except (OSError, EOFError, asyncio.IncompleteReadError, ValueError):
-            pass
+                answered = True
+                if self._peer_failure.pop(peer, None) is not None:  # an answer: the connection works
+                    log.info("connected to voter %d again", peer)
+        except (OSError, EOFError, asyncio.IncompleteReadError, ValueError) as e:
+            if not answered and self.security.ssl_context is not None and not self._stopping:
+                # With TLS 1.3 a peer that refuses this node's certificate does so after the
+                # handshake, and asyncio reports only the closed connection.
+                why = f"closed before answering ({type(e).__name__}): did it refuse this node's certificate? see its log"
+                if self._peer_failure.get(peer) != why:
+                    self._peer_failure[peer] = why
+                    log.warning("connection to voter %d on listener %s: %s; retrying", peer, self.security.listener, why)
         finally:
             if self._out.get(peer) is writer:
                 del self._out[peer]
@@ -319,6 +429,42 @@ class RaftDriver:
 
     # ---- inbound -------------------------------------------------------------------------
 
+    async def _authenticate(self, auth: SaslServerAuthenticator, frame: bytes, writer: asyncio.StreamWriter) -> str:
+        """SASL on the controller listener, as kavka.broker.server does on client listeners (the
+        same state machine): "serve" the frame as usual, it was "answered", or the connection is "closed"."""
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        who = f"{peer[0]}:{peer[1]}"
+        action = auth.on_frame(frame, int(asyncio.get_running_loop().time() * 1000))
+        if isinstance(action, Serve):
+            if auth.authenticated:
+                return "serve"
+            action = Close("ApiVersions is not served on the controller listener")
+        if isinstance(action, Close):
+            log.warning("closing connection from %s on the controller listener: %s", who, action.reason)
+            writer.close()
+            return "closed"
+        if isinstance(action, Failed):
+            log.info("failed SASL authentication from %s on %s (user %r): %s", who, auth.settings.listener, action.user, action.reason)
+            await asyncio.sleep(auth.settings.failed_delay_ms / 1000)  # KIP-306: the answer and the close wait
+            if action.reply is not None:
+                self._write_reply(writer, action.reply)
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+            writer.close()
+            return "closed"
+        reply = action.reply if isinstance(action, Succeeded) else action
+        if isinstance(action, Succeeded):
+            log.debug("SASL authentication from %s on %s: principal %s", who, auth.settings.listener, action.principal)
+        self._write_reply(writer, reply)
+        return "answered"
+
+    @staticmethod
+    def _write_reply(writer: asyncio.StreamWriter, reply: Respond | RawToken) -> None:
+        if isinstance(reply, RawToken):
+            writer.write(_I32.pack(len(reply.token)) + reply.token)
+        else:
+            writer.write(encode_response(reply.correlation_id, encode_entity(reply.response), flexible_header=reply.flexible))
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._stopping:
             writer.close()
@@ -327,9 +473,20 @@ class RaftDriver:
         if task is not None:
             self._tasks.add(task)
         self._inbound.add(writer)
+        auth = SaslServerAuthenticator(self.server_sasl) if self.server_sasl is not None else None
         try:
             while True:
-                frame = await _read_frame(reader)
+                if auth is not None and not auth.authenticated:
+                    # sasl.server.max.receive.size: a stranger cannot make the node buffer more
+                    frame = await _read_frame(reader, self.server_sasl.max_receive_size)  # type: ignore[union-attr]
+                else:
+                    frame = await _read_frame(reader)
+                if auth is not None:
+                    outcome = await self._authenticate(auth, frame, writer)
+                    if outcome == "closed":
+                        return
+                    if outcome == "answered":
+                        continue
                 header = read_request_header(frame, flexible=True)
                 if header.api_key in self._rpc_schemas and self.controller_apis is not None:
                     await self._serve_controller_rpc(header, frame, writer)

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kavka.broker.controller_apis import RPCS, ControllerApis
 from kavka.broker.controller_client import ControllerClient
 from kavka.broker.raft_driver import RaftDriver
+from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.config import BrokerConfig, parse_voters
 from kavka.controller.quorum_controller import QuorumController
 from kavka.metadata.bootstrap import BOOTSTRAP_FILE, read_bootstrap
@@ -79,8 +80,15 @@ class ControllerServer:
 class SharedServer:
     """The metadata log, raft, the metadata loader and the controller client: every node's."""
 
-    def __init__(self, config: BrokerConfig, *, cluster_id: str, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, config: BrokerConfig, *, cluster_id: str, clock: Callable[[], float],
+        controller_security: ClientSecurity = PLAINTEXT, listener_tls: Mapping[str, Any] | None = None,
+        listener_sasl: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.listener_sasl = dict(listener_sasl or {})  # SASL listeners' ListenerSasl: the controller listener's, if SASL
         self.config = config
+        self.controller_security = controller_security  # how this node reaches the controllers' listener
+        self.listener_tls = dict(listener_tls or {})  # SSL listeners' ListenerTls: the controller listener's, if SSL
         self.node_id = config.node_id
         self.cluster_id = cluster_id
         self._clock = clock
@@ -120,6 +128,9 @@ class SharedServer:
             # A broker-only node is an observer of the quorum: it answers no controller requests.
             controller_apis=self.controller_server.apis if self.controller_server else None,
             rpc_schemas=RPCS,
+            security=self.controller_security,
+            server_tls=self.listener_tls.get(ctl.name) if ctl is not None else None,
+            server_sasl=self.listener_sasl.get(ctl.name) if ctl is not None else None,
         )
         # What every handler calls: local on the active controller, an RPC to it elsewhere.
         self.controller = ControllerClient(
@@ -129,6 +140,7 @@ class SharedServer:
             node_id=self.node_id,
             cluster_id=self.cluster_id,
             voters=self.voters,
+            security=self.controller_security,
         )
 
     @property

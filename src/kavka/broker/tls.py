@@ -45,6 +45,8 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
+from kavka.client import security
+from kavka.client.security import ClientSecurity
 from kavka.config import KEYSTORE_KEYS, SSL_CONFIGS, BrokerConfig
 from kavka.principal import ANONYMOUS, Rule, map_dn, parse_rules
 
@@ -228,6 +230,75 @@ def _build(config: BrokerConfig, listener: str, overrides: dict[str, Any] | None
     except OSError:
         mtime = None
     return ListenerTls(listener, ctx, parse_rules(str(value("ssl.principal.mapping.rules"))), certificate, dict(keys.overrides), mtime)
+
+
+def build_client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
+    """The client side of `listener`, for kavka's own connections to it (Kafka's brokers read the
+    same listener.name.<l>.ssl.* / ssl.* keys for their outgoing connections): the peer's
+    certificate must chain to the truststore (the system's CAs without one), its host name is checked
+    when ssl.endpoint.identification.algorithm=https, and the keystore, if set, is presented when
+    the peer asks for a client certificate. TlsConfigError naming the key."""
+    return _client_context(_Keys(config, listener, {}))
+
+
+@dataclass(frozen=True, slots=True)
+class _PropertyKeys:
+    """A client's properties (`--command-config`) seen as _Keys: typed ssl.* values by their own names."""
+
+    values: dict[str, Any]
+
+    def value(self, key: str) -> Any:
+        return self.values[key] if key in self.values else SSL_CONFIGS[key].default
+
+    def name(self, key: str) -> str:
+        return key
+
+
+def build_client_context_from_properties(values: dict[str, Any]) -> ssl.SSLContext:
+    """A Kafka client's ssl.* properties (typed by SSL_CONFIGS) -> its SSLContext, as
+    `build_client_context` (TlsConfigError naming the key)."""
+    return _client_context(_PropertyKeys(values))
+
+
+def _client_context(keys: Any) -> ssl.SSLContext:
+    value, name = keys.value, keys.name
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    enabled = [_VERSIONS[p] for p in value("ssl.enabled.protocols")]
+    ctx.minimum_version = min(enabled)
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2 if value("ssl.protocol") == "TLSv1.2" else max(enabled)
+    if ctx.minimum_version > ctx.maximum_version:
+        raise TlsConfigError(name("ssl.protocol"), "TLSv1.2 is below every protocol in ssl.enabled.protocols")
+    _set_ciphers(ctx, name("ssl.cipher.suites"), list(value("ssl.cipher.suites")))
+    if value("ssl.keystore.location") or value("ssl.keystore.certificate.chain") or value("ssl.keystore.key"):
+        _load_keystore(ctx, keys)
+    if not _load_truststore(ctx, keys):
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    ctx.check_hostname = value("ssl.endpoint.identification.algorithm") == "https"
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
+def reload_client_keystore(ctx: ssl.SSLContext, config: BrokerConfig, listener: str, overrides: dict[str, Any]) -> None:
+    """Load the listener's (dynamically altered) keystore into a client context in place: the
+    next connection made with it presents the new certificate; open ones keep theirs."""
+    _load_keystore(ctx, _Keys(config, listener, dict(overrides)))
+
+
+def build_client_security(
+    config: BrokerConfig, listener: str, mechanism_key: str = "sasl.mechanism.inter.broker.protocol",
+) -> ClientSecurity:
+    """How this node's connections reach `listener` on its peers: TLS for SSL and SASL_SSL, the
+    node's own login for SASL with the mechanism `mechanism_key` names (sasl.mechanism.inter.broker.protocol
+    or sasl.mechanism.controller.protocol; kavka.config validated both)."""
+    protocol = config.security_protocol(listener)
+    ctx = build_client_context(config, listener) if protocol in ("SSL", "SASL_SSL") else None
+    if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        return ClientSecurity(listener, protocol, ctx)
+    mechanism = config[mechanism_key]
+    username, password = config.broker_login(listener, mechanism)
+    if mechanism == security.PLAIN:
+        return security.plain(listener, protocol, username, password, ctx)
+    return security.scram(listener, protocol, mechanism, username, password, ctx)
 
 
 def _set_ciphers(ctx: ssl.SSLContext, key: str, suites: list[str]) -> None:

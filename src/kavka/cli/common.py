@@ -49,7 +49,25 @@ class KavkaGroup(click.Group):
 # ---------------------------------------------------------------------- options
 
 
+_COMMAND_CONFIG = "kavka.command_config"
+
+
+def _remember_command_config(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    ctx.meta[_COMMAND_CONFIG] = value
+
+
 def bootstrap_option(f: F) -> F:
+    """--bootstrap-server, and --command-config (Kafka's tools' option: a client properties file
+    with the security of the connections, kavka.cli.command_config), read by `admin_client`."""
+    f = click.option(
+        "--command-config",
+        type=click.Path(dir_okay=False),
+        expose_value=False,
+        callback=_remember_command_config,
+        metavar="FILE",
+        help="Client properties for a secured listener: security.protocol, ssl.truststore.*, ssl.keystore.*, "
+             "sasl.mechanism, sasl.jaas.config (Kafka's keys).",
+    )(f)
     return click.option(
         "--bootstrap-server",
         "bootstrap",
@@ -67,10 +85,19 @@ def json_option(f: F) -> F:
 
 
 def admin_client(bootstrap: str) -> Any:
-    from kavka.client.admin import AdminClient
+    from pathlib import Path
 
+    from kavka.cli.command_config import CommandConfigError, load_command_config
+    from kavka.client.admin import AdminClient
+    from kavka.client.security import PLAINTEXT
+
+    path = click.get_current_context().meta.get(_COMMAND_CONFIG)
     try:
-        return AdminClient(bootstrap)
+        security = load_command_config(Path(path)) if path else PLAINTEXT
+    except CommandConfigError as e:
+        raise CliError(f"--command-config {path}: {e}") from None
+    try:
+        return AdminClient(bootstrap, security=security)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--bootstrap-server") from None
 

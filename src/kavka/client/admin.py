@@ -32,6 +32,7 @@ from kavka.client.errors import (
     KafkaProtocolError,
     raise_for_error,
 )
+from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import ZERO_UUID, uuid_to_str
 
@@ -229,8 +230,10 @@ class AdminClient:
         *,
         client_id: str = "kavka-cli",
         timeout_s: float = 30,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.security = security  # TLS and SASL of every connection (kavka.client.security)
         self.client_id = client_id
         self.timeout_s = timeout_s
         self._conns: dict[tuple[str, int], BlockingConnection] = {}
@@ -851,7 +854,7 @@ class AdminClient:
         conn = self._conns.get((host, port))
         if conn is None or conn.closed:
             conn = BlockingConnection(
-                host, port, client_id=self.client_id, timeout_s=self.timeout_s
+                host, port, client_id=self.client_id, timeout_s=self.timeout_s, security=self.security
             )
             self._conns[(host, port)] = conn
         return conn

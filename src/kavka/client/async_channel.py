@@ -9,6 +9,10 @@ correlation id is not the request's, or whose frame is larger than
 connection, and the next call opens a new one -- to the address it is given,
 so a peer that moved is followed. Event-loop thread only; concurrent calls
 queue on a lock.
+
+A channel reaches its peers through one listener's `security` (kavka.client.security: TLS,
+then SASL, before the first request); a peer that gave the session a lifetime (KIP-368) gets a
+new connection, authenticated afresh, once 90% of it has passed, rather than one it would close.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from kavka.client.security import PLAINTEXT, ClientSecurity, open_async
 from kavka.protocol.framing import ProtocolError, decode_body, encode_entity, encode_request
 
 _I32 = struct.Struct(">i")
@@ -25,9 +30,13 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # as the blocking client (client.connect
 
 
 class AsyncChannel:
-    def __init__(self, client_id: str, *, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
+    def __init__(
+        self, client_id: str, *, max_response_bytes: int = MAX_RESPONSE_BYTES, security: ClientSecurity = PLAINTEXT,
+    ) -> None:
         self.client_id = client_id
         self.max_response_bytes = max_response_bytes
+        self.security = security
+        self._renew_at: float | None = None  # loop time to re-authenticate by (KIP-368)
         self._lock = asyncio.Lock()
         self._addr: tuple[str, int] | None = None
         self._conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
@@ -69,11 +78,14 @@ class AsyncChannel:
         self, addr: tuple[str, int], api_key: int, api_version: int, body: bytes,
         decode: Callable[[bytes, int], Any], what: object,
     ) -> Any:
-        if self._conn is not None and self._addr != addr:
+        loop = asyncio.get_running_loop()
+        if self._conn is not None and (self._addr != addr or (self._renew_at is not None and loop.time() >= self._renew_at)):
             self.close()
         if self._conn is None:
-            self._conn = await asyncio.open_connection(*addr)
+            reader, writer, session = await open_async(addr[0], addr[1], self.security, client_id=self.client_id)
+            self._conn = reader, writer
             self._addr = addr
+            self._renew_at = loop.time() + 0.9 * session.lifetime_ms / 1000 if session.lifetime_ms > 0 else None
         reader, writer = self._conn
         self._correlation += 1
         writer.write(

@@ -7,17 +7,28 @@ its response -- one request in flight at a time, no pipelining -- so
 correlation ids are checked strictly. Any socket failure or timeout closes the
 connection and raises `KafkaConnectionError`; an unusable answer raises
 `KafkaProtocolError`. Not thread-safe: one thread owns a connection.
+
+With a `security` (kavka.client.security) the socket is wrapped in TLS and authenticated with SASL
+before the ApiVersions handshake; a refused handshake or authentication is a
+`KafkaConnectionError` naming the listener and mechanism (never the password).
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from kavka.client import negotiation
 from kavka.client.errors import KafkaConnectionError, KafkaProtocolError
+from kavka.client.security import (
+    PLAINTEXT,
+    AuthenticationFailed,
+    ClientSecurity,
+    authenticate_blocking,
+)
 from kavka.protocol.framing import FrameDecoder, ProtocolError
 
 # Responses larger than this are refused (Kafka's client has no limit; a
@@ -50,7 +61,8 @@ class BlockingConnection:
     """One socket to one broker, with the negotiated API versions."""
 
     def __init__(
-        self, host: str, port: int, *, client_id: str | None = "kavka-cli", timeout_s: float = 30
+        self, host: str, port: int, *, client_id: str | None = "kavka-cli", timeout_s: float = 30,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.host = host
         self.port = port
@@ -68,6 +80,7 @@ class BlockingConnection:
             ) from None
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
+            self._secure(security)
             self.broker_versions = self._handshake()
         except BaseException:
             self.close()
@@ -132,6 +145,25 @@ class BlockingConnection:
         raise KafkaProtocolError(
             f"ApiVersions v{version} to {self.host}:{self.port} failed with error code {error}"
         )
+
+    def _secure(self, security: ClientSecurity) -> None:
+        sock = self._require_open()
+        if security.ssl_context is not None:
+            try:
+                self._sock = security.ssl_context.wrap_socket(sock, server_hostname=self.host)
+            except (ssl.SSLError, ssl.CertificateError) as e:
+                raise KafkaConnectionError(
+                    f"TLS handshake with {self.host}:{self.port} on listener {security.listener} failed: "
+                    f"{getattr(e, 'reason', None) or e}"
+                ) from None
+            except OSError as e:
+                raise KafkaConnectionError(f"TLS handshake with {self.host}:{self.port} failed: {_describe(e)}") from None
+        if security.sasl is not None:
+            try:
+                authenticate_blocking(self._write, self._read_frame, security, f"{self.host}:{self.port}",
+                                      self.client_id, self._correlation_id)
+            except AuthenticationFailed as e:
+                raise KafkaConnectionError(str(e)) from None
 
     def _correlation_id(self) -> int:
         cid = self._next_correlation_id

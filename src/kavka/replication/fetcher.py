@@ -46,6 +46,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kavka.client.async_channel import AsyncChannel
+from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.protocol import fetch_wire
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import uuid_from_str, uuid_to_str
@@ -165,8 +166,10 @@ class ReplicaFetcherManager:
         endpoint: Callable[[int], tuple[str, int] | None],
         broker_epoch: Callable[[], int],
         settings: FetcherSettings,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.node_id = node_id
+        self.security = security  # the inter-broker listener's TLS and SASL (kavka.client.security)
         self.rm = replica_manager
         self.endpoint = endpoint
         self.broker_epoch = broker_epoch
@@ -243,7 +246,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self.task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
-        self._channel = AsyncChannel(f"kavka-replica-{manager.node_id}")
+        self._channel = AsyncChannel(f"kavka-replica-{manager.node_id}", security=manager.security)
         self._failing = False
         self._rebuilds: dict[TopicPartition, asyncio.Task[None]] = {}
 
@@ -478,7 +481,7 @@ class ReplicaFetcher:
                 make(nested(cls, "ListOffsetsPartition"), partition_index=tp.partition,
                      current_leader_epoch=leader_epoch, timestamp=-4),)),),
         )
-        channel = AsyncChannel(f"kavka-replica-{self.m.node_id}")
+        channel = AsyncChannel(f"kavka-replica-{self.m.node_id}", security=self.m.security)
         try:
             resp = await channel.call(addr, req, api.response_schema(2, 8), self.m.settings.socket_timeout_ms / 1000)
         finally:

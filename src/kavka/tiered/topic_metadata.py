@@ -46,6 +46,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kavka.client.async_channel import AsyncChannel
+from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.common import TopicPartition
 from kavka.protocol import api
 from kavka.protocol.messages import make, nested
@@ -84,6 +85,7 @@ class TopicBasedRemoteLogMetadataManager:
         now_ms: Callable[[], int],
         leader_endpoint: Callable[[int], tuple[str, int] | None] = lambda _p: None,
         is_replica: Callable[[int], bool] = lambda _p: True,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
@@ -102,7 +104,7 @@ class TopicBasedRemoteLogMetadataManager:
         # metadata partitions this broker hosts no replica of -> the high watermark their leader
         # last answered (read over the network: ``poll_remote``)
         self._remote_hw: dict[int, int] = {}
-        self._channel = AsyncChannel(f"kavka-rlmm-{broker_id}")
+        self._channel = AsyncChannel(f"kavka-rlmm-{broker_id}", security=security)  # the inter-broker listener's
         self.events_loaded = 0
 
     # ------------------------------------------------------------------ reads
