@@ -94,6 +94,8 @@ def test_batch_write_and_read_over_sasl_ssl_with_scram(spark, secure_broker, cap
     ({"kafka.ssl.truststore.type": "JKS"}, "kafka.ssl.truststore.type: JKS"),
     ({"kafka.ssl.truststore.location": "/nonexistent/ca.pem"}, "kafka.ssl.truststore.location"),
     ({"kafka.security.protocol": "PLAINTEXT"}, ": security.protocol is PLAINTEXT, so this key would have no effect"),
+    ({"kafka.security.protocol": None, "kafka.ssl.truststore.type": None, "kafka.ssl.truststore.location": None,
+      "kafka.sasl.mechanism": None}, "kafka.sasl.jaas.config: security.protocol is PLAINTEXT, so this key would have no effect"),
     ({"kafka.security.protocol": "TLS"}, "kafka.security.protocol: 'TLS' is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
     ({"kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="' + WRONG_PW + '";'},
      "kafka.sasl.jaas.config: SCRAM-SHA-512 needs the login module"),

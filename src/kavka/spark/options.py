@@ -299,7 +299,7 @@ def _client_settings(opts: Mapping[str, str]) -> ClientSettings:
                 "kafka.ssl.endpoint.identification.algorithm, kafka.ssl.enabled.protocols, kafka.ssl.protocol, "
                 "kafka.ssl.cipher.suites, kafka.sasl.mechanism and kafka.sasl.jaas.config)"
             )
-    if security.get("security.protocol", "PLAINTEXT").upper() == "PLAINTEXT" and len(security) <= 1:
+    if set(security) <= {"security.protocol"} and security.get("security.protocol", "PLAINTEXT").upper() == "PLAINTEXT":
         security = {}  # plain PLAINTEXT: nothing to build
     settings = ClientSettings(
         bootstrap_servers=servers,
