@@ -19,6 +19,12 @@ The keystore and truststore types are PEM or PKCS12 (JKS is refused with the con
 as for the broker). ssl.* keys without SSL, and sasl.* keys without SASL, would have no effect and
 are refused. Errors name the key and never show a password. Pure parsing and file reads; any
 thread.
+
+Layering debt: the parsing of the ssl.* values and the SSLContext builder are the broker's
+(kavka.config's SSL_CONFIGS, kavka.broker.tls) and the JAAS parser is kavka.sasl's, imported only
+when properties are parsed, so a PLAINTEXT client (the Spark connector's default) loads none of
+them; a secured one loads those modules (no sockets, no event loop) on Spark's executors too.
+Moving the client-side TLS builder and the ssl.* key definitions under kavka.client would end it.
 """
 
 from __future__ import annotations
@@ -28,9 +34,8 @@ from typing import Any
 
 from kavka.client import security
 from kavka.client.security import ClientSecurity
-from kavka.config import JKS_CONVERSION, SSL_CONFIGS, ConfigError, read_properties
-from kavka.sasl import PLAIN_LOGIN_MODULE, JaasError, parse_jaas_config
 
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 CLIENT_SSL_KEYS = frozenset(
     {"ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
@@ -57,6 +62,8 @@ class CommandConfigError(ValueError):
 
 def load_command_config(path: Path) -> ClientSecurity:
     """The security of the CLI's connections from a client properties file (CommandConfigError)."""
+    from kavka.config import ConfigError, read_properties
+
     try:
         props = read_properties(path)
     except ConfigError as e:  # the file cannot be read
@@ -66,6 +73,8 @@ def load_command_config(path: Path) -> ClientSecurity:
 
 def client_security(props: dict[str, str], *, who: str = "kavka's CLI") -> ClientSecurity:
     """The security these properties describe (CommandConfigError naming the key)."""
+    from kavka.sasl import JaasError, parse_jaas_config
+
     for key in sorted(props):
         if key not in SECURITY_KEYS:
             raise CommandConfigError(key, f"not supported by {who} (it honours security.protocol, the ssl.* "
@@ -104,6 +113,7 @@ def client_security(props: dict[str, str], *, who: str = "kavka's CLI") -> Clien
 
 def _ssl_context(props: dict[str, str]) -> Any:
     from kavka.broker.tls import TlsConfigError, build_client_context_from_properties
+    from kavka.config import JKS_CONVERSION, SSL_CONFIGS, ConfigError
 
     values: dict[str, Any] = {}
     for key in sorted(CLIENT_SSL_KEYS & props.keys()):
