@@ -290,6 +290,7 @@ def test_cluster_up_secure(tmp_path: Path) -> None:
         assert sec["client_properties"] == str(secure / "client.properties")
         assert sec["librdkafka_properties"] == str(secure / "librdkafka.properties")
         assert sec["ca_location"] == printed["ssl.ca.location"]
+        assert sec["kavka_command"].split() == command and "plaintext_internal_bootstrap_servers" not in sec
         assert _produce_consume(sec["librdkafka_config"], "secured", [b"after restart"], before=50) == values + [b"after restart"]
     finally:
         again.send_signal(signal.SIGINT)
