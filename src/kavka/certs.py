@@ -1,4 +1,4 @@
-"""Certificates for a local secure cluster (`kavka cluster up --secure`): one CA, one server
+"""Certificates for a local secure cluster (`kavka cluster up --secure`): one CA, one node
 certificate per node, written as PEM files with `cryptography`.
 
 Layout under a directory (the cluster's `<data-dir>/secure/`):
@@ -6,7 +6,10 @@ Layout under a directory (the cluster's `<data-dir>/secure/`):
     ca.pem          the CA certificate: clients trust it (ssl.ca.location, ssl.truststore.location)
     ca.key          the CA's private key, 0600 (kept so that a node added later can be signed)
     node<i>.pem     node i's PEM keystore as kavka and Kafka read it (ssl.keystore.type=PEM): the
-                    unencrypted private key, then its certificate and the CA's (leaf first), 0600
+                    unencrypted private key, then its certificate and the CA's (leaf first), 0600.
+                    The certificate serves the node's listeners and is its client certificate on its
+                    own connections to the other nodes (mutual TLS on the controller listener), so
+                    its extended key usage is serverAuth and clientAuth.
 
 Keys are EC P-256 (generated in milliseconds; every client kavka is tested with accepts them). A
 server certificate names `localhost` and 127.0.0.1 (the cluster listens on loopback only), so
@@ -14,7 +17,9 @@ clients keep host name verification on (librdkafka's default `ssl.endpoint.ident
 =https`). Certificates are valid for `VALID_DAYS` from one day before they are made (clock skew).
 Files holding keys are created 0600 before a byte is written, so a key is never readable by others
 even for a moment. Existing files are reused, never overwritten: starting the cluster again keeps
-its CA, so clients configured once keep working.
+its CA, so clients configured once keep working. The one exception: a node keystore whose
+certificate lacks clientAuth (made before the cluster's own connections used TLS) is issued anew
+by the same CA, which clients already trust.
 
 Called from the CLI's thread before any node starts; no event loop.
 """
@@ -98,9 +103,22 @@ def ensure_ca(directory: Path, *, cn: str = "kavka local CA") -> LocalCa:
     return ca
 
 
+NODE_USAGES = (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH)
+
+
+def _has_node_usages(path: Path) -> bool:
+    leaf = x509.load_pem_x509_certificates(path.read_bytes())[0]
+    try:
+        usages = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    except x509.ExtensionNotFound:
+        return True  # no extended key usage: any use
+    return all(u in usages for u in NODE_USAGES)
+
+
 def ensure_server_keystore(ca: LocalCa, path: Path, *, cn: str, hosts: tuple[str, ...] = ("localhost", "127.0.0.1")) -> Path:
-    """A PEM keystore at `path` (key, leaf, CA) signed by `ca`, for `hosts`; made once, then reused."""
-    if path.exists():
+    """A PEM keystore at `path` (key, leaf, CA) signed by `ca`, for `hosts`, usable as a server and a
+    client certificate; made once, then reused (reissued if it lacks clientAuth)."""
+    if path.exists() and _has_node_usages(path):
         return path
     ca_key = serialization.load_pem_private_key(ca.key_path.read_bytes(), password=None)
     assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
@@ -122,7 +140,7 @@ def ensure_server_keystore(ca: LocalCa, path: Path, *, cn: str, hosts: tuple[str
         .not_valid_before(start)
         .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(list(NODE_USAGES)), critical=False)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())

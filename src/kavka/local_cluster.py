@@ -13,15 +13,23 @@ controlled shutdown while the quorum is still there -- then waits for each.
 Ports: node i listens on `base_port + i - 1` and its controller on
 `base_port + 100 + i - 1`; with `base_port=None` free ports are picked.
 
-With `secure=True` (`kavka cluster up --secure`) the client listener is `CLIENT`, SASL_SSL with
-PLAIN: `<data_dir>/secure/` gets a CA and one PEM keystore per broker (kavka.certs), a generated
-`admin` user whose password is kept in `secure/admin.password` (0600; starting again reuses it),
-and the clients' configs `client.properties` (Java/Kafka tools) and `librdkafka.properties`
-(confluent-kafka, kcat), 0600 as they hold the password. The brokers replicate over a second,
-PLAINTEXT listener `INTERNAL` on loopback (`base_port + 200 + i - 1`) and the quorum stays on the
-PLAINTEXT `CONTROLLER` listener, because kavka's own outgoing connections do not speak TLS or SASL
-yet: `INTER_BROKER_PROTOCOL` and `CONTROLLER_PROTOCOL` below are the two places to change when they
-do. Every `server.properties` of a secure cluster holds the password and is written 0600.
+With `secure=True` (`kavka cluster up --secure`) every listener is secured. `<data_dir>/secure/`
+gets a CA and one PEM keystore per node (kavka.certs; each certificate is a server and a client
+certificate), a generated `admin` user and a generated `broker` user whose passwords are kept in
+`secure/admin.password` and `secure/broker.password` (0600; starting again reuses them), and the
+clients' configs `client.properties` (Java/Kafka tools, the kavka CLI's `--command-config`) and
+`librdkafka.properties` (confluent-kafka, kcat), 0600 as they hold the password. The listeners:
+
+    CLIENT      SASL_SSL, PLAIN, the one user `admin` (port base_port + i - 1)
+    INTERNAL    SASL_SSL, SCRAM-SHA-512: the brokers' replication (base_port + 200 + i - 1); each
+                broker logs in as `broker`, whose credential every voter is formatted with
+                (`kavka storage format --add-scram`), so it is in the metadata log before the first
+                fetch; no password of it sits in any listener's user list
+    CONTROLLER  SSL with ssl.client.auth=required (mutual TLS): the quorum and the brokers'
+                controller RPCs (base_port + 100 + i - 1); SCRAM cannot serve here (its
+                credentials live in the metadata log this listener carries, Kafka's KRaft rule)
+
+Every `server.properties` of a secure cluster holds a password and is written 0600.
 """
 
 from __future__ import annotations
@@ -41,14 +49,13 @@ from pathlib import Path
 
 from kavka import certs
 
-# The listeners of a secure local cluster. kavka's followers, its broker-to-controller channel and
-# its raft connections speak neither TLS nor SASL yet (config validation refuses anything else), so
-# the listeners they use stay PLAINTEXT on loopback; switch these when they do.
-CLIENT_LISTENER, INTER_BROKER_LISTENER = "CLIENT", "INTERNAL"
-INTER_BROKER_PROTOCOL = "PLAINTEXT"
-CONTROLLER_PROTOCOL = "PLAINTEXT"
-ADMIN_USER = "admin"
+# The listeners of a secure local cluster (see the module docstring).
+CLIENT_LISTENER, INTER_BROKER_LISTENER, CONTROLLER_LISTENER = "CLIENT", "INTERNAL", "CONTROLLER"
+CLIENT_PROTOCOL, INTER_BROKER_PROTOCOL, CONTROLLER_PROTOCOL = "SASL_SSL", "SASL_SSL", "SSL"
+INTER_BROKER_MECHANISM = "SCRAM-SHA-512"
+ADMIN_USER, BROKER_USER = "admin", "broker"
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 class LocalClusterError(RuntimeError):
@@ -77,6 +84,7 @@ class ClientSecurity:
     password: str = field(repr=False)
     client_properties: Path
     librdkafka_properties: Path
+    broker_password: str = field(repr=False, default="")
 
     def librdkafka_config(self, bootstrap: str) -> dict[str, str]:
         """confluent-kafka's / librdkafka's keys (kcat takes them as `-X key=value` or `-F file`)."""
@@ -89,10 +97,11 @@ class ClientSecurity:
             "ssl.ca.location": str(self.ca),
         }
 
-    def java_config(self, bootstrap: str) -> dict[str, str]:
-        """The Java client's keys (kafka-*.sh --command-config): the CA as a PEM truststore (KIP-651)."""
+    def java_config(self) -> dict[str, str]:
+        """The Java client's keys (kafka-*.sh and kavka --command-config): the CA as a PEM truststore
+        (KIP-651). No bootstrap.servers: the tools take --bootstrap-server, and kavka's CLI refuses
+        keys it would not use."""
         return {
-            "bootstrap.servers": bootstrap,
             "security.protocol": "SASL_SSL",
             "sasl.mechanism": "PLAIN",
             "sasl.jaas.config": f'{PLAIN_LOGIN_MODULE} required username="{self.username}" password="{self.password}";',
@@ -135,6 +144,7 @@ class LocalCluster:
             self.controller_ports = {v: base_port + 100 + k for k, v in enumerate(voters)}
             self.internal_ports = {b: base_port + 200 + k for k, b in enumerate(internal)}
         self.security: ClientSecurity | None = None
+        self._new_passwords: list[str] = []
         self.racks = racks or []
         self.overrides = dict(overrides or {})
         self.on_event = on_event
@@ -177,43 +187,64 @@ class LocalCluster:
     def secure_dir(self) -> Path:
         return self.data_dir / "secure"
 
-    @property
-    def internal_bootstrap(self) -> str:
-        """The PLAINTEXT inter-broker listeners of a secure cluster (for kavka's own admin commands)."""
-        return ",".join(f"127.0.0.1:{self.internal_ports[i]}" for i in sorted(self.internal_ports))
+    def cli_command(self) -> str:
+        """A kavka command that reaches the secure cluster (its CLIENT listeners, as `admin`)."""
+        assert self.security is not None, "prepare_security() first"
+        return f"kavka topics list --bootstrap-server {self.bootstrap} --command-config {self.security.client_properties}"
 
     def _secure_props(self, i: int) -> dict[str, str]:
         assert self.security is not None, "prepare_security() first"
-        if i not in self.client_ports:  # a controller-only node: no client listener to secure
-            return {"listener.security.protocol.map": f"CONTROLLER:{CONTROLLER_PROTOCOL}"}
-        c = CLIENT_LISTENER.lower()
+        tls = {  # every listener's TLS, and the client side of the node's own connections
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.secure_dir / f"node{i}.pem"),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.security.ca),
+            f"listener.name.{CONTROLLER_LISTENER.lower()}.ssl.client.auth": "required",
+        }
+        if i not in self.client_ports:  # a controller-only node: only the controller listener
+            return {"listener.security.protocol.map": f"{CONTROLLER_LISTENER}:{CONTROLLER_PROTOCOL}", **tls}
+        c, ib = CLIENT_LISTENER.lower(), INTER_BROKER_LISTENER.lower()
         return {
-            "listener.security.protocol.map": f"{CLIENT_LISTENER}:SASL_SSL,{INTER_BROKER_LISTENER}:{INTER_BROKER_PROTOCOL},"
-                                              f"CONTROLLER:{CONTROLLER_PROTOCOL}",
+            "listener.security.protocol.map": f"{CLIENT_LISTENER}:{CLIENT_PROTOCOL},{INTER_BROKER_LISTENER}:{INTER_BROKER_PROTOCOL},"
+                                              f"{CONTROLLER_LISTENER}:{CONTROLLER_PROTOCOL}",
             "inter.broker.listener.name": INTER_BROKER_LISTENER,
-            "sasl.enabled.mechanisms": "PLAIN",
+            f"listener.name.{c}.sasl.enabled.mechanisms": "PLAIN",
             f"listener.name.{c}.plain.sasl.jaas.config":
                 f'{PLAIN_LOGIN_MODULE} required user_{self.security.username}="{self.security.password}";',
-            f"listener.name.{c}.ssl.keystore.type": "PEM",
-            f"listener.name.{c}.ssl.keystore.location": str(self.secure_dir / f"node{i}.pem"),
+            f"listener.name.{ib}.sasl.enabled.mechanisms": INTER_BROKER_MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": INTER_BROKER_MECHANISM,
+            f"listener.name.{ib}.{INTER_BROKER_MECHANISM.lower()}.sasl.jaas.config":
+                f'{SCRAM_LOGIN_MODULE} required username="{BROKER_USER}" password="{self.security.broker_password}";',
+            **tls,
         }
+
+    def _format_args(self, i: int) -> list[str]:
+        """The broker user's SCRAM credential, written by every voter's format into the first batch
+        of the metadata log (any voter may be the first leader)."""
+        if not self.secure or i not in self.controller_ports:
+            return []
+        assert self.security is not None
+        return ["--add-scram", f"{INTER_BROKER_MECHANISM}=[name={BROKER_USER},password={self.security.broker_password}]"]
+
+    def _password(self, path: Path) -> str:
+        if not path.exists():
+            self._new_passwords.append(path.name)  # token_urlsafe: no comma or quote, so it fits --add-scram and JAAS as is
+            certs.write_private(path, (secrets.token_urlsafe(24) + "\n").encode())
+        return path.read_text().strip()
 
     def prepare_security(self) -> ClientSecurity:
         """The CA, each broker's keystore, the admin password and the client config files (made once,
         reused when the cluster starts again)."""
         d = self.secure_dir
         ca = certs.ensure_ca(d)
-        for i in sorted(self.client_ports):
+        for i in range(1, self.n + 1):
             certs.ensure_server_keystore(ca, d / f"node{i}.pem", cn=f"kavka node {i}")
-        pw_file = d / "admin.password"
-        if not pw_file.exists():
-            certs.write_private(pw_file, (secrets.token_urlsafe(24) + "\n").encode())
-        password = pw_file.read_text().strip()
         self.security = ClientSecurity(
-            ca=ca.cert_path, username=ADMIN_USER, password=password,
+            ca=ca.cert_path, username=ADMIN_USER, password=self._password(d / "admin.password"),
             client_properties=d / "client.properties", librdkafka_properties=d / "librdkafka.properties",
+            broker_password=self._password(d / "broker.password"),
         )
-        certs.write_private(self.security.client_properties, _properties(self.security.java_config(self.bootstrap)))
+        certs.write_private(self.security.client_properties, _properties(self.security.java_config()))
         certs.write_private(self.security.librdkafka_properties,
                             _properties(self.security.librdkafka_config(self.bootstrap)))
         return self.security
@@ -236,9 +267,14 @@ class LocalCluster:
                 certs.write_private(config, _properties(self.node_props(i)))
             else:
                 config.write_text("".join(f"{k}={v}\n" for k, v in self.node_props(i).items()))
-            if not (node_dir / "data" / "meta.properties").exists():
+            formatted = (node_dir / "data" / "meta.properties").exists()
+            if formatted and self.secure and "broker.password" in self._new_passwords:
+                raise LocalClusterError(f"{node_dir} holds a cluster made before `--secure` created the brokers' user (its "
+                                        "credential is written when the nodes are formatted); use a new --data-dir")
+            if not formatted:
                 res = subprocess.run(
-                    [*kavka, "storage", "format", "--config", str(config), "--cluster-id", self.cluster_id],
+                    [*kavka, "storage", "format", "--config", str(config), "--cluster-id", self.cluster_id,
+                     *self._format_args(i)],
                     capture_output=True, text=True, timeout=60,
                 )
                 if res.returncode != 0:

@@ -7,6 +7,7 @@ import random
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -185,8 +186,11 @@ def _refused(conf: dict[str, str], expect: str = "") -> list[str]:
 
 def test_cluster_up_secure(tmp_path: Path) -> None:
     """`cluster up --secure`: confluent-kafka with exactly the printed (and written) config produces
-    and consumes on RF=2; no credentials, a wrong password and plaintext are refused; the password
-    reaches no node's log; keys and configs are 0600; `--json` restarts the same secure cluster."""
+    and consumes on RF=2, replicated over INTERNAL (SASL_SSL, SCRAM-SHA-512, the broker user made by
+    storage format --add-scram) with the quorum on CONTROLLER (mutual TLS); the printed kavka command
+    with --command-config works; no credentials, a wrong password and plaintext are refused, on the
+    INTERNAL and CONTROLLER ports too; no password reaches a node's log; keys and configs are 0600;
+    `--json` restarts the same secure cluster."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     base = _free_block_secure()
@@ -205,18 +209,32 @@ def test_cluster_up_secure(tmp_path: Path) -> None:
         java = _properties(secure / "client.properties")
         assert java["ssl.truststore.type"] == "PEM" and java["ssl.truststore.location"] == printed["ssl.ca.location"]
         assert f'username="admin" password="{password}";' in java["sasl.jaas.config"]
-        for f in ["ca.key", "node1.pem", "node2.pem", "admin.password", "client.properties", "librdkafka.properties"]:
+        for f in ["ca.key", "node1.pem", "node2.pem", "admin.password", "broker.password", "client.properties",
+                  "librdkafka.properties"]:
             assert (secure / f).stat().st_mode & 0o777 == 0o600, f
+        broker_password = (secure / "broker.password").read_text().strip()
+        assert len(broker_password) >= 24 and broker_password not in "".join(lines)
         for i in (1, 2):
             assert (tmp_path / "c" / f"node{i}" / "server.properties").stat().st_mode & 0o777 == 0o600
+            props = _properties(tmp_path / "c" / f"node{i}" / "server.properties")
+            assert props["listener.security.protocol.map"] == "CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SSL"
+            assert props["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
 
         admin = AdminClient(printed)
         admin.create_topics([NewTopic("secured", num_partitions=1, replication_factor=2)])["secured"].result(30)
         values = [f"v{i}".encode() for i in range(50)]
         assert _produce_consume(printed, "secured", values) == values
-        # Replicated over the PLAINTEXT inter-broker listener: both replicas in sync.
+        # Replicated over INTERNAL, the follower logged in with SCRAM-SHA-512: both replicas in sync.
         wait_until(lambda: len(admin.list_topics("secured", timeout=5).topics["secured"].partitions[0].isrs) == 2,
                    timeout=30, message="both replicas of secured-0 in the ISR")
+
+        # kavka's own CLI, exactly as printed: the CLIENT listeners with client.properties.
+        command = next(x for x in lines if x.startswith("kavka's own commands: ")).split(": ", 1)[1].split()
+        assert command == ["kavka", "topics", "list", "--bootstrap-server", printed["bootstrap.servers"],
+                           "--command-config", str(secure / "client.properties")]
+        listed = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0 and "secured" in listed.stdout.split(), listed.stdout + listed.stderr
+        assert f"127.0.0.1:{base + 200}" not in "".join(lines)  # no unauthenticated address to point tools at
 
         if shutil.which("kcat"):  # the README's `kcat -F <data-dir>/secure/librdkafka.properties`
             listed = subprocess.run(["kcat", "-F", str(secure / "librdkafka.properties"), "-L", "-t", "secured"],
@@ -227,6 +245,21 @@ def test_cluster_up_secure(tmp_path: Path) -> None:
         assert _refused(no_credentials)
         _refused({**printed, "sasl.password": "not-" + password}, "Invalid username or password")
         assert _refused({"bootstrap.servers": printed["bootstrap.servers"]})  # plaintext
+        # The cluster's own listeners: INTERNAL wants TLS and then the broker's SCRAM login ...
+        assert _refused({"bootstrap.servers": f"127.0.0.1:{base + 200}"})
+        _refused({**printed, "bootstrap.servers": f"127.0.0.1:{base + 200}"}, "Unsupported SASL mechanism")
+        # ... and CONTROLLER a client certificate the cluster's CA signed.
+        ctx = ssl.create_default_context(cafile=printed["ssl.ca.location"])
+        with socket.create_connection(("127.0.0.1", base + 100), timeout=10) as raw:
+            try:
+                with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                    # TLS 1.3: the server refuses the missing certificate after the client's handshake;
+                    # a server that accepted it would wait for a request, and this read time out.
+                    assert tls.recv(1024) == b""
+            except (ssl.SSLError, ConnectionResetError):
+                pass
+        wait_until(lambda: "PEER_DID_NOT_RETURN_A_CERTIFICATE" in (tmp_path / "c" / "node1" / "server.log").read_text(),
+                   timeout=10, message="node 1 refuses a controller-listener client without a certificate")
         wait_until(lambda: "a plaintext client?" in (tmp_path / "c" / "node1" / "server.log").read_text()
                    + (tmp_path / "c" / "node2" / "server.log").read_text(),
                    timeout=20, message="the broker's log line for the plaintext client")
@@ -237,7 +270,9 @@ def test_cluster_up_secure(tmp_path: Path) -> None:
     for i in (1, 2):
         log = (tmp_path / "c" / f"node{i}" / "server.log").read_text()
         assert "shut down cleanly" in log, log[-2000:]
-        assert password not in log
+        assert password not in log and broker_password not in log
+        # The brokers' own logins all succeeded (the refusals above are the test's clients).
+        assert not [x for x in log.splitlines() if "failed SASL authentication" in x and "(user 'broker')" in x]
 
     # Again, --json: the same cluster, CA and password, and the config works as given.
     again = subprocess.Popen(
@@ -255,6 +290,7 @@ def test_cluster_up_secure(tmp_path: Path) -> None:
         assert sec["client_properties"] == str(secure / "client.properties")
         assert sec["librdkafka_properties"] == str(secure / "librdkafka.properties")
         assert sec["ca_location"] == printed["ssl.ca.location"]
+        assert sec["kavka_command"].split() == command and "plaintext_internal_bootstrap_servers" not in sec
         assert _produce_consume(sec["librdkafka_config"], "secured", [b"after restart"], before=50) == values + [b"after restart"]
     finally:
         again.send_signal(signal.SIGINT)

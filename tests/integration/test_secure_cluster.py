@@ -12,7 +12,8 @@ password is wrong registers (its controller connection is good) but never fetche
 joins the ISR, and logs the failed authentication without the password while the cluster serves
 on; a broker whose certificate the cluster's truststore does not sign, and one whose truststore
 does not sign the cluster's certificates, are refused by TLS and never register.
-No password reaches any node's log.
+No password reaches any node's log. A second cluster: SCRAM-SHA-512 between brokers (the
+brokers' user made by `kavka storage format --add-scram`), SCRAM-SHA-256 for clients.
 """
 
 from __future__ import annotations
@@ -48,10 +49,18 @@ def internal_jaas(password: str) -> str:
             f'username="broker" password="{password}" user_broker="{BROKER_PW}";')
 
 
+def scram_login(password: str) -> str:
+    return f'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="{password}";'
+
+
 class SecureCluster:
-    def __init__(self, root: Path, voters: int = 3, *, internal: str = "SASL_SSL", controller: str = "SSL") -> None:
+    def __init__(self, root: Path, voters: int = 3, *, internal: str = "SASL_SSL", controller: str = "SSL",
+                 scram: bool = False) -> None:
         self.root = root
         self.internal, self.controller = internal, controller  # the two listeners' protocols
+        # scram: INTERNAL logs in with SCRAM-SHA-512, clients with SCRAM-SHA-256, both users made by
+        # `kavka storage format --add-scram` on every node; otherwise PLAIN everywhere.
+        self.scram = scram
         self.ca = CA.create()
         self.ca_pem = root / "ca.pem"
         self.ca_pem.write_bytes(self.ca.pem())
@@ -73,21 +82,27 @@ class SecureCluster:
         if voter:
             listeners += f",CONTROLLER://127.0.0.1:{self.ctl_ports[node_id]}"
         sasl: dict[str, str] = {}
-        if self.internal.startswith("SASL_"):
-            sasl["sasl.mechanism.inter.broker.protocol"] = "PLAIN"
-            sasl["listener.name.internal.plain.sasl.jaas.config"] = internal_jaas(password)
+        if self.scram:
+            sasl["listener.name.client.sasl.enabled.mechanisms"] = "SCRAM-SHA-256"
+            sasl["listener.name.internal.sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
+            sasl["sasl.mechanism.inter.broker.protocol"] = "SCRAM-SHA-512"
+            sasl["listener.name.internal.scram-sha-512.sasl.jaas.config"] = scram_login(password)
+        else:
+            sasl["sasl.enabled.mechanisms"] = "PLAIN"
+            sasl["listener.name.client.plain.sasl.jaas.config"] = CLIENT_JAAS
+            if self.internal.startswith("SASL_"):
+                sasl["sasl.mechanism.inter.broker.protocol"] = "PLAIN"
+                sasl["listener.name.internal.plain.sasl.jaas.config"] = internal_jaas(password)
         if self.controller.startswith("SASL_"):
             sasl["sasl.mechanism.controller.protocol"] = "PLAIN"
             sasl["listener.name.controller.plain.sasl.jaas.config"] = internal_jaas(controller_password)
-        return BrokerProcess(d, node_id=node_id, port=client, overrides={
+        node = BrokerProcess(d, node_id=node_id, port=client, overrides={
             "process.roles": "broker,controller" if voter else "broker",
             "listeners": listeners,
             "listener.security.protocol.map": f"CLIENT:SASL_SSL,INTERNAL:{self.internal},CONTROLLER:{self.controller}",
             "inter.broker.listener.name": "INTERNAL",
             "controller.listener.names": "CONTROLLER",
             "controller.quorum.voters": self.voters,
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.client.plain.sasl.jaas.config": CLIENT_JAAS,
             **sasl,
             "listener.name.internal.ssl.client.auth": "required",
             "listener.name.controller.ssl.client.auth": "required",
@@ -102,6 +117,10 @@ class SecureCluster:
             "offsets.topic.num.partitions": "2",
             "connection.failed.authentication.delay.ms": "50",
         })
+        if self.scram:
+            node.format_args = ["--add-scram", f"SCRAM-SHA-512=[name=broker,password={BROKER_PW}]",
+                                "--add-scram", f"SCRAM-SHA-256=[name=alice,password={CLIENT_PW}]"]
+        return node
 
     def start(self) -> SecureCluster:
         self.cluster_id = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()  # a Kafka Uuid
@@ -117,7 +136,7 @@ class SecureCluster:
             "bootstrap.servers": ",".join(n.bootstrap for i, n in self.nodes.items() if i in self.ctl_ports and n.alive()),
             "security.protocol": "SASL_SSL",
             "ssl.ca.location": str(self.ca_pem),
-            "sasl.mechanism": "PLAIN",
+            "sasl.mechanism": "SCRAM-SHA-256" if self.scram else "PLAIN",
             "sasl.username": "alice",
             "sasl.password": CLIENT_PW,
         }
@@ -287,3 +306,42 @@ def test_sasl_ssl_to_the_controllers_and_mutual_tls_between_brokers(tmp_path: Pa
     logs = c.logs()
     for secret in SECRETS:
         assert secret not in logs
+
+
+def test_scram_between_brokers_and_for_clients(tmp_path: Path) -> None:
+    """INTERNAL SASL_SSL with SCRAM-SHA-512 (sasl.mechanism.inter.broker.protocol, the brokers' own
+    user made by `kavka storage format --add-scram` on every node, its login the listener's
+    ScramLoginModule), CLIENT SASL_SSL with SCRAM-SHA-256, CONTROLLER mutual TLS. An RF=3 topic
+    with min.insync.replicas=3: every acks=all record is on all three replicas -- the three logs
+    byte for byte the same -- and is read back."""
+    c = SecureCluster(tmp_path, scram=True).start()
+    try:
+        topic = unique("scramib")
+        admin = c.admin()  # referenced until the result is in
+        admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "3"})])[topic].result(20)
+        wait_until(lambda: all(p.leader >= 0 and len(p.isrs) == 3 for p in c.partitions(topic).values()),
+                   timeout=30, message="ISR of 3 (followers log in with SCRAM-SHA-512 over TLS)")
+        p = Producer({**c.conf(), "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+        errors: list[str] = []
+        for i in range(300):
+            p.produce(topic, b"scram-%04d" % i, on_delivery=lambda err, _m: err is not None and errors.append(str(err)))
+        assert p.flush(30) == 0 and not errors, errors[:3]
+        assert len(c.partitions(topic)[0].isrs) == 3
+
+        def logs() -> list[bytes]:
+            return [b"".join(f.read_bytes() for f in sorted((n.log_dirs[0] / f"{topic}-0").glob("*.log")))
+                    for n in c.nodes.values()]
+
+        wait_until(lambda: len(set(logs())) == 1, timeout=20, message="the three replicas' logs identical")
+        assert all(b"scram-0299" in log for log in logs())
+        conf = {k: v for k, v in c.conf().items() if k != "bootstrap.servers"}
+        got = [r.value for r in ck_read_to_end(c.conf()["bootstrap.servers"], topic, [0], conf=conf)]
+        assert got == [b"scram-%04d" % i for i in range(300)]
+        leader = c.partitions(topic)[0].leader
+        assert "failed SASL authentication" not in "".join(c.nodes[leader].output)
+    finally:
+        for n in c.nodes.values():
+            n.kill()
+    logs_text = c.logs()
+    for secret in SECRETS:
+        assert secret not in logs_text

@@ -5,7 +5,9 @@ SSL (a PEM keystore file with an encrypted key, no client certificates), MTLS (m
 own inline PEM keystore and truststore, ssl.client.auth=required and a principal mapping rule) and
 OLD (an expired server certificate). The PKCS12 broker serves SSL from a PKCS12 keystore. Each of
 confluent-kafka, kafka-python and aiokafka produces, consumes in a group and runs an admin call
-over SSL; refusals are checked with Python's own ssl client and a raw plaintext socket.
+over SSL and over MTLS with a certificate of its own, whose principal (User:<CN>, by the mapping
+rule) the broker logs; kcat produces, consumes, consumes in a group (-G) and lists metadata over
+both. Refusals are checked with Python's own ssl client and a raw plaintext socket.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import ssl
 import struct
 import subprocess
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -51,6 +53,9 @@ class Pki:
     stranger_key: Path
     expired_cert: Path  # signed by the CA, out of date
     expired_key: Path
+    # One client certificate per client library for the MTLS listener (CN=<name>,OU=eng): each
+    # client's principal, mapped by RULES, shows it presented its own.
+    clients: dict[str, tuple[Path, Path]] = field(default_factory=dict)
 
 
 @dataclass
@@ -82,8 +87,14 @@ def pki(tmp_path_factory) -> Pki:
     late = ca.issue("Trudy", ou="eng", server=False, expired=True)
     (d / "trudy.pem").write_bytes(late.cert_pem())
     (d / "trudy.key").write_bytes(late.key_pem())
+    clients = {}
+    for name in ("KafkaPython", "AioKafka", "Kcat"):
+        ident = ca.issue(name, ou="eng", server=False)
+        (d / f"{name}.pem").write_bytes(ident.cert_pem())
+        (d / f"{name}.key").write_bytes(ident.key_pem())
+        clients[name] = (d / f"{name}.pem", d / f"{name}.key")
     return Pki(d, d / "ca.pem", d / "alice.pem", d / "alice.key", d / "mallory.pem", d / "mallory.key",
-               d / "trudy.pem", d / "trudy.key")
+               d / "trudy.pem", d / "trudy.key", clients)
 
 
 def _inline(path: Path) -> str:
@@ -205,12 +216,22 @@ def test_confluent_kafka_over_pkcs12(pki, p12_broker):
     run_confluent(pki, p12_broker.tls_port)
 
 
-def test_kafka_python_over_pem(pki, pem_broker):
+def expect_principal(b: BrokerProcess, name: str) -> None:
+    """The MTLS listener mapped the client's own certificate (CN=<name>,OU=eng) to User:<name>."""
+    wait_until(lambda: f"on MTLS: principal User:{name.lower()}" in full_log(b), timeout=5,
+               message=f"the principal User:{name.lower()} from the client certificate")
+
+
+@pytest.mark.parametrize("listener", ["ssl", "mtls"])
+def test_kafka_python_over_pem(pki, pem_broker, listener):
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
     from kafka.admin import NewTopic as KpNewTopic
 
-    port = pem_broker.ports.ssl
+    port = getattr(pem_broker.ports, listener)
     conf = {"bootstrap_servers": f"127.0.0.1:{port}", "security_protocol": "SSL", "ssl_cafile": str(pki.ca)}
+    if listener == "mtls":  # ssl.client.auth=required: its own certificate
+        cert, key = pki.clients["KafkaPython"]
+        conf.update(ssl_certfile=str(cert), ssl_keyfile=str(key))
     name = topic()
     admin = KafkaAdminClient(**conf)
     try:
@@ -232,20 +253,25 @@ def test_kafka_python_over_pem(pki, pem_broker):
     c.commit()
     c.close()
     assert got == [f"k{i}".encode() for i in range(10)]
+    if listener == "mtls":
+        expect_principal(pem_broker, "KafkaPython")
 
 
-def test_aiokafka_over_pem(pki, pem_broker):
+@pytest.mark.parametrize("listener", ["ssl", "mtls"])
+def test_aiokafka_over_pem(pki, pem_broker, listener):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.helpers import create_ssl_context
 
-    port = pem_broker.ports.ssl
+    port = getattr(pem_broker.ports, listener)
     name = topic()
+    cert, key = pki.clients["AioKafka"] if listener == "mtls" else (None, None)
 
     async def go() -> list[bytes]:
         def conf() -> dict[str, object]:
             return {"bootstrap_servers": f"127.0.0.1:{port}", "security_protocol": "SSL",
-                    "ssl_context": create_ssl_context(cafile=str(pki.ca))}
+                    "ssl_context": create_ssl_context(cafile=str(pki.ca), certfile=cert and str(cert),
+                                                      keyfile=key and str(key))}
 
         admin = AIOKafkaAdminClient(**conf())
         await admin.start()
@@ -278,19 +304,33 @@ def test_aiokafka_over_pem(pki, pem_broker):
         return got
 
     assert asyncio.run(go()) == [f"a{i}".encode() for i in range(10)]
+    if listener == "mtls":
+        expect_principal(pem_broker, "AioKafka")
 
 
 @pytest.mark.skipif(not shutil.which("kcat"), reason="kcat is not installed")
-def test_kcat_over_pem(pki, pem_broker):
-    port = pem_broker.ports.ssl
+@pytest.mark.parametrize("listener", ["ssl", "mtls"])
+def test_kcat_over_pem(pki, pem_broker, listener):
+    port = getattr(pem_broker.ports, listener)
     name = topic()
     tls = ["-b", f"127.0.0.1:{port}", "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki.ca}"]
+    if listener == "mtls":
+        cert, key = pki.clients["Kcat"]
+        tls += ["-X", f"ssl.certificate.location={cert}", "-X", f"ssl.key.location={key}"]
     run = lambda *a, stdin=None: subprocess.run(["kcat", *tls, *a], input=stdin, capture_output=True, text=True, timeout=30)  # noqa: E731
     res = run("-P", "-t", name, stdin="one\ntwo\nthree\n")
     assert res.returncode == 0, res.stderr
     res = run("-C", "-t", name, "-e", "-o", "beginning", "-f", "%s\n")
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["one", "two", "three"]
+    # A balanced consumer group (-G) reading from the earliest offset, exiting at the end.
+    res = run("-G", f"g-{name}", "-X", "auto.offset.reset=earliest", "-e", "-f", "%s\n", name)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["one", "two", "three"]
+    res = run("-L", "-t", name)  # metadata: kcat has no other admin call
+    assert res.returncode == 0 and f'topic "{name}" with 1 partitions' in res.stdout, res.stderr
+    if listener == "mtls":
+        expect_principal(pem_broker, "Kcat")
 
 
 def test_a_cluster_tells_ssl_clients_every_brokers_ssl_endpoint(tmp_path, pki):

@@ -41,7 +41,8 @@ CASES = [
     ({"BS": 1, "subscribe": "no-such-topic-anywhere"}, "subscribe: topic 'no-such-topic-anywhere' does not exist"),
     ({"BS": 1, "assign": '{"TOPIC": [0, 7]}'}, "assign: partition 7 of topic 'TOPIC' does not exist"),
     ({"BS": 1, "subscribe": "TOPIC", "kafka.auto.offset.reset": "earliest"}, "kafka.auto.offset.reset: not supported; set startingOffsets instead"),
-    ({"BS": 1, "subscribe": "TOPIC", "kafka.security.protocol": "SASL_SSL"}, "kafka.security.protocol: only PLAINTEXT"),
+    ({"BS": 1, "subscribe": "TOPIC", "kafka.security.protocol": "SASL_SSL"}, "kafka.sasl.mechanism: GSSAPI (Kafka's default"),
+    ({"BS": 1, "subscribe": "TOPIC", "kafka.ssl.provider": "SunJSSE"}, "kafka.ssl.provider: not supported by this connector"),
 ]
 
 

@@ -126,3 +126,27 @@ def test_the_connector_imports_no_broker_code():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     packages = {m.split(".")[1] for m in out.stdout.strip().split(",")}
     assert packages == {"client", "common", "protocol", "spark"}, out.stdout
+
+
+def test_a_secured_connector_loads_only_the_tls_and_sasl_parsers_besides():
+    """With kafka.security.protocol SASL_SSL the options are parsed by kavka.client.properties,
+    which borrows the broker's ssl.* parsing and SSLContext builder (kavka.config, kavka.broker.tls)
+    and the JAAS parser (kavka.sasl): a known layering debt (kavka/client/properties.py). Pinned
+    here so it cannot grow: nothing else of the broker, no asyncio server, no replication."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kavka.spark.source, kavka.spark.sink\n"
+        "from kavka.spark.options import parse_source_options\n"
+        "parse_source_options({'kafka.bootstrap.servers': 'h:1', 'subscribe': 't', 'kafka.security.protocol': 'SASL_SSL',"
+        " 'kafka.ssl.endpoint.identification.algorithm': '', 'kafka.sasl.mechanism': 'SCRAM-SHA-256',"
+        " 'kafka.sasl.jaas.config': 'org.apache.kafka.common.security.scram.ScramLoginModule required username=\"a\" password=\"b\";'},"
+        " streaming=False).client.client_security()\n"
+        "print(','.join(sorted(m for m in sys.modules if m.startswith('kavka.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    modules = set(out.stdout.strip().split(","))
+    packages = {m.split(".")[1] for m in modules}
+    assert packages <= {"client", "common", "protocol", "spark", "config", "sasl", "scram", "oauthbearer", "principal", "broker"}, out.stdout
+    assert {m for m in modules if m.startswith("kavka.broker")} == {"kavka.broker", "kavka.broker.tls"}, out.stdout

@@ -12,10 +12,14 @@ import pytest
 from kavka import certs
 
 
-def _handshake(keystore: Path, ca: Path, server_hostname: str) -> str:
+def _handshake(keystore: Path, ca: Path, server_hostname: str, client_keystore: Path | None = None) -> str:
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(keystore)  # kavka's PEM keystore: key, leaf, CA in one file
     client = ssl.create_default_context(cafile=str(ca))  # CERT_REQUIRED, check_hostname
+    if client_keystore is not None:  # mutual TLS, as on the controller listener of `cluster up --secure`
+        server.verify_mode = ssl.CERT_REQUIRED
+        server.load_verify_locations(cafile=str(ca))
+        client.load_cert_chain(client_keystore)
     s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
     s = server.wrap_bio(s_in, s_out, server_side=True)
     c = client.wrap_bio(c_in, c_out, server_hostname=server_hostname)
@@ -67,3 +71,21 @@ def test_write_private_narrows_an_existing_file(tmp_path: Path) -> None:
     f.chmod(0o644)
     certs.write_private(f, b"secret")
     assert f.stat().st_mode & 0o777 == 0o600 and f.read_bytes() == b"secret"
+
+
+def test_node_certificates_serve_both_ends_of_mutual_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cryptography import x509
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    ca = certs.ensure_ca(tmp_path / "secure")
+    n1 = certs.ensure_server_keystore(ca, tmp_path / "secure" / "node1.pem", cn="kavka node 1")
+    with monkeypatch.context() as m:  # a keystore made before nodes used their certificates as clients
+        m.setattr(certs, "NODE_USAGES", (ExtendedKeyUsageOID.SERVER_AUTH,))
+        old = certs.ensure_server_keystore(ca, tmp_path / "secure" / "node2.pem", cn="kavka node 2").read_bytes()
+    with pytest.raises(ssl.SSLError):  # a server-only certificate cannot be a client's
+        _handshake(n1, ca.cert_path, "127.0.0.1", client_keystore=tmp_path / "secure" / "node2.pem")
+    n2 = certs.ensure_server_keystore(ca, tmp_path / "secure" / "node2.pem", cn="kavka node 2")
+    assert n2.read_bytes() != old  # issued anew, by the same CA
+    assert _handshake(n1, ca.cert_path, "127.0.0.1", client_keystore=n2) == "kavka node 1"
+    leaf = x509.load_pem_x509_certificates(n2.read_bytes())[0]
+    assert set(leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == set(certs.NODE_USAGES)

@@ -7,9 +7,10 @@ controller ports 100 above), formats every node with one cluster id (kept in
 the nodes as `kavka server start` processes, waits until each is ready,
 prints the bootstrap servers, and on Ctrl-C (or SIGTERM) stops them all at
 once (each with its controlled shutdown) and waits for each (kavka.local_cluster). With
-`--secure` the client listeners are SASL_SSL with PLAIN (a generated CA, certificates and admin
-user) and `up` prints the client config, password included, once, to the terminal; `--json` prints
-one line of JSON instead (the paths and the same config). `status` asks any node for the brokers (DescribeCluster)
+`--secure` every listener is secured (clients: SASL_SSL with PLAIN and a generated admin user;
+between brokers: SASL_SSL with SCRAM-SHA-512; the controllers: mutual TLS) and `up` prints the
+client config, password included, once, to the terminal, and the kavka command that uses it;
+`--json` prints one line of JSON instead (the paths and the same config). `status` asks any node for the brokers (DescribeCluster)
 and the quorum (DescribeQuorum), like `kafka-metadata-quorum.sh describe
 --status --replication`.
 """
@@ -42,7 +43,8 @@ def cluster() -> None:
 @click.option("--base-port", default=9092, show_default=True, type=int, help="Client port of node 1 (node i: +i-1).")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="A config for every node (repeatable).")
 @click.option("--secure", is_flag=True,
-              help="Client listeners SASL_SSL with PLAIN: a generated CA, certificates and admin user; prints the client config.")
+              help="Every listener secured (clients: SASL_SSL with PLAIN and a generated admin user; brokers: SASL_SSL with "
+                   "SCRAM-SHA-512; controllers: mutual TLS); prints the client config.")
 @json_option
 def up(nodes: int, controllers: int | None, racks: str | None, data_dir: Path, base_port: int, overrides: tuple[str, ...],
        secure: bool, as_json: bool) -> None:
@@ -112,7 +114,7 @@ def _up_json(local: Any, shape: str) -> dict[str, Any]:
             "client_properties": str(sec.client_properties),
             "librdkafka_properties": str(sec.librdkafka_properties),
             "librdkafka_config": sec.librdkafka_config(local.bootstrap),
-            "plaintext_internal_bootstrap_servers": local.internal_bootstrap,
+            "kavka_command": local.cli_command(),
         }
     return data
 
@@ -121,14 +123,14 @@ def _print_security(local: Any) -> None:
     """The client config of a secure cluster, password included: shown here, once, and in the 0600
     files; the nodes' logs never carry it."""
     sec = local.security
-    click.echo(f"security: client listeners SASL_SSL with PLAIN; CA, keys and client configs in {local.secure_dir} (keys 0600)")
-    click.echo(f"client config for Java clients and kafka-*.sh --command-config: {sec.client_properties}")
+    click.echo(f"security: clients SASL_SSL with PLAIN, brokers SASL_SSL with SCRAM-SHA-512, controllers mutual TLS; "
+               f"CA, keys and client configs in {local.secure_dir} (keys 0600)")
+    click.echo(f"client config for Java clients, kafka-*.sh and kavka --command-config: {sec.client_properties}")
     click.echo(f"client config for librdkafka (confluent-kafka, kcat -F): {sec.librdkafka_properties}")
     click.echo("confluent-kafka / librdkafka settings:")
     for k, v in sec.librdkafka_config(local.bootstrap).items():
         click.echo(f"  {k}={v}")
-    click.echo(f"kavka's own commands speak neither TLS nor SASL yet: point them at the unauthenticated PLAINTEXT "
-               f"inter-broker listeners on loopback, --bootstrap-server {local.internal_bootstrap}")
+    click.echo(f"kavka's own commands: {local.cli_command()}")
 
 
 @cluster.command(name="status")

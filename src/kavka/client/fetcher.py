@@ -36,6 +36,7 @@ from kio.schema.errors import ErrorCode
 from kavka.client.admin import AdminClient
 from kavka.client.connection import BlockingConnection
 from kavka.client.errors import LEADER_MAY_HAVE_MOVED, KafkaConnectionError, KafkaError
+from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.protocol import compression as _compression
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import make, nested
@@ -108,8 +109,9 @@ class Fetcher:
         max_wait_ms: int = 500,
         fetch_max_bytes: int = 50 * 1024 * 1024,
         max_partition_fetch_bytes: int = 8 * 1024 * 1024,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
-        self.admin = AdminClient(bootstrap, client_id=client_id, timeout_s=timeout_s)
+        self.admin = AdminClient(bootstrap, client_id=client_id, timeout_s=timeout_s, security=security)
         self.timeout_s = timeout_s
         self.max_wait_ms = max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes

@@ -47,6 +47,7 @@ from kio.schema.errors import ErrorCode
 from kavka.client.admin import AdminClient
 from kavka.client.connection import BlockingConnection
 from kavka.client.errors import LEADER_MAY_HAVE_MOVED, KafkaConnectionError, KafkaError
+from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.protocol import compression as _compression
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import make, nested
@@ -175,12 +176,14 @@ def default_partition(key: bytes, num_partitions: int) -> int:
 
 
 class Producer:
-    def __init__(self, bootstrap: str, config: ProducerConfig | None = None) -> None:
+    def __init__(self, bootstrap: str, config: ProducerConfig | None = None, *,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.config = config or ProducerConfig()
         self.admin = AdminClient(
             bootstrap,
             client_id=self.config.client_id,
             timeout_s=self.config.request_timeout_ms / 1000,
+            security=security,
         )
         self._buffers: dict[tuple[str, int], _PartitionBuffer] = {}
         self._partition_counts: dict[str, int] = {}

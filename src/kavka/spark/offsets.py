@@ -109,7 +109,8 @@ class OffsetResolver:
         self.opts = opts
         c = opts.client
         self.admin = AdminClient(
-            c.bootstrap_servers, client_id=c.client_id, timeout_s=c.request_timeout_ms / 1000
+            c.bootstrap_servers, client_id=c.client_id, timeout_s=c.request_timeout_ms / 1000,
+            security=c.client_security(),
         )
         self.fetcher = Fetcher(
             c.bootstrap_servers,
@@ -119,6 +120,7 @@ class OffsetResolver:
             # out of a Fetch answered with max_wait 0, so wait a little.
             max_wait_ms=50,
             max_partition_fetch_bytes=1,
+            security=c.client_security(),
         )
 
     def close(self) -> None:

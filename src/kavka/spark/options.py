@@ -7,6 +7,15 @@ with lower-cased keys and string values; every error here is a ValueError
 whose message starts with the option's name as users spell it, so the
 message Spark shows points at the culprit.
 
+Security: `kafka.security.protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) with the Java
+client's `kafka.ssl.*` truststore, keystore and protocol keys and `kafka.sasl.mechanism` (PLAIN,
+SCRAM-SHA-256/512) / `kafka.sasl.jaas.config`, parsed by kavka.client.properties (the kavka CLI's
+`--command-config` keys); any other `kafka.ssl.*` or `kafka.sasl.*` option is refused naming it.
+They are kept as strings (`ClientSettings.security`, left out of every repr) and turned into a
+`ClientSecurity` once per process: on the driver to check them, again on each executor (an
+SSLContext does not pickle), so the files they name must be readable on every executor, as with
+Spark's own connector.
+
 Offsets JSON follows Spark: ``{"topic": {"0": 23, "1": -2}}`` where -2 means
 earliest and -1 latest; timestamps JSON ``{"topic": {"0": 1700000000000}}``.
 Pure functions; called on the driver (and the results pickled to tasks).
@@ -14,13 +23,16 @@ Pure functions; called on the driver (and the results pickled to tasks).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kavka.client import properties
 from kavka.client.connection import parse_host_port
+from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.protocol.compression import CODEC_NAMES
 
 EARLIEST = -2
@@ -40,7 +52,7 @@ CLIENT_SETTINGS = {
     "kafka.compression.type",
     "kafka.batch.size",
     "kafka.delivery.timeout.ms",
-    "kafka.security.protocol",
+    *(f"kafka.{k}" for k in sorted(properties.SECURITY_KEYS)),
 }
 # Settings Spark's connector refuses because it manages them itself. (kafka.group.id
 # is accepted and ignored: the source assigns partitions and needs no group.)
@@ -69,6 +81,21 @@ class ClientSettings:
     fetch_max_bytes: int = 50 * 1024 * 1024
     max_partition_fetch_bytes: int = 8 * 1024 * 1024
     fetch_max_wait_ms: int = 500
+    # The security properties without their `kafka.` prefix, sorted; secrets among them, so never
+    # in a repr (Spark logs and plan strings show reprs).
+    security: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    def client_security(self) -> ClientSecurity:
+        """The TLS context and SASL login of this source's or sink's connections."""
+        return _client_security(self.security) if self.security else PLAINTEXT
+
+
+@functools.lru_cache(maxsize=16)
+def _client_security(props: tuple[tuple[str, str], ...]) -> ClientSecurity:
+    try:
+        return properties.client_security(dict(props), who="the kavka Spark connector")
+    except properties.CommandConfigError as e:
+        raise OptionError(f"kafka.{e}") from None  # "kafka.<key>: <why>", never a secret
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,12 +285,23 @@ def _client_settings(opts: Mapping[str, str]) -> ClientSettings:
     for key, why in REFUSED_SETTINGS.items():
         if key in opts:
             raise OptionError(f"{key}: not supported; {why}")
-    protocol = opts.get("kafka.security.protocol", "PLAINTEXT").strip().upper()
-    if protocol != "PLAINTEXT":
-        raise OptionError(
-            f"kafka.security.protocol: only PLAINTEXT is supported by this connector, got {protocol}"
-        )
-    return ClientSettings(
+    security: dict[str, str] = {}
+    for key in sorted(opts):
+        if not key.startswith("kafka."):
+            continue
+        name = key.removeprefix("kafka.")
+        if name in properties.SECURITY_KEYS:
+            security[name] = opts[key].strip() if name not in properties.SECRET_KEYS else opts[key]
+        elif name.startswith(("ssl.", "sasl.")):
+            raise OptionError(
+                f"{key}: not supported by this connector (it honours kafka.security.protocol, "
+                "kafka.ssl.truststore.*, kafka.ssl.keystore.*, kafka.ssl.key.password, "
+                "kafka.ssl.endpoint.identification.algorithm, kafka.ssl.enabled.protocols, kafka.ssl.protocol, "
+                "kafka.ssl.cipher.suites, kafka.sasl.mechanism and kafka.sasl.jaas.config)"
+            )
+    if set(security) <= {"security.protocol"} and security.get("security.protocol", "PLAINTEXT").upper() == "PLAINTEXT":
+        security = {}  # plain PLAINTEXT: nothing to build
+    settings = ClientSettings(
         bootstrap_servers=servers,
         client_id=opts.get("kafka.client.id", "kavka-spark"),
         request_timeout_ms=_positive_int(opts, "kafka.request.timeout.ms") or 30_000,
@@ -271,7 +309,10 @@ def _client_settings(opts: Mapping[str, str]) -> ClientSettings:
         max_partition_fetch_bytes=_positive_int(opts, "kafka.max.partition.fetch.bytes")
         or 8 * 1024 * 1024,
         fetch_max_wait_ms=_positive_int(opts, "kafka.fetch.max.wait.ms") or 500,
+        security=tuple(sorted(security.items())),
     )
+    settings.client_security()  # checked on the driver: a bad option fails the query at once
+    return settings
 
 
 def _positive_int(opts: Mapping[str, str], key: str) -> int | None:

@@ -167,7 +167,7 @@ def write_batches(opts: SinkOptions, batches: Iterator[Any]) -> KavkaCommitMessa
         delivery_timeout_ms=opts.delivery_timeout_ms,
         client_id=opts.client.client_id,
     )
-    with Producer(opts.client.bootstrap_servers, config) as producer:
+    with Producer(opts.client.bootstrap_servers, config, security=opts.client.client_security()) as producer:
         for batch in batches:
             if batch.num_rows == 0:
                 continue

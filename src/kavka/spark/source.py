@@ -115,6 +115,7 @@ def _fetcher(client: ClientSettings) -> Fetcher:
                 max_wait_ms=client.fetch_max_wait_ms,
                 fetch_max_bytes=client.fetch_max_bytes,
                 max_partition_fetch_bytes=client.max_partition_fetch_bytes,
+                security=client.client_security(),
             )
             _fetchers[client] = f
         return f
