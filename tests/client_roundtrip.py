@@ -114,8 +114,10 @@ def aiokafka(conf: dict[str, object], n: int = 10, *, admin: bool = True) -> Non
     assert asyncio.run(go()) == [f"a{i}".encode() for i in range(n)]
 
 
-def kcat(opts: list[str], lines: tuple[str, ...] = ("one", "two", "three")) -> None:
-    """kcat -P then -C -e with `opts` (-b and -X settings) on a new topic (auto-created)."""
+def kcat(opts: list[str], lines: tuple[str, ...] = ("one", "two", "three"), *, group: bool = False) -> None:
+    """kcat -P then -C -e with `opts` (-b and -X settings) on a new topic (auto-created); with
+    `group`, also a balanced consumer group (-G) from the earliest offset and a metadata listing
+    (-L: kcat has no other admin call)."""
     name = topic()
 
     def run(*a: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -126,3 +128,9 @@ def kcat(opts: list[str], lines: tuple[str, ...] = ("one", "two", "three")) -> N
     res = run("-C", "-t", name, "-e", "-o", "beginning", "-f", "%s\n")
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == list(lines)
+    if group:
+        res = run("-G", f"g-{name}", "-X", "auto.offset.reset=earliest", "-e", "-f", "%s\n", name)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.split() == list(lines)
+        res = run("-L", "-t", name)
+        assert res.returncode == 0 and f'topic "{name}" with 1 partitions' in res.stdout, res.stderr

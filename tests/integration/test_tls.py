@@ -12,12 +12,10 @@ both. Refusals are checked with Python's own ssl client and a raw plaintext sock
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import socket
 import ssl
 import struct
-import subprocess
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +30,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from tests import client_roundtrip as roundtrip
 from tests.broker_harness import BrokerProcess, Cluster, free_port
 from tests.tls_certs import CA, write_pem_keystore, write_pkcs12
 from tests.wait import wait_until
@@ -224,86 +223,24 @@ def expect_principal(b: BrokerProcess, name: str) -> None:
 
 @pytest.mark.parametrize("listener", ["ssl", "mtls"])
 def test_kafka_python_over_pem(pki, pem_broker, listener):
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-    from kafka.admin import NewTopic as KpNewTopic
-
-    port = getattr(pem_broker.ports, listener)
-    conf = {"bootstrap_servers": f"127.0.0.1:{port}", "security_protocol": "SSL", "ssl_cafile": str(pki.ca)}
+    conf = {"bootstrap_servers": f"127.0.0.1:{getattr(pem_broker.ports, listener)}", "security_protocol": "SSL",
+            "ssl_cafile": str(pki.ca)}
     if listener == "mtls":  # ssl.client.auth=required: its own certificate
         cert, key = pki.clients["KafkaPython"]
         conf.update(ssl_certfile=str(cert), ssl_keyfile=str(key))
-    name = topic()
-    admin = KafkaAdminClient(**conf)
-    try:
-        admin.create_topics([KpNewTopic(name, 1, 1)])
-        assert name in admin.list_topics()
-    finally:
-        admin.close()
-    p = KafkaProducer(**conf)
-    for i in range(10):
-        p.send(name, f"k{i}".encode())
-    p.flush(15)
-    p.close()
-    c = KafkaConsumer(name, group_id=f"g-{name}", auto_offset_reset="earliest", consumer_timeout_ms=15000, **conf)
-    got = []
-    for m in c:
-        got.append(m.value)
-        if len(got) == 10:
-            break
-    c.commit()
-    c.close()
-    assert got == [f"k{i}".encode() for i in range(10)]
+    roundtrip.kafka_python(conf)
     if listener == "mtls":
         expect_principal(pem_broker, "KafkaPython")
 
 
 @pytest.mark.parametrize("listener", ["ssl", "mtls"])
 def test_aiokafka_over_pem(pki, pem_broker, listener):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.helpers import create_ssl_context
 
-    port = getattr(pem_broker.ports, listener)
-    name = topic()
     cert, key = pki.clients["AioKafka"] if listener == "mtls" else (None, None)
-
-    async def go() -> list[bytes]:
-        def conf() -> dict[str, object]:
-            return {"bootstrap_servers": f"127.0.0.1:{port}", "security_protocol": "SSL",
-                    "ssl_context": create_ssl_context(cafile=str(pki.ca), certfile=cert and str(cert),
-                                                      keyfile=key and str(key))}
-
-        admin = AIOKafkaAdminClient(**conf())
-        await admin.start()
-        try:
-            from aiokafka.admin import NewTopic as AioNewTopic
-
-            await admin.create_topics([AioNewTopic(name, 1, 1)])
-            assert name in await admin.list_topics()
-        finally:
-            await admin.close()
-        p = AIOKafkaProducer(**conf())
-        await p.start()
-        try:
-            for i in range(10):
-                await p.send_and_wait(name, f"a{i}".encode())
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer(name, group_id=f"g-{name}", auto_offset_reset="earliest", **conf())
-        await c.start()
-        got: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for m in c:
-                    got.append(m.value)
-                    if len(got) == 10:
-                        break
-            await c.commit()
-        finally:
-            await c.stop()
-        return got
-
-    assert asyncio.run(go()) == [f"a{i}".encode() for i in range(10)]
+    ctx = create_ssl_context(cafile=str(pki.ca), certfile=cert and str(cert), keyfile=key and str(key))
+    roundtrip.aiokafka({"bootstrap_servers": f"127.0.0.1:{getattr(pem_broker.ports, listener)}", "security_protocol": "SSL",
+                        "ssl_context": ctx})
     if listener == "mtls":
         expect_principal(pem_broker, "AioKafka")
 
@@ -311,24 +248,11 @@ def test_aiokafka_over_pem(pki, pem_broker, listener):
 @pytest.mark.skipif(not shutil.which("kcat"), reason="kcat is not installed")
 @pytest.mark.parametrize("listener", ["ssl", "mtls"])
 def test_kcat_over_pem(pki, pem_broker, listener):
-    port = getattr(pem_broker.ports, listener)
-    name = topic()
-    tls = ["-b", f"127.0.0.1:{port}", "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki.ca}"]
+    tls = ["-b", f"127.0.0.1:{getattr(pem_broker.ports, listener)}", "-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki.ca}"]
     if listener == "mtls":
         cert, key = pki.clients["Kcat"]
         tls += ["-X", f"ssl.certificate.location={cert}", "-X", f"ssl.key.location={key}"]
-    run = lambda *a, stdin=None: subprocess.run(["kcat", *tls, *a], input=stdin, capture_output=True, text=True, timeout=30)  # noqa: E731
-    res = run("-P", "-t", name, stdin="one\ntwo\nthree\n")
-    assert res.returncode == 0, res.stderr
-    res = run("-C", "-t", name, "-e", "-o", "beginning", "-f", "%s\n")
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == ["one", "two", "three"]
-    # A balanced consumer group (-G) reading from the earliest offset, exiting at the end.
-    res = run("-G", f"g-{name}", "-X", "auto.offset.reset=earliest", "-e", "-f", "%s\n", name)
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == ["one", "two", "three"]
-    res = run("-L", "-t", name)  # metadata: kcat has no other admin call
-    assert res.returncode == 0 and f'topic "{name}" with 1 partitions' in res.stdout, res.stderr
+    roundtrip.kcat(tls, group=True)
     if listener == "mtls":
         expect_principal(pem_broker, "Kcat")
 
