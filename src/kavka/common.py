@@ -162,6 +162,15 @@ class AclOperation(enum.IntEnum):
     DESCRIBE_TOKENS = 14
 
 
+class AclPermissionType(enum.IntEnum):
+    """org.apache.kafka.common.acl.AclPermissionType."""
+
+    UNKNOWN = 0
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
+
+
 class IsolationLevel(enum.IntEnum):
     """Fetch and ListOffsets isolation_level (KIP-98)."""
 
