@@ -195,3 +195,24 @@ def test_acls_survive_a_restart(broker):
                          AclOperation.ANY, AclPermissionType.ANY)
     assert describe(admin(broker), f) == {(ResourceType.TRANSACTIONAL_ID, "tx-1", ResourcePatternType.LITERAL,
                                            "User:dave", "*", AclOperation.WRITE, AclPermissionType.ALLOW)}
+
+
+def test_a_broker_only_node_forwards_to_the_controller(tmp_path):
+    """Create and Delete through a broker-only node go to the controller-only node over the
+    controller listener; the broker answers once its own image shows the change."""
+    from tests.broker_harness import Cluster
+
+    c = Cluster(tmp_path, 2, controllers=1, overrides={"authorizer.class.name": "kavka"}).start()
+    try:
+        a = AdminClient({"bootstrap.servers": c.bootstrap})
+        binding = AclBinding(ResourceType.TOPIC, "fw", ResourcePatternType.PREFIXED, "User:erin", "*",
+                             AclOperation.READ, AclPermissionType.ALLOW)
+        a.create_acls([binding], request_timeout=10)[binding].result(timeout=15)
+        f = AclBindingFilter(ResourceType.TOPIC, "fw-1", ResourcePatternType.MATCH, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+        assert {x[1] for x in describe(a, f)} == {"fw"}  # at once: the broker waited for its image
+        [deleted] = a.delete_acls([f], request_timeout=10)[f].result(timeout=15)
+        assert deleted.name == "fw"
+        assert describe(a, f) == set()
+    finally:
+        c.stop()
