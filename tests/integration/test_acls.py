@@ -9,6 +9,9 @@ SECURITY_DISABLED. Then a restart: the ACLs come back from the metadata log.
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
@@ -25,7 +28,7 @@ from kio.schema.errors import ErrorCode
 from kavka.protocol import api
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import nested
-from tests.broker_harness import BrokerProcess
+from tests.broker_harness import KAVKA, BrokerProcess
 from tests.raw_client import RawClient
 
 
@@ -216,3 +219,61 @@ def test_a_broker_only_node_forwards_to_the_controller(tmp_path):
         assert describe(a, f) == set()
     finally:
         c.stop()
+
+
+def kavka_acls(b: BrokerProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*KAVKA, "acls", "--bootstrap-server", b.bootstrap, *args], capture_output=True, text=True,
+                          timeout=60, input=stdin)
+
+
+def test_cli_add_list_remove(broker):
+    r = kavka_acls(broker, "--add", "--allow-principal", "User:frank", "--allow-principal", "User:gina",
+                   "--operation", "Read", "--operation", "Describe", "--topic", "cli-t", "--json")
+    assert r.returncode == 0, r.stderr
+    added = json.loads(r.stdout)
+    assert {(a["principal"], a["operation"], a["host"], a["permission_type"]) for a in added} == {
+        (p, o, "*", "ALLOW") for p in ("User:frank", "User:gina") for o in ("Read", "Describe")}
+    # --producer / --consumer: Kafka's expansion, prefixed
+    r = kavka_acls(broker, "--add", "--deny-principal", "User:hank", "--deny-host", "10.1.1.1", "--producer",
+                   "--consumer", "--topic", "cli-p", "--group", "cli-g", "--resource-pattern-type", "prefixed", "--json")
+    assert r.returncode == 0, r.stderr
+    got = {(a["resource_type"], a["operation"]) for a in json.loads(r.stdout)}
+    assert got == {("TOPIC", "Write"), ("TOPIC", "Describe"), ("TOPIC", "Create"), ("TOPIC", "Read"), ("GROUP", "Read")}
+    r = kavka_acls(broker, "--add", "--allow-principal", "User:ivan", "--producer", "--idempotent",
+                   "--transactional-id", "cli-tx", "--json")
+    assert r.returncode == 0, r.stderr
+    assert {(a["resource_type"], a["resource_name"], a["operation"]) for a in json.loads(r.stdout)} == {
+        ("TRANSACTIONAL_ID", "cli-tx", "Write"), ("TRANSACTIONAL_ID", "cli-tx", "Describe"),
+        ("CLUSTER", "kafka-cluster", "IdempotentWrite")}
+    # the table lists them
+    r = kavka_acls(broker, "--list", "--topic", "cli-t")
+    assert r.returncode == 0, r.stderr
+    assert "User:frank" in r.stdout and "User:hank" not in r.stdout  # literal by default
+    r = kavka_acls(broker, "--list", "--topic", "cli-p-1", "--resource-pattern-type", "match", "--json")
+    assert {a["principal"] for a in json.loads(r.stdout)} == {"User:hank"}
+    # remove one principal's ACLs, then the rest of the resource's
+    r = kavka_acls(broker, "--remove", "--allow-principal", "User:frank", "--operation", "Read", "--topic", "cli-t",
+                   "--force", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [(a["principal"], a["operation"]) for a in json.loads(r.stdout)] == [("User:frank", "Read")]
+    r = kavka_acls(broker, "--remove", "--topic", "cli-t", stdin="n\n")  # declined: nothing removed
+    assert r.returncode == 0 and "Are you sure" in r.stdout
+    r = kavka_acls(broker, "--remove", "--topic", "cli-t", stdin="y\n", )
+    assert r.returncode == 0, r.stderr
+    r = kavka_acls(broker, "--list", "--topic", "cli-t", "--json")
+    assert json.loads(r.stdout) == []
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--add", "--topic", "t"], "You must specify one of: --allow-principal, --deny-principal"),
+    (["--add", "--allow-principal", "User:a", "--group", "g", "--operation", "Write"], "ResourceType GROUP only supports"),
+    (["--add", "--allow-principal", "alice", "--topic", "t"], "principalType:name"),
+    (["--add", "--allow-principal", "User:a", "--topic", "t", "--resource-pattern-type", "match"], "not valid when adding"),
+    (["--add", "--list", "--topic", "t"], "exactly one action"),
+    (["--add", "--allow-principal", "User:a", "--consumer", "--topic", "t"], "--group"),
+    (["--add", "--allow-principal", "User:a", "--topic", "t", "--operation", "Fly"], "unknown operation"),
+])
+def test_cli_refusals(broker, args, message):
+    r = kavka_acls(broker, *args)
+    assert r.returncode != 0
+    assert message in r.stderr
