@@ -14,12 +14,10 @@ the session ends when the token does. No token reaches the log.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import shutil
 import ssl
-import subprocess
 import threading
 import time
 import uuid
@@ -33,6 +31,7 @@ from joserfc import jwk, jwt
 from kio.schema.errors import ErrorCode
 
 from kavka.protocol.api import ApiKey
+from tests import client_roundtrip as roundtrip
 from tests.broker_harness import BrokerProcess, free_port
 from tests.raw_client import RawClient, request_bytes
 from tests.tls_certs import CA, write_pem_keystore
@@ -154,43 +153,11 @@ def topic() -> str:
 
 
 def roundtrip_confluent(conf: dict, n: int = 10) -> None:
-    name = topic()
-    admin = AdminClient(conf)
-    admin.poll(1)  # librdkafka calls oauth_cb from poll
-    admin.create_topics([NewTopic(name, 1, 1)])[name].result(15)
-    p = Producer(conf)
-    for i in range(n):
-        p.produce(name, f"v{i}".encode())
-    assert p.flush(15) == 0
-    c = Consumer({**conf, "group.id": f"g-{name}", "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
-    c.subscribe([name])
-    got: list[bytes] = []
-    try:
-        wait_until(lambda: got.extend(m.value() for m in c.consume(10, 0.5) if not m.error()) or len(got) >= n,
-                   timeout=30, message=f"{n} records through confluent-kafka over OAUTHBEARER")
-        c.commit(asynchronous=False)
-    finally:
-        c.close()
-    assert sorted(got) == sorted(f"v{i}".encode() for i in range(n))
+    roundtrip.confluent(conf, n, what="confluent-kafka over OAUTHBEARER")
 
 
 def roundtrip_kafka_python(conf: dict) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-
-    name = topic()
-    p = KafkaProducer(**conf)
-    for i in range(5):
-        p.send(name, f"k{i}".encode()).get(15)  # auto-creates the topic
-    p.close()
-    c = KafkaConsumer(name, group_id=f"g-{name}", auto_offset_reset="earliest", consumer_timeout_ms=15000, **conf)
-    got = []
-    for m in c:
-        got.append(m.value)
-        if len(got) == 5:
-            break
-    c.commit()
-    c.close()
-    assert got == [f"k{i}".encode() for i in range(5)]
+    roundtrip.kafka_python(conf, 5, admin=False)  # the producer auto-creates the topic
 
 
 def token_provider(make):
@@ -247,52 +214,20 @@ def test_kafka_python_with_es256_tokens_over_sasl_ssl_against_the_jwks_file(brok
 
 @pytest.mark.skipif(not shutil.which("kcat"), reason="kcat is not installed")
 def test_kcat_with_unsecured_tokens(broker):
-    name = topic()
-    opts = ["-b", f"127.0.0.1:{broker.unsec_port}", "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=OAUTHBEARER",
-            "-X", "enable.sasl.oauthbearer.unsecure.jwt=true", "-X", "sasl.oauthbearer.config=principal=erin"]
-    run = lambda *a, stdin=None: subprocess.run(["kcat", *opts, *a], input=stdin, capture_output=True, text=True, timeout=30)  # noqa: E731
-    res = run("-P", "-t", name, stdin="one\ntwo\n")
-    assert res.returncode == 0, res.stderr
-    res = run("-C", "-t", name, "-e", "-o", "beginning", "-f", "%s\n")
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == ["one", "two"]
+    roundtrip.kcat(["-b", f"127.0.0.1:{broker.unsec_port}", "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=OAUTHBEARER",
+                    "-X", "enable.sasl.oauthbearer.unsecure.jwt=true", "-X", "sasl.oauthbearer.config=principal=erin"], ("one", "two"))
     assert "principal User:erin" in "".join(broker.output)
 
 
 def test_aiokafka_with_signed_tokens(broker):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.abc import AbstractTokenProvider
 
     class Tokens(AbstractTokenProvider):
         async def token(self) -> str:
             return sign(sub="frank")
 
-    name = topic()
-    conf = {"bootstrap_servers": f"127.0.0.1:{broker.jwks_port}", "security_protocol": "SASL_PLAINTEXT",
-            "sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": Tokens()}
-
-    async def go() -> list[bytes]:
-        p = AIOKafkaProducer(**conf)
-        await p.start()
-        try:
-            for i in range(5):
-                await p.send_and_wait(name, f"a{i}".encode())
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer(name, group_id=f"g-{name}", auto_offset_reset="earliest", **conf)
-        await c.start()
-        got: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for m in c:
-                    got.append(m.value)
-                    if len(got) == 5:
-                        break
-        finally:
-            await c.stop()
-        return got
-
-    assert asyncio.run(go()) == [f"a{i}".encode() for i in range(5)]
+    roundtrip.aiokafka({"bootstrap_servers": f"127.0.0.1:{broker.jwks_port}", "security_protocol": "SASL_PLAINTEXT",
+                        "sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": Tokens()}, 5, admin=False)
     assert "principal User:frank" in "".join(broker.output)
 
 

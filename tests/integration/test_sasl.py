@@ -12,10 +12,8 @@ DescribeConfigs.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import struct
-import subprocess
 import time
 import uuid
 import zlib
@@ -27,6 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from kavka.protocol.api import ApiKey
 from kavka.protocol.framing import encode_request
+from tests import client_roundtrip as roundtrip
 from tests.broker_harness import BrokerProcess, free_port
 from tests.raw_client import RawClient, request_bytes
 from tests.tls_certs import CA, write_pem_keystore
@@ -92,118 +91,30 @@ def ck_conf(broker: BrokerProcess, *, tls: bool = False, user: str = "alice", pa
     return conf
 
 
-def run_confluent(broker: BrokerProcess, *, tls: bool) -> None:
-    conf = ck_conf(broker, tls=tls)
-    name = topic()
-    admin = AdminClient(conf)
-    admin.create_topics([NewTopic(name, 2, 1)])[name].result(15)
-    p = Producer(conf)
-    for i in range(10):
-        p.produce(name, key=str(i).encode(), value=f"v{i}".encode())
-    assert p.flush(15) == 0
-    c = Consumer({**conf, "group.id": f"g-{name}", "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
-    c.subscribe([name])
-    got: list[bytes] = []
-    try:
-        wait_until(lambda: got.extend(m.value() for m in c.consume(10, 0.5) if not m.error()) or len(got) >= 10,
-                   timeout=30, message="10 records through confluent-kafka over SASL")
-        c.commit(asynchronous=False)
-    finally:
-        c.close()
-    assert sorted(got) == sorted(f"v{i}".encode() for i in range(10))
-
-
 def test_confluent_kafka_over_sasl_plaintext(broker):
-    run_confluent(broker, tls=False)
+    roundtrip.confluent(ck_conf(broker, tls=False), what="confluent-kafka over SASL/PLAIN")
     assert "SASL authentication from" in "".join(broker.output)
     assert "principal User:alice" in "".join(broker.output)
 
 
 def test_confluent_kafka_over_sasl_ssl(broker):
-    run_confluent(broker, tls=True)
+    roundtrip.confluent(ck_conf(broker, tls=True), what="confluent-kafka over SASL_SSL/PLAIN")
 
 
 def test_kafka_python_over_sasl_plaintext(broker):
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-    from kafka.admin import NewTopic as KpNewTopic
-
-    conf = {"bootstrap_servers": f"127.0.0.1:{broker.sasl_port}", "security_protocol": "SASL_PLAINTEXT",
-            "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice", "sasl_plain_password": ALICE_PW}
-    name = topic()
-    admin = KafkaAdminClient(**conf)
-    try:
-        admin.create_topics([KpNewTopic(name, 1, 1)])
-        assert name in admin.list_topics()
-    finally:
-        admin.close()
-    p = KafkaProducer(**conf)
-    for i in range(10):
-        p.send(name, f"k{i}".encode())
-    p.flush(15)
-    p.close()
-    c = KafkaConsumer(name, group_id=f"g-{name}", auto_offset_reset="earliest", consumer_timeout_ms=15000, **conf)
-    got = []
-    for m in c:
-        got.append(m.value)
-        if len(got) == 10:
-            break
-    c.commit()
-    c.close()
-    assert got == [f"k{i}".encode() for i in range(10)]
+    roundtrip.kafka_python({"bootstrap_servers": f"127.0.0.1:{broker.sasl_port}", "security_protocol": "SASL_PLAINTEXT",
+                            "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice", "sasl_plain_password": ALICE_PW})
 
 
 def test_aiokafka_over_sasl_plaintext(broker):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient
-    from aiokafka.admin import NewTopic as AioNewTopic
-
-    name = topic()
-    conf = {"bootstrap_servers": f"127.0.0.1:{broker.sasl_port}", "security_protocol": "SASL_PLAINTEXT",
-            "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice", "sasl_plain_password": ALICE_PW}
-
-    async def go() -> list[bytes]:
-        admin = AIOKafkaAdminClient(**conf)
-        await admin.start()
-        try:
-            await admin.create_topics([AioNewTopic(name, 1, 1)])
-            assert name in await admin.list_topics()
-        finally:
-            await admin.close()
-        p = AIOKafkaProducer(**conf)
-        await p.start()
-        try:
-            for i in range(10):
-                await p.send_and_wait(name, f"a{i}".encode())
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer(name, group_id=f"g-{name}", auto_offset_reset="earliest", **conf)
-        await c.start()
-        got: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for m in c:
-                    got.append(m.value)
-                    if len(got) == 10:
-                        break
-            await c.commit()
-        finally:
-            await c.stop()
-        return got
-
-    assert asyncio.run(go()) == [f"a{i}".encode() for i in range(10)]
+    roundtrip.aiokafka({"bootstrap_servers": f"127.0.0.1:{broker.sasl_port}", "security_protocol": "SASL_PLAINTEXT",
+                        "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice", "sasl_plain_password": ALICE_PW})
 
 
 @pytest.mark.skipif(not shutil.which("kcat"), reason="kcat is not installed")
 def test_kcat_over_sasl_ssl(broker):
-    name = topic()
-    opts = ["-b", f"127.0.0.1:{broker.secure_port}", "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={broker.ca}",
-            "-X", "sasl.mechanism=PLAIN", "-X", "sasl.username=alice", "-X", f"sasl.password={ALICE_PW}"]
-    run = lambda *a, stdin=None: subprocess.run(["kcat", *opts, *a], input=stdin, capture_output=True, text=True, timeout=30)  # noqa: E731
-    res = run("-P", "-t", name, stdin="one\ntwo\nthree\n")
-    assert res.returncode == 0, res.stderr
-    res = run("-C", "-t", name, "-e", "-o", "beginning", "-f", "%s\n")
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == ["one", "two", "three"]
+    roundtrip.kcat(["-b", f"127.0.0.1:{broker.secure_port}", "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={broker.ca}",
+                    "-X", "sasl.mechanism=PLAIN", "-X", "sasl.username=alice", "-X", f"sasl.password={ALICE_PW}"])
 
 
 # ----------------------------------------------------------------- refusals, over raw sockets

@@ -14,7 +14,6 @@ that holds them.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ConfigResource,
@@ -36,6 +35,7 @@ from kio.schema.errors import ErrorCode
 
 from kavka.protocol.api import ApiKey
 from kavka.raft import snapshot as snapshots
+from tests import client_roundtrip as roundtrip
 from tests.broker_harness import KAVKA, BrokerProcess, Cluster, free_port
 from tests.raw_client import RawClient
 from tests.tls_certs import CA, write_pem_keystore
@@ -138,23 +138,7 @@ def users(broker):
 
 
 def run_confluent(conf: dict[str, object]) -> None:
-    name = topic()
-    admin = AdminClient(conf)
-    admin.create_topics([NewTopic(name, 2, 1)])[name].result(15)
-    p = Producer(conf)
-    for i in range(10):
-        p.produce(name, key=str(i).encode(), value=f"v{i}".encode())
-    assert p.flush(15) == 0
-    c = Consumer({**conf, "group.id": f"g-{name}", "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
-    c.subscribe([name])
-    got: list[bytes] = []
-    try:
-        wait_until(lambda: got.extend(m.value() for m in c.consume(10, 0.5) if not m.error()) or len(got) >= 10,
-                   timeout=30, message="10 records through confluent-kafka over SCRAM")
-        c.commit(asynchronous=False)
-    finally:
-        c.close()
-    assert sorted(got) == sorted(f"v{i}".encode() for i in range(10))
+    roundtrip.confluent(conf, what="confluent-kafka over SCRAM")
 
 
 def test_the_bootstrapped_user_logs_in(broker):
@@ -168,99 +152,35 @@ def test_confluent_kafka(broker, users, mechanism, tls):
                           ca=broker.ca if tls else None))
 
 
-@pytest.mark.parametrize(("mechanism", "tls"), [("SCRAM-SHA-512", False), ("SCRAM-SHA-256", True)])
-def test_kafka_python(broker, users, mechanism, tls):
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-    from kafka.admin import NewTopic as KpNewTopic
-
-    conf = {"bootstrap_servers": f"127.0.0.1:{broker.secure_port if tls else broker.sasl_port}",
+def py_conf(broker, mechanism: str, tls: bool) -> dict[str, object]:  # noqa: ANN001
+    """kafka-python's and aiokafka's keys for alice (the TLS trust added by the caller)."""
+    return {"bootstrap_servers": f"127.0.0.1:{broker.secure_port if tls else broker.sasl_port}",
             "security_protocol": "SASL_SSL" if tls else "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
             "sasl_plain_username": "alice", "sasl_plain_password": ALICE_PW}
-    if tls:
-        conf["ssl_cafile"] = str(broker.ca)
-    name = topic()
-    admin = KafkaAdminClient(**conf)
-    try:
-        admin.create_topics([KpNewTopic(name, 1, 1)])
-    finally:
-        admin.close()
-    p = KafkaProducer(**conf)
-    for i in range(10):
-        p.send(name, f"k{i}".encode())
-    p.flush(15)
-    p.close()
-    c = KafkaConsumer(name, group_id=f"g-{name}", auto_offset_reset="earliest", consumer_timeout_ms=15000, **conf)
-    got = []
-    for m in c:
-        got.append(m.value)
-        if len(got) == 10:
-            break
-    c.commit()
-    c.close()
-    assert got == [f"k{i}".encode() for i in range(10)]
+
+
+@pytest.mark.parametrize(("mechanism", "tls"), [("SCRAM-SHA-512", False), ("SCRAM-SHA-256", True)])
+def test_kafka_python(broker, users, mechanism, tls):
+    roundtrip.kafka_python({**py_conf(broker, mechanism, tls), **({"ssl_cafile": str(broker.ca)} if tls else {})})
 
 
 @pytest.mark.parametrize(("mechanism", "tls"), [("SCRAM-SHA-256", False), ("SCRAM-SHA-512", True)])
 def test_aiokafka(broker, users, mechanism, tls):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient
-    from aiokafka.admin import NewTopic as AioNewTopic
     from aiokafka.helpers import create_ssl_context
 
-    name = topic()
-    conf: dict[str, object] = {
-        "bootstrap_servers": f"127.0.0.1:{broker.secure_port if tls else broker.sasl_port}",
-        "security_protocol": "SASL_SSL" if tls else "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
-        "sasl_plain_username": "alice", "sasl_plain_password": ALICE_PW}
-    if tls:
-        conf["ssl_context"] = create_ssl_context(cafile=str(broker.ca))
-
-    async def go() -> list[bytes]:
-        admin = AIOKafkaAdminClient(**conf)
-        await admin.start()
-        try:
-            await admin.create_topics([AioNewTopic(name, 1, 1)])
-            assert name in await admin.list_topics()
-        finally:
-            await admin.close()
-        p = AIOKafkaProducer(**conf)
-        await p.start()
-        try:
-            for i in range(10):
-                await p.send_and_wait(name, f"a{i}".encode())
-        finally:
-            await p.stop()
-        c = AIOKafkaConsumer(name, group_id=f"g-{name}", auto_offset_reset="earliest", **conf)
-        await c.start()
-        got: list[bytes] = []
-        try:
-            async with asyncio.timeout(30):
-                async for m in c:
-                    got.append(m.value)
-                    if len(got) == 10:
-                        break
-        finally:
-            await c.stop()
-        return got
-
-    assert asyncio.run(go()) == [f"a{i}".encode() for i in range(10)]
+    extra = {"ssl_context": create_ssl_context(cafile=str(broker.ca))} if tls else {}
+    roundtrip.aiokafka({**py_conf(broker, mechanism, tls), **extra})
 
 
 @pytest.mark.skipif(not shutil.which("kcat"), reason="kcat is not installed")
 @pytest.mark.parametrize(("mechanism", "tls"), [("SCRAM-SHA-512", True), ("SCRAM-SHA-256", False)])
 def test_kcat(broker, users, mechanism, tls):
-    name = topic()
     opts = ["-b", f"127.0.0.1:{broker.secure_port if tls else broker.sasl_port}",
             "-X", f"security.protocol={'SASL_SSL' if tls else 'SASL_PLAINTEXT'}",
             "-X", f"sasl.mechanism={mechanism}", "-X", "sasl.username=alice", "-X", f"sasl.password={ALICE_PW}"]
     if tls:
         opts += ["-X", f"ssl.ca.location={broker.ca}"]
-    run = lambda *a, stdin=None: subprocess.run(["kcat", *opts, *a], input=stdin, capture_output=True, text=True, timeout=30)  # noqa: E731
-    res = run("-P", "-t", name, stdin="one\ntwo\nthree\n")
-    assert res.returncode == 0, res.stderr
-    res = run("-C", "-t", name, "-e", "-o", "beginning", "-f", "%s\n")
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.split() == ["one", "two", "three"]
+    roundtrip.kcat(opts)
 
 
 # ----------------------------------------------------------------- failures
@@ -268,6 +188,12 @@ def test_kcat(broker, users, mechanism, tls):
 
 def scram_first(user: str) -> bytes:
     return f"n,,n={user},r=fyko+d2lbbFgONRv9qkxdawL".encode()
+
+
+def logs_in(conf: dict[str, object]) -> None:
+    """A real client authenticates to the one broker `conf` names and reads its metadata."""
+    md = AdminClient(conf).list_topics(timeout=15)
+    assert md.brokers, md
 
 
 def login_fails(port: int, mechanism: str, user: str, password: str) -> None:
@@ -381,7 +307,7 @@ def test_a_cluster_shares_users_through_the_metadata_log_and_its_snapshots(tmp_p
         upsert(admin, "alice", ALICE_PW, ScramMechanism.SCRAM_SHA_512)
         upsert(admin, "bob", BOB_PW, ScramMechanism.SCRAM_SHA_256)
         for i in (2, 3):  # created through node 1, known everywhere
-            run_confluent(ck_conf(ports[i], "SCRAM-SHA-512", "alice", ALICE_PW))
+            logs_in(ck_conf(ports[i], "SCRAM-SHA-512", "alice", ALICE_PW))
         # Enough records for every node to write a snapshot holding the credentials.
         names = [topic() for _ in range(30)]
         futs = admin.create_topics([NewTopic(n, 1, 1) for n in names])
@@ -402,7 +328,7 @@ def test_a_cluster_shares_users_through_the_metadata_log_and_its_snapshots(tmp_p
             n.wait_ready(60)
             assert any("loaded metadata snapshot" in line for line in n.output), n.log_text()
         for i in (1, 2, 3):
-            run_confluent(ck_conf(ports[i], "SCRAM-SHA-256", "bob", BOB_PW))
+            logs_in(ck_conf(ports[i], "SCRAM-SHA-256", "bob", BOB_PW))
         # A deletion through node 3 ends bob's logins on node 1.
         admin3 = AdminClient({"bootstrap.servers": c.nodes[3].bootstrap})
         admin3.alter_user_scram_credentials([UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_256)])["bob"].result(15)
