@@ -7,11 +7,14 @@ and fetch fail TOPIC_AUTHORIZATION_FAILED while alice's go through; alice's all-
 leaves `secret` out, a Metadata naming it is TOPIC_AUTHORIZATION_FAILED; a DENY then takes
 alice's Write away at once, and its deletion gives it back (the broker's authorizer follows its
 image). The PLAINTEXT listener's
-principal, User:ANONYMOUS, is a super user (it creates the topics and the ACLs).
+principal, User:ANONYMOUS, is a super user (it creates the topics and the ACLs). `kavka acls`
+lists ACLs over the SASL listener with --command-config.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import uuid
 
 import pytest
@@ -27,7 +30,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.broker_harness import BrokerProcess, free_port
+from tests.broker_harness import KAVKA, BrokerProcess, free_port
 from tests.wait import wait_until
 
 ALICE_PW = "alice-acl-pw-71"
@@ -134,3 +137,16 @@ def test_a_deny_takes_effect_at_once(broker, topics):
                            AclPermissionType.DENY)
     admin.delete_acls([flt], request_timeout=10)[flt].result(timeout=15)
     assert produce(broker, "alice", ALICE_PW, open_t) is None
+
+
+def test_kavka_acls_over_sasl_with_command_config(broker, topics, tmp_path):
+    open_t, _ = topics
+    props = tmp_path / "client.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                     f'username="alice" password="{ALICE_PW}";\n')
+    r = subprocess.run([*KAVKA, "acls", "--bootstrap-server", f"127.0.0.1:{broker.sasl_port}", "--command-config",
+                        str(props), "--list", "--topic", open_t, "--json"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert {(a["principal"], a["operation"]) for a in json.loads(r.stdout)} >= {("User:alice", "Write"),
+                                                                               ("User:alice", "Read")}
