@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 
 __all__ = [
     "AclOperation",
+    "AclPermissionType",
     "AlterConfigOpType",
     "BrokerControlState",
     "BrokerState",

@@ -87,3 +87,11 @@ def test_unknown_filters_fail_alone_and_describe():
 
 def test_removing_an_unknown_id_is_nothing():
     assert replay(MetadataImage(), [mr.RemoveAccessControlEntryRecord("nope")]).acls == {}
+
+
+def test_more_than_ten_thousand_new_acls_fail_as_a_whole():
+    many = [acl(f"t{i}") for i in range(10_001)]
+    records, results = create_acls(MetadataImage(), many, ids())
+    assert records == [] and {r.error for r in results} == {ErrorCode.unknown_server_error}
+    records, results = create_acls(MetadataImage(), many[:10_000], ids())
+    assert len(records) == 10_000 and {r.error for r in results} == {ErrorCode.none}

@@ -2,7 +2,9 @@
 
 `create_acls` validates each binding and returns an AccessControlEntryRecord (with a new id) for
 each one not already in the image or earlier in the request, and one result per binding, in the
-request's order; a binding equal to an existing ACL succeeds without a record. Kafka's errors:
+request's order; a binding equal to an existing ACL succeeds without a record; more than 10,000
+new ACLs in one request fail as a whole (UNKNOWN_SERVER_ERROR, Kafka's MAX_RECORDS_PER_USER_OP).
+Kafka's errors:
 
     INVALID_REQUEST   resource type UNKNOWN or ANY ("Invalid resourceType ANY"), pattern type other
                       than LITERAL or PREFIXED, operation UNKNOWN or ANY, permission other than
@@ -90,6 +92,10 @@ def create_acls(
                 )
             )
         results.append(AclResult())
+    if len(records) > MAX_RECORDS_PER_USER_OP:
+        # Kafka's BoundedList refuses the whole operation (an unexpected error on the controller).
+        message = f"Cannot create more than {MAX_RECORDS_PER_USER_OP} acls in a single create operation."
+        return [], [AclResult(ErrorCode.unknown_server_error, message)] * len(acls)
     return records, results
 
 
