@@ -64,16 +64,6 @@ class Acl:
     operation: AclOperation
     permission_type: AclPermissionType
 
-    def pattern_matches(self, resource_type: ResourceType, name: str) -> bool:
-        """This ACL's pattern covers the literal resource (resource_type, name)."""
-        if self.resource_type != resource_type:
-            return False
-        if self.pattern_type == PatternType.LITERAL:
-            return self.resource_name == name or self.resource_name == WILDCARD
-        if self.pattern_type == PatternType.PREFIXED:
-            return name.startswith(self.resource_name)
-        return False
-
     def result_for(self, principal: str, host: str, operation: AclOperation) -> AclPermissionType | None:
         """ALLOW or DENY if this ACL applies to the action, else None (StandardAuthorizerData.findResult)."""
         if self.principal != principal and self.principal != WILDCARD_PRINCIPAL:
