@@ -249,6 +249,8 @@ def test_cli_add_list_remove(broker):
     r = kavka_acls(broker, "--list", "--topic", "cli-t")
     assert r.returncode == 0, r.stderr
     assert "User:frank" in r.stdout and "User:hank" not in r.stdout  # literal by default
+    r = kavka_acls(broker, "--list", "--principal", "User:gina", "--json")
+    assert {(a["principal"], a["resource_name"]) for a in json.loads(r.stdout)} == {("User:gina", "cli-t")}
     r = kavka_acls(broker, "--list", "--topic", "cli-p-1", "--resource-pattern-type", "match", "--json")
     assert {a["principal"] for a in json.loads(r.stdout)} == {"User:hank"}
     # remove one principal's ACLs, then the rest of the resource's

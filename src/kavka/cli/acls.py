@@ -11,7 +11,7 @@ Describe on each transactional id, IdempotentWrite on the cluster with ``--idemp
 ``--consumer`` is Read and Describe on each topic and Read on each group. An operation a resource
 type does not support is refused as AclCommand refuses it. ``--remove`` without principals removes
 every ACL of the resource pattern(s); it asks first unless ``--force``. Output: a table, or
-``--json``.
+``--json``; ``--list --principal P`` shows only P's ACLs.
 """
 
 from __future__ import annotations
@@ -113,12 +113,13 @@ COLUMNS = ["Resource type", "Name", "Pattern type", "Principal", "Host", "Operat
 @click.option("--producer", is_flag=True, help="Write, Describe, Create on topics; Write, Describe on transactional ids.")
 @click.option("--idempotent", is_flag=True, help="With --producer: IdempotentWrite on the cluster.")
 @click.option("--consumer", is_flag=True, help="Read, Describe on topics; Read on groups.")
+@click.option("--principal", "list_principals", multiple=True, help="With --list: only this principal's ACLs.")
 @click.option("--force", is_flag=True, help="Remove without asking.")
 @json_option
 def acls(bootstrap: str, add: bool, remove: bool, list_: bool, topics: tuple[str, ...], groups: tuple[str, ...],
          txn_ids: tuple[str, ...], cluster: bool, pattern: str, allow: tuple[str, ...], deny: tuple[str, ...],
          allow_hosts: tuple[str, ...], deny_hosts: tuple[str, ...], operations: tuple[str, ...], producer: bool,
-         idempotent: bool, consumer: bool, force: bool, as_json: bool) -> None:
+         idempotent: bool, consumer: bool, list_principals: tuple[str, ...], force: bool, as_json: bool) -> None:
     """Add, remove or list ACLs (kafka-acls.sh)."""
     if sum((add, remove, list_)) != 1:
         raise click.UsageError("Command must include exactly one action: --list, --add, --remove.")
@@ -126,11 +127,14 @@ def acls(bootstrap: str, add: bool, remove: bool, list_: bool, topics: tuple[str
     allow_p = [parse_principal(p, "--allow-principal") for p in allow]
     deny_p = [parse_principal(p, "--deny-principal") for p in deny]
     ops = [parse_operation(o) for o in operations] or [AclOperation.ALL]
+    principals = [parse_principal(p, "--principal") for p in list_principals]
     if list_:
         if producer or consumer or allow or deny or operations:
-            raise click.UsageError("--list takes only resources and --resource-pattern-type")
-        _list(bootstrap, _resources(topics, groups, txn_ids, cluster, pattern_type), pattern_type, as_json)
+            raise click.UsageError("--list takes only resources, --resource-pattern-type and --principal")
+        _list(bootstrap, _resources(topics, groups, txn_ids, cluster, pattern_type), pattern_type, principals, as_json)
         return
+    if principals:
+        raise click.UsageError("--principal is only valid with --list")
     if (producer or consumer) and operations:
         raise click.UsageError("--operation cannot be combined with --producer or --consumer")
     if consumer and not (topics and groups):
@@ -207,13 +211,14 @@ def _remove(bootstrap: str, plan: dict[tuple[ResourceType, str], list[AclOperati
          lambda con: con.print(table("Removed ACLs", COLUMNS, [_row(a) for a in deleted])))
 
 
-def _list(bootstrap: str, resources: list[tuple[ResourceType, str]], pattern_type: PatternType, as_json: bool) -> None:
+def _list(bootstrap: str, resources: list[tuple[ResourceType, str]], pattern_type: PatternType, principals: list[str],
+          as_json: bool) -> None:
     with admin_client(bootstrap) as admin:
         if not resources:
             found = admin.describe_acls(AclFilter())
         else:
             found = [a for rt, name in resources for a in admin.describe_acls(AclFilter(rt, name, pattern_type))]
-    found = list(dict.fromkeys(found))
+    found = [a for a in dict.fromkeys(found) if not principals or a.principal in principals]
     emit(as_json, [_json(a) for a in found], lambda con: con.print(table("Current ACLs", COLUMNS, [_row(a) for a in found])))
 
 
