@@ -4,7 +4,7 @@ One broker with `authorizer.class.name=kavka`: confluent-kafka's AdminClient and
 KafkaAdminClient create, describe (with ANY and MATCH filters) and delete ACLs; Kafka's errors come
 back per binding (INVALID_REQUEST for a CLUSTER resource not named kafka-cluster, for ANY types);
 v0 of each API (LITERAL only) is answered. A broker without an authorizer answers
-SECURITY_DISABLED. Then a restart: the ACLs come back from the metadata log.
+SECURITY_DISABLED. Then a restart: the ACLs come back from a metadata snapshot.
 """
 
 from __future__ import annotations
@@ -30,11 +30,14 @@ from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import nested
 from tests.broker_harness import KAVKA, BrokerProcess
 from tests.raw_client import RawClient
+from tests.wait import wait_until
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("acls"), overrides={"authorizer.class.name": "kavka"})
+    # Small snapshot threshold: the restart test loads the ACLs from a metadata snapshot.
+    b = BrokerProcess(tmp_path_factory.mktemp("acls"), overrides={
+        "authorizer.class.name": "kavka", "metadata.log.max.record.bytes.between.snapshots": "2048"})
     b.format()
     b.start()
     yield b
@@ -191,9 +194,16 @@ def test_acls_survive_a_restart(broker):
     a = admin(broker)
     binding = AclBinding(ResourceType.TRANSACTIONAL_ID, "tx-1", ResourcePatternType.LITERAL, "User:dave", "*",
                          AclOperation.WRITE, AclPermissionType.ALLOW)
-    a.create_acls([binding], request_timeout=10)[binding].result(timeout=15)
+    filler = [AclBinding(ResourceType.GROUP, f"snap-{i}", ResourcePatternType.LITERAL, "User:dave", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW) for i in range(30)]  # > 2048 bytes of records
+    for f in a.create_acls([binding, *filler], request_timeout=10).values():
+        f.result(timeout=15)
+    metadata_dir = broker.log_dirs[0] / "__cluster_metadata-0"
+    wait_until(lambda: list(metadata_dir.glob("*.checkpoint")), timeout=20, message="a metadata snapshot")
     assert broker.stop() == 0, broker.log_text()
+    broker.output.clear()
     broker.start()
+    assert any("loaded metadata snapshot" in line for line in broker.output), broker.log_text()
     f = AclBindingFilter(ResourceType.TRANSACTIONAL_ID, "tx-1", ResourcePatternType.LITERAL, None, None,
                          AclOperation.ANY, AclPermissionType.ANY)
     assert describe(admin(broker), f) == {(ResourceType.TRANSACTIONAL_ID, "tx-1", ResourcePatternType.LITERAL,
