@@ -21,7 +21,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "kavka"
 # (faults.py: the broker's test-only fault switches, inert unless enabled; imports nothing of kavka).
 LAYERS: list[tuple[str, ...]] = [
     ("common",),
-    ("quota", "faults", "principal", "sasl", "certs"),
+    ("quota", "faults", "principal", "sasl", "certs", "authorizer"),
     ("scram", "oauthbearer"),  # SASL mechanisms: kavka.sasl's SaslServer
     ("protocol",),
     ("client",),

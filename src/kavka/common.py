@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 
 __all__ = [
     "AclOperation",
+    "AclPermissionType",
     "AlterConfigOpType",
     "BrokerControlState",
     "BrokerState",
@@ -160,6 +161,15 @@ class AclOperation(enum.IntEnum):
     IDEMPOTENT_WRITE = 12
     CREATE_TOKENS = 13
     DESCRIBE_TOKENS = 14
+
+
+class AclPermissionType(enum.IntEnum):
+    """org.apache.kafka.common.acl.AclPermissionType."""
+
+    UNKNOWN = 0
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
 
 
 class IsolationLevel(enum.IntEnum):

@@ -451,9 +451,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
 # the controller, JVM-only TLS knobs -- stops startup naming the key: serving plaintext on a port the operator believes is
 # encrypted or authenticated is the one thing worse than not starting.
 _SECURITY_PREFIXES = ("ssl.", "sasl.", "security.", "delegation.token.")
-_SECURITY_KEYS = frozenset(
-    {"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found", "principal.builder.class"}
-)
+_SECURITY_KEYS = frozenset({"principal.builder.class"})
+# Authorization (docs/security.md "Authorization (ACLs)"): kavka.authorizer, Kafka's StandardAuthorizer.
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+AUTHORIZER_CLASSES = (STANDARD_AUTHORIZER, "kavka")
+for _d in [
+    _b("authorizer.class.name", _S, "", f"the authorizer: {STANDARD_AUTHORIZER} (or its alias kavka), ACLs in the "
+       "metadata log; empty: none (every request allowed, ACL APIs answer SECURITY_DISABLED)", one_of("", *AUTHORIZER_CLASSES)),
+    _b("super.users", _S, None, "principals allowed everything, separated by semicolons (User:admin;User:ops)"),
+    _b("allow.everyone.if.no.acl.found", _B, False, "allow an action on a resource that has no ACL at all"),
+]:
+    BROKER_CONFIGS[_d.name] = _d
 _SECURE_PROTOCOLS = frozenset({"SSL", "SASL_SSL", "SASL_PLAINTEXT"})
 _KNOWN_PROTOCOLS = frozenset({"PLAINTEXT", *_SECURE_PROTOCOLS})
 _SASL_PROTOCOLS = frozenset({"SASL_SSL", "SASL_PLAINTEXT"})
@@ -955,6 +963,7 @@ def build_config(props: Mapping[str, str]) -> BrokerConfig:
             raise ConfigError("node.id", "missing: every kavka server needs a node.id >= 0")
     cfg = BrokerConfig(values=values, explicit=explicit, unknown=unknown, listener_ssl=listener_ssl, listener_sasl=listener_sasl)
     _check_listener_security(cfg)
+    _check_authorizer(cfg)
     _check_roles(cfg)
     for key in sorted(explicit):
         reason = BROKER_CONFIGS[key].informational
@@ -988,6 +997,16 @@ def _protocol_map(cfg: BrokerConfig) -> dict[str, str]:
             raise ConfigError("listener.security.protocol.map", f"invalid entry {item!r}: expected NAME:PROTOCOL")
         mapping[name.strip().upper()] = proto.strip().upper()
     return mapping
+
+
+def _check_authorizer(cfg: BrokerConfig) -> None:
+    """The authorizer's own keys have an effect only with an authorizer."""
+    if cfg.values["authorizer.class.name"]:
+        return
+    for key in ("super.users", "allow.everyone.if.no.acl.found"):
+        if key in cfg.explicit:
+            raise ConfigError(key, "authorizer.class.name is not set, so this key would have no effect "
+                              f"(set it to {STANDARD_AUTHORIZER} or kavka)")
 
 
 def _check_listener_security(cfg: BrokerConfig) -> None:

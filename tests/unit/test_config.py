@@ -88,14 +88,27 @@ def test_topic_config_validation():
         ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.enabled.mechanisms"),
         ({"sasl.mechanism.inter.broker.protocol": "PLAIN"}, "sasl.mechanism.inter.broker.protocol"),
         ({"listener.name.external.sasl.enabled.mechanisms": "PLAIN"}, "listener.name.external.sasl.enabled.mechanisms"),
-        ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, "authorizer.class.name"),
+        ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, "authorizer.class.name"),
+        ({"super.users": "User:admin"}, "super.users"),
+        ({"allow.everyone.if.no.acl.found": "true"}, "allow.everyone.if.no.acl.found"),
+        ({"authorizer.class.name": "kavka", "allow.everyone.if.no.acl.found": "maybe"}, "allow.everyone.if.no.acl.found"),
     ],
 )
 def test_security_settings_stop_startup_naming_the_key(props, key):
     with pytest.raises(ConfigError) as e:
         build_config({"node.id": "1", **props})
     assert e.value.key == key
-    assert "not supported" in str(e.value) or "no effect" in str(e.value)
+    assert any(w in str(e.value) for w in ("not supported", "no effect", "must be one of", "invalid value"))
+
+
+@pytest.mark.parametrize("cls", ["org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kavka"])
+def test_the_standard_authorizer_is_accepted_with_its_keys(cls):
+    c = build_config({"node.id": "1", "authorizer.class.name": cls, "super.users": "User:admin;User:ops",
+                      "allow.everyone.if.no.acl.found": "true"})
+    assert c.values["authorizer.class.name"] == cls
+    assert c.values["super.users"] == "User:admin;User:ops"
+    assert c.values["allow.everyone.if.no.acl.found"] is True
+    assert build_config({"node.id": "1"}).values["authorizer.class.name"] == ""
 
 
 def test_plaintext_spelled_out_is_accepted():

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kavka.broker.handlers import (
+    acls,
     configs,
     coordinator,
     elect_leaders,
@@ -76,6 +77,9 @@ class KafkaApis:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram.handle_describe_user_scram_credentials,
             ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram.handle_alter_user_scram_credentials,
+            ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
+            ApiKey.CREATE_ACLS: acls.handle_create_acls,
+            ApiKey.DELETE_ACLS: acls.handle_delete_acls,
             ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter_replica_log_dirs,
             ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
             ApiKey.DESCRIBE_QUORUM: quorum.handle_describe_quorum,

@@ -42,10 +42,14 @@ from kio.schema.broker_heartbeat.v1 import request as bh_req
 from kio.schema.broker_heartbeat.v1 import response as bh_resp
 from kio.schema.broker_registration.v4 import request as br_req
 from kio.schema.broker_registration.v4 import response as br_resp
+from kio.schema.create_acls.v3 import request as ca_req
+from kio.schema.create_acls.v3 import response as ca_resp
 from kio.schema.create_partitions.v3 import request as cp_req
 from kio.schema.create_partitions.v3 import response as cp_resp
 from kio.schema.create_topics.v7 import request as ct_req
 from kio.schema.create_topics.v7 import response as ct_resp
+from kio.schema.delete_acls.v3 import request as da_req
+from kio.schema.delete_acls.v3 import response as da_resp
 from kio.schema.delete_topics.v6 import request as dt_req
 from kio.schema.delete_topics.v6 import response as dt_resp
 from kio.schema.describe_quorum.v2 import request as dq_req
@@ -57,6 +61,7 @@ from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 from kio.schema.list_partition_reassignments.v0 import request as lpr_req
 from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 
+from kavka.broker.handlers import acls as acl_handlers
 from kavka.broker.handlers import configs, elect_leaders, reassignments, topics
 from kavka.broker.handlers import scram as scram_handlers
 from kavka.broker.handlers.placement import placement_response
@@ -94,6 +99,8 @@ RPCS: dict[int, tuple[type, type]] = {
         (lpr_req.ListPartitionReassignmentsRequest, lpr_resp.ListPartitionReassignmentsResponse),
         (ks.CreateReplicaPlacementRequest, ks.CreateReplicaPlacementResponse),
         (auc_req.AlterUserScramCredentialsRequest, auc_resp.AlterUserScramCredentialsResponse),
+        (ca_req.CreateAclsRequest, ca_resp.CreateAclsResponse),
+        (da_req.DeleteAclsRequest, da_resp.DeleteAclsResponse),
     )
 }
 
@@ -125,6 +132,8 @@ class ControllerApis:
             lpr_req.ListPartitionReassignmentsRequest.__api_key__: self.handle_list_partition_reassignments,
             apid_req.AllocateProducerIdsRequest.__api_key__: self.handle_allocate_producer_ids,
             auc_req.AlterUserScramCredentialsRequest.__api_key__: self.handle_alter_user_scram_credentials,
+            ca_req.CreateAclsRequest.__api_key__: self.handle_create_acls,
+            da_req.DeleteAclsRequest.__api_key__: self.handle_delete_acls,
         }
 
     async def handle(self, api_key: int, req: Any, connection: Hashable | None = None) -> Any:
@@ -213,6 +222,14 @@ class ControllerApis:
 
     async def handle_alter_user_scram_credentials(self, req: Any, _connection: Hashable | None) -> Any:
         return await scram_handlers.alter_user_scram_credentials(self.qc, req)
+
+    async def handle_create_acls(self, req: Any, _connection: Hashable | None) -> Any:
+        acls = [acl_handlers.creation_acl(c) for c in req.creations]
+        return acl_handlers.create_acls_response(ca_resp.CreateAclsResponse, await acl_handlers.create_acls(self.qc, acls))
+
+    async def handle_delete_acls(self, req: Any, _connection: Hashable | None) -> Any:
+        filters = [acl_handlers.request_filter(f) for f in req.filters]
+        return acl_handlers.delete_acls_response(da_resp.DeleteAclsResponse, await acl_handlers.delete_acls(self.qc, filters))
 
     async def handle_broker_registration(self, req: br_req.BrokerRegistrationRequest, _connection: Hashable | None) -> Any:
         if req.cluster_id != self.cluster_id:

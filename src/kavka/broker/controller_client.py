@@ -28,14 +28,17 @@ from kio.schema.alter_user_scram_credentials.v0 import request as auc_req
 from kio.schema.assign_replicas_to_dirs.v0 import request as ard_req
 from kio.schema.broker_heartbeat.v1 import request as bh_req
 from kio.schema.broker_registration.v4 import request as br_req
+from kio.schema.create_acls.v3 import request as ca_req
 from kio.schema.create_partitions.v3 import request as cp_req
 from kio.schema.create_topics.v7 import request as ct_req
+from kio.schema.delete_acls.v3 import request as da_req
 from kio.schema.delete_topics.v6 import request as dt_req
 from kio.schema.describe_quorum.v2 import request as dq_req
 from kio.schema.elect_leaders.v2 import request as el_req
 from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.list_partition_reassignments.v0 import request as lpr_req
 
+from kavka.authorizer import Acl, AclFilter
 from kavka.broker.controller_apis import (
     RPCS,
     alter_partition_response,
@@ -46,6 +49,7 @@ from kavka.broker.handlers import elect_leaders, reassignments
 from kavka.client.async_channel import AsyncChannel
 from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.common import ConfigResourceType, ElectionType, ErrorCode, TopicPartition
+from kavka.controller.acl_control import AclResult
 from kavka.controller.quorum_controller import (
     HeartbeatReply,
     NotControllerError,
@@ -367,6 +371,59 @@ class ControllerClient:
             )
 
         await self._await_image(shown)
+        return results
+
+    async def create_acls(self, acls: Sequence[Acl]) -> list[AclResult]:
+        """CreateAcls on the active controller; then waits (bounded) until this node's image holds
+        every ACL created, so a Describe or an authorization through this node sees them."""
+
+        def request() -> Any:
+            return ca_req.CreateAclsRequest(creations=tuple(
+                ca_req.AclCreation(
+                    resource_type=a.resource_type, resource_name=a.resource_name, resource_pattern_type=a.pattern_type,
+                    principal=a.principal, host=a.host, operation=a.operation, permission_type=a.permission_type,
+                )
+                for a in acls
+            ))
+
+        async def local() -> Any:
+            return await self.qc.create_acls(acls)
+
+        resp = await self._route(local, request, lambda r: self._not_controller([x.error_code for x in r.results]))
+        results = resp if isinstance(resp, list) else [AclResult(r.error_code, r.error_message) for r in resp.results]
+        created = {a for a, r in zip(acls, results, strict=True) if r.error == ErrorCode.none}
+        await self._await_image(lambda image: created <= set(image.acls.values()))
+        return results
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclResult]:
+        """DeleteAcls on the active controller; then waits (bounded) until this node's image no
+        longer holds the ACLs it removed."""
+
+        def request() -> Any:
+            return da_req.DeleteAclsRequest(filters=tuple(
+                da_req.DeleteAclsFilter(
+                    resource_type_filter=f.resource_type, resource_name_filter=f.resource_name,
+                    pattern_type_filter=f.pattern_type, principal_filter=f.principal, host_filter=f.host,
+                    operation=f.operation, permission_type=f.permission_type,
+                )
+                for f in filters
+            ))
+
+        async def local() -> Any:
+            return await self.qc.delete_acls(filters)
+
+        resp = await self._route(local, request, lambda r: self._not_controller([x.error_code for x in r.filter_results]))
+        if isinstance(resp, list):
+            results = resp
+        else:
+            results = [
+                AclResult(r.error_code, r.error_message, tuple(
+                    Acl(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation, m.permission_type)
+                    for m in r.matching_acls))
+                for r in resp.filter_results
+            ]
+        removed = {a for r in results for a in r.acls}
+        await self._await_image(lambda image: not (removed & set(image.acls.values())))
         return results
 
     async def elect_leaders(

@@ -56,6 +56,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.authorizer import Authorizer, parse_super_users
 from kavka.broker.assignments import Assignment, AssignmentsManager
 from kavka.broker.config_resolver import ConfigResolver
 from kavka.broker.lifecycle import BrokerLifecycle
@@ -154,6 +155,9 @@ def _swap(listener: str, tls: Any, new: Any) -> None:
 class BrokerNode:
     def __init__(self, config: BrokerConfig, *, clock: Callable[[], float] = time.time) -> None:
         self.config = config
+        # kavka.authorizer over the image's ACLs, rebuilt when they change (authorizer()).
+        self._authorizer: Authorizer | None = None
+        self._authorizer_acls: object = None
         self.clock = clock
         self.node_id = config.node_id
         roles = set(config["process.roles"])
@@ -548,6 +552,21 @@ class BrokerNode:
     @property
     def image(self) -> MetadataImage:
         return self.shared.metadata_loader.image
+
+    def authorizer(self) -> Authorizer | None:
+        """The ACL authorizer (Kafka's StandardAuthorizer) over the current image's ACLs, rebuilt
+        whenever a metadata change replaced them; None when authorizer.class.name is unset."""
+        if not self.config["authorizer.class.name"]:
+            return None
+        acls = self.image.acls
+        if self._authorizer is None or self._authorizer_acls is not acls:
+            self._authorizer = Authorizer(
+                acls.values(),
+                super_users=parse_super_users(self.config["super.users"]),
+                allow_everyone_if_no_acl_found=self.config["allow.everyone.if.no.acl.found"],
+            )
+            self._authorizer_acls = acls
+        return self._authorizer
 
     def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
         """`user`'s SCRAM credential for `mechanism` in the current metadata image (None: none)."""

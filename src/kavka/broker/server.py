@@ -115,8 +115,8 @@ class RequestContext:
     # The listener the connection came in on (Metadata and FindCoordinator answer with its endpoints).
     listener: str = ""
     # Kafka's KafkaPrincipal: User:<name> authenticated by SASL on a SASL listener; User:<mapped
-    # certificate DN> on an SSL listener with a client certificate; else User:ANONYMOUS. Nothing
-    # authorizes with it yet.
+    # certificate DN> on an SSL listener with a client certificate; else User:ANONYMOUS. The
+    # authorizer checks it (broker.authorization: Produce, Fetch and Metadata so far).
     principal: str = ANONYMOUS
 
 

@@ -17,6 +17,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kavka.cli.cluster", "cluster"),
     ("kavka.cli.topics", "topics"),
     ("kavka.cli.configs", "configs"),
+    ("kavka.cli.acls", "acls"),
     ("kavka.cli.log_dirs", "log_dirs"),
     ("kavka.cli.reassign", "reassign_partitions"),
     ("kavka.cli.leader_election", "leader_election"),

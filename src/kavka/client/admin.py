@@ -23,6 +23,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.authorizer import Acl, AclFilter
 from kavka.client import requests
 from kavka.client.connection import BlockingConnection, parse_host_port
 from kavka.client.errors import (
@@ -33,6 +34,7 @@ from kavka.client.errors import (
     raise_for_error,
 )
 from kavka.client.security import PLAINTEXT, ClientSecurity
+from kavka.common import AclOperation, AclPermissionType, PatternType, ResourceType
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import ZERO_UUID, uuid_to_str
 
@@ -698,6 +700,59 @@ class AdminClient:
         for r in resp.results:
             raise_for_error(r.error_code, r.error_message, resource=r.user)
 
+    def create_acls(self, acls: Sequence[Acl]) -> list[tuple[int, str | None]]:
+        """CreateAcls (API 30): (error code, message) per binding, in order."""
+        from kio.schema.create_acls.v3 import request as ca_req
+
+        req = ca_req.CreateAclsRequest(creations=tuple(
+            ca_req.AclCreation(
+                resource_type=a.resource_type, resource_name=a.resource_name, resource_pattern_type=a.pattern_type,
+                principal=a.principal, host=a.host, operation=a.operation, permission_type=a.permission_type,
+            )
+            for a in acls
+        ))
+        resp = self.send_any(lambda conn: req)
+        return [(r.error_code, r.error_message) for r in resp.results]
+
+    def describe_acls(self, acl_filter: AclFilter) -> list[Acl]:
+        """DescribeAcls (API 29): the ACLs the filter matches; KafkaError on a refusal."""
+        from kio.schema.describe_acls.v3 import request as da_req
+
+        f = acl_filter
+        req = da_req.DescribeAclsRequest(
+            resource_type_filter=f.resource_type, resource_name_filter=f.resource_name, pattern_type_filter=f.pattern_type,
+            principal_filter=f.principal, host_filter=f.host, operation=f.operation, permission_type=f.permission_type,
+        )
+        resp = self.send_any(lambda conn: req)
+        raise_for_error(resp.error_code, resp.error_message)
+        return [
+            _acl(r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation, a.permission_type)
+            for r in resp.resources
+            for a in r.acls
+        ]
+
+    def delete_acls(self, filters: Sequence[AclFilter]) -> list[list[Acl]]:
+        """DeleteAcls (API 31): the ACLs each filter deleted; KafkaError for the first refused."""
+        from kio.schema.delete_acls.v3 import request as dl_req
+
+        req = dl_req.DeleteAclsRequest(filters=tuple(
+            dl_req.DeleteAclsFilter(
+                resource_type_filter=f.resource_type, resource_name_filter=f.resource_name,
+                pattern_type_filter=f.pattern_type, principal_filter=f.principal, host_filter=f.host,
+                operation=f.operation, permission_type=f.permission_type,
+            )
+            for f in filters
+        ))
+        resp = self.send_any(lambda conn: req)
+        out = []
+        for r in resp.filter_results:
+            raise_for_error(r.error_code, r.error_message)
+            out.append([
+                _acl(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation, m.permission_type)
+                for m in r.matching_acls
+            ])
+        return out
+
     def elect_leaders(
         self,
         election_type: int,
@@ -961,3 +1016,16 @@ def _config_entry(c: Any) -> ConfigEntry:
             for s in getattr(c, "synonyms", ())
         ),
     )
+
+
+def _acl(rt: int, name: str, pt: int, principal: str, host: str, op: int, perm: int) -> Acl:
+    """An Acl from a response's codes; a code this client does not know is UNKNOWN."""
+
+    def enum(cls: Any, code: int) -> Any:
+        try:
+            return cls(code)
+        except ValueError:
+            return cls.UNKNOWN
+
+    return Acl(enum(ResourceType, rt), name, enum(PatternType, pt), principal, host, enum(AclOperation, op),
+               enum(AclPermissionType, perm))

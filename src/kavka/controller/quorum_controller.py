@@ -57,8 +57,10 @@ from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from kavka.authorizer import Acl, AclFilter
 from kavka.common import BrokerControlState, ConfigResourceType, ElectionType
 from kavka.config import BrokerConfig
+from kavka.controller import acl_control
 from kavka.controller.cluster_control import ClusterControlManager
 from kavka.controller.configuration_control import ConfigurationControlManager
 from kavka.controller.heartbeats import BrokerSessions
@@ -550,6 +552,14 @@ class QuorumController:
     ) -> list[UserResult]:
         """AlterUserScramCredentials (API 51, KIP-554): the records committed, then each user's result."""
         return await self._run(lambda image: alter_credentials(image, deletions, upsertions))
+
+    async def create_acls(self, acls: Sequence[Acl]) -> list[acl_control.AclResult]:
+        """CreateAcls (API 30): the new ACLs committed, then each binding's result."""
+        return await self._run(lambda image: acl_control.create_acls(image, acls, generate_uuid))
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[acl_control.AclResult]:
+        """DeleteAcls (API 31): the matched ACLs removed, then each filter's result."""
+        return await self._run(lambda image: acl_control.delete_acls(image, filters))
 
     async def alter_partition_reassignments(
         self, topics: Sequence[tuple[str, Sequence[tuple[int, Sequence[int] | None]]]]

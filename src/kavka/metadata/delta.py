@@ -15,7 +15,15 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from kavka.common import ConfigResourceType, DirectoryId
+from kavka.authorizer import Acl
+from kavka.common import (
+    AclOperation,
+    AclPermissionType,
+    ConfigResourceType,
+    DirectoryId,
+    PatternType,
+    ResourceType,
+)
 from kavka.metadata.image import (
     EMPTY,
     BrokerRegistration,
@@ -25,12 +33,14 @@ from kavka.metadata.image import (
     TopicImage,
 )
 from kavka.metadata.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -60,6 +70,7 @@ class MetadataDelta:
     changed_configs: set[tuple[int, str]] = field(default_factory=set)
     next_producer_id: int | None = None
     scram: dict[tuple[int, str], ScramCredentialData | None] = field(default_factory=dict)  # None = removed
+    acls: dict[str, Acl | None] = field(default_factory=dict)  # by id; None = removed
 
     def topic(self, topic_id: str) -> TopicImage | None:
         """The topic as this delta leaves it (None: unknown or removed)."""
@@ -106,6 +117,15 @@ class MetadataDelta:
                 else:
                     scram[key] = cred
             scram = MappingProxyType(scram)
+        acls = img.acls
+        if self.acls:
+            acls = dict(img.acls)
+            for acl_id, acl in self.acls.items():
+                if acl is None:
+                    acls.pop(acl_id, None)
+                else:
+                    acls[acl_id] = acl
+            acls = MappingProxyType(acls)
         return MetadataImage(
             offset=max(self.offset, img.offset),
             topics_by_id=MappingProxyType(by_id),
@@ -114,6 +134,7 @@ class MetadataDelta:
             brokers=MappingProxyType(brokers),
             next_producer_id=max(img.next_producer_id, self.next_producer_id or 0),
             scram=scram,
+            acls=acls,
         )
 
 
@@ -203,6 +224,22 @@ def _remove_user_scram_credential(d: MetadataDelta, r: RemoveUserScramCredential
     d.scram[(r.mechanism, r.name)] = None
 
 
+def _access_control_entry(d: MetadataDelta, r: AccessControlEntryRecord, offset: int) -> None:
+    d.acls[r.id] = Acl(
+        ResourceType(r.resource_type),
+        r.resource_name,
+        PatternType(r.pattern_type),
+        r.principal,
+        r.host,
+        AclOperation(r.operation),
+        AclPermissionType(r.permission_type),
+    )
+
+
+def _remove_access_control_entry(d: MetadataDelta, r: RemoveAccessControlEntryRecord, offset: int) -> None:
+    d.acls[r.id] = None  # an id never added is nothing to remove (Kafka's AclsDelta would throw)
+
+
 def _register_broker(d: MetadataDelta, r: RegisterBrokerRecord, offset: int) -> None:
     d.brokers[r.broker_id] = BrokerRegistration(
         r.broker_id,
@@ -239,4 +276,6 @@ _REPLAY: dict[type, Callable[[MetadataDelta, Any, int], None]] = {
     BrokerRegistrationChangeRecord: _broker_registration_change,
     UserScramCredentialRecord: _user_scram_credential,
     RemoveUserScramCredentialRecord: _remove_user_scram_credential,
+    AccessControlEntryRecord: _access_control_entry,
+    RemoveAccessControlEntryRecord: _remove_access_control_entry,
 }

@@ -1,8 +1,8 @@
 """MetadataImage: an immutable view of the cluster, as the committed metadata log says it is.
 
 Modelled on Kafka's metadata/.../image/MetadataImage.java: topics (by id and by name) with each
-partition's registration, broker registrations, configs per resource, the producer-id high mark and
-the users' SCRAM credentials.
+partition's registration, broker registrations, configs per resource, the producer-id high mark,
+the users' SCRAM credentials and the ACLs.
 An image is never mutated: a MetadataDelta (delta.py) replays records over one and yields the next.
 `PartitionRegistration` is the one form of a partition's replication state in kavka: the
 controller decides on it, the broker's Partition applies it (replication.replica_state). Pure:
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from kavka.authorizer import Acl
 from kavka.common import ConfigResourceType
 
 EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -96,6 +97,8 @@ class MetadataImage:
     next_producer_id: int = 0  # producer ids below this are allocated (ProducerIdsRecord)
     # (mechanism type, user name) -> credential (Kafka's ScramImage; kavka.scram for the types)
     scram: Mapping[tuple[int, str], ScramCredentialData] = field(default_factory=lambda: EMPTY)
+    # ACL id (Kafka Uuid, base64url) -> ACL (Kafka's AclsImage); replaced, never mutated, on a change
+    acls: Mapping[str, Acl] = field(default_factory=lambda: EMPTY)
 
     def usable_brokers(self) -> list[int]:
         """Ids of brokers that may lead partitions: unfenced and not in controlled shutdown."""

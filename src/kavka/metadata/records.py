@@ -135,6 +135,32 @@ class RemoveUserScramCredentialRecord:
     mechanism: int
 
 
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """One ACL (Kafka's AccessControlEntryRecord, apiKey 6): `id` is a Kafka Uuid (base64url) that
+    RemoveAccessControlEntryRecord names; the enums are Kafka's codes (kavka.common's ResourceType,
+    PatternType, AclOperation, AclPermissionType). The controller never writes two records with
+    the same ACL (controller.acl_control)."""
+
+    TYPE: ClassVar[str] = "AccessControlEntry"
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    """Deletes the ACL with this id (Kafka's RemoveAccessControlEntryRecord, apiKey 7)."""
+
+    TYPE: ClassVar[str] = "RemoveAccessControlEntry"
+    id: str
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -146,6 +172,8 @@ MetadataRecord = (
     | ProducerIdsRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 
 _TYPES: dict[str, type] = {
@@ -161,6 +189,8 @@ _TYPES: dict[str, type] = {
         ProducerIdsRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
     )
 }
 _VERSION = 0

@@ -4,7 +4,8 @@
 MetadataDelta, give back an image equal to `image` (its offset aside): broker
 registrations, then each topic followed by its partitions (with their leader
 and partition epochs), then every config, then the producer-id high mark, then
-every SCRAM credential (salt, StoredKey, ServerKey, iterations: never a password).
+every SCRAM credential (salt, StoredKey, ServerKey, iterations: never a password), then every
+ACL with its id.
 Deterministic (sorted) so two nodes with one image write the same snapshot.
 The raft layer wraps them in a `.checkpoint` file (raft/snapshot.py).
 
@@ -18,6 +19,7 @@ import base64
 
 from kavka.metadata.image import MetadataImage
 from kavka.metadata.records import (
+    AccessControlEntryRecord,
     ConfigRecord,
     MetadataRecord,
     PartitionRecord,
@@ -73,7 +75,17 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
         # The broker that took the last block is not part of the image; only the mark matters.
         records.append(ProducerIdsRecord(-1, image.next_producer_id))
     records.extend(scram_records(image))
+    records.extend(acl_records(image))
     return records
+
+
+def acl_records(image: MetadataImage) -> list[MetadataRecord]:
+    return [
+        AccessControlEntryRecord(
+            acl_id, a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host, a.operation, a.permission_type
+        )
+        for acl_id, a in sorted(image.acls.items())
+    ]
 
 
 def scram_records(image: MetadataImage) -> list[MetadataRecord]:

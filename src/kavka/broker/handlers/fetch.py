@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kavka.common import ErrorCode, IsolationLevel, TopicPartition
+from kavka.authorizer import CLUSTER_NAME
+from kavka.broker.authorization import Checker, checker
+from kavka.common import AclOperation, ErrorCode, IsolationLevel, ResourceType, TopicPartition
 from kavka.protocol import api, fetch_wire
 from kavka.protocol.message_format import down_convert
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_to_str
@@ -44,11 +46,35 @@ if TYPE_CHECKING:
 
 
 def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    return fetch(node.replica_manager, node.image, ctx, req)
+    return fetch(node.replica_manager, node.image, ctx, req, check=checker(node, ctx))
 
 
-def fetch(rm: ReplicaManager, image: Any, ctx: RequestContext, req: Any) -> Any:
-    """The handler on its narrow inputs: the replica manager and the metadata image (topic ids)."""
+def _denied(params: FetchParams, infos: list[FetchInfo], check: Checker) -> set[int]:
+    """Indexes of the partitions this fetch may not read (Kafka's KafkaApis.handleFetchRequest): a
+    follower needs ClusterAction on the cluster for all; a consumer Read on each topic."""
+    if params.is_from_follower:
+        if check(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return set()
+        return set(range(len(infos)))
+    allowed: dict[str, bool] = {}
+    out = set()
+    for i, (tp, _fp) in enumerate(infos):
+        if tp is None:
+            continue  # an unknown topic id: UNKNOWN_TOPIC_ID, as before authorization in Kafka
+        ok = allowed.get(tp.topic)
+        if ok is None:
+            ok = allowed[tp.topic] = check(AclOperation.READ, ResourceType.TOPIC, tp.topic)
+        if not ok:
+            out.add(i)
+    return out
+
+
+_UNAUTHORIZED = FetchPartitionData(ErrorCode.topic_authorization_failed, -1, -1, -1, None, None, -1, b"")
+
+
+def fetch(rm: ReplicaManager, image: Any, ctx: RequestContext, req: Any, *, check: Checker | None = None) -> Any:
+    """The handler on its narrow inputs: the replica manager, the metadata image (topic ids) and,
+    with an authorizer, the request's checker (broker.authorization)."""
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     if req.session_id != 0 or req.session_epoch > 0:  # before v7: 0 and -1 (protocol.versions)
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.fetch_session_id_not_found,
@@ -76,11 +102,22 @@ def fetch(rm: ReplicaManager, image: Any, ctx: RequestContext, req: Any) -> Any:
         client_metadata=ClientMetadata(req.rack_id or "", ctx.client_id or "", ctx.peer) if v >= 11 and replica_id < 0 else None,
     )
     count = None if params.is_from_follower else rm.bytes_out
+    denied = set() if check is None else _denied(params, infos, check)
+    if not denied:
+        def respond(results: list[FetchPartitionData]) -> SplicedResponse:
+            return _encode(ctx, resp_cls, keys, infos, results, count)
 
-    def respond(results: list[FetchPartitionData]) -> SplicedResponse:
-        return _encode(ctx, resp_cls, keys, infos, results, count)
+        return rm.fetch_messages(params, infos, respond)
+    readable = [info for i, info in enumerate(infos) if i not in denied]
 
-    return rm.fetch_messages(params, infos, respond)
+    def respond_with_denied(results: list[FetchPartitionData]) -> SplicedResponse:
+        it = iter(results)
+        merged = [_UNAUTHORIZED if i in denied else next(it) for i in range(len(infos))]
+        return _encode(ctx, resp_cls, keys, infos, merged, count)
+
+    if not readable:
+        return respond_with_denied([])
+    return rm.fetch_messages(params, readable, respond_with_denied)
 
 
 def _encode(

@@ -3,7 +3,9 @@
 Topics missing from the image are auto-created when the request allows it
 and auto.create.topics.enable is on (Kafka's AutoTopicCreationManager); the
 controller is local, so the new topic is in this very response instead of a
-LEADER_NOT_AVAILABLE that makes the client ask again.
+LEADER_NOT_AVAILABLE that makes the client ask again. With an authorizer, a topic needs Describe
+to be shown (an all-topics answer leaves it out, a named one is TOPIC_AUTHORIZATION_FAILED) and
+Create on the cluster or itself to be auto-created (broker.authorization).
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.authorizer import CLUSTER_NAME
+from kavka.broker.authorization import checker
+from kavka.common import AclOperation, ResourceType
 from kavka.controller.quorum_controller import UNAVAILABLE
 from kavka.controller.replication_control import INTERNAL_TOPICS, validate_topic_name
 from kavka.controller.results import NewTopic
@@ -58,12 +63,23 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
     else:
         requested = [(t.name, t.topic_id) for t in req.topics]
 
+    # With an authorizer (broker.authorization): Describe on a topic to see it, Create on the
+    # cluster or the topic to auto-create it (Kafka's KafkaApis.getTopicMetadata).
+    check = checker(node, ctx)
+
+    def may_describe(name: str) -> bool:
+        return check is None or check(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
+    def may_create(name: str) -> bool:
+        return check is None or check(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME) or check(
+            AclOperation.CREATE, ResourceType.TOPIC, name)
+
     allow_create = req.allow_auto_topic_creation and node.config["auto.create.topics.enable"]
     if requested and allow_create:
         missing = [
             n for n, _ in requested
             if n is not None and n not in image.topics_by_name and validate_topic_name(n) is None
-            and n not in INTERNAL_TOPICS
+            and n not in INTERNAL_TOPICS and may_describe(n) and may_create(n)
         ]
         if missing:
             # Not created (no controller, or the commit timed out): the topics answer as
@@ -101,12 +117,21 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
 
     topics = []
     if requested is None:
-        topics = [topic_entry(t) for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)]
+        topics = [topic_entry(t) for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)
+                  if may_describe(t.name)]
     else:
         for name, tid in requested:
             t = image.topics_by_name.get(name) if name is not None else None
             if t is None and name is None and tid is not None:
                 t = image.topics_by_id.get(uuid_to_str(tid))
+            if (t is not None or name is not None) and not may_describe(t.name if t is not None else name):
+                topics.append(make(
+                    topic_cls, error_code=ErrorCode.topic_authorization_failed,
+                    name=name if name is not None else (None if ctx.api_version >= 12 else ""),
+                    topic_id=tid if tid is not None else uuid_from_str(None), is_internal=False, partitions=(),
+                    topic_authorized_operations=_OPS_UNSET,
+                ))
+                continue
             if t is not None:
                 topics.append(topic_entry(t))
                 continue

@@ -6,16 +6,19 @@ and the leader epoch in place, written with one write; and, for acks=all, the wa
 watermark in the purgatory -- is `ReplicaManager.append_records`
 (kavka.replication.replica_manager). This handler refuses what the request itself gets wrong
 (invalid acks, an empty records field, zstd before v7, message format v0/v1 from Produce v0-v2:
-protocol.legacy) and encodes the answer. acks=0 gets no response; an error under acks=0 closes
+protocol.legacy) and, with an authorizer, partitions of topics the principal may not Write
+(TOPIC_AUTHORIZATION_FAILED, broker.authorization), and encodes the answer. acks=0 gets no response; an error under acks=0 closes
 the connection, as Kafka does, since that is the only way to tell the producer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from kavka.common import ErrorCode, TopicPartition
+from kavka.broker.authorization import checker
+from kavka.common import AclOperation, ErrorCode, ResourceType, TopicPartition
 from kavka.protocol import api
 from kavka.protocol.compression import ZSTD
 from kavka.protocol.framing import ProtocolError
@@ -30,11 +33,15 @@ if TYPE_CHECKING:
 
 
 def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    return produce(node.replica_manager, ctx, req)
+    check = checker(node, ctx)
+    if check is None:
+        return produce(node.replica_manager, ctx, req)
+    return produce(node.replica_manager, ctx, req, may_write=lambda topic: check(AclOperation.WRITE, ResourceType.TOPIC, topic))
 
 
-def produce(rm: ReplicaManager, ctx: RequestContext, req: Any) -> Any:
-    """The handler on its narrow input: the replica manager."""
+def produce(rm: ReplicaManager, ctx: RequestContext, req: Any, *, may_write: Callable[[str], bool] | None = None) -> Any:
+    """The handler on its narrow input: the replica manager (and, with an authorizer, whether the
+    principal may Write each topic: a partition of one it may not is TOPIC_AUTHORIZATION_FAILED)."""
     acks = req.acks
     # v0-v2 answers are built v3-shaped and written by protocol.legacy.
     resp_cls = api.response_schema(ctx.api_key, max(ctx.api_version, 3))
@@ -51,10 +58,13 @@ def produce(rm: ReplicaManager, ctx: RequestContext, req: Any) -> Any:
     order: list[tuple[str, list[TopicPartition]]] = []
     for t in req.topic_data:
         tps = []
+        authorized = may_write is None or may_write(t.name)
         for pd in t.partition_data:
             tp = TopicPartition(t.name, pd.index)
             tps.append(tp)
-            if pd.records is None or len(pd.records) == 0:
+            if not authorized:
+                refused[tp] = PartitionResponse(ErrorCode.topic_authorization_failed)
+            elif pd.records is None or len(pd.records) == 0:
                 refused[tp] = PartitionResponse(ErrorCode.invalid_record, "no records in produce request")
             elif ctx.api_version < 7 and _uses_zstd(pd.records):
                 # KIP-110: zstd needs Produce v7+; Kafka answers older versions so.
