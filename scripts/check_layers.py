@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("controller",),
     ("coordinator",),
     ("broker",),
+    ("client_properties",),  # a Java client's security properties: borrows config's ssl.* parsing and broker.tls's SSLContext builder
     ("spark",),
     ("testing",),
     ("local_cluster",),

@@ -125,13 +125,15 @@ def test_the_connector_imports_no_broker_code():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     packages = {m.split(".")[1] for m in out.stdout.strip().split(",")}
-    assert packages == {"client", "common", "protocol", "spark"}, out.stdout
+    # client_properties: imported by kavka.spark.options, it loads nothing more until security options
+    # are parsed; authorizer: the ACL value types of kavka.client.admin (pure, the bottom layer).
+    assert packages == {"client", "client_properties", "authorizer", "common", "protocol", "spark"}, out.stdout
 
 
 def test_a_secured_connector_loads_only_the_tls_and_sasl_parsers_besides():
-    """With kafka.security.protocol SASL_SSL the options are parsed by kavka.client.properties,
+    """With kafka.security.protocol SASL_SSL the options are parsed by kavka.client_properties,
     which borrows the broker's ssl.* parsing and SSLContext builder (kavka.config, kavka.broker.tls)
-    and the JAAS parser (kavka.sasl): a known layering debt (kavka/client/properties.py). Pinned
+    and the JAAS parser (kavka.sasl): a known layering debt (kavka/client_properties.py). Pinned
     here so it cannot grow: nothing else of the broker, no asyncio server, no replication."""
     import subprocess
     import sys
@@ -148,5 +150,6 @@ def test_a_secured_connector_loads_only_the_tls_and_sasl_parsers_besides():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     modules = set(out.stdout.strip().split(","))
     packages = {m.split(".")[1] for m in modules}
-    assert packages <= {"client", "common", "protocol", "spark", "config", "sasl", "scram", "oauthbearer", "principal", "broker"}, out.stdout
+    assert packages <= {"client", "client_properties", "authorizer", "common", "protocol", "spark", "config", "sasl", "scram",
+                        "oauthbearer", "principal", "broker"}, out.stdout
     assert {m for m in modules if m.startswith("kavka.broker")} == {"kavka.broker", "kavka.broker.tls"}, out.stdout

@@ -64,7 +64,6 @@ def test_jks_is_refused_with_the_conversion_command():
         ({"ssl.keymanager.algorithm": "SunX509"}, "ssl.keymanager.algorithm"),
         ({"ssl.engine.factory.class": "x.Y"}, "ssl.engine.factory.class"),
         ({"listener.name.ssl.ssl.provider": "SUN"}, "listener.name.ssl.ssl.provider"),
-        ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}, "authorizer.class.name"),
     ],
 )
 def test_what_is_not_in_the_slice_still_stops_startup(props, key):

@@ -9,7 +9,7 @@ message Spark shows points at the culprit.
 
 Security: `kafka.security.protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) with the Java
 client's `kafka.ssl.*` truststore, keystore and protocol keys and `kafka.sasl.mechanism` (PLAIN,
-SCRAM-SHA-256/512) / `kafka.sasl.jaas.config`, parsed by kavka.client.properties (the kavka CLI's
+SCRAM-SHA-256/512) / `kafka.sasl.jaas.config`, parsed by kavka.client_properties (the kavka CLI's
 `--command-config` keys); any other `kafka.ssl.*` or `kafka.sasl.*` option is refused naming it.
 They are kept as strings (`ClientSettings.security`, left out of every repr) and turned into a
 `ClientSecurity` once per process: on the driver to check them, again on each executor (an
@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kavka.client import properties
+import kavka.client_properties as properties
 from kavka.client.connection import parse_host_port
 from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.protocol.compression import CODEC_NAMES

@@ -21,7 +21,8 @@ are refused. Errors name the key and never show a password. Pure parsing and fil
 thread.
 
 Layering debt: the parsing of the ssl.* values and the SSLContext builder are the broker's
-(kavka.config's SSL_CONFIGS, kavka.broker.tls) and the JAAS parser is kavka.sasl's, imported only
+(kavka.config's SSL_CONFIGS, kavka.broker.tls) and the JAAS parser is kavka.sasl's, so this module
+sits above the broker layer (scripts/check_layers.py), not in kavka.client; they are imported only
 when properties are parsed, so a PLAINTEXT client (the Spark connector's default) loads none of
 them; a secured one loads those modules (no sockets, no event loop) on Spark's executors too.
 Moving the client-side TLS builder and the ssl.* key definitions under kavka.client would end it.
