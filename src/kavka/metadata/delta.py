@@ -21,11 +21,13 @@ from kavka.metadata.image import (
     BrokerRegistration,
     MetadataImage,
     PartitionRegistration,
+    QuotaEntity,
     ScramCredentialData,
     TopicImage,
 )
 from kavka.metadata.records import (
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -60,6 +62,7 @@ class MetadataDelta:
     changed_configs: set[tuple[int, str]] = field(default_factory=set)
     next_producer_id: int | None = None
     scram: dict[tuple[int, str], ScramCredentialData | None] = field(default_factory=dict)  # None = removed
+    client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)  # {}: no quota left
 
     def topic(self, topic_id: str) -> TopicImage | None:
         """The topic as this delta leaves it (None: unknown or removed)."""
@@ -106,6 +109,15 @@ class MetadataDelta:
                 else:
                     scram[key] = cred
             scram = MappingProxyType(scram)
+        client_quotas = img.client_quotas
+        if self.client_quotas:
+            client_quotas = dict(img.client_quotas)
+            for entity, values in self.client_quotas.items():
+                if values:
+                    client_quotas[entity] = MappingProxyType(dict(values))
+                else:
+                    client_quotas.pop(entity, None)
+            client_quotas = MappingProxyType(client_quotas)
         return MetadataImage(
             offset=max(self.offset, img.offset),
             topics_by_id=MappingProxyType(by_id),
@@ -114,6 +126,7 @@ class MetadataDelta:
             brokers=MappingProxyType(brokers),
             next_producer_id=max(img.next_producer_id, self.next_producer_id or 0),
             scram=scram,
+            client_quotas=client_quotas,
         )
 
 
@@ -203,6 +216,17 @@ def _remove_user_scram_credential(d: MetadataDelta, r: RemoveUserScramCredential
     d.scram[(r.mechanism, r.name)] = None
 
 
+def _client_quota(d: MetadataDelta, r: ClientQuotaRecord, offset: int) -> None:
+    entity = tuple(sorted((t, n) for t, n in r.entity))
+    cur = d.client_quotas.get(entity)
+    if cur is None:
+        cur = d.client_quotas[entity] = dict(d.image.client_quotas.get(entity, EMPTY))
+    if r.remove:
+        cur.pop(r.key, None)
+    else:
+        cur[r.key] = float(r.value)
+
+
 def _register_broker(d: MetadataDelta, r: RegisterBrokerRecord, offset: int) -> None:
     d.brokers[r.broker_id] = BrokerRegistration(
         r.broker_id,
@@ -239,4 +263,5 @@ _REPLAY: dict[type, Callable[[MetadataDelta, Any, int], None]] = {
     BrokerRegistrationChangeRecord: _broker_registration_change,
     UserScramCredentialRecord: _user_scram_credential,
     RemoveUserScramCredentialRecord: _remove_user_scram_credential,
+    ClientQuotaRecord: _client_quota,
 }

@@ -1,8 +1,8 @@
 """MetadataImage: an immutable view of the cluster, as the committed metadata log says it is.
 
 Modelled on Kafka's metadata/.../image/MetadataImage.java: topics (by id and by name) with each
-partition's registration, broker registrations, configs per resource, the producer-id high mark and
-the users' SCRAM credentials.
+partition's registration, broker registrations, configs per resource, the producer-id high mark,
+the users' SCRAM credentials and the client quotas.
 An image is never mutated: a MetadataDelta (delta.py) replays records over one and yields the next.
 `PartitionRegistration` is the one form of a partition's replication state in kavka: the
 controller decides on it, the broker's Partition applies it (replication.replica_state). Pure:
@@ -85,6 +85,10 @@ class ScramCredentialData:
     iterations: int
 
 
+# A client quota entity: (entity type, entity name) pairs sorted by type; a None name is the default.
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class MetadataImage:
     offset: int = -1  # offset of the last record applied
@@ -96,6 +100,9 @@ class MetadataImage:
     next_producer_id: int = 0  # producer ids below this are allocated (ProducerIdsRecord)
     # (mechanism type, user name) -> credential (Kafka's ScramImage; kavka.scram for the types)
     scram: Mapping[tuple[int, str], ScramCredentialData] = field(default_factory=lambda: EMPTY)
+    # quota entity ((type, name or None for the default), ... sorted by type) -> {quota key: value}
+    # (Kafka's ClientQuotasImage; kavka.controller.quota_control for the keys)
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: EMPTY)
 
     def usable_brokers(self) -> list[int]:
         """Ids of brokers that may lead partitions: unfenced and not in controlled shutdown."""

@@ -135,6 +135,23 @@ class RemoveUserScramCredentialRecord:
     mechanism: int
 
 
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """A client quota set or removed (Kafka's ClientQuotaRecord, apiKey 14; KIP-546).
+
+    `entity` is the quota entity as (entity type, entity name) pairs, sorted by type: types are
+    "user", "client-id" and "ip"; a name of None is that type's default. `key` is a quota key
+    (controller.quota_control.QUOTA_KEYS); `remove` deletes the key for the entity, otherwise
+    `value` replaces it.
+    """
+
+    TYPE: ClassVar[str] = "ClientQuota"
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -146,6 +163,7 @@ MetadataRecord = (
     | ProducerIdsRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | ClientQuotaRecord
 )
 
 _TYPES: dict[str, type] = {
@@ -161,6 +179,7 @@ _TYPES: dict[str, type] = {
         ProducerIdsRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
+        ClientQuotaRecord,
     )
 }
 _VERSION = 0

@@ -1,0 +1,166 @@
+"""Client quotas in the metadata log: ClientQuotaRecord through MetadataDelta and snapshots,
+AlterClientQuotas validated with Kafka's errors, DescribeClientQuotas's filter semantics, and
+the eight-level precedence of Kafka's DefaultQuotaCallback (controller.quota_control)."""
+
+from __future__ import annotations
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kavka.controller.quota_control import (
+    MatchType,
+    QuotaAlteration,
+    QuotaFilterError,
+    alter_client_quotas,
+    describe_client_quotas,
+    quota_entity_for,
+)
+from kavka.metadata import records as mr
+from kavka.metadata.delta import MetadataDelta
+from kavka.metadata.image import MetadataImage
+from kavka.metadata.snapshot import image_records
+
+P = "producer_byte_rate"
+C = "consumer_byte_rate"
+
+
+def replay(image: MetadataImage, records) -> MetadataImage:
+    d = MetadataDelta(image)
+    for i, r in enumerate(records):
+        d.replay(mr.decode(*mr.encode(r)), image.offset + 1 + i)  # through the on-disk form
+    return d.apply()
+
+
+def alter(image: MetadataImage, *alts: QuotaAlteration) -> tuple[MetadataImage, list]:
+    records, results = alter_client_quotas(image, alts)
+    return replay(image, records), results
+
+
+def test_set_change_remove_and_snapshot():
+    image, results = alter(
+        MetadataImage(),
+        QuotaAlteration((("client-id", "app"), ("user", "alice")), ((P, 1048576.0), (C, 2097152.0))),
+        QuotaAlteration((("user", None),), ((P, 500.0),)),
+    )
+    assert [r.error for r in results] == [ErrorCode.none, ErrorCode.none]
+    both = (("client-id", "app"), ("user", "alice"))
+    assert dict(image.client_quotas[both]) == {P: 1048576.0, C: 2097152.0}
+    assert dict(image.client_quotas[(("user", None),)]) == {P: 500.0}
+    # The same value again writes nothing; a removal of an unset key writes nothing.
+    records, results = alter_client_quotas(
+        image, [QuotaAlteration((("user", "alice"), ("client-id", "app")), ((P, 1048576.0), ("consumer_byte_rate", None)))]
+    )
+    assert results[0].error == ErrorCode.none and [r.remove for r in records] == [True]
+    image = replay(image, records)
+    assert dict(image.client_quotas[both]) == {P: 1048576.0}
+    # A snapshot rebuilds the same quotas.
+    assert replay(MetadataImage(), image_records(image)).client_quotas == image.client_quotas
+    # Removing the last key removes the entity.
+    image, _ = alter(image, QuotaAlteration(both, ((P, None),)))
+    assert both not in image.client_quotas
+
+
+@pytest.mark.parametrize(
+    ("entity", "ops", "message"),
+    [
+        ((), ((P, 1.0),), "Invalid empty client quota entity"),
+        ((("user", "a"), ("user", "b")), ((P, 1.0),), "Invalid client quota entity, duplicate entity entry user"),
+        ((("group", "a"),), ((P, 1.0),), "Unhandled client quota entity type: group"),
+        ((("user", ""),), ((P, 1.0),), "Empty user not supported"),
+        ((("ip", "1.2.3.4"), ("user", "a")), ((P, 1.0),), "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"),
+        ((("ip", "not an ip"),), (("connection_creation_rate", 1.0),), "not an ip is not a valid IP or resolvable host."),
+        ((("user", "a"),), (("connection_creation_rate", 1.0),), "Invalid configuration key connection_creation_rate"),
+        ((("ip", None),), ((P, 1.0),), "Invalid configuration key producer_byte_rate"),
+        ((("user", "a"),), ((P, 0.0),), "Quota producer_byte_rate must be greater than 0"),
+        ((("user", "a"),), ((P, 1.5),), "producer_byte_rate cannot be a fractional value."),
+        ((("user", "a"),), ((P, 2.0**64),), "Proposed value for producer_byte_rate is too large for a LONG."),
+        ((("user", "a"),), ((P, 1.0), (P, 2.0)), "Duplicate quota key producer_byte_rate not updating quota for this entity ClientQuotaEntity(entries={user=a})"),
+        ((("user", "a"),), (("request_percentage", 50.0),), "Quota request_percentage is not enforced by kavka yet"),
+        ((("ip", None),), (("connection_creation_rate", 5.0),), "Quota connection_creation_rate is not enforced by kavka yet"),
+    ],
+)
+def test_kafkas_validation_errors(entity, ops, message):
+    records, results = alter_client_quotas(MetadataImage(), [QuotaAlteration(entity, ops)])
+    assert records == []
+    assert results[0].error == ErrorCode.invalid_request
+    assert results[0].message.startswith(message)
+
+
+def test_a_bad_entry_fails_alone_and_a_duplicate_entity_is_ignored():
+    ok = QuotaAlteration((("user", "a"),), ((P, 10.0),))
+    bad = QuotaAlteration((("client-id", "x"),), (("nope", 1.0),))
+    records, results = alter_client_quotas(MetadataImage(), [ok, bad, QuotaAlteration((("user", "a"),), ((C, 5.0),))])
+    assert [r.error for r in results] == [ErrorCode.invalid_request, ErrorCode.invalid_request]
+    assert results[0].message == "Ignoring duplicate entity ClientQuotaEntity(entries={user=a})"
+    assert records == [mr.ClientQuotaRecord((("user", "a"),), P, 10.0)]
+
+
+def _image() -> MetadataImage:
+    image, _ = alter(
+        MetadataImage(),
+        QuotaAlteration((("user", "alice"),), ((P, 1.0),)),
+        QuotaAlteration((("user", None),), ((P, 2.0),)),
+        QuotaAlteration((("user", "alice"), ("client-id", "app")), ((P, 3.0),)),
+        QuotaAlteration((("client-id", "app"),), ((P, 4.0),)),
+        QuotaAlteration((("client-id", None),), ((P, 5.0),)),
+    )
+    return image
+
+
+def _names(found) -> list:
+    return sorted((tuple(e) for e, _ in found), key=repr)
+
+
+def test_describe_filters():
+    image = _image()
+    E, D, S = MatchType.EXACT, MatchType.DEFAULT, MatchType.SPECIFIED
+    assert len(describe_client_quotas(image, [], strict=False)) == 5
+    assert describe_client_quotas(image, [], strict=True) == []
+    assert _names(describe_client_quotas(image, [("user", E, "alice")], strict=False)) == [
+        (("client-id", "app"), ("user", "alice")),
+        (("user", "alice"),),
+    ]
+    assert _names(describe_client_quotas(image, [("user", E, "alice")], strict=True)) == [(("user", "alice"),)]
+    assert _names(describe_client_quotas(image, [("user", D, None)], strict=True)) == [(("user", None),)]
+    assert _names(describe_client_quotas(image, [("client-id", S, None)], strict=True)) == [
+        (("client-id", "app"),),
+        (("client-id", None),),
+    ]
+    found = describe_client_quotas(image, [("user", S, None), ("client-id", E, "app")], strict=True)
+    assert [(e, dict(v)) for e, v in found] == [((("client-id", "app"), ("user", "alice")), {P: 3.0})]
+    for components, error in [
+        ([("user", E, None)], ErrorCode.invalid_request),
+        ([("user", D, "x")], ErrorCode.invalid_request),
+        ([("user", S, "x")], ErrorCode.invalid_request),
+        ([("user", 7, None)], ErrorCode.invalid_request),
+        ([("user", S, None), ("user", S, None)], ErrorCode.invalid_request),
+        ([("", S, None)], ErrorCode.invalid_request),
+        ([("group", S, None)], ErrorCode.unsupported_version),
+        ([("ip", S, None), ("user", S, None)], ErrorCode.invalid_request),
+    ]:
+        with pytest.raises(QuotaFilterError) as e:
+            describe_client_quotas(image, components, strict=False)
+        assert e.value.error == error
+
+
+def test_eight_level_precedence():
+    """Each level is removed in turn: the next one in Kafka's order takes over, with the rate
+    shared as Kafka's quota metric tags say."""
+    levels = [
+        ((("client-id", "app"), ("user", "alice")), ("alice", "app")),
+        ((("client-id", None), ("user", "alice")), ("alice", "app")),
+        ((("user", "alice"),), ("alice", "")),
+        ((("client-id", "app"), ("user", None)), ("alice", "app")),
+        ((("client-id", None), ("user", None)), ("alice", "app")),
+        ((("user", None),), ("alice", "")),
+        ((("client-id", "app"),), ("", "app")),
+        ((("client-id", None),), ("", "app")),
+    ]
+    image, results = alter(MetadataImage(), *[QuotaAlteration(e, ((P, float(i + 1)),)) for i, (e, _) in enumerate(levels)])
+    assert all(r.error == ErrorCode.none for r in results)
+    for i, (entity, tags) in enumerate(levels):
+        assert quota_entity_for(image.client_quotas, P, "alice", "app") == (entity, tags)
+        assert image.client_quotas[entity][P] == i + 1
+        assert quota_entity_for(image.client_quotas, C, "alice", "app") is None  # another key
+        image, _ = alter(image, QuotaAlteration(entity, ((P, None),)))
+    assert quota_entity_for(image.client_quotas, P, "alice", "app") is None
