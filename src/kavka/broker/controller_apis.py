@@ -28,6 +28,8 @@ from typing import Any
 
 from kio.schema.allocate_producer_ids.v0 import request as apid_req
 from kio.schema.allocate_producer_ids.v0 import response as apid_resp
+from kio.schema.alter_client_quotas.v1 import request as acq_req
+from kio.schema.alter_client_quotas.v1 import response as acq_resp
 from kio.schema.alter_configs.v2 import request as ac_req
 from kio.schema.alter_configs.v2 import response as ac_resp
 from kio.schema.alter_partition.v3 import request as ap_req
@@ -58,6 +60,7 @@ from kio.schema.list_partition_reassignments.v0 import request as lpr_req
 from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 
 from kavka.broker.handlers import configs, elect_leaders, reassignments, topics
+from kavka.broker.handlers import quotas as quota_handlers
 from kavka.broker.handlers import scram as scram_handlers
 from kavka.broker.handlers.placement import placement_response
 from kavka.common import ErrorCode
@@ -94,6 +97,7 @@ RPCS: dict[int, tuple[type, type]] = {
         (lpr_req.ListPartitionReassignmentsRequest, lpr_resp.ListPartitionReassignmentsResponse),
         (ks.CreateReplicaPlacementRequest, ks.CreateReplicaPlacementResponse),
         (auc_req.AlterUserScramCredentialsRequest, auc_resp.AlterUserScramCredentialsResponse),
+        (acq_req.AlterClientQuotasRequest, acq_resp.AlterClientQuotasResponse),
     )
 }
 
@@ -125,6 +129,7 @@ class ControllerApis:
             lpr_req.ListPartitionReassignmentsRequest.__api_key__: self.handle_list_partition_reassignments,
             apid_req.AllocateProducerIdsRequest.__api_key__: self.handle_allocate_producer_ids,
             auc_req.AlterUserScramCredentialsRequest.__api_key__: self.handle_alter_user_scram_credentials,
+            acq_req.AlterClientQuotasRequest.__api_key__: self.handle_alter_client_quotas,
         }
 
     async def handle(self, api_key: int, req: Any, connection: Hashable | None = None) -> Any:
@@ -213,6 +218,9 @@ class ControllerApis:
 
     async def handle_alter_user_scram_credentials(self, req: Any, _connection: Hashable | None) -> Any:
         return await scram_handlers.alter_user_scram_credentials(self.qc, req)
+
+    async def handle_alter_client_quotas(self, req: Any, _connection: Hashable | None) -> Any:
+        return await quota_handlers.alter_client_quotas(self.qc, req)
 
     async def handle_broker_registration(self, req: br_req.BrokerRegistrationRequest, _connection: Hashable | None) -> Any:
         if req.cluster_id != self.cluster_id:
