@@ -1,6 +1,6 @@
 """Client quotas in the metadata log: ClientQuotaRecord through MetadataDelta and snapshots,
 AlterClientQuotas validated with Kafka's errors, DescribeClientQuotas's filter semantics, and
-the eight-level precedence of Kafka's DefaultQuotaCallback (controller.quota_control)."""
+the eight-level precedence of Kafka's DefaultQuotaCallback (controller.quota_control, kavka.quota), and Kafka's throttle time."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from kavka.controller.quota_control import (
     QuotaFilterError,
     alter_client_quotas,
     describe_client_quotas,
-    quota_entity_for,
 )
 from kavka.metadata import records as mr
 from kavka.metadata.delta import MetadataDelta
 from kavka.metadata.image import MetadataImage
 from kavka.metadata.snapshot import image_records
+from kavka.quota import ClientQuotaManager, quota_entity_for
 
 P = "producer_byte_rate"
 C = "consumer_byte_rate"
@@ -164,3 +164,48 @@ def test_eight_level_precedence():
         assert quota_entity_for(image.client_quotas, C, "alice", "app") is None  # another key
         image, _ = alter(image, QuotaAlteration(entity, ((P, None),)))
     assert quota_entity_for(image.client_quotas, P, "alice", "app") is None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_throttle_time_is_kafkas():
+    """Kafka's QuotaUtils.throttleTime: (rate - quota) / quota * window size, the window being at
+    least num_windows - 1 whole windows (Rate.windowSize)."""
+    clock = Clock()
+    image, _ = alter(MetadataImage(), QuotaAlteration((("user", "alice"),), ((P, 1000.0),)))
+    m = ClientQuotaManager(P, num_windows=3, window_s=1.0, clock=clock)
+    # 1500 bytes at once: measured over 2 windows (3 - 1): 750 B/s, under 1000.
+    assert m.record(image.client_quotas, "alice", "app", 1500) == 0
+    # 1500 more: 3000 B over 2 s = 1500 B/s; throttle (1500 - 1000) / 1000 * 2 s = 1000 ms.
+    assert m.record(image.client_quotas, "alice", "app", 1500) == 1000
+    # Another client of alice's shares the user-level rate (Kafka's quota metric tags (alice, "")).
+    clock.now += 1.0
+    assert m.rate(("alice", "")) == 1500.0  # 3000 B over 2 s: now one whole window in, still 2
+    assert m.record(image.client_quotas, "alice", "other", 0) == 1000
+    # No quota for bob: nothing recorded, never throttled.
+    assert m.record(image.client_quotas, "bob", "app", 10**9) == 0 and m.rate(("bob", "")) == 0.0
+    # An unrecorded (throttled, unsent) response takes its bytes back.
+    m.unrecord(image.client_quotas, "alice", "app", 3000)
+    assert m.record(image.client_quotas, "alice", "app", 0) == 0
+    # The largest response the quota admits at once: quota * (num_windows - 1) windows.
+    assert m.max_value_in_window(image.client_quotas, "alice", "x") == 2000
+    assert m.max_value_in_window(image.client_quotas, "bob", "x") is None
+    # After the windows pass, the rate is back to nothing.
+    clock.now += 10.0
+    assert m.record(image.client_quotas, "alice", "app", 100) == 0
+
+
+def test_idle_rates_expire():
+    clock = Clock()
+    image, _ = alter(MetadataImage(), QuotaAlteration((("client-id", None),), ((C, 10.0),)))
+    m = ClientQuotaManager(C, num_windows=2, window_s=1.0, clock=clock, expire_s=5.0)
+    m.record(image.client_quotas, "u", "a", 5)
+    clock.now += 10.0
+    m.record(image.client_quotas, "u", "b", 5)
+    assert m.rate(("", "a")) == 0.0 and m.rate(("", "b")) > 0

@@ -99,7 +99,8 @@ from kavka.protocol.framing import (
     read_request_header,
     response_prefix,
 )
-from kavka.protocol.splice import encode_spliced
+from kavka.protocol.messages import has_field
+from kavka.protocol.splice import SplicedResponse, encode_spliced
 from kavka.replication.purgatory import Delayed
 
 log = logging.getLogger("kavka.server")
@@ -118,14 +119,25 @@ class RequestContext:
     # certificate DN> on an SSL listener with a client certificate; else User:ANONYMOUS. Nothing
     # authorizes with it yet.
     principal: str = ANONYMOUS
+    # The request's size in bytes (header and body): what Kafka counts against a producer's quota.
+    size: int = 0
 
 
 # A handler returns a response entity, an awaitable of one, or None (no response).
 Handler = Callable[[RequestContext, Any], Any]
 
 
+def _throttle_ms(response: Any) -> int:
+    """The throttle_time_ms a response carries (a client quota, broker.client_quotas); 0 if none."""
+    if isinstance(response, SplicedResponse):
+        response = response.entity
+    if response is None or not has_field(response, "throttle_time"):
+        return 0
+    return int(response.throttle_time.total_seconds() * 1000)
+
+
 class _Slot:
-    __slots__ = ("correlation_id", "flexible", "data", "task", "encode")
+    __slots__ = ("correlation_id", "flexible", "data", "task", "encode", "throttle_ms")
 
     def __init__(self, correlation_id: int, flexible: bool, encode: Callable[[Any], Any] = encode_entity) -> None:
         self.correlation_id = correlation_id
@@ -133,6 +145,7 @@ class _Slot:
         self.data: bytes | list[bytes | memoryview] | None = None
         self.task: asyncio.Future[Any] | None = None
         self.encode = encode
+        self.throttle_ms = 0  # once written, the connection stops reading this long (KIP-219)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -153,6 +166,7 @@ class KafkaConnection(asyncio.Protocol):
         self.slots: collections.deque[_Slot] = collections.deque()
         self._read_paused = False
         self._write_paused = False
+        self._throttled: asyncio.TimerHandle | None = None  # a client quota's mute (KIP-219)
         self.closed = False
         self.last_active = asyncio.get_running_loop().time()
         # KIP-511 client software name/version from this connection's ApiVersions v3+.
@@ -176,6 +190,8 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._throttled is not None:
+            self._throttled.cancel()
         self.server.connections.discard(self)
         self.server.slot_freed()
         for slot in self.slots:
@@ -233,7 +249,7 @@ class KafkaConnection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed or self._auth_failed:
             return
-        should_pause = self._write_paused or len(self.slots) >= self.server.queued_max_requests
+        should_pause = self._write_paused or self._throttled is not None or len(self.slots) >= self.server.queued_max_requests
         if should_pause and not self._read_paused:
             self.transport.pause_reading()
             self._read_paused = True
@@ -329,7 +345,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.client_software = f"{request.client_software_name} {request.client_software_version}"
             # Fields this version lacks read as their defaults (protocol.versions).
             request = versions.with_defaults(api_key, request)
-        ctx = RequestContext(api_key, ctx_version, correlation_id, header.client_id, self.peer, self.listener, self.principal)
+        ctx = RequestContext(api_key, ctx_version, correlation_id, header.client_id, self.peer, self.listener, self.principal, len(frame))
         result = handler(ctx, request)
         if api_key == api.ApiKey.PRODUCE and self.server.cut_after_this_produce():
             log.warning("fault injection: closing the connection from %s after a produce, before its answer", self.peer)
@@ -353,6 +369,7 @@ class KafkaConnection(asyncio.Protocol):
             task.add_done_callback(lambda t, s=slot: self._on_done(s, t))
         else:
             slot.data = encode(result)
+            slot.throttle_ms = _throttle_ms(result)
         self.slots.append(slot)
 
     def _on_done(self, slot: _Slot, task: asyncio.Future[Any]) -> None:
@@ -365,6 +382,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         try:
             slot.data = slot.encode(task.result())
+            slot.throttle_ms = _throttle_ms(task.result())
         except Exception:  # a response that does not encode costs its connection, not the caller
             log.exception("cannot encode a response for %s; closing its connection", self.peer)
             self.close()
@@ -376,8 +394,10 @@ class KafkaConnection(asyncio.Protocol):
         if self.transport is None or self.closed:
             return
         out: list[bytes | memoryview] = []
+        throttle_ms = 0
         while self.slots and self.slots[0].data is not None:
             slot = self.slots.popleft()
+            throttle_ms = max(throttle_ms, slot.throttle_ms)
             data = slot.data
             assert data is not None
             # Prefix and body go out as separate buffers: a multi-MiB Fetch body
@@ -391,6 +411,22 @@ class KafkaConnection(asyncio.Protocol):
         if out:
             self.last_active = asyncio.get_running_loop().time()
             self.transport.writelines(out)
+        if throttle_ms > 0:
+            self._throttle(throttle_ms)
+
+    def _throttle(self, ms: int) -> None:
+        """KIP-219: the response (with its throttle_time_ms) is out; read nothing more from this
+        client for `ms`, as Kafka mutes a throttled channel, so a client that ignores the throttle
+        time cannot go on sending. Responses already in progress are still written."""
+        if self._throttled is not None:
+            self._throttled.cancel()
+        self._throttled = asyncio.get_running_loop().call_later(ms / 1000, self._unthrottle)
+        self._update_reading()
+
+    def _unthrottle(self) -> None:
+        self._throttled = None
+        self.last_active = asyncio.get_running_loop().time()  # muted is not idle
+        self._update_reading()
 
 
 class KafkaServer:

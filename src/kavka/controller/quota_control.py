@@ -18,7 +18,7 @@ client-id, an entity or key given twice, an unknown key, a value <= 0, a fractio
 integral key. It returns ClientQuotaRecords (only for values that change; a removal only of a key
 that is set) and one result per entity; the records of one request commit together.
 `describe_client_quotas` filters the image's entities with Kafka's EXACT / DEFAULT / SPECIFIED
-components and `strict` flag. Pure: image in, records and results out; any thread.
+components and `strict` flag. (Which quota applies to a client is kavka.quota.quota_entity_for.) Pure: image in, records and results out; any thread.
 """
 
 from __future__ import annotations
@@ -239,32 +239,3 @@ def describe_client_quotas(
             continue
         out.append((entity, values))
     return out
-
-
-def quota_entity_for(
-    quotas: Mapping[QuotaEntity, Mapping[str, float]], key: str, user: str, client_id: str
-) -> tuple[QuotaEntity, tuple[str, str]] | None:
-    """Kafka's DefaultQuotaCallback: the entity whose `key` quota applies to (user, client_id), and
-    the (user, client-id) tags of the rate it is measured by (Kafka's quota metric tags: every
-    client mapped to the same tags shares one rate). None: no quota applies. Precedence:
-
-        1 /users/<user>/clients/<client-id>     5 /users/<default>/clients/<default>
-        2 /users/<user>/clients/<default>       6 /users/<default>
-        3 /users/<user>                         7 /clients/<client-id>
-        4 /users/<default>/clients/<client-id>  8 /clients/<default>
-    """
-    levels: tuple[tuple[QuotaEntity, tuple[str, str]], ...] = (
-        (((CLIENT_ID, client_id), (USER, user)), (user, client_id)),
-        (((CLIENT_ID, None), (USER, user)), (user, client_id)),
-        (((USER, user),), (user, "")),
-        (((CLIENT_ID, client_id), (USER, None)), (user, client_id)),
-        (((CLIENT_ID, None), (USER, None)), (user, client_id)),
-        (((USER, None),), (user, "")),
-        (((CLIENT_ID, client_id),), ("", client_id)),
-        (((CLIENT_ID, None),), ("", client_id)),
-    )
-    for entity, tags in levels:
-        values = quotas.get(entity)
-        if values is not None and key in values:
-            return entity, tags
-    return None

@@ -23,6 +23,8 @@ followers, the replication throttle, tiered-storage reads and the long poll in t
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from kavka.common import ErrorCode, IsolationLevel, TopicPartition
@@ -39,16 +41,18 @@ from kavka.replication.replica_manager import (
 from kavka.replication.replica_selector import ClientMetadata
 
 if TYPE_CHECKING:
+    from kavka.broker.client_quotas import ClientQuotas
     from kavka.broker.node import BrokerNode
     from kavka.broker.server import RequestContext
 
 
 def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    return fetch(node.replica_manager, node.image, ctx, req)
+    return fetch(node.replica_manager, node.image, ctx, req, node.client_quotas)
 
 
-def fetch(rm: ReplicaManager, image: Any, ctx: RequestContext, req: Any) -> Any:
-    """The handler on its narrow inputs: the replica manager and the metadata image (topic ids)."""
+def fetch(rm: ReplicaManager, image: Any, ctx: RequestContext, req: Any, quotas: ClientQuotas | None = None) -> Any:
+    """The handler on its narrow inputs: the replica manager, the metadata image (topic ids) and
+    the client quotas (a consumer's fetches count against its consumer_byte_rate; a follower's never)."""
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     if req.session_id != 0 or req.session_epoch > 0:  # before v7: 0 and -1 (protocol.versions)
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.fetch_session_id_not_found,
@@ -76,8 +80,23 @@ def fetch(rm: ReplicaManager, image: Any, ctx: RequestContext, req: Any) -> Any:
         client_metadata=ClientMetadata(req.rack_id or "", ctx.client_id or "", ctx.peer) if v >= 11 and replica_id < 0 else None,
     )
     count = None if params.is_from_follower else rm.bytes_out
+    if quotas is not None and not params.is_from_follower:
+        # Kafka caps a response at what the consumer quota admits in its window (getMaxValueInQuotaWindow).
+        cap = quotas.max_fetch_bytes(ctx.principal, ctx.client_id)
+        if cap is not None and cap < params.max_bytes:
+            params = replace(params, max_bytes=cap)
+    else:
+        quotas = None
 
-    def respond(results: list[FetchPartitionData]) -> SplicedResponse:
+    def respond(results: list[FetchPartitionData]) -> Any:
+        if quotas is not None:
+            nbytes = sum(len(r.records) for r in results if r.records)
+            throttle_ms = quotas.record_fetch(ctx.principal, ctx.client_id, nbytes)
+            if throttle_ms > 0:
+                # Over quota: Kafka answers an empty response carrying the throttle time
+                # (FetchContext.getThrottledResponse); the bytes were not sent, so not counted.
+                return make(resp_cls, throttle_time=timedelta(milliseconds=throttle_ms), error_code=ErrorCode.none,
+                            session_id=0, responses=())
         return _encode(ctx, resp_cls, keys, infos, results, count)
 
     return rm.fetch_messages(params, infos, respond)

@@ -12,7 +12,7 @@ the connection, as Kafka does, since that is the only way to tell the producer.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from kavka.common import ErrorCode, TopicPartition
@@ -30,10 +30,13 @@ if TYPE_CHECKING:
 
 
 def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    return produce(node.replica_manager, ctx, req)
+    # KIP-13: the request's bytes count against the producer's quota as it arrives (Kafka records
+    # the request's size); the answer carries the throttle time (broker.client_quotas).
+    throttle_ms = node.client_quotas.record_produce(ctx.principal, ctx.client_id, ctx.size)
+    return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms)
 
 
-def produce(rm: ReplicaManager, ctx: RequestContext, req: Any) -> Any:
+def produce(rm: ReplicaManager, ctx: RequestContext, req: Any, *, throttle_ms: int = 0) -> Any:
     """The handler on its narrow input: the replica manager."""
     acks = req.acks
     # v0-v2 answers are built v3-shaped and written by protocol.legacy.
@@ -70,13 +73,13 @@ def produce(rm: ReplicaManager, ctx: RequestContext, req: Any) -> Any:
             if any(r.error != ErrorCode.none for r in answers.values()):
                 raise ProtocolError("produce with acks=0 failed; closing the connection to tell the producer")
             return None
-        return _encode(ctx, resp_cls, order, answers)
+        return _encode(ctx, resp_cls, order, answers, throttle_ms)
 
     return rm.append_records(entries, required_acks=acks, timeout_s=req.timeout.total_seconds(), respond=respond)
 
 
 def _encode(ctx: RequestContext, resp_cls: type, order: list[tuple[str, list[TopicPartition]]],
-            answers: dict[TopicPartition, PartitionResponse]) -> Any:
+            answers: dict[TopicPartition, PartitionResponse], throttle_ms: int = 0) -> Any:
     topic_cls = nested(resp_cls, "TopicProduceResponse")
     part_cls = nested(resp_cls, "PartitionProduceResponse")
     err_cls = nested(resp_cls, "BatchIndexAndErrorMessage") if ctx.api_version >= 8 else None
@@ -98,7 +101,7 @@ def _encode(ctx: RequestContext, resp_cls: type, order: list[tuple[str, list[Top
     return make(
         resp_cls,
         responses=tuple(make(topic_cls, name=name, partition_responses=tuple(part(tp) for tp in tps)) for name, tps in order),
-        throttle_time=NO_THROTTLE,
+        throttle_time=timedelta(milliseconds=throttle_ms) if throttle_ms else NO_THROTTLE,
     )
 
 
