@@ -212,3 +212,42 @@ def test_throttle_time_mute_and_a_quota_changed_at_run_time(broker):
     with RawClient(broker.port, client_id="runtime") as c:
         assert raw_produce(c, topic, 10_000)[1] > 0
     set_quota(broker, [("client-id", "runtime")], "producer_byte_rate", None)
+
+
+def test_replication_is_never_throttled(tmp_path):
+    """A 2-node cluster where every client is limited to 1 KB/s of fetches (the default user's
+    quota, altered through one node and enforced by both): an acks=all producer's 2 MB still
+    reach the follower at once, since follower fetches are never counted, while a consumer on the
+    same cluster is throttled."""
+    from tests.broker_harness import Cluster
+
+    cluster = Cluster(tmp_path, nodes=2, overrides={"quota.window.num": "2", "offsets.topic.replication.factor": "1"}).start()
+    try:
+        with KavkaAdmin(cluster.nodes[2].bootstrap) as admin:
+            admin.alter_client_quotas([([("user", None)], [("consumer_byte_rate", 1024.0)])])
+        with KavkaAdmin(cluster.nodes[1].bootstrap) as admin:
+            wait_until(lambda: admin.describe_client_quotas([("user", 1, None)]), message="the quota on node 1")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("replicated", 1, 2)])["replicated"].result(15)
+        wait_until(lambda: len(admin.list_topics("replicated", timeout=5).topics["replicated"].partitions[0].isrs) == 2,
+                   message="both replicas in sync")
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "batch.size": 65536})
+        for _ in range(200):
+            p.produce("replicated", VALUE)
+        # At 1 KB/s the follower would need over half an hour for 2 MB.
+        assert p.flush(30) == 0
+        throttles = Throttles()
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g-replicated", "auto.offset.reset": "earliest",
+                      "throttle_cb": throttles})
+        c.subscribe(["replicated"])
+
+        def throttled() -> bool:
+            c.poll(0.2)
+            return bool(throttles.times_ms)
+
+        try:
+            wait_until(throttled, timeout=30, message="a throttled consumer")
+        finally:
+            c.close()
+    finally:
+        cluster.stop()
