@@ -5,6 +5,8 @@ the eight-level precedence of Kafka's DefaultQuotaCallback (controller.quota_con
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from kavka.controller.quota_control import (
@@ -209,3 +211,42 @@ def test_idle_rates_expire():
     clock.now += 10.0
     m.record(image.client_quotas, "u", "b", 5)
     assert m.rate(("", "a")) == 0.0 and m.rate(("", "b")) > 0
+
+
+_names_st = st.one_of(st.none(), st.sampled_from(["", "alice", "app", "1.2.3.4", "::1", "host.example"]), st.text(max_size=8))
+_types_st = st.sampled_from(["user", "client-id", "ip", "", "group", "USER"])
+_keys_st = st.sampled_from([P, C, "request_percentage", "controller_mutation_rate", "connection_creation_rate", "", "x"])
+_values_st = st.one_of(
+    st.none(), st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, -1.0, 1.0, 1.5, 2.0**63, 1048576.0])
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    alterations=st.lists(
+        st.builds(
+            QuotaAlteration,
+            st.lists(st.tuples(_types_st, _names_st), max_size=4).map(tuple),
+            st.lists(st.tuples(_keys_st, _values_st), max_size=4).map(tuple),
+        ),
+        max_size=5,
+    ),
+    components=st.lists(st.tuples(_types_st, st.integers(-1, 4), _names_st), max_size=4),
+    strict=st.booleans(),
+)
+def test_malformed_alterations_and_filters_are_answered_never_raised(alterations, components, strict):
+    """Whatever AlterClientQuotas and DescribeClientQuotas carry, the answer is a result per
+    entity (or a QuotaFilterError), and the image only ever holds valid, enforced, positive quotas."""
+    records, results = alter_client_quotas(MetadataImage(), alterations)
+    assert len(results) <= len(alterations) and (alterations == [] or results)
+    image = replay(MetadataImage(), records)
+    for entity, values in image.client_quotas.items():
+        types = [t for t, _ in entity]
+        assert types == sorted(set(types)) and set(types) <= {"user", "client-id"}
+        assert all(k in (P, C) and v > 0 and v == int(v) for k, v in values.items())
+    try:
+        found = describe_client_quotas(image, components, strict=strict)
+    except QuotaFilterError as e:
+        assert e.error in (ErrorCode.invalid_request, ErrorCode.unsupported_version)
+    else:
+        assert all(entity in image.client_quotas for entity, _ in found)
