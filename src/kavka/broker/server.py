@@ -51,6 +51,11 @@ connection.failed.authentication.delay.ms (KIP-306), writes its answer and close
 INFO with the user name tried and the peer, a success at DEBUG -- never a password. The
 authenticated principal, User:<name>, then rides on every RequestContext.
 
+Client quotas (KIP-219). A response carrying throttle_time_ms > 0 (a client over its byte quota,
+kavka.broker.client_quotas) is written at once, and then the connection reads nothing more for
+that long, as Kafka mutes a throttled channel; a later throttle extends the mute, never shortens
+it. A response whose version has no throttle time (Fetch v0) is not followed by a mute.
+
 Fault injection (tests only): with `cut_produce_every` = N > 0 every Nth
 Produce is appended and then its connection is closed instead of answered --
 the "broker wrote it, the producer never heard" case idempotent producers must
@@ -418,9 +423,12 @@ class KafkaConnection(asyncio.Protocol):
         """KIP-219: the response (with its throttle_time_ms) is out; read nothing more from this
         client for `ms`, as Kafka mutes a throttled channel, so a client that ignores the throttle
         time cannot go on sending. Responses already in progress are still written."""
+        loop = asyncio.get_running_loop()
         if self._throttled is not None:
+            if self._throttled.when() >= loop.time() + ms / 1000:
+                return  # already muted at least that long
             self._throttled.cancel()
-        self._throttled = asyncio.get_running_loop().call_later(ms / 1000, self._unthrottle)
+        self._throttled = loop.call_later(ms / 1000, self._unthrottle)
         self._update_reading()
 
     def _unthrottle(self) -> None:
