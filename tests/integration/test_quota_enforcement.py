@@ -171,14 +171,17 @@ def test_limited_clients_stay_at_their_quota_and_an_unlimited_one_is_not_throttl
     assert consumer_throttles.times_ms and max(consumer_throttles.times_ms) > 0
 
 
-def raw_produce(c: RawClient, topic: str, nbytes: int) -> tuple[ErrorCode, int]:
-    """One Produce v9 of a single `nbytes` record; (error, throttle_time_ms) of its answer."""
+def produce_request(topic: str, nbytes: int, acks: int = 1) -> produce_req.ProduceRequest:
     batch = build_batch([(0, None, b"r" * nbytes)])
-    req = produce_req.ProduceRequest(
-        transactional_id=None, acks=1, timeout=timedelta(seconds=10),
+    return produce_req.ProduceRequest(
+        transactional_id=None, acks=acks, timeout=timedelta(seconds=10),
         topic_data=(produce_req.TopicProduceData(name=topic, partition_data=(produce_req.PartitionProduceData(index=0, records=batch),)),),
     )
-    resp = c.call(ApiKey.PRODUCE, 9, req)
+
+
+def raw_produce(c: RawClient, topic: str, nbytes: int) -> tuple[ErrorCode, int]:
+    """One Produce v9 of a single `nbytes` record; (error, throttle_time_ms) of its answer."""
+    resp = c.call(ApiKey.PRODUCE, 9, produce_request(topic, nbytes))
     return resp.responses[0].partition_responses[0].error_code, int(resp.throttle_time.total_seconds() * 1000)
 
 
@@ -251,3 +254,16 @@ def test_replication_is_never_throttled(tmp_path):
             c.close()
     finally:
         cluster.stop()
+
+
+def test_a_throttled_acks0_produce_mutes_its_connection(broker):
+    """acks=0 has no answer to carry the throttle time; the broker mutes the connection anyway, as
+    Kafka throttles the channel. 50 KB at 10 KB/s on a fresh rate: a mute of about 4 s (as above)."""
+    topic = new_topic(broker)
+    set_quota(broker, [("client-id", "fire-and-forget")], "producer_byte_rate", 10_000)
+    with RawClient(broker.port, client_id="fire-and-forget") as c:
+        c.send(ApiKey.PRODUCE, 9, produce_request(topic, 50_000, acks=0), correlation_id=1)
+        sent = time.monotonic()
+        c.call(ApiKey.API_VERSIONS, 0, correlation_id=2)  # read only once the mute is over
+        assert time.monotonic() - sent >= 3.5
+    set_quota(broker, [("client-id", "fire-and-forget")], "producer_byte_rate", None)

@@ -54,7 +54,8 @@ authenticated principal, User:<name>, then rides on every RequestContext.
 Client quotas (KIP-219). A response carrying throttle_time_ms > 0 (a client over its byte quota,
 kavka.broker.client_quotas) is written at once, and then the connection reads nothing more for
 that long, as Kafka mutes a throttled channel; a later throttle extends the mute, never shortens
-it. A response whose version has no throttle time (Fetch v0) is not followed by a mute.
+it. A response whose version has no throttle time (Fetch v0) is not followed by a mute; a throttled
+Produce with acks=0, which has no response, mutes at once (RequestContext.mute).
 
 Fault injection (tests only): with `cut_produce_every` = N > 0 every Nth
 Produce is appended and then its connection is closed instead of answered --
@@ -126,6 +127,9 @@ class RequestContext:
     principal: str = ANONYMOUS
     # The request's size in bytes (header and body): what Kafka counts against a producer's quota.
     size: int = 0
+    # Mutes the connection for the given ms at once: for a throttled request that gets no response
+    # to carry its throttle time (Produce acks=0), as Kafka still throttles its channel.
+    mute: Callable[[int], None] | None = None
 
 
 # A handler returns a response entity, an awaitable of one, or None (no response).
@@ -350,7 +354,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.client_software = f"{request.client_software_name} {request.client_software_version}"
             # Fields this version lacks read as their defaults (protocol.versions).
             request = versions.with_defaults(api_key, request)
-        ctx = RequestContext(api_key, ctx_version, correlation_id, header.client_id, self.peer, self.listener, self.principal, len(frame))
+        ctx = RequestContext(api_key, ctx_version, correlation_id, header.client_id, self.peer, self.listener, self.principal, len(frame), self._throttle)
         result = handler(ctx, request)
         if api_key == api.ApiKey.PRODUCE and self.server.cut_after_this_produce():
             log.warning("fault injection: closing the connection from %s after a produce, before its answer", self.peer)

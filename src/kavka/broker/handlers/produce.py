@@ -33,6 +33,8 @@ def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     # KIP-13: the request's bytes count against the producer's quota as it arrives (Kafka records
     # the request's size); the answer carries the throttle time (broker.client_quotas).
     throttle_ms = node.client_quotas.record_produce(ctx.principal, ctx.client_id, ctx.size)
+    if throttle_ms > 0 and req.acks == 0 and ctx.mute is not None:
+        ctx.mute(throttle_ms)  # no response will carry the time: Kafka throttles the channel anyway
     return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms)
 
 
