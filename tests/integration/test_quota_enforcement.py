@@ -267,3 +267,27 @@ def test_a_throttled_acks0_produce_mutes_its_connection(broker):
         c.call(ApiKey.API_VERSIONS, 0, correlation_id=2)  # read only once the mute is over
         assert time.monotonic() - sent >= 3.5
     set_quota(broker, [("client-id", "fire-and-forget")], "producer_byte_rate", None)
+
+
+def test_a_throttled_fetch_v0_mutes_its_connection(broker):
+    """Fetch v0 has no throttle time field (added in v1): the over-quota consumer gets the empty
+    answer Kafka gives, and its connection is muted for the time (50 KB at 10 KB/s: about 4 s)."""
+    from kavka.protocol import api
+    from kavka.protocol.messages import nested
+
+    topic = new_topic(broker)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "unlimited"})
+    p.produce(topic, b"v" * 50_000)
+    assert p.flush(15) == 0
+    set_quota(broker, [("client-id", "old-consumer")], "consumer_byte_rate", 10_000)
+    cls = api.request_schema(ApiKey.FETCH, 0)
+    topic_cls, part_cls = nested(cls, "FetchTopic"), nested(cls, "FetchPartition")
+    req = cls(replica_id=-1, max_wait=timedelta(milliseconds=100), min_bytes=1, topics=(
+        topic_cls(topic=topic, partitions=(part_cls(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),)),))
+    with RawClient(broker.port, client_id="old-consumer") as c:
+        resp = c.call(ApiKey.FETCH, 0, req, correlation_id=1)
+        assert resp.responses == ()
+        sent = time.monotonic()
+        c.call(ApiKey.API_VERSIONS, 0, correlation_id=2)
+        assert time.monotonic() - sent >= 3.5
+    set_quota(broker, [("client-id", "old-consumer")], "consumer_byte_rate", None)

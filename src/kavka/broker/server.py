@@ -54,8 +54,8 @@ authenticated principal, User:<name>, then rides on every RequestContext.
 Client quotas (KIP-219). A response carrying throttle_time_ms > 0 (a client over its byte quota,
 kavka.broker.client_quotas) is written at once, and then the connection reads nothing more for
 that long, as Kafka mutes a throttled channel; a later throttle extends the mute, never shortens
-it. A response whose version has no throttle time (Fetch v0) is not followed by a mute; a throttled
-Produce with acks=0, which has no response, mutes at once (RequestContext.mute).
+it. A throttled request whose answer cannot carry the time -- Produce with acks=0 (no answer),
+Fetch v0 (no field) -- mutes its connection at once through RequestContext.mute.
 
 Fault injection (tests only): with `cut_produce_every` = N > 0 every Nth
 Produce is appended and then its connection is closed instead of answered --

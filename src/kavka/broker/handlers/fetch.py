@@ -95,6 +95,8 @@ def fetch(rm: ReplicaManager, image: Any, ctx: RequestContext, req: Any, quotas:
             if throttle_ms > 0:
                 # Over quota: Kafka answers an empty response carrying the throttle time
                 # (FetchContext.getThrottledResponse); the bytes were not sent, so not counted.
+                if ctx.api_version == 0 and ctx.mute is not None:
+                    ctx.mute(throttle_ms)  # Fetch v0 has no throttle time to carry: muted all the same
                 return make(resp_cls, throttle_time=timedelta(milliseconds=throttle_ms), error_code=ErrorCode.none,
                             session_id=0, responses=())
         return _encode(ctx, resp_cls, keys, infos, results, count)
