@@ -291,3 +291,42 @@ def test_a_throttled_fetch_v0_mutes_its_connection(broker):
         c.call(ApiKey.API_VERSIONS, 0, correlation_id=2)
         assert time.monotonic() - sent >= 3.5
     set_quota(broker, [("client-id", "old-consumer")], "consumer_byte_rate", None)
+
+
+def test_user_quotas_follow_the_sasl_principal(tmp_path):
+    """The quota user is the authenticated principal's name (User:alice -> alice), as Kafka's quota
+    callback reads KafkaPrincipal.getName: alice, limited to 20 KB/s, is throttled; bob, with the
+    same client id on the same listener, is not."""
+    from tests.broker_harness import free_port
+
+    plain, sasl = free_port(), free_port()
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-pw" '
+            'user_admin="admin-pw" user_alice="alice-pw" user_bob="bob-pw";')
+    b = BrokerProcess(tmp_path, port=plain, overrides={
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL://127.0.0.1:{sasl}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl.plain.sasl.jaas.config": jaas,
+        "quota.window.num": "2",
+    })
+    b.format()
+    b.start()
+    try:
+        topic = new_topic(b)
+        set_quota(b, [("user", "alice")], "producer_byte_rate", 20_000)
+
+        def produce_as(user: str) -> list[int]:
+            throttles = Throttles()
+            p = Producer({"bootstrap.servers": f"127.0.0.1:{sasl}", "security.protocol": "SASL_PLAINTEXT",
+                          "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-pw",
+                          "client.id": "shared-app", "batch.size": 16384, "throttle_cb": throttles})
+            for _ in range(100):
+                p.produce(topic, b"u" * 1000)
+                p.poll(0)
+            assert p.flush(30) == 0
+            return throttles.times_ms
+
+        assert produce_as("bob") == []
+        assert produce_as("alice"), "alice was never throttled"
+    finally:
+        assert b.stop() == 0, b.log_text()
