@@ -18,11 +18,13 @@ several quotas.
 KIP-55): the quota of a (user, client id) found with Kafka's eight-level precedence
 (`quota_entity_for`) in the quotas of the metadata image, bytes recorded in one SampledRate per
 quota "sensor" (the (user, client-id) tags every client mapped to the same quota shares), and the
-throttle time when the rate is over it.
+throttle time when the rate is over it. `ConnectionRateQuotaManager` is Kafka's per-IP connection
+creation rate (KIP-612, ConnectionQuotas): connections accepted per second per IP.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -186,3 +188,58 @@ class ClientQuotaManager:
         """The measured rate of one quota sensor (0 if it has none): for metrics and tests."""
         entry = self._rates.get(user_client)
         return 0.0 if entry is None else entry[0].rate(now)
+
+
+class ConnectionRateQuotaManager:
+    """Kafka's per-IP connection creation rate quota (KIP-612): `record(quotas, ip)` counts a new
+    connection from `ip` against its `connection_creation_rate` (the IP's own entity, else the
+    default IP's) and returns the throttle time in ms, 0 if it is within the quota. A throttled
+    connection is taken back out of the rate (it is not served) and the time is capped at one
+    window (Kafka's boundedThrottleTime with quota.window.size.seconds). Called on the event loop."""
+
+    KEY = "connection_creation_rate"
+
+    def __init__(self, num_windows: int, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.num_windows = num_windows
+        self.window_s = window_s
+        self._clock = clock
+        self._rates: dict[str, tuple[SampledRate, float]] = {}  # ip -> (rate, last used)
+        self._next_sweep = 0.0
+
+    def limit(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], ip: str) -> float | None:
+        default: float | None = None
+        for entity, values in quotas.items():
+            if self.KEY not in values or len(entity) != 1 or entity[0][0] != "ip":
+                continue
+            name = entity[0][1]
+            if name is None:
+                default = values[self.KEY]
+            elif _same_ip(name, ip):
+                return values[self.KEY]
+        return default
+
+    def record(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], ip: str, now: float | None = None) -> int:
+        limit = self.limit(quotas, ip)
+        if limit is None:
+            return 0
+        now = self._clock() if now is None else now
+        if now >= self._next_sweep:  # Kafka expires idle sensors after an hour
+            self._next_sweep = now + 60.0
+            for k, (_, used) in list(self._rates.items()):
+                if now - used > 3600.0:
+                    del self._rates[k]
+        entry = self._rates.get(ip)
+        rate = entry[0] if entry is not None else SampledRate(self.num_windows, self.window_s, self._clock)
+        self._rates[ip] = (rate, now)
+        rate.record(1, now)
+        throttle_ms = rate.throttle_ms(limit, now)
+        if throttle_ms > 0:
+            rate.record(-1, now)
+        return min(throttle_ms, int(self.window_s * 1000))
+
+
+def _same_ip(a: str, b: str) -> bool:
+    try:
+        return ipaddress.ip_address(a) == ipaddress.ip_address(b)
+    except ValueError:
+        return a == b

@@ -81,7 +81,7 @@ def test_advertised_altered_and_described_over_the_wire(broker):
     assert [(e.error_code, e.error_message) for e in resp.entries] == [
         (ErrorCode.none, None),
         (ErrorCode.none, None),
-        (ErrorCode.invalid_request, "Quota request_percentage is not enforced by kavka yet (only producer_byte_rate and consumer_byte_rate are)"),
+        (ErrorCode.invalid_request, "Quota request_percentage is not enforced by kavka yet (only connection_creation_rate, consumer_byte_rate, producer_byte_rate are)"),
         (ErrorCode.invalid_request, "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"),
     ]
     # validate_only checks and writes nothing; v0 is served too.
@@ -123,8 +123,12 @@ def test_the_configs_cli(broker):
     # Kafka's errors come back; the CLI's own checks stop it before a request.
     res = kavka_configs(broker, "alter", "--entity-type", "clients", "--entity-name", "x", "--add-config", f"{P}=1.5")
     assert res.returncode != 0 and "INVALID_REQUEST" in res.stderr and "producer_byte_rate cannot be a fractional value." in res.stderr
-    res = kavka_configs(broker, "alter", "--entity-type", "ips", "--entity-default", "--add-config", "connection_creation_rate=10")
+    res = kavka_configs(broker, "alter", "--entity-type", "users", "--entity-default", "--add-config", "request_percentage=10")
     assert res.returncode != 0 and "not enforced by kavka yet" in res.stderr
+    res = kavka_configs(broker, "alter", "--entity-type", "ips", "--entity-name", "10.1.2.3", "--add-config", "connection_creation_rate=10")
+    assert res.returncode == 0, res.stderr
+    res = kavka_configs(broker, "describe", "--entity-type", "ips", "--json")
+    assert json.loads(res.stdout) == [{"entity": {"ip": "10.1.2.3"}, "quotas": {"connection_creation_rate": 10.0}}]
     res = kavka_configs(broker, "alter", "--entity-type", "users", "--entity-type", "clients", "--entity-name", "a", "--add-config", f"{P}=1")
     assert res.returncode == 2 and "must be specified with each --entity-type" in res.stderr
 

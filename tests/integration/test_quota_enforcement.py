@@ -330,3 +330,51 @@ def test_user_quotas_follow_the_sasl_principal(tmp_path):
         assert produce_as("alice"), "alice was never throttled"
     finally:
         assert b.stop() == 0, b.log_text()
+
+
+def test_connection_creation_rate_per_ip(tmp_path):
+    """KIP-612: with the default IP's connection_creation_rate at 2/s, of six connections opened at
+    once from 127.0.0.1 about two are served; the rest are closed unserved once their throttle
+    time has passed (Kafka's Acceptor delays the close). 127.0.0.1's own quota, set at run time
+    over a connection opened before, takes precedence: then every connection is served."""
+    from kio.schema.alter_client_quotas.v1 import request as acq
+
+    b = BrokerProcess(tmp_path, overrides={"quota.window.num": "2"})
+    b.format()
+    b.start()
+
+    def alter_over(c: RawClient, name: str | None, value: float) -> None:
+        resp = c.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, acq.AlterClientQuotasRequest(validate_only=False, entries=(
+            acq.EntryData(entity=(acq.EntityData(entity_type="ip", entity_name=name),),
+                          ops=(acq.OpData(key="connection_creation_rate", value=value, remove=False),)),)))
+        assert resp.entries[0].error_code == ErrorCode.none, resp
+
+    def open_many(n: int) -> tuple[int, list[float]]:
+        """(connections answered, seconds each refused one lasted before the broker closed it)."""
+        started = time.monotonic()
+        clients = [RawClient(b.port, timeout=10) for _ in range(n)]
+        for c in clients:
+            c.send(ApiKey.API_VERSIONS, 0, correlation_id=1)
+        served, closed_after = 0, []
+        for c in clients:
+            try:
+                c.read_response(ApiKey.API_VERSIONS, 0)
+                served += 1
+            except ConnectionError:
+                closed_after.append(time.monotonic() - started)
+            finally:
+                c.close()
+        return served, closed_after
+
+    try:
+        with RawClient(b.port) as admin:
+            alter_over(admin, None, 2)
+            served, closed_after = open_many(6)
+            # 2 per window of at least 1 s; a window boundary in the middle could admit one more.
+            assert 1 <= served <= 3 and len(closed_after) == 6 - served, (served, closed_after)
+            # The third connection's throttle: (3 - 2) / 2 x 1 s = 500 ms (capped at one window).
+            assert min(closed_after) >= 0.4, closed_after
+            alter_over(admin, "127.0.0.1", 1000)
+            assert open_many(10) == (10, [])
+    finally:
+        assert b.stop() == 0, b.log_text()

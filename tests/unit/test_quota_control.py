@@ -20,7 +20,7 @@ from kavka.metadata import records as mr
 from kavka.metadata.delta import MetadataDelta
 from kavka.metadata.image import MetadataImage
 from kavka.metadata.snapshot import image_records
-from kavka.quota import ClientQuotaManager, quota_entity_for
+from kavka.quota import ClientQuotaManager, ConnectionRateQuotaManager, quota_entity_for
 
 P = "producer_byte_rate"
 C = "consumer_byte_rate"
@@ -78,7 +78,9 @@ def test_set_change_remove_and_snapshot():
         ((("user", "a"),), ((P, 2.0**64),), "Proposed value for producer_byte_rate is too large for a LONG."),
         ((("user", "a"),), ((P, 1.0), (P, 2.0)), "Duplicate quota key producer_byte_rate not updating quota for this entity ClientQuotaEntity(entries={user=a})"),
         ((("user", "a"),), (("request_percentage", 50.0),), "Quota request_percentage is not enforced by kavka yet"),
-        ((("ip", None),), (("connection_creation_rate", 5.0),), "Quota connection_creation_rate is not enforced by kavka yet"),
+        ((("user", None),), (("controller_mutation_rate", 5.0),), "Quota controller_mutation_rate is not enforced by kavka yet"),
+        ((("ip", "::1"),), (("connection_creation_rate", 2.5),), "connection_creation_rate cannot be a fractional value."),
+        ((("ip", None),), (("connection_creation_rate", 2.0**31),), "Proposed value for connection_creation_rate is too large for an INT."),
     ],
 )
 def test_kafkas_validation_errors(entity, ops, message):
@@ -242,11 +244,38 @@ def test_malformed_alterations_and_filters_are_answered_never_raised(alterations
     image = replay(MetadataImage(), records)
     for entity, values in image.client_quotas.items():
         types = [t for t, _ in entity]
-        assert types == sorted(set(types)) and set(types) <= {"user", "client-id"}
-        assert all(k in (P, C) and v > 0 and v == int(v) for k, v in values.items())
+        assert types == sorted(set(types)) and (set(types) <= {"user", "client-id"} or types == ["ip"])
+        keys = {"connection_creation_rate"} if types == ["ip"] else {P, C}
+        assert all(k in keys and v > 0 and v == int(v) for k, v in values.items())
     try:
         found = describe_client_quotas(image, components, strict=strict)
     except QuotaFilterError as e:
         assert e.error in (ErrorCode.invalid_request, ErrorCode.unsupported_version)
     else:
         assert all(entity in image.client_quotas for entity, _ in found)
+
+
+def test_connection_creation_rate_per_ip():
+    """KIP-612: an IP's own quota, else the default IP's; a throttled connection is not counted,
+    and its throttle time is at most one window."""
+    clock = Clock()
+    image, results = alter(
+        MetadataImage(),
+        QuotaAlteration((("ip", None),), (("connection_creation_rate", 2.0),)),
+        QuotaAlteration((("ip", "0:0::1"),), (("connection_creation_rate", 100.0),)),
+    )
+    assert [r.error for r in results] == [ErrorCode.none, ErrorCode.none]
+    m = ConnectionRateQuotaManager(num_windows=2, window_s=1.0, clock=clock)
+    # Two connections within the first window: 2 per (at least) 1 s, at the quota.
+    assert [m.record(image.client_quotas, "10.0.0.1") for _ in range(2)] == [0, 0]
+    # The third: 3/s, (3 - 2) / 2 * 1 s = 500 ms; taken back out, so the fourth is the same.
+    assert m.record(image.client_quotas, "10.0.0.1") == 500
+    assert m.record(image.client_quotas, "10.0.0.1") == 500
+    # Another IP has its own rate; ::1 has its own quota (the entity matched as an address).
+    assert m.record(image.client_quotas, "10.0.0.2") == 0
+    assert all(m.record(image.client_quotas, "::1") == 0 for _ in range(50))
+    # Two windows later the rate has room again.
+    clock.now += 2.0
+    assert m.record(image.client_quotas, "10.0.0.1") == 0
+    # Without any connection quota nothing is throttled.
+    assert ConnectionRateQuotaManager(2, 1.0, clock).record(MetadataImage().client_quotas, "10.0.0.1") == 0

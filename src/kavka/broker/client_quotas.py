@@ -7,7 +7,9 @@ Produce records the request's size when it arrives; Fetch records the response's
 when over quota, takes them back and answers an empty response instead (Kafka's
 getThrottledResponse). Either way the response carries throttle_time_ms and the connection stops
 reading for that long once the response is written (broker.server, KIP-219). Follower fetches are
-never recorded (replication has its own throttles). Called on the event loop.
+never recorded (replication has its own throttles). New connections count against their IP's
+connection_creation_rate (KIP-612; broker.server closes a throttled one after the time). Called on
+the event loop.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kavka.metadata.image import MetadataImage
-from kavka.quota import ClientQuotaManager
+from kavka.quota import ClientQuotaManager, ConnectionRateQuotaManager
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
@@ -31,6 +33,14 @@ class ClientQuotas:
         self._image = image
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, num_windows, window_s)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, num_windows, window_s)
+        self.connections = ConnectionRateQuotaManager(num_windows, window_s)
+
+    def record_connection(self, ip: str) -> int:
+        """A new connection from `ip`: ms to hold it before closing it unserved (0: serve it)."""
+        quotas = self._image().client_quotas
+        if not quotas:
+            return 0
+        return self.connections.record(quotas, ip)
 
     def record_produce(self, principal: str, client_id: str | None, nbytes: int) -> int:
         """The throttle time in ms of a Produce request of `nbytes` (0: within its quota)."""

@@ -687,6 +687,7 @@ class BrokerNode:
             cut_produce_every=self.faults.cut_produce_every,
             connections_max_idle_ms=self.config["connections.max.idle.ms"],
             max_connections=self.config["max.connections"],
+            connection_throttle=lambda ip: self.client_quotas.record_connection(ip),
         )
         ctl = self.shared.controller_listener()
         bound: dict[str, int] = {}

@@ -57,6 +57,10 @@ that long, as Kafka mutes a throttled channel; a later throttle extends the mute
 it. A throttled request whose answer cannot carry the time -- Produce with acks=0 (no answer),
 Fetch v0 (no field) -- mutes its connection at once through RequestContext.mute.
 
+Connection creation rate (KIP-612). A connection accepted from an IP over its
+`connection_creation_rate` quota is not served: it is closed once the throttle time has passed, as
+Kafka's Acceptor delays the close, so a reconnecting client backs off.
+
 Fault injection (tests only): with `cut_produce_every` = N > 0 every Nth
 Produce is appended and then its connection is closed instead of answered --
 the "broker wrote it, the producer never heard" case idempotent producers must
@@ -452,8 +456,13 @@ class KafkaServer:
         cut_produce_every: int = 0,
         connections_max_idle_ms: int = 600000,
         max_connections: int = 2**31 - 1,
+        connection_throttle: Callable[[str], int] | None = None,
     ) -> None:
         self.handlers = handlers
+        # ip -> ms to hold a new connection from it before closing it unserved (0: serve it):
+        # the per-IP connection_creation_rate quota (KIP-612, kavka.quota.ConnectionRateQuotaManager).
+        self.connection_throttle = connection_throttle
+        self._throttled_sockets: set[socket.socket] = set()
         self.cut_produce_every = cut_produce_every
         self._produces = 0
         self.api_versions_response = api_versions_response
@@ -558,6 +567,8 @@ class KafkaServer:
                     continue
                 raise
             conn.setblocking(False)
+            if self.connection_throttle is not None and self._throttle_connection(conn, listener):
+                continue
             factory = partial(KafkaConnection, self, listener, tls, sasl)
             if tls is None:
                 try:
@@ -592,6 +603,27 @@ class KafkaServer:
             log.info("closing connection from %s on %s: TLS handshake not completed (%s)", who, listener, str(e) or type(e).__name__)
             conn.close()
 
+    def _throttle_connection(self, conn: socket.socket, listener: str) -> bool:
+        """KIP-612: a new connection over its IP's connection_creation_rate is not served; as Kafka's
+        Acceptor does, it is closed only once the throttle time has passed, so the client's
+        reconnect backs off that long. True: throttled."""
+        assert self.connection_throttle is not None
+        try:
+            ip = conn.getpeername()[0]
+        except OSError:
+            return False
+        ms = self.connection_throttle(ip)
+        if ms <= 0:
+            return False
+        log.debug("delaying the close of a connection from %s on %s for %d ms (connection_creation_rate)", ip, listener, ms)
+        self._throttled_sockets.add(conn)
+        asyncio.get_running_loop().call_later(ms / 1000, self._close_throttled, conn)
+        return True
+
+    def _close_throttled(self, conn: socket.socket) -> None:
+        self._throttled_sockets.discard(conn)
+        conn.close()
+
     async def _reap_idle(self) -> None:
         loop = asyncio.get_running_loop()
         idle_s = self.connections_max_idle_ms / 1000
@@ -618,5 +650,7 @@ class KafkaServer:
             await asyncio.sleep(0.02)
         for c in list(self.connections):
             c.close()
+        for sock in list(self._throttled_sockets):
+            self._close_throttled(sock)
         tasks, self._tasks = self._tasks, []
         await asyncio.gather(*tasks, return_exceptions=True)
