@@ -1,7 +1,7 @@
 """Client quotas: AlterClientQuotas decided and DescribeClientQuotas answered (KIP-546), as Kafka's
 ClientQuotaControlManager and ClientQuotasImage.describe do.
 
-A quota entity is one to three (entity type, entity name) pairs, sorted by type; a name of None is
+A quota entity is one or two (entity type, entity name) pairs, sorted by type; a name of None is
 that type's default (`--entity-default`). Allowed combinations: user, client-id, user+client-id,
 or ip alone. Keys per entity (Kafka's QuotaConfig):
 
@@ -20,7 +20,8 @@ client-id, an entity or key given twice, an unknown key, a value <= 0, a fractio
 integral key. It returns ClientQuotaRecords (only for values that change; a removal only of a key
 that is set) and one result per entity; the records of one request commit together.
 `describe_client_quotas` filters the image's entities with Kafka's EXACT / DEFAULT / SPECIFIED
-components and `strict` flag. (Which quota applies to a client is kavka.quota.quota_entity_for.) Pure: image in, records and results out; any thread.
+components and `strict` flag. (Which quota applies to a client: kavka.quota.quota_entity_for.)
+Pure: image in, records and results out; any thread.
 """
 
 from __future__ import annotations
