@@ -429,6 +429,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("follower.replication.throttled.rate", _L, LONG_MAX, "bytes/s a follower fetches for its out-of-sync follower.replication.throttled.replicas", at_least(0), dynamic=True),
         _b("replication.quota.window.num", _I, 11, "samples the replication throttles' rate is measured over", at_least(1)),
         _b("replication.quota.window.size.seconds", _I, 1, "length of one replication throttle sample", at_least(1)),
+        _b("quota.window.num", _I, 11, "samples the client quotas' rates are measured over (KIP-13)", at_least(1)),
+        _b("quota.window.size.seconds", _I, 1, "length of one client quota sample", at_least(1)),
         _b("log.dir.select.strategy", _S, "size", "where new replicas go: size (bytes used and free space) or partitions (fewest, Kafka's rule)", one_of("size", "partitions")),
         _b("metrics.prometheus.port", _I, -1, "port of the Prometheus /metrics endpoint: -1 off, 0 any free port", between(-1, 65535)),
         _b("metrics.prometheus.host", _S, "127.0.0.1", "address the Prometheus endpoint binds"),

@@ -13,13 +13,21 @@ Kafka's:
 
 The clock is injected; every method also takes `now` for callers that read the time once for
 several quotas.
+
+`ClientQuotaManager` is Kafka's ClientQuotaManager for one byte quota (produce or fetch, KIP-13 and
+KIP-55): the quota of a (user, client id) found with Kafka's eight-level precedence
+(`quota_entity_for`) in the quotas of the metadata image, bytes recorded in one SampledRate per
+quota "sensor" (the (user, client-id) tags every client mapped to the same quota shares), and the
+throttle time when the rate is over it. `ConnectionRateQuotaManager` is Kafka's per-IP connection
+creation rate (KIP-612, ConnectionQuotas): connections accepted per second per IP.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 UNLIMITED = 2**63 - 1  # Kafka's default, Long.MAX_VALUE: no quota
 
@@ -75,3 +83,163 @@ class SampledRate:
         """`throttle_s` in whole milliseconds, at least 1 while throttled."""
         s = self.throttle_s(quota, now)
         return max(1, round(s * 1000)) if s > 0 else 0
+
+
+# A client quota entity: (entity type, entity name) pairs sorted by type; a None name is the
+# default (kavka.metadata.image.QuotaEntity).
+QuotaEntity = tuple[tuple[str, str | None], ...]
+QuotaTags = tuple[str, str]  # (user, client id) of the rate a quota is measured by; "" for neither
+
+
+def quota_entity_for(
+    quotas: Mapping[QuotaEntity, Mapping[str, float]], key: str, user: str, client_id: str
+) -> tuple[QuotaEntity, QuotaTags] | None:
+    """Kafka's DefaultQuotaCallback: the entity whose `key` quota applies to (user, client_id), and
+    the (user, client-id) tags of the rate it is measured by (Kafka's quota metric tags: every
+    client mapped to the same tags shares one rate). None: no quota applies. Precedence:
+
+        1 /users/<user>/clients/<client-id>     5 /users/<default>/clients/<default>
+        2 /users/<user>/clients/<default>       6 /users/<default>
+        3 /users/<user>                         7 /clients/<client-id>
+        4 /users/<default>/clients/<client-id>  8 /clients/<default>
+    """
+    levels: tuple[tuple[QuotaEntity, QuotaTags], ...] = (
+        ((("client-id", client_id), ("user", user)), (user, client_id)),
+        ((("client-id", None), ("user", user)), (user, client_id)),
+        ((("user", user),), (user, "")),
+        ((("client-id", client_id), ("user", None)), (user, client_id)),
+        ((("client-id", None), ("user", None)), (user, client_id)),
+        ((("user", None),), (user, "")),
+        ((("client-id", client_id),), ("", client_id)),
+        ((("client-id", None),), ("", client_id)),
+    )
+    for entity, tags in levels:
+        values = quotas.get(entity)
+        if values is not None and key in values:
+            return entity, tags
+    return None
+
+
+class ClientQuotaManager:
+    """Kafka's ClientQuotaManager for one byte quota (`key`: producer_byte_rate or
+    consumer_byte_rate). `record(quotas, user, client_id, nbytes)` records the bytes against the
+    rate of the quota that applies (none: nothing is recorded) and returns the throttle time in
+    ms, 0 while under it. A rate unused for `expire_s` is dropped (Kafka expires idle quota sensors
+    after an hour). Called on the event loop; the clock is injected."""
+
+    def __init__(
+        self, key: str, num_windows: int, window_s: float, clock: Callable[[], float] = time.monotonic, *, expire_s: float = 3600.0
+    ) -> None:
+        self.key = key
+        self.num_windows = num_windows
+        self.window_s = window_s
+        self._clock = clock
+        self._expire_s = expire_s
+        self._rates: dict[QuotaTags, tuple[SampledRate, float]] = {}  # tags -> (rate, last used)
+        self._next_sweep = 0.0
+
+    def limit(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str) -> float | None:
+        """The quota in bytes/s for (user, client_id), None if none applies."""
+        found = quota_entity_for(quotas, self.key, user, client_id)
+        return None if found is None else quotas[found[0]][self.key]
+
+    def max_value_in_window(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str) -> int | None:
+        """Kafka's getMaxValueInQuotaWindow: the most bytes one response may carry under the quota
+        (the quota times the num_windows - 1 windows the rate is at least measured over)."""
+        limit = self.limit(quotas, user, client_id)
+        if limit is None:
+            return None
+        return max(1, int(limit * max(1, self.num_windows - 1) * self.window_s))
+
+    def _rate(self, tags: QuotaTags, now: float) -> SampledRate:
+        if now >= self._next_sweep:
+            self._next_sweep = now + min(60.0, self._expire_s)
+            for t, (_, used) in list(self._rates.items()):
+                if now - used > self._expire_s:
+                    del self._rates[t]
+        entry = self._rates.get(tags)
+        rate = entry[0] if entry is not None else SampledRate(self.num_windows, self.window_s, self._clock)
+        self._rates[tags] = (rate, now)
+        return rate
+
+    def record(
+        self, quotas: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str, nbytes: int, now: float | None = None
+    ) -> int:
+        """Record `nbytes` for (user, client_id); the throttle time in ms (Kafka's QuotaUtils.throttleTime)."""
+        found = quota_entity_for(quotas, self.key, user, client_id)
+        if found is None:
+            return 0
+        now = self._clock() if now is None else now
+        rate = self._rate(found[1], now)
+        rate.record(nbytes, now)
+        return rate.throttle_ms(quotas[found[0]][self.key], now)
+
+    def unrecord(
+        self, quotas: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str, nbytes: int, now: float | None = None
+    ) -> None:
+        """Take back bytes recorded for a response that was not sent (Kafka's unrecordQuotaSensor:
+        a throttled fetch answers empty)."""
+        found = quota_entity_for(quotas, self.key, user, client_id)
+        if found is not None:
+            now = self._clock() if now is None else now
+            self._rate(found[1], now).record(-nbytes, now)
+
+    def rate(self, user_client: QuotaTags, now: float | None = None) -> float:
+        """The measured rate of one quota sensor (0 if it has none): for metrics and tests."""
+        entry = self._rates.get(user_client)
+        return 0.0 if entry is None else entry[0].rate(now)
+
+
+class ConnectionRateQuotaManager:
+    """Kafka's per-IP connection creation rate quota (KIP-612): `record(quotas, ip)` counts a new
+    connection from `ip` against its `connection_creation_rate` (the IP's own entity, else the
+    default IP's) and returns the throttle time in ms, 0 if it is within the quota. A throttled
+    connection is taken back out of the rate (it is not served) and the time is capped at one
+    window (Kafka's boundedThrottleTime with quota.window.size.seconds). Called on the event loop."""
+
+    KEY = "connection_creation_rate"
+
+    def __init__(self, num_windows: int, window_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.num_windows = num_windows
+        self.window_s = window_s
+        self._clock = clock
+        self._rates: dict[str, tuple[SampledRate, float]] = {}  # ip -> (rate, last used)
+        self._next_sweep = 0.0
+
+    def limit(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], ip: str) -> float | None:
+        default: float | None = None
+        for entity, values in quotas.items():
+            if self.KEY not in values or len(entity) != 1 or entity[0][0] != "ip":
+                continue
+            name = entity[0][1]
+            if name is None:
+                default = values[self.KEY]
+            elif _same_ip(name, ip):
+                return values[self.KEY]
+        return default
+
+    def record(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], ip: str, now: float | None = None) -> int:
+        limit = self.limit(quotas, ip)
+        if limit is None:
+            return 0
+        now = self._clock() if now is None else now
+        if now >= self._next_sweep:  # Kafka expires idle sensors after an hour
+            self._next_sweep = now + 60.0
+            for k, (_, used) in list(self._rates.items()):
+                if now - used > 3600.0:
+                    del self._rates[k]
+        entry = self._rates.get(ip)
+        rate = entry[0] if entry is not None else SampledRate(self.num_windows, self.window_s, self._clock)
+        self._rates[ip] = (rate, now)
+        rate.record(1, now)
+        throttle_ms = rate.throttle_ms(limit, now)
+        if throttle_ms > 0:
+            rate.record(-1, now)
+        return min(throttle_ms, int(self.window_s * 1000))
+
+
+def _same_ip(a: str, b: str) -> bool:
+    try:
+        return ipaddress.ip_address(a) == ipaddress.ip_address(b)
+    except ValueError:
+        return a == b

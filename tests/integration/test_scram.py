@@ -267,7 +267,7 @@ def test_the_configs_cli(broker, users):
     res = kavka_cli("configs", "describe", *base, "--entity-name", "alice", "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == [{"user": "alice", "credentials": [
-        {"mechanism": "SCRAM-SHA-256", "iterations": 4096}, {"mechanism": "SCRAM-SHA-512", "iterations": 8192}]}]
+        {"mechanism": "SCRAM-SHA-256", "iterations": 4096}, {"mechanism": "SCRAM-SHA-512", "iterations": 8192}], "quotas": {}}]
     res = kavka_cli("configs", "--describe", *base)  # kafka-configs.sh's flag form
     assert res.returncode == 0 and "bob" in res.stdout and "SCRAM-SHA-512" in res.stdout, res.stdout + res.stderr
     res = kavka_cli("configs", "describe", *base, "--entity-name", "nobody")

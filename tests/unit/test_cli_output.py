@@ -80,6 +80,13 @@ class FakeAdmin:
     def incremental_alter_configs(self, rtype: str, name: str, set: dict, delete: list) -> None:  # noqa: A002
         self._call("incremental_alter_configs", (rtype, name, set, delete))
 
+    def alter_client_quotas(self, entries: list, validate_only: bool = False) -> None:
+        self._call("alter_client_quotas", entries)
+
+    def describe_client_quotas(self, components: list, strict: bool = True) -> list:
+        self._call("describe_client_quotas", (components, strict))
+        return [((("client-id", None), ("user", "alice")), {"producer_byte_rate": 1024.0})]
+
 
 @pytest.fixture
 def admin(monkeypatch: pytest.MonkeyPatch) -> FakeAdmin:
@@ -304,6 +311,36 @@ def test_configs_alter_parses_kafka_configs_syntax(admin: FakeAdmin) -> None:
         "novalue",
     )
     assert res.exit_code == 2 and "expected key=value" in res.stderr
+
+
+def test_configs_quota_entities_pair_as_kafka_configs_does(admin: FakeAdmin) -> None:
+    """Each --entity-type takes the --entity-name or --entity-default that follows it, in order."""
+    base = ("configs", "alter", "--bootstrap-server", "b:9092")
+    res = run(*base, "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default",
+              "--add-config", "producer_byte_rate=1024", "--delete-config", "consumer_byte_rate")
+    assert res.exit_code == 0, res.output
+    assert admin.calls[-1] == ("alter_client_quotas", [([("user", "alice"), ("client-id", None)],
+                                                         [("producer_byte_rate", 1024.0), ("consumer_byte_rate", None)])])
+    res = run(*base, "--entity-type", "users", "--entity-default", "--entity-type", "clients", "--entity-name", "app",
+              "--add-config", "consumer_byte_rate=5")
+    assert admin.calls[-1][1][0][0] == [("user", None), ("client-id", "app")]
+    # kafka-configs.sh's --describe flag form; a type without a name is SPECIFIED, a default DEFAULT.
+    res = run("configs", "--describe", "--bootstrap-server", "b:9092", "--entity-type", "clients", "--entity-default",
+              "--entity-type", "users", "--json")
+    assert res.exit_code == 0, res.output
+    assert admin.calls[-1] == ("describe_client_quotas", ([("client-id", 1, None), ("user", 2, None)], True))
+    assert json.loads(res.stdout) == [{"entity": {"client-id": None, "user": "alice"}, "quotas": {"producer_byte_rate": 1024.0}}]
+    for bad, message in [
+        (("--entity-type", "users", "--entity-type", "clients", "--entity-name", "a", "--add-config", "producer_byte_rate=1"),
+         "must be specified with each --entity-type"),
+        (("--entity-type", "ips", "--entity-name", "1.2.3.4", "--entity-type", "users", "--entity-name", "a",
+          "--add-config", "producer_byte_rate=1"), "ips cannot be combined"),
+        (("--entity-type", "clients", "--entity-name", "a", "--add-config", "producer_byte_rate=lots"), "must be a number"),
+        (("--entity-type", "users", "--entity-name", "a", "--add-config", "SCRAM-SHA-256=[password=x],producer_byte_rate=1"),
+         "cannot be altered in one command"),
+    ]:
+        res = run(*base, *bad)
+        assert res.exit_code == 2 and message in res.stderr, res.output
 
 
 def test_split_config_list() -> None:

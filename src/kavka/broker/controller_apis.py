@@ -28,6 +28,8 @@ from typing import Any
 
 from kio.schema.allocate_producer_ids.v0 import request as apid_req
 from kio.schema.allocate_producer_ids.v0 import response as apid_resp
+from kio.schema.alter_client_quotas.v1 import request as acq_req
+from kio.schema.alter_client_quotas.v1 import response as acq_resp
 from kio.schema.alter_configs.v2 import request as ac_req
 from kio.schema.alter_configs.v2 import response as ac_resp
 from kio.schema.alter_partition.v3 import request as ap_req
@@ -63,6 +65,7 @@ from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 
 from kavka.broker.handlers import acls as acl_handlers
 from kavka.broker.handlers import configs, elect_leaders, reassignments, topics
+from kavka.broker.handlers import quotas as quota_handlers
 from kavka.broker.handlers import scram as scram_handlers
 from kavka.broker.handlers.placement import placement_response
 from kavka.common import ErrorCode
@@ -101,6 +104,7 @@ RPCS: dict[int, tuple[type, type]] = {
         (auc_req.AlterUserScramCredentialsRequest, auc_resp.AlterUserScramCredentialsResponse),
         (ca_req.CreateAclsRequest, ca_resp.CreateAclsResponse),
         (da_req.DeleteAclsRequest, da_resp.DeleteAclsResponse),
+        (acq_req.AlterClientQuotasRequest, acq_resp.AlterClientQuotasResponse),
     )
 }
 
@@ -134,6 +138,7 @@ class ControllerApis:
             auc_req.AlterUserScramCredentialsRequest.__api_key__: self.handle_alter_user_scram_credentials,
             ca_req.CreateAclsRequest.__api_key__: self.handle_create_acls,
             da_req.DeleteAclsRequest.__api_key__: self.handle_delete_acls,
+            acq_req.AlterClientQuotasRequest.__api_key__: self.handle_alter_client_quotas,
         }
 
     async def handle(self, api_key: int, req: Any, connection: Hashable | None = None) -> Any:
@@ -230,6 +235,9 @@ class ControllerApis:
     async def handle_delete_acls(self, req: Any, _connection: Hashable | None) -> Any:
         filters = [acl_handlers.request_filter(f) for f in req.filters]
         return acl_handlers.delete_acls_response(da_resp.DeleteAclsResponse, await acl_handlers.delete_acls(self.qc, filters))
+
+    async def handle_alter_client_quotas(self, req: Any, _connection: Hashable | None) -> Any:
+        return await quota_handlers.alter_client_quotas(self.qc, req)
 
     async def handle_broker_registration(self, req: br_req.BrokerRegistrationRequest, _connection: Hashable | None) -> Any:
         if req.cluster_id != self.cluster_id:

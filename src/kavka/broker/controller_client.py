@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.allocate_producer_ids.v0 import request as apid_req
+from kio.schema.alter_client_quotas.v1 import request as acq_req
 from kio.schema.alter_configs.v2 import request as ac_req
 from kio.schema.alter_partition.v3 import request as ap_req
 from kio.schema.alter_partition_reassignments.v0 import request as apr_req
@@ -55,6 +56,7 @@ from kavka.controller.quorum_controller import (
     NotControllerError,
     QuorumController,
 )
+from kavka.controller.quota_control import QuotaAlteration, QuotaResult
 from kavka.controller.results import (
     ApiResult,
     CreatedTopic,
@@ -426,6 +428,40 @@ class ControllerClient:
         await self._await_image(lambda image: not (removed & set(image.acls.values())))
         return results
 
+    async def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], *, validate_only: bool) -> list[QuotaResult]:
+        """AlterClientQuotas on the active controller; then waits (bounded) until this node's image
+        has caught up with the controller's, so a describe or the quota enforced here shows it next."""
+
+        def request() -> Any:
+            return acq_req.AlterClientQuotasRequest(
+                entries=tuple(
+                    acq_req.EntryData(
+                        entity=tuple(acq_req.EntityData(entity_type=t, entity_name=n) for t, n in a.entity),
+                        ops=tuple(acq_req.OpData(key=k, value=0.0 if v is None else v, remove=v is None) for k, v in a.ops),
+                    )
+                    for a in alterations
+                ),
+                validate_only=validate_only,
+            )
+
+        async def local() -> Any:
+            return await self.qc.alter_client_quotas(alterations, validate_only=validate_only)
+
+        resp = await self._route(local, request, lambda r: self._not_controller([x.error_code for x in r.entries]))
+        if isinstance(resp, list):
+            results = resp
+        else:
+            results = [
+                QuotaResult(tuple((e.entity_type, e.entity_name) for e in r.entity), r.error_code, r.error_message)
+                for r in resp.entries
+            ]
+        if not validate_only and any(r.error == ErrorCode.none for r in results):
+            wanted = _quota_state(alterations, results)
+            await self._await_image(lambda image: all(
+                {k: image.client_quotas.get(e, {}).get(k) for k in vals} == vals for e, vals in wanted.items()
+            ))
+        return results
+
     async def elect_leaders(
         self,
         election_type: ElectionType | int,  # a request's raw value passes through as is
@@ -725,3 +761,13 @@ class ControllerClient:
 
 
 __all__ = ["ControllerClient"]
+
+
+def _quota_state(alterations: Sequence[QuotaAlteration], results: Sequence[QuotaResult]) -> dict[Any, dict[str, float | None]]:
+    """The quota values the successful alterations leave, by sorted entity (None: removed)."""
+    done = {r.entity for r in results if r.error == ErrorCode.none}
+    out: dict[Any, dict[str, float | None]] = {}
+    for a in alterations:
+        if a.entity in done:
+            out.setdefault(tuple(sorted(a.entity)), {}).update(a.ops)
+    return out

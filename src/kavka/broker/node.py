@@ -58,6 +58,7 @@ from kio.schema.errors import ErrorCode
 
 from kavka.authorizer import Authorizer, parse_super_users
 from kavka.broker.assignments import Assignment, AssignmentsManager
+from kavka.broker.client_quotas import ClientQuotas
 from kavka.broker.config_resolver import ConfigResolver
 from kavka.broker.lifecycle import BrokerLifecycle
 from kavka.broker.metadata_publisher import BrokerMetadataPublisher
@@ -280,6 +281,8 @@ class BrokerNode:
             self.node_id, samples=c["replication.quota.window.num"], window_s=c["replication.quota.window.size.seconds"]
         )
         self.replica_fetchers.quotas = self.replication_quotas
+        # Client byte quotas (KIP-13), from the quotas in the metadata image (broker.client_quotas).
+        self.client_quotas = ClientQuotas(c["quota.window.num"], c["quota.window.size.seconds"], lambda: self.image)
         rm.replication_quotas = self.publisher.replication_quotas = self.replication_quotas
         self.replica_fetchers.image = lambda: self.image
         # Static values now; dynamic ones come with the metadata log (BrokerMetadataPublisher).
@@ -703,6 +706,7 @@ class BrokerNode:
             cut_produce_every=self.faults.cut_produce_every,
             connections_max_idle_ms=self.config["connections.max.idle.ms"],
             max_connections=self.config["max.connections"],
+            connection_throttle=lambda ip: self.client_quotas.record_connection(ip),
         )
         ctl = self.shared.controller_listener()
         bound: dict[str, int] = {}

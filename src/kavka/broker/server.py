@@ -51,6 +51,16 @@ connection.failed.authentication.delay.ms (KIP-306), writes its answer and close
 INFO with the user name tried and the peer, a success at DEBUG -- never a password. The
 authenticated principal, User:<name>, then rides on every RequestContext.
 
+Client quotas (KIP-219). A response carrying throttle_time_ms > 0 (a client over its byte quota,
+kavka.broker.client_quotas) is written at once, and then the connection reads nothing more for
+that long, as Kafka mutes a throttled channel; a later throttle extends the mute, never shortens
+it. A throttled request whose answer cannot carry the time -- Produce with acks=0 (no answer),
+Fetch v0 (no field) -- mutes its connection at once through RequestContext.mute.
+
+Connection creation rate (KIP-612). A connection accepted from an IP over its
+`connection_creation_rate` quota is not served: it is closed once the throttle time has passed, as
+Kafka's Acceptor delays the close, so a reconnecting client backs off.
+
 Fault injection (tests only): with `cut_produce_every` = N > 0 every Nth
 Produce is appended and then its connection is closed instead of answered --
 the "broker wrote it, the producer never heard" case idempotent producers must
@@ -99,7 +109,8 @@ from kavka.protocol.framing import (
     read_request_header,
     response_prefix,
 )
-from kavka.protocol.splice import encode_spliced
+from kavka.protocol.messages import has_field
+from kavka.protocol.splice import SplicedResponse, encode_spliced
 from kavka.replication.purgatory import Delayed
 
 log = logging.getLogger("kavka.server")
@@ -118,14 +129,28 @@ class RequestContext:
     # certificate DN> on an SSL listener with a client certificate; else User:ANONYMOUS. The
     # authorizer checks it (broker.authorization: Produce, Fetch and Metadata so far).
     principal: str = ANONYMOUS
+    # The request's size in bytes (header and body): what Kafka counts against a producer's quota.
+    size: int = 0
+    # Mutes the connection for the given ms at once: for a throttled request that gets no response
+    # to carry its throttle time (Produce acks=0), as Kafka still throttles its channel.
+    mute: Callable[[int], None] | None = None
 
 
 # A handler returns a response entity, an awaitable of one, or None (no response).
 Handler = Callable[[RequestContext, Any], Any]
 
 
+def _throttle_ms(response: Any) -> int:
+    """The throttle_time_ms a response carries (a client quota, broker.client_quotas); 0 if none."""
+    if isinstance(response, SplicedResponse):
+        response = response.entity
+    if response is None or not has_field(response, "throttle_time"):
+        return 0
+    return int(response.throttle_time.total_seconds() * 1000)
+
+
 class _Slot:
-    __slots__ = ("correlation_id", "flexible", "data", "task", "encode")
+    __slots__ = ("correlation_id", "flexible", "data", "task", "encode", "throttle_ms")
 
     def __init__(self, correlation_id: int, flexible: bool, encode: Callable[[Any], Any] = encode_entity) -> None:
         self.correlation_id = correlation_id
@@ -133,6 +158,7 @@ class _Slot:
         self.data: bytes | list[bytes | memoryview] | None = None
         self.task: asyncio.Future[Any] | None = None
         self.encode = encode
+        self.throttle_ms = 0  # once written, the connection stops reading this long (KIP-219)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -153,6 +179,7 @@ class KafkaConnection(asyncio.Protocol):
         self.slots: collections.deque[_Slot] = collections.deque()
         self._read_paused = False
         self._write_paused = False
+        self._throttled: asyncio.TimerHandle | None = None  # a client quota's mute (KIP-219)
         self.closed = False
         self.last_active = asyncio.get_running_loop().time()
         # KIP-511 client software name/version from this connection's ApiVersions v3+.
@@ -176,6 +203,8 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._throttled is not None:
+            self._throttled.cancel()
         self.server.connections.discard(self)
         self.server.slot_freed()
         for slot in self.slots:
@@ -233,7 +262,7 @@ class KafkaConnection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed or self._auth_failed:
             return
-        should_pause = self._write_paused or len(self.slots) >= self.server.queued_max_requests
+        should_pause = self._write_paused or self._throttled is not None or len(self.slots) >= self.server.queued_max_requests
         if should_pause and not self._read_paused:
             self.transport.pause_reading()
             self._read_paused = True
@@ -329,7 +358,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.client_software = f"{request.client_software_name} {request.client_software_version}"
             # Fields this version lacks read as their defaults (protocol.versions).
             request = versions.with_defaults(api_key, request)
-        ctx = RequestContext(api_key, ctx_version, correlation_id, header.client_id, self.peer, self.listener, self.principal)
+        ctx = RequestContext(api_key, ctx_version, correlation_id, header.client_id, self.peer, self.listener, self.principal, len(frame), self._throttle)
         result = handler(ctx, request)
         if api_key == api.ApiKey.PRODUCE and self.server.cut_after_this_produce():
             log.warning("fault injection: closing the connection from %s after a produce, before its answer", self.peer)
@@ -353,6 +382,7 @@ class KafkaConnection(asyncio.Protocol):
             task.add_done_callback(lambda t, s=slot: self._on_done(s, t))
         else:
             slot.data = encode(result)
+            slot.throttle_ms = _throttle_ms(result)
         self.slots.append(slot)
 
     def _on_done(self, slot: _Slot, task: asyncio.Future[Any]) -> None:
@@ -365,6 +395,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         try:
             slot.data = slot.encode(task.result())
+            slot.throttle_ms = _throttle_ms(task.result())
         except Exception:  # a response that does not encode costs its connection, not the caller
             log.exception("cannot encode a response for %s; closing its connection", self.peer)
             self.close()
@@ -376,8 +407,10 @@ class KafkaConnection(asyncio.Protocol):
         if self.transport is None or self.closed:
             return
         out: list[bytes | memoryview] = []
+        throttle_ms = 0
         while self.slots and self.slots[0].data is not None:
             slot = self.slots.popleft()
+            throttle_ms = max(throttle_ms, slot.throttle_ms)
             data = slot.data
             assert data is not None
             # Prefix and body go out as separate buffers: a multi-MiB Fetch body
@@ -391,6 +424,25 @@ class KafkaConnection(asyncio.Protocol):
         if out:
             self.last_active = asyncio.get_running_loop().time()
             self.transport.writelines(out)
+        if throttle_ms > 0:
+            self._throttle(throttle_ms)
+
+    def _throttle(self, ms: int) -> None:
+        """KIP-219: the response (with its throttle_time_ms) is out; read nothing more from this
+        client for `ms`, as Kafka mutes a throttled channel, so a client that ignores the throttle
+        time cannot go on sending. Responses already in progress are still written."""
+        loop = asyncio.get_running_loop()
+        if self._throttled is not None:
+            if self._throttled.when() >= loop.time() + ms / 1000:
+                return  # already muted at least that long
+            self._throttled.cancel()
+        self._throttled = loop.call_later(ms / 1000, self._unthrottle)
+        self._update_reading()
+
+    def _unthrottle(self) -> None:
+        self._throttled = None
+        self.last_active = asyncio.get_running_loop().time()  # muted is not idle
+        self._update_reading()
 
 
 class KafkaServer:
@@ -404,8 +456,13 @@ class KafkaServer:
         cut_produce_every: int = 0,
         connections_max_idle_ms: int = 600000,
         max_connections: int = 2**31 - 1,
+        connection_throttle: Callable[[str], int] | None = None,
     ) -> None:
         self.handlers = handlers
+        # ip -> ms to hold a new connection from it before closing it unserved (0: serve it):
+        # the per-IP connection_creation_rate quota (KIP-612, kavka.quota.ConnectionRateQuotaManager).
+        self.connection_throttle = connection_throttle
+        self._throttled_sockets: set[socket.socket] = set()
         self.cut_produce_every = cut_produce_every
         self._produces = 0
         self.api_versions_response = api_versions_response
@@ -510,6 +567,8 @@ class KafkaServer:
                     continue
                 raise
             conn.setblocking(False)
+            if self.connection_throttle is not None and self._throttle_connection(conn, listener):
+                continue
             factory = partial(KafkaConnection, self, listener, tls, sasl)
             if tls is None:
                 try:
@@ -544,6 +603,27 @@ class KafkaServer:
             log.info("closing connection from %s on %s: TLS handshake not completed (%s)", who, listener, str(e) or type(e).__name__)
             conn.close()
 
+    def _throttle_connection(self, conn: socket.socket, listener: str) -> bool:
+        """KIP-612: a new connection over its IP's connection_creation_rate is not served; as Kafka's
+        Acceptor does, it is closed only once the throttle time has passed, so the client's
+        reconnect backs off that long. True: throttled."""
+        assert self.connection_throttle is not None
+        try:
+            ip = conn.getpeername()[0]
+        except OSError:
+            return False
+        ms = self.connection_throttle(ip)
+        if ms <= 0:
+            return False
+        log.debug("delaying the close of a connection from %s on %s for %d ms (connection_creation_rate)", ip, listener, ms)
+        self._throttled_sockets.add(conn)
+        asyncio.get_running_loop().call_later(ms / 1000, self._close_throttled, conn)
+        return True
+
+    def _close_throttled(self, conn: socket.socket) -> None:
+        self._throttled_sockets.discard(conn)
+        conn.close()
+
     async def _reap_idle(self) -> None:
         loop = asyncio.get_running_loop()
         idle_s = self.connections_max_idle_ms / 1000
@@ -570,5 +650,7 @@ class KafkaServer:
             await asyncio.sleep(0.02)
         for c in list(self.connections):
             c.close()
+        for sock in list(self._throttled_sockets):
+            self._close_throttled(sock)
         tasks, self._tasks = self._tasks, []
         await asyncio.gather(*tasks, return_exceptions=True)

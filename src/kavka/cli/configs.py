@@ -5,7 +5,12 @@ the admin API, source DYNAMIC_* -- as kafka-configs.sh does; ``--all`` shows
 every config with its source. Alter uses IncrementalAlterConfigs (KIP-339):
 ``--add-config k=v,k2=[a,b]`` sets, ``--delete-config k`` reverts to the default.
 ``--entity-type users`` describes and alters SCRAM credentials (KIP-554) as kafka-configs.sh does.
-kafka-configs.sh's ``--describe`` / ``--alter`` flags stand for the subcommands.
+Client quotas (KIP-546): ``--entity-type users|clients|ips`` with quota keys
+(``producer_byte_rate=1048576``), an entity given as kafka-configs.sh does -- several
+``--entity-type`` flags, each followed by its ``--entity-name X`` or ``--entity-default`` (paired in
+order), e.g. ``--entity-type users --entity-name alice --entity-type clients --entity-default``. For
+users, SCRAM mechanism keys go to the credentials and other keys to the quotas; describing users
+shows both. kafka-configs.sh's ``--describe`` / ``--alter`` flags stand for the subcommands.
 """
 
 from __future__ import annotations
@@ -26,7 +31,14 @@ from kavka.cli.common import (
     table,
 )
 
-ENTITY_TYPES = {"topics": "topic", "topic": "topic", "brokers": "broker", "broker": "broker", "users": "user", "user": "user"}
+ENTITY_TYPES = {
+    "topics": "topic", "topic": "topic", "brokers": "broker", "broker": "broker", "users": "user", "user": "user",
+    "clients": "client-id", "client": "client-id", "ips": "ip", "ip": "ip",
+}
+QUOTA_TYPES = frozenset({"user", "client-id", "ip"})
+# --entity-default, rewritten into the ordered --entity-name list (parse_args) so that each
+# --entity-type pairs with the name or default that follows it, as kafka-configs.sh pairs them.
+_DEFAULT = "\x00<default>"
 # kafka-configs.sh's SCRAM credential value (ConfigCommand): iterations first, the password is the rest.
 _SCRAM_VALUE = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
 DYNAMIC_SOURCES = frozenset(
@@ -34,8 +46,13 @@ DYNAMIC_SOURCES = frozenset(
 )
 
 
-def _entity(entity_type: str, entity_name: str | None, entity_default: bool) -> tuple[str, str]:
-    rtype = ENTITY_TYPES[entity_type]
+def _entity(entity_types: tuple[str, ...], entity_names: tuple[str, ...], entity_default: bool) -> tuple[str, str]:
+    if len(entity_types) != 1 or len(entity_names) > 1:
+        raise click.UsageError("only quota entities (users, clients, ips) take more than one --entity-type or --entity-name")
+    rtype = ENTITY_TYPES[entity_types[0]]
+    entity_name = entity_names[0] if entity_names else None
+    if entity_name == _DEFAULT:
+        entity_name, entity_default = None, True
     if rtype == "user" and entity_default:
         raise click.UsageError("The use of --entity-default is not allowed with User SCRAM Credentials")
     if entity_default:
@@ -49,13 +66,18 @@ def _entity(entity_type: str, entity_name: str | None, entity_default: bool) -> 
 
 entity_type_option = click.option(
     "--entity-type",
+    "entity_types",
     required=True,
+    multiple=True,
     type=click.Choice(sorted(ENTITY_TYPES)),
-    help="topics, brokers or users (SCRAM credentials)",
+    help="topics, brokers, users (SCRAM credentials and quotas), clients or ips (quotas); quotas take "
+    "users and clients together, each type followed by its --entity-name or --entity-default",
 )
-entity_name_option = click.option("--entity-name", help="Topic name, broker node id or user name.")
+entity_name_option = click.option(
+    "--entity-name", "entity_names", multiple=True, help="Topic name, broker node id, user name, client id or IP."
+)
 entity_default_option = click.option(
-    "--entity-default", is_flag=True, help="The cluster-wide broker default."
+    "--entity-default", is_flag=True, help="The cluster-wide broker default, or the default user, client id or IP."
 )
 
 
@@ -64,6 +86,7 @@ class _KafkaStyleGroup(click.Group):
     (`kavka configs --alter --entity-type users ...`)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        args = [a for arg in args for a in (("--entity-name", _DEFAULT) if arg == "--entity-default" else (arg,))]
         for flag in ("--describe", "--alter"):
             if flag in args and args[0] not in self.commands:
                 args = [flag[2:], *(a for a in args if a != flag)]
@@ -98,17 +121,21 @@ def entry_dict(e: Any) -> dict[str, Any]:
 @json_option
 def describe(
     bootstrap: str,
-    entity_type: str,
-    entity_name: str | None,
+    entity_types: tuple[str, ...],
+    entity_names: tuple[str, ...],
     entity_default: bool,
     show_all: bool,
     as_json: bool,
 ) -> None:
-    """Show the configs of a topic or broker, or users' SCRAM credentials."""
-    if ENTITY_TYPES[entity_type] == "user":
-        _describe_users(bootstrap, entity_name, entity_default, as_json)
+    """Show the configs of a topic or broker, users' SCRAM credentials and client quotas."""
+    types = [ENTITY_TYPES[t] for t in entity_types]
+    if types == ["user"] and not any(n == _DEFAULT for n in entity_names):
+        _describe_users(bootstrap, entity_names[0] if entity_names else None, entity_default, as_json)
         return
-    rtype, name = _entity(entity_type, entity_name, entity_default)
+    if set(types) <= QUOTA_TYPES:
+        _describe_quotas(bootstrap, _quota_entity(types, entity_names, alter=False), as_json)
+        return
+    rtype, name = _entity(entity_types, entity_names, entity_default)
     with admin_client(bootstrap) as admin:
         entries = admin.describe_configs(
             rtype, name, include_synonyms=True, include_documentation=False
@@ -150,15 +177,19 @@ def describe(
 @json_option
 def alter(
     bootstrap: str,
-    entity_type: str,
-    entity_name: str | None,
+    entity_types: tuple[str, ...],
+    entity_names: tuple[str, ...],
     entity_default: bool,
     add: tuple[str, ...],
     delete: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Set or remove configs of a topic or broker, or a user's SCRAM credentials."""
-    rtype, name = _entity(entity_type, entity_name, entity_default)
+    """Set or remove configs of a topic or broker, a user's SCRAM credentials, or client quotas."""
+    types = [ENTITY_TYPES[t] for t in entity_types]
+    if set(types) <= QUOTA_TYPES and not _is_scram_alter(types, add, delete):
+        _alter_quotas(bootstrap, _quota_entity(types, entity_names, alter=True), add, delete, as_json)
+        return
+    rtype, name = _entity(entity_types, entity_names, entity_default)
     if rtype == "user":
         _alter_user(bootstrap, name, add, delete, as_json)
         return
@@ -173,20 +204,115 @@ def alter(
     emit(as_json, data, lambda con: con.print(f"Completed updating config for {what}."))
 
 
+def _is_scram_alter(types: list[str], add: tuple[str, ...], delete: tuple[str, ...]) -> bool:
+    """A users-only alter whose keys are all SCRAM mechanisms (the rest are quota keys; a mix is
+    refused, as kafka-configs.sh refuses it)."""
+    from kavka.scram import MECHANISMS
+
+    if types != ["user"]:
+        return False
+    keys = [p.strip().partition("=")[0] for a in add for p in split_config_list(a)] + split_names(delete)
+    scram = [k in MECHANISMS for k in keys]
+    if any(scram) and not all(scram):
+        raise click.UsageError("SCRAM credentials and quotas cannot be altered in one command")
+    return bool(keys) and all(scram)
+
+
+def _quota_entity(types: list[str], names: tuple[str, ...], *, alter: bool) -> list[tuple[str, str | None | bool]]:
+    """(entity type, name, None for the default, or False: every name of that type) pairs, in
+    kafka-configs.sh's pairing: the n-th --entity-name or --entity-default goes with the n-th
+    --entity-type."""
+    if len(set(types)) != len(types):
+        raise click.UsageError("an --entity-type can be given only once")
+    if len(names) > len(types):
+        raise click.UsageError("more --entity-name/--entity-default than --entity-type")
+    if "ip" in types and len(types) > 1:
+        raise click.UsageError("ips cannot be combined with users or clients")
+    if alter and len(names) < len(types):
+        raise click.UsageError("--entity-name or --entity-default must be specified with each --entity-type for --alter")
+    out: list[tuple[str, str | None | bool]] = []
+    for i, t in enumerate(types):
+        out.append((t, False if i >= len(names) else None if names[i] == _DEFAULT else names[i]))
+    return out
+
+
+def _entity_label(entity: Any) -> str:
+    return ", ".join(f"{t} {'<default>' if n is None else repr(n)}" for t, n in entity)
+
+
+def _describe_quotas(bootstrap: str, entity: list[tuple[str, str | None | bool]], as_json: bool) -> None:
+    """DescribeClientQuotas with kafka-configs.sh's strict filter: a name matches exactly, a default
+    the default, a type without a name any name of that type."""
+    components = [(t, 2, None) if n is False else (t, 1, None) if n is None else (t, 0, n) for t, n in entity]
+    with admin_client(bootstrap) as admin:
+        found = admin.describe_client_quotas(components, strict=True)
+    data = [{"entity": dict(e), "quotas": values} for e, values in found]
+
+    def render(con: Any) -> None:
+        if not found:
+            con.print("Quota configs: none")
+            return
+        rows = [(_entity_label(e), k, v) for e, values in found for k, v in sorted(values.items())]
+        con.print(table("Quota configs", ["Entity", "Key", "Value"], rows))
+
+    emit(as_json, data, render)
+
+
+def _alter_quotas(
+    bootstrap: str, entity: list[tuple[str, str | None | bool]], add: tuple[str, ...], delete: tuple[str, ...], as_json: bool
+) -> None:
+    """AlterClientQuotas: --add-config producer_byte_rate=1048576 sets, --delete-config removes."""
+    ops: list[tuple[str, float | None]] = []
+    for k, v in parse_key_values(add, option="--add-config").items():
+        try:
+            ops.append((k, float(v)))
+        except ValueError:
+            raise click.BadParameter(f"the value of {k} must be a number, not {v[:40]!r}", param_hint="--add-config") from None
+    ops.extend((k, None) for k in split_names(delete))
+    if not ops:
+        raise click.UsageError("nothing to alter: give --add-config or --delete-config")
+    pairs = [(t, n) for t, n in entity if n is not False]
+    with admin_client(bootstrap) as admin:
+        admin.alter_client_quotas([(pairs, ops)])
+    data = {"entity": dict(pairs), "set": {k: v for k, v in ops if v is not None}, "deleted": [k for k, v in ops if v is None]}
+    emit(as_json, data, lambda con: con.print(f"Completed updating config for {_entity_label(pairs)}."))
+
+
 def _describe_users(bootstrap: str, name: str | None, entity_default: bool, as_json: bool) -> None:
-    """DescribeUserScramCredentials (KIP-554): one user, or every user with a credential."""
+    """DescribeUserScramCredentials (KIP-554) and the quotas of the user entities (KIP-546), as
+    kafka-configs.sh shows both: one user, or every user with a credential or a quota."""
+    from kavka.client.errors import KafkaError
+
     if entity_default:
         raise click.UsageError("The use of --entity-default is not allowed with User SCRAM Credentials")
     with admin_client(bootstrap) as admin:
-        users = admin.describe_user_scram_credentials([name] if name else None)
-    data = [{"user": u, "credentials": [{"mechanism": m, "iterations": i} for m, i in creds]} for u, creds in users.items()]
+        component = ("user", 0, name) if name else ("user", 2, None)
+        quotas = {dict(e)["user"]: v for e, v in admin.describe_client_quotas([component], strict=True)}
+        try:
+            users = admin.describe_user_scram_credentials([name] if name else None)
+        except KafkaError as e:
+            if e.name != "RESOURCE_NOT_FOUND" or name not in quotas:
+                raise
+            users = {}
+    names = sorted(users.keys() | quotas.keys())
+    data = [
+        {
+            "user": u,
+            "credentials": [{"mechanism": m, "iterations": i} for m, i in users.get(u, [])],
+            "quotas": quotas.get(u, {}),
+        }
+        for u in names
+    ]
 
     def render(con: Any) -> None:
         if not users:
             con.print("SCRAM credentials: none")
-            return
-        rows = [(u, m, i) for u, creds in users.items() for m, i in creds]
-        con.print(table("SCRAM credentials", ["User", "Mechanism", "Iterations"], rows))
+        else:
+            rows = [(u, m, i) for u, creds in users.items() for m, i in creds]
+            con.print(table("SCRAM credentials", ["User", "Mechanism", "Iterations"], rows))
+        if quotas:
+            rows = [(u, k, v) for u in sorted(quotas) for k, v in sorted(quotas[u].items())]
+            con.print(table("Quota configs", ["User", "Key", "Value"], rows))
 
     emit(as_json, data, render)
 

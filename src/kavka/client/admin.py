@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
 
 from kavka.authorizer import Acl, AclFilter
 from kavka.client import requests
@@ -752,6 +753,51 @@ class AdminClient:
                 for m in r.matching_acls
             ])
         return out
+
+    # ------------------------------------------------------------------ client quotas (KIP-546)
+
+    def describe_client_quotas(
+        self, components: Sequence[tuple[str, int, str | None]], *, strict: bool = True
+    ) -> list[tuple[tuple[tuple[str, str | None], ...], dict[str, float]]]:
+        """DescribeClientQuotas: (entity, {key: value}) for each entity matching the filter
+        components (entity type, match type 0 exact / 1 default / 2 specified, match)."""
+        from kio.schema.describe_client_quotas.v1 import request as dcq_req
+
+        req = dcq_req.DescribeClientQuotasRequest(
+            components=tuple(dcq_req.ComponentData(entity_type=t, match_type=i8(m), match=n) for t, m, n in components),
+            strict=strict,
+        )
+        resp = self.send_any(lambda conn: req)
+        raise_for_error(resp.error_code, resp.error_message)
+        return [
+            (tuple((e.entity_type, e.entity_name) for e in entry.entity), {v.key: v.value for v in entry.values})
+            for entry in resp.entries or ()
+        ]
+
+    def alter_client_quotas(
+        self,
+        entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[tuple[str, float | None]]]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """AlterClientQuotas: for each (entity, ops), set each (key, value) or remove (key, None);
+        KafkaError for the first entity refused."""
+        from kio.schema.alter_client_quotas.v1 import request as acq_req
+
+        req = acq_req.AlterClientQuotasRequest(
+            entries=tuple(
+                acq_req.EntryData(
+                    entity=tuple(acq_req.EntityData(entity_type=t, entity_name=n) for t, n in entity),
+                    ops=tuple(acq_req.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None) for k, v in ops),
+                )
+                for entity, ops in entries
+            ),
+            validate_only=validate_only,
+        )
+        resp = self.send_any(lambda conn: req)
+        for r in resp.entries:
+            name = ",".join(f"{e.entity_type}={e.entity_name if e.entity_name is not None else '<default>'}" for e in r.entity)
+            raise_for_error(r.error_code, r.error_message, resource=name)
 
     def elect_leaders(
         self,

@@ -64,6 +64,7 @@ from kavka.controller import acl_control
 from kavka.controller.cluster_control import ClusterControlManager
 from kavka.controller.configuration_control import ConfigurationControlManager
 from kavka.controller.heartbeats import BrokerSessions
+from kavka.controller.quota_control import QuotaAlteration, QuotaResult, alter_client_quotas
 from kavka.controller.replication_control import ReplicationControlManager
 from kavka.controller.results import (
     ApiResult,
@@ -560,6 +561,16 @@ class QuorumController:
     async def delete_acls(self, filters: Sequence[AclFilter]) -> list[acl_control.AclResult]:
         """DeleteAcls (API 31): the matched ACLs removed, then each filter's result."""
         return await self._run(lambda image: acl_control.delete_acls(image, filters))
+
+    async def alter_client_quotas(self, alterations: Sequence[QuotaAlteration], *, validate_only: bool) -> list[QuotaResult]:
+        """AlterClientQuotas (API 49, KIP-546): the records committed (none if validate_only), then
+        each entity's result."""
+
+        def decide(image: MetadataImage) -> tuple[list[Any], list[QuotaResult]]:
+            records, results = alter_client_quotas(image, alterations)
+            return ([] if validate_only else records), results
+
+        return await self._run(decide)
 
     async def alter_partition_reassignments(
         self, topics: Sequence[tuple[str, Sequence[tuple[int, Sequence[int] | None]]]]

@@ -29,12 +29,14 @@ from kavka.metadata.image import (
     BrokerRegistration,
     MetadataImage,
     PartitionRegistration,
+    QuotaEntity,
     ScramCredentialData,
     TopicImage,
 )
 from kavka.metadata.records import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -71,6 +73,7 @@ class MetadataDelta:
     next_producer_id: int | None = None
     scram: dict[tuple[int, str], ScramCredentialData | None] = field(default_factory=dict)  # None = removed
     acls: dict[str, Acl | None] = field(default_factory=dict)  # by id; None = removed
+    client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)  # {}: no quota left
 
     def topic(self, topic_id: str) -> TopicImage | None:
         """The topic as this delta leaves it (None: unknown or removed)."""
@@ -126,6 +129,15 @@ class MetadataDelta:
                 else:
                     acls[acl_id] = acl
             acls = MappingProxyType(acls)
+        client_quotas = img.client_quotas
+        if self.client_quotas:
+            client_quotas = dict(img.client_quotas)
+            for entity, values in self.client_quotas.items():
+                if values:
+                    client_quotas[entity] = MappingProxyType(dict(values))
+                else:
+                    client_quotas.pop(entity, None)
+            client_quotas = MappingProxyType(client_quotas)
         return MetadataImage(
             offset=max(self.offset, img.offset),
             topics_by_id=MappingProxyType(by_id),
@@ -135,6 +147,7 @@ class MetadataDelta:
             next_producer_id=max(img.next_producer_id, self.next_producer_id or 0),
             scram=scram,
             acls=acls,
+            client_quotas=client_quotas,
         )
 
 
@@ -240,6 +253,17 @@ def _remove_access_control_entry(d: MetadataDelta, r: RemoveAccessControlEntryRe
     d.acls[r.id] = None  # an id never added is nothing to remove (Kafka's AclsDelta would throw)
 
 
+def _client_quota(d: MetadataDelta, r: ClientQuotaRecord, offset: int) -> None:
+    entity = tuple(sorted((t, n) for t, n in r.entity))
+    cur = d.client_quotas.get(entity)
+    if cur is None:
+        cur = d.client_quotas[entity] = dict(d.image.client_quotas.get(entity, EMPTY))
+    if r.remove:
+        cur.pop(r.key, None)
+    else:
+        cur[r.key] = float(r.value)
+
+
 def _register_broker(d: MetadataDelta, r: RegisterBrokerRecord, offset: int) -> None:
     d.brokers[r.broker_id] = BrokerRegistration(
         r.broker_id,
@@ -278,4 +302,5 @@ _REPLAY: dict[type, Callable[[MetadataDelta, Any, int], None]] = {
     RemoveUserScramCredentialRecord: _remove_user_scram_credential,
     AccessControlEntryRecord: _access_control_entry,
     RemoveAccessControlEntryRecord: _remove_access_control_entry,
+    ClientQuotaRecord: _client_quota,
 }

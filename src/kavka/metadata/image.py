@@ -2,7 +2,7 @@
 
 Modelled on Kafka's metadata/.../image/MetadataImage.java: topics (by id and by name) with each
 partition's registration, broker registrations, configs per resource, the producer-id high mark,
-the users' SCRAM credentials and the ACLs.
+the users' SCRAM credentials, the ACLs and the client quotas.
 An image is never mutated: a MetadataDelta (delta.py) replays records over one and yields the next.
 `PartitionRegistration` is the one form of a partition's replication state in kavka: the
 controller decides on it, the broker's Partition applies it (replication.replica_state). Pure:
@@ -86,6 +86,10 @@ class ScramCredentialData:
     iterations: int
 
 
+# A client quota entity: (entity type, entity name) pairs sorted by type; a None name is the default.
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class MetadataImage:
     offset: int = -1  # offset of the last record applied
@@ -99,6 +103,9 @@ class MetadataImage:
     scram: Mapping[tuple[int, str], ScramCredentialData] = field(default_factory=lambda: EMPTY)
     # ACL id (Kafka Uuid, base64url) -> ACL (Kafka's AclsImage); replaced, never mutated, on a change
     acls: Mapping[str, Acl] = field(default_factory=lambda: EMPTY)
+    # quota entity ((type, name or None for the default), ... sorted by type) -> {quota key: value}
+    # (Kafka's ClientQuotasImage; kavka.controller.quota_control for the keys)
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=lambda: EMPTY)
 
     def usable_brokers(self) -> list[int]:
         """Ids of brokers that may lead partitions: unfenced and not in controlled shutdown."""

@@ -161,6 +161,23 @@ class RemoveAccessControlEntryRecord:
     id: str
 
 
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """A client quota set or removed (Kafka's ClientQuotaRecord, apiKey 14; KIP-546).
+
+    `entity` is the quota entity as (entity type, entity name) pairs, sorted by type: types are
+    "user", "client-id" and "ip"; a name of None is that type's default. `key` is a quota key
+    (controller.quota_control.QUOTA_KEYS); `remove` deletes the key for the entity, otherwise
+    `value` replaces it.
+    """
+
+    TYPE: ClassVar[str] = "ClientQuota"
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -174,6 +191,7 @@ MetadataRecord = (
     | RemoveUserScramCredentialRecord
     | AccessControlEntryRecord
     | RemoveAccessControlEntryRecord
+    | ClientQuotaRecord
 )
 
 _TYPES: dict[str, type] = {
@@ -191,6 +209,7 @@ _TYPES: dict[str, type] = {
         RemoveUserScramCredentialRecord,
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
+        ClientQuotaRecord,
     )
 }
 _VERSION = 0

@@ -5,7 +5,7 @@ MetadataDelta, give back an image equal to `image` (its offset aside): broker
 registrations, then each topic followed by its partitions (with their leader
 and partition epochs), then every config, then the producer-id high mark, then
 every SCRAM credential (salt, StoredKey, ServerKey, iterations: never a password), then every
-ACL with its id.
+ACL with its id, then every client quota.
 Deterministic (sorted) so two nodes with one image write the same snapshot.
 The raft layer wraps them in a `.checkpoint` file (raft/snapshot.py).
 
@@ -20,6 +20,7 @@ import base64
 from kavka.metadata.image import MetadataImage
 from kavka.metadata.records import (
     AccessControlEntryRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     MetadataRecord,
     PartitionRecord,
@@ -76,6 +77,7 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
         records.append(ProducerIdsRecord(-1, image.next_producer_id))
     records.extend(scram_records(image))
     records.extend(acl_records(image))
+    records.extend(client_quota_records(image))
     return records
 
 
@@ -92,6 +94,14 @@ def scram_records(image: MetadataImage) -> list[MetadataRecord]:
     return [
         UserScramCredentialRecord(name, mechanism, _b64(c.salt), _b64(c.stored_key), _b64(c.server_key), c.iterations)
         for (mechanism, name), c in sorted(image.scram.items())
+    ]
+
+
+def client_quota_records(image: MetadataImage) -> list[MetadataRecord]:
+    return [
+        ClientQuotaRecord(entity, key, values[key])
+        for entity, values in sorted(image.client_quotas.items(), key=lambda e: repr(e[0]))
+        for key in sorted(values)
     ]
 
 

@@ -23,6 +23,8 @@ followers, the replication throttle, tiered-storage reads and the long poll in t
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from kavka.authorizer import CLUSTER_NAME
@@ -41,12 +43,13 @@ from kavka.replication.replica_manager import (
 from kavka.replication.replica_selector import ClientMetadata
 
 if TYPE_CHECKING:
+    from kavka.broker.client_quotas import ClientQuotas
     from kavka.broker.node import BrokerNode
     from kavka.broker.server import RequestContext
 
 
 def handle_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    return fetch(node.replica_manager, node.image, ctx, req, check=checker(node, ctx))
+    return fetch(node.replica_manager, node.image, ctx, req, node.client_quotas, check=checker(node, ctx))
 
 
 def _denied(params: FetchParams, infos: list[FetchInfo], check: Checker) -> set[int]:
@@ -72,9 +75,11 @@ def _denied(params: FetchParams, infos: list[FetchInfo], check: Checker) -> set[
 _UNAUTHORIZED = FetchPartitionData(ErrorCode.topic_authorization_failed, -1, -1, -1, None, None, -1, b"")
 
 
-def fetch(rm: ReplicaManager, image: Any, ctx: RequestContext, req: Any, *, check: Checker | None = None) -> Any:
-    """The handler on its narrow inputs: the replica manager, the metadata image (topic ids) and,
-    with an authorizer, the request's checker (broker.authorization)."""
+def fetch(rm: ReplicaManager, image: Any, ctx: RequestContext, req: Any, quotas: ClientQuotas | None = None, *,
+          check: Checker | None = None) -> Any:
+    """The handler on its narrow inputs: the replica manager, the metadata image (topic ids), the
+    client quotas (a consumer's fetches count against its consumer_byte_rate; a follower's never)
+    and, with an authorizer, the request's checker (broker.authorization)."""
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     if req.session_id != 0 or req.session_epoch > 0:  # before v7: 0 and -1 (protocol.versions)
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.fetch_session_id_not_found,
@@ -102,22 +107,35 @@ def fetch(rm: ReplicaManager, image: Any, ctx: RequestContext, req: Any, *, chec
         client_metadata=ClientMetadata(req.rack_id or "", ctx.client_id or "", ctx.peer) if v >= 11 and replica_id < 0 else None,
     )
     count = None if params.is_from_follower else rm.bytes_out
+    if quotas is not None and not params.is_from_follower:
+        # Kafka caps a response at what the consumer quota admits in its window (getMaxValueInQuotaWindow).
+        cap = quotas.max_fetch_bytes(ctx.principal, ctx.client_id)
+        if cap is not None and cap < params.max_bytes:
+            params = replace(params, max_bytes=cap)
+    else:
+        quotas = None
     denied = set() if check is None else _denied(params, infos, check)
-    if not denied:
-        def respond(results: list[FetchPartitionData]) -> SplicedResponse:
-            return _encode(ctx, resp_cls, keys, infos, results, count)
 
-        return rm.fetch_messages(params, infos, respond)
-    readable = [info for i, info in enumerate(infos) if i not in denied]
+    def respond(results: list[FetchPartitionData]) -> Any:
+        if denied:  # the partitions not read answer TOPIC_AUTHORIZATION_FAILED, in request order
+            it = iter(results)
+            results = [_UNAUTHORIZED if i in denied else next(it) for i in range(len(infos))]
+        if quotas is not None:
+            nbytes = sum(len(r.records) for r in results if r.records)
+            throttle_ms = quotas.record_fetch(ctx.principal, ctx.client_id, nbytes)
+            if throttle_ms > 0:
+                # Over quota: Kafka answers an empty response carrying the throttle time
+                # (FetchContext.getThrottledResponse); the bytes were not sent, so not counted.
+                if ctx.api_version == 0 and ctx.mute is not None:
+                    ctx.mute(throttle_ms)  # Fetch v0 has no throttle time to carry: muted all the same
+                return make(resp_cls, throttle_time=timedelta(milliseconds=throttle_ms), error_code=ErrorCode.none,
+                            session_id=0, responses=())
+        return _encode(ctx, resp_cls, keys, infos, results, count)
 
-    def respond_with_denied(results: list[FetchPartitionData]) -> SplicedResponse:
-        it = iter(results)
-        merged = [_UNAUTHORIZED if i in denied else next(it) for i in range(len(infos))]
-        return _encode(ctx, resp_cls, keys, infos, merged, count)
-
+    readable = [info for i, info in enumerate(infos) if i not in denied] if denied else infos
     if not readable:
-        return respond_with_denied([])
-    return rm.fetch_messages(params, readable, respond_with_denied)
+        return respond([])
+    return rm.fetch_messages(params, readable, respond)
 
 
 def _encode(

@@ -14,7 +14,7 @@ the connection, as Kafka does, since that is the only way to tell the producer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from kavka.broker.authorization import checker
@@ -33,15 +33,23 @@ if TYPE_CHECKING:
 
 
 def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    # KIP-13: the request's bytes count against the producer's quota as it arrives (Kafka records
+    # the request's size); the answer carries the throttle time (broker.client_quotas).
+    throttle_ms = node.client_quotas.record_produce(ctx.principal, ctx.client_id, ctx.size)
+    if throttle_ms > 0 and req.acks == 0 and ctx.mute is not None:
+        ctx.mute(throttle_ms)  # no response will carry the time: Kafka throttles the channel anyway
     check = checker(node, ctx)
     if check is None:
-        return produce(node.replica_manager, ctx, req)
-    return produce(node.replica_manager, ctx, req, may_write=lambda topic: check(AclOperation.WRITE, ResourceType.TOPIC, topic))
+        return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms)
+    return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms,
+                   may_write=lambda topic: check(AclOperation.WRITE, ResourceType.TOPIC, topic))
 
 
-def produce(rm: ReplicaManager, ctx: RequestContext, req: Any, *, may_write: Callable[[str], bool] | None = None) -> Any:
-    """The handler on its narrow input: the replica manager (and, with an authorizer, whether the
-    principal may Write each topic: a partition of one it may not is TOPIC_AUTHORIZATION_FAILED)."""
+def produce(rm: ReplicaManager, ctx: RequestContext, req: Any, *, throttle_ms: int = 0,
+            may_write: Callable[[str], bool] | None = None) -> Any:
+    """The handler on its narrow input: the replica manager, the quota's throttle time for the
+    answer and, with an authorizer, whether the principal may Write each topic (a partition of one
+    it may not is TOPIC_AUTHORIZATION_FAILED)."""
     acks = req.acks
     # v0-v2 answers are built v3-shaped and written by protocol.legacy.
     resp_cls = api.response_schema(ctx.api_key, max(ctx.api_version, 3))
@@ -80,13 +88,13 @@ def produce(rm: ReplicaManager, ctx: RequestContext, req: Any, *, may_write: Cal
             if any(r.error != ErrorCode.none for r in answers.values()):
                 raise ProtocolError("produce with acks=0 failed; closing the connection to tell the producer")
             return None
-        return _encode(ctx, resp_cls, order, answers)
+        return _encode(ctx, resp_cls, order, answers, throttle_ms)
 
     return rm.append_records(entries, required_acks=acks, timeout_s=req.timeout.total_seconds(), respond=respond)
 
 
 def _encode(ctx: RequestContext, resp_cls: type, order: list[tuple[str, list[TopicPartition]]],
-            answers: dict[TopicPartition, PartitionResponse]) -> Any:
+            answers: dict[TopicPartition, PartitionResponse], throttle_ms: int = 0) -> Any:
     topic_cls = nested(resp_cls, "TopicProduceResponse")
     part_cls = nested(resp_cls, "PartitionProduceResponse")
     err_cls = nested(resp_cls, "BatchIndexAndErrorMessage") if ctx.api_version >= 8 else None
@@ -108,7 +116,7 @@ def _encode(ctx: RequestContext, resp_cls: type, order: list[tuple[str, list[Top
     return make(
         resp_cls,
         responses=tuple(make(topic_cls, name=name, partition_responses=tuple(part(tp) for tp in tps)) for name, tps in order),
-        throttle_time=NO_THROTTLE,
+        throttle_time=timedelta(milliseconds=throttle_ms) if throttle_ms else NO_THROTTLE,
     )
 
 
