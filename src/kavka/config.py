@@ -454,6 +454,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
 # encrypted or authenticated is the one thing worse than not starting.
 _SECURITY_PREFIXES = ("ssl.", "sasl.", "security.", "delegation.token.")
 _SECURITY_KEYS = frozenset({"principal.builder.class"})
+# Quota settings kavka does not implement: a pluggable quota callback, the broker-wide connection
+# rate (KIP-612; kavka enforces only the per-IP connection_creation_rate client quota).
+_UNSUPPORTED_QUOTA_KEYS = frozenset({"client.quota.callback.class", "max.connection.creation.rate"})
 # Authorization (docs/security.md "Authorization (ACLs)"): kavka.authorizer, Kafka's StandardAuthorizer.
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 AUTHORIZER_CLASSES = (STANDARD_AUTHORIZER, "kavka")
@@ -614,9 +617,12 @@ def _security_refusal(key: str, raw: str) -> str | None:
     if key.startswith("ssl.") or m:
         return ("this TLS setting is not supported by kavka (it honours only the ssl.* keys listed in "
                 "docs/security.md; JVM-specific and dynamic-reload keys have no meaning here); remove the key")
+    if key in _UNSUPPORTED_QUOTA_KEYS or (key.startswith("listener.name.") and key.endswith(".max.connection.creation.rate")):
+        return ("this quota setting is not supported by kavka (it enforces the client quotas of docs/security.md#quotas, "
+                "set with kavka configs or AlterClientQuotas); remove the key (clients would not be limited)")
     if key.startswith(_SECURITY_PREFIXES) or key in _SECURITY_KEYS:
-        return ("this security setting is not supported by kavka yet (it serves TLS on SSL listeners; SASL and "
-                "authorization are not implemented); remove the key (clients would not be authenticated or authorized)")
+        return ("this security setting is not supported by kavka (it honours the ssl.*, sasl.* and security keys "
+                "listed in docs/security.md); remove the key (clients would not be authenticated or authorized as asked)")
     return None
 
 

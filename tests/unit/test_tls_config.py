@@ -64,6 +64,10 @@ def test_jks_is_refused_with_the_conversion_command():
         ({"ssl.keymanager.algorithm": "SunX509"}, "ssl.keymanager.algorithm"),
         ({"ssl.engine.factory.class": "x.Y"}, "ssl.engine.factory.class"),
         ({"listener.name.ssl.ssl.provider": "SUN"}, "listener.name.ssl.ssl.provider"),
+        # Quota settings beyond the client quotas.
+        ({"client.quota.callback.class": "x.Y"}, "client.quota.callback.class"),
+        ({"max.connection.creation.rate": "10"}, "max.connection.creation.rate"),
+        ({"listener.name.ssl.max.connection.creation.rate": "10"}, "listener.name.ssl.max.connection.creation.rate"),
     ],
 )
 def test_what_is_not_in_the_slice_still_stops_startup(props, key):
