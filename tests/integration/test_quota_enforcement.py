@@ -26,7 +26,7 @@ from kavka.client.admin import AdminClient as KavkaAdmin
 from kavka.protocol.api import ApiKey
 from kavka.protocol.records import build_batch
 from tests.broker_harness import BrokerProcess
-from tests.raw_client import RawClient
+from tests.raw_client import RawClient, request_frame
 from tests.wait import wait_until
 
 MB = 1 << 20
@@ -262,10 +262,14 @@ def test_a_throttled_acks0_produce_mutes_its_connection(broker):
     topic = new_topic(broker)
     set_quota(broker, [("client-id", "fire-and-forget")], "producer_byte_rate", 10_000)
     with RawClient(broker.port, client_id="fire-and-forget") as c:
-        c.send(ApiKey.PRODUCE, 9, produce_request(topic, 50_000, acks=0), correlation_id=1)
+        # Both requests in one write, so the broker reads them together: the ApiVersions must still
+        # wait for the mute the produce starts (a connection's held requests, broker.server).
+        c.send_bytes(request_frame(ApiKey.PRODUCE, 9, produce_request(topic, 50_000, acks=0), correlation_id=1,
+                                   client_id="fire-and-forget")
+                     + request_frame(ApiKey.API_VERSIONS, 0, correlation_id=2, client_id="fire-and-forget"))
         sent = time.monotonic()
-        c.call(ApiKey.API_VERSIONS, 0, correlation_id=2)  # read only once the mute is over
-        assert time.monotonic() - sent >= 3.5
+        corr, _ = c.read_response(ApiKey.API_VERSIONS, 0)  # answered only once the mute is over
+        assert corr == 2 and time.monotonic() - sent >= 3.5
     set_quota(broker, [("client-id", "fire-and-forget")], "producer_byte_rate", None)
 
 

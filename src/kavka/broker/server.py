@@ -180,6 +180,8 @@ class KafkaConnection(asyncio.Protocol):
         self._read_paused = False
         self._write_paused = False
         self._throttled: asyncio.TimerHandle | None = None  # a client quota's mute (KIP-219)
+        # Requests read in the same batch as one that muted the connection: served when the mute ends.
+        self._held: list[memoryview] = []
         self.closed = False
         self.last_active = asyncio.get_running_loop().time()
         # KIP-511 client software name/version from this connection's ApiVersions v3+.
@@ -232,9 +234,17 @@ class KafkaConnection(asyncio.Protocol):
         except ProtocolError as e:
             self._protocol_error(e)
             return
-        for frame in frames:
+        self._serve(frames)
+
+    def _serve(self, frames: list[memoryview]) -> None:
+        for i, frame in enumerate(frames):
             if self.closed or self._auth_failed:
                 return
+            if self._throttled is not None:
+                # Muted by a request of this batch (a throttled acks=0 produce or Fetch v0): the
+                # requests read with it wait for the mute to end, as Kafka's muted channel reads none.
+                self._held.extend(frames[i:])
+                break
             try:
                 if self.authenticator is not None and not self._authenticate(frame):
                     continue
@@ -442,6 +452,10 @@ class KafkaConnection(asyncio.Protocol):
     def _unthrottle(self) -> None:
         self._throttled = None
         self.last_active = asyncio.get_running_loop().time()  # muted is not idle
+        if self._held and not self.closed:
+            held, self._held = self._held, []
+            self._serve(held)  # flushes and updates reading
+            return
         self._update_reading()
 
 
