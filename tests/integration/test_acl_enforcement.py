@@ -92,8 +92,19 @@ def topics(broker):
 def test_produce_needs_write(broker, topics):
     open_t, _ = topics
     assert produce(broker, "alice", ALICE_PW, open_t) is None
+    before = end_offset(broker, open_t)
     err = produce(broker, "bob", BOB_PW, open_t)
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert end_offset(broker, open_t) == before >= 1  # the refused record was not written
+
+
+def end_offset(b: BrokerProcess, topic: str) -> int:
+    """The topic's high watermark, read over the PLAINTEXT listener."""
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"probe-{uuid.uuid4().hex[:6]}"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
 
 
 def test_fetch_needs_read(broker, topics):
