@@ -20,6 +20,11 @@ from pathlib import Path
 
 KAVKA = [sys.executable, "-m", "kavka"]
 
+# Every broker process a test starts, with when it started: when a test fails, conftest adds
+# the logs of those started during it (and any still running) to the report, so a failure in
+# CI, where nothing else is kept, shows what the brokers were doing.
+STARTED: list[tuple[float, BrokerProcess]] = []
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -103,6 +108,7 @@ class BrokerProcess:
 
         threading.Thread(target=pump, daemon=True).start()
         self._ready = ready
+        STARTED.append((time.monotonic(), self))
         if wait:
             self.wait_ready(timeout)
         return self

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests import broker_harness
 from tests.broker_harness import BrokerProcess
 
 # The default suite runs the property tests derandomized: the same examples every run, so a run's
@@ -16,6 +18,33 @@ from tests.broker_harness import BrokerProcess
 settings.register_profile("fixed", derandomize=True, database=None)
 if not os.environ.get("KAVKA_HYPOTHESIS_EXPLORE"):
     settings.load_profile("fixed")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator:
+    """A failed test's report carries the logs of the brokers it started (and of those still up)."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    began = item.stash.get(_STARTED_AT, float("inf"))
+    seen: set[int] = set()
+    for at, b in broker_harness.STARTED:
+        if id(b) in seen or not (at >= began or b.alive()):
+            continue
+        seen.add(id(b))
+        lines = b.output[-150:]
+        if lines:
+            report.sections.append((f"kavka node {b.node_id} at {b.root} (last {len(lines)} lines)", "".join(lines)))
+    del broker_harness.STARTED[:-200]
+
+
+_STARTED_AT = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_STARTED_AT] = time.monotonic()
 
 
 @pytest.fixture(scope="session")

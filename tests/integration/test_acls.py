@@ -217,7 +217,9 @@ def test_a_broker_only_node_forwards_to_the_controller(tmp_path):
 
     c = Cluster(tmp_path, 2, controllers=1, overrides={"authorizer.class.name": "kavka"}).start()
     try:
-        a = AdminClient({"bootstrap.servers": c.bootstrap})
+        # One CI run timed out "waiting for controller" here (not reproduced in 20 local runs):
+        # the client's view of the cluster is logged, and shown with the brokers' logs if it fails.
+        a = AdminClient({"bootstrap.servers": c.bootstrap, "debug": "broker,admin,metadata"})
         binding = AclBinding(ResourceType.TOPIC, "fw", ResourcePatternType.PREFIXED, "User:erin", "*",
                              AclOperation.READ, AclPermissionType.ALLOW)
         a.create_acls([binding], request_timeout=10)[binding].result(timeout=15)
