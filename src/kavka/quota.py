@@ -20,14 +20,29 @@ KIP-55): the quota of a (user, client id) found with Kafka's eight-level precede
 quota "sensor" (the (user, client-id) tags every client mapped to the same quota shares), and the
 throttle time when the rate is over it. `ConnectionRateQuotaManager` is Kafka's per-IP connection
 creation rate (KIP-612, ConnectionQuotas): connections accepted per second per IP.
+
+The same manager serves the request quota (KIP-124, `request_percentage`): the value recorded is
+the time spent on a request as a percentage of one second of one thread (Kafka's
+ClientRequestQuotaManager: nanos * 100 / 1e9), and its throttle time is capped at one window
+(Kafka's boundedThrottleTime with quota.window.size.seconds). `ControllerMutationQuotaManager` is
+Kafka's (KIP-599): partitions created or deleted, measured by a `TokenBucket` per quota sensor
+(burst `quota * num_windows * window_s`, refilled at `quota` per second); `strict` (the request
+versions that can carry THROTTLING_QUOTA_EXCEEDED) refuses a mutation once the bucket is below
+zero, `permissive` always takes it and only reports the throttle time.
+
+Every manager also keeps, per sensor, the throttle times it handed out (Kafka's `throttle-time`
+sensor: the average over the kept windows of the throttle times recorded) and when the sensor was
+last used, so metrics can show the sensors active in the last windows only (`active`).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 UNLIMITED = 2**63 - 1  # Kafka's default, Long.MAX_VALUE: no quota
 
@@ -41,16 +56,17 @@ class SampledRate:
         self.num_windows = num_windows
         self.window_s = window_s
         self._clock = clock
-        self._samples: deque[list[float]] = deque()  # [window start, bytes]
+        self._samples: deque[list[float]] = deque()  # [window start, bytes, values recorded]
 
-    def record(self, nbytes: int, now: float | None = None) -> None:
+    def record(self, nbytes: float, now: float | None = None) -> None:
         now = self._clock() if now is None else now
         self._purge(now)
         if not self._samples or now >= self._samples[-1][0] + self.window_s:
-            self._samples.append([now, 0.0])
+            self._samples.append([now, 0.0, 0.0])
             while len(self._samples) > self.num_windows:
                 self._samples.popleft()
         self._samples[-1][1] += nbytes
+        self._samples[-1][2] += 1
 
     def _purge(self, now: float) -> None:
         horizon = now - self.num_windows * self.window_s  # Kafka: a sample whose window started that long ago
@@ -68,6 +84,13 @@ class SampledRate:
         now = self._clock() if now is None else now
         self._purge(now)
         return sum(s[1] for s in self._samples) / self._elapsed(now)
+
+    def avg(self, now: float | None = None) -> float:
+        """The mean of the values recorded in the kept windows (Kafka's `Avg`); 0 if none."""
+        now = self._clock() if now is None else now
+        self._purge(now)
+        count = sum(s[2] for s in self._samples)
+        return sum(s[1] for s in self._samples) / count if count else 0.0
 
     def throttle_s(self, quota: float, now: float | None = None) -> float:
         """How long to wait for the rate to come back under `quota` bytes/s; 0 if it is."""
@@ -120,26 +143,94 @@ def quota_entity_for(
     return None
 
 
-class ClientQuotaManager:
-    """Kafka's ClientQuotaManager for one byte quota (`key`: producer_byte_rate or
-    consumer_byte_rate). `record(quotas, user, client_id, nbytes)` records the bytes against the
-    rate of the quota that applies (none: nothing is recorded) and returns the throttle time in
-    ms, 0 while under it. A rate unused for `expire_s` is dropped (Kafka expires idle quota sensors
-    after an hour). Called on the event loop; the clock is injected."""
+@dataclass(frozen=True, slots=True)
+class SensorStats:
+    """One quota sensor's values for metrics: its (user, client id) tags, its measured rate (bytes/s,
+    request-time percent or partition mutations/s) and the mean throttle time in ms it handed out."""
 
-    def __init__(
-        self, key: str, num_windows: int, window_s: float, clock: Callable[[], float] = time.monotonic, *, expire_s: float = 3600.0
-    ) -> None:
-        self.key = key
+    tags: QuotaTags
+    rate: float
+    throttle_time_ms: float
+
+
+class _Sensors:
+    """Per quota sensor (QuotaTags): a rate, a throttle-time average and when it was last used;
+    sensors idle for `expire_s` are dropped (Kafka expires idle quota sensors after an hour)."""
+
+    def __init__(self, num_windows: int, window_s: float, clock: Callable[[], float], expire_s: float) -> None:
         self.num_windows = num_windows
         self.window_s = window_s
         self._clock = clock
         self._expire_s = expire_s
         self._rates: dict[QuotaTags, tuple[SampledRate, float]] = {}  # tags -> (rate, last used)
+        self._throttles: dict[QuotaTags, SampledRate] = {}
         self._next_sweep = 0.0
 
+    def _rate(self, tags: QuotaTags, now: float) -> SampledRate:
+        if now >= self._next_sweep:
+            self._next_sweep = now + min(60.0, self._expire_s)
+            for t, (_, used) in list(self._rates.items()):
+                if now - used > self._expire_s:
+                    del self._rates[t]
+                    self._throttles.pop(t, None)
+                    self._forget(t)
+        entry = self._rates.get(tags)
+        rate = entry[0] if entry is not None else SampledRate(self.num_windows, self.window_s, self._clock)
+        self._rates[tags] = (rate, now)
+        return rate
+
+    def _forget(self, tags: QuotaTags) -> None:
+        """An idle sensor was dropped: drop what a subclass keeps for it."""
+
+    def _record_throttle(self, tags: QuotaTags, throttle_ms: int, now: float) -> None:
+        if throttle_ms > 0:
+            t = self._throttles.get(tags)
+            if t is None:
+                t = self._throttles[tags] = SampledRate(self.num_windows, self.window_s, self._clock)
+            t.record(throttle_ms, now)
+
+    def rate(self, user_client: QuotaTags, now: float | None = None) -> float:
+        """The measured rate of one quota sensor (0 if it has none): for metrics and tests."""
+        entry = self._rates.get(user_client)
+        return 0.0 if entry is None else entry[0].rate(now)
+
+    def active(self, now: float | None = None) -> list[SensorStats]:
+        """The sensors used within the last `num_windows` windows, with their values (for metrics:
+        the label set stays bounded by the clients active lately)."""
+        now = self._clock() if now is None else now
+        horizon = now - self.num_windows * self.window_s
+        out = []
+        for tags, (rate, used) in sorted(self._rates.items()):
+            if used >= horizon:
+                t = self._throttles.get(tags)
+                out.append(SensorStats(tags, rate.rate(now), t.avg(now) if t is not None else 0.0))
+        return out
+
+
+class ClientQuotaManager(_Sensors):
+    """Kafka's ClientQuotaManager for one quota (`key`: producer_byte_rate, consumer_byte_rate, or
+    request_percentage with `max_throttle_ms` of one window as Kafka's ClientRequestQuotaManager).
+    `record(quotas, user, client_id, value)` records the value against the rate of the quota that
+    applies (none: nothing is recorded) and returns the throttle time in ms, 0 while under it. A
+    rate unused for `expire_s` is dropped (Kafka expires idle quota sensors after an hour). Called
+    on the event loop; the clock is injected."""
+
+    def __init__(
+        self,
+        key: str,
+        num_windows: int,
+        window_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        expire_s: float = 3600.0,
+        max_throttle_ms: int | None = None,
+    ) -> None:
+        super().__init__(num_windows, window_s, clock, expire_s)
+        self.key = key
+        self._max_throttle_ms = max_throttle_ms
+
     def limit(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str) -> float | None:
-        """The quota in bytes/s for (user, client_id), None if none applies."""
+        """The quota for (user, client_id), None if none applies."""
         found = quota_entity_for(quotas, self.key, user, client_id)
         return None if found is None else quotas[found[0]][self.key]
 
@@ -151,19 +242,8 @@ class ClientQuotaManager:
             return None
         return max(1, int(limit * max(1, self.num_windows - 1) * self.window_s))
 
-    def _rate(self, tags: QuotaTags, now: float) -> SampledRate:
-        if now >= self._next_sweep:
-            self._next_sweep = now + min(60.0, self._expire_s)
-            for t, (_, used) in list(self._rates.items()):
-                if now - used > self._expire_s:
-                    del self._rates[t]
-        entry = self._rates.get(tags)
-        rate = entry[0] if entry is not None else SampledRate(self.num_windows, self.window_s, self._clock)
-        self._rates[tags] = (rate, now)
-        return rate
-
     def record(
-        self, quotas: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str, nbytes: int, now: float | None = None
+        self, quotas: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str, nbytes: float, now: float | None = None
     ) -> int:
         """Record `nbytes` for (user, client_id); the throttle time in ms (Kafka's QuotaUtils.throttleTime)."""
         found = quota_entity_for(quotas, self.key, user, client_id)
@@ -172,7 +252,11 @@ class ClientQuotaManager:
         now = self._clock() if now is None else now
         rate = self._rate(found[1], now)
         rate.record(nbytes, now)
-        return rate.throttle_ms(quotas[found[0]][self.key], now)
+        throttle_ms = rate.throttle_ms(quotas[found[0]][self.key], now)
+        if self._max_throttle_ms is not None:
+            throttle_ms = min(throttle_ms, self._max_throttle_ms)
+        self._record_throttle(found[1], throttle_ms, now)
+        return throttle_ms
 
     def unrecord(
         self, quotas: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str, nbytes: int, now: float | None = None
@@ -184,10 +268,119 @@ class ClientQuotaManager:
             now = self._clock() if now is None else now
             self._rate(found[1], now).record(-nbytes, now)
 
-    def rate(self, user_client: QuotaTags, now: float | None = None) -> float:
-        """The measured rate of one quota sensor (0 if it has none): for metrics and tests."""
-        entry = self._rates.get(user_client)
-        return 0.0 if entry is None else entry[0].rate(now)
+
+class TokenBucket:
+    """Kafka's TokenBucket stat (KIP-599): starts full at `burst = quota * num_windows * window_s`
+    tokens, refills at `quota` per second up to the burst, and a record takes its value out (the
+    tokens may go below zero). Time is passed in."""
+
+    __slots__ = ("tokens", "_last")
+
+    def __init__(self) -> None:
+        self.tokens = math.inf  # full: the first refill caps it at the burst
+        self._last = -math.inf
+
+    def measure(self, quota: float, burst: float, now: float) -> float:
+        if now > self._last:
+            self.tokens = min(burst, self.tokens + quota * (now - self._last))
+            self._last = now
+        return self.tokens
+
+    def record(self, value: float, quota: float, burst: float, now: float) -> None:
+        self.tokens = min(burst, self.measure(quota, burst, now) - value)
+
+
+class ControllerMutationQuotaManager(_Sensors):
+    """Kafka's ControllerMutationQuotaManager (KIP-599) for `controller_mutation_rate`: partitions
+    created or deleted per second per quota sensor, measured by a TokenBucket. `record(quotas,
+    user, client_id, partitions, strict=...)` returns (accepted, throttle time in ms):
+
+    - strict (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+; Kafka's
+      StrictControllerMutationQuota): refused -- nothing recorded, the throttle time is how long
+      until the bucket is back at zero -- if the bucket is already below zero; else recorded and
+      accepted with no throttle time, even when it takes the bucket below zero (a topic within
+      quota at its start is taken whole; the next one is refused);
+    - permissive (older versions; PermissiveControllerMutationQuota): always recorded and accepted,
+      with the throttle time if the bucket is now below zero.
+
+    The throttle time is `-tokens / quota` seconds (ControllerMutationQuotaManager.throttleTimeMs).
+    """
+
+    KEY = "controller_mutation_rate"
+
+    def __init__(self, num_windows: int, window_s: float, clock: Callable[[], float] = time.monotonic, *, expire_s: float = 3600.0) -> None:
+        super().__init__(num_windows, window_s, clock, expire_s)
+        self._buckets: dict[QuotaTags, TokenBucket] = {}
+
+    def limit(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str) -> float | None:
+        found = quota_entity_for(quotas, self.KEY, user, client_id)
+        return None if found is None else quotas[found[0]][self.KEY]
+
+    def _forget(self, tags: QuotaTags) -> None:
+        self._buckets.pop(tags, None)
+
+    def tokens(self, user_client: QuotaTags, quota: float, now: float | None = None) -> float:
+        """The tokens left in one sensor's bucket (for metrics and tests; a full bucket if none)."""
+        now = self._clock() if now is None else now
+        burst = quota * self.num_windows * self.window_s
+        bucket = self._buckets.get(user_client)
+        return burst if bucket is None else bucket.measure(quota, burst, now)
+
+    def record(
+        self,
+        quotas: Mapping[QuotaEntity, Mapping[str, float]],
+        user: str,
+        client_id: str,
+        partitions: float,
+        *,
+        strict: bool,
+        now: float | None = None,
+    ) -> tuple[bool, int]:
+        found = quota_entity_for(quotas, self.KEY, user, client_id)
+        if found is None:
+            return True, 0
+        now = self._clock() if now is None else now
+        tags = found[1]
+        quota = quotas[found[0]][self.KEY]
+        burst = quota * self.num_windows * self.window_s
+        rate = self._rate(tags, now)
+        bucket = self._buckets.setdefault(tags, TokenBucket())
+        if strict and bucket.measure(quota, burst, now) < 0:
+            throttle_ms = _bucket_throttle_ms(bucket.tokens, quota)
+            self._record_throttle(tags, throttle_ms, now)
+            return False, throttle_ms
+        bucket.record(partitions, quota, burst, now)
+        rate.record(partitions, now)
+        # Strict checks before it records, so what it takes is never throttled; permissive checks after.
+        throttle_ms = _bucket_throttle_ms(bucket.tokens, quota) if bucket.tokens < 0 and not strict else 0
+        self._record_throttle(tags, throttle_ms, now)
+        return True, throttle_ms
+
+    def unrecord(
+        self, quotas: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str, partitions: float, now: float | None = None
+    ) -> None:
+        """Give back the tokens of a mutation that did not happen (the controller refused it)."""
+        found = quota_entity_for(quotas, self.KEY, user, client_id)
+        if found is None or found[1] not in self._buckets:
+            return
+        now = self._clock() if now is None else now
+        quota = quotas[found[0]][self.KEY]
+        self._buckets[found[1]].record(-partitions, quota, quota * self.num_windows * self.window_s, now)
+        self._rate(found[1], now).record(-partitions, now)
+
+    def throttle_ms(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str, now: float | None = None) -> int:
+        """How long until the bucket of (user, client_id) is back at zero (0: it is not below)."""
+        found = quota_entity_for(quotas, self.KEY, user, client_id)
+        if found is None or found[1] not in self._buckets:
+            return 0
+        now = self._clock() if now is None else now
+        quota = quotas[found[0]][self.KEY]
+        tokens = self._buckets[found[1]].measure(quota, quota * self.num_windows * self.window_s, now)
+        return _bucket_throttle_ms(tokens, quota) if tokens < 0 else 0
+
+
+def _bucket_throttle_ms(tokens: float, quota: float) -> int:
+    return max(1, round(-tokens / quota * 1000))
 
 
 class ConnectionRateQuotaManager:

@@ -77,8 +77,9 @@ def test_set_change_remove_and_snapshot():
         ((("user", "a"),), ((P, 1.5),), "producer_byte_rate cannot be a fractional value."),
         ((("user", "a"),), ((P, 2.0**64),), "Proposed value for producer_byte_rate is too large for a LONG."),
         ((("user", "a"),), ((P, 1.0), (P, 2.0)), "Duplicate quota key producer_byte_rate not updating quota for this entity ClientQuotaEntity(entries={user=a})"),
-        ((("user", "a"),), (("request_percentage", 50.0),), "Quota request_percentage is not enforced by kavka yet"),
-        ((("user", None),), (("controller_mutation_rate", 5.0),), "Quota controller_mutation_rate is not enforced by kavka yet"),
+        ((("user", "a"),), (("request_percentage", 0.0),), "Quota request_percentage must be greater than 0"),
+        ((("user", None),), (("controller_mutation_rate", -5.0),), "Quota controller_mutation_rate must be greater than 0"),
+        ((("ip", None),), (("request_percentage", 5.0),), "Invalid configuration key request_percentage"),
         ((("ip", "::1"),), (("connection_creation_rate", 2.5),), "connection_creation_rate cannot be a fractional value."),
         ((("ip", None),), (("connection_creation_rate", 2.0**31),), "Proposed value for connection_creation_rate is too large for an INT."),
     ],
@@ -88,6 +89,19 @@ def test_kafkas_validation_errors(entity, ops, message):
     assert records == []
     assert results[0].error == ErrorCode.invalid_request
     assert results[0].message.startswith(message)
+
+
+def test_the_double_quotas_take_fractions():
+    # Kafka's QuotaConfig: request_percentage and controller_mutation_rate are DOUBLE.
+    entity = (("client-id", "c"), ("user", "u"))
+    records, results = alter_client_quotas(
+        MetadataImage(), [QuotaAlteration(entity, (("request_percentage", 12.5), ("controller_mutation_rate", 0.5)))]
+    )
+    assert [r.error for r in results] == [ErrorCode.none]
+    assert records == [
+        mr.ClientQuotaRecord(entity, "request_percentage", 12.5),
+        mr.ClientQuotaRecord(entity, "controller_mutation_rate", 0.5),
+    ]
 
 
 def test_a_bad_entry_fails_alone_and_a_duplicate_entity_is_ignored():
@@ -238,15 +252,16 @@ _values_st = st.one_of(
 )
 def test_malformed_alterations_and_filters_are_answered_never_raised(alterations, components, strict):
     """Whatever AlterClientQuotas and DescribeClientQuotas carry, the answer is a result per
-    entity (or a QuotaFilterError), and the image only ever holds valid, enforced, positive quotas."""
+    entity (or a QuotaFilterError), and the image only ever holds valid, positive quotas."""
     records, results = alter_client_quotas(MetadataImage(), alterations)
     assert len(results) <= len(alterations) and (alterations == [] or results)
     image = replay(MetadataImage(), records)
     for entity, values in image.client_quotas.items():
         types = [t for t, _ in entity]
         assert types == sorted(set(types)) and (set(types) <= {"user", "client-id"} or types == ["ip"])
-        keys = {"connection_creation_rate"} if types == ["ip"] else {P, C}
-        assert all(k in keys and v > 0 and v == int(v) for k, v in values.items())
+        keys = {"connection_creation_rate"} if types == ["ip"] else {P, C, "request_percentage", "controller_mutation_rate"}
+        integral = {"connection_creation_rate", P, C}  # the DOUBLE keys take fractions (Kafka's QuotaConfig)
+        assert all(k in keys and v > 0 and (k not in integral or v == int(v)) for k, v in values.items())
     try:
         found = describe_client_quotas(image, components, strict=strict)
     except QuotaFilterError as e:

@@ -9,10 +9,9 @@ or ip alone. Keys per entity (Kafka's QuotaConfig):
                        request_percentage (DOUBLE), controller_mutation_rate (DOUBLE)
     ip                 connection_creation_rate (INT)
 
-kavka enforces producer_byte_rate, consumer_byte_rate (broker.client_quotas) and
-connection_creation_rate (broker.server's accept loop); request_percentage and
-controller_mutation_rate are refused with INVALID_REQUEST naming the key, so no one sets a quota
-that would not bite.
+kavka enforces all five: the user/client-id ones in broker.client_quotas (request_percentage
+through broker.server, controller_mutation_rate in broker.mutation_quota), connection_creation_rate
+in broker.server's accept loop.
 
 `alter_client_quotas` validates each entry with Kafka's errors and messages (all INVALID_REQUEST):
 an empty entity, an unknown or repeated entity type, an empty name, ip combined with user or
@@ -56,7 +55,6 @@ USER_CLIENT_KEYS = {
     CONTROLLER_MUTATION_RATE: "DOUBLE",
 }
 IP_KEYS = {CONNECTION_CREATION_RATE: "INT"}
-ENFORCED_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONNECTION_CREATION_RATE})
 _MAX = {"INT": 2**31 - 1, "LONG": 2**63 - 1}
 
 
@@ -144,8 +142,6 @@ def _check_value(keys: Mapping[str, str], key: str, value: float) -> str | None:
         return f"Invalid configuration key {key}"
     if not value > 0.0:  # NaN too
         return f"Quota {key} must be greater than 0"
-    if key not in ENFORCED_KEYS:
-        return f"Quota {key} is not enforced by kavka yet (only {', '.join(sorted(ENFORCED_KEYS))} are)"
     if kind in _MAX:
         if value > _MAX[kind]:
             return f"Proposed value for {key} is too large for {'an INT' if kind == 'INT' else 'a LONG'}."
