@@ -707,6 +707,7 @@ class BrokerNode:
             connections_max_idle_ms=self.config["connections.max.idle.ms"],
             max_connections=self.config["max.connections"],
             connection_throttle=lambda ip: self.client_quotas.record_connection(ip),
+            request_time=self.client_quotas.record_request_time,
         )
         ctl = self.shared.controller_listener()
         bound: dict[str, int] = {}

@@ -57,6 +57,13 @@ that long, as Kafka mutes a throttled channel; a later throttle extends the mute
 it. A throttled request whose answer cannot carry the time -- Produce with acks=0 (no answer),
 Fetch v0 (no field) -- mutes its connection at once through RequestContext.mute.
 
+Request quota (KIP-124). With a `request_time` recorder (broker.client_quotas), the loop time a
+request takes -- decoding and its handler's synchronous part -- is recorded when its response is
+ready and may throttle it: the response's throttle_time_ms becomes the larger of its own and the
+request quota's (a Fetch already encoded by fetch_wire keeps its field, but the mute applies), and
+the connection is muted as above. The time spent encoding the response is recorded after, counted
+against later requests (Kafka's network-thread time).
+
 Connection creation rate (KIP-612). A connection accepted from an IP over its
 `connection_creation_rate` quota is not served: it is closed once the throttle time has passed, as
 Kafka's Acceptor delays the close, so a reconnecting client backs off.
@@ -79,8 +86,10 @@ import inspect
 import logging
 import socket
 import ssl
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -138,6 +147,8 @@ class RequestContext:
 
 # A handler returns a response entity, an awaitable of one, or None (no response).
 Handler = Callable[[RequestContext, Any], Any]
+# Records the loop's seconds spent on a request against its request quota; returns the throttle ms.
+RequestTimeRecorder = Callable[[RequestContext, Any, float], int]
 
 
 def _throttle_ms(response: Any) -> int:
@@ -149,8 +160,20 @@ def _throttle_ms(response: Any) -> int:
     return int(response.throttle_time.total_seconds() * 1000)
 
 
+def _with_throttle(response: Any, ms: int) -> Any:
+    """The response carrying throttle_time_ms of at least `ms`, where its version has the field
+    (a Fetch already encoded by fetch_wire is returned as it is)."""
+    if isinstance(response, SplicedResponse):
+        if response.buffers is None and _throttle_ms(response) < ms and has_field(response.entity, "throttle_time"):
+            return replace(response, entity=replace(response.entity, throttle_time=timedelta(milliseconds=ms)))
+        return response
+    if response is not None and has_field(response, "throttle_time") and _throttle_ms(response) < ms:
+        return replace(response, throttle_time=timedelta(milliseconds=ms))
+    return response
+
+
 class _Slot:
-    __slots__ = ("correlation_id", "flexible", "data", "task", "encode", "throttle_ms")
+    __slots__ = ("correlation_id", "flexible", "data", "task", "encode", "throttle_ms", "quota")
 
     def __init__(self, correlation_id: int, flexible: bool, encode: Callable[[Any], Any] = encode_entity) -> None:
         self.correlation_id = correlation_id
@@ -159,6 +182,8 @@ class _Slot:
         self.task: asyncio.Future[Any] | None = None
         self.encode = encode
         self.throttle_ms = 0  # once written, the connection stops reading this long (KIP-219)
+        # (context, request, loop seconds so far) for the request quota, recorded when the response is ready.
+        self.quota: tuple[RequestContext, Any, float] | None = None
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -330,6 +355,7 @@ class KafkaConnection(asyncio.Protocol):
         self.transport.close()  # not abort: the answer goes out first
 
     def _dispatch(self, frame: memoryview) -> None:
+        started = time.perf_counter()
         api_key, api_version, correlation_id = peek_request_header(frame)
         if api_key == api.ApiKey.API_VERSIONS and not api.is_supported(api_key, api_version):
             # KIP-511: answer a too-new ApiVersions with a v0 response carrying
@@ -376,9 +402,15 @@ class KafkaConnection(asyncio.Protocol):
                 asyncio.ensure_future(result)  # let it finish on its own; nobody hears the answer
             self.close()
             return
+        request_time = self.server.request_time
         if result is None:
-            return  # Produce acks=0: no response, no slot
+            # Produce acks=0: no response, no slot; a request quota's throttle mutes at once.
+            if request_time is not None and (ms := request_time(ctx, request, time.perf_counter() - started)) > 0:
+                self._throttle(ms)
+            return
         slot = _Slot(correlation_id, api.response_header_flexible(api_key, api_version), encode)
+        if request_time is not None:
+            slot.quota = (ctx, request, time.perf_counter() - started)
         if isinstance(result, Delayed):
             # Answered in the callback of the change that completes it (kavka.replication.purgatory): the
             # response is written there, not on a later turn of the loop.
@@ -391,9 +423,24 @@ class KafkaConnection(asyncio.Protocol):
             slot.task = task
             task.add_done_callback(lambda t, s=slot: self._on_done(s, t))
         else:
-            slot.data = encode(result)
-            slot.throttle_ms = _throttle_ms(result)
+            self._complete(slot, result)
         self.slots.append(slot)
+
+    def _complete(self, slot: _Slot, result: Any) -> None:
+        """Encode a ready response into its slot, throttled by the request quota if over it."""
+        quota_ms = 0
+        request_time = self.server.request_time
+        if slot.quota is not None and request_time is not None:
+            ctx, request, spent = slot.quota
+            quota_ms = request_time(ctx, request, spent)
+            if quota_ms > 0:
+                result = _with_throttle(result, quota_ms)
+        started = time.perf_counter()
+        slot.data = slot.encode(result)
+        slot.throttle_ms = max(_throttle_ms(result), quota_ms)
+        if slot.quota is not None and request_time is not None:
+            request_time(slot.quota[0], slot.quota[1], time.perf_counter() - started)  # Kafka's network-thread time
+            slot.quota = None
 
     def _on_done(self, slot: _Slot, task: asyncio.Future[Any]) -> None:
         if self.closed or task.cancelled():
@@ -404,8 +451,7 @@ class KafkaConnection(asyncio.Protocol):
             self.close()
             return
         try:
-            slot.data = slot.encode(task.result())
-            slot.throttle_ms = _throttle_ms(task.result())
+            self._complete(slot, task.result())
         except Exception:  # a response that does not encode costs its connection, not the caller
             log.exception("cannot encode a response for %s; closing its connection", self.peer)
             self.close()
@@ -471,8 +517,11 @@ class KafkaServer:
         connections_max_idle_ms: int = 600000,
         max_connections: int = 2**31 - 1,
         connection_throttle: Callable[[str], int] | None = None,
+        request_time: RequestTimeRecorder | None = None,
     ) -> None:
         self.handlers = handlers
+        # The request quota (KIP-124, broker.client_quotas.ClientQuotas.record_request_time).
+        self.request_time = request_time
         # ip -> ms to hold a new connection from it before closing it unserved (0: serve it):
         # the per-IP connection_creation_rate quota (KIP-612, kavka.quota.ConnectionRateQuotaManager).
         self.connection_throttle = connection_throttle

@@ -2,7 +2,9 @@
 
 The controller decides and commits; these handlers translate between the
 wire messages and the controller's value types, and report each topic's
-outcome with Kafka's error code and message.
+outcome with Kafka's error code and message. Each counts the partitions it
+creates or deletes against the client's controller_mutation_rate (KIP-599,
+broker.mutation_quota) and answers with its throttle time.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.broker.mutation_quota import THROTTLED, MutationQuota, create_topics_within_quota
 from kavka.common import ConfigSource
 from kavka.config import TOPIC_CONFIGS
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.controller.replication_control import INTERNAL_TOPICS
 from kavka.controller.results import ApiResult, CreatedTopic, NewTopic
 from kavka.protocol import api
-from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_from_str, uuid_to_str
+from kavka.protocol.messages import make, nested, uuid_from_str, uuid_to_str
 
 if TYPE_CHECKING:
     from kavka.broker.node import BrokerNode
@@ -50,9 +53,10 @@ async def create_topics(controller: Any, specs: list[NewTopic], *, validate_only
         return [CreatedTopic(s.name, unavailable_result(e)) for s in specs]
 
 
-async def create_partitions(controller: Any, req: Any) -> list[tuple[str, ApiResult]]:
+async def create_partitions(controller: Any, req: Any, topics: Any = None) -> list[tuple[str, ApiResult]]:
+    """`topics`: the request's topics to create partitions for (default: all of them)."""
     out = []
-    for t in req.topics:
+    for t in req.topics if topics is None else topics:
         assignments = [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
         try:
             r = await controller.create_partitions(t.name, t.count, assignments, validate_only=req.validate_only)
@@ -67,7 +71,13 @@ async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
     result_cls = nested(resp_cls, "CreatableTopicResult")
     cfg_cls = nested(resp_cls, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
     specs = new_topics(req)
-    results = await create_topics(node.controller, specs, validate_only=req.validate_only)
+    quota = MutationQuota(node.client_quotas, ctx)
+    if req.validate_only:
+        results = await create_topics(node.controller, specs, validate_only=True)
+    else:
+        results = await create_topics_within_quota(
+            quota, specs, node.config["num.partitions"], lambda admitted: create_topics(node.controller, admitted, validate_only=False)
+        )
     out = []
     image = node.image
     for spec, r in zip(specs, results, strict=True):
@@ -98,7 +108,7 @@ async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
                 configs=configs,
             )
         )
-    return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(out))
+    return make(resp_cls, throttle_time=quota.throttle_time(), topics=tuple(out))
 
 
 async def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
@@ -140,23 +150,42 @@ async def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
                 error_message=message,
             )
         )
+    quota = MutationQuota(node.client_quotas, ctx)
+    to_delete, refused = quota.admit(to_delete, lambda t: len(t.partitions))
+    if refused:
+        names = {t.name for t in refused}
+        results = [
+            dataclasses.replace(r, error_code=THROTTLED.error, error_message=THROTTLED.message) if r.name in names else r
+            for r in results
+        ]
     try:
         await node.controller.delete_topics(to_delete)
     except UNAVAILABLE as e:
+        quota.refund(sum(len(t.partitions) for t in to_delete))
         failed = unavailable_result(e)
         names = {t.name for t in to_delete}
         results = [
             dataclasses.replace(r, error_code=failed.error, error_message=failed.message) if r.name in names else r
             for r in results
         ]
-    return make(resp_cls, throttle_time=NO_THROTTLE, responses=tuple(results))
+    return make(resp_cls, throttle_time=quota.throttle_time(), responses=tuple(results))
 
 
 async def handle_create_partitions(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     res_cls = nested(resp_cls, "CreatePartitionsTopicResult")
-    results = tuple(
-        make(res_cls, name=name, error_code=r.error, error_message=r.message)
-        for name, r in await create_partitions(node.controller, req)
-    )
-    return make(resp_cls, throttle_time=NO_THROTTLE, results=results)
+    quota = MutationQuota(node.client_quotas, ctx)
+    image = node.image
+
+    def added(t: Any) -> int:  # the partitions a CreatePartitions topic adds
+        topic = image.topics_by_name.get(t.name)
+        return max(0, t.count - len(topic.partitions)) if topic is not None else 0
+
+    admitted, refused = quota.admit(req.topics, added) if not req.validate_only else (list(req.topics), [])
+    done = dict(await create_partitions(node.controller, req, admitted))
+    for t in admitted:
+        if not done[t.name].ok:
+            quota.refund(added(t))
+    done.update((t.name, THROTTLED) for t in refused)
+    results = tuple(make(res_cls, name=t.name, error_code=done[t.name].error, error_message=done[t.name].message) for t in req.topics)
+    return make(resp_cls, throttle_time=quota.throttle_time(), results=results)
