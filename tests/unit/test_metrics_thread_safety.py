@@ -22,7 +22,9 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kavka.broker.client_quotas import ClientQuotas
 from kavka.broker.metrics import MetricsServer
+from kavka.metadata.image import MetadataImage
 
 BASE = 20_000  # partitions always present: iterating them spans many GIL switches
 DIRS = ["/data/a", "/data/b"]
@@ -56,7 +58,7 @@ def churning_node() -> Iterator[tuple[SimpleNamespace, asyncio.AbstractEventLoop
     node = SimpleNamespace(log_manager=lm, replica_manager=SimpleNamespace(partitions=partitions, leader_partitions=list,
                                                                            isr_shrinks=0, isr_expands=0, bytes_out={}),
                            server=SimpleNamespace(connections=set()), replica_fetchers=None, assignments=None,
-                           quorum_controller=None)
+                           quorum_controller=None, client_quotas=ClientQuotas(2, 1.0, MetadataImage))
     stop = asyncio.Event()
 
     async def churn() -> None:

@@ -7,6 +7,14 @@ on the request path -- so a scrape costs the broker nothing between scrapes.
 Each gauge's HELP names the Kafka MBean it stands for, so dashboards and
 alerts written for Kafka carry over by name.
 
+Client quota sensors (Kafka's `kafka.server:type={Produce,Fetch,Request,ControllerMutation},
+user=...,client-id=...`): per quota type the measured value -- byte-rate (Produce, Fetch),
+request-time (Request, percent of one loop), mutation-rate (ControllerMutation, partitions/s) -- and
+throttle-time (the mean throttle time in ms handed out over the quota windows), labelled `user` and
+`client_id` as Kafka tags its sensors (an empty label: the quota is not per user or not per client).
+Only sensors used within the last `quota.window.num` windows are exported, so the label set stays
+bounded by the clients active lately (kavka.quota's `active`); idle sensors expire after an hour.
+
 Off unless `metrics.prometheus.port` is set (0 picks a free port); it binds
 `metrics.prometheus.host` (loopback by default).
 
@@ -30,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from kavka.quota import SensorStats
 
 if TYPE_CHECKING:
     from kavka.broker.node import BrokerNode
@@ -56,6 +66,7 @@ class BrokerSnapshot:
     replica_max_lag: int = 0
     bytes_out: tuple[tuple[str, int], ...] = ()  # (topic, record bytes sent to consumers)
     mismatching_dir_assignments: int = 0  # KIP-858: replicas the controller places in another dir
+    quota_sensors: tuple[tuple[str, SensorStats], ...] = ()  # (quota type, sensor): Kafka's QuotaType
 
 
 def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
@@ -81,7 +92,23 @@ def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
         replica_max_lag=max(fetchers.lag().values(), default=0) if fetchers is not None else 0,
         bytes_out=tuple(sorted(node.replica_manager.bytes_out.items())),
         mismatching_dir_assignments=_mismatching_dir_assignments(node),
+        quota_sensors=_quota_sensors(node),
     )
+
+
+# Kafka's QuotaType -> (metric name prefix, the sensor's value metric, its description)
+QUOTA_TYPES = (
+    ("Produce", "kafka_server_produce", "byte_rate", "byte-rate: bytes produced per second"),
+    ("Fetch", "kafka_server_fetch", "byte_rate", "byte-rate: bytes fetched per second"),
+    ("Request", "kafka_server_request", "request_time", "request-time: event-loop time, percent of one loop"),
+    ("ControllerMutation", "kafka_server_controllermutation", "mutation_rate", "mutation-rate: partitions mutated per second"),
+)
+
+
+def _quota_sensors(node: BrokerNode) -> tuple[tuple[str, SensorStats], ...]:
+    cq = node.client_quotas
+    managers = {"Produce": cq.produce, "Fetch": cq.fetch, "Request": cq.request, "ControllerMutation": cq.controller_mutation}
+    return tuple((kind, stats) for kind, m in managers.items() for stats in m.active())
 
 
 def _mismatching_dir_assignments(node: BrokerNode) -> int:
@@ -196,11 +223,28 @@ class BrokerCollector:
         for topic, n in s.bytes_out:
             out.add_metric([topic], n)
         yield out
+        yield from _quota_families(s.quota_sensors)
         yield GaugeMetricFamily(
             "kafka_server_socketservermetrics_connection_count",
             "kafka.server:type=socket-server-metrics,name=connection-count: open client connections",
             value=s.connection_count,
         )
+
+
+def _quota_families(sensors: tuple[tuple[str, SensorStats], ...]) -> Iterator[GaugeMetricFamily]:
+    for kind, prefix, value_name, help_ in QUOTA_TYPES:
+        value = GaugeMetricFamily(f"{prefix}_{value_name}", f"kafka.server:type={kind},user,client-id {help_}", labels=["user", "client_id"])
+        throttle = GaugeMetricFamily(
+            f"{prefix}_throttle_time",
+            f"kafka.server:type={kind},user,client-id throttle-time: mean throttle time in ms over the quota windows",
+            labels=["user", "client_id"],
+        )
+        for k, stats in sensors:
+            if k == kind:
+                value.add_metric(list(stats.tags), stats.rate)
+                throttle.add_metric(list(stats.tags), stats.throttle_time_ms)
+        yield value
+        yield throttle
 
 
 class MetricsServer:
