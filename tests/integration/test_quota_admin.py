@@ -75,13 +75,15 @@ def test_advertised_altered_and_described_over_the_wire(broker):
     resp = alter(broker, [
         ((("user", "wire-alice"), ("client-id", "wire-app")), ((P, 1048576.0), (C, 2097152.0))),
         ((("user", "wire-bob"),), ((P, 1000.0),)),
-        ((("user", "wire-carol"),), (("request_percentage", 50.0),)),
+        ((("user", "wire-carol"),), (("request_percentage", 50.0), ("controller_mutation_rate", 2.5))),
+        ((("user", "wire-erin"),), (("request_percentage", 0.0),)),
         ((("client-id", "wire-x"), ("ip", "1.2.3.4")), ((P, 1.0),)),
     ])
     assert [(e.error_code, e.error_message) for e in resp.entries] == [
         (ErrorCode.none, None),
         (ErrorCode.none, None),
-        (ErrorCode.invalid_request, "Quota request_percentage is not enforced by kavka yet (only connection_creation_rate, consumer_byte_rate, producer_byte_rate are)"),
+        (ErrorCode.none, None),
+        (ErrorCode.invalid_request, "Quota request_percentage must be greater than 0"),
         (ErrorCode.invalid_request, "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"),
     ]
     # validate_only checks and writes nothing; v0 is served too.
@@ -90,6 +92,8 @@ def test_advertised_altered_and_described_over_the_wire(broker):
     found, _ = describe(broker, [("user", 0, "wire-alice")])
     assert found == [((("client-id", "wire-app"), ("user", "wire-alice")), {P: 1048576.0, C: 2097152.0})]
     assert describe(broker, [("user", 0, "wire-alice")], strict=True) == ([], None)
+    found, _ = describe(broker, [("user", 0, "wire-carol")], strict=True)
+    assert found == [((("user", "wire-carol"),), {"request_percentage": 50.0, "controller_mutation_rate": 2.5})]
     assert describe(broker, [("user", 0, "wire-dave")], version=1) == ([], None)
     found, _ = describe(broker, [("user", 0, "wire-bob")], strict=True, version=1)
     assert found == [((("user", "wire-bob"),), {P: 1000.0})]
@@ -123,8 +127,13 @@ def test_the_configs_cli(broker):
     # Kafka's errors come back; the CLI's own checks stop it before a request.
     res = kavka_configs(broker, "alter", "--entity-type", "clients", "--entity-name", "x", "--add-config", f"{P}=1.5")
     assert res.returncode != 0 and "INVALID_REQUEST" in res.stderr and "producer_byte_rate cannot be a fractional value." in res.stderr
-    res = kavka_configs(broker, "alter", "--entity-type", "users", "--entity-default", "--add-config", "request_percentage=10")
-    assert res.returncode != 0 and "not enforced by kavka yet" in res.stderr
+    carol = ["--entity-type", "users", "--entity-name", "cli-carol"]
+    res = kavka_configs(broker, "alter", *carol, "--add-config", "request_percentage=12.5,controller_mutation_rate=0.5")
+    assert res.returncode == 0, res.stderr
+    res = kavka_configs(broker, "describe", *carol, "--json")
+    assert json.loads(res.stdout)[0]["quotas"] == {"request_percentage": 12.5, "controller_mutation_rate": 0.5}, res.stdout
+    res = kavka_configs(broker, "alter", *carol, "--add-config", "controller_mutation_rate=0")
+    assert res.returncode != 0 and "Quota controller_mutation_rate must be greater than 0" in res.stderr
     res = kavka_configs(broker, "alter", "--entity-type", "ips", "--entity-name", "10.1.2.3", "--add-config", "connection_creation_rate=10")
     assert res.returncode == 0, res.stderr
     res = kavka_configs(broker, "describe", "--entity-type", "ips", "--json")
