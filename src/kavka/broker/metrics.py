@@ -12,6 +12,7 @@ user=...,client-id=...`): per quota type the measured value -- byte-rate (Produc
 request-time (Request, percent of one loop), mutation-rate (ControllerMutation, partitions/s) -- and
 throttle-time (the mean throttle time in ms handed out over the quota windows), labelled `user` and
 `client_id` as Kafka tags its sensors (an empty label: the quota is not per user or not per client).
+These are read from the quota managers, which measure them for enforcement anyway.
 Only sensors used within the last `quota.window.num` windows are exported, so the label set stays
 bounded by the clients active lately (kavka.quota's `active`); idle sensors expire after an hour.
 
