@@ -243,15 +243,25 @@ class ClientQuotaManager(_Sensors):
         return max(1, int(limit * max(1, self.num_windows - 1) * self.window_s))
 
     def record(
-        self, quotas: Mapping[QuotaEntity, Mapping[str, float]], user: str, client_id: str, nbytes: float, now: float | None = None
+        self,
+        quotas: Mapping[QuotaEntity, Mapping[str, float]],
+        user: str,
+        client_id: str,
+        nbytes: float,
+        now: float | None = None,
+        *,
+        throttle: bool = True,
     ) -> int:
-        """Record `nbytes` for (user, client_id); the throttle time in ms (Kafka's QuotaUtils.throttleTime)."""
+        """Record `nbytes` for (user, client_id); the throttle time in ms (Kafka's
+        QuotaUtils.throttleTime). `throttle=False`: only record, return 0 (Kafka's recordNoThrottle)."""
         found = quota_entity_for(quotas, self.key, user, client_id)
         if found is None:
             return 0
         now = self._clock() if now is None else now
         rate = self._rate(found[1], now)
         rate.record(nbytes, now)
+        if not throttle:
+            return 0
         throttle_ms = rate.throttle_ms(quotas[found[0]][self.key], now)
         if self._max_throttle_ms is not None:
             throttle_ms = min(throttle_ms, self._max_throttle_ms)

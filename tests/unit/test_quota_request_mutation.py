@@ -70,6 +70,9 @@ def test_request_quota_is_a_percentage_and_its_throttle_is_capped_at_one_window(
     assert m.record(quotas, "alice", "c", 25.0) == 650
     # Far over: capped at one window (Kafka's ClientRequestQuotaManager.maxThrottleTimeMs).
     assert m.record(quotas, "alice", "c", 1000.0) == 1000
+    # Time recorded after the throttle was decided (Kafka's network-thread time, recordNoThrottle)
+    # counts in the rate but hands out no throttle time.
+    assert m.record(quotas, "alice", "c", 1000.0, throttle=False) == 0
     # bob has no quota: never recorded, never throttled.
     assert m.record(quotas, "bob", "c", 1e9) == 0
     assert m.rate(("bob", "")) == 0.0

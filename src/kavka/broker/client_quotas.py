@@ -79,16 +79,17 @@ class ClientQuotas:
         if quotas:
             self.controller_mutation.unrecord(quotas, user, client_id, partitions)
 
-    def record_request_time(self, ctx: RequestContext, request: Any, seconds: float) -> int:
+    def record_request_time(self, ctx: RequestContext, request: Any, seconds: float, throttle: bool = True) -> int:
         """Record `seconds` of the loop's time spent on a request; the throttle time in ms of the
-        request quota (0: within it, or exempt)."""
+        request quota (0: within it, or exempt, or `throttle` False: time recorded after the
+        response's throttle time was decided, Kafka's recordNoThrottle)."""
         if ctx.api_key in REQUEST_QUOTA_EXEMPT or (ctx.api_key == ApiKey.FETCH and _from_follower(ctx.api_version, request)):
             return 0
         quotas = self._image().client_quotas
         if not quotas:
             return 0
         # Kafka's nanosToPercentage: one second of one thread is 100.
-        return self.request.record(quotas, quota_user(ctx.principal), ctx.client_id or "", seconds * 100.0)
+        return self.request.record(quotas, quota_user(ctx.principal), ctx.client_id or "", seconds * 100.0, throttle=throttle)
 
     def record_connection(self, ip: str) -> int:
         """A new connection from `ip`: ms to hold it before closing it unserved (0: serve it)."""

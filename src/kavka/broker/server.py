@@ -147,8 +147,9 @@ class RequestContext:
 
 # A handler returns a response entity, an awaitable of one, or None (no response).
 Handler = Callable[[RequestContext, Any], Any]
-# Records the loop's seconds spent on a request against its request quota; returns the throttle ms.
-RequestTimeRecorder = Callable[[RequestContext, Any, float], int]
+# Records the loop's seconds spent on a request against its request quota; returns the throttle ms
+# (the last argument False: only record, the throttle time was already decided).
+RequestTimeRecorder = Callable[[RequestContext, Any, float, bool], int]
 
 
 def _throttle_ms(response: Any) -> int:
@@ -405,7 +406,7 @@ class KafkaConnection(asyncio.Protocol):
         request_time = self.server.request_time
         if result is None:
             # Produce acks=0: no response, no slot; a request quota's throttle mutes at once.
-            if request_time is not None and (ms := request_time(ctx, request, time.perf_counter() - started)) > 0:
+            if request_time is not None and (ms := request_time(ctx, request, time.perf_counter() - started, True)) > 0:
                 self._throttle(ms)
             return
         slot = _Slot(correlation_id, api.response_header_flexible(api_key, api_version), encode)
@@ -432,14 +433,14 @@ class KafkaConnection(asyncio.Protocol):
         request_time = self.server.request_time
         if slot.quota is not None and request_time is not None:
             ctx, request, spent = slot.quota
-            quota_ms = request_time(ctx, request, spent)
+            quota_ms = request_time(ctx, request, spent, True)
             if quota_ms > 0:
                 result = _with_throttle(result, quota_ms)
         started = time.perf_counter()
         slot.data = slot.encode(result)
         slot.throttle_ms = max(_throttle_ms(result), quota_ms)
         if slot.quota is not None and request_time is not None:
-            request_time(slot.quota[0], slot.quota[1], time.perf_counter() - started)  # Kafka's network-thread time
+            request_time(slot.quota[0], slot.quota[1], time.perf_counter() - started, False)  # Kafka's network-thread time
             slot.quota = None
 
     def _on_done(self, slot: _Slot, task: asyncio.Future[Any]) -> None:

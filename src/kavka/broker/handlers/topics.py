@@ -181,11 +181,14 @@ async def handle_create_partitions(node: BrokerNode, ctx: RequestContext, req: A
         topic = image.topics_by_name.get(t.name)
         return max(0, t.count - len(topic.partitions)) if topic is not None else 0
 
-    admitted, refused = quota.admit(req.topics, added) if not req.validate_only else (list(req.topics), [])
-    done = dict(await create_partitions(node.controller, req, admitted))
-    for t in admitted:
-        if not done[t.name].ok:
+    topics = list(req.topics)
+    admitted, refused = quota.admit(topics, added) if not req.validate_only else (topics, [])
+    outcomes = iter(await create_partitions(node.controller, req, admitted))
+    taken = {id(t) for t in admitted}
+    results = []
+    for t in topics:
+        r = next(outcomes)[1] if id(t) in taken else THROTTLED
+        if id(t) in taken and not r.ok:
             quota.refund(added(t))
-    done.update((t.name, THROTTLED) for t in refused)
-    results = tuple(make(res_cls, name=t.name, error_code=done[t.name].error, error_message=done[t.name].message) for t in req.topics)
-    return make(resp_cls, throttle_time=quota.throttle_time(), results=results)
+        results.append(make(res_cls, name=t.name, error_code=r.error, error_message=r.message))
+    return make(resp_cls, throttle_time=quota.throttle_time(), results=tuple(results))
