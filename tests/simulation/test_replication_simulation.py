@@ -21,8 +21,8 @@ from kio.schema.errors import ErrorCode
 from kavka.controller import partition_change as pc
 from kavka.testing.replication_simulation import BROKEN_VARIANTS, InvariantViolation, run_seed
 
-SEEDS_DEFAULT = 400
-ELECTION_SEEDS_DEFAULT = 200
+SEEDS_DEFAULT = 200
+ELECTION_SEEDS_DEFAULT = 100
 SEEDS = int(os.environ.get("KAVKA_SIM_SEEDS", str(SEEDS_DEFAULT)))
 ELECTION_SEEDS = int(os.environ.get("KAVKA_SIM_ELECTION_SEEDS", str(ELECTION_SEEDS_DEFAULT)))
 
