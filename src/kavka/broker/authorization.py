@@ -110,6 +110,13 @@ def checker(node: BrokerNode, ctx: RequestContext, *, log_denials: bool = True) 
     return check
 
 
+def authorized_by_resource_type(node: BrokerNode, ctx: RequestContext, op: AclOperation, rt: ResourceType) -> bool:
+    """May the request's principal perform `op` on some resource of type `rt` (Kafka's
+    authorizeByResourceType: InitProducerId's "Write on any topic"); True without an authorizer."""
+    auth = node.authorizer()
+    return auth is None or auth.authorize_by_resource_type(ctx.principal, client_host(ctx.peer), op, rt)
+
+
 # KIP-430: the operations reported for each resource type (Kafka's AclEntry.supportedOperations).
 SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
     ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
