@@ -3,6 +3,14 @@
 The controller decides and commits; these handlers translate between the
 wire messages and the controller's value types, and report each topic's
 outcome with Kafka's error code and message.
+
+Authorization happens here, on the broker that received the request, as the request's principal,
+before anything is forwarded to the controller (so a forwarded request is neither refused for
+nor allowed by the broker's own identity), with Kafka's ControllerApis rules: CreateTopics needs
+Create on the Cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED, "Authorization failed."),
+and a created topic's configs are returned only with DescribeConfigs on it (else
+topic_config_error_code TOPIC_AUTHORIZATION_FAILED, KIP-525); DeleteTopics needs Describe to learn
+whether a topic exists and Delete to delete it; CreatePartitions needs Alter on the topic.
 """
 
 from __future__ import annotations
@@ -12,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.common import ConfigSource
+from kavka.authorizer import CLUSTER_NAME
+from kavka.broker.authorization import Checker, checker
+from kavka.common import AclOperation, ConfigSource, ResourceType
 from kavka.config import TOPIC_CONFIGS
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.controller.replication_control import INTERNAL_TOPICS
@@ -62,17 +72,38 @@ async def create_partitions(controller: Any, req: Any) -> list[tuple[str, ApiRes
     return out
 
 
+AUTHORIZATION_FAILED = "Authorization failed."
+
+
+def _allows(check: Checker | None, op: AclOperation, topic: str) -> bool:
+    return check is None or check(op, ResourceType.TOPIC, topic)
+
+
 async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     result_cls = nested(resp_cls, "CreatableTopicResult")
     cfg_cls = nested(resp_cls, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
-    specs = new_topics(req)
-    results = await create_topics(node.controller, specs, validate_only=req.validate_only)
+    check = checker(node, ctx)
+    cluster_create = check is None or check(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    all_specs = new_topics(req)
+    permitted = [cluster_create or _allows(check, AclOperation.CREATE, s.name) for s in all_specs]
+    specs = [s for s, ok in zip(all_specs, permitted, strict=True) if ok]
+    answered = iter(await create_topics(node.controller, specs, validate_only=req.validate_only) if specs else [])
     out = []
     image = node.image
-    for spec, r in zip(specs, results, strict=True):
+    for spec, ok in zip(all_specs, permitted, strict=True):
+        if not ok:
+            out.append(make(result_cls, name=spec.name, topic_id=uuid_from_str(None),
+                            error_code=ErrorCode.topic_authorization_failed, error_message=AUTHORIZATION_FAILED,
+                            topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1,
+                            configs=None))
+            continue
+        r = next(answered)
         configs = None
-        if cfg_cls is not None and r.result.ok:
+        config_error = ErrorCode.none
+        if cfg_cls is not None and r.result.ok and not _allows(check, AclOperation.DESCRIBE_CONFIGS, spec.name):
+            config_error = ErrorCode.topic_authorization_failed
+        elif cfg_cls is not None and r.result.ok:
             configs = []
             for key in sorted(TOPIC_CONFIGS):
                 if req.validate_only or spec.name not in image.topics_by_name:
@@ -92,7 +123,7 @@ async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
                 topic_id=uuid_from_str(r.topic_id),
                 error_code=r.result.error,
                 error_message=r.result.message,
-                topic_config_error_code=0,
+                topic_config_error_code=config_error,
                 num_partitions=r.num_partitions,
                 replication_factor=r.replication_factor,
                 configs=configs,
@@ -111,19 +142,27 @@ async def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
         wanted = [(n, None) for n in req.topic_names]
     results = []
     to_delete = []
+    check = checker(node, ctx)
     for name, tid in wanted:
         error, message = ErrorCode.none, None
         t = None
         if name is not None:
             t = image.topics_by_name.get(name)
-            if t is None:
+            if not _allows(check, AclOperation.DESCRIBE, name):
+                # Without Describe the caller may not learn whether the topic exists (ControllerApis).
+                error, message, t = ErrorCode.topic_authorization_failed, AUTHORIZATION_FAILED, None
+            elif t is None:
                 error = ErrorCode.unknown_topic_or_partition
         elif tid is not None:
             t = image.topics_by_id.get(uuid_to_str(tid))
             if t is None:
                 error = ErrorCode.unknown_topic_id
+            elif not _allows(check, AclOperation.DESCRIBE, t.name):
+                error, message, t = ErrorCode.topic_authorization_failed, AUTHORIZATION_FAILED, None
         else:
             error, message = ErrorCode.invalid_request, "neither topic name nor id given"
+        if t is not None and not _allows(check, AclOperation.DELETE, t.name):
+            error, message, t = ErrorCode.topic_authorization_failed, AUTHORIZATION_FAILED, None
         if t is not None:
             if not node.config["delete.topic.enable"]:
                 error, message, t = ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.", None
@@ -155,8 +194,22 @@ async def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
 async def handle_create_partitions(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     res_cls = nested(resp_cls, "CreatePartitionsTopicResult")
+    check = checker(node, ctx)
+    refused = {t.name for t in req.topics if not _allows(check, AclOperation.ALTER, t.name)}
+    asked = _Only(req, refused)
+    answers = iter(await create_partitions(node.controller, asked) if asked.topics else [])
     results = tuple(
-        make(res_cls, name=name, error_code=r.error, error_message=r.message)
-        for name, r in await create_partitions(node.controller, req)
+        make(res_cls, name=t.name, error_code=ErrorCode.topic_authorization_failed, error_message=AUTHORIZATION_FAILED)
+        if t.name in refused else
+        (lambda _n, r: make(res_cls, name=t.name, error_code=r.error, error_message=r.message))(*next(answers))
+        for t in req.topics
     )
     return make(resp_cls, throttle_time=NO_THROTTLE, results=results)
+
+
+class _Only:
+    """A CreatePartitions request without the topics the principal may not Alter."""
+
+    def __init__(self, req: Any, refused: set[str]) -> None:
+        self.topics = [t for t in req.topics if t.name not in refused]
+        self.validate_only = req.validate_only
