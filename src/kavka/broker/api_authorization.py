@@ -55,6 +55,9 @@ class ApiAuthorization:
     error: ErrorCode = ErrorCode.none
     # A Cluster-level operation that, when allowed, stands for the per-item one on every item.
     alternative: AclOperation | None = None
+    # Further per-item needs once the first is met (OffsetCommit: Read on each topic after Read on
+    # the Group), each refused with TOPIC_AUTHORIZATION_FAILED.
+    also: tuple[tuple[AclOperation, ResourceType], ...] = ()
 
 
 _NONE = ApiAuthorization(Checked.NONE)
@@ -68,8 +71,9 @@ def _topic(op: AclOperation, alternative: AclOperation | None = None) -> ApiAuth
     return ApiAuthorization(Checked.RESOURCE, op, ResourceType.TOPIC, ErrorCode.topic_authorization_failed, alternative)
 
 
-def _group(op: AclOperation) -> ApiAuthorization:
-    return ApiAuthorization(Checked.RESOURCE, op, ResourceType.GROUP, ErrorCode.group_authorization_failed)
+def _group(op: AclOperation, topic_op: AclOperation | None = None) -> ApiAuthorization:
+    also = () if topic_op is None else ((topic_op, ResourceType.TOPIC),)
+    return ApiAuthorization(Checked.RESOURCE, op, ResourceType.GROUP, ErrorCode.group_authorization_failed, also=also)
 
 
 R, W, C, D, A, DESC = (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE,
@@ -93,11 +97,11 @@ NEEDS: dict[int, ApiAuthorization] = {
     ApiKey.SYNC_GROUP: _group(R),
     ApiKey.HEARTBEAT: _group(R),
     ApiKey.LEAVE_GROUP: _group(R),
-    ApiKey.OFFSET_COMMIT: _group(R),
-    ApiKey.OFFSET_FETCH: _group(DESC),
+    ApiKey.OFFSET_COMMIT: _group(R, R),
+    ApiKey.OFFSET_FETCH: _group(DESC, DESC),
     ApiKey.DESCRIBE_GROUPS: _group(DESC),
     ApiKey.DELETE_GROUPS: _group(D),
-    ApiKey.OFFSET_DELETE: _group(D),
+    ApiKey.OFFSET_DELETE: _group(D, R),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _group(R),
     # ListGroups never fails for want of an ACL: Describe on the Cluster lists every group, else
     # only the groups the principal may Describe (Kafka's ListGroups filtering).
