@@ -8,9 +8,10 @@ client, logged in as that API's user, sends a minimal valid request (tests/raw_c
 the highest version kavka serves, every name set to the API's own topic/group `m<key>`, topic ids
 to that topic's id) and must get the declared error code; then exactly the declared ACL (and the
 further per-item ones it declares, e.g. OffsetCommit's Read on the topic) is granted on `m<key>`
-(or the Cluster) and the same request must no longer get any authorization error. ListGroups,
-which filters instead of failing, has its own test; ApiVersions must advertise no key without a
-declaration; KIP-430's authorized_operations are checked through Metadata and DescribeGroups.
+(or the Cluster) and the same request must no longer get any authorization error. ListGroups
+(which filters instead of failing) and DescribeCluster (which only reports 0 authorized operations)
+have their own tests; ApiVersions must advertise no key without a declaration; KIP-430's
+authorized_operations are checked through Metadata, DescribeGroups and DescribeCluster.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ from tests.wait import wait_until
 
 AUTHORIZATION_ERRORS = {ErrorCode.topic_authorization_failed, ErrorCode.group_authorization_failed,
                         ErrorCode.cluster_authorization_failed, ErrorCode.transactional_id_authorization_failed}
-MATRIX = [k for k, n in sorted(NEEDS.items()) if n.checked is not Checked.NONE and k != ApiKey.LIST_GROUPS]
+MATRIX = [k for k, n in sorted(NEEDS.items()) if n.checked is not Checked.NONE and n.error != ErrorCode.none]
+# APIs that never fail for want of an ACL, each with its own test below.
+NEVER_REFUSED = {ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_CLUSTER}
 CONFIG_APIS = {ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS}
 EXTRA_USERS = ("kip430",)
 
@@ -164,6 +167,11 @@ def test_declared_acl_is_exactly_what_the_api_needs(broker, key):
     assert not allowed & AUTHORIZATION_ERRORS
 
 
+def test_apis_never_refused_are_each_tested_on_their_own():
+    never = {k for k, n in NEEDS.items() if n.checked is not Checked.NONE and n.error == ErrorCode.none}
+    assert never == NEVER_REFUSED
+
+
 def test_every_advertised_api_has_a_declaration(broker):
     user = name_for(ApiKey.API_VERSIONS)
     with RawClient(broker.sasl_port) as c:
@@ -235,6 +243,12 @@ def test_kip_430_authorized_operations(broker):
         include_cluster_authorized_operations=True))
     assert dc.error_code == 0
     assert dc.cluster_authorized_operations == to_32bit_field([AclOperation.DESCRIBE])
+    # without Describe on the Cluster: answered all the same, with 0 operations (Kafka's AuthHelper)
+    nobody = name_for(ApiKey.DESCRIBE_CLUSTER)
+    dc = call_as(broker, nobody, ApiKey.DESCRIBE_CLUSTER, replace(
+        minimal(api.request_schema(ApiKey.DESCRIBE_CLUSTER, api.SUPPORTED[ApiKey.DESCRIBE_CLUSTER][1])),
+        include_cluster_authorized_operations=True))
+    assert dc.error_code == 0 and dc.brokers and dc.cluster_authorized_operations == 0
     # the super user holds every operation the Cluster supports
     with RawClient(broker.port) as c:
         su = c.call(ApiKey.DESCRIBE_CLUSTER, api.SUPPORTED[ApiKey.DESCRIBE_CLUSTER][1], replace(

@@ -58,4 +58,5 @@ def test_authorized_operations_is_kafkas_32_bit_field() -> None:
 
     # no authorizer: every operation the resource type supports (Kafka's AclEntry.supportedOperations)
     group = authorized_operations(NoAuthorizer(), None, ResourceType.GROUP, "g")  # type: ignore[arg-type]
-    assert group == to_32bit_field([AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE])
+    assert group == to_32bit_field([AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE,
+                                    AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS])

@@ -131,7 +131,9 @@ NEEDS: dict[int, ApiAuthorization] = {
     ApiKey.ELECT_LEADERS: _cluster(A),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(A),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(DESC),
-    ApiKey.DESCRIBE_CLUSTER: _cluster(DESC),
+    # DescribeCluster never fails for want of an ACL (Kafka's computeDescribeClusterResponse): only
+    # its KIP-430 cluster_authorized_operations is 0 without Describe on the Cluster.
+    ApiKey.DESCRIBE_CLUSTER: ApiAuthorization(Checked.RESOURCE, DESC, ResourceType.CLUSTER, ErrorCode.none),
     ApiKey.CREATE_REPLICA_PLACEMENT: _cluster(A),
 }
 

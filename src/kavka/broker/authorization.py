@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from kavka.authorizer import CLUSTER_NAME
 from kavka.common import AclOperation, ResourceType
 from kavka.protocol.api import ApiKey
 
@@ -122,7 +123,8 @@ SUPPORTED_OPERATIONS: dict[ResourceType, tuple[AclOperation, ...]] = {
     ResourceType.TOPIC: (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
                          AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
                          AclOperation.ALTER_CONFIGS),
-    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.DESCRIBE_CONFIGS,
+                         AclOperation.ALTER_CONFIGS),
     ResourceType.CLUSTER: (AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
                            AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
                            AclOperation.DESCRIBE),
@@ -145,3 +147,12 @@ def authorized_operations(node: BrokerNode, ctx: RequestContext, rt: ResourceTyp
     check = checker(node, ctx, log_denials=False)
     ops = SUPPORTED_OPERATIONS[rt]
     return to_32bit_field(op for op in ops if check is None or check(op, rt, name))
+
+
+def cluster_authorized_operations(node: BrokerNode, ctx: RequestContext) -> int:
+    """Metadata's and DescribeCluster's cluster_authorized_operations (Kafka's AuthHelper): 0
+    unless the principal may Describe the Cluster, else the Cluster's bit set."""
+    check = checker(node, ctx)
+    if check is not None and not check(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return authorized_operations(node, ctx, ResourceType.CLUSTER, CLUSTER_NAME)

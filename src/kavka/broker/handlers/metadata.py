@@ -10,8 +10,8 @@ fills topic_authorized_operations / cluster_authorized_operations when the reque
 include_topic_authorized_operations / include_cluster_authorized_operations, and DescribeCluster
 cluster_authorized_operations when include_cluster_authorized_operations is set (the bit set of
 the operations the principal may perform, broker.authorization.authorized_operations);
-Integer.MIN_VALUE otherwise. DescribeCluster itself needs Describe on the Cluster, checked before
-this handler (broker.api_authorization).
+Integer.MIN_VALUE otherwise; the cluster's is 0 without Describe on the Cluster. DescribeCluster
+itself needs no ACL (Kafka's AuthHelper.computeDescribeClusterResponse).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kavka.authorizer import CLUSTER_NAME
-from kavka.broker.authorization import authorized_operations, checker
+from kavka.broker.authorization import authorized_operations, checker, cluster_authorized_operations
 from kavka.common import AclOperation, ResourceType
 from kavka.controller.quorum_controller import UNAVAILABLE
 from kavka.controller.replication_control import INTERNAL_TOPICS, validate_topic_name
@@ -169,7 +169,7 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
         cluster_id=node.cluster_id,
         controller_id=_controller_id(node),
         topics=tuple(topics),
-        cluster_authorized_operations=authorized_operations(node, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+        cluster_authorized_operations=cluster_authorized_operations(node, ctx)
         if req.include_cluster_authorized_operations else _OPS_UNSET,
     )
 
@@ -197,7 +197,7 @@ def handle_describe_cluster(node: BrokerNode, ctx: RequestContext, req: Any) -> 
             "broker_id",
             include_fenced=bool(getattr(req, "include_fenced_brokers", False)),
         ),
-        cluster_authorized_operations=authorized_operations(node, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+        cluster_authorized_operations=cluster_authorized_operations(node, ctx)
         if req.include_cluster_authorized_operations else _OPS_UNSET,
     )
 
