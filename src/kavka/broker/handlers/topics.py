@@ -10,7 +10,8 @@ nor allowed by the broker's own identity), with Kafka's ControllerApis rules: Cr
 Create on the Cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED, "Authorization failed."),
 and a created topic's configs are returned only with DescribeConfigs on it (else
 topic_config_error_code TOPIC_AUTHORIZATION_FAILED, KIP-525); DeleteTopics needs Describe to learn
-whether a topic exists and Delete to delete it; CreatePartitions needs Alter on the topic.
+whether a topic exists and Delete to delete it, or Delete on the Cluster for every topic;
+CreatePartitions needs Alter on the topic.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ async def create_partitions(controller: Any, req: Any) -> list[tuple[str, ApiRes
     return out
 
 
-AUTHORIZATION_FAILED = "Authorization failed."
+AUTHORIZATION_FAILED = "Authorization failed."  # CreateTopics' message (ControllerApis.createTopics)
+TOPIC_AUTHORIZATION_FAILED = "Topic authorization failed."  # Errors.TOPIC_AUTHORIZATION_FAILED's own
 
 
 def _allows(check: Checker | None, op: AclOperation, topic: str) -> bool:
@@ -84,7 +86,8 @@ async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
     result_cls = nested(resp_cls, "CreatableTopicResult")
     cfg_cls = nested(resp_cls, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
     check = checker(node, ctx)
-    cluster_create = check is None or check(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    quiet = checker(node, ctx, log_denials=False)  # ControllerApis asks these with logIfDenied=false
+    cluster_create = quiet is None or quiet(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
     all_specs = new_topics(req)
     permitted = [cluster_create or _allows(check, AclOperation.CREATE, s.name) for s in all_specs]
     specs = [s for s, ok in zip(all_specs, permitted, strict=True) if ok]
@@ -101,7 +104,7 @@ async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
         r = next(answered)
         configs = None
         config_error = ErrorCode.none
-        if cfg_cls is not None and r.result.ok and not _allows(check, AclOperation.DESCRIBE_CONFIGS, spec.name):
+        if cfg_cls is not None and r.result.ok and not _allows(quiet, AclOperation.DESCRIBE_CONFIGS, spec.name):
             config_error = ErrorCode.topic_authorization_failed
         elif cfg_cls is not None and r.result.ok:
             configs = []
@@ -143,6 +146,10 @@ async def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
     results = []
     to_delete = []
     check = checker(node, ctx)
+    # Delete on the Cluster stands for Describe and Delete on every topic (ControllerApis; not logged).
+    quiet = checker(node, ctx, log_denials=False)
+    if quiet is not None and quiet(AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME):
+        check = None
     for name, tid in wanted:
         error, message = ErrorCode.none, None
         t = None
@@ -150,7 +157,7 @@ async def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
             t = image.topics_by_name.get(name)
             if not _allows(check, AclOperation.DESCRIBE, name):
                 # Without Describe the caller may not learn whether the topic exists (ControllerApis).
-                error, message, t = ErrorCode.topic_authorization_failed, AUTHORIZATION_FAILED, None
+                error, message, t = ErrorCode.topic_authorization_failed, TOPIC_AUTHORIZATION_FAILED, None
             elif t is None:
                 error = ErrorCode.unknown_topic_or_partition
         elif tid is not None:
@@ -158,11 +165,12 @@ async def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
             if t is None:
                 error = ErrorCode.unknown_topic_id
             elif not _allows(check, AclOperation.DESCRIBE, t.name):
-                error, message, t = ErrorCode.topic_authorization_failed, AUTHORIZATION_FAILED, None
+                error, message, t = ErrorCode.topic_authorization_failed, TOPIC_AUTHORIZATION_FAILED, None
+                name = None  # nor its name, asked by id
         else:
             error, message = ErrorCode.invalid_request, "neither topic name nor id given"
         if t is not None and not _allows(check, AclOperation.DELETE, t.name):
-            error, message, t = ErrorCode.topic_authorization_failed, AUTHORIZATION_FAILED, None
+            error, message, name, t = ErrorCode.topic_authorization_failed, TOPIC_AUTHORIZATION_FAILED, t.name, None
         if t is not None:
             if not node.config["delete.topic.enable"]:
                 error, message, t = ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.", None
@@ -199,7 +207,7 @@ async def handle_create_partitions(node: BrokerNode, ctx: RequestContext, req: A
     asked = _Only(req, refused)
     answers = iter(await create_partitions(node.controller, asked) if asked.topics else [])
     results = tuple(
-        make(res_cls, name=t.name, error_code=ErrorCode.topic_authorization_failed, error_message=AUTHORIZATION_FAILED)
+        make(res_cls, name=t.name, error_code=ErrorCode.topic_authorization_failed, error_message=None)
         if t.name in refused else
         (lambda _n, r: make(res_cls, name=t.name, error_code=r.error, error_message=r.message))(*next(answers))
         for t in req.topics
