@@ -47,7 +47,7 @@ MATRIX = [k for k, n in sorted(NEEDS.items()) if n.checked is not Checked.NONE a
 # APIs that never fail for want of an ACL, each with its own test below.
 NEVER_REFUSED = {ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_CLUSTER}
 CONFIG_APIS = {ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS}
-EXTRA_USERS = ("kip430",)
+EXTRA_USERS = ("kip430", "txn")
 
 
 def name_for(key: int) -> str:
@@ -255,3 +255,16 @@ def test_kip_430_authorized_operations(broker):
             minimal(api.request_schema(ApiKey.DESCRIBE_CLUSTER, api.SUPPORTED[ApiKey.DESCRIBE_CLUSTER][1])),
             include_cluster_authorized_operations=True))
     assert su.cluster_authorized_operations == to_32bit_field(SUPPORTED_OPERATIONS[ResourceType.CLUSTER])
+
+
+def test_a_transactional_produce_needs_write_on_its_transactional_id(broker):
+    user = "txn"
+    grant(broker, user, AclOperation.WRITE, ResourceType.TOPIC, user)
+    key = ApiKey.PRODUCE
+    request = replace(_renamed(minimal(api.request_schema(key, api.SUPPORTED[key][1])), user,
+                               broker.topic_ids[user], False), transactional_id=user)
+    wait_until(lambda: _codes(call_as(broker, user, key, request)) == {ErrorCode.transactional_id_authorization_failed},
+               timeout=15, message="TRANSACTIONAL_ID_AUTHORIZATION_FAILED with Write on the topic only")
+    grant(broker, user, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, user)
+    wait_until(lambda: not _codes(call_as(broker, user, key, request)) & AUTHORIZATION_ERRORS, timeout=15,
+               message="no authorization error once Write on the TransactionalId is granted")

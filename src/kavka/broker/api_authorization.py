@@ -84,7 +84,8 @@ NEEDS: dict[int, ApiAuthorization] = {
     ApiKey.SASL_HANDSHAKE: _NONE,
     ApiKey.SASL_AUTHENTICATE: _NONE,
     # Topic data path. Fetch from a follower (replica_id >= 0) needs ClusterAction on the Cluster
-    # instead, as does OffsetForLeaderEpoch from a replica.
+    # instead, as does OffsetForLeaderEpoch from a replica; a transactional Produce first needs
+    # Write on its TransactionalId (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
     ApiKey.PRODUCE: _topic(W),
     ApiKey.FETCH: _topic(R),
     ApiKey.LIST_OFFSETS: _topic(DESC),

@@ -72,12 +72,13 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
     # With an authorizer (broker.authorization): Describe on a topic to see it, Create on the
     # cluster or the topic to auto-create it (Kafka's KafkaApis.getTopicMetadata).
     check = checker(node, ctx)
+    quiet = checker(node, ctx, log_denials=False)  # Kafka asks Create on the Cluster with logIfDenied=false
 
     def may_describe(name: str) -> bool:
         return check is None or check(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
 
     def may_create(name: str) -> bool:
-        return check is None or check(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME) or check(
+        return check is None or (quiet is not None and quiet(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)) or check(
             AclOperation.CREATE, ResourceType.TOPIC, name)
 
     allow_create = req.allow_auto_topic_creation and node.config["auto.create.topics.enable"]
