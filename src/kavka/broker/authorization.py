@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from functools import cache
 from typing import TYPE_CHECKING
 
 from kavka.authorizer import CLUSTER_NAME
@@ -82,7 +83,9 @@ def _name(e: AclOperation | ResourceType) -> str:
 DENIALS = DenialLog()
 
 
+@cache
 def api_name(key: int) -> str:
+    """Kafka's name of an API key (ApiKeys.name): 16 -> ListGroups."""
     try:
         return _name(ApiKey(key))  # type: ignore[arg-type]
     except ValueError:
