@@ -413,8 +413,9 @@ def handle_offset_delete(node: BrokerNode, ctx: RequestContext, req: Any) -> Any
 
 async def handle_consumer_group_heartbeat(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     if not _group_allowed(node, ctx, AclOperation.READ, req.group_id):
+        # getErrorResponse(Errors.GROUP_AUTHORIZATION_FAILED.exception): the error's own message
         return make(_resp(ctx), throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
-                    error_message=None, member_id=None, member_epoch=0, heartbeat_interval=timedelta(0),
+                    error_message="Group authorization failed.", member_id=None, member_epoch=0, heartbeat_interval=timedelta(0),
                     assignment=None)
     image = node.image
     owned = None
