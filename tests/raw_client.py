@@ -10,7 +10,9 @@ pipeline of requests). A `RawClient` owns one blocking socket to one listener:
 - `read_response(api_key, version)` decodes a frame as that version's response (header v0 for
   ApiVersions, KIP-511), returning (correlation id, response);
 - `call(...)` is send + read_response, checking the correlation id;
-- `closed_by_peer(timeout)` reads until the peer closes (True) or the timeout passes (False).
+- `closed_by_peer(timeout)` reads until the peer closes (True) or the timeout passes (False);
+- `sasl_plain(user, password)` authenticates the connection on a SASL_PLAINTEXT listener with
+  PLAIN: SaslHandshake v1, then SaslAuthenticate v2 (KIP-152), raising if either is refused.
 
 `raw_call(broker, api_key, version, request)` is one call over a fresh connection. `minimal(cls)`
 and `request_bytes(key, version, corr)` build the minimal requests of the conformance sweep and the
@@ -113,6 +115,16 @@ class RawClient:
         corr, response = self.read_response(api_key, version)
         assert corr == correlation_id, f"correlation id {corr}, sent {correlation_id}"
         return response
+
+    def sasl_plain(self, user: str, password: str) -> RawClient:
+        hs = self.call(api.ApiKey.SASL_HANDSHAKE, 1, mechanism="PLAIN", correlation_id=1)
+        if hs.error_code != 0:
+            raise ConnectionError(f"SaslHandshake refused: {hs.error_code!r}, mechanisms {hs.mechanisms}")
+        auth = self.call(api.ApiKey.SASL_AUTHENTICATE, 2, auth_bytes=f"\0{user}\0{password}".encode(),
+                         correlation_id=2)
+        if auth.error_code != 0:
+            raise ConnectionError(f"SaslAuthenticate refused: {auth.error_code!r} {auth.error_message}")
+        return self
 
     def closed_by_peer(self, timeout: float = 10.0) -> bool:
         self.sock.settimeout(timeout)

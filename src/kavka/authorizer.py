@@ -195,6 +195,36 @@ class Authorizer:
             return True
         return False if found else self.allow_everyone_if_no_acl_found
 
+    def authorize_by_resource_type(self, principal: str, host: str, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        """May the principal perform the operation on SOME resource of the type (Kafka's default
+        Authorizer.authorizeByResourceType, which InitProducerId uses for "Write on any topic"):
+        a super user (or an allowed hard-coded name) may; else an ALLOW pattern for the principal or
+        User:*, host and operation (or All) that no DENY literal of the same name, DENY `*`, or DENY
+        prefix of it dominates."""
+        if self.authorize(principal, host, operation, resource_type, "hardcode"):
+            return True
+        allow: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        deny: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        for acl in self.acls:
+            if acl.resource_type != resource_type or acl.pattern_type not in allow:
+                continue
+            if acl.principal not in (principal, WILDCARD_PRINCIPAL) or acl.host not in (host, WILDCARD):
+                continue
+            if acl.operation not in (operation, AclOperation.ALL):
+                continue
+            (allow if acl.permission_type == AclPermissionType.ALLOW else deny)[acl.pattern_type].add(acl.resource_name)
+        if WILDCARD in deny[PatternType.LITERAL]:
+            return False
+
+        def denied_by_prefix(name: str) -> bool:
+            return any(name.startswith(p) for p in deny[PatternType.PREFIXED])
+
+        for name in allow[PatternType.LITERAL]:
+            if name == WILDCARD or (name not in deny[PatternType.LITERAL] and not denied_by_prefix(name)):
+                return True
+        return any(not denied_by_prefix(name) for name in allow[PatternType.PREFIXED])
+
     def describe(self, acl_filter: AclFilter) -> list[Acl]:
         """The ACLs the filter matches (StandardAuthorizer.acls), in this authorizer's order."""
         return [a for a in self.acls if acl_filter.matches(a)]

@@ -7,8 +7,9 @@ and fetch fail TOPIC_AUTHORIZATION_FAILED while alice's go through; alice's all-
 leaves `secret` out, a Metadata naming it is TOPIC_AUTHORIZATION_FAILED; a DENY then takes
 alice's Write away at once, and its deletion gives it back (the broker's authorizer follows its
 image). The PLAINTEXT listener's
-principal, User:ANONYMOUS, is a super user (it creates the topics and the ACLs). `kavka acls`
-lists ACLs over the SASL listener with --command-config.
+principal, User:ANONYMOUS, is a super user (it creates the topics and the ACLs). Both may Read
+the consumer groups `g-*` (FindCoordinator and offsets need it). `kavka acls` lists ACLs over the
+SASL listener with --command-config, as alice, who may Describe the Cluster (DescribeAcls needs it).
 """
 
 from __future__ import annotations
@@ -83,7 +84,12 @@ def topics(broker):
     for f in admin.create_topics([NewTopic(open_t, 1, 1), NewTopic(secret_t, 1, 1)]).values():
         f.result(timeout=15)
     acls = [allow("User:alice", open_t, AclOperation.WRITE), allow("User:alice", open_t, AclOperation.READ),
-            allow("User:bob", open_t, AclOperation.DESCRIBE)]
+            allow("User:bob", open_t, AclOperation.DESCRIBE),
+            # the consumers' groups (FindCoordinator needs Describe, offsets Read) and alice's DescribeAcls
+            AclBinding(ResourceType.GROUP, "g-", ResourcePatternType.PREFIXED, "User:*", "*", AclOperation.READ,
+                       AclPermissionType.ALLOW),
+            AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+                       AclOperation.DESCRIBE, AclPermissionType.ALLOW)]
     for f in admin.create_acls(acls, request_timeout=10).values():
         f.result(timeout=15)
     return open_t, secret_t

@@ -35,9 +35,12 @@ from tests.wait import wait_until
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    # Small snapshot threshold: the restart test loads the ACLs from a metadata snapshot.
+    # Small snapshot threshold: the restart test loads the ACLs from a metadata snapshot. The
+    # clients here connect as User:ANONYMOUS: a super user, as the ACL APIs need Alter / Describe on
+    # the Cluster.
     b = BrokerProcess(tmp_path_factory.mktemp("acls"), overrides={
-        "authorizer.class.name": "kavka", "metadata.log.max.record.bytes.between.snapshots": "2048"})
+        "authorizer.class.name": "kavka", "metadata.log.max.record.bytes.between.snapshots": "2048",
+        "super.users": "User:ANONYMOUS"})
     b.format()
     b.start()
     yield b
@@ -215,7 +218,7 @@ def test_a_broker_only_node_forwards_to_the_controller(tmp_path):
     controller listener; the broker answers once its own image shows the change."""
     from tests.broker_harness import Cluster
 
-    c = Cluster(tmp_path, 2, controllers=1, overrides={"authorizer.class.name": "kavka"}).start()
+    c = Cluster(tmp_path, 2, controllers=1, overrides={"authorizer.class.name": "kavka", "super.users": "User:ANONYMOUS"}).start()
     try:
         # One CI run timed out "waiting for controller" here (not reproduced in 20 local runs):
         # the client's view of the cluster is logged, and shown with the brokers' logs if it fails.

@@ -217,3 +217,24 @@ def test_ten_thousand_acls_check_fast() -> None:
 @pytest.mark.parametrize("value", ["", ";", " ; "])
 def test_empty_super_users(value: str) -> None:
     assert parse_super_users(value) == frozenset()
+
+
+def test_authorize_by_resource_type_is_kafkas_write_on_any_topic() -> None:
+    def acl(name: str, perm: Perm = Perm.ALLOW, pt: Pt = Pt.LITERAL, op: Op = Op.WRITE) -> Acl:
+        return Acl(Rt.TOPIC, name, pt, "User:alice", "*", op, perm)
+
+    def may(*acls: Acl, **kw: object) -> bool:
+        return Authorizer(acls, **kw).authorize_by_resource_type("User:alice", "1.2.3.4", Op.WRITE, Rt.TOPIC)  # type: ignore[arg-type]
+
+    assert not may()
+    assert may(allow_everyone_if_no_acl_found=True)
+    assert may(super_users=frozenset({"User:alice"}))
+    assert may(acl("orders"))
+    assert may(acl("team-", pt=Pt.PREFIXED))
+    assert may(acl("orders", op=Op.ALL))
+    assert not may(acl("orders", op=Op.READ))  # only Write (or All) counts, not what implies Describe
+    assert not may(acl("orders"), acl("orders", Perm.DENY))
+    assert not may(acl("orders"), acl("ord", Perm.DENY, Pt.PREFIXED))
+    assert not may(acl("orders"), acl("*", Perm.DENY))
+    assert may(acl("orders"), acl("payments", Perm.DENY))
+    assert not may(acl("team-", pt=Pt.PREFIXED), acl("te", Perm.DENY, Pt.PREFIXED))

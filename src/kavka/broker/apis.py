@@ -4,7 +4,9 @@ One module per API family under `handlers/`; each handler takes
 (node, ctx, request) and returns the response entity (or an awaitable of it,
 or None for Produce acks=0). The table here is the single place that says
 which APIs kavka serves; ApiVersions advertises exactly the versions in
-`protocol.api.SUPPORTED` for the keys that have a handler.
+`protocol.api.SUPPORTED` for the keys that have a handler. What each API needs from the
+authorizer is declared beside it (broker.api_authorization.NEEDS, one entry per key here); an API
+whose need is a single action on the Cluster is checked here, before its handler runs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.authorizer import CLUSTER_NAME
+from kavka.broker import authorization
+from kavka.broker.api_authorization import NEEDS, ApiAuthorization, Checked, denied_response
 from kavka.broker.handlers import (
     acls,
     configs,
@@ -34,6 +39,7 @@ from kavka.broker.handlers import (
     scram,
     topics,
 )
+from kavka.common import ResourceType
 from kavka.protocol import api
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import NO_THROTTLE, make, nested
@@ -95,8 +101,22 @@ class KafkaApis:
     def handlers(self) -> dict[int, Handler]:
         out: dict[int, Handler] = {}
         for key, fn in self._table.items():
-            out[int(key)] = fn if fn == self.handle_api_versions else partial(fn, self.node)
+            handler: Handler = fn if fn == self.handle_api_versions else partial(fn, self.node)
+            need = NEEDS[key]
+            if need.checked is Checked.CLUSTER:
+                handler = partial(self._cluster_checked, need, handler)
+            out[int(key)] = handler
         return out
+
+    def _cluster_checked(self, need: ApiAuthorization, handler: Handler, ctx: RequestContext, request: Any) -> Any:
+        """An API whose need is one action on the Cluster (api_authorization.Checked.CLUSTER):
+        refused before its handler runs, with the API's error response for the whole request."""
+        check = authorization.checker(self.node, ctx)
+        assert need.operation is not None
+        if check is None or check(need.operation, ResourceType.CLUSTER, CLUSTER_NAME):
+            return handler(ctx, request)
+        resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+        return denied_response(ctx.api_key, resp_cls, request, need.error)
 
     def api_versions_response(self, version: int, error: ErrorCode = ErrorCode.none, *, own_apis: bool = False) -> Any:
         cls = api.response_schema(ApiKey.API_VERSIONS, version)

@@ -56,7 +56,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.authorizer import Authorizer, parse_super_users
+from kavka.authorizer import CLUSTER_NAME, Authorizer, parse_super_users
 from kavka.broker.assignments import Assignment, AssignmentsManager
 from kavka.broker.client_quotas import ClientQuotas
 from kavka.broker.config_resolver import ConfigResolver
@@ -65,7 +65,7 @@ from kavka.broker.metadata_publisher import BrokerMetadataPublisher
 from kavka.broker.shared_server import SharedServer, StartupError
 from kavka.broker.storage_io import StorageIoManager
 from kavka.client.security import PLAINTEXT, ClientSecurity
-from kavka.common import AlterConfigOpType, ConfigResourceType
+from kavka.common import AclOperation, AlterConfigOpType, ConfigResourceType, ResourceType
 from kavka.config import BrokerConfig, ConfigError
 from kavka.controller.quorum_controller import QuorumController
 from kavka.controller.results import ApiResult, NewTopic
@@ -249,6 +249,7 @@ class BrokerNode:
         self.shared = SharedServer(
             self.config, cluster_id=self.cluster_id, clock=self.clock,
             controller_security=self.controller_security, listener_tls=self.tls, listener_sasl=self.sasl,
+            cluster_action=self._may_cluster_action if self.config["authorizer.class.name"] else None,
         )
         self.shared.open([self.publisher.publish])
         self.controller = self.shared.controller
@@ -570,6 +571,12 @@ class BrokerNode:
             )
             self._authorizer_acls = acls
         return self._authorizer
+
+    def _may_cluster_action(self, principal: str, host: str) -> bool:
+        """The controller listener's check (broker.raft_driver): ClusterAction on the Cluster."""
+        auth = self.authorizer()
+        return auth is None or auth.authorize(principal, host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                                              CLUSTER_NAME)
 
     def scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
         """`user`'s SCRAM credential for `mechanism` in the current metadata image (None: none)."""

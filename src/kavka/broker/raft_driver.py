@@ -30,6 +30,15 @@ every frame first, as on client listeners). The connections to peer voters go th
 (kavka.client.security: the same listener's client side, the node's own login), renewed before a
 SASL session's lifetime ends. A failed TLS handshake or login, either way, closes that connection
 and is logged (outgoing: once per peer until an answer comes); the core retries by its timers.
+
+Authorization (Kafka's ControllerApis: ClusterAction on the Cluster for every RPC there): with
+`cluster_action` (principal, host) -> allowed, given when an authorizer is configured, a
+connection's principal -- SASL's, else the client certificate's mapped DN, else User:ANONYMOUS --
+must hold ClusterAction on the Cluster (super.users or an ACL; the nodes' own principal must). A
+refused controller request is answered with its error response, CLUSTER_AUTHORIZATION_FAILED
+(api_authorization.denied_response); a refused KRaft RPC closes the connection. Both are logged
+on the authorizer log. The forwarded client requests were authorized on the broker that received
+them, as their client's principal (Kafka's Envelope: ClusterAction for the broker here).
 """
 
 from __future__ import annotations
@@ -43,6 +52,9 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from kavka.authorizer import CLUSTER_NAME
+from kavka.broker.api_authorization import denied_response
+from kavka.broker.authorization import DENIALS, api_name
 from kavka.broker.sasl_authenticator import (
     Close,
     Failed,
@@ -53,7 +65,10 @@ from kavka.broker.sasl_authenticator import (
     Serve,
     Succeeded,
 )
+from kavka.broker.tls import peer_principal
 from kavka.client.security import PLAINTEXT, ClientSecurity, open_async
+from kavka.common import AclOperation, ResourceType
+from kavka.principal import ANONYMOUS
 from kavka.protocol.framing import (
     decode_body,
     encode_entity,
@@ -107,7 +122,9 @@ class RaftDriver:
         security: ClientSecurity = PLAINTEXT,
         server_tls: Any = None,
         server_sasl: ListenerSasl | None = None,
+        cluster_action: Callable[[str, str], bool] | None = None,
     ) -> None:
+        self.cluster_action = cluster_action  # (principal, host) -> may ClusterAction; None: no authorizer
         self.server_sasl = server_sasl  # the controller listener's SASL settings (SASL_PLAINTEXT / SASL_SSL), or None
         self.security = security  # how this node reaches its peers' controller listener
         self.server_tls = server_tls  # the controller listener's ListenerTls (SSL), or None
@@ -427,6 +444,15 @@ class RaftDriver:
         writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(header.correlation_id) + b"\x00" + body)
         await writer.drain()
 
+    async def _refuse_controller_rpc(self, header: Any, frame: bytes, writer: asyncio.StreamWriter) -> None:
+        req_cls, resp_cls = self._rpc_schemas[header.api_key]
+        if header.api_version != req_cls.__version__:
+            raise ValueError(f"api {header.api_key} v{header.api_version} is not spoken between kavka nodes")
+        request = decode_body(req_cls, frame, header.header_size)
+        body = encode_entity(denied_response(header.api_key, resp_cls, request))
+        writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(header.correlation_id) + b"\x00" + body)
+        await writer.drain()
+
     # ---- inbound -------------------------------------------------------------------------
 
     async def _authenticate(self, auth: SaslServerAuthenticator, frame: bytes, writer: asyncio.StreamWriter) -> str:
@@ -474,7 +500,12 @@ class RaftDriver:
             self._tasks.add(task)
         self._inbound.add(writer)
         auth = SaslServerAuthenticator(self.server_sasl) if self.server_sasl is not None else None
+        principal = ANONYMOUS
+        peername = writer.get_extra_info("peername") or ("?", 0)
+        host = str(peername[0])
         try:
+            if self.server_tls is not None:
+                principal = peer_principal(self.server_tls, writer.get_extra_info("ssl_object"))
             while True:
                 if auth is not None and not auth.authenticated:
                     # sasl.server.max.receive.size: a stranger cannot make the node buffer more
@@ -487,7 +518,15 @@ class RaftDriver:
                         return
                     if outcome == "answered":
                         continue
+                    principal = auth.principal or principal
                 header = read_request_header(frame, flexible=True)
+                if self.cluster_action is not None and not self.cluster_action(principal, host):
+                    DENIALS.denied(principal, host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME,
+                                   api_name(header.api_key))
+                    if header.api_key in self._rpc_schemas and self.controller_apis is not None:
+                        await self._refuse_controller_rpc(header, frame, writer)
+                        continue
+                    return  # a KRaft RPC from a principal that may not take part: closed
                 if header.api_key in self._rpc_schemas and self.controller_apis is not None:
                     await self._serve_controller_rpc(header, frame, writer)
                     continue

@@ -38,8 +38,8 @@ accepting; a handshake in progress counts against `max.connections`. A failed ha
 plaintext client, an unknown or missing client certificate) closes that socket with one WARNING
 line; a client that goes away mid-handshake, one INFO line. A connection's principal -- the
 client certificate's DN mapped by `ssl.principal.mapping.rules`, else User:ANONYMOUS -- and its
-listener name ride on every RequestContext; the principal is logged at DEBUG on connect. Nothing
-authorizes with it yet.
+listener name ride on every RequestContext; the principal is logged at DEBUG on connect. The
+authorizer decides with it (broker.api_authorization declares what each API needs).
 
 SASL (listeners whose protocol is SASL_PLAINTEXT or SASL_SSL; settings from
 kavka.broker.sasl_authenticator, built at startup). Each frame first goes to the connection's
@@ -136,7 +136,7 @@ class RequestContext:
     listener: str = ""
     # Kafka's KafkaPrincipal: User:<name> authenticated by SASL on a SASL listener; User:<mapped
     # certificate DN> on an SSL listener with a client certificate; else User:ANONYMOUS. The
-    # authorizer checks it (broker.authorization: Produce, Fetch and Metadata so far).
+    # authorizer checks it (broker.api_authorization: what each API needs).
     principal: str = ANONYMOUS
     # The request's size in bytes (header and body): what Kafka counts against a producer's quota.
     size: int = 0

@@ -84,7 +84,10 @@ class SharedServer:
         self, config: BrokerConfig, *, cluster_id: str, clock: Callable[[], float],
         controller_security: ClientSecurity = PLAINTEXT, listener_tls: Mapping[str, Any] | None = None,
         listener_sasl: Mapping[str, Any] | None = None,
+        cluster_action: Callable[[str, str], bool] | None = None,
     ) -> None:
+        # (principal, host) -> may ClusterAction on the Cluster: the controller listener's check.
+        self.cluster_action = cluster_action
         self.listener_sasl = dict(listener_sasl or {})  # SASL listeners' ListenerSasl: the controller listener's, if SASL
         self.config = config
         self.controller_security = controller_security  # how this node reaches the controllers' listener
@@ -131,6 +134,7 @@ class SharedServer:
             security=self.controller_security,
             server_tls=self.listener_tls.get(ctl.name) if ctl is not None else None,
             server_sasl=self.listener_sasl.get(ctl.name) if ctl is not None else None,
+            cluster_action=self.cluster_action,
         )
         # What every handler calls: local on the active controller, an RPC to it elsewhere.
         self.controller = ControllerClient(

@@ -5,6 +5,11 @@ for) with its effective value, source, read-only flag, synonyms (in
 precedence order, as Kafka lists them) and, v3+, its type and documentation.
 Dynamic broker configs are ConfigRecords in the metadata log: they persist
 across restarts and take effect on every partition at once.
+
+Authorization (Kafka's KafkaApis / ControllerApis): DescribeConfigs needs DescribeConfigs, the
+Alter APIs AlterConfigs, on the Topic for a topic resource (else TOPIC_AUTHORIZATION_FAILED) and on
+the Cluster for a broker or broker-logger resource (else CLUSTER_AUTHORIZATION_FAILED); checked
+per resource on the receiving broker, as the request's principal, before anything is forwarded.
 """
 
 from __future__ import annotations
@@ -13,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.common import AlterConfigOpType, ConfigResourceType, ConfigSource
+from kavka.authorizer import CLUSTER_NAME
+from kavka.broker.authorization import Checker, checker
+from kavka.common import (
+    AclOperation,
+    AlterConfigOpType,
+    ConfigResourceType,
+    ConfigSource,
+    ResourceType,
+)
 from kavka.config import BROKER_CONFIGS, KEYSTORE_KEYS, TOPIC_CONFIGS
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.controller.results import ApiResult
@@ -26,6 +39,22 @@ if TYPE_CHECKING:
     from kavka.broker.server import RequestContext
 
 BROKER_LOGGER_RESOURCE = 8
+
+
+def config_resource_refusal(check: Checker | None, op: AclOperation, resource_type: int, name: str) -> ErrorCode | None:
+    """The authorization error for one config resource, or None if allowed (Kafka's
+    configsAuthorizationApiError): Topic for a topic, the Cluster for a broker or broker logger."""
+    if check is None:
+        return None
+    if resource_type == ConfigResourceType.TOPIC:
+        return None if check(op, ResourceType.TOPIC, name) else ErrorCode.topic_authorization_failed
+    if resource_type in (ConfigResourceType.BROKER, BROKER_LOGGER_RESOURCE):
+        return None if check(op, ResourceType.CLUSTER, CLUSTER_NAME) else ErrorCode.cluster_authorization_failed
+    return None
+
+
+_MESSAGES = {ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+             ErrorCode.cluster_authorization_failed: "Cluster authorization failed."}
 
 
 def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
@@ -55,10 +84,14 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
         )
 
     results = []
+    check = checker(node, ctx)
     for r in req.resources:
         keys = r.configuration_keys
         error, message, entries = ErrorCode.none, None, []
-        if r.resource_type == ConfigResourceType.TOPIC:
+        refused = config_resource_refusal(check, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
+        if refused is not None:
+            error, message = refused, _MESSAGES[refused]
+        elif r.resource_type == ConfigResourceType.TOPIC:
             if r.resource_name not in image.topics_by_name:
                 error, message = ErrorCode.unknown_topic_or_partition, f"Topic {r.resource_name} does not exist"
             else:
@@ -129,10 +162,18 @@ async def alter_resources(controller: Any, req: Any, *, incremental: bool, prech
 async def _alter(node: BrokerNode, ctx: RequestContext, req: Any, *, incremental: bool) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     res_cls = nested(resp_cls, "AlterConfigsResourceResponse")
+    check = checker(node, ctx)
+
+    def precheck(resource_type: int, resource_name: str, ops: Any, *, validate_only: bool) -> ApiResult | None:
+        refused = config_resource_refusal(check, AclOperation.ALTER_CONFIGS, resource_type, resource_name)
+        if refused is not None:
+            return ApiResult(refused, None)
+        return node.check_keystore_alter(resource_type, resource_name, ops, validate_only=validate_only)
+
     out = tuple(
         make(res_cls, error_code=result.error, error_message=result.message,
              resource_type=r.resource_type, resource_name=r.resource_name)
-        for r, result in await alter_resources(node.controller, req, incremental=incremental, precheck=node.check_keystore_alter)
+        for r, result in await alter_resources(node.controller, req, incremental=incremental, precheck=precheck)
     )
     return make(resp_cls, throttle_time=NO_THROTTLE, responses=out)
 

@@ -12,6 +12,9 @@ a retriable COORDINATOR_NOT_AVAILABLE would make them wait for a coordinator tha
 
 v0-v3 carry one key (`key`, `key_type` from v1); v4+ batch keys in
 `coordinator_keys` and answer one `Coordinator` entry per key (KIP-699).
+
+Authorization: a group key needs Describe on the Group, else GROUP_AUTHORIZATION_FAILED (Kafka's
+KafkaApis.getCoordinator); a transaction key is refused as above whatever the ACLs.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.broker.authorization import Checker, checker
+from kavka.common import AclOperation, ResourceType
 from kavka.coordinator.records import OFFSETS_TOPIC
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
@@ -35,7 +40,11 @@ TRANSACTION_KEY_TYPE = 1
 NO_TRANSACTIONS = "transactions are not supported by kavka yet; use an idempotent producer without transactional.id"
 
 
-async def _locate(node: BrokerNode, listener: str, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
+async def _locate(node: BrokerNode, listener: str, key_type: int, key: str,
+                  check: Checker | None) -> tuple[ErrorCode, int, str, int]:
+    # Kafka checks Describe on the key before looking it up.
+    if key_type == GROUP_KEY_TYPE and check is not None and not check(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.group_authorization_failed, -1, "", -1
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.transactional_id_authorization_failed, -1, "", -1
     # Created on first use, as Kafka does; until it exists, clients retry.
@@ -56,8 +65,9 @@ async def _locate(node: BrokerNode, listener: str, key_type: int, key: str) -> t
 async def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     key_type = int(req.key_type)
+    check = checker(node, ctx)
     if ctx.api_version < 4:
-        error, node_id, host, port = await _locate(node, ctx.listener, key_type, req.key)
+        error, node_id, host, port = await _locate(node, ctx.listener, key_type, req.key, check)
         return make(
             resp_cls,
             throttle_time=NO_THROTTLE,
@@ -70,7 +80,7 @@ async def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: An
     coord_cls = nested(resp_cls, "Coordinator")
     coordinators = []
     for key in req.coordinator_keys:
-        error, node_id, host, port = await _locate(node, ctx.listener, key_type, key)
+        error, node_id, host, port = await _locate(node, ctx.listener, key_type, key, check)
         coordinators.append(
             make(
                 coord_cls,

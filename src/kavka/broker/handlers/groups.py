@@ -12,6 +12,14 @@ DeleteGroups (42), OffsetDelete (47), and KIP-848's ConsumerGroupHeartbeat
   v7+ carries protocol_type/name (nullable), older versions a plain string.
 - LeaveGroup v0-v2 names one member; v3+ a batch (KIP-345), per-member errors.
 - OffsetFetch v8+ batches groups (KIP-709); v2+ accepts null topics (all).
+
+Authorization (broker.api_authorization, Kafka's KafkaApis): Join/Sync/Heartbeat/Leave,
+OffsetCommit and ConsumerGroupHeartbeat need Read on the Group, OffsetFetch and DescribeGroups
+Describe, DeleteGroups and OffsetDelete Delete, else GROUP_AUTHORIZATION_FAILED. Then per topic:
+OffsetCommit and OffsetDelete need Read (TOPIC_AUTHORIZATION_FAILED on its partitions); OffsetFetch
+Describe (a named topic's partitions TOPIC_AUTHORIZATION_FAILED, left out of an all-topics answer).
+ListGroups lists every group with Describe on the Cluster, else only those with Describe on the
+Group. DescribeGroups v3+ fills KIP-430's authorized_operations when asked.
 """
 
 from __future__ import annotations
@@ -21,6 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.authorizer import CLUSTER_NAME
+from kavka.broker.authorization import authorized_operations, checker
+from kavka.common import AclOperation, ResourceType
 from kavka.coordinator.group import OffsetAndMetadata
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_from_str, uuid_to_str
@@ -45,7 +56,21 @@ def _resp(ctx: RequestContext) -> type:
     return api.response_schema(ctx.api_key, ctx.api_version)
 
 
+def _allowed(node: BrokerNode, ctx: RequestContext) -> Any:
+    """(operation, resource type, name) -> allowed; always True without an authorizer."""
+    check = checker(node, ctx)
+    return (lambda _op, _rt, _name: True) if check is None else check
+
+
+def _group_allowed(node: BrokerNode, ctx: RequestContext, op: AclOperation, group_id: str) -> bool:
+    return bool(_allowed(node, ctx)(op, ResourceType.GROUP, group_id))
+
+
 async def handle_join_group(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    if not _group_allowed(node, ctx, AclOperation.READ, req.group_id):
+        return make(_resp(ctx), throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+                    generation_id=-1, protocol_type=None, protocol_name=None if ctx.api_version >= 7 else "",
+                    leader="", skip_assignment=False, member_id="", members=())
     session = _ms(req.session_timeout)
     rebalance = _ms(req.rebalance_timeout) if hasattr(req, "rebalance_timeout") else session
     result = await node.groups.join_group(
@@ -80,6 +105,9 @@ async def handle_join_group(node: BrokerNode, ctx: RequestContext, req: Any) -> 
 
 
 async def handle_sync_group(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    if not _group_allowed(node, ctx, AclOperation.READ, req.group_id):
+        return make(_resp(ctx), throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+                    protocol_type=None, protocol_name=None, assignment=b"")
     result = await node.groups.sync_group(
         group_id=req.group_id,
         generation_id=req.generation_id,
@@ -100,6 +128,8 @@ async def handle_sync_group(node: BrokerNode, ctx: RequestContext, req: Any) -> 
 
 
 def handle_heartbeat(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    if not _group_allowed(node, ctx, AclOperation.READ, req.group_id):
+        return make(_resp(ctx), throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed)
     error = node.groups.heartbeat(
         group_id=req.group_id,
         generation_id=req.generation_id,
@@ -111,6 +141,8 @@ def handle_heartbeat(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
 
 def handle_leave_group(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     cls = _resp(ctx)
+    if not _group_allowed(node, ctx, AclOperation.READ, req.group_id):
+        return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed, members=())
     if ctx.api_version < 3:
         _top, errors = node.groups.leave_group(req.group_id, [(req.member_id, None)])
         return make(cls, throttle_time=NO_THROTTLE, error_code=errors[0])
@@ -139,22 +171,35 @@ def _partition_exists(node: BrokerNode) -> Any:
 
 
 async def handle_offset_commit(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    allowed = _allowed(node, ctx)
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    if not allowed(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        refused = {(t.name, p.partition_index): ErrorCode.group_authorization_failed
+                   for t in req.topics for p in t.partitions}
+    else:
+        for t in req.topics:
+            if not allowed(AclOperation.READ, ResourceType.TOPIC, t.name):
+                refused.update({(t.name, p.partition_index): ErrorCode.topic_authorization_failed for p in t.partitions})
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for t in req.topics:
         for p in t.partitions:
+            if (t.name, p.partition_index) in refused:
+                continue
             offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
                 p.committed_offset,
                 p.committed_leader_epoch,
                 p.committed_metadata or "",
             )
-    errors = await node.groups.commit_offsets(
-        group_id=req.group_id,
-        generation_id=req.generation_id_or_member_epoch,
-        member_id=req.member_id,
-        group_instance_id=req.group_instance_id,
-        offsets=offsets,
-        partition_exists=_partition_exists(node),
-    )
+    errors: dict[tuple[str, int], ErrorCode] = dict(refused)
+    if offsets or not refused:
+        errors.update(await node.groups.commit_offsets(
+            group_id=req.group_id,
+            generation_id=req.generation_id_or_member_epoch,
+            member_id=req.member_id,
+            group_instance_id=req.group_instance_id,
+            offsets=offsets,
+            partition_exists=_partition_exists(node),
+        ))
     cls = _resp(ctx)
     topic_cls = nested(cls, "OffsetCommitResponseTopic")
     part_cls = nested(cls, "OffsetCommitResponsePartition")
@@ -175,15 +220,25 @@ async def handle_offset_commit(node: BrokerNode, ctx: RequestContext, req: Any) 
     )
 
 
-def _fetch_group(node: BrokerNode, group_id: str, topics: Any) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None]]]]:
-    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+def _fetch_group(node: BrokerNode, group_id: str, topics: Any,
+                 may_describe: Any) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None | ErrorCode]]]]:
+    """A group's committed offsets by topic; a topic the principal may not Describe is left out of
+    an all-topics answer, and a named one answers TOPIC_AUTHORIZATION_FAILED (Kafka's
+    fetchOffsetsForGroup / fetchAllOffsetsForGroup)."""
+    refused = [] if topics is None else [t for t in topics if not may_describe(t.name)]
+    asked = None if topics is None else [t for t in topics if may_describe(t.name)]
+    wanted = None if asked is None else [(t.name, p) for t in asked for p in t.partition_indexes]
     found = node.groups.fetch_offsets(group_id, wanted)
-    by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None]]] = {}
-    if topics is not None:
-        for t in topics:
+    by_topic: dict[str, list[tuple[int, OffsetAndMetadata | None | ErrorCode]]] = {}
+    if asked is not None:
+        for t in asked:
             by_topic.setdefault(t.name, [])
     for (topic, partition), om in found.items():
+        if topics is None and not may_describe(topic):
+            continue
         by_topic.setdefault(topic, []).append((partition, om))
+    for t in refused:
+        by_topic[t.name] = [(p, ErrorCode.topic_authorization_failed) for p in t.partition_indexes]
     return list(by_topic.items())
 
 
@@ -197,27 +252,28 @@ def handle_offset_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
         topic_cls = nested(cls, "OffsetFetchResponseTopic")
         part_cls = nested(cls, "OffsetFetchResponsePartition")
 
+    allowed = _allowed(node, ctx)
+
+    def may_describe(topic: str) -> bool:
+        return bool(allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, topic))
+
+    def partition(p: int, om: OffsetAndMetadata | None | ErrorCode) -> Any:
+        if isinstance(om, ErrorCode):
+            return make(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                        metadata="", error_code=om)
+        return make(part_cls, partition_index=p, committed_offset=om.offset if om else -1,
+                    committed_leader_epoch=om.leader_epoch if om else -1, metadata=om.metadata if om else "",
+                    error_code=ErrorCode.none)
+
     def topics_of(group_id: str, topics: Any) -> tuple[Any, ...]:
         return tuple(
-            make(
-                topic_cls,
-                name=name,
-                partitions=tuple(
-                    make(
-                        part_cls,
-                        partition_index=p,
-                        committed_offset=om.offset if om else -1,
-                        committed_leader_epoch=om.leader_epoch if om else -1,
-                        metadata=om.metadata if om else "",
-                        error_code=ErrorCode.none,
-                    )
-                    for p, om in parts
-                ),
-            )
-            for name, parts in _fetch_group(node, group_id, topics)
+            make(topic_cls, name=name, partitions=tuple(partition(p, om) for p, om in parts))
+            for name, parts in _fetch_group(node, group_id, topics, may_describe)
         )
 
     def error_of(group_id: str) -> ErrorCode:
+        if not allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            return ErrorCode.group_authorization_failed
         return ErrorCode.none if node.groups.owns(group_id) else ErrorCode.not_coordinator
 
     if ctx.api_version >= 8:
@@ -237,6 +293,12 @@ def handle_offset_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     error = error_of(req.group_id)
     if error != ErrorCode.none and ctx.api_version >= 2:
         return make(cls, throttle_time=NO_THROTTLE, topics=(), error_code=error)
+    if error == ErrorCode.group_authorization_failed:
+        # v0-v1 have no top-level error code: every asked partition carries it (Kafka's
+        # OffsetFetchResponse for old versions).
+        return make(cls, throttle_time=NO_THROTTLE, topics=tuple(
+            make(topic_cls, name=t.name, partitions=tuple(partition(p, error) for p in t.partition_indexes))
+            for t in req.topics or ()))
     return make(cls, throttle_time=NO_THROTTLE, topics=topics_of(req.group_id, req.topics), error_code=ErrorCode.none)
 
 
@@ -244,6 +306,10 @@ def handle_list_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     cls = _resp(ctx)
     listed = nested(cls, "ListedGroup")
     groups = node.groups.list_groups(req.states_filter or ())
+    quiet = checker(node, ctx, log_denials=False)  # a filter, not a refusal: Kafka logs none of these
+    allowed = (lambda _op, _rt, _name: True) if quiet is None else quiet
+    if not allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        groups = [g for g in groups if allowed(AclOperation.DESCRIBE, ResourceType.GROUP, g[0])]
     return make(
         cls,
         throttle_time=NO_THROTTLE,
@@ -257,7 +323,13 @@ def handle_describe_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> A
     group_cls = nested(cls, "DescribedGroup")
     member_cls = nested(cls, "DescribedGroupMember")
     out = []
+    allowed = _allowed(node, ctx)
     for group_id in req.groups:
+        if not allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            out.append(make(group_cls, error_code=ErrorCode.group_authorization_failed, group_id=group_id,
+                            group_state="", protocol_type="", protocol_data="", members=(),
+                            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
         d = node.groups.describe_group(group_id)
         out.append(
             make(
@@ -279,7 +351,8 @@ def handle_describe_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> A
                     )
                     for m in d.members
                 ),
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                authorized_operations=authorized_operations(node, ctx, ResourceType.GROUP, group_id)
+                if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
             )
         )
     return make(cls, throttle_time=NO_THROTTLE, groups=tuple(out))
@@ -288,7 +361,11 @@ def handle_describe_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> A
 def handle_delete_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     cls = _resp(ctx)
     result_cls = nested(cls, "DeletableGroupResult")
-    errors = node.groups.delete_groups(list(req.groups_names))
+    allowed = _allowed(node, ctx)
+    permitted = [g for g in req.groups_names if allowed(AclOperation.DELETE, ResourceType.GROUP, g)]
+    errors = dict.fromkeys(req.groups_names, ErrorCode.group_authorization_failed)
+    if permitted:
+        errors.update(node.groups.delete_groups(permitted))
     return make(
         cls,
         throttle_time=NO_THROTTLE,
@@ -300,10 +377,16 @@ def handle_offset_delete(node: BrokerNode, ctx: RequestContext, req: Any) -> Any
     cls = _resp(ctx)
     topic_cls = nested(cls, "OffsetDeleteResponseTopic")
     part_cls = nested(cls, "OffsetDeleteResponsePartition")
-    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    allowed = _allowed(node, ctx)
+    if not allowed(AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed, topics=())
+    readable = {t.name for t in req.topics if allowed(AclOperation.READ, ResourceType.TOPIC, t.name)}
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions if t.name in readable]
     exists = _partition_exists(node)
     known = [tp for tp in wanted if exists(*tp)]
     top, errors = node.groups.delete_offsets(req.group_id, known)
+    errors = {**errors, **{(t.name, p.partition_index): ErrorCode.topic_authorization_failed
+                           for t in req.topics if t.name not in readable for p in t.partitions}}
     if top != ErrorCode.none:
         return make(cls, throttle_time=NO_THROTTLE, error_code=top, topics=())
     return make(
@@ -329,6 +412,11 @@ def handle_offset_delete(node: BrokerNode, ctx: RequestContext, req: Any) -> Any
 
 
 async def handle_consumer_group_heartbeat(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    if not _group_allowed(node, ctx, AclOperation.READ, req.group_id):
+        # getErrorResponse(Errors.GROUP_AUTHORIZATION_FAILED.exception): the error's own message
+        return make(_resp(ctx), throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+                    error_message="Group authorization failed.", member_id=None, member_epoch=0, heartbeat_interval=timedelta(0),
+                    assignment=None)
     image = node.image
     owned = None
     if req.topic_partitions is not None:

@@ -5,7 +5,13 @@ and auto.create.topics.enable is on (Kafka's AutoTopicCreationManager); the
 controller is local, so the new topic is in this very response instead of a
 LEADER_NOT_AVAILABLE that makes the client ask again. With an authorizer, a topic needs Describe
 to be shown (an all-topics answer leaves it out, a named one is TOPIC_AUTHORIZATION_FAILED) and
-Create on the cluster or itself to be auto-created (broker.authorization).
+Create on the cluster or itself to be auto-created (broker.authorization). KIP-430: Metadata v8+
+fills topic_authorized_operations / cluster_authorized_operations when the request sets
+include_topic_authorized_operations / include_cluster_authorized_operations, and DescribeCluster
+cluster_authorized_operations when include_cluster_authorized_operations is set (the bit set of
+the operations the principal may perform, broker.authorization.authorized_operations);
+Integer.MIN_VALUE otherwise; the cluster's is 0 without Describe on the Cluster. DescribeCluster
+itself needs no ACL (Kafka's AuthHelper.computeDescribeClusterResponse).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kavka.authorizer import CLUSTER_NAME
-from kavka.broker.authorization import checker
+from kavka.broker.authorization import authorized_operations, checker, cluster_authorized_operations
 from kavka.common import AclOperation, ResourceType
 from kavka.controller.quorum_controller import UNAVAILABLE
 from kavka.controller.replication_control import INTERNAL_TOPICS, validate_topic_name
@@ -66,12 +72,13 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
     # With an authorizer (broker.authorization): Describe on a topic to see it, Create on the
     # cluster or the topic to auto-create it (Kafka's KafkaApis.getTopicMetadata).
     check = checker(node, ctx)
+    quiet = checker(node, ctx, log_denials=False)  # Kafka asks Create on the Cluster with logIfDenied=false
 
     def may_describe(name: str) -> bool:
         return check is None or check(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
 
     def may_create(name: str) -> bool:
-        return check is None or check(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME) or check(
+        return check is None or (quiet is not None and quiet(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)) or check(
             AclOperation.CREATE, ResourceType.TOPIC, name)
 
     allow_create = req.allow_auto_topic_creation and node.config["auto.create.topics.enable"]
@@ -112,7 +119,8 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
             topic_id=uuid_from_str(t.topic_id),
             is_internal=t.name in INTERNAL_TOPICS,
             partitions=parts,
-            topic_authorized_operations=_OPS_UNSET,
+            topic_authorized_operations=authorized_operations(node, ctx, ResourceType.TOPIC, t.name)
+            if req.include_topic_authorized_operations else _OPS_UNSET,
         )
 
     topics = []
@@ -162,7 +170,8 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
         cluster_id=node.cluster_id,
         controller_id=_controller_id(node),
         topics=tuple(topics),
-        cluster_authorized_operations=_OPS_UNSET,
+        cluster_authorized_operations=cluster_authorized_operations(node, ctx)
+        if req.include_cluster_authorized_operations else _OPS_UNSET,
     )
 
 
@@ -189,7 +198,8 @@ def handle_describe_cluster(node: BrokerNode, ctx: RequestContext, req: Any) -> 
             "broker_id",
             include_fenced=bool(getattr(req, "include_fenced_brokers", False)),
         ),
-        cluster_authorized_operations=_OPS_UNSET,
+        cluster_authorized_operations=cluster_authorized_operations(node, ctx)
+        if req.include_cluster_authorized_operations else _OPS_UNSET,
     )
 
 

@@ -9,6 +9,10 @@ for a topic that is not tiered). A positive timestamp finds the first offset
 whose timestamp is at least that, among committed records; on a tiered topic
 remote storage is searched first, in the remote reader's pool while the event
 loop awaits it (Kafka's asyncOffsetRead).
+
+Authorization (Kafka's KafkaApis): ListOffsets needs Describe on each topic, DeleteRecords Delete;
+OffsetForLeaderEpoch needs ClusterAction on the Cluster (a replica; not logged when missing) or
+else Describe on each topic. A refused topic's partitions answer TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from kavka.common import IsolationLevel
+from kavka.authorizer import CLUSTER_NAME
+from kavka.broker.authorization import checker
+from kavka.common import AclOperation, IsolationLevel, ResourceType
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 from kavka.replication.errors import error_for
@@ -39,6 +45,17 @@ def _leader(node: BrokerNode, topic: str, partition: int, current_leader_epoch: 
     if not p.is_leader:
         raise PartitionError(ErrorCode.not_leader_or_follower)
     return p
+
+
+def _topic_check(node: BrokerNode, ctx: RequestContext, op: AclOperation) -> Any:
+    """topic -> None, raising TOPIC_AUTHORIZATION_FAILED when the principal may not `op` it."""
+    check = checker(node, ctx)
+
+    def require(topic: str) -> None:
+        if check is not None and not check(op, ResourceType.TOPIC, topic):
+            raise PartitionError(ErrorCode.topic_authorization_failed)
+
+    return require
 
 
 def _epoch(e: int | None) -> int:
@@ -75,12 +92,14 @@ def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[
     topic_cls = nested(resp_cls, "ListOffsetsTopicResponse")
     part_cls = nested(resp_cls, "ListOffsetsPartitionResponse")
     read_committed = req.isolation_level == IsolationLevel.READ_COMMITTED
+    require = _topic_check(node, ctx, AclOperation.DESCRIBE)
     topics = []
     for t in req.topics:
         parts = []
         for rp in t.partitions:
             error, ts, offset, epoch = ErrorCode.none, -1, -1, -1
             try:
+                require(t.name)
                 p = _leader(node, t.name, rp.partition_index, rp.current_leader_epoch)
                 hw = p.high_watermark
                 target = rp.timestamp
@@ -135,12 +154,19 @@ def handle_offset_for_leader_epoch(node: BrokerNode, ctx: RequestContext, req: A
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     topic_cls = nested(resp_cls, "OffsetForLeaderTopicResult")
     part_cls = nested(resp_cls, "EpochEndOffset")
+    replica = checker(node, ctx, log_denials=False)
+    if replica is None or replica(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        def require(_topic: str) -> None:
+            return None
+    else:
+        require = _topic_check(node, ctx, AclOperation.DESCRIBE)
     topics = []
     for t in req.topics:
         parts = []
         for rp in t.partitions:
             error, epoch, end = ErrorCode.none, -1, -1
             try:
+                require(t.topic)
                 p = _leader(node, t.topic, rp.partition, rp.current_leader_epoch)
                 epoch, end = p.log.leader_epoch_cache.end_offset_for(rp.leader_epoch, p.log_end_offset)
             except Exception as e:
@@ -154,12 +180,14 @@ def handle_delete_records(node: BrokerNode, ctx: RequestContext, req: Any) -> An
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     topic_cls = nested(resp_cls, "DeleteRecordsTopicResult")
     part_cls = nested(resp_cls, "DeleteRecordsPartitionResult")
+    require = _topic_check(node, ctx, AclOperation.DELETE)
     topics = []
     for t in req.topics:
         parts = []
         for rp in t.partitions:
             error, low = ErrorCode.none, -1
             try:
+                require(t.name)
                 p = _leader(node, t.name, rp.partition_index, -1)
                 target = p.high_watermark if rp.offset == -1 else rp.offset
                 if target < 0 or target > p.high_watermark:

@@ -41,6 +41,13 @@ def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     check = checker(node, ctx)
     if check is None:
         return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms)
+    if req.transactional_id is not None and not check(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                      req.transactional_id):
+        # Kafka's handleProduceRequest: a transactional produce needs Write on its TransactionalId.
+        if req.acks == 0:
+            raise ProtocolError("produce with acks=0 failed; closing the connection to tell the producer")
+        resp_cls = api.response_schema(ctx.api_key, max(ctx.api_version, 3))
+        return _all_failed(req, resp_cls, ErrorCode.transactional_id_authorization_failed)
     return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms,
                    may_write=lambda topic: check(AclOperation.WRITE, ResourceType.TOPIC, topic))
 

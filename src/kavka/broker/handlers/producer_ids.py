@@ -7,6 +7,11 @@ producer without a transactional id. Transactions are not supported yet: a
 request with a transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients
 treat as fatal at once (a retriable code would leave them waiting forever); FindCoordinator
 for a transaction key answers the same, with a message saying why.
+
+Authorization (Kafka's KafkaApis.handleInitProducerIdRequest): with a transactional id, Write on
+that TransactionalId (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, checked first, as Kafka does);
+without one, IdempotentWrite on the Cluster or Write on any topic (authorizeByResourceType), else
+CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.authorizer import CLUSTER_NAME
+from kavka.broker.authorization import authorized_by_resource_type, checker
+from kavka.common import AclOperation, ResourceType
 from kavka.controller.quorum_controller import UNAVAILABLE
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make
@@ -40,6 +48,12 @@ class ProducerIdManager:
 
 async def handle_init_producer_id(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    check = checker(node, ctx)
+    if req.transactional_id is None and check is not None and not check(
+            AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME) and not authorized_by_resource_type(
+            node, ctx, AclOperation.WRITE, ResourceType.TOPIC):
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed,
+                    producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1)
     try:

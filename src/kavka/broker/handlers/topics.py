@@ -5,6 +5,15 @@ wire messages and the controller's value types, and report each topic's
 outcome with Kafka's error code and message. Each counts the partitions it
 creates or deletes against the client's controller_mutation_rate (KIP-599,
 broker.mutation_quota) and answers with its throttle time.
+
+Authorization happens here, on the broker that received the request, as the request's principal,
+before anything is forwarded to the controller (so a forwarded request is neither refused for
+nor allowed by the broker's own identity), with Kafka's ControllerApis rules: CreateTopics needs
+Create on the Cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED, "Authorization failed."),
+and a created topic's configs are returned only with DescribeConfigs on it (else
+topic_config_error_code TOPIC_AUTHORIZATION_FAILED, KIP-525); DeleteTopics needs Describe to learn
+whether a topic exists and Delete to delete it, or Delete on the Cluster for every topic;
+CreatePartitions needs Alter on the topic.
 """
 
 from __future__ import annotations
@@ -14,8 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.authorizer import CLUSTER_NAME
+from kavka.broker.authorization import Checker, checker
 from kavka.broker.mutation_quota import THROTTLED, MutationQuota, create_topics_within_quota
-from kavka.common import ConfigSource
+from kavka.common import AclOperation, ConfigSource, ResourceType
 from kavka.config import TOPIC_CONFIGS
 from kavka.controller.quorum_controller import UNAVAILABLE, unavailable_result
 from kavka.controller.replication_control import INTERNAL_TOPICS
@@ -66,23 +77,49 @@ async def create_partitions(controller: Any, req: Any, topics: Any = None) -> li
     return out
 
 
+AUTHORIZATION_FAILED = "Authorization failed."  # CreateTopics' message (ControllerApis.createTopics)
+TOPIC_AUTHORIZATION_FAILED = "Topic authorization failed."  # Errors.TOPIC_AUTHORIZATION_FAILED's own
+
+
+def _allows(check: Checker | None, op: AclOperation, topic: str) -> bool:
+    return check is None or check(op, ResourceType.TOPIC, topic)
+
+
 async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     result_cls = nested(resp_cls, "CreatableTopicResult")
     cfg_cls = nested(resp_cls, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
-    specs = new_topics(req)
+    check = checker(node, ctx)
+    quiet = checker(node, ctx, log_denials=False)  # ControllerApis asks these with logIfDenied=false
+    cluster_create = quiet is None or quiet(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+    all_specs = new_topics(req)
+    permitted = [cluster_create or _allows(check, AclOperation.CREATE, s.name) for s in all_specs]
+    specs = [s for s, ok in zip(all_specs, permitted, strict=True) if ok]
     quota = MutationQuota(node.client_quotas, ctx)
-    if req.validate_only:
+    if not specs:
+        results: list[CreatedTopic] = []
+    elif req.validate_only:
         results = await create_topics(node.controller, specs, validate_only=True)
     else:
         results = await create_topics_within_quota(
             quota, specs, node.config["num.partitions"], lambda admitted: create_topics(node.controller, admitted, validate_only=False)
         )
+    answered = iter(results)
     out = []
     image = node.image
-    for spec, r in zip(specs, results, strict=True):
+    for spec, ok in zip(all_specs, permitted, strict=True):
+        if not ok:
+            out.append(make(result_cls, name=spec.name, topic_id=uuid_from_str(None),
+                            error_code=ErrorCode.topic_authorization_failed, error_message=AUTHORIZATION_FAILED,
+                            topic_config_error_code=ErrorCode.none, num_partitions=-1, replication_factor=-1,
+                            configs=None))
+            continue
+        r = next(answered)
         configs = None
-        if cfg_cls is not None and r.result.ok:
+        config_error = ErrorCode.none
+        if cfg_cls is not None and r.result.ok and not _allows(quiet, AclOperation.DESCRIBE_CONFIGS, spec.name):
+            config_error = ErrorCode.topic_authorization_failed
+        elif cfg_cls is not None and r.result.ok:
             configs = []
             for key in sorted(TOPIC_CONFIGS):
                 if req.validate_only or spec.name not in image.topics_by_name:
@@ -102,7 +139,7 @@ async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
                 topic_id=uuid_from_str(r.topic_id),
                 error_code=r.result.error,
                 error_message=r.result.message,
-                topic_config_error_code=0,
+                topic_config_error_code=config_error,
                 num_partitions=r.num_partitions,
                 replication_factor=r.replication_factor,
                 configs=configs,
@@ -121,19 +158,32 @@ async def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
         wanted = [(n, None) for n in req.topic_names]
     results = []
     to_delete = []
+    check = checker(node, ctx)
+    # Delete on the Cluster stands for Describe and Delete on every topic (ControllerApis; not logged).
+    quiet = checker(node, ctx, log_denials=False)
+    if quiet is not None and quiet(AclOperation.DELETE, ResourceType.CLUSTER, CLUSTER_NAME):
+        check = None
     for name, tid in wanted:
         error, message = ErrorCode.none, None
         t = None
         if name is not None:
             t = image.topics_by_name.get(name)
-            if t is None:
+            if not _allows(check, AclOperation.DESCRIBE, name):
+                # Without Describe the caller may not learn whether the topic exists (ControllerApis).
+                error, message, t = ErrorCode.topic_authorization_failed, TOPIC_AUTHORIZATION_FAILED, None
+            elif t is None:
                 error = ErrorCode.unknown_topic_or_partition
         elif tid is not None:
             t = image.topics_by_id.get(uuid_to_str(tid))
             if t is None:
                 error = ErrorCode.unknown_topic_id
+            elif not _allows(check, AclOperation.DESCRIBE, t.name):
+                error, message, t = ErrorCode.topic_authorization_failed, TOPIC_AUTHORIZATION_FAILED, None
+                name = None  # nor its name, asked by id
         else:
             error, message = ErrorCode.invalid_request, "neither topic name nor id given"
+        if t is not None and not _allows(check, AclOperation.DELETE, t.name):
+            error, message, name, t = ErrorCode.topic_authorization_failed, TOPIC_AUTHORIZATION_FAILED, t.name, None
         if t is not None:
             if not node.config["delete.topic.enable"]:
                 error, message, t = ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.", None
@@ -174,6 +224,8 @@ async def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
 async def handle_create_partitions(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     res_cls = nested(resp_cls, "CreatePartitionsTopicResult")
+    check = checker(node, ctx)
+    refused = {t.name for t in req.topics if not _allows(check, AclOperation.ALTER, t.name)}
     quota = MutationQuota(node.client_quotas, ctx)
     image = node.image
 
@@ -181,12 +233,15 @@ async def handle_create_partitions(node: BrokerNode, ctx: RequestContext, req: A
         topic = image.topics_by_name.get(t.name)
         return max(0, t.count - len(topic.partitions)) if topic is not None else 0
 
-    topics = list(req.topics)
-    admitted, refused = quota.admit(topics, added) if not req.validate_only else (topics, [])
-    outcomes = iter(await create_partitions(node.controller, req, admitted))
+    permitted = [t for t in req.topics if t.name not in refused]
+    admitted, _ = quota.admit(permitted, added) if not req.validate_only else (permitted, [])
+    outcomes = iter(await create_partitions(node.controller, req, admitted) if admitted else [])
     taken = {id(t) for t in admitted}
     results = []
-    for t in topics:
+    for t in req.topics:
+        if t.name in refused:
+            results.append(make(res_cls, name=t.name, error_code=ErrorCode.topic_authorization_failed, error_message=None))
+            continue
         r = next(outcomes)[1] if id(t) in taken else THROTTLED
         if id(t) in taken and not r.ok:
             quota.refund(added(t))
