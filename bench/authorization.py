@@ -16,6 +16,10 @@ PREFIXED ones of many lengths (some covering `bench-...` topics for other princi
 bench's topic has ACLs to walk), a few LITERAL `*` wildcards, and DENYs for other principals on the
 same patterns, which match the resource but never apply to `bench`.
 
+Then, per mode, `--rate` records/s of 100 B for `--seconds` with linger.ms=0, acks=1: one Produce
+request per record, so the broker's CPU per record is its CPU per request, where a per-request
+check shows (large batches hide it); and the p50/p99 send-to-ack latency.
+
 The rounds alternate the order of the modes (off, acls, super, then super, acls, off, ...) so drift
 in the machine's load falls on all of them. Prints the median MB/s and broker CPU ms per MB of each
 mode and its ratio to `off`, then the cost of one `Authorizer.authorize` call over the same ACL set
@@ -55,6 +59,9 @@ FIGURES = [  # (workload, figure)
     ("produce", "broker_cpu_ms_per_mb"),
     ("consume", "mb_per_s"),
     ("consume", "broker_cpu_ms_per_mb"),
+    ("requests", "broker_cpu_us_per_request"),
+    ("requests", "p50_ms"),
+    ("requests", "p99_ms"),
 ]
 
 
@@ -148,12 +155,17 @@ def install(broker: Broker, acls: list[Acl], *, chunk: int = 1000, timeout: floa
         time.sleep(0.2)
 
 
-def one(broker: Broker, *, record_size: int, records: int) -> dict[str, dict]:
+def one(broker: Broker, *, record_size: int, records: int, rate: int, seconds: float) -> dict[str, dict]:
     p = workloads.produce(broker, record_size=record_size, count=records, acks="1", partitions=1)
     c = workloads.consume(broker, topic=p["topic"], partitions=1, count=records, record_size=record_size)
     out = {"produce": p, "consume": c}
     for r in out.values():
         r["broker_cpu_ms_per_mb"] = r["broker_cpu"] * 1000 / r["mb_per_s"]
+    # Large batches hide a per-request cost: at a fixed rate with linger.ms=0 each record is its own
+    # Produce request, so the broker's CPU per record is its CPU per request (one Write check each).
+    lat = workloads.latency(broker, rate=rate, seconds=seconds)
+    lat["broker_cpu_us_per_request"] = lat["broker_cpu"] / rate * 1e6
+    out["requests"] = lat
     return out
 
 
@@ -184,8 +196,8 @@ def microbench(acls: list[Acl], *, repeat: int, number: int) -> dict[str, float]
 # ------------------------------------------------------------------ the run
 
 
-def run(*, rounds: int, record_size: int, records: int, acls: int, repeat: int, number: int,
-        log=print) -> dict:  # noqa: ANN001
+def run(*, rounds: int, record_size: int, records: int, acls: int, repeat: int, number: int, rate: int,
+        seconds: float, log=print) -> dict:  # noqa: ANN001
     acl_list = acl_set(acls)
     work = Path(tempfile.mkdtemp(prefix="kavka-bench-authz-"))
     brokers: list[Broker] = []
@@ -204,7 +216,7 @@ def run(*, rounds: int, record_size: int, records: int, acls: int, repeat: int, 
         for i in range(rounds):
             for mode in MODES if i % 2 == 0 else MODES[::-1]:
                 log(f"round {i + 1}/{rounds}: {mode}")
-                runs[mode].append(one(views[mode], record_size=record_size, records=records))
+                runs[mode].append(one(views[mode], record_size=record_size, records=records, rate=rate, seconds=seconds))
     except BaseException:
         for b in brokers:
             log(f"{b.workdir.name}: exit code {b.proc.poll()}; its log ends:\n"
@@ -214,11 +226,13 @@ def run(*, rounds: int, record_size: int, records: int, acls: int, repeat: int, 
         for b in brokers:
             b.stop()
         shutil.rmtree(work, ignore_errors=True)
-    fields = ("mb_per_s", "records_per_s", "broker_cpu", "client_cpu", "broker_cpu_ms_per_mb")
-    median = {m: {w: {f: statistics.median(r[w][f] for r in runs[m]) for f in fields} for w in ("produce", "consume")}
+    median = {m: {w: {f: statistics.median(r[w][f] for r in runs[m]) for f, v in runs[m][0][w].items()
+                      if isinstance(v, (int, float))}
+                  for w in ("produce", "consume", "requests")}
               for m in MODES}
     log("timing Authorizer.authorize")
     return {"rounds": rounds, "record_size": record_size, "records": records, "acls": len(acl_list),
+            "request_rate": rate, "request_seconds": seconds,
             "install_seconds": install_s, "runs": runs, "median": median,
             "authorize_ns": microbench(acl_list, repeat=repeat, number=number),
             "acls_on_bench_topic": len(Authorizer(acl_list).resource_acls(ResourceType.TOPIC, "bench-0a1b2c3d"))}
@@ -232,7 +246,9 @@ def table(result: dict) -> str:
         lines[0] = lines[0].replace("10,000 ACLs", f"{result['acls']:,} ACLs")
     for w, f in FIGURES:
         o, a, s = med["off"][w][f], med["acls"][w][f], med["super"][w][f]
-        lines.append(f"| {w} {result['record_size']} B | {f} | {o:,.2f} | {a:,.2f} | {s:,.2f} | {a / o:.2f} | {s / o:.2f} |")
+        what = (f"{result['request_rate']:,} Produce requests/s of 100 B" if w == "requests"
+                else f"{w} {result['record_size']} B")
+        lines.append(f"| {what} | {f} | {o:,.2f} | {a:,.2f} | {s:,.2f} | {a / o:.2f} | {s / o:.2f} |")
     lines += ["", f"| `Authorizer.authorize`, {result['acls']:,} ACLs | ns per check |", "|---|---:|"]
     for name, v in result["authorize_ns"].items():
         lines.append(f"| {name} | {v:,.0f} |")
@@ -245,16 +261,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=4, help="runs per mode, alternating (default 4)")
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--rate", type=int, default=2_000, help="Produce requests/s of the small-request run (default 2,000)")
+    ap.add_argument("--seconds", type=float, default=5.0, help="length of the small-request run (default 5)")
     ap.add_argument("--acls", type=int, default=10_000, help="ACLs on the authorizing broker (default 10,000)")
     ap.add_argument("--smoke", action="store_true", help="tiny counts: checks the harness, figures mean nothing")
     ap.add_argument("--json", type=Path, default=None, help="also write the raw runs and medians here")
     a = ap.parse_args(argv)
     if a.smoke:
-        rounds, records, acls, repeat, number = 2, 2_000, 200, 2, 1_000
+        rounds, records, acls, repeat, number, seconds = 2, 2_000, 200, 2, 1_000, 0.5
     else:
-        rounds, records, acls, repeat, number = a.rounds, a.records, a.acls, 5, 100_000
+        rounds, records, acls, repeat, number, seconds = a.rounds, a.records, a.acls, 5, 100_000, a.seconds
     result = run(rounds=rounds, record_size=a.record_size, records=records, acls=acls, repeat=repeat, number=number,
-                 log=lambda m: print(m, file=sys.stderr, flush=True))
+                 rate=a.rate, seconds=seconds, log=lambda m: print(m, file=sys.stderr, flush=True))
     if a.json:
         a.json.write_text(json.dumps(result, indent=1, default=str))
     print(f"{rounds} alternating rounds per mode, {records:,} records of {a.record_size} B each, "

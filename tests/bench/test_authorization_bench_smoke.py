@@ -1,6 +1,7 @@
 """The authorization benchmark stays runnable: `python -m bench.authorization --smoke` against real
 kavka processes (one without an authorizer, one with `authorizer.class.name=kavka` and a few hundred
-ACLs). Only the shape and sanity of the figures are checked; speed is never asserted in tests."""
+ACLs; marked slow: it takes 15-30 s). Only the shape and sanity of the figures are checked; speed
+is never asserted in tests."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from bench.authorization import acl_set, bench_acls
 
 from kavka.authorizer import Authorizer
@@ -17,6 +19,7 @@ from kavka.common import AclOperation, ResourceType
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # two brokers, three modes, two rounds: 15-30 s on the shared 2-core machine
 def test_authorization_smoke_measures_every_mode(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     res = subprocess.run([sys.executable, "-m", "bench.authorization", "--smoke", "--json", str(out)], cwd=ROOT,
@@ -29,6 +32,7 @@ def test_authorization_smoke_measures_every_mode(tmp_path: Path) -> None:
         for w in ("produce", "consume"):
             m = result["median"][mode][w]
             assert m["mb_per_s"] > 0 and m["broker_cpu_ms_per_mb"] > 0, (mode, w, m)
+        assert result["median"][mode]["requests"]["broker_cpu_us_per_request"] > 0, mode
     assert all(ns > 0 for ns in result["authorize_ns"].values()) and len(result["authorize_ns"]) == 4
     assert "| produce 1024 B | mb_per_s |" in res.stdout and "ACLs / off" in res.stdout
 
