@@ -217,7 +217,7 @@ def call_or_closed(port: int, key: ApiKey, version: int, request: Any) -> Any | 
     return resp
 
 
-# ------------------------------------------------------------------ the fuzzers
+# ------------------------------------------------------------------ the fuzzers (DescribeAcls too: its filter is DeleteAcls')
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -258,6 +258,24 @@ def _fuzz_delete(broker, model: set[tuple], batch: list[tuple]) -> None:
         assert removed <= model, (batch, removed - model)  # it reports only ACLs that existed
         model -= removed
     assert describe_acls(broker.port) == model, batch
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(f=filters)
+def _fuzz_describe(broker, model: set[tuple], f: tuple) -> None:
+    rt, n, pt, p, h, op, perm = f
+    cls = api.request_schema(ApiKey.DESCRIBE_ACLS, DESCRIBE_V)
+    resp = call_or_closed(broker.port, ApiKey.DESCRIBE_ACLS, DESCRIBE_V, cls(
+        resource_type_filter=rt, resource_name_filter=n, pattern_type_filter=pt, principal_filter=p, host_filter=h,
+        operation=op, permission_type=perm))
+    if resp is None:
+        assert not kafka_knows(rt, pt, op, perm), f
+        return
+    # DescribeAclsRequest.validate / AclControlManager: a filter with an UNKNOWN field is INVALID_REQUEST.
+    assert resp.error_code == filter_error(rt, pt, op, perm), (f, resp.error_code, resp.error_message)
+    found = {(res.resource_type, res.resource_name, res.pattern_type, a.principal, a.host, a.operation,
+              a.permission_type) for res in resp.resources for a in res.acls}
+    assert found <= model, (f, found - model)  # never an ACL that does not exist (ANY: describe_acls)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -305,6 +323,7 @@ def test_malformed_acl_bindings_and_filters_get_kafkas_answers_and_change_only_w
     _fuzz_create(broker, model)
     _fuzz_delete(broker, model)
     _fuzz_create(broker, model)  # again, after deletions: duplicates of survivors add nothing
+    _fuzz_describe(broker, model)
     assert broker.alive() and _problems(broker.output[mark:]) == [], broker.log_text()
     # The authorizer, built from every odd ACL the fuzzer got accepted, still answers a real client.
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
