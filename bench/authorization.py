@@ -40,6 +40,7 @@ import time
 import timeit
 from pathlib import Path
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding, AclBindingFilter, AdminClient, ResourcePatternType
 from confluent_kafka.admin import AclOperation as CkOperation
 from confluent_kafka.admin import AclPermissionType as CkPermission
@@ -144,8 +145,17 @@ def install(broker: Broker, acls: list[Acl], *, chunk: int = 1000, timeout: floa
     lists them all."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, **workloads.QUIET})
     for i in range(0, len(acls), chunk):
-        for f in admin.create_acls([to_binding(a) for a in acls[i:i + chunk]], request_timeout=60).values():
-            f.result(timeout=120)
+        bindings = [to_binding(a) for a in acls[i:i + chunk]]
+        for attempt in range(3):
+            try:
+                for f in admin.create_acls(bindings, request_timeout=30).values():
+                    f.result(timeout=60)
+                break
+            except KafkaException as e:
+                # Once, librdkafka's admin timed out "waiting for controller" on a fresh broker; a
+                # creation is idempotent (an ACL equal to an existing one adds nothing), so retry.
+                if attempt == 2 or e.args[0].code() != KafkaError._TIMED_OUT:
+                    raise
     everything = AclBindingFilter(CkResourceType.ANY, None, ResourcePatternType.ANY, None, None,
                                   CkOperation.ANY, CkPermission.ANY)
     deadline = time.monotonic() + timeout
@@ -261,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=4, help="runs per mode, alternating (default 4)")
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--record-size", type=int, default=1024)
-    ap.add_argument("--rate", type=int, default=2_000, help="Produce requests/s of the small-request run (default 2,000)")
+    ap.add_argument("--rate", type=int, default=1_000, help="Produce requests/s of the small-request run (default 1,000)")
     ap.add_argument("--seconds", type=float, default=5.0, help="length of the small-request run (default 5)")
     ap.add_argument("--acls", type=int, default=10_000, help="ACLs on the authorizing broker (default 10,000)")
     ap.add_argument("--smoke", action="store_true", help="tiny counts: checks the harness, figures mean nothing")
