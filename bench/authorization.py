@@ -262,7 +262,8 @@ def table(result: dict) -> str:
     lines += ["", f"| `Authorizer.authorize`, {result['acls']:,} ACLs | ns per check |", "|---|---:|"]
     for name, v in result["authorize_ns"].items():
         lines.append(f"| {name} | {v:,.0f} |")
-    lines += ["", f"A check of bench's topic walks the {result['acls_on_bench_topic']} ACLs whose pattern covers it."]
+    lines += ["", f"{result['acls_on_bench_topic']} ACLs cover bench's topic; a check reads those naming the "
+              "requester or User:*."]
     return "\n".join(lines)
 
 
