@@ -21,8 +21,12 @@ literal resource, with StandardAuthorizerData's rules, in this order:
 
 Index: ACLs by (resource type, literal name) in a dict, and the PREFIXED ones by (resource type,
 prefix) with the set of prefix lengths present, so a check costs one dict lookup per distinct
-prefix length rather than a scan (Kafka walks a sorted set for the same result). An Authorizer
-is immutable; the node builds a new one when the metadata image's ACLs change.
+prefix length rather than a scan (Kafka walks a sorted set for the same result). Within each
+pattern the ACLs are grouped by principal, so a check reads only the requester's and `User:*`'s
+(an ACL naming anyone else never applies; that the pattern has ACLs at all is what rule 4 needs):
+with 10,000 ACLs, 43 of them on a topic's patterns, a check went from ~20-35 us to a few
+(`python -m bench.authorization`). An Authorizer is immutable; the node builds a new one when the
+metadata image's ACLs change.
 
 `AclFilter` is Kafka's AclBindingFilter, used by DescribeAcls and DeleteAcls: ANY (and None for
 name, principal and host) matches everything; pattern type ANY matches either pattern type with
@@ -153,47 +157,61 @@ class Authorizer:
         self.acls: tuple[Acl, ...] = tuple(acls)
         self.super_users = super_users
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
-        literal: dict[tuple[ResourceType, str], list[Acl]] = {}
-        prefixed: dict[tuple[ResourceType, str], list[Acl]] = {}
+        # pattern -> principal -> that principal's ACLs on the pattern, in this authorizer's order
+        literal: dict[tuple[ResourceType, str], dict[str, list[Acl]]] = {}
+        prefixed: dict[tuple[ResourceType, str], dict[str, list[Acl]]] = {}
         lengths: dict[ResourceType, set[int]] = {}
         for acl in self.acls:
             key = (acl.resource_type, acl.resource_name)
             if acl.pattern_type == PatternType.LITERAL:
-                literal.setdefault(key, []).append(acl)
+                literal.setdefault(key, {}).setdefault(acl.principal, []).append(acl)
             elif acl.pattern_type == PatternType.PREFIXED:
-                prefixed.setdefault(key, []).append(acl)
+                prefixed.setdefault(key, {}).setdefault(acl.principal, []).append(acl)
                 lengths.setdefault(acl.resource_type, set()).add(len(acl.resource_name))
         self._literal = literal
         self._prefixed = prefixed
         self._prefix_lengths = {rt: tuple(sorted(ls)) for rt, ls in lengths.items()}
 
-    def resource_acls(self, resource_type: ResourceType, name: str) -> list[Acl]:
-        """Every ACL whose pattern covers the literal resource (resource_type, name)."""
-        out = list(self._literal.get((resource_type, name), ()))
-        if name != WILDCARD:
-            out.extend(self._literal.get((resource_type, WILDCARD), ()))
+    def _patterns(self, resource_type: ResourceType, name: str) -> list[dict[str, list[Acl]]]:
+        """The ACLs of each pattern covering the literal resource (resource_type, name), by principal."""
+        out = []
+        if (acls := self._literal.get((resource_type, name))) is not None:
+            out.append(acls)
+        if name != WILDCARD and (acls := self._literal.get((resource_type, WILDCARD))) is not None:
+            out.append(acls)
         for n in self._prefix_lengths.get(resource_type, ()):
             if n > len(name):
                 break
-            out.extend(self._prefixed.get((resource_type, name[:n]), ()))
+            if (acls := self._prefixed.get((resource_type, name[:n]))) is not None:
+                out.append(acls)
         return out
+
+    def resource_acls(self, resource_type: ResourceType, name: str) -> list[Acl]:
+        """Every ACL whose pattern covers the literal resource (resource_type, name)."""
+        return [acl for by_principal in self._patterns(resource_type, name) for acls in by_principal.values()
+                for acl in acls]
 
     def authorize(
         self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, name: str
     ) -> bool:
         if principal in self.super_users:
             return True
-        found = allowed = False
-        for acl in self.resource_acls(resource_type, name):
-            found = True
-            result = acl.result_for(principal, host, operation)
-            if result == AclPermissionType.DENY:
-                return False
-            if result == AclPermissionType.ALLOW:
-                allowed = True
-        if allowed:
-            return True
-        return False if found else self.allow_everyone_if_no_acl_found
+        patterns = self._patterns(resource_type, name)
+        if not patterns:
+            return self.allow_everyone_if_no_acl_found
+        allowed = False
+        # Only ACLs naming the requester or User:* can apply (Acl.result_for checks that too).
+        principals = (principal,) if principal == WILDCARD_PRINCIPAL else (principal, WILDCARD_PRINCIPAL)
+        for by_principal in patterns:
+            for p in principals:
+                for acl in by_principal.get(p, ()):
+                    result = acl.result_for(principal, host, operation)
+                    if result == AclPermissionType.DENY:
+                        return False
+                    if result == AclPermissionType.ALLOW:
+                        allowed = True
+        # The resource has ACLs (some pattern covers it): denied unless one allowed.
+        return allowed
 
     def authorize_by_resource_type(self, principal: str, host: str, operation: AclOperation,
                                    resource_type: ResourceType) -> bool:

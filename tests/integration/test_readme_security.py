@@ -1,8 +1,11 @@
 """The README's security chapter, run as written: its shell and Python blocks (marked
 `<!-- readme-test: security-... -->`) make a CA and certificates with openssl, format and start a
-3-node cluster secured on every listener, create a topic and a user through kavka's CLI over
-SASL_SSL/SCRAM, and drive kcat, confluent-kafka, kafka-python and aiokafka as that user. Only the
-directory (/tmp/kavka-secure) is moved into the test's own; the ports are the README's."""
+3-node cluster secured on every listener with Kafka's StandardAuthorizer, create topics and two
+users through kavka's CLI over SASL_SSL/SCRAM, give the two teams PREFIXED ACLs and bob a
+consumer_byte_rate quota (`kavka acls`, `kavka configs`), drive kcat, confluent-kafka, kafka-python
+and aiokafka as alice, and show bob reading what his ACLs allow and refused
+TOPIC_AUTHORIZATION_FAILED where he has none. Only the directory (/tmp/kavka-secure) is moved into
+the test's own; the ports are the README's."""
 
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ pytestmark = pytest.mark.skipif(shutil.which("openssl") is None or shutil.which(
 def blocks() -> dict[str, str]:
     text = (ROOT / "README.md").read_text()
     found = dict(re.findall(r"<!-- readme-test: (security-[a-z]+)[^>]*-->\n```[a-z]+\n(.*?)```", text, re.S))
-    assert set(found) == {"security-cluster", "security-admin", "security-kcat", "security-python"}, sorted(found)
+    assert set(found) == {"security-cluster", "security-admin", "security-tenants", "security-kcat", "security-python",
+                          "security-bob"}, sorted(found)
     return found
 
 
@@ -64,17 +68,28 @@ def test_the_readme_security_chapter_runs_as_written(tmp_path):
             except AssertionError:
                 raise AssertionError(f"node {n} did not start:\n{log.read_text()[-3000:]}") from None
         admin = run(code["security-admin"], d)
-        assert "Created topic orders." in admin and "Completed updating config for user alice." in admin, admin
+        assert "Created topic payments.orders." in admin and "Created topic analytics.daily." in admin, admin
+        assert all(f"Completed updating config for user {u}." in admin for u in ("alice", "bob")), admin
         # Every partition replicated to all three over the secured INTERNAL listener.
         isrs = re.findall(r"^\d+\s+│ \d\s+│ ([\d,]+)\s+│ ([\d,]+)", admin, re.M)
         assert len(isrs) == 3 and all(sorted(r.split(",")) == ["1", "2", "3"] == sorted(i.split(",")) for r, i in isrs), admin
+        tenants = run(code["security-tenants"], d)
+        # The ACLs as added: alice's on the payments. prefix, bob's Read on the one topic.
+        assert re.search(r"User:alice.*Write.*ALLOW", tenants) and "PREFIXED" in tenants and "payments." in tenants, tenants
+        assert re.search(r"User:bob.*Read.*ALLOW", tenants), tenants
+        # bob's quota, read back through DescribeClientQuotas by `kavka configs --describe`.
+        assert re.search(r"bob\s.*consumer_byte_rate\s.*1048576", tenants), tenants
         assert sorted(run(code["security-kcat"], d).splitlines()) == ["o1 placed", "o2 paid"]  # two partitions: any order
         out = run(code["security-python"], d, python=True)
         assert "confluent-kafka: [b'paid', b'placed', b'shipped']" in out, out
         assert "kafka-python: [b'paid', b'placed', b'refunded', b'shipped']" in out, out
         assert "aiokafka: [b'archived', b'paid', b'placed', b'refunded', b'shipped']" in out, out
+        bob = run(code["security-bob"], d, python=True)
+        assert "bob read payments.orders: 5 orders" in bob, bob
+        assert "bob writes analytics.daily: ok" in bob, bob
+        assert "bob writes payments.orders: TOPIC_AUTHORIZATION_FAILED" in bob, bob
         logs = "".join((d / f"node{n}.log").read_text() for n in (1, 2, 3))
-        for password in ("broker-secret", "admin-secret", "alice-secret"):
+        for password in ("broker-secret", "admin-secret", "alice-secret", "bob-secret"):
             assert password not in logs  # no password reaches a log
     finally:
         pids = processes_in(d)

@@ -104,6 +104,13 @@ def test_the_double_quotas_take_fractions():
     ]
 
 
+def test_the_largest_long_is_compared_as_a_double_as_kafka_does():
+    # (double) Long.MAX_VALUE == 2^63, so Kafka's `value > Long.MAX_VALUE` lets 2^63 through.
+    records, results = alter_client_quotas(MetadataImage(), [QuotaAlteration((("user", "a"),), ((P, 2.0**63),))])
+    assert results[0].error == ErrorCode.none
+    assert records == [mr.ClientQuotaRecord((("user", "a"),), P, 2.0**63)]
+
+
 def test_a_bad_entry_fails_alone_and_a_duplicate_entity_is_ignored():
     ok = QuotaAlteration((("user", "a"),), ((P, 10.0),))
     bad = QuotaAlteration((("client-id", "x"),), (("nope", 1.0),))

@@ -143,7 +143,9 @@ def _check_value(keys: Mapping[str, str], key: str, value: float) -> str | None:
     if not value > 0.0:  # NaN too
         return f"Quota {key} must be greater than 0"
     if kind in _MAX:
-        if value > _MAX[kind]:
+        # Kafka compares as doubles (`value > Long.MAX_VALUE`): 2^63, the double nearest the
+        # largest LONG, is accepted.
+        if value > float(_MAX[kind]):
             return f"Proposed value for {key} is too large for {'an INT' if kind == 'INT' else 'a LONG'}."
         if math.isinf(value) or abs(math.fmod(value, 1.0)) > 1e-6:
             return f"{key} cannot be a fractional value."
