@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 export PATH="$PWD/.venv/bin:$PATH"
-exec .venv/bin/python -m pytest -m "not slow" --durations=25 "$@"
+exec .venv/bin/python -m pytest -m "not slow" --durations=80 "$@"
