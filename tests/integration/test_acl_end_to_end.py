@@ -5,7 +5,8 @@ producers, consumers and admin clients, logged in over SASL/PLAIN to a real `kav
 What it proves: a producer with kafka-acls' `--producer` set (Write, Describe, Create) on a
 PREFIXED pattern produces (acks=all) under that prefix and nowhere else; a consumer group with
 Read on its group and its topic consumes through subscribe() and commits, and without the group
-ACL is refused GROUP_AUTHORIZATION_FAILED; Alter on the Cluster is what CreateAcls needs and
+ACL is refused GROUP_AUTHORIZATION_FAILED (an error event from poll(): FindCoordinator; with
+Describe but not Read on the group, an exception from commit()); Alter on the Cluster is what CreateAcls needs and
 Create on the Cluster what CreateTopics needs; a DENY on a LITERAL name beats an ALLOW on a
 PREFIXED one; deleting a consumer's Read ACL stops it at its next fetch; a super user needs no
 ACL at all; `allow.everyone.if.no.acl.found=true` lets anyone use a topic without ACLs until the
