@@ -220,7 +220,7 @@ def test_a_broker_only_node_forwards_to_the_controller(tmp_path):
 
     c = Cluster(tmp_path, 2, controllers=1, overrides={"authorizer.class.name": "kavka", "super.users": "User:ANONYMOUS"}).start()
     try:
-        # One CI run timed out "waiting for controller" here (not reproduced in 20 local runs):
+        # One CI run timed out "waiting for controller" here (not reproduced in 7 local runs):
         # the client's view of the cluster is logged, and shown with the brokers' logs if it fails.
         a = AdminClient({"bootstrap.servers": c.bootstrap, "debug": "broker,admin,metadata"})
         binding = AclBinding(ResourceType.TOPIC, "fw", ResourcePatternType.PREFIXED, "User:erin", "*",
