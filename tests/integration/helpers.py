@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.wait import wait_until
 
@@ -316,3 +318,14 @@ def batch_codecs(log_file: Path) -> list[int]:
 
 def segment_files(log_dir: Path, topic: str, partition: int = 0) -> list[Path]:
     return sorted(partition_dir(log_dir, topic, partition).glob("*.log"))
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A broker's Prometheus endpoint: every sample by (name, sorted labels)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }

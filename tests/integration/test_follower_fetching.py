@@ -28,8 +28,7 @@ from kio.schema.errors import ErrorCode
 from kavka.config import RACK_AWARE_REPLICA_SELECTOR
 from kavka.protocol.messages import uuid_from_str
 from tests.broker_harness import Cluster
-from tests.integration.helpers import ck_admin, ck_consumer, unique
-from tests.integration.test_metrics import scrape
+from tests.integration.helpers import ck_admin, ck_consumer, scrape, unique
 from tests.raw_client import raw_call
 from tests.wait import wait_until
 

@@ -86,7 +86,7 @@ def _controller_id(c: Cluster) -> int:
 
 def _imbalance_gauge(c: Cluster) -> float:
     """PreferredReplicaImbalanceCount from the active controller's Prometheus endpoint."""
-    from tests.integration.test_metrics import scrape
+    from tests.integration.helpers import scrape
 
     m = re.search(r"prometheus metrics on http://127\.0\.0\.1:(\d+)/metrics", "".join(c.nodes[_controller_id(c)].output))
     assert m is not None

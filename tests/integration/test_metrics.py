@@ -8,25 +8,13 @@ LogDirectoryOffline gauge is 1, and its replica counts as offline.
 from __future__ import annotations
 
 import re
-import urllib.request
 
 from confluent_kafka import KafkaError as CkError
-from prometheus_client.parser import text_string_to_metric_families
 
 from kavka.client.connection import BlockingConnection
-from tests.integration.helpers import ck_admin, ck_create_topic, ck_producer
+from tests.integration.helpers import ck_admin, ck_create_topic, ck_producer, scrape
 from tests.integration.test_jbod import placement
 from tests.wait import wait_until
-
-
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-    }
 
 
 def test_metrics_endpoint_reports_a_failed_log_dir(broker_factory, topic_name, tmp_path):

@@ -13,18 +13,17 @@ from __future__ import annotations
 import re
 import threading
 import time
-import urllib.request
 from datetime import timedelta
 
 import pytest
 from kio.schema.errors import ErrorCode
-from prometheus_client.parser import text_string_to_metric_families
 
 from kavka.client.admin import AdminClient as KavkaAdmin
 from kavka.protocol import api
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import make, nested
 from tests.broker_harness import BrokerProcess
+from tests.integration.helpers import scrape
 from tests.raw_client import RawClient
 from tests.wait import wait_until
 
@@ -52,16 +51,6 @@ def metrics_port(b: BrokerProcess) -> int:
     m = wait_until(lambda: re.search(r"prometheus metrics on http://127\.0\.0\.1:(\d+)/metrics", b.log_text()), 10,
                    message="the metrics endpoint in the broker log")
     return int(m.group(1))
-
-
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-    }
 
 
 def set_quota(b: BrokerProcess, entity, key: str, value: float | None) -> None:

@@ -25,8 +25,7 @@ from confluent_kafka import KafkaError, Producer
 
 from kavka.cli.dump_log import dump_log_dir
 from tests.broker_harness import KAVKA, Cluster
-from tests.integration.helpers import ck_admin, ck_read_to_end, unique
-from tests.integration.test_metrics import scrape
+from tests.integration.helpers import ck_admin, ck_read_to_end, scrape, unique
 from tests.wait import wait_until
 
 SESSION_MS = 3000

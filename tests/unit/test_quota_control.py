@@ -21,6 +21,7 @@ from kavka.metadata.delta import MetadataDelta
 from kavka.metadata.image import MetadataImage
 from kavka.metadata.snapshot import image_records
 from kavka.quota import ClientQuotaManager, ConnectionRateQuotaManager, quota_entity_for
+from tests.unit.test_quota_request_mutation import LEVELS
 
 P = "producer_byte_rate"
 C = "consumer_byte_rate"
@@ -171,16 +172,7 @@ def test_describe_filters():
 def test_eight_level_precedence():
     """Each level is removed in turn: the next one in Kafka's order takes over, with the rate
     shared as Kafka's quota metric tags say."""
-    levels = [
-        ((("client-id", "app"), ("user", "alice")), ("alice", "app")),
-        ((("client-id", None), ("user", "alice")), ("alice", "app")),
-        ((("user", "alice"),), ("alice", "")),
-        ((("client-id", "app"), ("user", None)), ("alice", "app")),
-        ((("client-id", None), ("user", None)), ("alice", "app")),
-        ((("user", None),), ("alice", "")),
-        ((("client-id", "app"),), ("", "app")),
-        ((("client-id", None),), ("", "app")),
-    ]
+    levels = LEVELS
     image, results = alter(MetadataImage(), *[QuotaAlteration(e, ((P, float(i + 1)),)) for i, (e, _) in enumerate(levels)])
     assert all(r.error == ErrorCode.none for r in results)
     for i, (entity, tags) in enumerate(levels):

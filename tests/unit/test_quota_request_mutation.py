@@ -37,6 +37,8 @@ class Clock:
         return self.now
 
 
+# Kafka's eight quota levels, most specific first, and the (user, client-id) metric tags each
+# gives alice's app (test_quota_control's precedence test uses them too).
 LEVELS = [
     ((("client-id", "app"), ("user", "alice")), ("alice", "app")),
     ((("client-id", None), ("user", "alice")), ("alice", "app")),
