@@ -76,10 +76,14 @@ class BrokerMetadataPublisher:
         self.on_broker_configs: Callable[[MetadataImage], None] | None = None  # the TLS keystore reload
         self._queue: collections.deque[Callable[[], None]] = collections.deque()
         self._task: asyncio.Task[None] | None = None
+        self._waiters: list[tuple[Callable[[MetadataImage], bool], asyncio.Future[None]]] = []
 
     def publish(self, delta: MetadataDelta, image: MetadataImage) -> None:
         """Make the broker's parts match the new image (in order, sliced when large)."""
         self.image = image
+        for predicate, waiter in self._waiters:
+            if not waiter.done() and predicate(image):
+                waiter.set_result(None)
         rm = self.replica_manager
         work: list[Callable[[], None]] = []
         for topic in delta.deleted_topics.values():
@@ -173,6 +177,21 @@ class BrokerMetadataPublisher:
             await asyncio.sleep(0)
             self._run_slice()
         log.info("applied a large metadata change (%d+ partition changes) in %.1fs", total, time.monotonic() - started)
+
+    async def wait_for(self, predicate: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
+        """Wait until the image satisfies `predicate` (checked now and at each publish); False at the timeout."""
+        if predicate(self.image):
+            return True
+        entry = (predicate, asyncio.get_running_loop().create_future())
+        self._waiters.append(entry)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await entry[1]
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._waiters.remove(entry)
 
     async def published(self) -> None:
         """Return when every published metadata change is applied to the broker's parts."""

@@ -144,6 +144,11 @@ def check_log_dirs(config: BrokerConfig) -> tuple[str, dict[Path, str], dict[Pat
     return next(iter(cluster_ids)), dir_ids, failed
 
 
+def _unfenced_in(image: MetadataImage, broker_id: int, epoch: int) -> bool:
+    b = image.brokers.get(broker_id)
+    return b is not None and b.epoch == epoch and not b.fenced
+
+
 def _swap(listener: str, tls: Any, new: Any) -> None:
     """Put `new`'s context into the listener's ListenerTls: the next accept serves it."""
     from kavka.broker.tls import rfc2253
@@ -715,6 +720,7 @@ class BrokerNode:
             max_connections=self.config["max.connections"],
             connection_throttle=lambda ip: self.client_quotas.record_connection(ip),
             request_time=self.client_quotas.record_request_time,
+            accepting=False,  # until the end of start()
         )
         ctl = self.shared.controller_listener()
         bound: dict[str, int] = {}
@@ -749,6 +755,13 @@ class BrokerNode:
         # Kafka's broker waits the same way: clients are told about it only once it is unfenced.
         if not await self.lifecycle.wait_unfenced(60.0):
             raise StartupError("the controller did not unfence this broker in 60s (see the heartbeat warnings above)")
+        # The controller's answer can come before this node's copy of the metadata log has the
+        # record that unfences it (a broker-only node replicates it): until then this broker's
+        # Metadata answers would list no brokers, and librdkafka, told of a controller it cannot
+        # find, waits for a refresh that never comes. Its own image must show it unfenced first.
+        epoch = self.lifecycle.epoch
+        if not await self.publisher.wait_for(lambda image: _unfenced_in(image, self.node_id, epoch), 60.0):
+            raise StartupError("this broker's metadata did not show it unfenced in 60s (is it replicating the metadata log?)")
         await self.publisher.published()
         if self.config["metrics.prometheus.port"] >= 0:
             from kavka.broker.metrics import MetricsServer
@@ -758,6 +771,7 @@ class BrokerNode:
             except OSError as e:
                 raise StartupError(f"metrics.prometheus.port: cannot listen: {e.strerror}") from None
         self._start_background()
+        self.server.enable_request_processing()
 
     def _start_background(self) -> None:
         c = self.config

@@ -519,8 +519,15 @@ class KafkaServer:
         max_connections: int = 2**31 - 1,
         connection_throttle: Callable[[str], int] | None = None,
         request_time: RequestTimeRecorder | None = None,
+        accepting: bool = True,
     ) -> None:
         self.handlers = handlers
+        # Bound and listening, but not accepting until enable_request_processing() (Kafka's
+        # SocketServer.enableRequestProcessing, once the broker is unfenced): clients that come
+        # earlier wait in the listen backlog rather than being told of a cluster without this broker.
+        self._accepting = asyncio.Event()
+        if accepting:
+            self._accepting.set()
         # The request quota (KIP-124, broker.client_quotas.ClientQuotas.record_request_time).
         self.request_time = request_time
         # ip -> ms to hold a new connection from it before closing it unserved (0: serve it):
@@ -596,6 +603,10 @@ class KafkaServer:
         assert bound is not None
         return int(bound)
 
+    def enable_request_processing(self) -> None:
+        """Start accepting connections on every listener (those queued in the backlog first)."""
+        self._accepting.set()
+
     @staticmethod
     def _accept_done(sock: socket.socket, task: asyncio.Future[None]) -> None:
         sock.close()  # only now: no accept is pending on it any more
@@ -616,6 +627,7 @@ class KafkaServer:
 
     async def _accept_loop(self, sock: socket.socket, listener: str, tls: ListenerTls | None, sasl: ListenerSasl | None) -> None:
         loop = asyncio.get_running_loop()
+        await self._accepting.wait()
         while True:
             if self._open_count() >= self.max_connections:
                 # Kafka's Acceptor blocks here (waitForConnectionSlot); clients queue in the backlog.
