@@ -212,9 +212,13 @@ class Cluster:
         return self
 
     def stop(self) -> None:
-        """SIGTERM every node at once (each does its controlled shutdown while the quorum is up)."""
-        alive = [n for n in self.nodes.values() if n.alive()]
-        for n in alive:
-            n.proc.send_signal(signal.SIGTERM)
-        for n in alive:
-            n.stop()
+        """SIGTERM every node at once (each does its controlled shutdown while the quorum is up);
+        with separate roles the brokers first, then the controllers (as Kafka's operators do: a
+        broker's controlled shutdown needs a controller to grant it)."""
+        controllers = [n for i, n in self.nodes.items() if i not in self.brokers]
+        for group in (list(self.brokers.values()), controllers):
+            alive = [n for n in group if n.alive()]
+            for n in alive:
+                n.proc.send_signal(signal.SIGTERM)
+            for n in alive:
+                n.stop()
