@@ -169,6 +169,13 @@ def _encode(
         return spliced
     topic_cls = nested(resp_cls, "FetchableTopicResponse")
     part_cls = nested(resp_cls, "PartitionData")
+    # Fetch v4+ carries aborted transactions (KIP-98); earlier versions have no such field.
+    aborted_cls = nested(resp_cls, "AbortedTransaction") if v >= 4 else None
+
+    def aborted_entities(aborted: Any) -> Any:
+        if aborted is None or aborted_cls is None:
+            return aborted
+        return tuple(make(aborted_cls, producer_id=pid, first_offset=first) for pid, first in aborted)
     spliced.entity = make(
         resp_cls,
         throttle_time=NO_THROTTLE,
@@ -183,7 +190,7 @@ def _encode(
                     high_watermark=hw,
                     last_stable_offset=lso,
                     log_start_offset=start,
-                    aborted_transactions=aborted,
+                    aborted_transactions=aborted_entities(aborted),
                     preferred_read_replica=preferred,
                     records=spliced.add(records) if records else records,
                 )
