@@ -1,6 +1,6 @@
 """Transactions on the data path (KIP-98), through a ReplicaManager over a real LogManager: the
 coordinator's markers, the last stable offset in Fetch responses, read_committed fetches with
-their aborted transactions (the hand-encoded v12+ response and kio's v4-v11 one)."""
+their aborted transactions (the hand-encoded v12+ response and kio's v9-v11 one)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_read_committed_lists_the_aborted_transactions_it_returns(tmp_path: Path
         _marker(rm, COMMIT, 6)  # 5
         _append(rm, _txn(7, 0))  # 6..7
         _marker(rm, ABORT, 7)  # 8
-        for version in (12, 11, 4):
+        for version in (12, 11, 9):
             got = _fetched(fetch(rm, MetadataImage(), _ctx(1, version), _fetch_request(0, isolation_level=1,
                                                                                      version=version)), version)
             assert got.last_stable_offset == 9
