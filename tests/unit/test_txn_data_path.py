@@ -1,6 +1,7 @@
 """Transactions on the data path (KIP-98), through a ReplicaManager over a real LogManager: the
 coordinator's markers, the last stable offset in Fetch responses, read_committed fetches with
-their aborted transactions (the hand-encoded v12+ response and kio's v9-v11 one)."""
+their aborted transactions (the hand-encoded v12+ response and kio's v9-v11 one), ListOffsets
+latest under read_committed."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import asyncio
 import dataclasses
 import datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from kavka.broker.handlers.fetch import fetch
+from kavka.broker.handlers.offsets import handle_list_offsets
 from kavka.common import ErrorCode, TopicPartition
 from kavka.metadata.image import MetadataImage
 from kavka.protocol import api
@@ -118,3 +121,24 @@ def test_a_fenced_marker_is_refused_and_clients_may_not_write_markers(tmp_path: 
     assert missing[TopicPartition("other", 0)].error == ErrorCode.unknown_topic_or_partition
     assert dataclasses.replace(missing[TP], base_offset=0).error == ErrorCode.none
     assert rm.partitions[TP].last_stable_offset == rm.partitions[TP].high_watermark == 2
+
+
+def _list_latest(rm: ReplicaManager, *, isolation_level: int) -> int:
+    # The request as the server hands it to the handler (protocol.versions fills fields a version lacks).
+    part = SimpleNamespace(partition_index=TP.partition, current_leader_epoch=-1, timestamp=-1, max_num_offsets=1)
+    req = SimpleNamespace(isolation_level=isolation_level, topics=(SimpleNamespace(name=TP.topic, partitions=(part,)),))
+    node = SimpleNamespace(replica_manager=rm, remote_log_manager=None, authorizer=lambda: None)
+    resp = handle_list_offsets(node, _ctx(2, 5), req)  # type: ignore[arg-type]
+    [answer] = resp.topics[0].partitions
+    assert answer.error_code == ErrorCode.none
+    return answer.offset
+
+
+def test_list_offsets_latest_is_the_lso_for_read_committed(tmp_path: Path) -> None:
+    rm = _manager(tmp_path)
+    _append(rm, build_batch([(NOW, None, b"p")]))  # 0
+    _append(rm, _txn(5, 0))  # 1..2, open
+    assert _list_latest(rm, isolation_level=0) == 3
+    assert _list_latest(rm, isolation_level=1) == 1
+    _marker(rm, ABORT, 5)
+    assert _list_latest(rm, isolation_level=1) == _list_latest(rm, isolation_level=0) == 4
