@@ -21,6 +21,7 @@ from kavka.protocol.records import (
     parse_header,
     validate_batches,
 )
+from kavka.storage.cleaner import first_uncleanable_offset, maybe_clean
 from kavka.storage.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
@@ -39,8 +40,8 @@ def _open(d, *, clean=True, config=None, recovery_point=0):
                     log_start_offset=0, clean_shutdown=clean, now_ms=0)
 
 
-def _txn(pid, epoch, seq, n=2):
-    return build_batch([(1000 + i, None, b"t" + bytes([i])) for i in range(n)], producer_id=pid,
+def _txn(pid, epoch, seq, n=2, key=None):
+    return build_batch([(1000 + i, key, b"t" + bytes([i])) for i in range(n)], producer_id=pid,
                        producer_epoch=epoch, base_sequence=seq, is_transactional=True)
 
 
@@ -388,4 +389,41 @@ def test_marker_batch_is_parsed_from_the_segment(tmp_path):
     assert h1.is_transactional and not h1.is_control
     assert parse_header(data, pos).is_control
     assert parse_end_txn_marker(data, pos)[1] == EndTransactionMarker(COMMIT, 3)
+    log.close()
+
+
+def test_the_cleaner_stops_at_the_last_stable_offset(tmp_path):
+    cfg = LogConfig(segment_bytes=4096, cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.0)
+    log = _open(tmp_path / "t-0", config=cfg)
+    k = build_batch([(1000, b"k", b"old")])
+    _append(log, k)  # 0
+    _append(log, build_batch([(1000, b"k", b"new")], producer_id=5, producer_epoch=0, base_sequence=0,
+                             is_transactional=True))  # 1, open
+    _append(log, k)  # 2
+    log.roll(1)
+    assert first_uncleanable_offset(log, high_watermark=log.log_end_offset, now_ms=2) == 1
+    _end(log, ABORT, 5, 0)
+    log.roll(2)
+    assert first_uncleanable_offset(log, high_watermark=log.log_end_offset, now_ms=3) == 4
+    log.close()
+
+
+def test_a_cleaned_segment_keeps_its_groups_aborted_transactions(tmp_path):
+    cfg = LogConfig(segment_bytes=4096, cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.0)
+    log = _open(tmp_path / "t-0", config=cfg)
+    _append(log, _txn(5, 0, 0, key=b"t5"))  # 0..1
+    _end(log, ABORT, 5, 0)  # 2
+    log.roll(1)
+    _append(log, build_batch([(1000, b"k", b"a")]))  # 3
+    _append(log, _txn(6, 0, 0, key=b"t6"))  # 4..5
+    _end(log, ABORT, 6, 0)  # 6
+    _append(log, build_batch([(1000, b"k", b"b")]))  # 7: shadows 3
+    log.roll(2)
+    _append(log, build_batch([(1000, b"x", b"tail")]))
+    result = maybe_clean(log, first_dirty_offset=0, high_watermark=log.log_end_offset, now_ms=10**6, force=True)
+    assert result is not None
+    assert [s.base_offset for s in log.segments] == [0, 8]
+    assert log.segments[0].txn_index.entries == [AbortedTxn(5, 0, 2, 3), AbortedTxn(6, 4, 6, 7)]
+    assert [t.first_offset for t in log.collect_aborted_transactions(0, 8)] == [0, 4]
+    assert not (tmp_path / "t-0" / "00000000000000000003.txnindex").exists()
     log.close()

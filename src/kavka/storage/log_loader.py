@@ -154,9 +154,10 @@ class LogLoader:
             first_recovered = segments[_floor_index(segments, recovery_point)].base_offset
             segments = recover_segments(segments, recovery_point, leader_epoch_cache)
             rebuild = [s for s in segments if s.base_offset >= first_recovered or s.base_offset in swapped]
+        with_txn_index = {p.name for p in dir.iterdir() if p.name.endswith(TXN_INDEX_SUFFIX)}
         for segment in segments:
-            if segment in rebuild:
-                continue
+            if segment in rebuild or segment.txn_index.path.name not in with_txn_index:
+                continue  # a missing file is an empty index: nothing to check
             try:
                 segment.txn_index.sanity_check()
             except CorruptIndexError as e:
