@@ -6,9 +6,11 @@ Kafka's ReplicaManager. The two data-path entry points are Kafka's:
   leader's log (validated, given offsets and the leader epoch in place); answered at once for
   acks=0/1, or -- acks=all -- by a DelayedProduce once the high watermark passes each batch
   (purgatory.py). The answer goes through the caller's `respond` callback, which builds the
-  response.
+  response. `append_end_txn_markers` is the same path for the transaction coordinator's
+  COMMIT/ABORT markers (KIP-98, Kafka's origin COORDINATOR; always acks=all).
 - `fetch_messages` (Kafka's fetchMessages): a Fetch's partitions read up to the high watermark
-  for consumers, up to the log end for followers (whose fetch also records their position:
+  for consumers (up to the last stable offset for read_committed ones, with the aborted
+  transactions of the range read), up to the log end for followers (whose fetch also records their position:
   high-watermark moves and ISR expansions), with KIP-320 epoch checks, KIP-392 reads from
   followers and preferred read replicas, the replication throttle (KIP-73), reads below the local
   log start from tiered storage (KIP-405, OFFSET_MOVED_TO_TIERED_STORAGE for followers) and the
@@ -109,8 +111,9 @@ class FetchParams:
 
 class FetchPartitionData(NamedTuple):
     """One partition's answer to a Fetch (Kafka's FetchPartitionData). `diverging_epoch` is
-    (epoch, end offset) when a follower's log diverges (KIP-320); `aborted_transactions` is ()
-    for read_committed (no transactions yet), None otherwise."""
+    (epoch, end offset) when a follower's log diverges (KIP-320); `aborted_transactions` is, for
+    read_committed, the (producer id, first offset) of each aborted transaction with data in
+    `records` (KIP-98), None otherwise."""
 
     error: ErrorCode
     high_watermark: int
