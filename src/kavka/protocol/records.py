@@ -386,7 +386,8 @@ def validate_batches(
                 f"inconsistent batch offset range at position {pos}: lastOffsetDelta "
                 f"{header.last_offset_delta} for {header.records_count} records"
             )
-        if header.has_producer_id and header.base_sequence < 0:
+        if header.has_producer_id and header.base_sequence < 0 and not allow_control:
+            # Only a client's batches (Kafka's AppendOrigin.CLIENT) need a sequence: markers have -1.
             raise InvalidRecordError(
                 f"batch at position {pos} has producerId {header.producer_id} "
                 f"but invalid baseSequence {header.base_sequence}"

@@ -21,6 +21,8 @@ _TABLE: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (se.OffsetOutOfRangeError, ErrorCode.offset_out_of_range),
     (se.OutOfOrderSequenceError, ErrorCode.out_of_order_sequence_number),
     (se.InvalidProducerEpochError, ErrorCode.invalid_producer_epoch),
+    (se.InvalidTxnStateError, ErrorCode.invalid_txn_state),
+    (se.TransactionCoordinatorFencedError, ErrorCode.transaction_coordinator_fenced),
     (se.RecordBatchTooLargeError, ErrorCode.record_list_too_large),
     (se.KafkaStorageError, ErrorCode.kafka_storage_error),
     (se.LogDirNotFoundError, ErrorCode.log_dir_not_found),

@@ -5,7 +5,8 @@ Owns the Log and the replica's role as the controller last committed it
 replication rules themselves are pure and live in `replica_state`; this class
 applies them to the real log:
 
-- **Leader** (`leader_state` set): appends client batches in its leader epoch,
+- **Leader** (`leader_state` set): appends client batches in its leader epoch
+  (and the transaction coordinator's end-transaction markers, `allow_control`),
   tracks each follower from its fetches (`fetch_for_follower`, which first runs
   the KIP-320 diverging-epoch check), and moves the high watermark to the
   smallest log end offset over the maximal ISR. ISR changes are proposals
@@ -145,6 +146,15 @@ class Partition:
         return self.log.log_end_offset
 
     @property
+    def last_stable_offset(self) -> int:
+        """min(first unstable offset, high watermark) (KIP-98): read_committed consumers read below it."""
+        self.check_online()
+        try:
+            return self.log.last_stable_offset(self.high_watermark)
+        except OSError as e:
+            raise self._storage_error(e) from e
+
+    @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
@@ -240,8 +250,10 @@ class Partition:
     # ------------------------------------------------------------------ leader
 
     def append_records_to_leader(
-        self, records: memoryview | bytes, *, required_acks: int, now_ms: int
+        self, records: memoryview | bytes, *, required_acks: int, now_ms: int, allow_control: bool = False
     ) -> AppendInfo:
+        """Append as leader. `allow_control` only for the broker's own writers (the transaction
+        coordinator's markers, Kafka's AppendOrigin.COORDINATOR); a client's control batch is refused."""
         self.check_online()
         ls = self._require_leader()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -250,7 +262,9 @@ class Partition:
                 f"The size of the current ISR {set(self.isr)} is insufficient to satisfy the min.isr requirement of {self.min_insync_replicas} for partition {self.tp}",
             )
         try:
-            info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, now_ms=now_ms)
+            info = self.log.append_as_leader(
+                records, leader_epoch=self.leader_epoch, now_ms=now_ms, allow_control=allow_control
+            )
         except OSError as e:
             raise self._storage_error(e) from e
         if ls.maybe_increment_high_watermark(self.log.log_end_offset):

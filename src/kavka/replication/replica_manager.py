@@ -6,9 +6,11 @@ Kafka's ReplicaManager. The two data-path entry points are Kafka's:
   leader's log (validated, given offsets and the leader epoch in place); answered at once for
   acks=0/1, or -- acks=all -- by a DelayedProduce once the high watermark passes each batch
   (purgatory.py). The answer goes through the caller's `respond` callback, which builds the
-  response.
+  response. `append_end_txn_markers` is the same path for the transaction coordinator's
+  COMMIT/ABORT markers (KIP-98, Kafka's origin COORDINATOR; always acks=all).
 - `fetch_messages` (Kafka's fetchMessages): a Fetch's partitions read up to the high watermark
-  for consumers, up to the log end for followers (whose fetch also records their position:
+  for consumers (up to the last stable offset for read_committed ones, with the aborted
+  transactions of the range read), up to the log end for followers (whose fetch also records their position:
   high-watermark moves and ISR expansions), with KIP-320 epoch checks, KIP-392 reads from
   followers and preferred read replicas, the replication throttle (KIP-73), reads below the local
   log start from tiered storage (KIP-405, OFFSET_MOVED_TO_TIERED_STORAGE for followers) and the
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from kavka.common import ErrorCode, IsolationLevel, TopicPartition
 from kavka.metadata.image import MetadataImage, PartitionRegistration
+from kavka.protocol.control_records import ControlRecordType, build_end_txn_marker_batch
 from kavka.protocol.records import iter_batches
 from kavka.replication.alter_partition import AlterPartitionManager
 from kavka.replication.errors import error_for
@@ -108,8 +111,9 @@ class FetchParams:
 
 class FetchPartitionData(NamedTuple):
     """One partition's answer to a Fetch (Kafka's FetchPartitionData). `diverging_epoch` is
-    (epoch, end offset) when a follower's log diverges (KIP-320); `aborted_transactions` is ()
-    for read_committed (no transactions yet), None otherwise."""
+    (epoch, end offset) when a follower's log diverges (KIP-320); `aborted_transactions` is, for
+    read_committed, the (producer id, first offset) of each aborted transaction with data in
+    `records` (KIP-98), None otherwise."""
 
     error: ErrorCode
     high_watermark: int
@@ -240,11 +244,13 @@ class ReplicaManager:
         required_acks: int,
         timeout_s: float,
         respond: Callable[[dict[TopicPartition, PartitionResponse]], T],
+        allow_control: bool = False,
     ) -> T | DelayedProduce[T]:
         """Append each partition's batches to its leader log; answer `respond(responses)` now
         (acks 0 and 1, or acks=all when nothing must wait) or through the returned DelayedProduce
         once every appended partition's high watermark passes its batches (or at `timeout_s`).
-        A partition's failure is its own answer; the others are appended all the same."""
+        A partition's failure is its own answer; the others are appended all the same.
+        `allow_control` is for the broker's own control batches only (`append_end_txn_markers`)."""
         now_ms = self.now_ms()
         out: dict[TopicPartition, PartitionResponse] = {}
         waits: list[tuple[TopicPartition, int]] = []  # acks=all: (partition, offset the high watermark must reach)
@@ -254,7 +260,9 @@ class ReplicaManager:
                 out[tp] = PartitionResponse(ErrorCode.unknown_topic_or_partition)
                 continue
             try:
-                info = p.append_records_to_leader(records, required_acks=required_acks, now_ms=now_ms)
+                info = p.append_records_to_leader(
+                    records, required_acks=required_acks, now_ms=now_ms, allow_control=allow_control
+                )
             except Exception as e:  # mapped to Kafka's code; the broker carries on
                 error, message = error_for(e)
                 record_errors = tuple(e.record_errors) if isinstance(e, RecordValidationError) else ()
@@ -282,6 +290,37 @@ class ReplicaManager:
             return respond(out)
 
         return self.acks_future(pending, max(timeout_s, 0.0), finish)
+
+    def append_end_txn_markers(
+        self,
+        partitions: Sequence[TopicPartition],
+        control_type: ControlRecordType,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        timeout_s: float,
+        respond: Callable[[dict[TopicPartition, PartitionResponse]], T],
+    ) -> T | DelayedProduce[T]:
+        """Write a COMMIT or ABORT marker for one producer's transaction to each partition this
+        broker leads, acks=all (Kafka's WriteTxnMarkers: appendRecords with origin COORDINATOR).
+        A marker from an older producer epoch is answered INVALID_PRODUCER_EPOCH, one from an
+        older coordinator epoch TRANSACTION_COORDINATOR_FENCED."""
+        now_ms = self.now_ms()
+        batch = build_end_txn_marker_batch(
+            control_type,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp_ms=now_ms,
+        )
+        return self.append_records(
+            [(tp, batch) for tp in partitions],
+            required_acks=-1,
+            timeout_s=timeout_s,
+            respond=respond,
+            allow_control=True,
+        )
 
     def acks_future(
         self, waits: list[tuple[TopicPartition, int]], timeout_s: float, finish: Callable[[dict[TopicPartition, ErrorCode]], T]
@@ -473,12 +512,14 @@ class ReplicaManager:
         """A consumer's fetch: up to the high watermark (the last stable offset for
         read_committed), from the leader or -- KIP-392, v11+ -- any replica."""
         hw = p.high_watermark
-        lso = hw  # no transactions yet: the last stable offset is the high watermark
+        lso = hw
         start = p.log_start_offset
         preferred = NO_PREFERRED_REPLICA
         records: bytes | memoryview = b""
+        aborted = _aborted(params)
         try:
             p.check_online()
+            lso = p.last_stable_offset
             p.check_leader_epoch(fp.current_leader_epoch)
             if not p.is_leader and params.client_metadata is None:
                 # Before v11 a consumer sends no client metadata and reads from leaders only (KIP-392).
@@ -502,9 +543,11 @@ class ReplicaManager:
                 records = _cut(fetched, limit, min_one)
             elif fp.fetch_offset < upper and preferred == NO_PREFERRED_REPLICA:
                 records = p.read_records(fp.fetch_offset, max_bytes=limit, max_offset=upper, min_one_message=min_one).records
+                if params.isolation_level == IsolationLevel.READ_COMMITTED:
+                    aborted = _aborted_in(p, fp.fetch_offset, records)
         except Exception as e:
             return FetchPartitionData(error_for(e)[0], hw, lso, start, None, _aborted(params), preferred, b"")
-        return FetchPartitionData(ErrorCode.none, hw, lso, start, None, _aborted(params), preferred, records)
+        return FetchPartitionData(ErrorCode.none, hw, lso, start, None, aborted, preferred, records)
 
     def _preferred_read_replica(self, p: Partition, params: FetchParams, *, fetch_offset: int, now_ms: int) -> int:
         """The replica a consumer's fetch (v11+, with client metadata) should read from instead of
@@ -614,6 +657,17 @@ ACK_MESSAGES = {
     ErrorCode.not_enough_replicas_after_append: "the records were written, but fewer in-sync replicas than min.insync.replicas hold them",
     ErrorCode.not_leader_or_follower: "leadership moved before the in-sync replicas acknowledged the records",
 }
+
+
+def _aborted_in(p: Partition, fetch_offset: int, records: bytes | memoryview) -> tuple[Any, ...]:
+    """(producer id, first offset) of each aborted transaction with data in the returned batches
+    (the consumer drops those records, KIP-98); the range ends after the last whole batch."""
+    upper = fetch_offset
+    for _pos, header in iter_batches(records):
+        upper = header.next_offset
+    if upper <= fetch_offset:
+        return ()
+    return tuple((t.producer_id, t.first_offset) for t in p.log.collect_aborted_transactions(fetch_offset, upper))
 
 
 def _aborted(params: FetchParams) -> tuple[Any, ...] | None:

@@ -60,7 +60,11 @@ truncation, deletion), so the pass is just abandoned and done again.
 
 Known simplification: Kafka keeps the last batch of every idempotent producer
 (emptied if need be) so producer state survives compaction; kavka does not yet.
-Transactions are refused by kavka, so control batches are always kept.
+Transactions (docs/transactions.md): nothing at or past the last stable offset is cleaned, and
+control batches (markers) are always kept; but aborted records are neither removed nor kept out
+of the offset map (Kafka skips them through the .txnindex), so an aborted value may still shadow
+an older committed one -- not done yet. A cleaned segment takes over its group's .txnindex
+entries (LocalLog.replace_segments).
 """
 
 from __future__ import annotations
@@ -186,7 +190,9 @@ class SkimpyOffsetMap:
 
 def first_uncleanable_offset(lg: Log, *, high_watermark: int, now_ms: int) -> int:
     segments = lg.segments
-    limit = min(segments[-1].base_offset, high_watermark)
+    # Kafka's cleanableOffsets: nothing at or past the last stable offset (an open transaction's
+    # records may still be aborted) is cleaned.
+    limit = min(segments[-1].base_offset, lg.last_stable_offset(high_watermark))
     lag = lg.config.min_compaction_lag_ms
     if lag > 0:
         for seg in segments[:-1]:

@@ -68,3 +68,11 @@ class OutOfOrderSequenceError(StorageError):
 
 class InvalidProducerEpochError(StorageError):
     """A batch from an older producer epoch (a fenced producer): INVALID_PRODUCER_EPOCH (47)."""
+
+
+class InvalidTxnStateError(StorageError):
+    """A non-transactional batch from a producer with a transaction open: INVALID_TXN_STATE (48)."""
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A marker from an older coordinator epoch than the last one seen: TRANSACTION_COORDINATOR_FENCED (52)."""

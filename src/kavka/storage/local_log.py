@@ -39,6 +39,7 @@ from pathlib import Path
 
 from kavka.common import TopicPartition
 from kavka.protocol.records import BatchHeader
+from kavka.storage.errors import CorruptIndexError
 from kavka.storage.faults import FAULTS
 from kavka.storage.log_config import LogConfig
 from kavka.storage.segment import (
@@ -49,6 +50,7 @@ from kavka.storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from kavka.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("kavka.storage")
 
@@ -313,24 +315,30 @@ class LocalLog:
         swap_path = old[0].log_path.with_name(old[0].log_path.name + SWAP_SUFFIX)
         os.replace(new_log, swap_path)
         leftovers: list[Path] = []
+        carried: list[AbortedTxn] = []
         for segment in old:
             segment.close_handles()
             for index in (segment._offset_index, segment._time_index):
                 if index is not None:
                     index.close()
-            for p in (segment.log_path, segment._index_path, segment._time_index_path):
+            with contextlib.suppress(CorruptIndexError):  # the cleaner keeps transactional data and markers
+                carried += segment.txn_index.entries
+            segment.txn_index.close()
+            for p in (segment.log_path, segment._index_path, segment._time_index_path, segment.txn_index.path):
                 target = p.with_name(p.name + DELETED_SUFFIX)
                 try:
                     os.replace(p, target)
                     leftovers.append(target)
                 except FileNotFoundError:
                     pass
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # the .txnindex is carried over below
             src = cleaned_dir / (old[0].log_path.name[: -len(LOG_SUFFIX)] + suffix)
             if src.exists():
                 os.replace(src, self.dir / src.name)
         os.replace(swap_path, old[0].log_path)
         new = self._new_segment(base, now_ms)
+        for txn in carried:
+            new.txn_index.append(txn)
         self._segments[i : i + len(old)] = [new]
         self._base_offsets = [s.base_offset for s in self._segments]
         return leftovers

@@ -20,9 +20,17 @@ Owns what happens between "a dir on disk" and "a log to append to", in this orde
    unless the topic is tiered (KIP-405), where it may lie below the first local
    segment -- and the leader epoch cache is trimmed to [log start, log end].
 
+6. transaction indexes (``.txnindex``, storage.txn_index): after an unclean
+   shutdown those of every recovered segment, and at any start one that does
+   not parse, are rebuilt (`rebuild_txn_indexes`: the newest snapshot at or
+   below the first such segment, then the batches after it, markers parsed).
+   A missing file is an empty index, as in Kafka.
+
 Producer state is not rebuilt at open: the unified log rebuilds it on first use
 with `rebuild_producer_state` (the newest usable ``.snapshot`` at or below the
-log end, then the batch headers after it).
+log end, then the batch headers after it; an end-transaction marker is read to
+close its transaction, and an aborted transaction missing from its segment's
+``.txnindex`` is added -- so the index is whole up to the log end).
 
 Callers: storage.unified_log.Log.open (through the LogManager, at start on the
 broker's event-loop thread, and the raft layer for ``__cluster_metadata``).
@@ -37,13 +45,15 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kavka.protocol.records import BATCH_HEADER_SIZE, parse_header
+from kavka.protocol.control_records import parse_end_txn_marker
+from kavka.protocol.records import BATCH_HEADER_SIZE, BatchHeader, parse_header
 from kavka.storage.checkpoints import PartitionMetadataFile
-from kavka.storage.errors import InconsistentTopicIdError
+from kavka.storage.errors import CorruptIndexError, InconsistentTopicIdError
 from kavka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from kavka.storage.local_log import LocalLog
 from kavka.storage.log_config import LogConfig
 from kavka.storage.producer_state import (
+    CompletedTxn,
     CorruptSnapshotError,
     ProducerStateManager,
     read_snapshot,
@@ -59,6 +69,7 @@ from kavka.storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from kavka.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 log = logging.getLogger("kavka.storage")
 
@@ -116,7 +127,7 @@ class LogLoader:
         elif topic_id is not None:
             pmf.write(topic_id)
 
-        complete_swaps(dir)
+        swapped = complete_swaps(dir)
         remove_temporary_files(dir)
         epoch_path = dir / LEADER_EPOCH_CHECKPOINT
         leader_epoch_cache = LeaderEpochFileCache.load(epoch_path)
@@ -138,8 +149,21 @@ class LogLoader:
                 )
             )
 
+        rebuild = [s for s in segments if s.base_offset in swapped]
         if not self.clean_shutdown and segments:
+            first_recovered = segments[_floor_index(segments, recovery_point)].base_offset
             segments = recover_segments(segments, recovery_point, leader_epoch_cache)
+            rebuild = [s for s in segments if s.base_offset >= first_recovered or s.base_offset in swapped]
+        with_txn_index = {p.name for p in dir.iterdir() if p.name.endswith(TXN_INDEX_SUFFIX)}
+        for segment in segments:
+            if segment in rebuild or segment.txn_index.path.name not in with_txn_index:
+                continue  # a missing file is an empty index: nothing to check
+            try:
+                segment.txn_index.sanity_check()
+            except CorruptIndexError as e:
+                log.warning("%s; rebuilding it", e)
+                rebuild.append(segment)
+        rebuild_txn_indexes(dir, segments, sorted(rebuild, key=lambda s: s.base_offset))
 
         if not segments:
             segments.append(
@@ -178,7 +202,7 @@ class LogLoader:
 
 
 def rebuild_producer_state(local_log: LocalLog) -> ProducerStateManager:
-    """Idempotent producers' state: the latest usable ``.snapshot`` plus the batches after it."""
+    """Producers' state: the latest usable ``.snapshot`` plus the batches after it."""
     state, start = _load_producer_snapshot(local_log.dir, local_log.log_end_offset)
     for segment in local_log.segments_from(start):
         position = 0
@@ -187,18 +211,80 @@ def rebuild_producer_state(local_log: LocalLog) -> ProducerStateManager:
             if found is None:
                 continue
             position = found.position
-        for _pos, header in segment.iter_batches_from(position):
+        for pos, header in segment.iter_batches_from(position):
             if header.base_offset >= start:
-                state.update(header)
+                replay_batch(state, segment, pos, header, index=True)
     return state
 
 
-def _load_producer_snapshot(dir: Path, log_end_offset: int) -> tuple[ProducerStateManager, int]:
-    """The newest snapshot at or below the log end (newer ones, left by an unclean stop, go)."""
+def replay_batch(
+    state: ProducerStateManager, segment: LogSegment, pos: int, header: BatchHeader, *, index: bool
+) -> CompletedTxn | None:
+    """Apply one batch already in `segment` (at `pos`) to `state`; a marker completes its
+    transaction and, with `index`, an aborted one is added to the segment's ``.txnindex``
+    unless the index holds it already. Returns the transaction a marker completed."""
+    if not header.is_control:
+        state.update(header)
+        return None
+    if header.producer_id < 0:
+        return None
+    _, marker = parse_end_txn_marker(segment._pread(header.size_in_bytes, pos))
+    if marker is None:
+        return None  # a control record of a type this broker does not know: skipped, as Kafka does
+    completed = state.update_marker(header, coordinator_epoch=marker.coordinator_epoch, is_abort=marker.is_abort)
+    if completed is None:
+        return None
+    if completed.is_aborted and index:
+        entries = segment.txn_index.entries
+        if not entries or entries[-1].last_offset < completed.last_offset:
+            segment.txn_index.append(
+                AbortedTxn(
+                    completed.producer_id,
+                    completed.first_offset,
+                    completed.last_offset,
+                    state.last_stable_offset_after(completed),
+                )
+            )
+    state.complete_txn(completed)
+    return completed
+
+
+def rebuild_txn_indexes(dir: Path, segments: list[LogSegment], targets: list[LogSegment]) -> None:
+    """Rewrite the ``.txnindex`` of each of `targets` (in offset order, all in `segments`) by
+    replaying the log from the newest usable snapshot at or below the first target (from the
+    first segment if there is none). A transaction whose start is below both (removed by
+    retention with no snapshot to remember it) cannot be indexed; Kafka has the same limit."""
+    if not targets:
+        return
+    for t in targets:
+        t.txn_index.reset()
+    state, start = _load_producer_snapshot(dir, targets[0].base_offset, delete_newer=False)
+    wanted = {id(t) for t in targets}
+    last_base = targets[-1].base_offset
+    for i, segment in enumerate(segments):
+        if segment.base_offset > last_base:
+            break
+        if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
+            continue
+        for pos, header in segment.iter_batches_from(0):
+            if header.base_offset >= start:
+                replay_batch(state, segment, pos, header, index=id(segment) in wanted)
+
+
+def _floor_index(segments: list[LogSegment], offset: int) -> int:
+    return max(bisect.bisect_right([s.base_offset for s in segments], offset) - 1, 0)
+
+
+def _load_producer_snapshot(
+    dir: Path, log_end_offset: int, *, delete_newer: bool = True
+) -> tuple[ProducerStateManager, int]:
+    """The newest snapshot at or below `log_end_offset` (newer ones, left by an unclean stop, go
+    unless `delete_newer` is False)."""
     for offset in reversed(snapshot_offsets(dir)):
         path = snapshot_path(dir, offset)
         if offset > log_end_offset:
-            path.unlink(missing_ok=True)
+            if delete_newer:
+                path.unlink(missing_ok=True)
             continue
         try:
             return read_snapshot(path), offset
@@ -208,9 +294,11 @@ def _load_producer_snapshot(dir: Path, log_end_offset: int) -> tuple[ProducerSta
     return ProducerStateManager(), 0
 
 
-def complete_swaps(dir: Path) -> None:
+def complete_swaps(dir: Path) -> list[int]:
     """Finish a cleaner swap a crash interrupted: a ``<base>.log.swap`` is a whole,
-    fsynced replacement for the segments its offsets cover; those go, it stays."""
+    fsynced replacement for the segments its offsets cover; those go, it stays. Returns the
+    base offsets of the swapped-in segments (their ``.txnindex`` is to be rebuilt)."""
+    swapped: list[int] = []
     shutil.rmtree(dir / "cleaner-tmp", ignore_errors=True)  # an unfinished group: the originals are intact
     for swap in sorted(dir.glob("*" + LOG_SUFFIX + SWAP_SUFFIX)):
         prefix = swap.name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
@@ -230,10 +318,12 @@ def complete_swaps(dir: Path) -> None:
                 data_pos += header.size_in_bytes
         for p in list(dir.iterdir()):
             stem, dot, suffix = p.name.partition(".")
-            if stem.isdigit() and base <= int(stem) <= last and "." + suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            if stem.isdigit() and base <= int(stem) <= last and "." + suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 p.unlink()  # the replaced segments, and indexes the new log gets rebuilt
         log.info("completing the interrupted cleaner swap %s", swap)
         os.replace(swap, dir / (prefix + LOG_SUFFIX))
+        swapped.append(base)
+    return swapped
 
 
 def remove_temporary_files(dir: Path) -> None:
@@ -246,7 +336,7 @@ def remove_temporary_files(dir: Path) -> None:
         elif p.name.endswith(LOG_SUFFIX):
             log_bases.add(p.name[: -len(LOG_SUFFIX)])
     for p in dir.iterdir():
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             if p.name.endswith(suffix) and p.name[: -len(suffix)] not in log_bases:
                 log.warning("deleting orphaned index file %s", p)
                 p.unlink(missing_ok=True)

@@ -23,7 +23,21 @@ as Kafka's removeExpiredProducers does; the broker calls it every
 `producer.id.expiration.check.interval.ms` on each loaded state, so the map
 cannot grow without bound with short-lived producers. A producer that comes
 back after expiring is taken at its word (as one whose batches retention
-removed). Rebuilt by storage.log_loader (``rebuild_producer_state``) and kept current by
+removed). A producer with a transaction open never expires (Kafka's isProducerExpired).
+
+Transactions (KIP-98): a transactional batch opens a transaction for its
+producer (``current_txn_first_offset``: the batch's first offset) unless one is
+open already; a non-transactional batch while one is open is refused
+(INVALID_TXN_STATE). An end-transaction marker (protocol.control_records)
+closes it and yields a `CompletedTxn` -- none if the producer had no open
+transaction, as Kafka's ProducerAppendInfo.appendEndTxnMarker. A marker with
+an older producer epoch is refused (INVALID_PRODUCER_EPOCH) and one with an
+older coordinator epoch than the last marker's (TRANSACTION_COORDINATOR_FENCED),
+except when replicated (a follower takes the leader's log as it is). The
+lowest first offset of the open transactions is the log's first unstable
+offset (`first_unstable_offset`), the start of the last stable offset.
+
+Rebuilt by storage.log_loader (``rebuild_producer_state``) and kept current by
 the unified Log (storage.unified_log), on the event-loop thread.
 """
 
@@ -39,7 +53,12 @@ from crc32c import crc32c
 
 from kavka.protocol.records import BatchHeader
 from kavka.storage.checkpoints import write_atomically
-from kavka.storage.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from kavka.storage.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 
 NUM_BATCHES_TO_RETAIN = 5
 INT32_MAX = 2**31 - 1
@@ -54,6 +73,16 @@ class BatchMetadata:
     timestamp: int
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended: data in [first_offset, last_offset], the marker at last_offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 @dataclass(slots=True)
 class ProducerStateEntry:
     producer_id: int
@@ -61,6 +90,9 @@ class ProducerStateEntry:
     batches: deque[BatchMetadata] = field(
         default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN)
     )
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int | None = None
+    last_timestamp: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -85,6 +117,20 @@ def _next_seq(seq: int) -> int:
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
+        # producer id -> first offset of its open transaction (mirrors the entries' field, so
+        # the first unstable offset is a min over open transactions, not over every producer)
+        self.ongoing_txns: dict[int, int] = {}
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The lowest first offset of an open transaction; None if none is open."""
+        return min(self.ongoing_txns.values(), default=None)
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The last stable offset once `completed` is complete (Kafka's lastStableOffset(CompletedTxn)):
+        the first offset of the earliest other open transaction, else just past the marker."""
+        others = [o for pid, o in self.ongoing_txns.items() if pid != completed.producer_id]
+        return min(others, default=completed.last_offset + 1)
 
     def check(self, headers: Iterable[BatchHeader]) -> list[BatchMetadata | None]:
         """Validate the idempotent batches of one append, in order.
@@ -96,10 +142,22 @@ class ProducerStateManager:
         staged: dict[int, tuple[int, int]] = {}  # pid -> (epoch, last seq) within this append
         out: list[BatchMetadata | None] = []
         for h in headers:
-            if h.producer_id < 0 or h.is_control:
+            if h.producer_id < 0:
                 out.append(None)
                 continue
             entry = self.producers.get(h.producer_id)
+            if h.is_control:
+                # A marker's epoch may be newer (the coordinator bumped it on abort), never older.
+                if entry is not None and h.producer_epoch < entry.producer_epoch:
+                    raise InvalidProducerEpochError(
+                        f"marker of producer {h.producer_id} has epoch {h.producer_epoch}, older than the current epoch {entry.producer_epoch}"
+                    )
+                out.append(None)
+                continue
+            if not h.is_transactional and entry is not None and entry.current_txn_first_offset is not None:
+                raise InvalidTxnStateError(
+                    f"non-transactional batch from producer {h.producer_id}, which has a transaction open"
+                )
             cur_epoch, cur_last = staged.get(
                 h.producer_id, (entry.producer_epoch, entry.last_seq) if entry else (-1, -1)
             )
@@ -137,25 +195,66 @@ class ProducerStateManager:
         expired = [
             pid
             for pid, e in self.producers.items()
-            if not e.batches or now_ms - e.batches[-1].timestamp >= expiration_ms
+            if e.current_txn_first_offset is None and now_ms - e.last_timestamp >= expiration_ms
         ]
         for pid in expired:
             del self.producers[pid]
         return len(expired)
 
+    def check_marker(self, h: BatchHeader, coordinator_epoch: int) -> None:
+        """Refuse a marker from a fenced coordinator (Kafka's checkCoordinatorEpoch); the producer
+        epoch is checked by `check`."""
+        entry = self.producers.get(h.producer_id)
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker of producer {h.producer_id} from coordinator epoch {coordinator_epoch}, older than {entry.coordinator_epoch}"
+            )
+
+    def _entry_for_epoch(self, producer_id: int, producer_epoch: int) -> ProducerStateEntry:
+        # A new epoch forgets the old epoch's batches but not an open transaction
+        # (Kafka's ProducerStateEntry.maybeUpdateProducerEpoch).
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerStateEntry(producer_id, producer_epoch)
+        elif producer_epoch != entry.producer_epoch:
+            entry.producer_epoch = producer_epoch
+            entry.batches.clear()
+        return entry
+
     def update(self, h: BatchHeader) -> None:
-        """Record a batch written to the log (with its final offsets)."""
+        """Record a data batch written to the log (with its final offsets); markers go to
+        `update_marker`."""
         if h.producer_id < 0 or h.is_control:
             return
-        entry = self.producers.get(h.producer_id)
-        if entry is None or h.producer_epoch != entry.producer_epoch:
-            entry = ProducerStateEntry(h.producer_id, h.producer_epoch)
-            self.producers[h.producer_id] = entry
+        entry = self._entry_for_epoch(h.producer_id, h.producer_epoch)
         entry.batches.append(
             BatchMetadata(
                 h.base_sequence, _last_seq(h), h.base_offset, h.last_offset, h.max_timestamp
             )
         )
+        entry.last_timestamp = h.max_timestamp
+        if h.is_transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = h.base_offset
+            self.ongoing_txns[h.producer_id] = h.base_offset
+
+    def update_marker(self, h: BatchHeader, *, coordinator_epoch: int, is_abort: bool) -> CompletedTxn | None:
+        """Record an end-transaction marker written at ``h.base_offset``: the transaction it
+        closes, or None if the producer had none open (an empty transaction)."""
+        entry = self._entry_for_epoch(h.producer_id, h.producer_epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = h.max_timestamp
+        first = entry.current_txn_first_offset
+        if first is None:
+            return None
+        return CompletedTxn(h.producer_id, first, h.base_offset, is_aborted=is_abort)
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """Forget the open transaction `completed` ended (after the caller indexed it)."""
+        entry = self.producers.get(completed.producer_id)
+        if entry is not None and entry.current_txn_first_offset == completed.first_offset:
+            entry.current_txn_first_offset = None
+        if self.ongoing_txns.get(completed.producer_id) == completed.first_offset:
+            del self.ongoing_txns[completed.producer_id]
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -165,9 +264,10 @@ class ProducerStateManager:
 #
 #   version int16 = 1, crc int32 (CRC-32C of everything after it), entries int32 count, then per producer:
 #   producer_id int64, epoch int16, last_sequence int32, last_offset int64, offset_delta int32,
-#   timestamp int64, coordinator_epoch int32 (-1), current_txn_first_offset int64 (-1)
+#   timestamp int64, coordinator_epoch int32, current_txn_first_offset int64 (-1: no open transaction)
 #
-# As in Kafka, a snapshot keeps the last batch of each producer; the batches after the snapshot
+# As in Kafka, a snapshot keeps the last batch of each producer (last_sequence and last_offset -1
+# for a producer whose current epoch has only written markers); the batches after the snapshot
 # offset are replayed from the log on load. Written atomically (temp file + rename).
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -192,15 +292,15 @@ def snapshot_offsets(dir: Path) -> list[int]:
 def write_snapshot(dir: Path, offset: int, state: ProducerStateManager) -> Path:
     body = bytearray(struct.pack(">i", len(state.producers)))
     for pid, entry in sorted(state.producers.items()):
-        if not entry.batches:
-            continue
-        last = entry.batches[-1]
+        txn = -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset
+        if entry.batches:
+            last = entry.batches[-1]
+            seq, last_offset, delta = last.last_seq, last.last_offset, last.last_offset - last.first_offset
+        else:
+            seq, last_offset, delta = -1, -1, 0
         body += _SNAP_ENTRY.pack(
-            pid, entry.producer_epoch, last.last_seq, last.last_offset,
-            last.last_offset - last.first_offset, last.timestamp, -1, -1,
+            pid, entry.producer_epoch, seq, last_offset, delta, entry.last_timestamp, entry.coordinator_epoch, txn,
         )
-    count = sum(1 for e in state.producers.values() if e.batches)
-    body[0:4] = struct.pack(">i", count)
     data = _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc32c(bytes(body))) + bytes(body)
     path = snapshot_path(dir, offset)
     write_atomically(path, data)
@@ -223,10 +323,16 @@ def read_snapshot(path: Path) -> ProducerStateManager:
         raise CorruptSnapshotError(f"{path}: bad entry count {count}")
     state = ProducerStateManager()
     for i in range(count):
-        pid, epoch, last_seq, last_offset, delta, ts, _ce, _txn = _SNAP_ENTRY.unpack_from(body, 4 + i * _SNAP_ENTRY.size)
-        entry = ProducerStateEntry(pid, epoch)
-        first_seq = (last_seq - delta) % (INT32_MAX + 1)
-        entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
+        pid, epoch, last_seq, last_offset, delta, ts, coordinator_epoch, txn = _SNAP_ENTRY.unpack_from(
+            body, 4 + i * _SNAP_ENTRY.size
+        )
+        entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coordinator_epoch, last_timestamp=ts)
+        if last_offset >= 0:
+            first_seq = (last_seq - delta) % (INT32_MAX + 1)
+            entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
+        if txn >= 0:
+            entry.current_txn_first_offset = txn
+            state.ongoing_txns[pid] = txn
         state.producers[pid] = entry
     return state
 

@@ -1,7 +1,9 @@
-"""One log segment: a ``.log`` file of record batches plus its two indexes.
+"""One log segment: a ``.log`` file of record batches plus its indexes.
 
 Files in the partition dir, named by the segment's base offset (20 digits,
-zero padded): ``00000000000000001234.log``, ``.index``, ``.timeindex``.
+zero padded): ``00000000000000001234.log``, ``.index``, ``.timeindex``, and
+``.txnindex`` once a transaction aborted in the segment (storage.txn_index;
+written by the unified log, truncated, flushed and deleted with the segment).
 The ``.log`` file is a plain concatenation of record batches v2 exactly as
 they go on the wire (Kafka's ``FileRecords``). Invariants:
 
@@ -45,6 +47,7 @@ from kavka.protocol.records import (
 from kavka.storage.errors import CorruptIndexError
 from kavka.storage.faults import FAULTS
 from kavka.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from kavka.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 if TYPE_CHECKING:
     from kavka.storage.leader_epoch import LeaderEpochFileCache
@@ -130,6 +133,8 @@ class LogSegment:
         self.indexes_rebuilt = False
         self._index_path = self.dir / (prefix + INDEX_SUFFIX)
         self._time_index_path = self.dir / (prefix + TIME_INDEX_SUFFIX)
+        # Aborted transactions (KIP-98); loaded on first use, no file until the first entry.
+        self.txn_index = TransactionIndex(self.dir / (prefix + TXN_INDEX_SUFFIX))
         missing = not self._index_path.exists() or not self._time_index_path.exists()
         if self.size == 0 or (missing and self.size > 0) or not rebuild_indexes_if_damaged:
             self._load_indexes()  # new, to rebuild now, or strict: checked at once
@@ -529,6 +534,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         truncated = 0
         if mapping is not None:
             truncated = self.size - mapping.position
@@ -552,6 +558,7 @@ class LogSegment:
         if self._offset_index is not None and self._time_index is not None:  # unloaded: nothing to write
             self._offset_index.flush()
             self._time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd_raw == -1:
@@ -562,6 +569,7 @@ class LogSegment:
                 self._time_index.maybe_append(mt.timestamp, mt.offset, skip_full_check=True)
             self._offset_index.close()
             self._time_index.close()
+        self.txn_index.close()
         if self._fd_raw is not None:
             os.close(self._fd_raw)
         self._fd_raw = -1
@@ -577,13 +585,17 @@ class LogSegment:
         if self._offset_index is not None and self._time_index is not None:
             self._offset_index.flush(fsync=False)
             self._time_index.flush(fsync=False)
-        return os.dup(self._fd), [self._index_path, self._time_index_path]
+        paths = [self._index_path, self._time_index_path]
+        if self.txn_index.path.exists():
+            paths.append(self.txn_index.path)
+        return os.dup(self._fd), paths
 
     def delete(self, *, unlink: bool = True) -> list[Path]:
         """Close, rename every file to ``*.deleted``, then unlink them (or, with
         ``unlink=False``, return the renamed paths for the caller to unlink off the loop)."""
         self.close_handles()
-        paths = [self.log_path, self._index_path, self._time_index_path]
+        self.txn_index.close()
+        paths = [self.log_path, self._index_path, self._time_index_path, self.txn_index.path]
         renamed = []
         for p in paths:
             target = p.with_name(p.name + DELETED_SUFFIX)

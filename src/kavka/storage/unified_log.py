@@ -17,6 +17,13 @@ offsets and per-partition state:
   (the topic id);
 * producer state (storage.producer_state), rebuilt on first use by
   storage.log_loader and snapshotted to ``<offset>.snapshot`` at each roll and at close;
+* transactions (KIP-98): an end-transaction marker (protocol.control_records), appended
+  by the leader for the transaction coordinator (``append_as_leader(allow_control=True)``)
+  or replicated, closes its producer's transaction; an aborted one is written to the
+  ``.txnindex`` of the segment the marker lands in (storage.txn_index) with the last
+  stable offset after it. ``first_unstable_offset`` (the lowest first offset of an open
+  transaction, at least the log start) bounds the partition's last stable offset, and
+  ``collect_aborted_transactions`` answers a read_committed fetch;
 * validation of appends (storage.log_validator) and retention
   (``delete_retention_segments``).
 
@@ -41,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kavka.common import TopicPartition
+from kavka.protocol.control_records import parse_end_txn_marker
 from kavka.protocol.records import (
     BatchHeader,
     CorruptRecordError,
@@ -62,7 +70,7 @@ from kavka.storage.errors import (
 from kavka.storage.leader_epoch import LeaderEpochFileCache
 from kavka.storage.local_log import FetchDataInfo, FlushJob, LocalLog
 from kavka.storage.log_config import LogConfig
-from kavka.storage.log_loader import LogLoader, rebuild_producer_state
+from kavka.storage.log_loader import LogLoader, rebuild_producer_state, replay_batch
 from kavka.storage.log_validator import CODECS, ValidationConfig, validate_records
 from kavka.storage.producer_state import (
     BatchMetadata,
@@ -72,6 +80,7 @@ from kavka.storage.producer_state import (
     write_snapshot,
 )
 from kavka.storage.segment import LogSegment, TimestampAndOffset
+from kavka.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("kavka.storage")
 
@@ -284,6 +293,14 @@ class Log:
             duplicates = self.producer_state.check(headers)
             if any(d is not None for d in duplicates):
                 return self._duplicate_append_info(headers, duplicates)
+        if allow_control:
+            # The coordinator's markers (Kafka's AppendOrigin.COORDINATOR): one from a fenced
+            # coordinator is refused before anything is written.
+            for pos, h in iter_batches(records):
+                if h.is_control and h.producer_id >= 0:
+                    _, marker = parse_end_txn_marker(records, pos)
+                    if marker is not None:
+                        self.producer_state.check_marker(h, marker.coordinator_epoch)
         # Per-record checks and rewrites (Kafka's LogValidator): may recompress.
         buf = validate_records(bytearray(records), self._validation, now_ms=now_ms)
         if len(buf) > self.config.segment_bytes:
@@ -314,6 +331,30 @@ class Log:
         if self._producer_state is None:
             self._producer_state = rebuild_producer_state(self._local)
         return self._producer_state
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction, at least the log start offset
+        (Kafka's firstUnstableOffset); None when no transaction is open. Loads producer state."""
+        first = self.producer_state.first_unstable_offset
+        return None if first is None else max(first, self.log_start_offset)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The last stable offset given the partition's high watermark: no read_committed
+        consumer reads at or past it."""
+        first = self.first_unstable_offset
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions with data in [fetch_offset, upper_bound_offset), from the ``.txnindex``
+        of the segment holding `fetch_offset` on (Kafka's collectAbortedTransactions)."""
+        out: list[AbortedTxn] = []
+        for segment in self._local.segments_from(fetch_offset):
+            result = segment.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+            out += result.aborted
+            if result.complete:
+                break
+        return out
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Drop expired producer ids (producer_state.remove_expired) if the state is loaded."""
@@ -422,6 +463,12 @@ class Log:
             latest = self.leader_epoch_cache.latest_epoch
             if epoch >= 0 and (latest is None or epoch > latest):
                 self.leader_epoch_cache.assign(epoch, h.base_offset)
+        if any(h.is_control for h in headers):
+            # A marker closes a transaction and may index it: the state must be loaded (from the
+            # log as it is before this append) to know where the transaction began.
+            _ = self.producer_state
+        segment = self.active_segment
+        position = segment.size
         self._local.append(
             buf,
             headers,
@@ -431,7 +478,8 @@ class Log:
         )
         if self._producer_state is not None:
             for h in headers:
-                self._producer_state.update(h)
+                replay_batch(self._producer_state, segment, position, h, index=True)
+                position += h.size_in_bytes
         num_messages = sum(h.records_count for h in headers)
         self._local.add_unflushed_messages(num_messages, now_ms)
         return AppendInfo(

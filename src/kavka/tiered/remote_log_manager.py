@@ -380,7 +380,7 @@ class RemoteLogManager:
         lg: Log = part.log
         tip = self.tip(part)
         highest = self.highest_in_remote(part)
-        lso = part.high_watermark  # no transactions yet: the last stable offset is the high watermark
+        lso = lg.last_stable_offset(part.high_watermark)  # an open transaction's segments wait (KIP-405)
         epoch = part.leader_epoch
         for view in segments_to_copy(_views(lg), highest_copied_offset=highest, last_stable_offset=lso):
             if view.base_offset < lg.log_start_offset:

@@ -1,6 +1,7 @@
 """Fetch (API 1): decode the request, read through the ReplicaManager, encode the response.
 
-The reading itself -- consumers up to the high watermark, followers up to the log end with their
+The reading itself -- consumers up to the high watermark (read_committed ones up to the last
+stable offset, KIP-98), followers up to the log end with their
 positions recorded (high watermark, ISR expansion), KIP-320 epoch checks, KIP-392 reads from
 followers, the replication throttle, tiered-storage reads and the long poll in the purgatory -- is
 `ReplicaManager.fetch_messages` (kavka.replication.replica_manager). This handler:
@@ -16,7 +17,8 @@ followers, the replication throttle, tiered-storage reads and the long poll in t
 - encodes the answer: v12+ by hand without copying record bytes (protocol.fetch_wire, the path
   every follower and current client takes), older versions through kio with the records spliced
   in (protocol.splice); Fetch v0-v3 predate record batches, so their records are down-converted
-  to message format v0/v1, uncompressed (protocol.message_format);
+  to message format v0/v1, uncompressed (protocol.message_format); from v4 each partition
+  carries the last stable offset and, for read_committed, its aborted transactions;
 - counts the record bytes sent to consumers per topic (BytesOutPerSec; Kafka counts followers'
   fetches apart, as ReplicationBytesOutPerSec, which kavka does not).
 """
@@ -169,6 +171,13 @@ def _encode(
         return spliced
     topic_cls = nested(resp_cls, "FetchableTopicResponse")
     part_cls = nested(resp_cls, "PartitionData")
+    # Fetch v4+ carries aborted transactions (KIP-98); earlier versions have no such field.
+    aborted_cls = nested(resp_cls, "AbortedTransaction") if v >= 4 else None
+
+    def aborted_entities(aborted: Any) -> Any:
+        if aborted is None or aborted_cls is None:
+            return aborted
+        return tuple(make(aborted_cls, producer_id=pid, first_offset=first) for pid, first in aborted)
     spliced.entity = make(
         resp_cls,
         throttle_time=NO_THROTTLE,
@@ -183,7 +192,7 @@ def _encode(
                     high_watermark=hw,
                     last_stable_offset=lso,
                     log_start_offset=start,
-                    aborted_transactions=aborted,
+                    aborted_transactions=aborted_entities(aborted),
                     preferred_read_replica=preferred,
                     records=spliced.add(records) if records else records,
                 )

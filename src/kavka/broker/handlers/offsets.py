@@ -101,7 +101,8 @@ def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[
             try:
                 require(t.name)
                 p = _leader(node, t.name, rp.partition_index, rp.current_leader_epoch)
-                hw = p.high_watermark
+                # Kafka's lastFetchableOffset: nothing at or past it is visible to this consumer.
+                fetchable = p.last_stable_offset if read_committed else p.high_watermark
                 target = rp.timestamp
                 if target == EARLIEST:
                     offset = p.log_start_offset
@@ -110,11 +111,11 @@ def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[
                     offset = p.log.local_log_start_offset
                     epoch = _epoch_at(p, offset)
                 elif target == LATEST:
-                    offset = hw  # == last stable offset: no transactions yet
+                    offset = fetchable
                     epoch = p.leader_epoch
                 elif target == MAX_TIMESTAMP:
                     found = p.log.max_timestamp_offset()
-                    if found is not None and found.offset < hw:
+                    if found is not None and found.offset < fetchable:
                         offset, ts, epoch = found.offset, found.timestamp, _epoch(found.leader_epoch)
                 elif target == LATEST_TIERED:
                     if p.log.config.remote_storage_enable:
@@ -122,15 +123,14 @@ def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[
                         epoch = _epoch_at(p, offset) if offset >= 0 else -1
                 elif target >= 0 and remote.get((t.name, rp.partition_index)) is not None:
                     ts, offset, epoch = remote[(t.name, rp.partition_index)]  # type: ignore[misc]
-                    if offset >= hw:
+                    if offset >= fetchable:
                         ts, offset, epoch = -1, -1, -1
                 elif target >= 0:
                     found = p.log.fetch_offset_by_timestamp(target)
-                    if found is not None and found.offset < hw:
+                    if found is not None and found.offset < fetchable:
                         offset, ts, epoch = found.offset, found.timestamp, _epoch(found.leader_epoch)
                 else:
                     error = ErrorCode.invalid_request
-                _ = read_committed
             except Exception as e:
                 error, _m = error_for(e)
             parts.append(
