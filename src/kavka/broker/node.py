@@ -149,6 +149,10 @@ def _unfenced_in(image: MetadataImage, broker_id: int, epoch: int) -> bool:
     return b is not None and b.epoch == epoch and not b.fenced
 
 
+def _no_other_live_broker(image: MetadataImage, broker_id: int) -> bool:
+    return not any(b.usable for other, b in image.brokers.items() if other != broker_id)
+
+
 def _swap(listener: str, tls: Any, new: Any) -> None:
     """Put `new`'s context into the listener's ListenerTls: the next accept serves it."""
     from kavka.broker.tls import rfc2253
@@ -851,6 +855,24 @@ class BrokerNode:
             source.stop()
         self.jwks_sources.clear()
 
+    async def _controlled_shutdown(self, lifecycle: BrokerLifecycle, timeout_s: float) -> str:
+        """Ask the controller to move this broker's leaderships away and wait for its grant -- or
+        only until this broker's metadata shows no other live broker (fenced or shutting down
+        too, as when a whole cluster stops): there is nowhere to move a leadership then, and a
+        grant may never come (the last voters standing cannot commit it)."""
+        ask = asyncio.ensure_future(lifecycle.controlled_shutdown(timeout_s))
+        alone = asyncio.ensure_future(self.publisher.wait_for(lambda image: _no_other_live_broker(image, self.node_id), timeout_s))
+        try:
+            await asyncio.wait({ask, alone}, return_when=asyncio.FIRST_COMPLETED)
+            if ask.done():
+                return "completed" if ask.result() else "not confirmed by a controller"
+            if alone.result():
+                return "ended: no other live broker to move leaderships to"
+            return "completed" if await ask else "not confirmed by a controller"
+        finally:
+            for t in (ask, alone):
+                t.cancel()
+
     async def stop(self) -> None:
         """Stop a node whose start() returned (broker.main calls it only then: a start that
         fails ends the process, which closes what open() had opened)."""
@@ -863,12 +885,8 @@ class BrokerNode:
             if self.fatal_error is None:
                 # Kafka's controlled shutdown: leaderships move away while clients can still ask.
                 started = time.monotonic()
-                granted = await lifecycle.controlled_shutdown(self.config["broker.session.timeout.ms"] / 1000)
-                log.info(
-                    "controlled shutdown %s in %.2fs",
-                    "completed" if granted else "not confirmed by a controller",
-                    time.monotonic() - started,
-                )
+                outcome = await self._controlled_shutdown(lifecycle, self.config["broker.session.timeout.ms"] / 1000)
+                log.info("controlled shutdown %s in %.2fs", outcome, time.monotonic() - started)
             await lifecycle.stop()
         steps: list[tuple[str, Callable[[], Any]]] = []
         if self.assignments is not None:

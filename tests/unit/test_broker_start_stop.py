@@ -1,4 +1,5 @@
-"""A broker serves clients only once its own metadata shows it unfenced.
+"""A broker's start and stop gates: it serves clients only once its own metadata shows it
+unfenced, and at its stop it waits for the controller's grant only while another broker is live.
 
 The CI failures this pins down: a client connected as soon as a fresh broker's port was bound,
 its first Metadata answer listed no brokers (the broker was still fenced in its own image) and
@@ -15,7 +16,7 @@ import socket
 from typing import Any
 
 from kavka.broker.metadata_publisher import BrokerMetadataPublisher
-from kavka.broker.node import _unfenced_in
+from kavka.broker.node import _no_other_live_broker, _unfenced_in
 from kavka.broker.server import KafkaServer
 from kavka.metadata.delta import MetadataDelta
 from kavka.metadata.image import MetadataImage
@@ -91,3 +92,19 @@ def test_the_node_waits_for_its_own_image_to_show_it_unfenced() -> None:
         assert not publisher._waiters
 
     asyncio.run(main())
+
+
+def test_a_stopping_broker_stops_waiting_for_the_grant_when_no_other_broker_is_live() -> None:
+    """When a whole cluster stops at once, the last voters cannot commit the grant: a broker whose
+    metadata shows every other broker fenced or shutting down has nowhere to move a leadership."""
+    publisher = BrokerMetadataPublisher(node_id=1, replica_manager=None, log_manager=None,  # type: ignore[arg-type]
+                                        resolver=None, online_dir_ids=list)  # type: ignore[arg-type]
+    image = _publish(publisher, MetadataImage(), *(RegisterBrokerRecord(i, f"inc{i}", (("PLAINTEXT", "h", i),)) for i in (1, 2, 3)))
+    image = _publish(publisher, image, *(BrokerRegistrationChangeRecord(i, image.brokers[i].epoch, fenced=False) for i in (1, 2, 3)))
+    assert not _no_other_live_broker(image, 1)
+    image = _publish(publisher, image, BrokerRegistrationChangeRecord(2, image.brokers[2].epoch, in_controlled_shutdown=True))
+    assert not _no_other_live_broker(image, 1)  # broker 3 can still take leaderships
+    image = _publish(publisher, image, BrokerRegistrationChangeRecord(3, image.brokers[3].epoch, fenced=True))
+    assert _no_other_live_broker(image, 1)
+    assert not _no_other_live_broker(image, 2)  # broker 1 is live, from broker 2's point of view
+    assert _no_other_live_broker(MetadataImage(), 1)  # a single broker: nobody to hand over to
