@@ -9,6 +9,7 @@ print its KAVKA_READY line with the bound port. Nothing is mocked.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import os
 import signal
 import socket
@@ -203,9 +204,11 @@ class Cluster:
         return ",".join(n.bootstrap for n in self.brokers.values())
 
     def start(self, timeout: float = 60.0) -> Cluster:
+        unformatted = [n for n in self.nodes.values() if not n._formatted]
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(unformatted))) as pool:  # each a process
+            for _ in pool.map(lambda n: n.format(self.cluster_id), unformatted):
+                pass
         for n in self.nodes.values():
-            if not n._formatted:
-                n.format(self.cluster_id)
             n.start(wait=False)
         for n in self.nodes.values():
             n.wait_ready(timeout)
