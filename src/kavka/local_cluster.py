@@ -7,7 +7,7 @@ nodes 1..k controller-only voters and k+1..k+n broker-only observers), formats e
 cluster id (kept in `<data_dir>/cluster.id`, so starting again brings back the
 same cluster), starts each as `kavka server start`, copies its output to
 `<data_dir>/node<i>/server.log`, and waits until every node printed
-KAVKA_READY. `stop()` sends SIGTERM to every node at once -- each does its
+KAVKA_READY. `stop()` sends SIGTERM to every node at once (brokers before controller-only nodes) -- each does its
 controlled shutdown while the quorum is still there -- then waits for each.
 
 Ports: node i listens on `base_port + i - 1` and its controller on
@@ -318,15 +318,18 @@ class LocalCluster:
         return [i for i, p in self.procs.items() if p.poll() is not None]
 
     def stop(self, timeout_s: float = 60.0) -> dict[int, int]:
-        """SIGTERM every live node at once, then wait for each; their exit codes."""
-        live = [i for i, p in self.procs.items() if p.poll() is None]
-        for i in live:
-            self.on_event(f"stopping node {i} ...")
-            self.procs[i].send_signal(signal.SIGTERM)
-        for i in live:
-            try:
-                self.procs[i].wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.procs[i].kill()
-                self.procs[i].wait(10)
+        """SIGTERM every live node at once, then wait for each; their exit codes. With separate
+        controllers the brokers go first: their controlled shutdown needs a controller to grant it."""
+        brokers = [i for i in self.procs if i in self.client_ports]
+        for group in (brokers, [i for i in self.procs if i not in self.client_ports]):
+            live = [i for i in group if self.procs[i].poll() is None]
+            for i in live:
+                self.on_event(f"stopping node {i} ...")
+                self.procs[i].send_signal(signal.SIGTERM)
+            for i in live:
+                try:
+                    self.procs[i].wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    self.procs[i].kill()
+                    self.procs[i].wait(10)
         return {i: p.returncode for i, p in self.procs.items()}
