@@ -225,7 +225,16 @@ class TransactionCoordinator:
         NOT_COORDINATOR, and later outcomes of its appends and markers are ignored."""
         if self._epochs.pop(partition, None) is None:
             return
-        for txn_id in [t for t, e in self._txns.items() if e.coordinator_partition == partition]:
+        gone = {t for t, e in self._txns.items() if e.coordinator_partition == partition}
+        # Appends and markers not yet handed over must not leave after the unload: another
+        # coordinator owns the partition now (the simulation found this).
+        self._outbox = [
+            a
+            for a in self._outbox
+            if not (isinstance(a, AppendTxnRecord) and a.key in {key_bytes(t) for t in gone})
+            and not (isinstance(a, WriteMarkers) and a.transactional_id in gone)
+        ]
+        for txn_id in sorted(gone):
             e = self._txns.pop(txn_id)
             if e.pending is not None and e.pending.request_id is not None:
                 self._outbox.append(TxnReply(e.pending.request_id, ErrorCode.not_coordinator))
