@@ -16,6 +16,7 @@ Broken cores (`BROKEN`) must each be caught on some seed. A failing seed replays
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from dataclasses import dataclass, field
@@ -66,7 +67,9 @@ class Sim:
         self.rng = random.Random(seed)
         self.now = 0
         pids = itertools.count(1000)
-        self.core = core(CFG, allocate_producer_id=lambda: next(pids))
+        # odd seeds write TransactionLogValue v1 (flexible), even seeds v0
+        config = dataclasses.replace(CFG, log_value_version=seed % 2)
+        self.core = core(config, allocate_producer_id=lambda: next(pids))
         self.coordinator_epoch = {0: 0, 1: 0}
         self.log: dict[int, list[tuple[bytes, bytes | None]]] = {0: [], 1: []}
         for p in (0, 1):

@@ -175,6 +175,13 @@ def test_add_offsets_adds_the_groups_partition() -> None:
 
 def test_invalid_timeout_and_not_coordinator() -> None:
     h = Harness()
+    idempotent = h.call("handle_init_producer_id", None, 10_000)
+    assert (idempotent.error, idempotent.producer_id, idempotent.producer_epoch) == (
+        E.none,
+        1000,
+        0,
+    )
+    assert h.init(txn="").error == E.invalid_request
     assert h.init(timeout=60_001).error == E.invalid_transaction_timeout
     h.c.unload(0)
     assert h.init().error == E.not_coordinator

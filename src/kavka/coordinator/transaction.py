@@ -274,8 +274,11 @@ class TransactionCoordinator:
         expected_producer_id: int = NO_PRODUCER_ID,
         expected_producer_epoch: int = NO_PRODUCER_EPOCH,
     ) -> None:
-        if not transactional_id:  # idempotent producer: a fresh id, epoch 0
+        if transactional_id is None:  # idempotent producer: a fresh id, epoch 0
             self._reply(request_id, ErrorCode.none, producer_id=self._allocate(), producer_epoch=0)
+            return
+        if not transactional_id:  # Kafka refuses an empty transactional id
+            self._reply(request_id, ErrorCode.invalid_request)
             return
         if timeout_ms <= 0 or timeout_ms > self.config.transaction_max_timeout_ms:
             self._reply(request_id, ErrorCode.invalid_transaction_timeout)
