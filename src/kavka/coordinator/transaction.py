@@ -30,6 +30,7 @@ Single-threaded: called from the event-loop thread only.
 
 from __future__ import annotations
 
+import enum
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -42,8 +43,7 @@ from kavka.coordinator.txn_records import (
     TRANSACTION_STATE_TOPIC,
     TxnLogValue,
     key_bytes,
-    read_key,
-    read_value,
+    replay,
     value_bytes,
 )
 from kavka.coordinator.txn_state import EXPIRATION_ALLOWED, TxnState, check_transition
@@ -142,19 +142,22 @@ class TxnReply:
 
 Action = AppendTxnRecord | WriteMarkers | TxnReply
 
-# What to do once a pending record is committed.
-_REPLY_IDS = "reply_ids"  # InitProducerId: answer with the new producer id/epoch
-_REPLY_NONE = "reply_none"  # AddPartitions / EndTxn: answer NONE (EndTxn: then markers)
-_REPLY_CONCURRENT = "reply_concurrent"  # fencing InitProducerId: CONCURRENT_TRANSACTIONS
-_COMPLETE = "complete"  # the CompleteCommit/CompleteAbort record
-_EXPIRE = "expire"  # the tombstone
+
+class _Then(enum.Enum):
+    """What to do once a pending record is committed."""
+
+    REPLY_IDS = enum.auto()  # InitProducerId: answer with the new producer id/epoch
+    REPLY_NONE = enum.auto()  # AddPartitions / EndTxn: answer NONE (EndTxn: then markers)
+    REPLY_CONCURRENT = enum.auto()  # fencing InitProducerId: CONCURRENT_TRANSACTIONS
+    COMPLETE = enum.auto()  # the CompleteCommit/CompleteAbort record
+    EXPIRE = enum.auto()  # the tombstone
 
 
 @dataclass(slots=True)
 class _Pending:
     append_id: int
     target: TxnMetadata | None  # None: tombstone
-    then: str
+    then: _Then
     request_id: int | None
 
 
@@ -206,12 +209,7 @@ class TransactionCoordinator:
         markers of every transaction found in PrepareCommit/PrepareAbort."""
         self.unload(partition)
         self._epochs[partition] = coordinator_epoch
-        latest: dict[str, TxnLogValue | None] = {}
-        for key, value in records:
-            latest[read_key(key)] = read_value(value)
-        for txn_id, v in latest.items():
-            if v is None:
-                continue
+        for txn_id, v in replay(records).items():
             self._txns[txn_id] = _Entry(TxnMetadata.from_log(txn_id, v), partition, logged=True)
         for txn_id, e in self._txns.items():
             if e.coordinator_partition == partition and e.meta.state in (
@@ -369,7 +367,7 @@ class TransactionCoordinator:
         else:
             self._reply(request_id, ErrorCode.producer_fenced)
             return
-        self._propose(e, target, _REPLY_IDS, request_id)
+        self._propose(e, target, _Then.REPLY_IDS, request_id)
 
     def _check_producer(self, e: _Entry | None, producer_id: int, epoch: int) -> ErrorCode:
         if e is None or e.meta.producer_id != producer_id:
@@ -443,7 +441,7 @@ class TransactionCoordinator:
             start_ms=now_ms if starting else m.start_ms,
             last_update_ms=now_ms,
         )
-        self._propose(e, target, _REPLY_NONE, request_id)
+        self._propose(e, target, _Then.REPLY_NONE, request_id)
 
     def handle_add_offsets(
         self,
@@ -485,7 +483,7 @@ class TransactionCoordinator:
         prep_same = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         if state == TxnState.ONGOING:
             target = replace(e.meta, state=prep_same, last_update_ms=now_ms)
-            self._propose(e, target, _REPLY_NONE, request_id)
+            self._propose(e, target, _Then.REPLY_NONE, request_id)
         elif state == same:  # a retry of an EndTxn that completed
             self._reply(request_id, ErrorCode.none)
         elif state == prep_same:  # a retry while the markers are being written
@@ -502,7 +500,7 @@ class TransactionCoordinator:
         for txn_id, target in retry:
             e = self._txns.get(txn_id)
             if e is not None and e.pending is None:
-                self._propose(e, replace(target, last_update_ms=now_ms), _COMPLETE, None)
+                self._propose(e, replace(target, last_update_ms=now_ms), _Then.COMPLETE, None)
         resend, self._resend = self._resend, []
         for txn_id in resend:
             e = self._txns.get(txn_id)
@@ -521,7 +519,7 @@ class TransactionCoordinator:
                 and m.last_update_ms + self.config.transactional_id_expiration_ms <= now_ms
             ):
                 check_transition(m.state, TxnState.DEAD)
-                self._propose(e, None, _EXPIRE, None)
+                self._propose(e, None, _Then.EXPIRE, None)
         out, self._outbox = self._outbox, []
         return out
 
@@ -539,7 +537,7 @@ class TransactionCoordinator:
         if error != ErrorCode.none:
             if not e.logged:  # created by this InitProducerId and never written: forget it
                 del self._txns[txn_id]
-            if p.then == _COMPLETE and p.target is not None:
+            if p.then == _Then.COMPLETE and p.target is not None:
                 # The markers are written; only the Complete record must be retried.
                 self._retry_complete.append((txn_id, p.target))
             elif p.request_id is not None:
@@ -550,16 +548,16 @@ class TransactionCoordinator:
             return
         e.meta = p.target
         e.logged = True
-        if p.then == _REPLY_IDS:
+        if p.then == _Then.REPLY_IDS:
             self._reply(
                 p.request_id,  # type: ignore[arg-type]
                 ErrorCode.none,
                 producer_id=e.meta.producer_id,
                 producer_epoch=e.meta.producer_epoch,
             )
-        elif p.then == _REPLY_NONE and p.request_id is not None:
+        elif p.then == _Then.REPLY_NONE and p.request_id is not None:
             self._reply(p.request_id, ErrorCode.none)
-        elif p.then == _REPLY_CONCURRENT and p.request_id is not None:
+        elif p.then == _Then.REPLY_CONCURRENT and p.request_id is not None:
             self._reply(p.request_id, ErrorCode.concurrent_transactions)
         if e.meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             self._send_markers(txn_id, e)
@@ -580,7 +578,7 @@ class TransactionCoordinator:
             else TxnState.COMPLETE_ABORT
         )
         target = replace(e.meta, state=done, partitions=frozenset(), last_update_ms=now_ms)
-        self._propose(e, target, _COMPLETE, None)
+        self._propose(e, target, _Then.COMPLETE, None)
 
     # ------------------------------------------------------------ internals
 
@@ -596,10 +594,10 @@ class TransactionCoordinator:
             last_update_ms=now_ms,
         )
         check_transition(fenced.state, target.state)
-        self._propose(e, target, _REPLY_CONCURRENT, request_id)
+        self._propose(e, target, _Then.REPLY_CONCURRENT, request_id)
 
     def _propose(
-        self, e: _Entry, target: TxnMetadata | None, then: str, request_id: int | None
+        self, e: _Entry, target: TxnMetadata | None, then: _Then, request_id: int | None
     ) -> None:
         if target is not None:
             check_transition(e.meta.state, target.state)
