@@ -231,12 +231,12 @@ def test_timeout_aborts_and_fences() -> None:
     h = Harness()
     h.init(timeout=1000)
     h.call("handle_add_partitions", "tx", 1000, 0, [A], now=10)
-    h.run(now=1009)
+    h.run(now=1010)  # start + timeout: not yet (Kafka's test is strict)
     assert h.state() == TxnState.ONGOING
-    h.run(now=1010)
+    h.run(now=1011)
     assert h.state() == TxnState.COMPLETE_ABORT
     assert h.markers[-1].producer_epoch == 1 and not h.markers[-1].commit
-    assert h.call("handle_end_txn", "tx", 1000, 0, True, now=1011).error == E.producer_fenced
+    assert h.call("handle_end_txn", "tx", 1000, 0, True, now=1012).error == E.producer_fenced
 
 
 def test_expiry_writes_tombstone() -> None:

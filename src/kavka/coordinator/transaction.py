@@ -512,7 +512,8 @@ class TransactionCoordinator:
             if e.pending is not None or e.markers_id is not None:
                 continue
             m = e.meta
-            if m.state == TxnState.ONGOING and m.start_ms + m.timeout_ms <= now_ms:
+            # Kafka's timedOutTransactions: strictly older than the timeout
+            if m.state == TxnState.ONGOING and m.start_ms + m.timeout_ms < now_ms:
                 self._fence_and_abort(e, now_ms, None)
             elif (
                 m.state in EXPIRATION_ALLOWED
