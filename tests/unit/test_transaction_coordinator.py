@@ -150,19 +150,31 @@ def test_add_partitions_errors_and_verify_only() -> None:
     assert h.call("handle_add_partitions", "tx", 1, 0, [A]).error == E.invalid_producer_id_mapping
     assert h.call("handle_add_partitions", "tx", 1000, 5, [A]).error == E.producer_fenced
     r = h.call("handle_add_partitions", "tx", 1000, 0, [A], verify_only=True)
-    assert r.partition_errors == ((A, E.invalid_txn_state),)
+    assert r.partition_errors == ((A, E.transaction_abortable),)
     n = len(h.log)
     h.call("handle_add_partitions", "tx", 1000, 0, [A])
     assert len(h.log) == n + 1
     h.call("handle_add_partitions", "tx", 1000, 0, [A])  # already in: nothing written
     assert len(h.log) == n + 1
     r = h.call("handle_add_partitions", "tx", 1000, 0, [A, B], verify_only=True)
-    assert r.partition_errors == ((A, E.none), (B, E.invalid_txn_state))
-    # while an append is in flight: CONCURRENT_TRANSACTIONS
+    assert r.partition_errors == ((A, E.none), (B, E.transaction_abortable))
+    # while an append is in flight: CONCURRENT_TRANSACTIONS; verify-only answers from the
+    # committed state without waiting
     h.c.handle_add_partitions(100, "tx", 1000, 0, [B], 0)
     h.c.handle_add_partitions(101, "tx", 1000, 0, [B], 0)
+    h.c.handle_add_partitions(102, "tx", 1000, 0, [A], 0, verify_only=True)
+    h.c.handle_add_partitions(103, "tx", 1000, 1, [A], 0, verify_only=True)
     out = h.c.poll(0)
     assert TxnReply(101, E.concurrent_transactions) in out
+    assert TxnReply(102, E.none, partition_errors=((A, E.none),)) in out
+    assert TxnReply(103, E.producer_fenced) in out
+    (append,) = [a for a in out if isinstance(a, AppendTxnRecord)]
+    h.c.on_append(append.append_id, E.none, 0)
+    h.run()
+    assert h.replies[100].error == E.none
+    assert h.call("handle_end_txn", "tx", 1000, 0, True).error == E.none
+    r = h.call("handle_add_partitions", "tx", 1000, 0, [A], verify_only=True)
+    assert r.partition_errors == ((A, E.transaction_abortable),)  # markers removed it
 
 
 def test_add_offsets_adds_the_groups_partition() -> None:

@@ -390,35 +390,24 @@ class TransactionCoordinator:
         verify_only: bool = False,
     ) -> None:
         """AddPartitionsToTxn. `verify_only` is v4's VerifyOnly (KIP-890 part 1): a partition
-        leader asks whether the partitions are already in the ongoing transaction; nothing is
-        added and each partition gets NONE or INVALID_TXN_STATE."""
+        leader asks whether the partitions are already in the transaction; nothing is added.
+        As Kafka's handleVerifyPartitionsInTransaction: a pending append is not waited for,
+        PrepareCommit/PrepareAbort is CONCURRENT_TRANSACTIONS, and each partition gets NONE or
+        TRANSACTION_ABORTABLE (KIP-1050)."""
         wanted = frozenset(partitions)
         if self._not_here(transactional_id):
             self._reply(request_id, ErrorCode.not_coordinator)
             return
         e = self._txns.get(transactional_id)
+        if verify_only:
+            self._verify(request_id, e, producer_id, producer_epoch, wanted)
+            return
         err = self._check_producer(e, producer_id, producer_epoch)
         if err != ErrorCode.none:
             self._reply(request_id, err)
             return
         assert e is not None
         m = e.meta
-        if verify_only:
-            ok = m.state == TxnState.ONGOING
-            self._reply(
-                request_id,
-                ErrorCode.none,
-                partition_errors=tuple(
-                    (
-                        tp,
-                        ErrorCode.none
-                        if ok and tp in m.partitions
-                        else ErrorCode.invalid_txn_state,
-                    )
-                    for tp in sorted(wanted)
-                ),
-            )
-            return
         if m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             self._reply(request_id, ErrorCode.concurrent_transactions)
             return
@@ -442,6 +431,30 @@ class TransactionCoordinator:
             last_update_ms=now_ms,
         )
         self._propose(e, target, _Then.REPLY_NONE, request_id)
+
+    def _verify(
+        self,
+        request_id: int,
+        e: _Entry | None,
+        producer_id: int,
+        producer_epoch: int,
+        wanted: frozenset[TopicPartition],
+    ) -> None:
+        if e is None or e.meta.producer_id != producer_id:
+            self._reply(request_id, ErrorCode.invalid_producer_id_mapping)
+        elif e.meta.producer_epoch != producer_epoch:
+            self._reply(request_id, ErrorCode.producer_fenced)
+        elif e.meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            self._reply(request_id, ErrorCode.concurrent_transactions)
+        else:
+            errors = tuple(
+                (
+                    tp,
+                    ErrorCode.none if tp in e.meta.partitions else ErrorCode.transaction_abortable,
+                )
+                for tp in sorted(wanted)
+            )
+            self._reply(request_id, ErrorCode.none, partition_errors=errors)
 
     def handle_add_offsets(
         self,
