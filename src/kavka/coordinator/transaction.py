@@ -53,6 +53,20 @@ NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767  # Short.MaxValue
 
 
+# Kafka's TransactionStateManager.appendTransactionToLog: what a client is told when the
+# __transaction_state append fails (others pass through).
+APPEND_ERROR_TO_CLIENT: dict[ErrorCode, ErrorCode] = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+}
+
+
 def epoch_exhausted(epoch: int) -> bool:
     """Kafka's isEpochExhausted: one epoch is kept in reserve for fencing."""
     return epoch >= MAX_EPOCH - 1
@@ -540,7 +554,9 @@ class TransactionCoordinator:
     # ------------------------------------------------------------ outcomes
 
     def on_append(self, append_id: int, error: ErrorCode, now_ms: int) -> None:
-        """The outcome of an AppendTxnRecord (NONE: committed to the in-sync replicas)."""
+        """The outcome of an AppendTxnRecord (NONE: committed to the in-sync replicas; else
+        the append's own error, which the waiting request gets through
+        APPEND_ERROR_TO_CLIENT)."""
         txn_id = self._appends.pop(append_id, None)
         if txn_id is None:
             return  # the partition was unloaded since
@@ -555,7 +571,7 @@ class TransactionCoordinator:
                 # The markers are written; only the Complete record must be retried.
                 self._retry_complete.append((txn_id, p.target))
             elif p.request_id is not None:
-                self._reply(p.request_id, error)
+                self._reply(p.request_id, APPEND_ERROR_TO_CLIENT.get(error, error))
             return
         if p.target is None:  # tombstone
             del self._txns[txn_id]
