@@ -111,6 +111,12 @@ NEEDS: dict[int, ApiAuthorization] = {
     # transactional ones: Write on the TransactionalId.
     ApiKey.INIT_PRODUCER_ID: ApiAuthorization(Checked.RESOURCE, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER,
                                               ErrorCode.cluster_authorization_failed),
+    # Transactions: Write on the TransactionalId (AddPartitionsToTxn then Write on each topic).
+    ApiKey.ADD_PARTITIONS_TO_TXN: ApiAuthorization(Checked.RESOURCE, W, ResourceType.TRANSACTIONAL_ID,
+                                                   ErrorCode.transactional_id_authorization_failed,
+                                                   also=((W, ResourceType.TOPIC),)),
+    ApiKey.END_TXN: ApiAuthorization(Checked.RESOURCE, W, ResourceType.TRANSACTIONAL_ID,
+                                     ErrorCode.transactional_id_authorization_failed),
     ApiKey.CREATE_TOPICS: _topic(C, alternative=C),
     ApiKey.DELETE_TOPICS: _topic(D),
     ApiKey.CREATE_PARTITIONS: _topic(A),

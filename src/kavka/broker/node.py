@@ -73,6 +73,9 @@ from kavka.coordinator.consumer_group import ConsumerGroupConfig
 from kavka.coordinator.group import GroupConfig
 from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
+from kavka.coordinator.transaction import TxnConfig
+from kavka.coordinator.txn_manager import TransactionCoordinatorManager
+from kavka.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from kavka.faults import FaultInjection
 from kavka.metadata.image import MetadataImage
 from kavka.oauthbearer import JwksSource
@@ -185,6 +188,7 @@ class BrokerNode:
         self.quorum_controller: QuorumController | None = None  # where process.roles has controller
         self.lifecycle: BrokerLifecycle | None = None  # a broker, once registered
         self.groups: GroupCoordinatorManager | None = None  # a broker, once the metadata log is replayed
+        self.transactions: TransactionCoordinatorManager | None = None  # likewise
         self.remote_log_manager: Any = None  # a broker with remote.log.storage.system.enable=true
         self.assignments: AssignmentsManager | None = None  # a broker, once registered
         self.bound_ports: list[int] = []
@@ -345,6 +349,8 @@ class BrokerNode:
             self.remote_log_manager = self._open_remote_log_manager()
             self.replica_manager.remote_log_manager = self.publisher.remote_log_manager = self.remote_log_manager
             self.publisher.groups = self.groups
+            self.transactions = self._open_transaction_coordinator()
+            self.publisher.transactions = self.transactions
         log.info(
             "kavka node %d of cluster %s opened %d partitions in %.2fs",
             self.node_id,
@@ -386,6 +392,38 @@ class BrokerNode:
         if n:
             log.info("loaded %d records of %s in %.2fs", n, OFFSETS_TOPIC, time.monotonic() - started)
         return groups
+
+    def _open_transaction_coordinator(self) -> TransactionCoordinatorManager:
+        """The transaction coordinator (KIP-98), its state replayed from the led `__transaction_state` partitions."""
+        c = self.config
+        txns = TransactionCoordinatorManager(
+            config=TxnConfig(
+                transaction_max_timeout_ms=c["transaction.max.timeout.ms"],
+                transactional_id_expiration_ms=c["transactional.id.expiration.ms"],
+                # The topics as created, whatever the configs say now (as Kafka's partitionFor).
+                transaction_state_log_num_partitions=self._topic_partition_count(TRANSACTION_STATE_TOPIC)
+                or c["transaction.state.log.num.partitions"],
+                offsets_topic_num_partitions=self._topic_partition_count(OFFSETS_TOPIC)
+                or c["offsets.topic.num.partitions"],
+            ),
+            replica_manager=self.replica_manager,
+            create_topic=self._create_transaction_state_topic,
+            now_ms=self.now_ms,
+            topic_partitions=self._topic_partition_count,
+            cleanup_interval_ms=c["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+        )
+        return txns
+
+    async def _create_transaction_state_topic(self, partitions: int) -> None:
+        c = self.config
+        # min.insync.replicas capped by the brokers there are, so one broker can run transactions
+        # with the defaults (Kafka would refuse its acks=all appends with NOT_ENOUGH_REPLICAS).
+        min_isr = max(1, min(c["transaction.state.log.min.isr"], c["transaction.state.log.replication.factor"],
+                             len(self.image.usable_brokers())))
+        configs = {"cleanup.policy": "compact", "min.insync.replicas": str(min_isr),
+                   "segment.bytes": str(c["transaction.state.log.segment.bytes"])}
+        await self._create_internal_topic(TRANSACTION_STATE_TOPIC, partitions,
+                                          c["transaction.state.log.replication.factor"], configs)
 
     def _open_remote_log_manager(self) -> Any:
         """Tiered storage (KIP-405, kavka.tiered.remote_log_manager) when remote.log.storage.system.enable=true:
@@ -781,6 +819,9 @@ class BrokerNode:
         c = self.config
         self.storage_io.start()
         self.groups.start()
+        if self.transactions is not None:
+            self.transactions.start()
+            self.transactions.sync_leadership()
         self._every(c["log.retention.check.interval.ms"], self._retention, "retention")
         self._every(c["replica.high.watermark.checkpoint.interval.ms"], self._checkpoint_high_watermarks, "hw-checkpoint")
         self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
@@ -897,6 +938,8 @@ class BrokerNode:
             steps.append(("metrics", self.metrics.close))
         steps.append(("replica fetchers", self.replica_fetchers.stop))
         steps.append(("log dir movers", self.log_dir_movers.stop))
+        if self.transactions is not None:
+            steps.append(("transaction coordinator", self.transactions.stop))
         if self.groups is not None:
             steps.append(("group coordinator", self.groups.stop))
         if self.remote_log_manager is not None:

@@ -1,0 +1,110 @@
+"""Transactions (KIP-98) end to end: an unmodified confluent-kafka transactional producer
+against one kavka broker process; read_committed and read_uncommitted consumers see what
+Kafka's would (committed records, aborted ones hidden, nothing past the last stable offset),
+and a second producer with the same transactional.id fences the first."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from tests.integration.helpers import (
+    CK_COMMON,
+    ck_admin,
+    ck_create_topic,
+    ck_read_to_end,
+    unique,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _txn_producer(bootstrap: str, txn_id: str) -> Producer:
+    return Producer({
+        "bootstrap.servers": bootstrap,
+        "transactional.id": txn_id,
+        "transaction.timeout.ms": 60000,
+        "linger.ms": 5,
+        **CK_COMMON,
+    })
+
+
+def _values(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
+    recs = ck_read_to_end(bootstrap, topic, (0, 1), conf={"isolation.level": isolation})
+    return sorted(r.value for r in recs if r.value is not None)
+
+
+@pytest.fixture
+def topic(broker) -> str:  # noqa: ANN001
+    name = unique("tx")
+    ck_create_topic(ck_admin(broker.bootstrap), name, partitions=2)
+    return name
+
+
+def test_commit_abort_and_read_committed(broker, topic):  # noqa: ANN001
+    p = _txn_producer(broker.bootstrap, unique("txid"))
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(4):
+        p.produce(topic, value=b"c%d" % i, partition=i % 2)
+    p.commit_transaction(30)
+
+    p.begin_transaction()
+    for i in range(4):
+        p.produce(topic, value=b"a%d" % i, partition=i % 2)
+    p.flush(30)
+    p.abort_transaction(30)
+
+    committed = [b"c0", b"c1", b"c2", b"c3"]
+    assert _values(broker.bootstrap, topic, "read_committed") == committed
+    assert _values(broker.bootstrap, topic, "read_uncommitted") == sorted(committed + [b"a0", b"a1", b"a2", b"a3"])
+
+    # Still usable after an abort: a third transaction commits.
+    p.begin_transaction()
+    p.produce(topic, value=b"z", partition=0)
+    p.commit_transaction(30)
+    assert _values(broker.bootstrap, topic, "read_committed") == committed + [b"z"]
+
+
+def test_open_transaction_is_not_visible_to_read_committed(broker, topic):  # noqa: ANN001
+    p = _txn_producer(broker.bootstrap, unique("txid"))
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"open", partition=0)
+    assert p.flush(30) == 0  # on the log, not committed: the last stable offset stays before it
+    assert _values(broker.bootstrap, topic, "read_uncommitted") == [b"open"]
+    assert _values(broker.bootstrap, topic, "read_committed") == []
+    p.commit_transaction(30)
+    assert _values(broker.bootstrap, topic, "read_committed") == [b"open"]
+
+
+def test_same_transactional_id_fences_the_first_producer(broker, topic):  # noqa: ANN001
+    txn_id = unique("txid")
+    first = _txn_producer(broker.bootstrap, txn_id)
+    first.init_transactions(30)
+    first.begin_transaction()
+    first.produce(topic, value=b"first", partition=0)
+    assert first.flush(30) == 0
+
+    second = _txn_producer(broker.bootstrap, txn_id)
+    second.init_transactions(60)  # aborts the first's open transaction, bumps the epoch
+
+    with pytest.raises(KafkaException) as info:
+        first.commit_transaction(30)
+    err = info.value.args[0]
+    assert err.fatal() or err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                         KafkaError.INVALID_PRODUCER_EPOCH), err
+
+    second.begin_transaction()
+    second.produce(topic, value=b"second", partition=1)
+    second.commit_transaction(30)
+    deadline = time.monotonic() + 20
+    while True:  # the first's abort markers are written by the coordinator as it fences
+        got = _values(broker.bootstrap, topic, "read_committed")
+        if got == [b"second"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert got == [b"second"]
+    assert _values(broker.bootstrap, topic, "read_uncommitted") == [b"first", b"second"]
