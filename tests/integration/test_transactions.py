@@ -9,7 +9,11 @@ import time
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
+from kio.schema.errors import ErrorCode
 
+from kavka.protocol import api
+from kavka.protocol.api import ApiKey
+from kavka.protocol.messages import make, nested
 from tests.integration.helpers import (
     CK_COMMON,
     ck_admin,
@@ -17,6 +21,7 @@ from tests.integration.helpers import (
     ck_read_to_end,
     unique,
 )
+from tests.raw_client import RawClient
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -108,3 +113,21 @@ def test_same_transactional_id_fences_the_first_producer(broker, topic):  # noqa
         time.sleep(0.2)
     assert got == [b"second"]
     assert _values(broker.bootstrap, topic, "read_uncommitted") == [b"first", b"second"]
+
+
+def test_write_txn_markers_is_served(broker, topic):  # noqa: ANN001
+    """WriteTxnMarkers (what a coordinator on another broker would send): a marker for a
+    producer with no open transaction is written (Kafka's empty transaction); an unknown topic
+    is answered UNKNOWN_TOPIC_OR_PARTITION."""
+    req_cls = api.request_schema(ApiKey.WRITE_TXN_MARKERS, 1)
+    marker = nested(req_cls, "WritableTxnMarker")
+    mtopic = nested(req_cls, "WritableTxnMarkerTopic")
+    with RawClient(broker.port) as rc:
+        resp = rc.call(ApiKey.WRITE_TXN_MARKERS, 1, make(req_cls, markers=(
+            make(marker, producer_id=123456789, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+                 topics=(make(mtopic, name=topic, partition_indexes=(1,)),
+                         make(mtopic, name="no-such-topic", partition_indexes=(0,)))),
+        )))
+    got = {(t.name, q.partition_index): q.error_code for m in resp.markers for t in m.topics for q in t.partitions}
+    assert got == {(topic, 1): ErrorCode.none, ("no-such-topic", 0): ErrorCode.unknown_topic_or_partition}
+    assert _values(broker.bootstrap, topic, "read_uncommitted") == []  # a control batch only

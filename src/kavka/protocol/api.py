@@ -108,6 +108,8 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     # KIP-890) is not served yet; AddOffsetsToTxn / TxnOffsetCommit / WriteTxnMarkers neither.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),
+    # Kafka 3.9 answers v0-v1; kio has v1 (flexible) and v2 (Kafka 4.0, TransactionVersion).
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),

@@ -8,9 +8,12 @@ topic's partitions get TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTE
 PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH to versions before it existed (InitProducerId
 < v4, AddPartitionsToTxn and EndTxn < v2), as Kafka does.
 
+WriteTxnMarkers (API 27, v1; ClusterAction on the Cluster, checked in broker.apis) is served:
+a partition leader writes the markers a coordinator asks for. kavka's own coordinator does not
+send it to other brokers yet (coordinator.txn_manager).
+
 Not served yet: AddOffsetsToTxn and TxnOffsetCommit (the group coordinator cannot hold offsets
-until a commit marker), WriteTxnMarkers (markers are only written by the coordinator for
-partitions this broker leads), AddPartitionsToTxn v4 (batched / verify-only).
+until a commit marker), AddPartitionsToTxn v4 (batched / verify-only).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kavka.broker.authorization import checker
 from kavka.common import AclOperation, ResourceType
 from kavka.controller.quorum_controller import UNAVAILABLE
 from kavka.protocol import api
+from kavka.protocol.control_records import ControlRecordType
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 from kavka.replication.partition import TopicPartition
 
@@ -139,3 +143,38 @@ async def handle_end_txn(node: BrokerNode, ctx: RequestContext, req: Any) -> Any
     pid, epoch, commit = int(req.producer_id), int(req.producer_epoch), bool(req.committed)
     reply = await txns.call(lambda rid, now: txns.core.handle_end_txn(rid, txn_id, pid, epoch, commit, now))
     return answer(reply.error)
+
+
+async def handle_write_txn_markers(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    """Write each marker on the partitions this broker leads (Kafka's handleWriteTxnMarkersRequest):
+    acks=all, one answer per partition; a partition not led here gets NOT_LEADER_OR_FOLLOWER,
+    an unknown one UNKNOWN_TOPIC_OR_PARTITION."""
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    marker_cls = nested(resp_cls, "WritableTxnMarkerResult")
+    topic_cls = nested(resp_cls, "WritableTxnMarkerTopicResult")
+    part_cls = nested(resp_cls, "WritableTxnMarkerPartitionResult")
+    rm = node.replica_manager
+    results = []
+    for m in req.markers:
+        tps = [TopicPartition(str(t.name), int(p)) for t in m.topics for p in t.partition_indexes]
+        errors: dict[TopicPartition, ErrorCode] = {}
+        local = []
+        for tp in tps:
+            if node.image.topics_by_name.get(tp.topic) is None:
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                local.append(tp)
+        if local:
+            control = ControlRecordType.COMMIT if m.transaction_result else ControlRecordType.ABORT
+            result = rm.append_end_txn_markers(
+                local, control, producer_id=int(m.producer_id), producer_epoch=int(m.producer_epoch),
+                coordinator_epoch=int(m.coordinator_epoch), timeout_s=5.0, respond=lambda r: r)
+            answers = result if isinstance(result, dict) else await result.future
+            errors.update({tp: r.error for tp, r in answers.items()})
+        by_topic: dict[str, list[Any]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(
+                make(part_cls, partition_index=tp.partition, error_code=errors.get(tp, ErrorCode.none)))
+        results.append(make(marker_cls, producer_id=m.producer_id, topics=tuple(
+            make(topic_cls, name=name, partitions=tuple(ps)) for name, ps in by_topic.items())))
+    return make(resp_cls, markers=tuple(results))
