@@ -131,3 +131,43 @@ def test_write_txn_markers_is_served(broker, topic):  # noqa: ANN001
     got = {(t.name, q.partition_index): q.error_code for m in resp.markers for t in m.topics for q in t.partitions}
     assert got == {(topic, 1): ErrorCode.none, ("no-such-topic", 0): ErrorCode.unknown_topic_or_partition}
     assert _values(broker.bootstrap, topic, "read_uncommitted") == []  # a control batch only
+
+
+def test_transaction_over_partitions_led_by_three_brokers(tmp_path):  # noqa: ANN001
+    """The coordinator sends WriteTxnMarkers to the leaders of partitions led elsewhere."""
+    from tests.broker_harness import Cluster
+
+    cluster = Cluster(tmp_path, 3, overrides={"transaction.state.log.num.partitions": "3"}).start()
+    try:
+        admin = ck_admin(cluster.bootstrap)
+        name = unique("tx3")
+        ck_create_topic(admin, name, partitions=6)  # replication factor 1: leaders on every broker
+        leaders = {p.leader for p in admin.list_topics(name, timeout=10).topics[name].partitions.values()}
+        assert len(leaders) == 3
+
+        p = _txn_producer(cluster.bootstrap, unique("txid"))
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(6):
+            p.produce(name, value=b"c%d" % i, partition=i)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        for i in range(6):
+            p.produce(name, value=b"a%d" % i, partition=i)
+        p.flush(30)
+        p.abort_transaction(30)
+        # Visible to read_committed only once the abort markers closed the aborted transaction
+        # on every partition (else the last stable offset stays before it).
+        p.begin_transaction()
+        for i in range(6):
+            p.produce(name, value=b"z%d" % i, partition=i)
+        p.commit_transaction(30)
+
+        parts = tuple(range(6))
+        committed = sorted(r.value for r in ck_read_to_end(cluster.bootstrap, name, parts,
+                                                         conf={"isolation.level": "read_committed"}))
+        assert committed == [b"c%d" % i for i in range(6)] + [b"z%d" % i for i in range(6)]
+        everything = ck_read_to_end(cluster.bootstrap, name, parts, conf={"isolation.level": "read_uncommitted"})
+        assert len(everything) == 18
+    finally:
+        cluster.stop()

@@ -73,7 +73,7 @@ from kavka.coordinator.consumer_group import ConsumerGroupConfig
 from kavka.coordinator.group import GroupConfig
 from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
-from kavka.coordinator.transaction import TxnConfig
+from kavka.coordinator.transaction import TxnConfig, WriteMarkers
 from kavka.coordinator.txn_manager import TransactionCoordinatorManager
 from kavka.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from kavka.faults import FaultInjection
@@ -189,6 +189,7 @@ class BrokerNode:
         self.lifecycle: BrokerLifecycle | None = None  # a broker, once registered
         self.groups: GroupCoordinatorManager | None = None  # a broker, once the metadata log is replayed
         self.transactions: TransactionCoordinatorManager | None = None  # likewise
+        self._marker_channels: dict[int, Any] = {}  # leader id -> AsyncChannel (WriteTxnMarkers)
         self.remote_log_manager: Any = None  # a broker with remote.log.storage.system.enable=true
         self.assignments: AssignmentsManager | None = None  # a broker, once registered
         self.bound_ports: list[int] = []
@@ -411,8 +412,65 @@ class BrokerNode:
             now_ms=self.now_ms,
             topic_partitions=self._topic_partition_count,
             cleanup_interval_ms=c["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            remote_markers=self._send_txn_markers,
         )
         return txns
+
+    def _close_marker_channels(self) -> None:
+        for channel in self._marker_channels.values():
+            channel.close()
+        self._marker_channels.clear()
+
+    async def _send_txn_markers(self, m: WriteMarkers, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """WriteTxnMarkers v1 to the leaders of `partitions` (the transaction coordinator's marker
+        channel, Kafka's TransactionMarkerChannelManager): one request per leader, over the
+        inter-broker listener; a partition with no leader answers NOT_LEADER_OR_FOLLOWER."""
+        from kavka.client.async_channel import AsyncChannel
+        from kavka.protocol import api
+        from kavka.protocol.api import ApiKey
+        from kavka.protocol.messages import make, nested
+
+        out: dict[TopicPartition, ErrorCode] = {}
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            t = self.image.topics_by_name.get(tp.topic)
+            reg = t.partitions.get(tp.partition) if t is not None else None
+            if reg is None:
+                out[tp] = ErrorCode.unknown_topic_or_partition
+            elif reg.leader < 0 or reg.leader == self.node_id:
+                out[tp] = ErrorCode.not_leader_or_follower
+            else:
+                by_leader.setdefault(reg.leader, []).append(tp)
+        req_cls = api.request_schema(ApiKey.WRITE_TXN_MARKERS, 1)
+        resp_cls = api.response_schema(ApiKey.WRITE_TXN_MARKERS, 1)
+        for leader, tps in by_leader.items():
+            addr = self._broker_endpoint(leader)
+            if addr is None:
+                out.update(dict.fromkeys(tps, ErrorCode.not_leader_or_follower))
+                continue
+            topics: dict[str, list[int]] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+            req = make(req_cls, markers=(make(
+                nested(req_cls, "WritableTxnMarker"), producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+                transaction_result=m.commit, coordinator_epoch=m.coordinator_epoch,
+                topics=tuple(make(nested(req_cls, "WritableTxnMarkerTopic"), name=name, partition_indexes=tuple(ps))
+                             for name, ps in topics.items())),))
+            channel = self._marker_channels.get(leader)
+            if channel is None:
+                channel = self._marker_channels[leader] = AsyncChannel(
+                    f"kavka-txn-markers-{self.node_id}", security=self.inter_broker_security)
+            try:
+                resp = await channel.call(addr, req, resp_cls, 10.0)
+            except (OSError, ConnectionError, TimeoutError) as e:
+                log.warning("WriteTxnMarkers to broker %d failed: %r", leader, e)
+                out.update(dict.fromkeys(tps, ErrorCode.not_leader_or_follower))
+                continue
+            for mr in resp.markers:
+                for t in mr.topics:
+                    for p in t.partitions:
+                        out[TopicPartition(str(t.name), int(p.partition_index))] = ErrorCode(p.error_code)
+        return out
 
     async def _create_transaction_state_topic(self, partitions: int) -> None:
         c = self.config
@@ -940,6 +998,7 @@ class BrokerNode:
         steps.append(("log dir movers", self.log_dir_movers.stop))
         if self.transactions is not None:
             steps.append(("transaction coordinator", self.transactions.stop))
+            steps.append(("transaction marker channels", self._close_marker_channels))
         if self.groups is not None:
             steps.append(("group coordinator", self.groups.stop))
         if self.remote_log_manager is not None:

@@ -9,10 +9,9 @@ It owns what the core (coordinator.transaction) does not:
   acks=all (as Kafka's TransactionStateManager appends with required acks -1), and the core
   hears `on_append` once the high watermark passes it (or the append's error);
 - markers: a `WriteMarkers` for partitions this broker leads goes through
-  `ReplicaManager.append_end_txn_markers`; a partition led by another broker is answered
-  NOT_LEADER_OR_FOLLOWER to the core (which resends on its next poll), since kavka does not
-  send WriteTxnMarkers between brokers yet -- transactions work when this broker leads every
-  partition of the transaction (one broker);
+  `ReplicaManager.append_end_txn_markers`; those led by other brokers go to `remote_markers`
+  (the broker sends WriteTxnMarkers to their leaders, Kafka's marker channel); any failure is
+  reported to the core, which resends on a later poll;
 - loading: when this broker gains leadership of a `__transaction_state` partition its records
   are replayed into the core (`load`, coordinator epoch = the partition's leader epoch); when
   it loses it, `unload`;
@@ -53,6 +52,9 @@ from kavka.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger("kavka.coordinator.txn")
 
+# Markers for partitions led by other brokers: (the markers, those partitions) -> error per partition.
+RemoteMarkers = Callable[[WriteMarkers, list[TopicPartition]], Awaitable[dict[TopicPartition, ErrorCode]]]
+
 _POLL_TICK_S = 0.1  # how soon a marker write that failed is retried
 
 
@@ -71,6 +73,7 @@ class TransactionCoordinatorManager:
         topic_partitions: Callable[[str], int | None] = lambda _t: None,
         cleanup_interval_ms: int = 10_000,
         write_timeout_s: float = 5.0,
+        remote_markers: RemoteMarkers | None = None,
     ) -> None:
         self.config = config
         self.core = TransactionCoordinator(config, allocate_producer_id=self._take_producer_id)
@@ -80,6 +83,7 @@ class TransactionCoordinatorManager:
         self._topic_partitions = topic_partitions
         self.cleanup_interval_ms = cleanup_interval_ms
         self.write_timeout_s = write_timeout_s
+        self._remote_markers = remote_markers
         self._reserved: int | None = None
         self._request_ids = itertools.count(1)
         self._waiters: dict[int, asyncio.Future[TxnReply]] = {}
@@ -227,14 +231,22 @@ class TransactionCoordinatorManager:
     async def _markers(self, m: WriteMarkers) -> None:
         error = ErrorCode.none
         local: list[TopicPartition] = []
+        remote: list[TopicPartition] = []
         for tp in sorted(m.partitions):
             part = self.replica_manager.get_partition(tp.topic, tp.partition)
-            if part is not None and part.is_leader:
-                local.append(tp)
-            else:
-                # Not sent to other brokers yet (no WriteTxnMarkers channel): retried on a later
-                # poll, so the transaction completes if leadership comes here.
+            (local if part is not None and part.is_leader else remote).append(tp)
+        if remote:
+            if self._remote_markers is None:
                 error = ErrorCode.not_leader_or_follower
+            else:
+                try:
+                    for tp, e in (await self._remote_markers(m, remote)).items():
+                        if e not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
+                            log.warning("marker for %s of %s: %s", tp, m.transactional_id, e.name)
+                            error = e
+                except Exception as e:
+                    log.warning("sending markers of %s failed: %r", m.transactional_id, e)
+                    error = ErrorCode.not_leader_or_follower
         if local:
             control = ControlRecordType.COMMIT if m.commit else ControlRecordType.ABORT
             try:

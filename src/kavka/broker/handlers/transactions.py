@@ -9,8 +9,8 @@ PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH to versions before it existed
 < v4, AddPartitionsToTxn and EndTxn < v2), as Kafka does.
 
 WriteTxnMarkers (API 27, v1; ClusterAction on the Cluster, checked in broker.apis) is served:
-a partition leader writes the markers a coordinator asks for. kavka's own coordinator does not
-send it to other brokers yet (coordinator.txn_manager).
+a partition leader writes the markers a coordinator asks for (kavka's coordinator sends it
+through BrokerNode._send_txn_markers).
 
 Not served yet: AddOffsetsToTxn and TxnOffsetCommit (the group coordinator cannot hold offsets
 until a commit marker), AddPartitionsToTxn v4 (batched / verify-only).
