@@ -120,11 +120,12 @@ def _renamed(entity: Any, name: str, topic_id: uuid.UUID, config: bool) -> Any:
 
 
 def _codes(entity: Any) -> set[int]:
-    """Every error_code in a response, nested ones included."""
+    """Every error code in a response, nested ones included (AddPartitionsToTxn v3 names its field
+    partition_error_code)."""
     out: set[int] = set()
     for f in fields(entity):
         v = getattr(entity, f.name)
-        if f.name == "error_code":
+        if f.name == "error_code" or f.name.endswith("_error_code"):
             out.add(int(v))
         for item in v if isinstance(v, tuple) else (v,):
             if is_dataclass(item):

@@ -35,7 +35,7 @@ def _error_codes(entity: Any) -> list[ErrorCode]:
     elif is_dataclass(entity):
         for f in fields(entity):
             v = getattr(entity, f.name)
-            if f.name == "error_code":
+            if f.name == "error_code" or f.name.endswith("_error_code"):  # AddPartitionsToTxn v0-v3
                 out.append(ErrorCode(v))
             else:
                 out += _error_codes(v)

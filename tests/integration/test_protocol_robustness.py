@@ -362,11 +362,10 @@ def test_find_coordinator_names_this_broker_for_groups(broker, version):
     assert set(got) == {(ErrorCode.none, 1, "127.0.0.1", broker.port)}
 
 
-def test_find_coordinator_for_transactions_is_refused_as_fatal(broker):
+def test_find_coordinator_for_transactions_answers_the_state_partition_leader(broker):
     with RawClient(broker.port) as c:
         c.send(10, 4, correlation_id=3, key_type=1, coordinator_keys=("tx",))
         _, resp = c.read_response(10, 4)
-    assert [(c.key, c.error_code, c.node_id) for c in resp.coordinators] == [
-        ("tx", ErrorCode.transactional_id_authorization_failed, -1)
+    assert [(c.key, c.error_code, c.node_id, c.port) for c in resp.coordinators] == [
+        ("tx", ErrorCode.none, 1, broker.port)
     ]
-    assert "transactions are not supported" in resp.coordinators[0].error_message

@@ -111,6 +111,14 @@ NEEDS: dict[int, ApiAuthorization] = {
     # transactional ones: Write on the TransactionalId.
     ApiKey.INIT_PRODUCER_ID: ApiAuthorization(Checked.RESOURCE, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER,
                                               ErrorCode.cluster_authorization_failed),
+    # Transactions: Write on the TransactionalId (AddPartitionsToTxn then Write on each topic).
+    ApiKey.ADD_PARTITIONS_TO_TXN: ApiAuthorization(Checked.RESOURCE, W, ResourceType.TRANSACTIONAL_ID,
+                                                   ErrorCode.transactional_id_authorization_failed,
+                                                   also=((W, ResourceType.TOPIC),)),
+    ApiKey.END_TXN: ApiAuthorization(Checked.RESOURCE, W, ResourceType.TRANSACTIONAL_ID,
+                                     ErrorCode.transactional_id_authorization_failed),
+    # Inter-broker: the transaction coordinator asks a partition leader to write markers.
+    ApiKey.WRITE_TXN_MARKERS: _cluster(AclOperation.CLUSTER_ACTION),
     ApiKey.CREATE_TOPICS: _topic(C, alternative=C),
     ApiKey.DELETE_TOPICS: _topic(D),
     ApiKey.CREATE_PARTITIONS: _topic(A),
@@ -189,6 +197,11 @@ _PER_ITEM: dict[int, Callable[[type, Any, ErrorCode], dict[str, Any]]] = {
         "results": tuple(_empty(nested(cls, "AlterReplicaLogDirTopicResult"), topic_name=t.name, partitions=tuple(
             _empty(nested(cls, "AlterReplicaLogDirPartitionResult"), partition_index=p, error_code=e)
             for p in t.partitions)) for d in req.dirs for t in d.topics)},
+    ApiKey.WRITE_TXN_MARKERS: lambda cls, req, e: {
+        "markers": tuple(_empty(nested(cls, "WritableTxnMarkerResult"), producer_id=m.producer_id, topics=tuple(
+            _empty(nested(cls, "WritableTxnMarkerTopicResult"), name=t.name, partitions=tuple(
+                _empty(nested(cls, "WritableTxnMarkerPartitionResult"), partition_index=p, error_code=e)
+                for p in t.partition_indexes)) for t in m.topics)) for m in req.markers)},
     ApiKey.ELECT_LEADERS: lambda cls, req, e: {
         "replica_election_results": tuple(_empty(nested(cls, "ReplicaElectionResult"), topic=t.topic, partition_result=tuple(
             _empty(nested(cls, "PartitionResult"), partition_id=p, error_code=e, error_message=None)

@@ -38,6 +38,7 @@ from kavka.broker.handlers import (
     sasl,
     scram,
     topics,
+    transactions,
 )
 from kavka.common import ResourceType
 from kavka.protocol import api
@@ -76,6 +77,9 @@ class KafkaApis:
             ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.handle_consumer_group_heartbeat,
             ApiKey.INIT_PRODUCER_ID: producer_ids.handle_init_producer_id,
+            ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
+            ApiKey.END_TXN: transactions.handle_end_txn,
+            ApiKey.WRITE_TXN_MARKERS: transactions.handle_write_txn_markers,
             ApiKey.CREATE_TOPICS: topics.handle_create_topics,
             ApiKey.DELETE_TOPICS: topics.handle_delete_topics,
             ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,

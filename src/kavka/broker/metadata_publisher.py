@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from kavka.common import ConfigResourceType, DirectoryId, TopicPartition
 from kavka.controller import directories
 from kavka.coordinator.records import OFFSETS_TOPIC
+from kavka.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from kavka.metadata.delta import MetadataDelta
 from kavka.metadata.image import MetadataImage, PartitionRegistration
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from kavka.broker.assignments import AssignmentsManager
     from kavka.broker.config_resolver import ConfigResolver
     from kavka.coordinator.manager import GroupCoordinatorManager
+    from kavka.coordinator.txn_manager import TransactionCoordinatorManager
     from kavka.replication.quota import ReplicationQuotas
     from kavka.replication.replica_manager import ReplicaManager
     from kavka.storage.log_manager import LogManager
@@ -70,6 +72,7 @@ class BrokerMetadataPublisher:
         self.image = MetadataImage()
         # The parts built later than this publisher (None until then).
         self.groups: GroupCoordinatorManager | None = None
+        self.transactions: TransactionCoordinatorManager | None = None
         self.remote_log_manager: Any = None
         self.replication_quotas: ReplicationQuotas | None = None
         self.assignments: AssignmentsManager | None = None
@@ -110,6 +113,10 @@ class BrokerMetadataPublisher:
             (t := image.topics_by_id.get(tid)) is not None and t.name == OFFSETS_TOPIC for tid in touched_topics
         ):
             work.append(self.groups.sync_leadership)
+        if self.transactions is not None and any(
+            (t := image.topics_by_id.get(tid)) is not None and t.name == TRANSACTION_STATE_TOPIC for tid in touched_topics
+        ):
+            work.append(self.transactions.sync_leadership)
         if touched_topics and self.remote_log_manager is not None:
             work.append(self.remote_log_manager.sync_leadership)
         if delta.changed_configs:

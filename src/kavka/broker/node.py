@@ -73,6 +73,9 @@ from kavka.coordinator.consumer_group import ConsumerGroupConfig
 from kavka.coordinator.group import GroupConfig
 from kavka.coordinator.manager import GroupCoordinatorManager
 from kavka.coordinator.records import OFFSETS_TOPIC
+from kavka.coordinator.transaction import TxnConfig, WriteMarkers
+from kavka.coordinator.txn_manager import TransactionCoordinatorManager
+from kavka.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from kavka.faults import FaultInjection
 from kavka.metadata.image import MetadataImage
 from kavka.oauthbearer import JwksSource
@@ -185,6 +188,8 @@ class BrokerNode:
         self.quorum_controller: QuorumController | None = None  # where process.roles has controller
         self.lifecycle: BrokerLifecycle | None = None  # a broker, once registered
         self.groups: GroupCoordinatorManager | None = None  # a broker, once the metadata log is replayed
+        self.transactions: TransactionCoordinatorManager | None = None  # likewise
+        self._marker_channels: dict[int, Any] = {}  # leader id -> AsyncChannel (WriteTxnMarkers)
         self.remote_log_manager: Any = None  # a broker with remote.log.storage.system.enable=true
         self.assignments: AssignmentsManager | None = None  # a broker, once registered
         self.bound_ports: list[int] = []
@@ -345,6 +350,8 @@ class BrokerNode:
             self.remote_log_manager = self._open_remote_log_manager()
             self.replica_manager.remote_log_manager = self.publisher.remote_log_manager = self.remote_log_manager
             self.publisher.groups = self.groups
+            self.transactions = self._open_transaction_coordinator()
+            self.publisher.transactions = self.transactions
         log.info(
             "kavka node %d of cluster %s opened %d partitions in %.2fs",
             self.node_id,
@@ -386,6 +393,95 @@ class BrokerNode:
         if n:
             log.info("loaded %d records of %s in %.2fs", n, OFFSETS_TOPIC, time.monotonic() - started)
         return groups
+
+    def _open_transaction_coordinator(self) -> TransactionCoordinatorManager:
+        """The transaction coordinator (KIP-98), its state replayed from the led `__transaction_state` partitions."""
+        c = self.config
+        txns = TransactionCoordinatorManager(
+            config=TxnConfig(
+                transaction_max_timeout_ms=c["transaction.max.timeout.ms"],
+                transactional_id_expiration_ms=c["transactional.id.expiration.ms"],
+                # The topics as created, whatever the configs say now (as Kafka's partitionFor).
+                transaction_state_log_num_partitions=self._topic_partition_count(TRANSACTION_STATE_TOPIC)
+                or c["transaction.state.log.num.partitions"],
+                offsets_topic_num_partitions=self._topic_partition_count(OFFSETS_TOPIC)
+                or c["offsets.topic.num.partitions"],
+            ),
+            replica_manager=self.replica_manager,
+            create_topic=self._create_transaction_state_topic,
+            now_ms=self.now_ms,
+            topic_partitions=self._topic_partition_count,
+            cleanup_interval_ms=c["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            remote_markers=self._send_txn_markers,
+        )
+        return txns
+
+    def _close_marker_channels(self) -> None:
+        for channel in self._marker_channels.values():
+            channel.close()
+        self._marker_channels.clear()
+
+    async def _send_txn_markers(self, m: WriteMarkers, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """WriteTxnMarkers v1 to the leaders of `partitions` (the transaction coordinator's marker
+        channel, Kafka's TransactionMarkerChannelManager): one request per leader, over the
+        inter-broker listener; a partition with no leader answers NOT_LEADER_OR_FOLLOWER."""
+        from kavka.client.async_channel import AsyncChannel
+        from kavka.protocol import api
+        from kavka.protocol.api import ApiKey
+        from kavka.protocol.messages import make, nested
+
+        out: dict[TopicPartition, ErrorCode] = {}
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            t = self.image.topics_by_name.get(tp.topic)
+            reg = t.partitions.get(tp.partition) if t is not None else None
+            if reg is None:
+                out[tp] = ErrorCode.unknown_topic_or_partition
+            elif reg.leader < 0 or reg.leader == self.node_id:
+                out[tp] = ErrorCode.not_leader_or_follower
+            else:
+                by_leader.setdefault(reg.leader, []).append(tp)
+        req_cls = api.request_schema(ApiKey.WRITE_TXN_MARKERS, 1)
+        resp_cls = api.response_schema(ApiKey.WRITE_TXN_MARKERS, 1)
+        for leader, tps in by_leader.items():
+            addr = self._broker_endpoint(leader)
+            if addr is None:
+                out.update(dict.fromkeys(tps, ErrorCode.not_leader_or_follower))
+                continue
+            topics: dict[str, list[int]] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+            req = make(req_cls, markers=(make(
+                nested(req_cls, "WritableTxnMarker"), producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+                transaction_result=m.commit, coordinator_epoch=m.coordinator_epoch,
+                topics=tuple(make(nested(req_cls, "WritableTxnMarkerTopic"), name=name, partition_indexes=tuple(ps))
+                             for name, ps in topics.items())),))
+            channel = self._marker_channels.get(leader)
+            if channel is None:
+                channel = self._marker_channels[leader] = AsyncChannel(
+                    f"kavka-txn-markers-{self.node_id}", security=self.inter_broker_security)
+            try:
+                resp = await channel.call(addr, req, resp_cls, 10.0)
+            except (OSError, ConnectionError, TimeoutError) as e:
+                log.warning("WriteTxnMarkers to broker %d failed: %r", leader, e)
+                out.update(dict.fromkeys(tps, ErrorCode.not_leader_or_follower))
+                continue
+            for mr in resp.markers:
+                for t in mr.topics:
+                    for p in t.partitions:
+                        out[TopicPartition(str(t.name), int(p.partition_index))] = ErrorCode(p.error_code)
+        return out
+
+    async def _create_transaction_state_topic(self, partitions: int) -> None:
+        c = self.config
+        # min.insync.replicas capped by the brokers there are, so one broker can run transactions
+        # with the defaults (Kafka would refuse its acks=all appends with NOT_ENOUGH_REPLICAS).
+        min_isr = max(1, min(c["transaction.state.log.min.isr"], c["transaction.state.log.replication.factor"],
+                             len(self.image.usable_brokers())))
+        configs = {"cleanup.policy": "compact", "min.insync.replicas": str(min_isr),
+                   "segment.bytes": str(c["transaction.state.log.segment.bytes"])}
+        await self._create_internal_topic(TRANSACTION_STATE_TOPIC, partitions,
+                                          c["transaction.state.log.replication.factor"], configs)
 
     def _open_remote_log_manager(self) -> Any:
         """Tiered storage (KIP-405, kavka.tiered.remote_log_manager) when remote.log.storage.system.enable=true:
@@ -781,6 +877,9 @@ class BrokerNode:
         c = self.config
         self.storage_io.start()
         self.groups.start()
+        if self.transactions is not None:
+            self.transactions.start()
+            self.transactions.sync_leadership()
         self._every(c["log.retention.check.interval.ms"], self._retention, "retention")
         self._every(c["replica.high.watermark.checkpoint.interval.ms"], self._checkpoint_high_watermarks, "hw-checkpoint")
         self._every(c["log.flush.offset.checkpoint.interval.ms"], self._checkpoint_recovery, "recovery-checkpoint")
@@ -897,6 +996,9 @@ class BrokerNode:
             steps.append(("metrics", self.metrics.close))
         steps.append(("replica fetchers", self.replica_fetchers.stop))
         steps.append(("log dir movers", self.log_dir_movers.stop))
+        if self.transactions is not None:
+            steps.append(("transaction coordinator", self.transactions.stop))
+            steps.append(("transaction marker channels", self._close_marker_channels))
         if self.groups is not None:
             steps.append(("group coordinator", self.groups.stop))
         if self.remote_log_manager is not None:

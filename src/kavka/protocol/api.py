@@ -44,6 +44,11 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     OFFSET_DELETE = 47
@@ -99,6 +104,12 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (0, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
+    # KIP-98 (broker.handlers.transactions). AddPartitionsToTxn v4 (batched, verify-only,
+    # KIP-890) is not served yet; AddOffsetsToTxn / TxnOffsetCommit / WriteTxnMarkers neither.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    # Kafka 3.9 answers v0-v1; kio has v1 (flexible) and v2 (Kafka 4.0, TransactionVersion).
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),

@@ -1,20 +1,16 @@
 """FindCoordinator (API 10): which broker coordinates a group or a transaction.
 
-A kavka node is its own group coordinator: every group key maps to this node
-(the partition of `__consumer_offsets` that owns it is led here). The first
-lookup of a group creates `__consumer_offsets`. The
-answer matters beyond groups: librdkafka turns LZ4 (and, in 2.0.x, gzip and
-snappy) off unless the broker advertises FindCoordinator, which is how Kafka
-brokers since 0.9 look to it. Transactions are not supported yet: a
-transaction key gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message saying so -- the
-answer real transactional producers (librdkafka, kafka-python) treat as fatal at once, where
-a retriable COORDINATOR_NOT_AVAILABLE would make them wait for a coordinator that never comes.
+The coordinator of a group is the leader of its `__consumer_offsets` partition, that of a
+transactional id the leader of its `__transaction_state` partition; the first lookup of each
+kind creates its topic, as Kafka does. The answer matters beyond groups: librdkafka turns LZ4
+(and, in 2.0.x, gzip and snappy) off unless the broker advertises FindCoordinator, which is how
+Kafka brokers since 0.9 look to it.
 
 v0-v3 carry one key (`key`, `key_type` from v1); v4+ batch keys in
 `coordinator_keys` and answer one `Coordinator` entry per key (KIP-699).
 
 Authorization: a group key needs Describe on the Group, else GROUP_AUTHORIZATION_FAILED (Kafka's
-KafkaApis.getCoordinator); a transaction key is refused as above whatever the ACLs.
+KafkaApis.getCoordinator); a transaction key needs Describe on the TransactionalId, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from kavka.broker.authorization import Checker, checker
 from kavka.common import AclOperation, ResourceType
 from kavka.coordinator.records import OFFSETS_TOPIC
+from kavka.coordinator.txn_records import TRANSACTION_STATE_TOPIC
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 
@@ -37,23 +34,28 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
-NO_TRANSACTIONS = "transactions are not supported by kavka yet; use an idempotent producer without transactional.id"
-
-
 async def _locate(node: BrokerNode, listener: str, key_type: int, key: str,
                   check: Checker | None) -> tuple[ErrorCode, int, str, int]:
     # Kafka checks Describe on the key before looking it up.
-    if key_type == GROUP_KEY_TYPE and check is not None and not check(AclOperation.DESCRIBE, ResourceType.GROUP, key):
-        return ErrorCode.group_authorization_failed, -1, "", -1
-    if key_type != GROUP_KEY_TYPE:
-        return ErrorCode.transactional_id_authorization_failed, -1, "", -1
-    # Created on first use, as Kafka does; until it exists, clients retry.
-    if not await node.groups.ensure_offsets_topic():
-        return ErrorCode.coordinator_not_available, -1, "", -1
-    # The coordinator is the leader of the group's `__consumer_offsets` partition.
+    if key_type == GROUP_KEY_TYPE:
+        if check is not None and not check(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            return ErrorCode.group_authorization_failed, -1, "", -1
+        # Created on first use, as Kafka does; until it exists, clients retry.
+        if node.groups is None or not await node.groups.ensure_offsets_topic():
+            return ErrorCode.coordinator_not_available, -1, "", -1
+        topic_name, partition = OFFSETS_TOPIC, node.groups.partition_for(key)
+    elif key_type == TRANSACTION_KEY_TYPE:
+        if check is not None and not check(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return ErrorCode.transactional_id_authorization_failed, -1, "", -1
+        if node.transactions is None or not await node.transactions.ensure_topic():
+            return ErrorCode.coordinator_not_available, -1, "", -1
+        topic_name, partition = TRANSACTION_STATE_TOPIC, node.transactions.partition_for(key)
+    else:
+        return ErrorCode.invalid_request, -1, "", -1
+    # The coordinator is the leader of the key's partition.
     image = node.image
-    topic = image.topics_by_name.get(OFFSETS_TOPIC)
-    reg = topic.partitions.get(node.groups.partition_for(key)) if topic is not None else None
+    topic = image.topics_by_name.get(topic_name)
+    reg = topic.partitions.get(partition) if topic is not None else None
     broker = image.brokers.get(reg.leader) if reg is not None and reg.leader is not None else None
     ep = broker.endpoint(listener) if broker is not None else None  # the endpoint Metadata advertises
     if broker is None or broker.fenced or ep is None:
@@ -72,7 +74,7 @@ async def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: An
             resp_cls,
             throttle_time=NO_THROTTLE,
             error_code=error,
-            error_message=NO_TRANSACTIONS if key_type != GROUP_KEY_TYPE else None,
+            error_message=None,
             node_id=node_id,
             host=host,
             port=port,
@@ -89,7 +91,7 @@ async def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: An
                 host=host,
                 port=port,
                 error_code=error,
-                error_message=NO_TRANSACTIONS if key_type != GROUP_KEY_TYPE else None,
+                error_message=None,
             )
         )
     return make(resp_cls, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))

@@ -3,10 +3,8 @@
 Producer ids come in blocks from the controller (a ProducerIdsRecord in the
 metadata log, so an id is never handed out twice, across restarts too); an
 idempotent producer gets a fresh id with epoch 0, as Kafka gives one to a
-producer without a transactional id. Transactions are not supported yet: a
-request with a transactional id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients
-treat as fatal at once (a retriable code would leave them waiting forever); FindCoordinator
-for a transaction key answers the same, with a message saying why.
+producer without a transactional id. A request with a transactional id is answered by the
+transaction coordinator (handlers.transactions).
 
 Authorization (Kafka's KafkaApis.handleInitProducerIdRequest): with a transactional id, Write on
 that TransactionalId (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, checked first, as Kafka does);
@@ -22,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from kavka.authorizer import CLUSTER_NAME
 from kavka.broker.authorization import authorized_by_resource_type, checker
+from kavka.broker.handlers.transactions import init_transactional_producer_id
 from kavka.common import AclOperation, ResourceType
 from kavka.controller.quorum_controller import UNAVAILABLE
 from kavka.protocol import api
@@ -55,7 +54,7 @@ async def handle_init_producer_id(node: BrokerNode, ctx: RequestContext, req: An
         return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed,
                     producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
-        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1)
+        return await init_transactional_producer_id(node, ctx, req)
     try:
         pid = await node.producer_ids.generate()
     except UNAVAILABLE:

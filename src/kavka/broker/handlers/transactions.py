@@ -1,0 +1,180 @@
+"""The transactional APIs (KIP-98): InitProducerId with a transactional id, AddPartitionsToTxn
+(API 24, v0-v3), EndTxn (API 26), all answered by the transaction coordinator
+(coordinator.txn_manager) parked until the core's reply.
+
+Authorization as Kafka's KafkaApis: Write on the TransactionalId (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); AddPartitionsToTxn then Write on each topic (a refused
+topic's partitions get TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED).
+PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH to versions before it existed (InitProducerId
+< v4, AddPartitionsToTxn and EndTxn < v2), as Kafka does.
+
+WriteTxnMarkers (API 27, v1; ClusterAction on the Cluster, checked in broker.apis) is served:
+a partition leader writes the markers a coordinator asks for (kavka's coordinator sends it
+through BrokerNode._send_txn_markers).
+
+Not served yet: AddOffsetsToTxn and TxnOffsetCommit (the group coordinator cannot hold offsets
+until a commit marker), AddPartitionsToTxn v4 (batched / verify-only).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.broker.authorization import checker
+from kavka.common import AclOperation, ResourceType
+from kavka.controller.quorum_controller import UNAVAILABLE
+from kavka.protocol import api
+from kavka.protocol.control_records import ControlRecordType
+from kavka.protocol.messages import NO_THROTTLE, make, nested
+from kavka.replication.partition import TopicPartition
+
+if TYPE_CHECKING:
+    from kavka.broker.node import BrokerNode
+    from kavka.broker.server import RequestContext
+
+
+def _ms(v: Any) -> int:
+    return int(v.total_seconds() * 1000) if isinstance(v, timedelta) else int(v)
+
+
+def _fenced_for(error: ErrorCode, version: int, since: int) -> ErrorCode:
+    """PRODUCER_FENCED did not exist before `since`: old clients get INVALID_PRODUCER_EPOCH."""
+    if error == ErrorCode.producer_fenced and version < since:
+        return ErrorCode.invalid_producer_epoch
+    return error
+
+
+def _may_write_txn_id(node: BrokerNode, ctx: RequestContext, transactional_id: str) -> bool:
+    check = checker(node, ctx)
+    return check is None or check(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+async def init_transactional_producer_id(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    """InitProducerId with a transactional id (the handler in producer_ids.py sends it here)."""
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+
+    def answer(error: ErrorCode, pid: int = -1, epoch: int = -1) -> Any:
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=_fenced_for(error, ctx.api_version, 4),
+                    producer_id=pid, producer_epoch=epoch)
+
+    txn_id = str(req.transactional_id)
+    if not _may_write_txn_id(node, ctx, txn_id):
+        return answer(ErrorCode.transactional_id_authorization_failed)
+    txns = node.transactions
+    if txns is None:
+        return answer(ErrorCode.coordinator_not_available)
+    try:
+        pid = await node.producer_ids.generate()
+    except UNAVAILABLE:
+        return answer(ErrorCode.coordinator_load_in_progress)
+    expected_pid = int(getattr(req, "producer_id", -1))
+    expected_epoch = int(getattr(req, "producer_epoch", -1))
+    timeout_ms = _ms(req.transaction_timeout)
+
+    def request(rid: int, now: int) -> None:
+        txns.reserve_producer_id(pid)
+        txns.core.handle_init_producer_id(rid, txn_id, timeout_ms, now, expected_producer_id=expected_pid,
+                                          expected_producer_epoch=expected_epoch)
+
+    reply = await txns.call(request)
+    return answer(reply.error, reply.producer_id, reply.producer_epoch)
+
+
+async def handle_add_partitions_to_txn(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    topic_cls = nested(resp_cls, "AddPartitionsToTxnTopicResult")
+    part_cls = nested(resp_cls, "AddPartitionsToTxnPartitionResult")
+    txn_id = str(req.v3_and_below_transactional_id)
+    wanted = [(str(t.name), [int(p) for p in t.partitions]) for t in req.v3_and_below_topics]
+
+    def answer(errors: dict[str, ErrorCode] | ErrorCode, per: dict[TopicPartition, ErrorCode] | None = None) -> Any:
+        out = []
+        for name, parts in wanted:
+            res = []
+            for p in parts:
+                if isinstance(errors, ErrorCode):
+                    e = errors
+                else:
+                    e = errors.get(name, ErrorCode.none)
+                if per is not None and TopicPartition(name, p) in per:
+                    e = per[TopicPartition(name, p)]
+                res.append(make(part_cls, partition_index=p,
+                                partition_error_code=_fenced_for(e, ctx.api_version, 2)))
+            out.append(make(topic_cls, name=name, results_by_partition=tuple(res)))
+        return make(resp_cls, throttle_time=NO_THROTTLE, results_by_topic_v3_and_below=tuple(out))
+
+    if not _may_write_txn_id(node, ctx, txn_id):
+        return answer(ErrorCode.transactional_id_authorization_failed)
+    check = checker(node, ctx)
+    image = node.image
+    refused: dict[str, ErrorCode] = {}
+    for name, parts in wanted:
+        topic = image.topics_by_name.get(name)
+        if check is not None and not check(AclOperation.WRITE, ResourceType.TOPIC, name):
+            refused[name] = ErrorCode.topic_authorization_failed
+        elif topic is None or any(p not in topic.partitions for p in parts):
+            refused[name] = ErrorCode.unknown_topic_or_partition
+    if refused:  # Kafka: the refused topics' error, OPERATION_NOT_ATTEMPTED for the rest
+        return answer({name: refused.get(name, ErrorCode.operation_not_attempted) for name, _ in wanted})
+    txns = node.transactions
+    if txns is None:
+        return answer(ErrorCode.coordinator_not_available)
+    tps = [TopicPartition(name, p) for name, parts in wanted for p in parts]
+    pid, epoch = int(req.v3_and_below_producer_id), int(req.v3_and_below_producer_epoch)
+    reply = await txns.call(lambda rid, now: txns.core.handle_add_partitions(rid, txn_id, pid, epoch, tps, now))
+    return answer(reply.error, dict(reply.partition_errors) or None)
+
+
+async def handle_end_txn(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+
+    def answer(error: ErrorCode) -> Any:
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=_fenced_for(error, ctx.api_version, 2))
+
+    txn_id = str(req.transactional_id)
+    if not _may_write_txn_id(node, ctx, txn_id):
+        return answer(ErrorCode.transactional_id_authorization_failed)
+    txns = node.transactions
+    if txns is None:
+        return answer(ErrorCode.coordinator_not_available)
+    pid, epoch, commit = int(req.producer_id), int(req.producer_epoch), bool(req.committed)
+    reply = await txns.call(lambda rid, now: txns.core.handle_end_txn(rid, txn_id, pid, epoch, commit, now))
+    return answer(reply.error)
+
+
+async def handle_write_txn_markers(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    """Write each marker on the partitions this broker leads (Kafka's handleWriteTxnMarkersRequest):
+    acks=all, one answer per partition; a partition not led here gets NOT_LEADER_OR_FOLLOWER,
+    an unknown one UNKNOWN_TOPIC_OR_PARTITION."""
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    marker_cls = nested(resp_cls, "WritableTxnMarkerResult")
+    topic_cls = nested(resp_cls, "WritableTxnMarkerTopicResult")
+    part_cls = nested(resp_cls, "WritableTxnMarkerPartitionResult")
+    rm = node.replica_manager
+    results = []
+    for m in req.markers:
+        tps = [TopicPartition(str(t.name), int(p)) for t in m.topics for p in t.partition_indexes]
+        errors: dict[TopicPartition, ErrorCode] = {}
+        local = []
+        for tp in tps:
+            if node.image.topics_by_name.get(tp.topic) is None:
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                local.append(tp)
+        if local:
+            control = ControlRecordType.COMMIT if m.transaction_result else ControlRecordType.ABORT
+            result = rm.append_end_txn_markers(
+                local, control, producer_id=int(m.producer_id), producer_epoch=int(m.producer_epoch),
+                coordinator_epoch=int(m.coordinator_epoch), timeout_s=5.0, respond=lambda r: r)
+            answers = result if isinstance(result, dict) else await result.future
+            errors.update({tp: r.error for tp, r in answers.items()})
+        by_topic: dict[str, list[Any]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(
+                make(part_cls, partition_index=tp.partition, error_code=errors.get(tp, ErrorCode.none)))
+        results.append(make(marker_cls, producer_id=m.producer_id, topics=tuple(
+            make(topic_cls, name=name, partitions=tuple(ps)) for name, ps in by_topic.items())))
+    return make(resp_cls, markers=tuple(results))
