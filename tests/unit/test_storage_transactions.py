@@ -427,3 +427,29 @@ def test_a_cleaned_segment_keeps_its_groups_aborted_transactions(tmp_path):
     assert [t.first_offset for t in log.collect_aborted_transactions(0, 8)] == [0, 4]
     assert not (tmp_path / "t-0" / "00000000000000000003.txnindex").exists()
     log.close()
+
+
+def test_the_cleaner_drops_aborted_records_so_they_never_shadow_committed_ones(tmp_path):
+    """Kafka's cleaner: an aborted transaction's records stay out of the offset map and out of the
+    cleaned segment; a committed transaction's records are compacted like any others; markers stay."""
+    cfg = LogConfig(segment_bytes=4096, cleanup_policy=("compact",), min_cleanable_dirty_ratio=0.0)
+    log = _open(tmp_path / "t-0", config=cfg)
+    _append(log, build_batch([(1000, b"k", b"committed")]))  # 0
+    _append(log, build_batch([(1000, b"k", b"aborted")], producer_id=5, producer_epoch=0, base_sequence=0,
+                             is_transactional=True))  # 1
+    _end(log, ABORT, 5, 0)  # 2
+    _append(log, build_batch([(1000, b"j", b"j1")], producer_id=6, producer_epoch=0, base_sequence=0,
+                             is_transactional=True))  # 3
+    _end(log, COMMIT, 6, 0)  # 4
+    _append(log, build_batch([(1000, b"j", b"j2")]))  # 5: shadows 3
+    log.roll(1)
+    _append(log, build_batch([(1000, b"x", b"tail")]))  # 6, active segment
+    assert maybe_clean(log, first_dirty_offset=0, high_watermark=log.log_end_offset, now_ms=10**6, force=True) is not None
+    kept = [(r.offset, r.key, r.value) for r in log.replay_records()]
+    assert (0, b"k", b"committed") in kept  # the aborted value at 1 did not shadow it
+    assert all(off not in (1, 3) for off, _, _ in kept)  # the aborted record and the shadowed one are gone
+    assert (5, b"j", b"j2") in kept
+    batches = [h for _, h in iter_batches(log.segments[0].log_path.read_bytes())]
+    assert [h.base_offset for h in batches if h.is_control] == [2, 4]  # both markers kept
+    assert [t.first_offset for t in log.collect_aborted_transactions(0, 7)] == [1]
+    log.close()

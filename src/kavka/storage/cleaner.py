@@ -60,11 +60,12 @@ truncation, deletion), so the pass is just abandoned and done again.
 
 Known simplification: Kafka keeps the last batch of every idempotent producer
 (emptied if need be) so producer state survives compaction; kavka does not yet.
-Transactions (docs/transactions.md): nothing at or past the last stable offset is cleaned, and
-control batches (markers) are always kept; but aborted records are neither removed nor kept out
-of the offset map (Kafka skips them through the .txnindex), so an aborted value may still shadow
-an older committed one -- not done yet. A cleaned segment takes over its group's .txnindex
-entries (LocalLog.replace_segments).
+Transactions (docs/transactions.md): nothing at or past the last stable offset is cleaned; the
+records of aborted transactions (found through the .txnindex) are kept out of the offset map and
+dropped from the cleaned segments, as Kafka's cleaner does, so an aborted value never shadows an
+older committed one; control batches (markers) are always kept (Kafka removes them once their
+transaction's data is gone and delete.retention.ms has passed -- not done yet). A cleaned segment
+takes over its group's .txnindex entries (LocalLog.replace_segments).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -268,6 +269,15 @@ class _Plan:
     index_interval_bytes: int
     delete_retention_ms: int
     cleaner: CleanerConfig
+    # producer id -> (first offset, marker offset) of each of its aborted transactions below
+    # first_uncleanable, from the .txnindex files: their records are neither mapped nor kept.
+    aborted: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+
+    def is_aborted(self, header: BatchHeader) -> bool:
+        """A data batch of an aborted transaction (Kafka's cleaner discards them)."""
+        if not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset <= last for first, last in self.aborted.get(header.producer_id, ()))
 
 
 def _plan(lg: Log, *, first_dirty_offset: int, high_watermark: int, now_ms: int, force: bool, cleaner: CleanerConfig) -> _Plan | None:
@@ -298,6 +308,9 @@ def _plan(lg: Log, *, first_dirty_offset: int, high_watermark: int, now_ms: int,
             found = seg.translate_offset(first_dirty)
             start_position = found.position if found is not None else seg.size
         refs.append(_SegmentRef(seg, seg.base_offset, seg.log_path, seg.size, (seg.size // interval + 1) * 12))
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for txn in lg.collect_aborted_transactions(lg.log_start_offset, first_uncleanable):
+        aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
     return _Plan(
         dir=lg.dir,
         name=lg.dir.name,
@@ -310,6 +323,7 @@ def _plan(lg: Log, *, first_dirty_offset: int, high_watermark: int, now_ms: int,
         index_interval_bytes=lg.config.index_interval_bytes,
         delete_retention_ms=lg.config.delete_retention_ms,
         cleaner=cleaner,
+        aborted={pid: tuple(ranges) for pid, ranges in aborted.items()},
     )
 
 
@@ -359,7 +373,7 @@ def _build_offset_map(plan: _Plan) -> SkimpyOffsetMap:
                 break
             if header.last_offset < plan.first_dirty:
                 continue
-            if not header.is_control:
+            if not header.is_control and not plan.is_aborted(header):
                 for r in decode_batch(buf, rel)[1]:
                     if r.key is not None and plan.first_dirty <= r.offset < plan.first_uncleanable:
                         if offset_map.size >= max_entries and offset_map.get(r.key) < 0:
@@ -453,6 +467,10 @@ def _clean_group(plan: _Plan, refs: tuple[_SegmentRef, ...], offset_map: SkimpyO
             before += ref.size
             for buf, rel, header in _iter_file_batches(ref.path, 0, ref.size, c.io_buffer_size // 2):
                 size = header.size_in_bytes
+                if plan.is_aborted(header):
+                    removed += header.records_count
+                    changed = True
+                    continue
                 if header.is_control:
                     kept_bytes: bytes | memoryview = memoryview(buf)[rel : rel + size]
                 else:
