@@ -258,7 +258,7 @@ def table(result: dict) -> str:
         o, a, s = med["off"][w][f], med["acls"][w][f], med["super"][w][f]
         what = (f"{result['request_rate']:,} Produce requests/s of 100 B" if w == "requests"
                 else f"{w} {result['record_size']} B")
-        lines.append(f"| {what} | {f} | {o:,.2f} | {a:,.2f} | {s:,.2f} | {a / o:.2f} | {s / o:.2f} |")
+        lines.append(f"| {what} | {f} | {o:,.2f} | {a:,.2f} | {s:,.2f} | {workloads.ratio(a, o)} | {workloads.ratio(s, o)} |")
     lines += ["", f"| `Authorizer.authorize`, {result['acls']:,} ACLs | ns per check |", "|---|---:|"]
     for name, v in result["authorize_ns"].items():
         lines.append(f"| {name} | {v:,.0f} |")

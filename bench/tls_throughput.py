@@ -95,7 +95,7 @@ def table(result: dict) -> str:
     lines = ["| workload | figure | plaintext | TLS | TLS / plaintext |", "|---|---|---:|---:|---:|"]
     for w, f, _higher in FIGURES:
         p, t = med["plaintext"][w][f], med["tls"][w][f]
-        lines.append(f"| {w} {result['record_size']} B | {f} | {p:,.2f} | {t:,.2f} | {t / p:.2f} |")
+        lines.append(f"| {w} {result['record_size']} B | {f} | {p:,.2f} | {t:,.2f} | {workloads.ratio(t, p)} |")
     return "\n".join(lines)
 
 

@@ -38,6 +38,11 @@ def _throughput(broker: Broker, records: int, record_size: int, elapsed: float, 
     }
 
 
+def ratio(num: float, den: float) -> str:
+    """`num / den` for a table, "n/a" when `den` is 0 (a smoke run's CPU can be under one clock tick)."""
+    return f"{num / den:.2f}" if den else "n/a"
+
+
 def create_topic(broker: Broker, partitions: int) -> str:
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, **broker.extra, **QUIET})

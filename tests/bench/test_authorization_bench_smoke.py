@@ -31,8 +31,9 @@ def test_authorization_smoke_measures_every_mode(tmp_path: Path) -> None:
         assert len(result["runs"][mode]) == 2  # alternating rounds
         for w in ("produce", "consume"):
             m = result["median"][mode][w]
-            assert m["mb_per_s"] > 0 and m["broker_cpu_ms_per_mb"] > 0, (mode, w, m)
-        assert result["median"][mode]["requests"]["broker_cpu_us_per_request"] > 0, mode
+            # CPU is read in clock ticks: a smoke run's broker may use less than one.
+            assert m["mb_per_s"] > 0 and m["broker_cpu_ms_per_mb"] >= 0, (mode, w, m)
+        assert result["median"][mode]["requests"]["broker_cpu_us_per_request"] >= 0, mode
     assert all(ns > 0 for ns in result["authorize_ns"].values()) and len(result["authorize_ns"]) == 4
     assert "| produce 1024 B | mb_per_s |" in res.stdout and "ACLs / off" in res.stdout
 

@@ -30,7 +30,8 @@ def test_tls_throughput_smoke_measures_both_listeners(tmp_path: Path) -> None:
         assert len(result["runs"][mode]) == 2  # alternating rounds
         for w in ("produce", "consume"):
             m = result["median"][mode][w]
-            assert m["mb_per_s"] > 0 and m["broker_cpu_ms_per_mb"] > 0, (mode, w, m)
+            # CPU is read in clock ticks: a smoke run's broker may use less than one.
+            assert m["mb_per_s"] > 0 and m["broker_cpu_ms_per_mb"] >= 0, (mode, w, m)
     assert "| produce 1024 B | mb_per_s |" in res.stdout and "TLS / plaintext" in res.stdout
 
 
