@@ -138,10 +138,11 @@ def ck_wait_topic(admin: AdminClient, topic: str, partitions: int, timeout: floa
 
 
 def ck_create_topic(
-    admin: AdminClient, topic: str, partitions: int = 1, config: dict[str, str] | None = None
+    admin: AdminClient, topic: str, partitions: int = 1, config: dict[str, str] | None = None,
+    replication_factor: int = 1,
 ) -> None:
     futs = admin.create_topics(
-        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})],
+        [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor, config=config or {})],
         operation_timeout=10,
         request_timeout=15,
     )
