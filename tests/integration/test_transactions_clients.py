@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import IsolationLevel, KafkaException, Producer, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from tests.broker_harness import Cluster
@@ -31,6 +31,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "transaction.state.log.min.isr": "2",
         "default.replication.factor": "3",
         "min.insync.replicas": "2",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
     }).start()
     try:
         yield c
@@ -282,3 +283,45 @@ def test_init_transactions_times_out_with_the_cluster_down(tmp_path) -> None:  #
     with pytest.raises(KafkaException):
         p.init_transactions(3)
     assert time.monotonic() - t0 < 30
+
+
+def test_fenced_on_transaction_expiration(cluster: Cluster, topic: str) -> None:
+    """Kafka's testFencingOnTransactionExpiration: a transaction left open past its
+    transaction.timeout.ms is aborted by the coordinator, which bumps the producer's epoch; the
+    producer's late commit fails and its records never become visible."""
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": unique("exp"),
+                  "transaction.timeout.ms": 2000, "linger.ms": 5, **CK_COMMON, "socket.timeout.ms": 2000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"expired", partition=0)
+    assert p.flush(30) == 0
+    # The coordinator's abort marker moves the LSO past the record: wait for that, not for time.
+    deadline = time.monotonic() + 30
+    while _end_offsets(cluster.bootstrap, topic, IsolationLevel.READ_COMMITTED)[0] != 2:
+        assert time.monotonic() < deadline, "the timed-out transaction was never aborted"
+        time.sleep(0.1)
+    with pytest.raises(KafkaException):
+        p.commit_transaction(30)
+    assert _values(cluster.bootstrap, topic, "read_committed") == []
+    assert _values(cluster.bootstrap, topic, "read_uncommitted") == [b"expired"]
+
+
+@pytest.mark.parametrize("ending", ["commit", "abort"])
+def test_commit_and_abort_time_out_with_the_broker_down(broker_factory, topic_name: str, ending: str) -> None:  # noqa: ANN001
+    """Kafka's testCommitTransactionTimeout / testAbortTransactionTimeout: with the only broker
+    killed, commit_transaction and abort_transaction give up within their timeout with a
+    retriable error instead of hanging, and nothing was committed."""
+    b = broker_factory(overrides={"auto.create.topics.enable": "true"}).start()
+    ck_create_topic(ck_admin(b.bootstrap), topic_name)
+    p = _ck_producer(b.bootstrap, unique("down"))
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic_name, value=b"x", partition=0)
+    assert p.flush(30) == 0
+    b.kill()
+    t0 = time.monotonic()
+    with pytest.raises(KafkaException) as info:
+        (p.commit_transaction if ending == "commit" else p.abort_transaction)(3)
+    assert time.monotonic() - t0 < 20
+    err = info.value.args[0]
+    assert err.retriable() or err.code() == KafkaError._TIMED_OUT, err
