@@ -91,6 +91,7 @@ class TransactionCoordinatorManager:
         self._timer_task: asyncio.Task[None] | None = None
         self._created = False
         self._led: set[int] = set()
+        self._gained = asyncio.Event()  # set when this broker becomes a coordinator: wakes the timer
 
     # ------------------------------------------------------------ producer ids
 
@@ -123,9 +124,16 @@ class TransactionCoordinatorManager:
     async def _timer(self) -> None:
         # The core's poll fires timeouts and expiry and retries failed marker writes and Complete
         # appends; it runs at least every cleanup interval (in fact every tick, so a retry is prompt).
+        # A broker that leads no `__transaction_state` partition has nothing to time out or
+        # retry: it sleeps until it gains one (or a cleanup interval passes).
         tick_s = min(_POLL_TICK_S, self.cleanup_interval_ms / 1000)
         while True:
-            await asyncio.sleep(tick_s)
+            if self._led:
+                await asyncio.sleep(tick_s)
+            else:
+                self._gained.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._gained.wait(), self.cleanup_interval_ms / 1000)
             try:
                 self.drive(self.now_ms())
             except Exception:
@@ -147,6 +155,7 @@ class TransactionCoordinatorManager:
                 records = [(r.key, r.value) for r in part.log.replay_records() if r.key is not None]
                 self.core.load(p, part.leader_epoch, records, now)
                 self._led.add(p)
+                self._gained.set()
                 log.info("became the transaction coordinator of %s-%d (%d records)", TRANSACTION_STATE_TOPIC, p,
                          len(records))
             elif not part.is_leader and p in self._led:
