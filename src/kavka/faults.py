@@ -33,7 +33,7 @@ _SWITCHES = (CRASH_POINT_ENV, CUT_PRODUCE_ENV, DISK_FAULT_ENV)
 
 @dataclass(frozen=True, slots=True)
 class FaultInjection:
-    crash_point: str | None = None  # a log-dir move step at which the broker SIGKILLs itself
+    crash_point: str | None = None  # a step (log-dir move, tiered copy, txn markers) at which the broker SIGKILLs itself
     cut_produce_every: int = 0  # close the connection instead of answering every Nth Produce
     disk_fault_file: str | None = None  # control file listing dirs whose I/O fails with EIO
 

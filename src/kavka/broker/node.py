@@ -413,6 +413,7 @@ class BrokerNode:
             topic_partitions=self._topic_partition_count,
             cleanup_interval_ms=c["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
             remote_markers=self._send_txn_markers,
+            crash_point=self.faults.crash_point_hook(),
         )
         return txns
 

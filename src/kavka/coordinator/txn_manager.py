@@ -74,7 +74,10 @@ class TransactionCoordinatorManager:
         cleanup_interval_ms: int = 10_000,
         write_timeout_s: float = 5.0,
         remote_markers: RemoteMarkers | None = None,
+        crash_point: Callable[[str], None] = lambda _step: None,
     ) -> None:
+        """`crash_point` is kavka.faults' test hook: called with "txn-before-commit-markers" as a
+        commit's markers are about to be written (after its PrepareCommit is in the log)."""
         self.config = config
         self.core = TransactionCoordinator(config, allocate_producer_id=self._take_producer_id)
         self.replica_manager = replica_manager
@@ -84,6 +87,7 @@ class TransactionCoordinatorManager:
         self.cleanup_interval_ms = cleanup_interval_ms
         self.write_timeout_s = write_timeout_s
         self._remote_markers = remote_markers
+        self._crash_point = crash_point
         self._reserved: int | None = None
         self._request_ids = itertools.count(1)
         self._waiters: dict[int, asyncio.Future[TxnReply]] = {}
@@ -238,6 +242,8 @@ class TransactionCoordinatorManager:
         self.drive(self.now_ms())
 
     async def _markers(self, m: WriteMarkers) -> None:
+        if m.commit:
+            self._crash_point("txn-before-commit-markers")
         error = ErrorCode.none
         local: list[TopicPartition] = []
         remote: list[TopicPartition] = []
