@@ -15,6 +15,8 @@ KafkaApis.getCoordinator); a transaction key needs Describe on the Transactional
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -34,24 +36,40 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
+@dataclass(frozen=True)
+class _KeyKind:
+    """What a key type needs: the Describe ACL on its resource, the topic whose partition
+    leader coordinates it, and the node's coordinator (None when this node runs none)."""
+
+    resource: ResourceType
+    denied: ErrorCode
+    topic: str
+    coordinator: Callable[[BrokerNode], Any]  # with `partition_for(key)`
+    ensure_topic: Callable[[Any], Awaitable[bool]]  # creates the topic if missing; False if that failed
+
+
+_KINDS = {
+    GROUP_KEY_TYPE: _KeyKind(ResourceType.GROUP, ErrorCode.group_authorization_failed, OFFSETS_TOPIC,
+                             lambda node: node.groups, lambda groups: groups.ensure_offsets_topic()),
+    TRANSACTION_KEY_TYPE: _KeyKind(ResourceType.TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed,
+                                   TRANSACTION_STATE_TOPIC, lambda node: node.transactions,
+                                   lambda txns: txns.ensure_topic()),
+}
+
+
 async def _locate(node: BrokerNode, listener: str, key_type: int, key: str,
                   check: Checker | None) -> tuple[ErrorCode, int, str, int]:
-    # Kafka checks Describe on the key before looking it up.
-    if key_type == GROUP_KEY_TYPE:
-        if check is not None and not check(AclOperation.DESCRIBE, ResourceType.GROUP, key):
-            return ErrorCode.group_authorization_failed, -1, "", -1
-        # Created on first use, as Kafka does; until it exists, clients retry.
-        if node.groups is None or not await node.groups.ensure_offsets_topic():
-            return ErrorCode.coordinator_not_available, -1, "", -1
-        topic_name, partition = OFFSETS_TOPIC, node.groups.partition_for(key)
-    elif key_type == TRANSACTION_KEY_TYPE:
-        if check is not None and not check(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
-            return ErrorCode.transactional_id_authorization_failed, -1, "", -1
-        if node.transactions is None or not await node.transactions.ensure_topic():
-            return ErrorCode.coordinator_not_available, -1, "", -1
-        topic_name, partition = TRANSACTION_STATE_TOPIC, node.transactions.partition_for(key)
-    else:
+    kind = _KINDS.get(key_type)
+    if kind is None:
         return ErrorCode.invalid_request, -1, "", -1
+    # Kafka checks Describe on the key before looking it up.
+    if check is not None and not check(AclOperation.DESCRIBE, kind.resource, key):
+        return kind.denied, -1, "", -1
+    # The topic is created on first use, as Kafka does; until it exists, clients retry.
+    coordinator = kind.coordinator(node)
+    if coordinator is None or not await kind.ensure_topic(coordinator):
+        return ErrorCode.coordinator_not_available, -1, "", -1
+    topic_name, partition = kind.topic, coordinator.partition_for(key)
     # The coordinator is the leader of the key's partition.
     image = node.image
     topic = image.topics_by_name.get(topic_name)
