@@ -109,6 +109,8 @@ def test_kafka_python_commit_and_abort(cluster: Cluster, topic: str) -> None:
 
 
 def test_kafka_python_fenced_on_send_and_on_commit(cluster: Cluster, topic: str) -> None:
+    """Kafka's testFencingOnSend / testFencingOnCommit: the zombie's send to a partition already
+    in its transaction is refused by the leader (stale epoch), or at the latest its commit is."""
     from kafka.errors import KafkaError as KPError
 
     txn_id = unique("kpf")
@@ -221,9 +223,11 @@ def test_undecided_data_is_invisible_to_list_offsets(cluster: Cluster, topic: st
     assert _values(cluster.bootstrap, topic, "read_committed") == [b"c0", b"u0", b"u1", b"u2"]
 
 
-def test_fenced_on_send_with_confluent(cluster: Cluster, topic: str) -> None:
-    """Kafka's testFencingOnSend: after a second instance initialises, the first's next
-    produce is refused (its epoch is stale) and none of its records become visible."""
+def test_fenced_on_add_partitions_with_confluent(cluster: Cluster, topic: str) -> None:
+    """Kafka's testFencingOnAddPartitions: after a second instance initialises, the first's
+    produce to a partition new to its transaction needs AddPartitionsToTxn, which the
+    coordinator refuses (stale epoch); none of the first's records become visible.
+    (Fencing on send, to a partition already in the transaction, is the kafka-python test.)"""
     txn_id = unique("ckf")
     first = _ck_producer(cluster.bootstrap, txn_id)
     first.init_transactions(30)
