@@ -1,6 +1,7 @@
-"""`python -m bench.transactions`: the cost of transactions, on one kavka broker.
+"""`python -m bench.transactions`: the cost of transactions, kavka and Tansu side by side.
 
-confluent-kafka writes `--records` records of `--record-size` bytes to a fresh one-partition
+On each broker (one kavka broker on disk, and Tansu, the Rust Kafka-compatible broker with its
+memory engine, as `python -m bench` runs it) confluent-kafka writes `--records` records of `--record-size` bytes to a fresh one-partition
 topic, acks=all, either with an idempotent producer (the baseline) or with a transactional one
 committing every 1, 100 or 10,000 records; the idempotent and transactional runs alternate so
 drift in the machine's load falls on both. Prints, per transaction size, the median records/s
@@ -29,7 +30,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench import workloads
-from bench.servers import Broker, start_kavka
+from bench.servers import Broker, start_kavka, start_tansu
 
 TXN_SIZES = (1, 100, 10_000)
 
@@ -56,6 +57,14 @@ def produce(broker: Broker, *, record_size: int, records: int, txn_size: int | N
         if err is not None:
             errors.append(err)
 
+    # Warm up outside the clock: connections, metadata and (transactional) the partition added.
+    if txn_size is not None:
+        p.begin_transaction()
+    p.produce(topic, value=value, partition=0, on_delivery=on_delivery)
+    if txn_size is not None:
+        p.commit_transaction(60)
+    elif p.flush(60) != 0:
+        raise RuntimeError("idempotent producer did not flush its first record")
     cpu0, ccpu0 = broker.cpu(), workloads._client_cpu()
     t0 = time.perf_counter()
     sent = 0
@@ -101,54 +110,88 @@ def consume(broker: Broker, *, topic: str, records: int, record_size: int, isola
     while got < records:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{isolation} consumer read {got} of {records} records")
-        got += sum(1 for m in c.consume(10_000, timeout=1.0) if m.error() is None)
+        # Ask for no more than remain: consume() waits out its timeout for a batch it cannot fill.
+        got += sum(1 for m in c.consume(min(10_000, records - got), timeout=1.0) if m.error() is None)
     elapsed = time.perf_counter() - t0
     c.close()
     return workloads._throughput(broker, records, record_size, elapsed, cpu0, ccpu0)
 
 
-def run(*, rounds: int, record_size: int, records: dict[int | None, int], log=print) -> dict:  # noqa: ANN001
+BROKERS = ("kavka", "tansu")
+
+
+def _start(name: str, work: Path) -> Broker:
+    if name == "kavka":
+        return start_kavka({"transaction.state.log.num.partitions": "1"}, work=work / "kavka")
+    return start_tansu()
+
+
+def run(*, rounds: int, record_size: int, records: dict[int | None, int], brokers: tuple[str, ...] = BROKERS,
+        log=print) -> dict:  # noqa: ANN001
+    """Both brokers up at once; each round runs every producer kind on one broker then the other
+    (the order alternating), so drift in the machine's load falls on both alike."""
     work = Path(tempfile.mkdtemp(prefix="kavka-bench-txn-"))
-    broker = start_kavka({"transaction.state.log.num.partitions": "1"}, work=work)
+    (work / "kavka").mkdir()
+    started: dict[str, Broker] = {}
     modes: list[int | None] = [None, *TXN_SIZES]
-    runs: dict[str, list[dict]] = {str(m): [] for m in modes}
-    reads: dict[str, list[dict]] = {"read_committed": [], "read_uncommitted": []}
+    runs: dict[str, dict[str, list[dict]]] = {b: {str(m): [] for m in modes} for b in brokers}
+    reads: dict[str, dict[str, list[dict]]] = {b: {"read_committed": [], "read_uncommitted": []} for b in brokers}
     try:
+        for name in brokers:
+            started[name] = _start(name, work)
         for i in range(rounds):
-            for m in modes if i % 2 == 0 else modes[::-1]:
-                log(f"round {i + 1}/{rounds}: {'idempotent' if m is None else f'transactions of {m}'}")
-                runs[str(m)].append(produce(broker, record_size=record_size, records=records[m], txn_size=m))
-            topic = runs["100"][-1]["topic"]
-            for iso in ("read_committed", "read_uncommitted") if i % 2 == 0 else ("read_uncommitted", "read_committed"):
-                reads[iso].append(consume(broker, topic=topic, records=records[100], record_size=record_size,
-                                          isolation=iso))
+            for name in brokers if i % 2 == 0 else brokers[::-1]:
+                broker = started[name]
+                for m in modes if i % 2 == 0 else modes[::-1]:
+                    log(f"round {i + 1}/{rounds}: {name}, {'idempotent' if m is None else f'transactions of {m}'}")
+                    runs[name][str(m)].append(produce(broker, record_size=record_size, records=records[m], txn_size=m))
+                topic = runs[name]["100"][-1]["topic"]
+                for iso in ("read_committed", "read_uncommitted") if i % 2 == 0 else ("read_uncommitted", "read_committed"):
+                    reads[name][iso].append(consume(broker, topic=topic, records=records[100], record_size=record_size,
+                                                    isolation=iso))
     finally:
-        broker.stop()
+        for b in started.values():
+            b.stop()
         shutil.rmtree(work, ignore_errors=True)
     fields = ("records_per_s", "mb_per_s", "broker_cpu_ms_per_mb", "commit_ms_p50", "commit_ms_p99")
-    median = {m: {f: statistics.median(r[f] for r in rs) for f in fields if f in rs[0]} for m, rs in runs.items()}
-    read_median = {iso: statistics.median(r["mb_per_s"] for r in rs) for iso, rs in reads.items()}
+    median = {b: {m: {f: statistics.median(r[f] for r in rs) for f in fields if f in rs[0]} for m, rs in per.items()}
+              for b, per in runs.items()}
+    read_median = {b: {iso: statistics.median(r["mb_per_s"] for r in rs) for iso, rs in per.items()}
+                   for b, per in reads.items()}
     return {"rounds": rounds, "record_size": record_size, "records": {str(k): v for k, v in records.items()},
-            "runs": runs, "reads": reads, "median": median, "read_median": read_median}
+            "brokers": list(brokers), "runs": runs, "reads": reads, "median": median, "read_median": read_median}
 
 
 def table(result: dict) -> str:
+    brokers = result["brokers"]
     med = result["median"]
-    base = med["None"]
-    lines = ["| producer | records | records/s | MB/s | / idempotent | broker CPU ms/MB | commit p50 ms | commit p99 ms |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    head = "| producer | records |"
+    rule = "|---|---:|"
+    for b in brokers:
+        head += f" {b} records/s | {b} / idempotent | {b} commit p50 ms | {b} commit p99 ms |"
+        rule += "---:|---:|---:|---:|"
+    if len(brokers) == 2:
+        head += f" {brokers[0]} / {brokers[1]} |"
+        rule += "---:|"
+    lines = [head, rule]
     for m in ("None", *(str(s) for s in TXN_SIZES)):
-        r = med[m]
         name = "idempotent" if m == "None" else f"transactions of {int(m):,}"
-        p50 = f"{r['commit_ms_p50']:.2f}" if "commit_ms_p50" in r else "-"
-        p99 = f"{r['commit_ms_p99']:.2f}" if "commit_ms_p99" in r else "-"
-        lines.append(f"| {name} | {int(result['records'][m]):,} | {r['records_per_s']:,.0f} | {r['mb_per_s']:,.2f} | "
-                     f"{workloads.ratio(r['records_per_s'], base['records_per_s'])} | "
-                     f"{r['broker_cpu_ms_per_mb']:,.1f} | {p50} | {p99} |")
+        row = f"| {name} | {int(result['records'][m]):,} |"
+        for b in brokers:
+            r, base = med[b][m], med[b]["None"]
+            p50 = f"{r['commit_ms_p50']:.2f}" if "commit_ms_p50" in r else "-"
+            p99 = f"{r['commit_ms_p99']:.2f}" if "commit_ms_p99" in r else "-"
+            vs = r["records_per_s"] / base["records_per_s"] if base["records_per_s"] else 0.0
+            row += f" {r['records_per_s']:,.0f} | {vs:.3g} | {p50} | {p99} |"
+        if len(brokers) == 2:
+            row += f" {workloads.ratio(med[brokers[0]][m]['records_per_s'], med[brokers[1]][m]['records_per_s'])} |"
+        lines.append(row)
     rm = result["read_median"]
-    lines += ["", "| consumer | MB/s | / read_uncommitted |", "|---|---:|---:|"]
+    lines += ["", "| consumer | " + " | ".join(f"{b} MB/s | {b} / read_uncommitted" for b in brokers) + " |",
+              "|---|" + "---:|---:|" * len(brokers)]
     for iso in ("read_uncommitted", "read_committed"):
-        lines.append(f"| {iso} | {rm[iso]:,.2f} | {workloads.ratio(rm[iso], rm['read_uncommitted'])} |")
+        lines.append(f"| {iso} | " + " | ".join(
+            f"{rm[b][iso]:,.2f} | {workloads.ratio(rm[b][iso], rm[b]['read_uncommitted'])}" for b in brokers) + " |")
     return "\n".join(lines)
 
 
@@ -162,11 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record-size", type=int, default=100)
     ap.add_argument("--smoke", action="store_true", help="tiny counts: checks the harness, figures mean nothing")
     ap.add_argument("--json", type=Path, default=None, help="also write the raw runs and medians here")
+    ap.add_argument("--kavka-only", action="store_true", help="leave Tansu out")
     a = ap.parse_args(argv)
     rounds, many, single = (2, 2_000, 50) if a.smoke else (a.rounds, a.records, a.single_records)
     records: dict[int | None, int] = {None: many, 1: single, 100: many, 10_000: max(many, 10_000)}
     result = run(rounds=rounds, record_size=a.record_size, records=records,
-                 log=lambda m: print(m, file=sys.stderr, flush=True))
+                 brokers=("kavka",) if a.kavka_only else BROKERS, log=lambda m: print(m, file=sys.stderr, flush=True))
     if a.json:
         a.json.write_text(json.dumps(result, indent=1, default=str))
     print(f"{rounds} alternating rounds, records of {a.record_size} B, acks=all, one partition, medians")
