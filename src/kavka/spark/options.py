@@ -47,6 +47,7 @@ CLIENT_SETTINGS = {
     "kafka.fetch.max.bytes",
     "kafka.max.partition.fetch.bytes",
     "kafka.fetch.max.wait.ms",
+    "kafka.isolation.level",
     "kafka.acks",
     "kafka.enable.idempotence",
     "kafka.compression.type",
@@ -81,6 +82,9 @@ class ClientSettings:
     fetch_max_bytes: int = 50 * 1024 * 1024
     max_partition_fetch_bytes: int = 8 * 1024 * 1024
     fetch_max_wait_ms: int = 500
+    # 0 read_uncommitted (Spark's default), 1 read_committed: read below the LSO only and
+    # leave out records of aborted transactions.
+    isolation_level: int = 0
     # The security properties without their `kafka.` prefix, sorted; secrets among them, so never
     # in a repr (Spark logs and plan strings show reprs).
     security: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -309,10 +313,21 @@ def _client_settings(opts: Mapping[str, str]) -> ClientSettings:
         max_partition_fetch_bytes=_positive_int(opts, "kafka.max.partition.fetch.bytes")
         or 8 * 1024 * 1024,
         fetch_max_wait_ms=_positive_int(opts, "kafka.fetch.max.wait.ms") or 500,
+        isolation_level=_isolation_level(opts),
         security=tuple(sorted(security.items())),
     )
     settings.client_security()  # checked on the driver: a bad option fails the query at once
     return settings
+
+
+def _isolation_level(opts: Mapping[str, str]) -> int:
+    raw = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
+    levels = {"read_uncommitted": 0, "read_committed": 1}
+    if raw not in levels:
+        raise OptionError(
+            f"kafka.isolation.level: expected read_uncommitted or read_committed, got {raw!r}"
+        )
+    return levels[raw]
 
 
 def _positive_int(opts: Mapping[str, str], key: str) -> int | None:
