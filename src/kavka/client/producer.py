@@ -731,6 +731,10 @@ class Producer:
                 if code in _RETRIABLE:
                     retry.add(tp)
                     continue
+                if code in _FENCED and self._txn is not None:
+                    raise ProducerFencedError(
+                        code, message=getattr(p, "error_message", None), resource=f"{tp[0]}-{tp[1]}"
+                    )
                 raise KafkaError(
                     code, message=getattr(p, "error_message", None), resource=f"{tp[0]}-{tp[1]}"
                 )

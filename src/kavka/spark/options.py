@@ -53,6 +53,7 @@ CLIENT_SETTINGS = {
     "kafka.compression.type",
     "kafka.batch.size",
     "kafka.delivery.timeout.ms",
+    "kafka.transaction.timeout.ms",
     *(f"kafka.{k}" for k in sorted(properties.SECURITY_KEYS)),
 }
 # Settings Spark's connector refuses because it manages them itself. (kafka.group.id
@@ -142,6 +143,10 @@ class SinkOptions:
     compression: int = 0
     batch_max_bytes: int = 512 * 1024
     delivery_timeout_ms: int = 120_000
+    # kavka.sink.semantics=exactly_once: one transaction per task with a progress record
+    # (kavka.spark.sink); at_least_once (the default) is Spark's Kafka sink's behaviour.
+    exactly_once: bool = False
+    transaction_timeout_ms: int = 60_000
 
 
 # ---------------------------------------------------------------------- parsing
@@ -240,8 +245,21 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         raise OptionError(
             f"kafka.compression.type: expected one of {', '.join(codes)}, got {codec_raw!r}"
         )
+    semantics = opts.get("kavka.sink.semantics", "at_least_once").strip().lower().replace("-", "_")
+    if semantics not in ("at_least_once", "exactly_once"):
+        raise OptionError(
+            f"kavka.sink.semantics: expected at_least_once or exactly_once, got {semantics!r}"
+        )
+    exactly_once = semantics == "exactly_once"
+    if exactly_once and (acks != -1 or not _bool(opts, "kafka.enable.idempotence", True)):
+        raise OptionError(
+            "kavka.sink.semantics: exactly_once writes transactionally, which needs kafka.acks=all "
+            "and kafka.enable.idempotence=true"
+        )
     return SinkOptions(
         client=client,
+        exactly_once=exactly_once,
+        transaction_timeout_ms=_positive_int(opts, "kafka.transaction.timeout.ms") or 60_000,
         topic=topic.strip() if topic else None,
         acks=acks,
         enable_idempotence=_bool(opts, "kafka.enable.idempotence", True),
