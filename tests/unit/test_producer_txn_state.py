@@ -61,3 +61,18 @@ def test_writes_and_commit_outside_a_transaction_are_refused() -> None:
 )
 def test_error_actions(code: int, action: str) -> None:
     assert txn_error_action(int(code)) == action
+
+
+def test_sealed_transactional_batch_matches_build_batch() -> None:
+    from kavka.client.producer import RecordsRegion, seal_batch
+    from kavka.protocol.records import _encode_record, build_batch, parse_header
+
+    records = [(1000 + i, b"k%d" % i, b"v%d" % i) for i in range(3)]
+    want = build_batch(records, producer_id=7, producer_epoch=2, base_sequence=5, is_transactional=True)
+    data = bytearray()
+    for i, (ts, k, v) in enumerate(records):
+        _encode_record(data, offset_delta=i, timestamp_delta=ts - 1000, key=k, value=v, headers=())
+    got = seal_batch(RecordsRegion(bytes(data), 3, 1000, 1002), producer_id=7, producer_epoch=2,
+                     base_sequence=5, is_transactional=True)
+    assert parse_header(got).is_transactional
+    assert got == want
