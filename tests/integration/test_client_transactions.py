@@ -70,3 +70,27 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker, topic):  # 
     wait_until(lambda: _values(broker.bootstrap, topic, "read_committed") == [b"second"],
                timeout=20, message="only the second producer's record is committed")
     assert _values(broker.bootstrap, topic, "read_uncommitted") == [b"second", b"zombie"]
+
+
+def test_fetcher_read_committed_drops_aborted_batches(broker, topic):  # noqa: ANN001
+    from kavka.client.fetcher import Fetcher
+
+    with _producer(broker.bootstrap, unique("txid")) as p:
+        for t in range(3):
+            p.begin_transaction()
+            p.send(topic, b"v%d" % t, partition=0)
+            if t == 1:
+                p.flush()
+                p.abort_transaction()
+            else:
+                p.commit_transaction()
+    # Six offsets: three data records, three markers.
+    with Fetcher(broker.bootstrap, isolation_level=1, timeout_s=10) as f:
+        raw = f.fetch(topic, 0, 0)
+        assert raw.last_stable_offset == 6
+        assert len(raw.aborted) == 1  # the broker lists the aborted transaction...
+        values = [v for cols in f.read_range(topic, 0, 0, 6) for v in cols.values]
+        assert values == [b"v0", b"v2"]  # ...and the fetcher leaves its batch out
+    with Fetcher(broker.bootstrap, timeout_s=10) as f:
+        values = [v for cols in f.read_range(topic, 0, 0, 6) for v in cols.values]
+        assert values == [b"v0", b"v1", b"v2"]  # read_uncommitted: no marker rows
