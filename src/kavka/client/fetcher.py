@@ -26,7 +26,7 @@ thread owns a fetcher.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypeVar
@@ -39,12 +39,14 @@ from kavka.client.errors import LEADER_MAY_HAVE_MOVED, KafkaConnectionError, Kaf
 from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.protocol import compression as _compression
 from kavka.protocol.api import ApiKey
+from kavka.protocol.control_records import ControlRecordType, control_record_type
 from kavka.protocol.messages import make, nested
 from kavka.protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_APPEND_TIME,
     CorruptRecordError,
     iter_batches,
+    iter_records,
     read_varint,
 )
 
@@ -95,6 +97,9 @@ class FetchResult:
     high_watermark: int
     log_start_offset: int
     records: bytes
+    last_stable_offset: int = -1
+    # read_committed: (producer id, first offset) of the aborted transactions in range
+    aborted: tuple[tuple[int, int], ...] = ()
 
 
 class Fetcher:
@@ -110,7 +115,9 @@ class Fetcher:
         fetch_max_bytes: int = 50 * 1024 * 1024,
         max_partition_fetch_bytes: int = 8 * 1024 * 1024,
         security: ClientSecurity = PLAINTEXT,
+        isolation_level: int = 0,
     ) -> None:
+        self.isolation_level = isolation_level
         self.admin = AdminClient(bootstrap, client_id=client_id, timeout_s=timeout_s, security=security)
         self.timeout_s = timeout_s
         self.max_wait_ms = max_wait_ms
@@ -178,7 +185,12 @@ class Fetcher:
         idle_deadline = time.monotonic() + self.timeout_s
         while position < end:
             result = self.fetch(topic, partition, position)
-            chunk, next_position = decode(result.records, position, end)
+            records, past = result.records, position
+            if self.isolation_level:
+                records, past = drop_aborted(records, result.aborted)
+            chunk, next_position = decode(records, position, end)
+            # Dropped batches of aborted transactions advance the position too.
+            next_position = max(next_position, min(past, end))
             if next_position == position:
                 # Nothing at or after `position` was returned.
                 if result.high_watermark <= position or not result.records:
@@ -220,7 +232,7 @@ class Fetcher:
             max_wait=timedelta(milliseconds=self.max_wait_ms),
             min_bytes=1,
             max_bytes=self.fetch_max_bytes,
-            isolation_level=0,  # READ_UNCOMMITTED, Spark's default
+            isolation_level=self.isolation_level,
             session_id=0,
             session_epoch=-1,  # sessionless (KIP-227)
             topics=(
@@ -261,12 +273,62 @@ class Fetcher:
                     high_watermark=int(p.high_watermark),
                     log_start_offset=int(p.log_start_offset),
                     records=bytes(p.records or b""),
+                    last_stable_offset=int(getattr(p, "last_stable_offset", -1)),
+                    aborted=tuple(
+                        (int(a.producer_id), int(a.first_offset))
+                        for a in (getattr(p, "aborted_transactions", None) or ())
+                    ),
                 )
         raise KafkaError(3, message="partition missing from the fetch response",
                          resource=f"{topic}-{partition}")
 
 
 # ---------------------------------------------------------------------- decoding
+
+
+def drop_aborted(buf: bytes, aborted: Iterable[tuple[int, int]]) -> tuple[bytes, int]:
+    """The batches of `buf` without those of aborted transactions (read_committed).
+
+    Kafka's consumer Fetcher walk: `aborted` is the response's
+    (producer id, first offset) list; a producer is "aborting" from the first
+    batch whose base offset reaches one of its first offsets until its ABORT
+    marker; its transactional data batches in between are dropped. Control
+    batches are kept (the decoders skip them). Returns (kept bytes, offset
+    after the last whole batch of `buf`) so the caller advances past dropped
+    batches even when nothing is kept.
+    """
+    pending = sorted((first, pid) for pid, first in aborted)
+    if not buf:
+        return buf, -1
+    aborting: set[int] = set()
+    kept: list[memoryview] = []
+    view = memoryview(buf)
+    past = -1
+    dropped = False
+    i = 0
+    for pos, header in iter_batches(buf):
+        past = header.next_offset
+        while i < len(pending) and pending[i][0] <= header.last_offset:
+            aborting.add(pending[i][1])
+            i += 1
+        piece = view[pos : pos + header.size_in_bytes]
+        if header.is_control:
+            if header.producer_id in aborting and _is_abort_marker(piece):
+                aborting.discard(header.producer_id)
+            kept.append(piece)
+        elif header.is_transactional and header.producer_id in aborting:
+            dropped = True
+        else:
+            kept.append(piece)
+    if not dropped:
+        return buf, past
+    return b"".join(kept), past
+
+
+def _is_abort_marker(batch: memoryview) -> bool:
+    for record in iter_records(batch):
+        return control_record_type(record.key) == ControlRecordType.ABORT
+    return False
 
 
 def _decode_into(cols: RecordColumns, buf: bytes, start: int, end: int) -> int:

@@ -31,15 +31,17 @@ acknowledged.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import random
 import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import crc32c
 from kio.schema.errors import ErrorCode
@@ -52,6 +54,7 @@ from kavka.protocol import compression as _compression
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import make, nested
 from kavka.protocol.records import (
+    ATTR_TRANSACTIONAL,
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     build_batch,
@@ -78,6 +81,86 @@ _MAGIC = 2
 _CRC_START = 21  # the CRC covers the attributes onwards
 
 
+class TransactionStateError(RuntimeError):
+    """A transactional call out of order (commit without begin, begin twice...)."""
+
+
+class ProducerFencedError(KafkaError):
+    """A newer producer with the same transactional.id exists (PRODUCER_FENCED or
+    INVALID_PRODUCER_EPOCH): this one must stop; its open transaction is aborted by the
+    coordinator."""
+
+
+TXN_RETRIABLE = {
+    int(ErrorCode.coordinator_load_in_progress),
+    int(ErrorCode.coordinator_not_available),
+    int(ErrorCode.not_coordinator),
+    int(ErrorCode.concurrent_transactions),
+}
+_FENCED = {int(ErrorCode.producer_fenced), int(ErrorCode.invalid_producer_epoch)}
+
+
+def txn_error_action(code: int) -> str:
+    """What a transactional producer does with a coordinator's error code: ok, retry
+    (after a backoff), refind (look the coordinator up again, then retry), fenced or fatal."""
+    if code == 0:
+        return "ok"
+    if code in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available):
+        return "refind"
+    if code in TXN_RETRIABLE:
+        return "retry"
+    if code in _FENCED:
+        return "fenced"
+    return "fatal"
+
+
+@dataclass(slots=True)
+class TxnState:
+    """The client side of one transactional.id: uninitialized -> ready -> in_transaction
+    -> ending -> ready; `partitions` were added to the open transaction (each is added
+    with AddPartitionsToTxn once, before its first write)."""
+
+    transactional_id: str
+    state: str = "uninitialized"
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    coordinator: tuple[str, int] | None = None
+
+    def initialized(self) -> None:
+        self.state = "ready"
+        self.partitions.clear()
+
+    def begin(self) -> None:
+        if self.state != "ready":
+            raise TransactionStateError(f"begin_transaction in state {self.state}")
+        self.state = "in_transaction"
+
+    def needs_adding(self, tps: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        if self.state != "in_transaction":
+            raise TransactionStateError(f"a transactional write in state {self.state}")
+        return tps - self.partitions
+
+    def added(self, tps: set[tuple[str, int]]) -> None:
+        self.partitions |= tps
+
+    def end(self, commit: bool) -> bool:
+        """Start ending; False when nothing was written (no EndTxn needed)."""
+        if self.state == "ready" and not commit:
+            return False  # aborting when no transaction is open: nothing to do
+        if self.state not in ("in_transaction", "ending"):
+            raise TransactionStateError(
+                f"{'commit' if commit else 'abort'}_transaction in state {self.state}"
+            )
+        if not self.partitions:
+            self.state = "ready"
+            return False
+        self.state = "ending"
+        return True
+
+    def ended(self) -> None:
+        self.state = "ready"
+        self.partitions.clear()
+
+
 @dataclass(frozen=True, slots=True)
 class RecordsRegion:
     """The uncompressed records of one batch (offset deltas 0..count-1), not yet sealed.
@@ -97,11 +180,11 @@ def seal_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    is_transactional: bool = False,
 ) -> bytes:
     """`region` as one v2 batch at base offset 0: compressed once, header, CRC-32C.
 
-    Byte-for-byte what `build_batch` writes for the same records (CreateTime,
-    not transactional)."""
+    Byte-for-byte what `build_batch` writes for the same records (CreateTime)."""
     if region.count <= 0:
         raise ValueError("a record batch needs at least one record")
     payload = _compression.compress(compression, region.data) if compression else region.data
@@ -109,7 +192,7 @@ def seal_batch(
     header = bytearray(BATCH_HEADER_SIZE)
     _BATCH_HEADER.pack_into(
         header, 0, 0, size - LOG_OVERHEAD, -1, _MAGIC, 0,
-        compression & 0x07, region.count - 1, region.base_timestamp, region.max_timestamp,
+        (compression & 0x07) | (ATTR_TRANSACTIONAL if is_transactional else 0), region.count - 1, region.base_timestamp, region.max_timestamp,
         producer_id, producer_epoch, base_sequence, region.count,
     )
     # CRC-32C from the attributes to the end, continued over the payload: one copy, not three.
@@ -127,6 +210,10 @@ class ProducerConfig:
     request_timeout_ms: int = 30_000
     delivery_timeout_ms: int = 120_000
     client_id: str = "kavka-producer"
+    # Transactional mode (KIP-98): a transactional.id, and the coordinator's timeout for
+    # a transaction this producer leaves open.
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
 
 
 @dataclass(slots=True)
@@ -202,7 +289,11 @@ class Producer:
         )
         self._sender: threading.Thread | None = None
         self._sender_error: BaseException | None = None
-        if self.config.enable_idempotence:
+        self._txn: TxnState | None = None
+        if self.config.transactional_id is not None:
+            self._txn = TxnState(self.config.transactional_id)
+            self._init_transactions()
+        elif self.config.enable_idempotence:
             self._init_producer_id()
 
     @property
@@ -305,6 +396,7 @@ class Producer:
                         producer_id=self.producer_id,
                         producer_epoch=self.producer_epoch,
                         base_sequence=seq if self.idempotent else -1,
+                        is_transactional=self.transactional,
                     ),
                     len(buf.records),
                 )
@@ -315,6 +407,169 @@ class Producer:
                     self._sequences[tp] = (self._sequences.get(tp, 0) + n) & 0x7FFFFFFF
                 self.records_sent += n
             self._sticky.clear()  # a new sticky partition per batch, as Kafka's KIP-480
+
+    # ------------------------------------------------------------------ transactions
+
+    @property
+    def transactional(self) -> bool:
+        return self._txn is not None
+
+    def begin_transaction(self) -> None:
+        self._require_txn().begin()
+
+    def commit_transaction(self) -> None:
+        """Flush, then EndTxn(commit); raises if the producer was fenced."""
+        self.flush()
+        self._end_transaction(commit=True)
+
+    def abort_transaction(self) -> None:
+        """EndTxn(abort) of the open transaction. Buffered records are dropped; a sender
+        error is not raised again (the transaction is being abandoned)."""
+        if self._sender is not None:
+            self._queue.join()
+        self._buffers.clear()
+        self._sender_error = None
+        self._end_transaction(commit=False)
+
+    def _require_txn(self) -> TxnState:
+        if self._txn is None:
+            raise TransactionStateError("not a transactional producer (no transactional_id)")
+        return self._txn
+
+    def _end_transaction(self, *, commit: bool) -> None:
+        txn = self._require_txn()
+        if not txn.end(commit):
+            return  # nothing was written: the coordinator never heard of this transaction
+        from kio.schema.end_txn.v3.request import EndTxnRequest
+
+        self._coordinator_call(
+            "EndTxn",
+            lambda: EndTxnRequest(
+                transactional_id=txn.transactional_id, producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch, committed=commit,
+            ),
+            lambda resp: int(resp.error_code),
+        )
+        txn.ended()
+
+    def _init_transactions(self) -> None:
+        """InitProducerId with the transactional.id at its coordinator: completes (aborts) a
+        transaction an earlier producer with the same id left open and bumps the epoch, which
+        fences that producer (a zombie task attempt)."""
+        txn = self._require_txn()
+
+        def build() -> Any:
+            conn = self._txn_coordinator()
+            version = max(1, conn.pick_version(ApiKey.INIT_PRODUCER_ID))
+            return make(
+                conn.request_class(ApiKey.INIT_PRODUCER_ID, version),
+                transactional_id=txn.transactional_id,
+                transaction_timeout=timedelta(milliseconds=self.config.transaction_timeout_ms),
+                producer_id=-1,
+                producer_epoch=-1,
+                enable2_pc=False,
+                keep_prepared_txn=False,
+            )
+
+        resp = self._coordinator_call("InitProducerId", build, lambda r: int(r.error_code))
+        self.producer_id = int(resp.producer_id)
+        self.producer_epoch = int(resp.producer_epoch)
+        self._sequences.clear()
+        txn.initialized()
+
+    def _add_partitions(self, tps: set[tuple[str, int]]) -> None:
+        """AddPartitionsToTxn (v3) for partitions this transaction has not written yet."""
+        txn = self._require_txn()
+        new = txn.needs_adding(tps)
+        if not new:
+            return
+        from kio.schema.add_partitions_to_txn.v3 import request as apt
+
+        by_topic: dict[str, list[int]] = {}
+        for t, p in sorted(new):
+            by_topic.setdefault(t, []).append(p)
+
+        def build() -> Any:
+            return apt.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=txn.transactional_id,
+                v3_and_below_producer_id=self.producer_id,
+                v3_and_below_producer_epoch=self.producer_epoch,
+                v3_and_below_topics=tuple(
+                    apt.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+                ),
+            )
+
+        def error(resp: Any) -> int:
+            codes = [
+                int(r.partition_error_code)
+                for t in resp.results_by_topic_v3_and_below
+                for r in t.results_by_partition
+                if int(r.partition_error_code)
+            ]
+            # OPERATION_NOT_ATTEMPTED marks the partitions a sibling's error held back.
+            real = [c for c in codes if c != ErrorCode.operation_not_attempted]
+            return real[0] if real else (codes[0] if codes else 0)
+
+        self._coordinator_call("AddPartitionsToTxn", build, error)
+        txn.added(new)
+
+    def _txn_coordinator(self) -> BlockingConnection:
+        txn = self._require_txn()
+        if txn.coordinator is None:
+            conn = self.admin._any()
+            version = conn.pick_version(ApiKey.FIND_COORDINATOR)
+            resp = conn.send(make(
+                conn.request_class(ApiKey.FIND_COORDINATOR, version),
+                key=txn.transactional_id,
+                key_type=1,  # a transactional id
+                coordinator_keys=(txn.transactional_id,),
+            ))
+            c = resp.coordinators[0] if version >= 4 else resp
+            if int(c.error_code):
+                raise KafkaError(int(c.error_code), resource=f"transactional.id {txn.transactional_id}")
+            txn.coordinator = (c.host, int(c.port))
+        return self.admin._connect(*txn.coordinator)
+
+    def _coordinator_call(
+        self, what: str, build: Callable[[], Any], error: Callable[[Any], int]
+    ) -> Any:
+        """Send `build()` to the transaction coordinator until it succeeds: retriable errors
+        (a coordinator loading or moved, a transaction still completing) back off and retry
+        until the request timeout; others raise (PRODUCER_FENCED as `ProducerFencedError`)."""
+        txn = self._require_txn()
+        deadline = time.monotonic() + self.config.request_timeout_ms / 1000
+        for attempt in itertools.count():
+            code: int
+            with self._lock:
+                try:
+                    req = build()
+                    resp = self._txn_coordinator().send(req)
+                    code = error(resp)
+                except KafkaConnectionError:
+                    code = int(ErrorCode.coordinator_not_available)
+                    resp = None
+                except KafkaError as e:
+                    if e.code not in TXN_RETRIABLE:
+                        raise
+                    code, resp = e.code, None
+            action = txn_error_action(code)
+            if action == "ok":
+                return resp
+            if action == "fenced":
+                raise ProducerFencedError(
+                    code, message=f"{what}: another producer with transactional.id "
+                    f"{txn.transactional_id} has a newer epoch",
+                    resource=f"transactional.id {txn.transactional_id}",
+                )
+            if action == "fatal":
+                raise KafkaError(code, message=what, resource=f"transactional.id {txn.transactional_id}")
+            if action == "refind":
+                txn.coordinator = None
+            if time.monotonic() > deadline:
+                raise KafkaError(code, message=f"{what}: still failing at the request timeout",
+                                 resource=f"transactional.id {txn.transactional_id}")
+            time.sleep(min(0.02 * 2**attempt, 0.5))
+        raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ internals
 
@@ -348,6 +603,7 @@ class Producer:
                     producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch,
                     base_sequence=seq if self.idempotent else -1,
+                    is_transactional=self.transactional,
                 ),
                 region.count,
             )
@@ -397,6 +653,8 @@ class Producer:
     def _send_batches(
         self, batches: dict[tuple[str, int], tuple[bytes, int]], deadline: float
     ) -> None:
+        if self._txn is not None:
+            self._add_partitions(set(batches))
         pending = dict(batches)
         for attempt in range(50):
             by_leader: dict[int, dict[tuple[str, int], bytes]] = {}
@@ -446,7 +704,7 @@ class Producer:
             by_topic.setdefault(topic, []).append((p, data))
         req = make(
             cls,
-            transactional_id=None,
+            transactional_id=self.config.transactional_id,
             acks=self.config.acks,
             timeout=timedelta(milliseconds=self.config.request_timeout_ms),
             topic_data=tuple(
@@ -473,6 +731,10 @@ class Producer:
                 if code in _RETRIABLE:
                     retry.add(tp)
                     continue
+                if code in _FENCED and self._txn is not None:
+                    raise ProducerFencedError(
+                        code, message=getattr(p, "error_message", None), resource=f"{tp[0]}-{tp[1]}"
+                    )
                 raise KafkaError(
                     code, message=getattr(p, "error_message", None), resource=f"{tp[0]}-{tp[1]}"
                 )
@@ -487,6 +749,10 @@ __all__ = [
     "COMPRESSION_CODES",
     "Producer",
     "ProducerConfig",
+    "ProducerFencedError",
+    "TransactionStateError",
+    "TxnState",
+    "txn_error_action",
     "RecordsRegion",
     "PIPELINE_DEPTH",
     "seal_batch",

@@ -22,7 +22,12 @@ from typing import Any
 from pyspark.sql.datasource import DataSource
 
 from kavka.spark.options import OptionError, parse_sink_options, parse_source_options
-from kavka.spark.sink import KavkaBatchWriter, KavkaStreamWriter, check_schema
+from kavka.spark.sink import (
+    KavkaBatchWriter,
+    KavkaStreamWriter,
+    check_schema,
+    ensure_progress_topic,
+)
 from kavka.spark.source import (
     DataLossError,
     KavkaBatchReader,
@@ -57,11 +62,15 @@ class KavkaDataSource(DataSource):
                 "mode: overwrite is not supported; records are appended to topics (use append)"
             )
         check_schema(schema, opts)
+        if opts.exactly_once:
+            ensure_progress_topic(opts)
         return KavkaBatchWriter(opts)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> KavkaStreamWriter:
         opts = parse_sink_options(self.options)
         check_schema(schema, opts)
+        if opts.exactly_once:
+            ensure_progress_topic(opts)
         return KavkaStreamWriter(opts)
 
 

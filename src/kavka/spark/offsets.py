@@ -2,7 +2,8 @@
 
 `OffsetResolver` (owns one AdminClient and one Fetcher; driver only) turns
 the subscription into topic-partitions and an `OffsetSpec` into concrete
-offsets. "latest" is the high watermark: the larger of ListOffsets(latest)
+offsets. "latest" is the last stable offset (LSO) under
+``kafka.isolation.level=read_committed``, otherwise the high watermark: the larger of ListOffsets(latest)
 and the high watermark a Fetch reports, because some Kafka-compatible
 brokers (Tansu 0.6) answer ListOffsets(latest) with the last batch's base
 offset + 1 rather than the log end.
@@ -191,10 +192,16 @@ class OffsetResolver:
         tps = list(tps)
         if not tps:
             return {}
-        res = self.admin.list_offsets({tp: "latest" for tp in tps})
+        committed = self.opts.client.isolation_level == 1
+        res = self.admin.list_offsets({tp: "latest" for tp in tps}, isolation_level=int(committed))
         out = {}
         for tp in tps:
             listed = res[tp].offset
+            if committed:
+                # ListOffsets(latest) under read_committed answers the LSO: records at
+                # and above it may still be aborted, so a plan never reaches past it.
+                out[tp] = listed
+                continue
             try:
                 hw = self.fetcher.fetch(tp[0], tp[1], max(listed, 0)).high_watermark
             except OffsetOutOfRangeError as e:

@@ -47,11 +47,13 @@ CLIENT_SETTINGS = {
     "kafka.fetch.max.bytes",
     "kafka.max.partition.fetch.bytes",
     "kafka.fetch.max.wait.ms",
+    "kafka.isolation.level",
     "kafka.acks",
     "kafka.enable.idempotence",
     "kafka.compression.type",
     "kafka.batch.size",
     "kafka.delivery.timeout.ms",
+    "kafka.transaction.timeout.ms",
     *(f"kafka.{k}" for k in sorted(properties.SECURITY_KEYS)),
 }
 # Settings Spark's connector refuses because it manages them itself. (kafka.group.id
@@ -81,6 +83,9 @@ class ClientSettings:
     fetch_max_bytes: int = 50 * 1024 * 1024
     max_partition_fetch_bytes: int = 8 * 1024 * 1024
     fetch_max_wait_ms: int = 500
+    # 0 read_uncommitted (Spark's default), 1 read_committed: read below the LSO only and
+    # leave out records of aborted transactions.
+    isolation_level: int = 0
     # The security properties without their `kafka.` prefix, sorted; secrets among them, so never
     # in a repr (Spark logs and plan strings show reprs).
     security: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -138,6 +143,10 @@ class SinkOptions:
     compression: int = 0
     batch_max_bytes: int = 512 * 1024
     delivery_timeout_ms: int = 120_000
+    # kavka.sink.semantics=exactly_once: one transaction per task with a progress record
+    # (kavka.spark.sink); at_least_once (the default) is Spark's Kafka sink's behaviour.
+    exactly_once: bool = False
+    transaction_timeout_ms: int = 60_000
 
 
 # ---------------------------------------------------------------------- parsing
@@ -236,8 +245,21 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         raise OptionError(
             f"kafka.compression.type: expected one of {', '.join(codes)}, got {codec_raw!r}"
         )
+    semantics = opts.get("kavka.sink.semantics", "at_least_once").strip().lower().replace("-", "_")
+    if semantics not in ("at_least_once", "exactly_once"):
+        raise OptionError(
+            f"kavka.sink.semantics: expected at_least_once or exactly_once, got {semantics!r}"
+        )
+    exactly_once = semantics == "exactly_once"
+    if exactly_once and (acks != -1 or not _bool(opts, "kafka.enable.idempotence", True)):
+        raise OptionError(
+            "kavka.sink.semantics: exactly_once writes transactionally, which needs kafka.acks=all "
+            "and kafka.enable.idempotence=true"
+        )
     return SinkOptions(
         client=client,
+        exactly_once=exactly_once,
+        transaction_timeout_ms=_positive_int(opts, "kafka.transaction.timeout.ms") or 60_000,
         topic=topic.strip() if topic else None,
         acks=acks,
         enable_idempotence=_bool(opts, "kafka.enable.idempotence", True),
@@ -309,10 +331,21 @@ def _client_settings(opts: Mapping[str, str]) -> ClientSettings:
         max_partition_fetch_bytes=_positive_int(opts, "kafka.max.partition.fetch.bytes")
         or 8 * 1024 * 1024,
         fetch_max_wait_ms=_positive_int(opts, "kafka.fetch.max.wait.ms") or 500,
+        isolation_level=_isolation_level(opts),
         security=tuple(sorted(security.items())),
     )
     settings.client_security()  # checked on the driver: a bad option fails the query at once
     return settings
+
+
+def _isolation_level(opts: Mapping[str, str]) -> int:
+    raw = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()
+    levels = {"read_uncommitted": 0, "read_committed": 1}
+    if raw not in levels:
+        raise OptionError(
+            f"kafka.isolation.level: expected read_uncommitted or read_committed, got {raw!r}"
+        )
+    return levels[raw]
 
 
 def _positive_int(opts: Mapping[str, str], key: str) -> int | None:

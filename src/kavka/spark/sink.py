@@ -15,15 +15,29 @@ sends while the next batch is encoded.
 
 Each task writes with its own idempotent `kavka.client.producer.Producer`
 (a fresh producer id per task attempt), so requests retried inside a task
-never duplicate. Semantics are at-least-once: a task that Spark retries, or a
-streaming batch replayed after a crash, writes its rows again under a new
-producer id. Writers run on executors and open connections only in `write()`.
+never duplicate. Semantics are at-least-once by default: a task that Spark
+retries, or a streaming batch replayed after a crash, writes its rows again
+under a new producer id. Writers run on executors and open connections only
+in `write()`.
+
+``kavka.sink.semantics=exactly_once``: each task writes its rows in one
+transaction whose transactional.id is derived from (write id, Spark partition
+id) -- the streaming query's id (kept in the checkpoint) or a uuid made on the
+driver for one batch write -- and, in the same transaction, a progress record
+``"<write id>/<partition>" -> epoch`` (the micro-batch id; 0 for a batch
+write) to the compacted topic `PROGRESS_TOPIC`. The producer's InitProducerId
+completes whatever an earlier attempt of the task left (and fences it); the
+task then reads its progress record with read_committed and writes nothing if
+that epoch is already committed. Correct only if a replayed micro-batch gives
+each partition the same rows (docs/spark.md#transactions).
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -45,16 +59,130 @@ from pyspark.sql.types import (
 )
 
 from kavka.client.errors import KafkaError
-from kavka.client.producer import Producer, ProducerConfig, RecordsRegion
+from kavka.client.producer import (
+    Producer,
+    ProducerConfig,
+    ProducerFencedError,
+    RecordsRegion,
+    default_partition,
+)
 from kavka.spark.arrow_encode import chunk_bounds, encode_chunks, int_values, record_sizes
 from kavka.spark.options import OptionError, SinkOptions
 from kavka.spark.partitioner import key_partitions
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class KavkaCommitMessage(WriterCommitMessage):
     records: int
     idempotent: bool
+    # exactly_once: the task found its progress record and wrote nothing (a replay).
+    skipped: bool = False
+
+
+PROGRESS_TOPIC = "__kavka_spark_sink"
+PROGRESS_PARTITIONS = 8
+QUERY_ID_PROPERTY = "sql.streaming.queryId"  # Spark's StreamExecution.QUERY_ID_KEY
+BATCH_ID_PROPERTY = "streaming.sql.batchId"  # Spark's MicroBatchExecution.BATCH_ID_KEY
+
+
+@dataclass(frozen=True)
+class TaskIdentity:
+    """Who writes what, for exactly_once: a write (a streaming query's id, or one batch
+    write's id), a Spark partition of it, and the epoch (micro-batch id; 0 for batch writes)."""
+
+    write_id: str
+    partition: int
+    epoch: int
+
+    @property
+    def transactional_id(self) -> str:
+        return f"kavka-spark-{self.write_id}-{self.partition}"
+
+    @property
+    def progress_key(self) -> bytes:
+        return f"{self.write_id}/{self.partition}".encode()
+
+
+def ensure_progress_topic(opts: SinkOptions) -> None:
+    """Create the compacted progress topic on first use (on the driver) and wait until its
+    metadata is served."""
+    from kio.schema.errors import ErrorCode
+
+    from kavka.client.admin import AdminClient, NewTopic
+
+    c = opts.client
+    with AdminClient(c.bootstrap_servers, client_id=c.client_id,
+                     timeout_s=c.request_timeout_ms / 1000, security=c.client_security()) as admin:
+        try:
+            admin.create_topics([NewTopic(PROGRESS_TOPIC, PROGRESS_PARTITIONS, -1,
+                                          {"cleanup.policy": "compact"})])
+        except KafkaError as e:
+            if e.code != ErrorCode.topic_already_exists:
+                raise
+        deadline = time.monotonic() + c.request_timeout_ms / 1000
+        while True:
+            try:
+                (desc,) = admin.describe_topics([PROGRESS_TOPIC])
+                if all(p.leader >= 0 for p in desc.partitions):
+                    return
+            except KafkaError as e:
+                if e.code != ErrorCode.unknown_topic_or_partition:
+                    raise
+            if time.monotonic() > deadline:
+                raise KafkaError(5, message="the progress topic has no leaders", resource=PROGRESS_TOPIC)
+            time.sleep(0.1)
+
+
+def read_progress(opts: SinkOptions, who: TaskIdentity, partition: int) -> int | None:
+    """The last committed epoch of `who`'s progress record (read_committed), or None.
+
+    Reads the progress partition up to its high watermark as it is now (after this task's
+    InitProducerId completed any earlier transaction of the same transactional id), waiting
+    while another task's open transaction holds the last stable offset below it."""
+    from kavka.client.fetcher import (
+        Fetcher,
+        OffsetOutOfRangeError,
+        RecordColumns,
+        _decode_into,
+        drop_aborted,
+    )
+
+    c = opts.client
+    timeout_s = c.request_timeout_ms / 1000
+    with Fetcher(c.bootstrap_servers, client_id=c.client_id, timeout_s=timeout_s, max_wait_ms=100,
+                 security=c.client_security(), isolation_level=1) as fetcher:
+        offsets = fetcher.admin.list_offsets(
+            {(PROGRESS_TOPIC, partition): "earliest"}
+        )[(PROGRESS_TOPIC, partition)].offset
+        hw = fetcher.admin.list_offsets(
+            {(PROGRESS_TOPIC, partition): "latest"}
+        )[(PROGRESS_TOPIC, partition)].offset
+        position, found = offsets, None
+        deadline = time.monotonic() + timeout_s
+        while position < hw:
+            try:
+                result = fetcher.fetch(PROGRESS_TOPIC, partition, position)
+            except OffsetOutOfRangeError as e:  # compaction or retention moved the start
+                position = max(position + 1, e.log_start_offset)
+                continue
+            kept, past = drop_aborted(result.records, result.aborted)
+            cols = RecordColumns()
+            nxt = max(_decode_into(cols, kept, position, hw), min(past, hw))
+            for key, value in zip(cols.keys, cols.values, strict=True):
+                if key == who.progress_key:
+                    found = None if value is None else int(value)
+            if nxt == position:
+                if time.monotonic() > deadline:
+                    raise KafkaError(
+                        7, message=f"the progress of {who.transactional_id} could not be read: the "
+                        f"last stable offset stayed below {hw}", resource=f"{PROGRESS_TOPIC}-{partition}",
+                    )
+                time.sleep(0.05)
+                continue
+            position = nxt
+        return found
 
 
 def check_schema(schema: StructType, opts: SinkOptions) -> None:
@@ -152,7 +280,9 @@ def _regions(
     return [(topic, int(parts[s]), r) for (s, _), r in zip(bounds, regions, strict=True)]
 
 
-def write_batches(opts: SinkOptions, batches: Iterator[Any]) -> KavkaCommitMessage:
+def write_batches(
+    opts: SinkOptions, batches: Iterator[Any], who: TaskIdentity | None = None
+) -> KavkaCommitMessage:
     """Produce every row of `batches` (Arrow record batches); runs on executors.
 
     Each input batch is split by topic and partition, encoded in bulk
@@ -166,37 +296,83 @@ def write_batches(opts: SinkOptions, batches: Iterator[Any]) -> KavkaCommitMessa
         request_timeout_ms=opts.client.request_timeout_ms,
         delivery_timeout_ms=opts.delivery_timeout_ms,
         client_id=opts.client.client_id,
+        transactional_id=who.transactional_id if who else None,
+        transaction_timeout_ms=opts.transaction_timeout_ms,
     )
     with Producer(opts.client.bootstrap_servers, config, security=opts.client.client_security()) as producer:
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            names = [n.lower() for n in batch.schema.names]
-            if opts.topic:
-                by_topic = [(opts.topic, batch)]
-            else:
-                topics = batch.column(names.index("topic"))
-                if topics.null_count or not pc.all(pc.greater(pc.binary_length(topics), 0)).as_py():
-                    raise ValueError("topic: a row has a null topic and no topic option is set")
-                uniq = pc.unique(topics).to_pylist()
-                by_topic = (
-                    [(uniq[0], batch)] if len(uniq) == 1
-                    else [(t, batch.filter(pc.equal(topics, t))) for t in uniq]
-                )
-            items: list[tuple[str, int, RecordsRegion]] = []
-            for topic, rows in by_topic:
-                items += _regions(rows, names, topic, producer, opts.batch_max_bytes)
-            producer.send_regions(items)
-        producer.flush()
-        return KavkaCommitMessage(records=producer.records_sent, idempotent=producer.idempotent)
+        if who is None:
+            _produce_all(opts, batches, producer)
+            producer.flush()
+            return KavkaCommitMessage(records=producer.records_sent, idempotent=producer.idempotent)
+        # exactly_once: the producer's InitProducerId has completed any transaction an earlier
+        # attempt of this task left (and fenced that attempt); its progress record says whether
+        # it committed this epoch.
+        progress_partition = default_partition(who.progress_key, producer.partitions_for(PROGRESS_TOPIC))
+        done = read_progress(opts, who, progress_partition)
+        if done is not None and done >= who.epoch:
+            log.info("%s: epoch %s already committed (progress %s): writing nothing",
+                     who.transactional_id, who.epoch, done)
+            for _ in batches:  # the rows Spark streams to this task are still read, not written
+                pass
+            return KavkaCommitMessage(records=0, idempotent=True, skipped=True)
+        producer.begin_transaction()
+        try:
+            _produce_all(opts, batches, producer)
+            producer.send(PROGRESS_TOPIC, str(who.epoch).encode(), who.progress_key,
+                          partition=progress_partition)
+            producer.commit_transaction()
+        except ProducerFencedError:
+            raise  # a newer attempt owns the transactional id: leave its transaction alone
+        except BaseException:
+            try:
+                producer.abort_transaction()
+            except Exception:  # the coordinator aborts it at the transaction timeout anyway
+                log.warning("%s: abort failed", who.transactional_id, exc_info=True)
+            raise
+        # The progress record is not a row.
+        return KavkaCommitMessage(records=producer.records_sent - 1, idempotent=True)
+
+
+def _produce_all(opts: SinkOptions, batches: Iterator[Any], producer: Producer) -> None:
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        names = [n.lower() for n in batch.schema.names]
+        if opts.topic:
+            by_topic = [(opts.topic, batch)]
+        else:
+            topics = batch.column(names.index("topic"))
+            if topics.null_count or not pc.all(pc.greater(pc.binary_length(topics), 0)).as_py():
+                raise ValueError("topic: a row has a null topic and no topic option is set")
+            uniq = pc.unique(topics).to_pylist()
+            by_topic = (
+                [(uniq[0], batch)] if len(uniq) == 1
+                else [(t, batch.filter(pc.equal(topics, t))) for t in uniq]
+            )
+        items: list[tuple[str, int, RecordsRegion]] = []
+        for topic, rows in by_topic:
+            items += _regions(rows, names, topic, producer, opts.batch_max_bytes)
+        producer.send_regions(items)
+
+
+def _task_partition() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise RuntimeError("kavka.sink.semantics=exactly_once: not running in a Spark task")
+    return ctx.partitionId()
 
 
 class KavkaBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
+        # Made once on the driver per write: every attempt of a task shares it.
+        self.write_id = uuid.uuid4().hex
 
     def write(self, iterator: Iterator[Any]) -> KavkaCommitMessage:
-        return write_batches(self.opts, iterator)
+        who = TaskIdentity(self.write_id, _task_partition(), 0) if self.opts.exactly_once else None
+        return write_batches(self.opts, iterator, who)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         pass  # every task's records are acknowledged before its write() returns
@@ -210,7 +386,21 @@ class KavkaStreamWriter(DataSourceStreamArrowWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[Any]) -> KavkaCommitMessage:
-        return write_batches(self.opts, iterator)
+        who = None
+        if self.opts.exactly_once:
+            from pyspark import TaskContext
+
+            ctx = TaskContext.get()
+            query = ctx.getLocalProperty(QUERY_ID_PROPERTY) if ctx else None
+            batch = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx else None
+            if not query or batch is None:
+                raise RuntimeError(
+                    "kavka.sink.semantics=exactly_once: the task carries no streaming query id "
+                    "and batch id (continuous processing is not supported)"
+                )
+            # The query id is kept in the checkpoint: the same across restarts of the query.
+            who = TaskIdentity(query, _task_partition(), int(batch))
+        return write_batches(self.opts, iterator, who)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         pass

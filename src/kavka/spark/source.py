@@ -116,6 +116,7 @@ def _fetcher(client: ClientSettings) -> Fetcher:
                 fetch_max_bytes=client.fetch_max_bytes,
                 max_partition_fetch_bytes=client.max_partition_fetch_bytes,
                 security=client.client_security(),
+                isolation_level=client.isolation_level,
             )
             _fetchers[client] = f
         return f
