@@ -175,3 +175,29 @@ def test_read_committed_never_sees_aborted_data_across_cleaning_groups(tmp_path)
     assert abort not in _markers(log)
     assert commit in _markers(log)  # its transaction's record at 2 is still there
     log.close()
+
+
+def test_a_cleaned_log_reopens_the_same_after_an_unclean_stop(tmp_path):
+    """Recovery rebuilds the .txnindex and producer state from the cleaned log (markers without
+    data, stamped markers, removed markers): read_committed and the LSO are unchanged."""
+    d = tmp_path / "t-0"
+    log = _open(d)
+    _plain(log, b"k", b"committed")  # 0
+    _txn(log, 5, 0, b"k", b"aborted")  # 1
+    _end(log, ABORT, 5)  # 2
+    _txn(log, 6, 0, b"j", b"j1")  # 3
+    _end(log, COMMIT, 6)  # 4
+    _txn(log, 7, 0, b"m", b"m1")  # 5
+    _end(log, ABORT, 7)  # 6
+    _tail(log)
+    _clean(log, 10_000)
+    _clean(log, 20_000)
+    expected = _read_committed(log)
+    assert expected == [(0, b"k", b"committed"), (3, b"j", b"j1"), (7, b"tail", b"v")]
+    lso = log.last_stable_offset(log.log_end_offset)
+    log.close()
+    cfg = log.config
+    again = Log.open(d, cfg, topic_id=None, recovery_point=0, log_start_offset=0, clean_shutdown=False, now_ms=0)
+    assert _read_committed(again) == expected
+    assert again.last_stable_offset(again.log_end_offset) == lso == again.log_end_offset
+    again.close()
