@@ -76,3 +76,36 @@ def test_metrics_are_off_by_default_and_a_taken_port_stops_startup(broker_factor
             assert "metrics.prometheus.port" in str(e)
         else:
             raise AssertionError("the broker started on a port that is taken")
+
+
+def test_transaction_metrics(broker_factory, topic_name):
+    """Kafka's transaction-coordinator-metrics partition-load-time-max/-avg once this broker loaded
+    __transaction_state partitions, and the Partition gauge LastStableOffsetLag: the records of
+    an open transaction, 0 once it commits."""
+    from confluent_kafka import Producer
+
+    from tests.integration.helpers import CK_COMMON, unique
+
+    b = broker_factory(overrides={"metrics.prometheus.port": "0"}).start()
+    m = wait_until(lambda: re.search(r"prometheus metrics on http://127\.0\.0\.1:(\d+)/metrics", b.log_text()), 10,
+                   message="the metrics endpoint in the broker log")
+    port = int(m.group(1))
+    load_max = ("kafka_server_transactioncoordinatormetrics_partition_load_time_max", ())
+    load_avg = ("kafka_server_transactioncoordinatormetrics_partition_load_time_avg", ())
+    before = scrape(port)
+    assert before[load_max] != before[load_max]  # NaN: nothing loaded yet, as Kafka's Max with no samples
+    ck_create_topic(ck_admin(b.bootstrap), topic_name, 1)
+    lag = ("kafka_cluster_partition_laststableoffsetlag", (("partition", "0"), ("topic", topic_name)))
+    wait_until(lambda: scrape(port).get(lag) == 0, 10, message="the new partition's LastStableOffsetLag")
+
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": unique("txid"), **CK_COMMON})
+    p.init_transactions(30)
+    after = scrape(port)
+    assert 0 <= after[load_avg] <= after[load_max] < 60_000
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic_name, value=b"v%d" % i)
+    assert p.flush(10) == 0
+    wait_until(lambda: scrape(port)[lag] == 5, 10, message="LastStableOffsetLag of the open transaction")
+    p.commit_transaction(30)
+    wait_until(lambda: scrape(port)[lag] == 0, 10, message="LastStableOffsetLag back to 0 after the commit")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kavka.protocol.records import decode_batch, iter_batches
+from kavka.storage.txn_index import AbortedTxn, TransactionIndex
 from kavka.tiered.api import (
     IndexType,
     LogSegmentData,
@@ -41,7 +42,7 @@ class CountingRSM(LocalDirRemoteStorageManager):
 
 
 def copied_segment(rsm: CountingRSM, tmp: Path, partition: int, base: int = 500,
-                   batches: int = 60) -> tuple[RemoteLogSegmentMetadata, bytes]:
+                   batches: int = 60, txns: list[AbortedTxn] | None = None) -> tuple[RemoteLogSegmentMetadata, bytes]:
     d = tmp / f"p{partition}"
     log_path, raw = write_segment(d, base, batches)
     sid = RemoteLogSegmentId(TopicIdPartition(uuid.UUID(int=1), "t", partition), uuid.uuid4())
@@ -50,13 +51,19 @@ def copied_segment(rsm: CountingRSM, tmp: Path, partition: int, base: int = 500,
     for suffix in (".index", ".timeindex", ".snapshot"):
         (d / f"{base:020d}{suffix}").write_bytes(b"x")
     stem = d / f"{base:020d}"
+    txn_index = None
+    if txns is not None:
+        index = TransactionIndex(Path(f"{stem}.txnindex"))
+        for t in txns:
+            index.append(t)
+        txn_index = index.path
     rsm.copy_log_segment_data(
         md := RemoteLogSegmentMetadata(
             segment_id=sid, start_offset=base, end_offset=base + 3 * batches - 1,
             max_timestamp_ms=0, broker_id=1, event_timestamp_ms=0,
             segment_size_in_bytes=log_path.stat().st_size),
         LogSegmentData(log_segment=log_path, offset_index=Path(f"{stem}.index"),
-                       time_index=Path(f"{stem}.timeindex"), transaction_index=None,
+                       time_index=Path(f"{stem}.timeindex"), transaction_index=txn_index,
                        producer_snapshot_index=Path(f"{stem}.snapshot"), leader_epoch_index=b"",
                        remote_log_index=idx.remote_log_index,
                        remote_offset_index=idx.remote_offset_index,
@@ -177,5 +184,23 @@ def test_offset_for_timestamp(rsm: CountingRSM, tmp_path: Path) -> None:
             assert reader.offset_for_timestamp(md, h.max_timestamp) == expect
         assert reader.offset_for_timestamp(md, 0) == md.start_offset
         assert reader.offset_for_timestamp(md, md.max_timestamp_ms + 1) is None
+    finally:
+        reader.close()
+
+
+def test_aborted_transactions_from_remote_txn_indexes(rsm: CountingRSM, tmp_path: Path) -> None:
+    """Kafka's collectAbortedTransactions over remote segments: entries overlapping the range, from
+    the segment read and those after it, until an entry's LSO reaches the range's end (complete);
+    a segment copied without a .txnindex has none."""
+    first, second = AbortedTxn(1, 510, 520, 521), AbortedTxn(2, 600, 650, 700)
+    a, _ = copied_segment(rsm, tmp_path, 0, base=500, txns=[first, second])
+    b, _ = copied_segment(rsm, tmp_path, 0, base=680)
+    reader = RemoteLogReader(rsm, threads=1)
+    try:
+        assert reader.aborted_transactions([a, b], 505, 560) == ([first], True)
+        assert reader.aborted_transactions([a, b], 505, 610) == ([first, second], True)
+        assert reader.aborted_transactions([a, b], 655, 800) == ([], False)  # go on with the local log
+        assert reader.aborted_transactions([b], 680, 800) == ([], False)
+        assert asyncio.run(reader.aborted_transactions_async([a, b], 515, 516)) == ([first], True)
     finally:
         reader.close()

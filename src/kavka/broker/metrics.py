@@ -68,6 +68,9 @@ class BrokerSnapshot:
     bytes_out: tuple[tuple[str, int], ...] = ()  # (topic, record bytes sent to consumers)
     mismatching_dir_assignments: int = 0  # KIP-858: replicas the controller places in another dir
     quota_sensors: tuple[tuple[str, SensorStats], ...] = ()  # (quota type, sensor): Kafka's QuotaType
+    # (max, avg) ms of the transaction coordinator's partition loads lately; None: no coordinator
+    txn_partition_load_time: tuple[float, float] | None = None
+    last_stable_offset_lag: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, HW - LSO)
 
 
 def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
@@ -94,7 +97,24 @@ def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
         bytes_out=tuple(sorted(node.replica_manager.bytes_out.items())),
         mismatching_dir_assignments=_mismatching_dir_assignments(node),
         quota_sensors=_quota_sensors(node),
+        txn_partition_load_time=(
+            node.transactions.partition_load_time(node.transactions.now_ms()) if node.transactions is not None else None
+        ),
+        last_stable_offset_lag=_last_stable_offset_lags(node),
     )
+
+
+def _last_stable_offset_lags(node: BrokerNode) -> tuple[tuple[str, int, int], ...]:
+    """Kafka's Partition gauge LastStableOffsetLag (high watermark - last stable offset) of each
+    hosted online partition: how far read_committed consumers are held back by open transactions."""
+    out = []
+    for tp, p in node.replica_manager.partitions.items():
+        try:
+            lag = p.high_watermark - p.last_stable_offset
+        except Exception:  # noqa: BLE001 -- offline: Kafka has no log, no gauge value
+            continue
+        out.append((tp.topic, tp.partition, max(lag, 0)))
+    return tuple(sorted(out))
 
 
 # Kafka's QuotaType -> (metric name prefix, the sensor's value metric, its description)
@@ -225,6 +245,22 @@ class BrokerCollector:
             out.add_metric([topic], n)
         yield out
         yield from _quota_families(s.quota_sensors)
+        if s.txn_partition_load_time is not None:
+            for stat, value in zip(("max", "avg"), s.txn_partition_load_time, strict=True):
+                yield GaugeMetricFamily(
+                    f"kafka_server_transactioncoordinatormetrics_partition_load_time_{stat}",
+                    f"kafka.server:type=transaction-coordinator-metrics,name=partition-load-time-{stat}: "
+                    f"the {stat} time in ms to load a __transaction_state partition in the last sample windows",
+                    value=value,
+                )
+        lso_lag = GaugeMetricFamily(
+            "kafka_cluster_partition_laststableoffsetlag",
+            "kafka.cluster:type=Partition,name=LastStableOffsetLag: high watermark - last stable offset",
+            labels=["topic", "partition"],
+        )
+        for topic, partition, lag in s.last_stable_offset_lag:
+            lso_lag.add_metric([topic, str(partition)], lag)
+        yield lso_lag
         yield GaugeMetricFamily(
             "kafka_server_socketservermetrics_connection_count",
             "kafka.server:type=socket-server-metrics,name=connection-count: open client connections",

@@ -32,6 +32,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -60,6 +63,11 @@ _POLL_TICK_S = 0.1  # how soon a marker write that failed is retried
 
 class NoProducerId(Exception):
     """The core asked for a producer id the handler did not reserve (a bug)."""
+
+
+# Kafka's partition-load-time sensor keeps metrics.num.samples (2) windows of
+# metrics.sample.window.ms (30 s): a load counts for at most this long.
+LOAD_TIME_WINDOW_MS = 60_000
 
 
 class TransactionCoordinatorManager:
@@ -96,6 +104,17 @@ class TransactionCoordinatorManager:
         self._created = False
         self._led: set[int] = set()
         self._gained = asyncio.Event()  # set when this broker becomes a coordinator: wakes the timer
+        # (when, milliseconds) of each partition load, for partition-load-time-max/-avg
+        self._load_times: deque[tuple[int, float]] = deque(maxlen=1024)
+
+    def partition_load_time(self, now_ms: int) -> tuple[float, float]:
+        """Kafka's ``partition-load-time-max`` and ``-avg`` (group transaction-coordinator-metrics):
+        over the loads of the last sample windows, in ms; NaN when there were none (as Kafka's Max
+        and Avg with no samples)."""
+        recent = [ms for at, ms in self._load_times if now_ms - at < LOAD_TIME_WINDOW_MS]
+        if not recent:
+            return math.nan, math.nan
+        return max(recent), sum(recent) / len(recent)
 
     # ------------------------------------------------------------ producer ids
 
@@ -156,8 +175,10 @@ class TransactionCoordinatorManager:
                 continue
             hosted.add(p)
             if part.is_leader and p not in self._led:
+                started = time.monotonic()
                 records = [(r.key, r.value) for r in part.log.replay_records() if r.key is not None]
                 self.core.load(p, part.leader_epoch, records, now)
+                self._load_times.append((now, (time.monotonic() - started) * 1000))
                 self._led.add(p)
                 self._gained.set()
                 log.info("became the transaction coordinator of %s-%d (%d records)", TRANSACTION_STATE_TOPIC, p,

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
@@ -364,9 +364,29 @@ class ReplicaManager:
         throttled: frozenset[TopicPartition], respond: Callable[[list[FetchPartitionData]], T],
     ) -> T:
         keys = list(plan)
-        results = await self.remote_log_manager.read([plan[k] for k in keys])
+        rlm = self.remote_log_manager
+        results = await rlm.read([plan[k] for k in keys])
         remote = dict(zip(keys, results, strict=True))
-        return respond(self._read_all(params, fetch_infos, remote=remote, throttled=throttled)[0])
+        aborted: dict[TopicPartition, tuple[Any, ...]] = {}
+        if params.isolation_level == IsolationLevel.READ_COMMITTED:
+            # Kafka's RemoteLogManager.addAbortedTransactions: the remote segments' .txnindex, then the local ones.
+            for tp, data in remote.items():
+                p = self.partitions.get(tp)
+                if p is None or isinstance(data, BaseException):
+                    continue
+                first = upper = None
+                for _pos, header in iter_batches(data):
+                    first = header.base_offset if first is None else first
+                    upper = header.next_offset
+                if first is None or upper is None:
+                    continue
+                try:
+                    txns = await rlm.aborted_transactions(p, plan[tp].metadata, first, upper)
+                except Exception as e:
+                    remote[tp] = e
+                    continue
+                aborted[tp] = tuple((t.producer_id, t.first_offset) for t in txns)
+        return respond(self._read_all(params, fetch_infos, remote=remote, remote_aborted=aborted, throttled=throttled)[0])
 
     def _stale_replica(self, replica_id: int, replica_epoch: int) -> bool:
         b = self.metadata().brokers.get(replica_id)
@@ -415,6 +435,7 @@ class ReplicaManager:
         fetch_infos: Sequence[FetchInfo],
         *,
         remote: RemoteReads | None = None,
+        remote_aborted: Mapping[TopicPartition, tuple[Any, ...]] | None = None,
         stale_replica: bool = False,
         throttled: frozenset[TopicPartition] = frozenset(),
     ) -> tuple[list[FetchPartitionData], int, bool]:
@@ -439,7 +460,8 @@ class ReplicaManager:
                                             now_ms, stale_replica=stale_replica, isr_eligible=eligible)
             else:
                 r = self._read_for_consumer(p, fp, params, max(min(fp.partition_max_bytes, remaining), 0), min_one,
-                                            now_ms, remote=remote, throttled=tp in throttled)
+                                            now_ms, remote=remote, throttled=tp in throttled,
+                                            remote_aborted=(remote_aborted or {}).get(tp))
             if r.error != ErrorCode.none or r.diverging_epoch is not None or r.preferred_read_replica != NO_PREFERRED_REPLICA:
                 any_error = True  # answered at once, as Kafka does
             n = len(r.records)
@@ -507,7 +529,7 @@ class ReplicaManager:
 
     def _read_for_consumer(
         self, p: Partition, fp: Any, params: FetchParams, limit: int, min_one: bool, now_ms: int,
-        *, remote: RemoteReads | None, throttled: bool,
+        *, remote: RemoteReads | None, throttled: bool, remote_aborted: tuple[Any, ...] | None = None,
     ) -> FetchPartitionData:
         """A consumer's fetch: up to the high watermark (the last stable offset for
         read_committed), from the leader or -- KIP-392, v11+ -- any replica."""
@@ -541,6 +563,8 @@ class ReplicaManager:
                 pass  # remote fetch quota used up: no records, no error (KIP-956)
             elif fetched is not None:
                 records = _cut(fetched, limit, min_one)
+                if params.isolation_level == IsolationLevel.READ_COMMITTED and remote_aborted is not None:
+                    aborted = remote_aborted
             elif fp.fetch_offset < upper and preferred == NO_PREFERRED_REPLICA:
                 records = p.read_records(fp.fetch_offset, max_bytes=limit, max_offset=upper, min_one_message=min_one).records
                 if params.isolation_level == IsolationLevel.READ_COMMITTED:

@@ -63,9 +63,14 @@ Known simplification: Kafka keeps the last batch of every idempotent producer
 Transactions (docs/transactions.md): nothing at or past the last stable offset is cleaned; the
 records of aborted transactions (found through the .txnindex) are kept out of the offset map and
 dropped from the cleaned segments, as Kafka's cleaner does, so an aborted value never shadows an
-older committed one; control batches (markers) are always kept (Kafka removes them once their
-transaction's data is gone and delete.retention.ms has passed -- not done yet). A cleaned segment
-takes over its group's .txnindex entries (LocalLog.replace_segments).
+older committed one. Markers (Kafka's CleanedTransactionMetadata, `_TxnTracker`): walking the pass
+in offset order, a marker is kept while a data batch of its transaction was read since the
+transaction began; once none was (the aborted data went in an earlier pass, or the committed
+records were all compacted away) the first pass to see it stamps its delete horizon (bit 0x40,
+``baseTimestamp = now + delete.retention.ms``, as for a tombstone) and a pass after the horizon
+removes it. Data always goes at least one pass before its marker, so a read_committed reader never
+sees aborted data come back. A cleaned segment's .txnindex holds only the aborted transactions
+whose data was still read in the pass (LocalLog.replace_segments).
 """
 
 from __future__ import annotations
@@ -80,6 +85,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kavka.protocol.control_records import ControlRecordType, control_record_type
 from kavka.protocol.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
@@ -91,6 +97,7 @@ from kavka.protocol.records import (
 from kavka.storage.checkpoints import fsync_dir
 from kavka.storage.faults import FAULTS
 from kavka.storage.segment import LogSegment
+from kavka.storage.txn_index import AbortedTxn
 from kavka.storage.unified_log import Log
 
 log = logging.getLogger("kavka.cleaner")
@@ -272,6 +279,7 @@ class _Plan:
     # producer id -> (first offset, marker offset) of each of its aborted transactions below
     # first_uncleanable, from the .txnindex files: their records are neither mapped nor kept.
     aborted: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    aborted_txns: tuple[AbortedTxn, ...] = ()
 
     def is_aborted(self, header: BatchHeader) -> bool:
         """A data batch of an aborted transaction (Kafka's cleaner discards them)."""
@@ -309,7 +317,8 @@ def _plan(lg: Log, *, first_dirty_offset: int, high_watermark: int, now_ms: int,
             start_position = found.position if found is not None else seg.size
         refs.append(_SegmentRef(seg, seg.base_offset, seg.log_path, seg.size, (seg.size // interval + 1) * 12))
     aborted: dict[int, list[tuple[int, int]]] = {}
-    for txn in lg.collect_aborted_transactions(lg.log_start_offset, first_uncleanable):
+    aborted_txns = lg.collect_aborted_transactions(lg.log_start_offset, first_uncleanable)
+    for txn in aborted_txns:
         aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
     return _Plan(
         dir=lg.dir,
@@ -324,7 +333,65 @@ def _plan(lg: Log, *, first_dirty_offset: int, high_watermark: int, now_ms: int,
         delete_retention_ms=lg.config.delete_retention_ms,
         cleaner=cleaner,
         aborted={pid: tuple(ranges) for pid, ranges in aborted.items()},
+        aborted_txns=tuple(aborted_txns),
     )
+
+
+class _TxnTracker:
+    """Kafka's CleanedTransactionMetadata: the transactions the pass is inside of, walking the
+    cleaned groups in offset order (one tracker for the whole pass, so a transaction may span
+    groups). It says which data batches are aborted (dropped) and which markers no longer cover
+    any data (removable once their delete horizon has passed), and collects the aborted
+    transactions the cleaned group's ``.txnindex`` keeps: those whose data was still there."""
+
+    def __init__(self, aborted: tuple[AbortedTxn, ...]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t.first_offset)
+        self._next = 0
+        self._committed: set[int] = set()  # producer ids with a data batch read since their last marker
+        # producer id -> (its aborted transaction, whether a data batch of it was read)
+        self._aborted: dict[int, tuple[AbortedTxn, bool]] = {}
+        self.kept: list[AbortedTxn] = []  # .txnindex entries of the group being cleaned
+
+    def _reach(self, offset: int) -> None:
+        while self._next < len(self._pending) and self._pending[self._next].first_offset <= offset:
+            txn = self._pending[self._next]
+            self._next += 1
+            self._aborted.setdefault(txn.producer_id, (txn, False))
+
+    def on_batch(self, header: BatchHeader) -> bool:
+        """A data batch; True if it belongs to an aborted transaction."""
+        self._reach(header.last_offset)
+        if not header.is_transactional:
+            return False
+        ongoing = self._aborted.get(header.producer_id)
+        if ongoing is not None:
+            self._aborted[header.producer_id] = (ongoing[0], True)
+            return True
+        self._committed.add(header.producer_id)
+        return False
+
+    def on_marker(self, header: BatchHeader, records: list[Record]) -> bool:
+        """A control batch; True if it no longer covers data of its transaction (Kafka then
+        stamps a delete horizon on it and removes it once that has passed)."""
+        self._reach(header.last_offset)
+        if not records:
+            return True  # an emptied control batch
+        try:
+            kind = control_record_type(records[0].key)
+        except ValueError:
+            return False
+        if kind == ControlRecordType.ABORT:
+            ongoing = self._aborted.pop(header.producer_id, None)
+            if ongoing is not None and ongoing[1]:
+                self.kept.append(ongoing[0])  # its data was there: keep the marker and the entry
+                return False
+            return True
+        if kind == ControlRecordType.COMMIT:
+            if header.producer_id in self._committed:
+                self._committed.discard(header.producer_id)
+                return False
+            return True
+        return False
 
 
 def _iter_file_batches(path: Path, start: int, end: int, chunk: int) -> Iterator[tuple[bytes, int, BatchHeader]]:
@@ -423,11 +490,18 @@ class _CleanedGroup:
     records_removed: int
     bytes_before: int
     bytes_after: int
+    # The cleaned segment's .txnindex: the group's aborted transactions whose data it still holds.
+    aborted_txns: tuple[AbortedTxn, ...] = ()
 
 
-def _clean_group(plan: _Plan, refs: tuple[_SegmentRef, ...], offset_map: SkimpyOffsetMap, now_ms: int) -> _CleanedGroup:
+def _clean_group(
+    plan: _Plan, refs: tuple[_SegmentRef, ...], offset_map: SkimpyOffsetMap, now_ms: int, txns: _TxnTracker | None = None
+) -> _CleanedGroup:
     """Worker: write the group's survivors as one segment in ``cleaner-tmp/`` (Kafka's cleanSegments)."""
     c = plan.cleaner
+    if txns is None:
+        txns = _TxnTracker(plan.aborted_txns)
+    txns.kept = []
     tmp_dir = plan.dir / CLEANER_TMP_DIR
     shutil.rmtree(tmp_dir, ignore_errors=True)
     tmp_dir.mkdir()
@@ -467,12 +541,24 @@ def _clean_group(plan: _Plan, refs: tuple[_SegmentRef, ...], offset_map: SkimpyO
             before += ref.size
             for buf, rel, header in _iter_file_batches(ref.path, 0, ref.size, c.io_buffer_size // 2):
                 size = header.size_in_bytes
-                if plan.is_aborted(header):
+                if header.is_control:
+                    _, markers = decode_batch(buf, rel)
+                    if not txns.on_marker(header, markers):
+                        kept_bytes: bytes | memoryview = memoryview(buf)[rel : rel + size]
+                    elif not header.has_delete_horizon:
+                        # Its transaction's data is gone: stamp the horizon (KIP-534), as for a tombstone.
+                        changed = True
+                        kept_bytes = rebuild_batch(header, markers, delete_horizon_ms=horizon)
+                    elif now_ms < header.base_timestamp:
+                        kept_bytes = memoryview(buf)[rel : rel + size]
+                    else:
+                        removed += header.records_count
+                        changed = True
+                        continue
+                elif txns.on_batch(header):
                     removed += header.records_count
                     changed = True
                     continue
-                if header.is_control:
-                    kept_bytes: bytes | memoryview = memoryview(buf)[rel : rel + size]
                 else:
                     _, records = decode_batch(buf, rel)
                     keep: list[Record] = []
@@ -503,7 +589,7 @@ def _clean_group(plan: _Plan, refs: tuple[_SegmentRef, ...], offset_map: SkimpyO
         if not changed:
             out.close()
             shutil.rmtree(tmp_dir, ignore_errors=True)
-            return _CleanedGroup(refs, None, 0, before, before)
+            return _CleanedGroup(refs, None, 0, before, before, ())
         out.on_become_inactive()
         out.flush()
         after = out.size
@@ -512,7 +598,7 @@ def _clean_group(plan: _Plan, refs: tuple[_SegmentRef, ...], offset_map: SkimpyO
         st = os.stat(refs[-1].path)
         os.utime(out.log_path, ns=(st.st_atime_ns, st.st_mtime_ns))
         fsync_dir(tmp_dir)
-        return _CleanedGroup(refs, tmp_dir, removed, before, after)
+        return _CleanedGroup(refs, tmp_dir, removed, before, after, tuple(txns.kept))
     except BaseException:
         with contextlib.suppress(OSError):
             out.close_handles()
@@ -572,15 +658,17 @@ def clean_log_steps(
         first_uncleanable=plan.first_uncleanable,
     )
     cleaned = after_count = removed = before = after = 0
+    txns = _TxnTracker(plan.aborted_txns)
     for idx in groups:
         group = tuple(refs[i] for i in idx)
-        result: _CleanedGroup = yield lambda group=group: _clean_group(plan, group, offset_map, now_ms)
+        result: _CleanedGroup = yield lambda group=group: _clean_group(plan, group, offset_map, now_ms, txns)
         before += result.bytes_before
         after += result.bytes_after
         if result.tmp_dir is None:
             continue
         leftovers = lg.replace_segments(
-            [r.segment for r in group], [r.size for r in group], result.tmp_dir, now_ms=now_ms
+            [r.segment for r in group], [r.size for r in group], result.tmp_dir, now_ms=now_ms,
+            aborted_txns=list(result.aborted_txns),
         )
         if leftovers is None:
             yield lambda d=result.tmp_dir: shutil.rmtree(d, ignore_errors=True)

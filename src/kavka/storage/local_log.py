@@ -288,7 +288,13 @@ class LocalLog:
     # ------------------------------------------------------------------ compaction
 
     def replace_segments(
-        self, old: list[LogSegment], old_sizes: list[int], cleaned_dir: Path, *, now_ms: int
+        self,
+        old: list[LogSegment],
+        old_sizes: list[int],
+        cleaned_dir: Path,
+        *,
+        now_ms: int,
+        aborted_txns: list[AbortedTxn] | None = None,
     ) -> list[Path] | None:
         """Swap the cleaner's output for a group of closed segments (Kafka's ``replaceSegments``).
 
@@ -300,6 +306,9 @@ class LocalLog:
         Crash-safe order: the new ``.log`` becomes ``<base>.log.swap``; the old
         files are renamed ``.deleted``; the new indexes move in; the swap becomes
         ``<base>.log``. `LogLoader` completes a swap it finds (`complete_swaps`).
+        ``aborted_txns`` is the new segment's ``.txnindex`` (the cleaner drops the entries of
+        aborted transactions whose data is all gone, as Kafka's cleaned index does); None
+        carries the old segments' entries over unchanged.
         Event-loop thread (it changes the segment list); renames only, no fsync.
         """
         if self._closed or len(old) != len(old_sizes) or old[-1] is self._segments[-1]:
@@ -337,7 +346,7 @@ class LocalLog:
                 os.replace(src, self.dir / src.name)
         os.replace(swap_path, old[0].log_path)
         new = self._new_segment(base, now_ms)
-        for txn in carried:
+        for txn in carried if aborted_txns is None else aborted_txns:
             new.txn_index.append(txn)
         self._segments[i : i + len(old)] = [new]
         self._base_offsets = [s.base_offset for s in self._segments]

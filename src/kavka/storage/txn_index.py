@@ -60,6 +60,33 @@ class TxnIndexSearchResult:
     complete: bool
 
 
+def parse_entries(data: bytes, name: str) -> list[AbortedTxn]:
+    """The entries of a ``.txnindex`` file's bytes (a local one, or a copy fetched from remote
+    storage); CorruptIndexError if they do not parse."""
+    if len(data) % ENTRY_SIZE:
+        raise CorruptIndexError(f"{name}: size {len(data)} is not a multiple of {ENTRY_SIZE}")
+    out: list[AbortedTxn] = []
+    for pos in range(0, len(data), ENTRY_SIZE):
+        version, pid, first, last, lso = _ENTRY.unpack_from(data, pos)
+        if version != ABORTED_TXN_VERSION:
+            raise CorruptIndexError(f"{name}: entry at {pos} has unknown version {version}")
+        if first > last or (out and last <= out[-1].last_offset):
+            raise CorruptIndexError(f"{name}: entry at {pos} is out of order ({first}..{last})")
+        out.append(AbortedTxn(pid, first, last, lso))
+    return out
+
+
+def collect_overlapping(entries: list[AbortedTxn], fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+    """Aborted transactions with data in [fetch_offset, upper_bound_offset) (Kafka's collectAbortedTxns)."""
+    found: list[AbortedTxn] = []
+    for e in entries:
+        if e.last_offset >= fetch_offset and e.first_offset < upper_bound_offset:
+            found.append(e)
+        if e.last_stable_offset >= upper_bound_offset:
+            return TxnIndexSearchResult(found, True)
+    return TxnIndexSearchResult(found, False)
+
+
 class TransactionIndex:
     """Entries are read from the file on first use and kept in memory (a segment holds few)."""
 
@@ -78,17 +105,7 @@ class TransactionIndex:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return []
-        if len(data) % ENTRY_SIZE:
-            raise CorruptIndexError(f"{self.path}: size {len(data)} is not a multiple of {ENTRY_SIZE}")
-        out: list[AbortedTxn] = []
-        for pos in range(0, len(data), ENTRY_SIZE):
-            version, pid, first, last, lso = _ENTRY.unpack_from(data, pos)
-            if version != ABORTED_TXN_VERSION:
-                raise CorruptIndexError(f"{self.path}: entry at {pos} has unknown version {version}")
-            if first > last or (out and last <= out[-1].last_offset):
-                raise CorruptIndexError(f"{self.path}: entry at {pos} is out of order ({first}..{last})")
-            out.append(AbortedTxn(pid, first, last, lso))
-        return out
+        return parse_entries(data, str(self.path))
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError if the file does not parse (it is then rebuilt)."""
@@ -132,13 +149,7 @@ class TransactionIndex:
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
         """Aborted transactions with data in [fetch_offset, upper_bound_offset) (Kafka's collectAbortedTxns)."""
-        found: list[AbortedTxn] = []
-        for e in self.entries:
-            if e.last_offset >= fetch_offset and e.first_offset < upper_bound_offset:
-                found.append(e)
-            if e.last_stable_offset >= upper_bound_offset:
-                return TxnIndexSearchResult(found, True)
-        return TxnIndexSearchResult(found, False)
+        return collect_overlapping(self.entries, fetch_offset, upper_bound_offset)
 
     def flush(self) -> None:
         if self._entries:

@@ -526,10 +526,16 @@ class Log:
     # ------------------------------------------------------------------ compaction
 
     def replace_segments(
-        self, old: list[LogSegment], old_sizes: list[int], cleaned_dir: Path, *, now_ms: int
+        self,
+        old: list[LogSegment],
+        old_sizes: list[int],
+        cleaned_dir: Path,
+        *,
+        now_ms: int,
+        aborted_txns: list[AbortedTxn] | None = None,
     ) -> list[Path] | None:
         """Swap the cleaner's output for a group of closed segments (LocalLog.replace_segments)."""
-        return self._local.replace_segments(old, old_sizes, cleaned_dir, now_ms=now_ms)
+        return self._local.replace_segments(old, old_sizes, cleaned_dir, now_ms=now_ms, aborted_txns=aborted_txns)
 
     # ------------------------------------------------------------------ read
 

@@ -67,6 +67,7 @@ from typing import Any, TypeVar
 
 from kavka.protocol.messages import uuid_from_str
 from kavka.quota import UNLIMITED, SampledRate
+from kavka.storage.txn_index import AbortedTxn
 from kavka.storage.unified_log import Log
 from kavka.tiered.api import (
     LogSegmentData,
@@ -138,6 +139,8 @@ def _stage_segment(log_dir: Path, base: int, next_offset: int, segment_id: uuid.
     offset_index = copy_or_empty(log_dir / f"{stem}.index", f"{stem}.index")
     time_index = copy_or_empty(log_dir / f"{stem}.timeindex", f"{stem}.timeindex")
     txn = log_dir / f"{stem}.txnindex"
+    if txn.exists():  # staged like the others: compaction or truncation may rewrite the live file
+        txn = copy_or_empty(txn, f"{stem}.txnindex")
     snapshot = copy_or_empty(log_dir / f"{next_offset:020d}.snapshot", f"{next_offset:020d}.snapshot")
     epoch_text = "0\n" + f"{len(epochs)}\n" + "".join(f"{e} {o}\n" for e, o in epochs)
     idx = build_remote_indexes(seg, base_offset=base, segment_id=segment_id, out_dir=stage)
@@ -513,6 +516,25 @@ class RemoteLogManager:
         results = await self.reader.read_many(reqs)
         self.fetch_rate.record(sum(len(r) for r in results if not isinstance(r, BaseException)))
         return results
+
+    async def aborted_transactions(
+        self, part: Any, md: RemoteLogSegmentMetadata, fetch_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """Kafka's RemoteLogManager.collectAbortedTransactions for a read_committed fetch served
+        from ``md``: the ``.txnindex`` of ``md`` and of the remote segments after it on this
+        replica's lineage (fetched in the reader's pool, kept in its index cache), then, unless
+        that search was complete, the local segments' (on the event loop)."""
+        segments = [m for m in self._on_lineage_by_start(part)[0] if m.start_offset >= md.start_offset]
+        if md not in segments:
+            segments.insert(0, md)
+        found, complete = await self.reader.aborted_transactions_async(segments, fetch_offset, upper_bound_offset)
+        if not complete:
+            for segment in part.log.segments:
+                result = segment.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+                found += result.aborted
+                if result.complete:
+                    break
+        return list(dict.fromkeys(found))
 
     async def record_for_timestamp(self, part: Any, timestamp: int) -> tuple[int, int, int] | None:
         """(timestamp, offset, leader epoch) of the first record in remote storage at or above the

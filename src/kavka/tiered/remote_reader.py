@@ -29,7 +29,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kavka.protocol.records import decode_batch, iter_batches
-from kavka.tiered.api import IndexType, RemoteLogSegmentMetadata, RemoteStorageManager
+from kavka.storage.txn_index import AbortedTxn, parse_entries
+from kavka.tiered.api import (
+    IndexType,
+    RemoteLogSegmentMetadata,
+    RemoteResourceNotFoundError,
+    RemoteStorageManager,
+)
 from kavka.tiered.remote_index import decode_entry, lookup_offset, lookup_timestamp
 
 
@@ -128,6 +134,41 @@ class RemoteLogReader:
             if len(out) >= req.max_bytes:
                 break
         return bytes(out)
+
+    def aborted_transactions(
+        self, segments: Sequence[RemoteLogSegmentMetadata], fetch_offset: int, upper_bound_offset: int
+    ) -> tuple[list[AbortedTxn], bool]:
+        """The remote half of Kafka's RemoteLogManager.collectAbortedTransactions (blocking; run
+        in the pool): the aborted transactions with data in [fetch_offset, upper_bound_offset) from
+        the ``.txnindex`` of each of ``segments`` in order (the one read and those after it), and
+        whether the search is complete (an entry's LSO reached the upper bound, so no later
+        segment, remote or local, can hold one). A segment copied without a txn index has none."""
+        found: list[AbortedTxn] = []
+        for md in segments:
+            if md.end_offset < fetch_offset:
+                continue
+            key = (md.segment_id.id, IndexType.TRANSACTION)
+            data = self.index_cache.get(key)
+            if data is None:
+                try:
+                    data = self.rsm.fetch_index(md, IndexType.TRANSACTION)
+                except RemoteResourceNotFoundError:
+                    data = b""
+                self.index_cache.put(key, data)
+            for e in parse_entries(data, f"remote {md.segment_id.id}.txnindex"):
+                if e.last_offset >= fetch_offset and e.first_offset < upper_bound_offset:
+                    found.append(e)
+                if e.last_stable_offset >= upper_bound_offset:
+                    return found, True
+        return found, False
+
+    async def aborted_transactions_async(
+        self, segments: Sequence[RemoteLogSegmentMetadata], fetch_offset: int, upper_bound_offset: int
+    ) -> tuple[list[AbortedTxn], bool]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._pool, self.aborted_transactions, segments, fetch_offset, upper_bound_offset
+        )
 
     def offset_for_timestamp(self, md: RemoteLogSegmentMetadata, timestamp: int) -> int | None:
         """The first offset in the segment whose batch max timestamp is >= ``timestamp`` (the
