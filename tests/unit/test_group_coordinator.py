@@ -417,3 +417,17 @@ def test_a_group_with_pending_txn_offsets_does_not_expire() -> None:
     assert "g" in gc.groups
     gc.complete_txn(7, True, lambda g: True)
     assert gc.fetch_offsets("g", [("t", 0)]) == {("t", 0): OffsetAndMetadata(9)}
+
+
+def test_a_plain_commit_written_after_a_transactions_offset_wins_its_commit() -> None:
+    """Kafka's completePendingTxnOffsetCommit: the committed offset is the one written last in
+    `__consumer_offsets`, so a plain OffsetCommit appended after the transactional record (but
+    before the marker) is not replaced when the transaction commits."""
+    gc = make()
+    gc.add_pending_txn_offsets("g", 7, {("t", 0): OffsetAndMetadata(9), ("t", 1): OffsetAndMetadata(4)}, 0,
+                               {("t", 0): 10, ("t", 1): 11})
+    gc.apply_offsets("g", {("t", 0): OffsetAndMetadata(20)}, {("t", 0): 12})
+    gc.apply_offsets("g", {("t", 1): OffsetAndMetadata(2)}, {("t", 1): 5})
+    assert gc.complete_txn(7, True, lambda g: True) == 1
+    assert gc.fetch_offsets("g", [("t", 0), ("t", 1)]) == {("t", 0): OffsetAndMetadata(20),
+                                                          ("t", 1): OffsetAndMetadata(4)}

@@ -105,5 +105,12 @@ def test_load_commits_aborts_and_keeps_pending_and_so_after_compaction(tmp_path:
         m = _manager(lg)
         m.complete_txn(TP, 10, False)
         assert _committed(m) == 13 and not m.has_pending_txn_offset("g", ("t", 0))
+
+        # A plain commit written after a transaction's record and before its marker stays the
+        # group's offset when the transaction commits (the later write wins, as in Kafka).
+        _txn(lg, 11, 30)
+        lg.append_as_leader(build_batch([(NOW, KEY, _offset(31))]), leader_epoch=0, now_ms=NOW)
+        _marker(lg, 11, ControlRecordType.COMMIT)
+        assert _committed(_manager(lg)) == 31
     finally:
         lg.close()

@@ -218,6 +218,10 @@ class Group:
     # Kafka's pendingTransactionalOffsetCommits: producer id -> offsets written by TxnOffsetCommit
     # whose transaction has no marker yet; invisible to OffsetFetch until its COMMIT marker.
     pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
+    # Where in `__consumer_offsets` each committed and each pending offset was written (absent:
+    # unknown): a transaction's offset does not replace one committed after it in the log.
+    offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    pending_txn_positions: dict[int, dict[tuple[str, int], int]] = field(default_factory=dict)
     rebalance_deadline_ms: int | None = None
     rebalance_started_ms: int = 0
     initial_delay: bool = False
@@ -739,14 +743,16 @@ class GroupCoordinator:
         return ErrorCode.none
 
     def add_pending_txn_offsets(
-        self, group_id: str, producer_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata], now_ms: int
+        self, group_id: str, producer_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata], now_ms: int,
+        positions: dict[tuple[str, int], int] | None = None,
     ) -> None:
-        """Transactional offsets written to the log (or replayed from it) whose marker has not
-        been seen: held for `producer_id`, not visible."""
+        """Transactional offsets written to the log (or replayed from it) at `positions` whose
+        marker has not been seen: held for `producer_id`, not visible."""
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
         group.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+        group.pending_txn_positions.setdefault(producer_id, {}).update(positions or {})
 
     def complete_txn(self, producer_id: int, commit: bool, in_partition: Callable[[str], bool]) -> int:
         """The marker of `producer_id`'s transaction reached a `__consumer_offsets` partition:
@@ -757,9 +763,19 @@ class GroupCoordinator:
             if producer_id not in group.pending_txn_offsets or not in_partition(group.group_id):
                 continue
             offsets = group.pending_txn_offsets.pop(producer_id)
-            if commit:
-                group.offsets.update(offsets)
-                n += len(offsets)
+            positions = group.pending_txn_positions.pop(producer_id, {})
+            if not commit:
+                continue
+            for tp, om in offsets.items():
+                pos = positions.get(tp, -1)
+                if tp in group.offsets and group.offset_positions.get(tp, -1) > pos:
+                    continue  # a plain commit written after this transaction's record wins (Kafka's olderThan)
+                group.offsets[tp] = om
+                if pos >= 0:
+                    group.offset_positions[tp] = pos
+                else:
+                    group.offset_positions.pop(tp, None)
+                n += 1
         return n
 
     def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
@@ -769,12 +785,16 @@ class GroupCoordinator:
     def offset_records(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> list[OffsetRecord]:
         return [OffsetRecord(group_id, t, p, o) for (t, p), o in offsets.items()]
 
-    def apply_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
-        """After the manager wrote the commit to the log."""
+    def apply_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata],
+                      positions: dict[tuple[str, int], int] | None = None) -> None:
+        """After the manager wrote the commit to the log (at `positions`, when known)."""
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return
         group.offsets.update(offsets)
+        for tp in offsets:
+            group.offset_positions.pop(tp, None)
+        group.offset_positions.update(positions or {})
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[tuple[str, int]] | None
@@ -881,15 +901,19 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ loading (replay of __consumer_offsets)
 
-    def load_offset(self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata | None, now_ms: int) -> None:
+    def load_offset(self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata | None, now_ms: int,
+                    position: int = -1) -> None:
         group = self.groups.get(group_id)
         if value is None:
             if group is not None:
                 group.offsets.pop((topic, partition), None)
+                group.offset_positions.pop((topic, partition), None)
             return
         if group is None:
             group = self.groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
         group.offsets[(topic, partition)] = value
+        if position >= 0:
+            group.offset_positions[(topic, partition)] = position
 
     def load_group(self, group_id: str, snapshot: GroupSnapshot | None, now_ms: int) -> None:
         if snapshot is None:
@@ -898,7 +922,10 @@ class GroupCoordinator:
         old = self.groups.get(group_id)
         group = Group(group_id, state_timestamp_ms=snapshot.current_state_timestamp_ms)
         group.offsets = old.offsets if old is not None else {}
-        group.pending_txn_offsets = old.pending_txn_offsets if old is not None else {}
+        if old is not None:
+            group.pending_txn_offsets = old.pending_txn_offsets
+            group.offset_positions = old.offset_positions
+            group.pending_txn_positions = old.pending_txn_positions
         group.generation_id = snapshot.generation_id
         group.protocol_type = snapshot.protocol_type or None
         group.protocol_name = snapshot.protocol_name

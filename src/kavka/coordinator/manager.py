@@ -188,19 +188,21 @@ class GroupCoordinatorManager:
                 n += 1
                 try:
                     if header.is_transactional:
-                        self._replay_txn_offset(header.producer_id, r.key, r.value, now)
+                        self._replay_txn_offset(header.producer_id, r.key, r.value, now, r.offset)
                     else:
-                        self._replay(r.key, r.value, now)
+                        self._replay(r.key, r.value, now, r.offset)
                 except (rec.RecordFormatError, UnicodeDecodeError) as e:
                     log.warning("skipping unreadable record at %s-%d@%d: %s", rec.OFFSETS_TOPIC, p, r.offset, e)
         return n
 
-    def _replay_txn_offset(self, producer_id: int, key: bytes | None, value: bytes | None, now: int) -> None:
+    def _replay_txn_offset(self, producer_id: int, key: bytes | None, value: bytes | None, now: int,
+                           position: int) -> None:
         parsed = rec.parse_key(key) if key is not None else None
         if parsed is None or len(parsed) != 3 or value is None:
             return
         group, topic, partition = parsed  # type: ignore[misc]
-        self.core.add_pending_txn_offsets(group, producer_id, {(topic, partition): rec.parse_offset_value(value)}, now)
+        tp = (topic, partition)
+        self.core.add_pending_txn_offsets(group, producer_id, {tp: rec.parse_offset_value(value)}, now, {tp: position})
 
     def _unload_partition(self, p: int) -> None:
         """This broker no longer leads `p`: forget its groups (Kafka's onResignation)."""
@@ -238,7 +240,7 @@ class GroupCoordinatorManager:
         for p in self._led - hosted:
             self._unload_partition(p)
 
-    def _replay(self, key: bytes | None, value: bytes | None, now: int) -> None:
+    def _replay(self, key: bytes | None, value: bytes | None, now: int, position: int = -1) -> None:
         if key is None:
             return
         parsed = rec.parse_key(key)
@@ -247,7 +249,7 @@ class GroupCoordinatorManager:
         if len(parsed) == 3:
             group, topic, partition = parsed  # type: ignore[misc]
             v = rec.parse_offset_value(value) if value is not None else None
-            self.core.load_offset(group, topic, partition, v, now)
+            self.core.load_offset(group, topic, partition, v, now, position)
         else:
             (group,) = parsed
             self.core.load_group(group, rec.parse_group_value(value) if value is not None else None, now)
@@ -377,10 +379,11 @@ class GroupCoordinatorManager:
         return ErrorCode.not_leader_or_follower if part is None else part.acks_all_state(end)
 
     def _write(self, records: Sequence[GroupRecord | OffsetRecord], *, producer_id: int = -1,
-               producer_epoch: int = -1) -> None:
+               producer_epoch: int = -1) -> dict[int, int]:
         """Append the records to their groups' partitions; with a producer id, as that
         producer's transactional batch (TxnOffsetCommit: Kafka's AppendOrigin.COORDINATOR, no
-        sequence), so the transaction's marker on that partition closes it."""
+        sequence), so the transaction's marker on that partition closes it. Returns the offset
+        of the first record written to each partition."""
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
         for r in records:
             if isinstance(r, OffsetRecord):
@@ -391,6 +394,7 @@ class GroupCoordinatorManager:
                 value = rec.group_value(r.snapshot) if r.snapshot is not None else None
             by_partition[self.partition_for(r.group_id)].append((key, value))
         now = self.now_ms()
+        firsts: dict[int, int] = {}
         for p, kvs in by_partition.items():
             part = self.replica_manager.get_partition(rec.OFFSETS_TOPIC, p)
             if part is None:
@@ -404,6 +408,8 @@ class GroupCoordinatorManager:
                 info = part.append_records_to_leader(batch, required_acks=-1, now_ms=now)
             self.replica_manager.notify_append(TopicPartition(rec.OFFSETS_TOPIC, p))
             self._written_end[p] = max(self._written_end.get(p, 0), info.last_offset + 1)
+            firsts[p] = info.last_offset + 1 - len(kvs)
+        return firsts
 
     async def _replicated(self, p: int) -> ErrorCode:
         """Wait until what this coordinator wrote to `p` is on every in-sync replica (acks=all, as
@@ -522,7 +528,7 @@ class GroupCoordinatorManager:
                 good[tp] = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, now)
         if good:
             try:
-                self._write(self.core.offset_records(group_id, good))
+                first = self._write(self.core.offset_records(group_id, good))[self.partition_for(group_id)]
             except Exception as e:
                 log.exception("writing committed offsets of group %s failed", group_id)
                 errors.update(dict.fromkeys(good, _store_error(e, _OFFSET_STORE_ERRORS)))
@@ -531,7 +537,7 @@ class GroupCoordinatorManager:
             if acked != ErrorCode.none:
                 errors.update(dict.fromkeys(good, _OFFSET_STORE_ERRORS.get(acked, acked)))
                 return errors
-            self.core.apply_offsets(group_id, good)
+            self.core.apply_offsets(group_id, good, {tp: first + i for i, tp in enumerate(good)})
             errors.update(dict.fromkeys(good, ErrorCode.none))
         return errors
 
@@ -571,8 +577,8 @@ class GroupCoordinatorManager:
                 good[tp] = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, now)
         if good:
             try:
-                self._write(self.core.offset_records(group_id, good), producer_id=producer_id,
-                            producer_epoch=producer_epoch)
+                first = self._write(self.core.offset_records(group_id, good), producer_id=producer_id,
+                                    producer_epoch=producer_epoch)[self.partition_for(group_id)]
             except Exception as e:
                 code = error_for(e)[0] if not isinstance(e, OSError) else ErrorCode.kafka_storage_error
                 if code != ErrorCode.invalid_producer_epoch:
@@ -583,7 +589,8 @@ class GroupCoordinatorManager:
             if acked != ErrorCode.none:
                 errors.update(dict.fromkeys(good, _OFFSET_STORE_ERRORS.get(acked, acked)))
                 return errors
-            self.core.add_pending_txn_offsets(group_id, producer_id, good, now)
+            self.core.add_pending_txn_offsets(group_id, producer_id, good, now,
+                                              {tp: first + i for i, tp in enumerate(good)})
             errors.update(dict.fromkeys(good, ErrorCode.none))
         return errors
 
