@@ -194,3 +194,32 @@ def test_pending_offsets_survive_a_group_coordinator_failover(tmp_path):  # noqa
         c.close()
     finally:
         cluster.stop()
+
+
+def _txn_offset_commit(port: int, group: str, topic: str, generation: int, member: str) -> int:
+    cls = api.request_schema(ApiKey.TXN_OFFSET_COMMIT, 3)
+    part = make(nested(cls, "TxnOffsetCommitRequestPartition"), partition_index=0, committed_offset=1,
+                committed_leader_epoch=-1, committed_metadata="")
+    req = make(cls, transactional_id=unique("txid"), group_id=group, producer_id=987654321, producer_epoch=0,
+               generation_id=generation, member_id=member, group_instance_id=None,
+               topics=(make(nested(cls, "TxnOffsetCommitRequestTopic"), name=topic, partitions=(part,)),))
+    with RawClient(port) as rc:
+        resp = rc.call(ApiKey.TXN_OFFSET_COMMIT, 3, req)
+    return int(resp.topics[0].partitions[0].error_code)
+
+
+def test_txn_offset_commit_v3_checks_the_consumers_generation(broker, topics):  # noqa: ANN001
+    """KIP-447: a TxnOffsetCommit naming a member the group does not have, or another generation
+    than the group's, is refused; nothing becomes visible."""
+    src, _dst = topics
+    group = unique("ctp")
+    _fill(broker.bootstrap, src, 1)
+    c = _consumer(broker.bootstrap, group)
+    c.subscribe([src])
+    try:
+        _consume(c, 1)  # joined: the group has a member and a generation
+        assert _txn_offset_commit(broker.port, group, src, 1, "nobody") == ErrorCode.unknown_member_id
+        assert _txn_offset_commit(broker.port, group, src, 12345, "") == ErrorCode.illegal_generation
+        assert _offset_fetch(broker.port, group, src, require_stable=True) == (ErrorCode.none, -1)
+    finally:
+        c.close()
