@@ -431,3 +431,15 @@ def test_a_plain_commit_written_after_a_transactions_offset_wins_its_commit() ->
     assert gc.complete_txn(7, True, lambda g: True) == 1
     assert gc.fetch_offsets("g", [("t", 0), ("t", 1)]) == {("t", 0): OffsetAndMetadata(20),
                                                           ("t", 1): OffsetAndMetadata(4)}
+
+
+def test_failed_txn_offsets_are_forgotten_unless_replaced() -> None:
+    gc = make()
+    gc.add_pending_txn_offsets("g", 7, {("t", 0): OffsetAndMetadata(9)}, 0, {("t", 0): 10})
+    gc.add_pending_txn_offsets("g", 7, {("t", 1): OffsetAndMetadata(3)}, 0, {("t", 1): 11})
+    gc.add_pending_txn_offsets("g", 7, {("t", 1): OffsetAndMetadata(4)}, 0, {("t", 1): 12})
+    gc.fail_pending_txn_offsets("g", 7, {("t", 0): 10, ("t", 1): 11})
+    assert not gc.has_pending_txn_offset("g", ("t", 0))
+    assert gc.has_pending_txn_offset("g", ("t", 1))  # replaced by the later write, which stands
+    gc.fail_pending_txn_offsets("g", 7, {("t", 1): 12})
+    assert gc.groups["g"].pending_txn_offsets == {}

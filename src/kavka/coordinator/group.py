@@ -754,6 +754,21 @@ class GroupCoordinator:
         group.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
         group.pending_txn_positions.setdefault(producer_id, {}).update(positions or {})
 
+    def fail_pending_txn_offsets(self, group_id: str, producer_id: int, positions: dict[tuple[str, int], int]) -> None:
+        """The append of these pending offsets did not replicate: forget them (those a later
+        TxnOffsetCommit of the producer replaced stay)."""
+        group = self.groups.get(group_id)
+        if group is None or producer_id not in group.pending_txn_offsets:
+            return
+        pending, where = group.pending_txn_offsets[producer_id], group.pending_txn_positions.get(producer_id, {})
+        for tp, pos in positions.items():
+            if where.get(tp) == pos:
+                pending.pop(tp, None)
+                where.pop(tp, None)
+        if not pending:
+            del group.pending_txn_offsets[producer_id]
+            group.pending_txn_positions.pop(producer_id, None)
+
     def complete_txn(self, producer_id: int, commit: bool, in_partition: Callable[[str], bool]) -> int:
         """The marker of `producer_id`'s transaction reached a `__consumer_offsets` partition:
         for each group of that partition (`in_partition`), its pending offsets of that producer

@@ -585,12 +585,16 @@ class GroupCoordinatorManager:
                     log.exception("writing transactional offsets of group %s failed", group_id)
                 errors.update(dict.fromkeys(good, _OFFSET_STORE_ERRORS.get(code, code)))
                 return errors
+            # Pending from the append on, so a marker written while this waits for the replicas
+            # (the coordinator aborting a timed-out transaction) finds them (Kafka adds them
+            # before its append and fails them if the append fails).
+            positions = {tp: first + i for i, tp in enumerate(good)}
+            self.core.add_pending_txn_offsets(group_id, producer_id, good, now, positions)
             acked = await self._replicated(self.partition_for(group_id))
             if acked != ErrorCode.none:
+                self.core.fail_pending_txn_offsets(group_id, producer_id, positions)
                 errors.update(dict.fromkeys(good, _OFFSET_STORE_ERRORS.get(acked, acked)))
                 return errors
-            self.core.add_pending_txn_offsets(group_id, producer_id, good, now,
-                                              {tp: first + i for i, tp in enumerate(good)})
             errors.update(dict.fromkeys(good, ErrorCode.none))
         return errors
 
