@@ -219,7 +219,8 @@ def test_txn_offset_commit_v3_checks_the_consumers_generation(broker, topics):  
     try:
         _consume(c, 1)  # joined: the group has a member and a generation
         assert _txn_offset_commit(broker.port, group, src, 1, "nobody") == ErrorCode.unknown_member_id
-        assert _txn_offset_commit(broker.port, group, src, 12345, "") == ErrorCode.illegal_generation
+        assert _txn_offset_commit(broker.port, group, src, 12345, "") == ErrorCode.unknown_member_id
+        assert _txn_offset_commit(broker.port, group, src, 12345, c.memberid()) == ErrorCode.illegal_generation
         assert _offset_fetch(broker.port, group, src, require_stable=True) == (ErrorCode.none, -1)
     finally:
         c.close()

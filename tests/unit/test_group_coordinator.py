@@ -375,6 +375,10 @@ def test_txn_offset_commit_checks() -> None:
     assert gc.validate_txn_offset_commit(group_id="g", generation_id=gen + 1, member_id=ids[0],
                                          **kw) == ErrorCode.illegal_generation
     assert gc.validate_txn_offset_commit(group_id="", generation_id=-1, member_id="", **kw) == ErrorCode.invalid_group_id
+    # A generation without a member: Kafka checks the member first.
+    assert gc.validate_txn_offset_commit(group_id="g", generation_id=gen, member_id="", **kw) == ErrorCode.unknown_member_id
+    assert gc.validate_txn_offset_commit(group_id="g", generation_id=gen, member_id=ids[0], group_instance_id="nope",
+                                         now_ms=0) == ErrorCode.unknown_member_id
 
 
 def test_txn_offset_commit_checks_static_member_fencing() -> None:
@@ -385,6 +389,8 @@ def test_txn_offset_commit_checks_static_member_fencing() -> None:
     (res,) = answers(gc).values()
     assert gc.validate_txn_offset_commit(group_id="g", generation_id=res.generation_id, member_id="other",
                                          group_instance_id="i1", now_ms=0) == ErrorCode.fenced_instance_id
+    assert gc.validate_txn_offset_commit(group_id="g", generation_id=res.generation_id, member_id=res.member_id,
+                                         group_instance_id="i1", now_ms=0) == ErrorCode.none
 
 
 def test_pending_txn_offsets_are_invisible_until_their_commit_and_dropped_on_abort() -> None:

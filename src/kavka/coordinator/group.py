@@ -722,8 +722,9 @@ class GroupCoordinator:
         self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None, now_ms: int
     ) -> ErrorCode:
         """Kafka's GroupCoordinator.handleTxnCommitOffsets checks: an unknown group is created
-        (a producer may commit for a group that has no members); the KIP-447 generation and
-        member checks apply only when the request carries them (v3+, else -1 and "")."""
+        (a producer may commit for a group that has no members); the KIP-447 member and
+        generation checks (Kafka's validateCurrentMember) apply once the request names a
+        generation, a member or an instance (v3+; older versions send -1 and "")."""
         if not group_id:
             return ErrorCode.invalid_group_id
         group = self.groups.get(group_id)
@@ -733,12 +734,18 @@ class GroupCoordinator:
         if group.is_(GroupState.DEAD):
             return ErrorCode.coordinator_not_available
         if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return ErrorCode.none
+        if generation_id < 0 and not member_id and group_instance_id is None:
             return ErrorCode.none  # a producer that does not send the group's generation (v0-v2)
-        if group.is_static_fenced(member_id, group_instance_id):
-            return ErrorCode.fenced_instance_id
-        if member_id and member_id not in group.members:
+        if group_instance_id is not None:
+            current = group.static_members.get(group_instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if current != member_id:
+                return ErrorCode.fenced_instance_id
+        if member_id not in group.members:
             return ErrorCode.unknown_member_id
-        if generation_id >= 0 and generation_id != group.generation_id:
+        if generation_id != group.generation_id:
             return ErrorCode.illegal_generation
         return ErrorCode.none
 
