@@ -188,6 +188,11 @@ def test_pending_offsets_survive_a_group_coordinator_failover(tmp_path):  # noqa
         survivor = next(b for i, b in cluster.brokers.items() if i != coordinator)
         wait_until(lambda: _find_coordinator(survivor.port, group) not in (coordinator, -1), timeout=60,
                    message="a new group coordinator")
+        new = cluster.brokers[_find_coordinator(survivor.port, group)]
+        # The new coordinator replayed the transactional offset as pending: unstable, not visible.
+        wait_until(lambda: _offset_fetch(new.port, group, src, require_stable=True)[0] == ErrorCode.unstable_offset_commit,
+                   timeout=30, message="the pending offset on the new coordinator")
+        assert _offset_fetch(new.port, group, src, require_stable=False) == (ErrorCode.none, -1)
         p.commit_transaction(60)
         wait_until(lambda: _committed(cluster.bootstrap, group, src) == 3, timeout=60,
                    message="the pending offset committed by the new coordinator")
