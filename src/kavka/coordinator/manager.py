@@ -18,6 +18,12 @@ It owns three things the core does not:
   stops leading a partition its groups are dropped and their parked joins and
   syncs answer NOT_COORDINATOR (Kafka's onResignation).
 
+Transactional offsets (TxnOffsetCommit, `commit_txn_offsets`) are appended as the producer's
+transactional batch and held pending in the core until the transaction's marker reaches the
+partition: ReplicaManager's `txn_marker_listeners` call `complete_txn` for each replicated
+marker, and a load replays markers in log order (`UnifiedLog.replay_batches`), so an offset
+whose marker is not in the log yet stays pending.
+
 `__consumer_offsets` is created on first use (as Kafka does on the first
 FindCoordinator for a group), with `offsets.topic.num.partitions` partitions
 and cleanup.policy=compact. Time comes from the injected `now_ms`.
