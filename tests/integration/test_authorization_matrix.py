@@ -47,7 +47,7 @@ MATRIX = [k for k, n in sorted(NEEDS.items()) if n.checked is not Checked.NONE a
 # APIs that never fail for want of an ACL, each with its own test below.
 NEVER_REFUSED = {ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_CLUSTER}
 CONFIG_APIS = {ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS}
-EXTRA_USERS = ("kip430", "txn")
+EXTRA_USERS = ("kip430", "txn", "txo")
 
 
 def name_for(key: int) -> str:
@@ -269,3 +269,48 @@ def test_a_transactional_produce_needs_write_on_its_transactional_id(broker):
     grant(broker, user, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, user)
     wait_until(lambda: not _codes(call_as(broker, user, key, request)) & AUTHORIZATION_ERRORS, timeout=15,
                message="no authorization error once Write on the TransactionalId is granted")
+
+
+def test_send_offsets_to_transaction_needs_read_on_the_group(broker):
+    """confluent-kafka's send_offsets_to_transaction (AddOffsetsToTxn, then TxnOffsetCommit) by a
+    principal with Write on its TransactionalId but no Read on the group: GROUP_AUTHORIZATION_FAILED;
+    once Read on the group is granted the offsets commit with the transaction."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+    from kavka.protocol.messages import make, nested
+    user = "txo"
+    sasl = {"bootstrap.servers": f"127.0.0.1:{broker.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password(user)}
+    grant(broker, user, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, user)
+    grant(broker, user, AclOperation.READ, ResourceType.TOPIC, user)
+    grant(broker, user, AclOperation.DESCRIBE, ResourceType.GROUP, user)  # FindCoordinator
+    p = Producer({**sasl, "transactional.id": user, "transaction.timeout.ms": 60000})
+    consumer = Consumer({**sasl, "group.id": user})
+    group_md = consumer.consumer_group_metadata()
+    consumer.close()
+    offsets = [TopicPartition(user, 0, 0)]
+    p.init_transactions(30)
+    p.begin_transaction()
+    with pytest.raises(KafkaException) as info:
+        p.send_offsets_to_transaction(offsets, group_md, 30)
+    assert info.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED, info.value
+    p.abort_transaction(30)
+
+    grant(broker, user, AclOperation.READ, ResourceType.GROUP, user)
+
+    def committed() -> bool:
+        p.begin_transaction()
+        try:
+            p.send_offsets_to_transaction(offsets, group_md, 30)
+        except KafkaException:
+            p.abort_transaction(30)
+            return False
+        p.commit_transaction(30)
+        return True
+
+    wait_until(committed, timeout=30, message="send_offsets_to_transaction once Read on the group is granted")
+    with RawClient(broker.port) as c:  # the super user
+        resp = c.call(ApiKey.OFFSET_FETCH, 8, groups=(make(nested(api.request_schema(ApiKey.OFFSET_FETCH, 8),
+                                                                  "OffsetFetchRequestGroup"),
+                                                           group_id=user, topics=None),), require_stable=True)
+    assert [(t.name, q.committed_offset) for t in resp.groups[0].topics for q in t.partitions] == [(user, 0)]

@@ -358,3 +358,94 @@ def test_offset_expiry_keeps_a_group_whose_member_is_about_to_rejoin() -> None:
     gc.expire_offsets(1, 1000)
     second = join(gc, first.member_id, now=2)
     assert not (isinstance(second, JoinResult) and second.error == ErrorCode.unknown_member_id)
+
+
+def test_txn_offset_commit_checks() -> None:
+    """KIP-447: the generation and member are checked only when the request carries them."""
+    gc = make()
+    kw = dict(group_instance_id=None, now_ms=0)
+    # An unknown group is created (a producer commits for a group that has no members yet).
+    assert gc.validate_txn_offset_commit(group_id="fresh", generation_id=-1, member_id="", **kw) == ErrorCode.none
+    assert "fresh" in gc.groups
+    ids, gen = stable_group(gc, 2)
+    assert gc.validate_txn_offset_commit(group_id="g", generation_id=-1, member_id="", **kw) == ErrorCode.none
+    assert gc.validate_txn_offset_commit(group_id="g", generation_id=gen, member_id=ids[0], **kw) == ErrorCode.none
+    assert gc.validate_txn_offset_commit(group_id="g", generation_id=gen, member_id="stale",
+                                         **kw) == ErrorCode.unknown_member_id
+    assert gc.validate_txn_offset_commit(group_id="g", generation_id=gen + 1, member_id=ids[0],
+                                         **kw) == ErrorCode.illegal_generation
+    assert gc.validate_txn_offset_commit(group_id="", generation_id=-1, member_id="", **kw) == ErrorCode.invalid_group_id
+    # A generation without a member: Kafka checks the member first.
+    assert gc.validate_txn_offset_commit(group_id="g", generation_id=gen, member_id="", **kw) == ErrorCode.unknown_member_id
+    assert gc.validate_txn_offset_commit(group_id="g", generation_id=gen, member_id=ids[0], group_instance_id="nope",
+                                         now_ms=0) == ErrorCode.unknown_member_id
+
+
+def test_txn_offset_commit_checks_static_member_fencing() -> None:
+    gc = make()
+    mid = join(gc, instance="i1")
+    assert isinstance(mid, Parked)
+    gc.poll(0)
+    (res,) = answers(gc).values()
+    assert gc.validate_txn_offset_commit(group_id="g", generation_id=res.generation_id, member_id="other",
+                                         group_instance_id="i1", now_ms=0) == ErrorCode.fenced_instance_id
+    assert gc.validate_txn_offset_commit(group_id="g", generation_id=res.generation_id, member_id=res.member_id,
+                                         group_instance_id="i1", now_ms=0) == ErrorCode.none
+
+
+def test_pending_txn_offsets_are_invisible_until_their_commit_and_dropped_on_abort() -> None:
+    gc = make()
+    gc.validate_offset_commit(group_id="g", generation_id=-1, member_id="", group_instance_id=None, now_ms=0)
+    gc.apply_offsets("g", {("t", 0): OffsetAndMetadata(5)})
+    gc.add_pending_txn_offsets("g", 7, {("t", 0): OffsetAndMetadata(9)}, 0)
+    gc.add_pending_txn_offsets("g", 8, {("t", 1): OffsetAndMetadata(3)}, 0)
+    gc.add_pending_txn_offsets("other", 7, {("t", 0): OffsetAndMetadata(1)}, 0)
+    assert gc.fetch_offsets("g", [("t", 0), ("t", 1)]) == {("t", 0): OffsetAndMetadata(5), ("t", 1): None}
+    assert gc.has_pending_txn_offset("g", ("t", 0)) and gc.has_pending_txn_offset("g", ("t", 1))
+    assert not gc.has_pending_txn_offset("g", ("t", 2))
+    # Producer 7's marker on the partition of "g" only: "other" (another partition) stays pending.
+    assert gc.complete_txn(7, True, lambda g: g == "g") == 1
+    assert gc.fetch_offsets("g", [("t", 0)]) == {("t", 0): OffsetAndMetadata(9)}
+    assert not gc.has_pending_txn_offset("g", ("t", 0))
+    assert gc.has_pending_txn_offset("other", ("t", 0))
+    assert gc.complete_txn(8, False, lambda g: True) == 0  # aborted: dropped, never shown
+    assert gc.fetch_offsets("g", [("t", 1)]) == {("t", 1): None}
+    assert not gc.has_pending_txn_offset("g", ("t", 1))
+    # A group reloaded from its metadata record keeps what is pending.
+    gc.load_group("other", gc.groups["g"].snapshot(), 0)
+    assert gc.has_pending_txn_offset("other", ("t", 0))
+
+
+def test_a_group_with_pending_txn_offsets_does_not_expire() -> None:
+    gc = make()
+    gc.add_pending_txn_offsets("g", 7, {("t", 0): OffsetAndMetadata(9)}, 0)
+    gc.expire_offsets(10**9, 1)
+    assert "g" in gc.groups
+    gc.complete_txn(7, True, lambda g: True)
+    assert gc.fetch_offsets("g", [("t", 0)]) == {("t", 0): OffsetAndMetadata(9)}
+
+
+def test_a_plain_commit_written_after_a_transactions_offset_wins_its_commit() -> None:
+    """Kafka's completePendingTxnOffsetCommit: the committed offset is the one written last in
+    `__consumer_offsets`, so a plain OffsetCommit appended after the transactional record (but
+    before the marker) is not replaced when the transaction commits."""
+    gc = make()
+    gc.add_pending_txn_offsets("g", 7, {("t", 0): OffsetAndMetadata(9), ("t", 1): OffsetAndMetadata(4)}, 0,
+                               {("t", 0): 10, ("t", 1): 11})
+    gc.apply_offsets("g", {("t", 0): OffsetAndMetadata(20)}, {("t", 0): 12})
+    gc.apply_offsets("g", {("t", 1): OffsetAndMetadata(2)}, {("t", 1): 5})
+    assert gc.complete_txn(7, True, lambda g: True) == 1
+    assert gc.fetch_offsets("g", [("t", 0), ("t", 1)]) == {("t", 0): OffsetAndMetadata(20),
+                                                          ("t", 1): OffsetAndMetadata(4)}
+
+
+def test_failed_txn_offsets_are_forgotten_unless_replaced() -> None:
+    gc = make()
+    gc.add_pending_txn_offsets("g", 7, {("t", 0): OffsetAndMetadata(9)}, 0, {("t", 0): 10})
+    gc.add_pending_txn_offsets("g", 7, {("t", 1): OffsetAndMetadata(3)}, 0, {("t", 1): 11})
+    gc.add_pending_txn_offsets("g", 7, {("t", 1): OffsetAndMetadata(4)}, 0, {("t", 1): 12})
+    gc.fail_pending_txn_offsets("g", 7, {("t", 0): 10, ("t", 1): 11})
+    assert not gc.has_pending_txn_offset("g", ("t", 0))
+    assert gc.has_pending_txn_offset("g", ("t", 1))  # replaced by the later write, which stands
+    gc.fail_pending_txn_offsets("g", 7, {("t", 1): 12})
+    assert gc.groups["g"].pending_txn_offsets == {}

@@ -121,3 +121,28 @@ def test_producer_ids_expire_after_their_last_batch(log):
     # An expired producer is a stranger now: a gap is taken at its word, as after retention.
     log.append_as_leader(_batch(7, 0, 10), leader_epoch=0, now_ms=1)
     assert log.producer_state.producers[7].last_seq == 11
+
+
+def test_coordinator_transactional_batches_carry_no_sequence(log):
+    """The group coordinator's TxnOffsetCommit batches (allow_control: Kafka's AppendOrigin.COORDINATOR)
+    have no sequence: each is taken, the transaction stays open until its marker, an older epoch is
+    refused; a client may not send such a batch."""
+    from kavka.protocol.control_records import ControlRecordType, build_end_txn_marker_batch
+    from kavka.protocol.records import InvalidRecordError
+
+    def txn(epoch: int) -> bytes:
+        return build_batch([(1000, b"k", b"v")], producer_id=9, producer_epoch=epoch, is_transactional=True)
+
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(txn(3), leader_epoch=0, now_ms=1)
+    log.append_as_leader(txn(3), leader_epoch=0, now_ms=1, allow_control=True)
+    log.append_as_leader(txn(3), leader_epoch=0, now_ms=1, allow_control=True)
+    assert log.log_end_offset == 2 and log.first_unstable_offset == 0
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(txn(2), leader_epoch=0, now_ms=1, allow_control=True)
+    marker = build_end_txn_marker_batch(ControlRecordType.COMMIT, producer_id=9, producer_epoch=3,
+                                        coordinator_epoch=0, timestamp_ms=1)
+    log.append_as_leader(marker, leader_epoch=0, now_ms=1, allow_control=True)
+    assert log.first_unstable_offset is None
+    got = [(h.is_transactional, h.is_control, h.producer_id, [r.offset for r in rs]) for h, rs in log.replay_batches()]
+    assert got == [(True, False, 9, [0]), (True, False, 9, [1]), (True, True, 9, [2])]

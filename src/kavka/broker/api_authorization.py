@@ -56,7 +56,8 @@ class ApiAuthorization:
     # A Cluster-level operation that, when allowed, stands for the per-item one on every item.
     alternative: AclOperation | None = None
     # Further per-item needs once the first is met (OffsetCommit: Read on each topic after Read on
-    # the Group), each refused with TOPIC_AUTHORIZATION_FAILED.
+    # the Group, refused with TOPIC_AUTHORIZATION_FAILED; AddOffsetsToTxn and TxnOffsetCommit:
+    # Read on the Group after Write on the TransactionalId, GROUP_AUTHORIZATION_FAILED).
     also: tuple[tuple[AclOperation, ResourceType], ...] = ()
 
 
@@ -115,6 +116,13 @@ NEEDS: dict[int, ApiAuthorization] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: ApiAuthorization(Checked.RESOURCE, W, ResourceType.TRANSACTIONAL_ID,
                                                    ErrorCode.transactional_id_authorization_failed,
                                                    also=((W, ResourceType.TOPIC),)),
+    # AddOffsetsToTxn and TxnOffsetCommit then Read on the Group (TxnOffsetCommit: and on each topic).
+    ApiKey.ADD_OFFSETS_TO_TXN: ApiAuthorization(Checked.RESOURCE, W, ResourceType.TRANSACTIONAL_ID,
+                                                ErrorCode.transactional_id_authorization_failed,
+                                                also=((R, ResourceType.GROUP),)),
+    ApiKey.TXN_OFFSET_COMMIT: ApiAuthorization(Checked.RESOURCE, W, ResourceType.TRANSACTIONAL_ID,
+                                               ErrorCode.transactional_id_authorization_failed,
+                                               also=((R, ResourceType.GROUP), (R, ResourceType.TOPIC))),
     ApiKey.END_TXN: ApiAuthorization(Checked.RESOURCE, W, ResourceType.TRANSACTIONAL_ID,
                                      ErrorCode.transactional_id_authorization_failed),
     # Inter-broker: the transaction coordinator asks a partition leader to write markers.

@@ -78,6 +78,8 @@ class KafkaApis:
             ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.handle_consumer_group_heartbeat,
             ApiKey.INIT_PRODUCER_ID: producer_ids.handle_init_producer_id,
             ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
+            ApiKey.TXN_OFFSET_COMMIT: groups.handle_txn_offset_commit,
             ApiKey.END_TXN: transactions.handle_end_txn,
             ApiKey.WRITE_TXN_MARKERS: transactions.handle_write_txn_markers,
             ApiKey.CREATE_TOPICS: topics.handle_create_topics,

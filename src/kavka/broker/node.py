@@ -388,6 +388,8 @@ class BrokerNode:
             ),
             topic_partitions=self._topic_partition_count,
         )
+        # Transaction markers written to __consumer_offsets complete TxnOffsetCommit's offsets.
+        self.replica_manager.txn_marker_listeners.append(groups.complete_txn)
         started = time.monotonic()
         n = groups.load()
         if n:

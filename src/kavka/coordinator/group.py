@@ -25,6 +25,14 @@ manager writes them to `__consumer_offsets` and replays them with `load_*`
 on startup. Offsets are applied only after the manager has written them
 (`apply_offsets`), so nothing is acknowledged that is not in the log.
 
+Transactional offsets (TxnOffsetCommit, KIP-98/KIP-447) are held per group and
+producer id (`add_pending_txn_offsets`) until the transaction's marker reaches
+the group's `__consumer_offsets` partition: `complete_txn` then makes them the
+committed offsets (COMMIT) or drops them (ABORT), as Kafka's
+GroupMetadata.completePendingTxnOffsetCommit. Until then OffsetFetch does not
+show them, and one that asks for stable offsets is told UNSTABLE_OFFSET_COMMIT
+(`has_pending_txn_offset`).
+
 Single-threaded: called from the event-loop thread only.
 """
 
@@ -207,6 +215,13 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending_members: dict[str, int] = field(default_factory=dict)  # member id -> expiry (ms)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # Kafka's pendingTransactionalOffsetCommits: producer id -> offsets written by TxnOffsetCommit
+    # whose transaction has no marker yet; invisible to OffsetFetch until its COMMIT marker.
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
+    # Where in `__consumer_offsets` each committed and each pending offset was written (absent:
+    # unknown): a transaction's offset does not replace one committed after it in the log.
+    offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    pending_txn_positions: dict[int, dict[tuple[str, int], int]] = field(default_factory=dict)
     rebalance_deadline_ms: int | None = None
     rebalance_started_ms: int = 0
     initial_delay: bool = False
@@ -703,15 +718,105 @@ class GroupCoordinator:
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         return ErrorCode.none
 
+    def validate_txn_offset_commit(
+        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None, now_ms: int
+    ) -> ErrorCode:
+        """Kafka's GroupCoordinator.handleTxnCommitOffsets checks: an unknown group is created
+        (a producer may commit for a group that has no members); the KIP-447 member and
+        generation checks (Kafka's validateCurrentMember) apply once the request names a
+        generation, a member or an instance (v3+; older versions send -1 and "")."""
+        if not group_id:
+            return ErrorCode.invalid_group_id
+        group = self.groups.get(group_id)
+        if group is None:
+            self.groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
+            return ErrorCode.none
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.coordinator_not_available
+        if generation_id < 0 and group.is_(GroupState.EMPTY):
+            return ErrorCode.none
+        if generation_id < 0 and not member_id and group_instance_id is None:
+            return ErrorCode.none  # a producer that does not send the group's generation (v0-v2)
+        if group_instance_id is not None:
+            current = group.static_members.get(group_instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if current != member_id:
+                return ErrorCode.fenced_instance_id
+        if member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        return ErrorCode.none
+
+    def add_pending_txn_offsets(
+        self, group_id: str, producer_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata], now_ms: int,
+        positions: dict[tuple[str, int], int] | None = None,
+    ) -> None:
+        """Transactional offsets written to the log (or replayed from it) at `positions` whose
+        marker has not been seen: held for `producer_id`, not visible."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
+        group.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+        group.pending_txn_positions.setdefault(producer_id, {}).update(positions or {})
+
+    def fail_pending_txn_offsets(self, group_id: str, producer_id: int, positions: dict[tuple[str, int], int]) -> None:
+        """The append of these pending offsets did not replicate: forget them (those a later
+        TxnOffsetCommit of the producer replaced stay)."""
+        group = self.groups.get(group_id)
+        if group is None or producer_id not in group.pending_txn_offsets:
+            return
+        pending, where = group.pending_txn_offsets[producer_id], group.pending_txn_positions.get(producer_id, {})
+        for tp, pos in positions.items():
+            if where.get(tp) == pos:
+                pending.pop(tp, None)
+                where.pop(tp, None)
+        if not pending:
+            del group.pending_txn_offsets[producer_id]
+            group.pending_txn_positions.pop(producer_id, None)
+
+    def complete_txn(self, producer_id: int, commit: bool, in_partition: Callable[[str], bool]) -> int:
+        """The marker of `producer_id`'s transaction reached a `__consumer_offsets` partition:
+        for each group of that partition (`in_partition`), its pending offsets of that producer
+        become committed (commit) or are dropped. Returns the offsets made visible."""
+        n = 0
+        for group in self.groups.values():
+            if producer_id not in group.pending_txn_offsets or not in_partition(group.group_id):
+                continue
+            offsets = group.pending_txn_offsets.pop(producer_id)
+            positions = group.pending_txn_positions.pop(producer_id, {})
+            if not commit:
+                continue
+            for tp, om in offsets.items():
+                pos = positions.get(tp, -1)
+                if tp in group.offsets and group.offset_positions.get(tp, -1) > pos:
+                    continue  # a plain commit written after this transaction's record wins (Kafka's olderThan)
+                group.offsets[tp] = om
+                if pos >= 0:
+                    group.offset_positions[tp] = pos
+                else:
+                    group.offset_positions.pop(tp, None)
+                n += 1
+        return n
+
+    def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and any(tp in o for o in group.pending_txn_offsets.values())
+
     def offset_records(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> list[OffsetRecord]:
         return [OffsetRecord(group_id, t, p, o) for (t, p), o in offsets.items()]
 
-    def apply_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
-        """After the manager wrote the commit to the log."""
+    def apply_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata],
+                      positions: dict[tuple[str, int], int] | None = None) -> None:
+        """After the manager wrote the commit to the log (at `positions`, when known)."""
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return
         group.offsets.update(offsets)
+        for tp in offsets:
+            group.offset_positions.pop(tp, None)
+        group.offset_positions.update(positions or {})
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[tuple[str, int]] | None
@@ -808,7 +913,7 @@ class GroupCoordinator:
                     del group.offsets[tp]
                     self._records.append(OffsetRecord(group.group_id, tp[0], tp[1], None))
                     expired += 1
-            if not group.offsets and not group.pending_members:
+            if not group.offsets and not group.pending_members and not group.pending_txn_offsets:
                 # A group whose only member is waiting to rejoin with its new id (KIP-394) stays:
                 # deleting it would answer that rejoin UNKNOWN_MEMBER_ID.
                 self._transition(group, GroupState.DEAD, now_ms)
@@ -818,15 +923,19 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ loading (replay of __consumer_offsets)
 
-    def load_offset(self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata | None, now_ms: int) -> None:
+    def load_offset(self, group_id: str, topic: str, partition: int, value: OffsetAndMetadata | None, now_ms: int,
+                    position: int = -1) -> None:
         group = self.groups.get(group_id)
         if value is None:
             if group is not None:
                 group.offsets.pop((topic, partition), None)
+                group.offset_positions.pop((topic, partition), None)
             return
         if group is None:
             group = self.groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
         group.offsets[(topic, partition)] = value
+        if position >= 0:
+            group.offset_positions[(topic, partition)] = position
 
     def load_group(self, group_id: str, snapshot: GroupSnapshot | None, now_ms: int) -> None:
         if snapshot is None:
@@ -835,6 +944,10 @@ class GroupCoordinator:
         old = self.groups.get(group_id)
         group = Group(group_id, state_timestamp_ms=snapshot.current_state_timestamp_ms)
         group.offsets = old.offsets if old is not None else {}
+        if old is not None:
+            group.pending_txn_offsets = old.pending_txn_offsets
+            group.offset_positions = old.offset_positions
+            group.pending_txn_positions = old.pending_txn_positions
         group.generation_id = snapshot.generation_id
         group.protocol_type = snapshot.protocol_type or None
         group.protocol_name = snapshot.protocol_name

@@ -18,6 +18,12 @@ It owns three things the core does not:
   stops leading a partition its groups are dropped and their parked joins and
   syncs answer NOT_COORDINATOR (Kafka's onResignation).
 
+Transactional offsets (TxnOffsetCommit, `commit_txn_offsets`) are appended as the producer's
+transactional batch and held pending in the core until the transaction's marker reaches the
+partition: ReplicaManager's `txn_marker_listeners` call `complete_txn` for each replicated
+marker, and a load replays markers in log order (`UnifiedLog.replay_batches`), so an offset
+whose marker is not in the log yet stays pending.
+
 `__consumer_offsets` is created on first use (as Kafka does on the first
 FindCoordinator for a group), with `offsets.topic.num.partitions` partitions
 and cleanup.policy=compact. Time comes from the injected `now_ms`.
@@ -56,7 +62,9 @@ from kavka.coordinator.group import (
     Parked,
     SyncResult,
 )
+from kavka.protocol.control_records import ControlRecordType, control_record_type
 from kavka.protocol.records import build_batch
+from kavka.replication.errors import error_for
 from kavka.replication.partition import PartitionError, TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
 
@@ -173,13 +181,34 @@ class GroupCoordinatorManager:
             return 0
         n = 0
         now = self.now_ms()
-        for r in part.log.replay_records():
-            n += 1
-            try:
-                self._replay(r.key, r.value, now)
-            except (rec.RecordFormatError, UnicodeDecodeError) as e:
-                log.warning("skipping unreadable record at %s-%d@%d: %s", rec.OFFSETS_TOPIC, p, r.offset, e)
+        for header, records in part.log.replay_batches():
+            if header.is_control:
+                # A transaction's marker: its offsets held since their TxnOffsetCommit batch are
+                # committed or dropped; a transaction with no marker yet stays pending.
+                kind = control_record_type(records[0].key) if header.producer_id >= 0 else None
+                if kind is not None:
+                    self.core.complete_txn(header.producer_id, kind == ControlRecordType.COMMIT,
+                                           lambda g: self.partition_for(g) == p)
+                continue
+            for r in records:
+                n += 1
+                try:
+                    if header.is_transactional:
+                        self._replay_txn_offset(header.producer_id, r.key, r.value, now, r.offset)
+                    else:
+                        self._replay(r.key, r.value, now, r.offset)
+                except (rec.RecordFormatError, UnicodeDecodeError) as e:
+                    log.warning("skipping unreadable record at %s-%d@%d: %s", rec.OFFSETS_TOPIC, p, r.offset, e)
         return n
+
+    def _replay_txn_offset(self, producer_id: int, key: bytes | None, value: bytes | None, now: int,
+                           position: int) -> None:
+        parsed = rec.parse_key(key) if key is not None else None
+        if parsed is None or len(parsed) != 3 or value is None:
+            return
+        group, topic, partition = parsed  # type: ignore[misc]
+        tp = (topic, partition)
+        self.core.add_pending_txn_offsets(group, producer_id, {tp: rec.parse_offset_value(value)}, now, {tp: position})
 
     def _unload_partition(self, p: int) -> None:
         """This broker no longer leads `p`: forget its groups (Kafka's onResignation)."""
@@ -217,7 +246,7 @@ class GroupCoordinatorManager:
         for p in self._led - hosted:
             self._unload_partition(p)
 
-    def _replay(self, key: bytes | None, value: bytes | None, now: int) -> None:
+    def _replay(self, key: bytes | None, value: bytes | None, now: int, position: int = -1) -> None:
         if key is None:
             return
         parsed = rec.parse_key(key)
@@ -226,7 +255,7 @@ class GroupCoordinatorManager:
         if len(parsed) == 3:
             group, topic, partition = parsed  # type: ignore[misc]
             v = rec.parse_offset_value(value) if value is not None else None
-            self.core.load_offset(group, topic, partition, v, now)
+            self.core.load_offset(group, topic, partition, v, now, position)
         else:
             (group,) = parsed
             self.core.load_group(group, rec.parse_group_value(value) if value is not None else None, now)
@@ -355,7 +384,12 @@ class GroupCoordinatorManager:
         part = self.replica_manager.get_partition(rec.OFFSETS_TOPIC, p)
         return ErrorCode.not_leader_or_follower if part is None else part.acks_all_state(end)
 
-    def _write(self, records: Sequence[GroupRecord | OffsetRecord]) -> None:
+    def _write(self, records: Sequence[GroupRecord | OffsetRecord], *, producer_id: int = -1,
+               producer_epoch: int = -1) -> dict[int, int]:
+        """Append the records to their groups' partitions; with a producer id, as that
+        producer's transactional batch (TxnOffsetCommit: Kafka's AppendOrigin.COORDINATOR, no
+        sequence), so the transaction's marker on that partition closes it. Returns the offset
+        of the first record written to each partition."""
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
         for r in records:
             if isinstance(r, OffsetRecord):
@@ -366,14 +400,22 @@ class GroupCoordinatorManager:
                 value = rec.group_value(r.snapshot) if r.snapshot is not None else None
             by_partition[self.partition_for(r.group_id)].append((key, value))
         now = self.now_ms()
+        firsts: dict[int, int] = {}
         for p, kvs in by_partition.items():
             part = self.replica_manager.get_partition(rec.OFFSETS_TOPIC, p)
             if part is None:
                 raise OSError(f"{rec.OFFSETS_TOPIC}-{p} is not hosted here")
-            batch = build_batch([(now, k, v) for k, v in kvs])
-            info = part.append_records_to_leader(batch, required_acks=-1, now_ms=now)
+            if producer_id >= 0:
+                batch = build_batch([(now, k, v) for k, v in kvs], producer_id=producer_id,
+                                    producer_epoch=producer_epoch, is_transactional=True)
+                info = part.append_records_to_leader(batch, required_acks=-1, now_ms=now, allow_control=True)
+            else:
+                batch = build_batch([(now, k, v) for k, v in kvs])
+                info = part.append_records_to_leader(batch, required_acks=-1, now_ms=now)
             self.replica_manager.notify_append(TopicPartition(rec.OFFSETS_TOPIC, p))
             self._written_end[p] = max(self._written_end.get(p, 0), info.last_offset + 1)
+            firsts[p] = info.last_offset + 1 - len(kvs)
+        return firsts
 
     async def _replicated(self, p: int) -> ErrorCode:
         """Wait until what this coordinator wrote to `p` is on every in-sync replica (acks=all, as
@@ -492,7 +534,7 @@ class GroupCoordinatorManager:
                 good[tp] = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, now)
         if good:
             try:
-                self._write(self.core.offset_records(group_id, good))
+                first = self._write(self.core.offset_records(group_id, good))[self.partition_for(group_id)]
             except Exception as e:
                 log.exception("writing committed offsets of group %s failed", group_id)
                 errors.update(dict.fromkeys(good, _store_error(e, _OFFSET_STORE_ERRORS)))
@@ -501,9 +543,79 @@ class GroupCoordinatorManager:
             if acked != ErrorCode.none:
                 errors.update(dict.fromkeys(good, _OFFSET_STORE_ERRORS.get(acked, acked)))
                 return errors
-            self.core.apply_offsets(group_id, good)
+            self.core.apply_offsets(group_id, good, {tp: first + i for i, tp in enumerate(good)})
             errors.update(dict.fromkeys(good, ErrorCode.none))
         return errors
+
+    async def commit_txn_offsets(
+        self,
+        *,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+        partition_exists: Callable[[str, int], bool],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit: write the offsets as `producer_id`'s transactional batch and hold
+        them pending until the transaction's marker (`complete_txn`); per-partition errors."""
+        if not await self.ensure_offsets_topic():
+            return dict.fromkeys(offsets, ErrorCode.coordinator_not_available)
+        if not self.owns(group_id):
+            return dict.fromkeys(offsets, ErrorCode.not_coordinator)
+        now = self.now_ms()
+        error = self.core.validate_txn_offset_commit(group_id=group_id, generation_id=generation_id,
+                                                     member_id=member_id, group_instance_id=group_instance_id,
+                                                     now_ms=now)
+        self._after()
+        if error != ErrorCode.none:
+            return dict.fromkeys(offsets, error)
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        good: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if not partition_exists(*tp):
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            elif len(om.metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
+                errors[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                good[tp] = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, now)
+        if good:
+            try:
+                first = self._write(self.core.offset_records(group_id, good), producer_id=producer_id,
+                                    producer_epoch=producer_epoch)[self.partition_for(group_id)]
+            except Exception as e:
+                code = error_for(e)[0] if not isinstance(e, OSError) else ErrorCode.kafka_storage_error
+                if code != ErrorCode.invalid_producer_epoch:
+                    log.exception("writing transactional offsets of group %s failed", group_id)
+                errors.update(dict.fromkeys(good, _OFFSET_STORE_ERRORS.get(code, code)))
+                return errors
+            # Pending from the append on, so a marker written while this waits for the replicas
+            # (the coordinator aborting a timed-out transaction) finds them (Kafka adds them
+            # before its append and fails them if the append fails).
+            positions = {tp: first + i for i, tp in enumerate(good)}
+            self.core.add_pending_txn_offsets(group_id, producer_id, good, now, positions)
+            acked = await self._replicated(self.partition_for(group_id))
+            if acked != ErrorCode.none:
+                self.core.fail_pending_txn_offsets(group_id, producer_id, positions)
+                errors.update(dict.fromkeys(good, _OFFSET_STORE_ERRORS.get(acked, acked)))
+                return errors
+            errors.update(dict.fromkeys(good, ErrorCode.none))
+        return errors
+
+    def complete_txn(self, tp: TopicPartition, producer_id: int, commit: bool) -> None:
+        """A transaction's marker was written to `tp` (ReplicaManager.txn_marker_listeners): on a
+        `__consumer_offsets` partition this broker coordinates, that producer's pending offsets
+        are committed or dropped (Kafka's GroupCoordinator.onTransactionCompleted)."""
+        if tp.topic != rec.OFFSETS_TOPIC or tp.partition not in self._led:
+            return
+        self.core.complete_txn(producer_id, commit, lambda g: self.partition_for(g) == tp.partition)
+
+    def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
+        """An open transaction holds an offset for `tp`: OffsetFetch asking for stable offsets
+        answers UNSTABLE_OFFSET_COMMIT for it (KIP-447)."""
+        return self.core.has_pending_txn_offset(group_id, tp)
 
     def fetch_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]] | None) -> dict[tuple[str, int], OffsetAndMetadata | None]:
         return self.core.fetch_offsets(group_id, partitions)

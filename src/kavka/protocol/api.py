@@ -105,8 +105,11 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     # KIP-98 (broker.handlers.transactions). AddPartitionsToTxn v4 (batched, verify-only,
-    # KIP-890) is not served yet; AddOffsetsToTxn / TxnOffsetCommit / WriteTxnMarkers neither.
+    # KIP-890) is not served yet, nor TxnOffsetCommit v5 (transactions v2, KIP-890).
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    # Answered by the group coordinator (broker.handlers.groups); v3 adds KIP-447's generation checks.
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
     ApiKey.END_TXN: (0, 3),
     # Kafka 3.9 answers v0-v1; kio has v1 (flexible) and v2 (Kafka 4.0, TransactionVersion).
     ApiKey.WRITE_TXN_MARKERS: (1, 1),

@@ -162,6 +162,10 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.bytes_out: dict[str, int] = {}  # topic -> record bytes sent to consumers (BytesOutPerSec)
+        # Told (partition, producer id, committed) of each end-transaction marker written here and
+        # replicated: the group coordinator completes the transactional offsets of that producer
+        # on a `__consumer_offsets` partition (Kafka's GroupCoordinator.onTransactionCompleted).
+        self.txn_marker_listeners: list[Callable[[TopicPartition, int, bool], None]] = []
 
     # ------------------------------------------------------------ lifecycle
 
@@ -314,11 +318,23 @@ class ReplicaManager:
             coordinator_epoch=coordinator_epoch,
             timestamp_ms=now_ms,
         )
+        commit = control_type == ControlRecordType.COMMIT
+
+        def written(answers: dict[TopicPartition, PartitionResponse]) -> T:
+            for tp, r in answers.items():
+                if r.error == ErrorCode.none:
+                    for listener in self.txn_marker_listeners:
+                        try:
+                            listener(tp, producer_id, commit)
+                        except Exception:
+                            log.exception("a transaction marker listener failed for %s", tp)
+            return respond(answers)
+
         return self.append_records(
             [(tp, batch) for tp in partitions],
             required_acks=-1,
             timeout_s=timeout_s,
-            respond=respond,
+            respond=written,
             allow_control=True,
         )
 

@@ -154,6 +154,16 @@ class ProducerStateManager:
                     )
                 out.append(None)
                 continue
+            if h.base_sequence < 0:
+                # A coordinator's transactional data batch (the group coordinator's TxnOffsetCommit,
+                # Kafka's AppendOrigin.COORDINATOR; protocol.records refuses it from a client):
+                # no sequence to check, only a fenced epoch.
+                if entry is not None and h.producer_epoch < entry.producer_epoch:
+                    raise InvalidProducerEpochError(
+                        f"producer {h.producer_id} epoch {h.producer_epoch} is older than the current epoch {entry.producer_epoch}"
+                    )
+                out.append(None)
+                continue
             if not h.is_transactional and entry is not None and entry.current_txn_first_offset is not None:
                 raise InvalidTxnStateError(
                     f"non-transactional batch from producer {h.producer_id}, which has a transaction open"
@@ -227,11 +237,10 @@ class ProducerStateManager:
         if h.producer_id < 0 or h.is_control:
             return
         entry = self._entry_for_epoch(h.producer_id, h.producer_epoch)
-        entry.batches.append(
-            BatchMetadata(
-                h.base_sequence, _last_seq(h), h.base_offset, h.last_offset, h.max_timestamp
+        if h.base_sequence >= 0:  # a coordinator's batch has no sequence to remember
+            entry.batches.append(
+                BatchMetadata(h.base_sequence, _last_seq(h), h.base_offset, h.last_offset, h.max_timestamp)
             )
-        )
         entry.last_timestamp = h.max_timestamp
         if h.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = h.base_offset

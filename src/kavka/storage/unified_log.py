@@ -559,6 +559,25 @@ class Log:
                 return  # no progress: never loop forever on an odd log
             offset = next_offset
 
+    def replay_batches(self, *, chunk_bytes: int = 1 << 20) -> Iterator[tuple[BatchHeader, list[Record]]]:
+        """`replay_records` by batch: each batch's header (its producer id, the transactional
+        and control bits) with its records from the replay position on -- what the group
+        coordinator needs to hold transactional offsets until their marker."""
+        offset, end = self.log_start_offset, self.log_end_offset
+        while offset < end:
+            data = self.read(offset, max_bytes=chunk_bytes, min_one_message=True).records
+            if not data:
+                return
+            next_offset = offset
+            for pos, header in iter_batches(data):
+                next_offset = max(next_offset, header.next_offset)
+                records = [r for r in decode_batch(data, pos)[1] if r.offset >= offset]
+                if records:
+                    yield header, records
+            if next_offset <= offset:
+                return
+            offset = next_offset
+
     def read(
         self,
         fetch_offset: int,

@@ -11,7 +11,12 @@ DeleteGroups (42), OffsetDelete (47), and KIP-848's ConsumerGroupHeartbeat
   v0 has no rebalance timeout (the session timeout stands in, as in Kafka);
   v7+ carries protocol_type/name (nullable), older versions a plain string.
 - LeaveGroup v0-v2 names one member; v3+ a batch (KIP-345), per-member errors.
-- OffsetFetch v8+ batches groups (KIP-709); v2+ accepts null topics (all).
+- OffsetFetch v8+ batches groups (KIP-709); v2+ accepts null topics (all); v7+ with
+  require_stable answers UNSTABLE_OFFSET_COMMIT for a partition an open transaction holds an
+  offset for (KIP-447).
+- TxnOffsetCommit (28, v0-v4): a transactional producer's offsets, held pending until the
+  transaction's marker (coordinator.manager.commit_txn_offsets); Write on the TransactionalId,
+  Read on the Group, Read on each topic.
 
 Authorization (broker.api_authorization, Kafka's KafkaApis): Join/Sync/Heartbeat/Leave,
 OffsetCommit and ConsumerGroupHeartbeat need Read on the Group, OffsetFetch and DescribeGroups
@@ -220,6 +225,58 @@ async def handle_offset_commit(node: BrokerNode, ctx: RequestContext, req: Any) 
     )
 
 
+async def handle_txn_offset_commit(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    """TxnOffsetCommit (API 28, v0-v4): a transactional producer's offsets for a group, held
+    pending by the group coordinator until the transaction's marker (KIP-98; v3+ carry the
+    consumer's generation, member id and instance id for KIP-447's checks). Authorization as
+    Kafka's KafkaApis: Write on the TransactionalId, Read on the Group, Read on each topic."""
+    allowed = _allowed(node, ctx)
+    every = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    if not allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        refused = dict.fromkeys(every, ErrorCode.transactional_id_authorization_failed)
+    elif not allowed(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        refused = dict.fromkeys(every, ErrorCode.group_authorization_failed)
+    else:
+        exists = _partition_exists(node)
+        for t in req.topics:
+            if not allowed(AclOperation.READ, ResourceType.TOPIC, t.name):
+                refused.update({(t.name, p.partition_index): ErrorCode.topic_authorization_failed for p in t.partitions})
+            elif node.image.topics_by_name.get(t.name) is None:
+                refused.update({(t.name, p.partition_index): ErrorCode.unknown_topic_or_partition for p in t.partitions})
+            else:
+                refused.update({(t.name, p.partition_index): ErrorCode.unknown_topic_or_partition
+                                for p in t.partitions if not exists(t.name, p.partition_index)})
+    offsets = {
+        (t.name, p.partition_index): OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                                       p.committed_metadata or "")
+        for t in req.topics for p in t.partitions if (t.name, p.partition_index) not in refused
+    }
+    errors: dict[tuple[str, int], ErrorCode] = dict(refused)
+    if offsets:
+        errors.update(await node.groups.commit_txn_offsets(
+            group_id=req.group_id,
+            producer_id=int(req.producer_id),
+            producer_epoch=int(req.producer_epoch),
+            generation_id=int(getattr(req, "generation_id", -1)),
+            member_id=str(getattr(req, "member_id", "")),
+            group_instance_id=getattr(req, "group_instance_id", None),
+            offsets=offsets,
+            partition_exists=_partition_exists(node),
+        ))
+    if ctx.api_version < 2:  # PRODUCER_FENCED came with v2
+        errors = {tp: ErrorCode.invalid_producer_epoch if e == ErrorCode.producer_fenced else e
+                  for tp, e in errors.items()}
+    cls = _resp(ctx)
+    topic_cls = nested(cls, "TxnOffsetCommitResponseTopic")
+    part_cls = nested(cls, "TxnOffsetCommitResponsePartition")
+    return make(cls, throttle_time=NO_THROTTLE, topics=tuple(
+        make(topic_cls, name=t.name, partitions=tuple(
+            make(part_cls, partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)])
+            for p in t.partitions))
+        for t in req.topics))
+
+
 def _fetch_group(node: BrokerNode, group_id: str, topics: Any,
                  may_describe: Any) -> list[tuple[str, list[tuple[int, OffsetAndMetadata | None | ErrorCode]]]]:
     """A group's committed offsets by topic; a topic the principal may not Describe is left out of
@@ -257,6 +314,10 @@ def handle_offset_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     def may_describe(topic: str) -> bool:
         return bool(allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, topic))
 
+    # KIP-447: a consumer asking for stable offsets (v7+) is told UNSTABLE_OFFSET_COMMIT for a
+    # partition an open transaction holds an offset for; it retries until the marker.
+    require_stable = ctx.api_version >= 7 and bool(getattr(req, "require_stable", False))
+
     def partition(p: int, om: OffsetAndMetadata | None | ErrorCode) -> Any:
         if isinstance(om, ErrorCode):
             return make(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
@@ -266,8 +327,13 @@ def handle_offset_fetch(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
                     error_code=ErrorCode.none)
 
     def topics_of(group_id: str, topics: Any) -> tuple[Any, ...]:
+        def stable(name: str, p: int, om: OffsetAndMetadata | None | ErrorCode) -> OffsetAndMetadata | None | ErrorCode:
+            if require_stable and not isinstance(om, ErrorCode) and node.groups.has_pending_txn_offset(group_id, (name, p)):
+                return ErrorCode.unstable_offset_commit
+            return om
+
         return tuple(
-            make(topic_cls, name=name, partitions=tuple(partition(p, om) for p, om in parts))
+            make(topic_cls, name=name, partitions=tuple(partition(p, stable(name, p, om)) for p, om in parts))
             for name, parts in _fetch_group(node, group_id, topics, may_describe)
         )
 

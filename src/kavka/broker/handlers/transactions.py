@@ -1,19 +1,21 @@
 """The transactional APIs (KIP-98): InitProducerId with a transactional id, AddPartitionsToTxn
-(API 24, v0-v3), EndTxn (API 26), all answered by the transaction coordinator
-(coordinator.txn_manager) parked until the core's reply.
+(API 24, v0-v3), AddOffsetsToTxn (API 25, v0-v4), EndTxn (API 26), all answered by the
+transaction coordinator (coordinator.txn_manager) parked until the core's reply. AddOffsetsToTxn
+adds the group's `__consumer_offsets` partition to the transaction; the offsets themselves come
+with TxnOffsetCommit, which the group coordinator answers (broker.handlers.groups).
 
 Authorization as Kafka's KafkaApis: Write on the TransactionalId (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED); AddPartitionsToTxn then Write on each topic (a refused
-topic's partitions get TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED).
+topic's partitions get TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED);
+AddOffsetsToTxn then Read on the Group (else GROUP_AUTHORIZATION_FAILED).
 PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH to versions before it existed (InitProducerId
-< v4, AddPartitionsToTxn and EndTxn < v2), as Kafka does.
+< v4, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn < v2), as Kafka does.
 
 WriteTxnMarkers (API 27, v1; ClusterAction on the Cluster, checked in broker.apis) is served:
 a partition leader writes the markers a coordinator asks for (kavka's coordinator sends it
 through BrokerNode._send_txn_markers).
 
-Not served yet: AddOffsetsToTxn and TxnOffsetCommit (the group coordinator cannot hold offsets
-until a commit marker), AddPartitionsToTxn v4 (batched / verify-only).
+Not served yet: AddPartitionsToTxn v4 (batched / verify-only).
 """
 
 from __future__ import annotations
@@ -126,6 +128,29 @@ async def handle_add_partitions_to_txn(node: BrokerNode, ctx: RequestContext, re
     pid, epoch = int(req.v3_and_below_producer_id), int(req.v3_and_below_producer_epoch)
     reply = await txns.call(lambda rid, now: txns.core.handle_add_partitions(rid, txn_id, pid, epoch, tps, now))
     return answer(reply.error, dict(reply.partition_errors) or None)
+
+
+async def handle_add_offsets_to_txn(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+
+    def answer(error: ErrorCode) -> Any:
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=_fenced_for(error, ctx.api_version, 2))
+
+    txn_id, group_id = str(req.transactional_id), str(req.group_id)
+    if not _may_write_txn_id(node, ctx, txn_id):
+        return answer(ErrorCode.transactional_id_authorization_failed)
+    check = checker(node, ctx)
+    if check is not None and not check(AclOperation.READ, ResourceType.GROUP, group_id):
+        return answer(ErrorCode.group_authorization_failed)
+    txns = node.transactions
+    if txns is None:
+        return answer(ErrorCode.coordinator_not_available)
+    pid, epoch = int(req.producer_id), int(req.producer_epoch)
+    reply = await txns.call(lambda rid, now: txns.core.handle_add_offsets(rid, txn_id, pid, epoch, group_id, now))
+    error = reply.error
+    if error == ErrorCode.none and reply.partition_errors:
+        error = next((e for _tp, e in reply.partition_errors if e != ErrorCode.none), ErrorCode.none)
+    return answer(error)
 
 
 async def handle_end_txn(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
