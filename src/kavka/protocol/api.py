@@ -21,6 +21,7 @@ from kio.schema.index import schema_name_map
 
 from kavka.protocol import kavka_schema
 from kavka.protocol.legacy import LEGACY_PRODUCE_VERSIONS
+from kavka.protocol.widened_schema import WIDENED
 
 
 class ApiKey(IntEnum):
@@ -215,6 +216,9 @@ def response_schema(api_key: int, api_version: int) -> type:
     own = kavka_schema.SCHEMAS.get((api_key, api_version))
     if own is not None:
         return own[1]
+    widened = WIDENED.get((api_key, api_version, "response"))
+    if widened is not None:
+        return widened
     return _legacy_schema(api_key, api_version, "response") or load_response_schema(api_key, api_version)
 
 

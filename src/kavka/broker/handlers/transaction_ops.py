@@ -7,7 +7,8 @@ Kafka's kafka-transactions.sh.
   its partitions; UNKNOWN_TOPIC_OR_PARTITION for a partition not in the metadata,
   NOT_LEADER_OR_FOLLOWER for one not led here (Kafka's ReplicaManager.activeProducerState).
 - DescribeTransactions: the transaction coordinator's committed metadata of each id
-  (TransactionCoordinator.describe). Describe on the TransactionalId, else
+  (TransactionCoordinator.describe); the start time is -1 when none is running, as Kafka
+  (protocol.widened_schema: kio's own type refuses it), 0 in an error entry. Describe on the TransactionalId, else
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED for that id.
 - ListTransactions: every id this coordinator holds (TransactionCoordinator.list_transactions),
   filtered by state names, producer ids, v1's DurationFilter and v2's TransactionalIdPattern
@@ -21,7 +22,7 @@ Read-only: nothing here changes state. Runs on the event loop.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -77,10 +78,6 @@ def handle_describe_producers(node: BrokerNode, ctx: RequestContext, req: Any) -
     return make(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-def _start_time(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
 def handle_describe_transactions(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     state_cls = nested(resp_cls, "TransactionState")
@@ -93,7 +90,7 @@ def handle_describe_transactions(node: BrokerNode, ctx: RequestContext, req: Any
 
         def failed(error: ErrorCode, txn_id: str = txn_id) -> Any:
             return make(state_cls, error_code=error, transactional_id=txn_id, transaction_state="",
-                        transaction_timeout=0, transaction_start_time=_start_time(-1), producer_id=-1,
+                        transaction_timeout=timedelta(0), transaction_start_time=0, producer_id=-1,
                         producer_epoch=-1, topics=())
 
         if check is not None and not check(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
@@ -108,8 +105,8 @@ def handle_describe_transactions(node: BrokerNode, ctx: RequestContext, req: Any
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         out.append(make(
             state_cls, error_code=ErrorCode.none, transactional_id=txn_id,
-            transaction_state=STATE_NAMES[meta.state], transaction_timeout=meta.timeout_ms,
-            transaction_start_time=_start_time(meta.start_ms), producer_id=meta.producer_id,
+            transaction_state=STATE_NAMES[meta.state], transaction_timeout=timedelta(milliseconds=meta.timeout_ms),
+            transaction_start_time=meta.start_ms, producer_id=meta.producer_id,
             producer_epoch=meta.producer_epoch,
             topics=tuple(make(topic_cls, topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())))
     return make(resp_cls, throttle_time=NO_THROTTLE, transaction_states=tuple(out))
