@@ -76,3 +76,31 @@ def test_unloaded_ids_are_no_longer_listed_or_described() -> None:
     h.c.unload(0)
     assert h.c.list_transactions(300) == []
     assert h.c.describe("tx-open") == E.not_coordinator
+
+
+def test_describe_transactions_start_time_carries_kafkas_minus_one() -> None:
+    """kio types TransactionStartTimeMs as a datetime and refuses -1 on read; kavka's schema
+    (protocol.widened_schema) is an int64 with the same bytes, so an Empty id's -1 round-trips."""
+    from datetime import UTC, datetime, timedelta
+
+    from kio.schema.describe_transactions.v0 import response as kio_response
+    from kio.serial import entity_reader
+
+    from kavka.protocol import api
+    from kavka.protocol.api import ApiKey
+    from kavka.protocol.framing import encode_entity
+    from kavka.protocol.messages import make, nested
+
+    def encoded(cls: type, start: object) -> bytes:
+        state = make(nested(cls, "TransactionState"), error_code=E.none, transactional_id="t",
+                     transaction_state="Ongoing", transaction_timeout=timedelta(seconds=60),
+                     transaction_start_time=start, producer_id=5, producer_epoch=0, topics=())
+        return encode_entity(make(cls, throttle_time=timedelta(0), transaction_states=(state,)))
+
+    cls = api.response_schema(ApiKey.DESCRIBE_TRANSACTIONS, 0)
+    assert cls is not kio_response.DescribeTransactionsResponse
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    ms = int(start.timestamp() * 1000)
+    assert encoded(cls, ms) == encoded(kio_response.DescribeTransactionsResponse, start)
+    decoded = entity_reader(cls)(memoryview(encoded(cls, -1)), 0)[0]
+    assert decoded.transaction_states[0].transaction_start_time == -1
