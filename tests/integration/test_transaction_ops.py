@@ -257,3 +257,68 @@ def test_an_unauthorized_principal_gets_kafkas_errors(secured):  # noqa: ANN001
     part = _as(b, "alice", ApiKey.DESCRIBE_PRODUCERS, 0, dp_req).topics[0].partitions[0]
     assert part.error_code == ErrorCode.none and part.active_producers[0].current_txn_start_offset == 0
     p.abort_transaction(30)
+
+
+def _list_raw(port: int, version: int, **filters: Any) -> Any:
+    cls = api.request_schema(ApiKey.LIST_TRANSACTIONS, version)
+    with RawClient(port) as c:
+        return c.call(ApiKey.LIST_TRANSACTIONS, version, make(cls, **{
+            "state_filters": (), "producer_id_filters": (), "duration_filter": -1, "transactional_id_pattern": None,
+            **filters}))
+
+
+def test_list_transactions_filters_on_the_wire(broker):  # noqa: ANN001
+    """State names (an unknown one is echoed back and ignored), producer ids and v2's
+    TransactionalIdPattern, as Kafka's ListTransactions; DescribeProducers' partition errors."""
+    topic, txn_id = unique("txlist"), unique("txlist-id")
+    ck_create_topic(ck_admin(broker.bootstrap), topic, partitions=1)
+    p = _open_transaction(broker.bootstrap, topic, txn_id)
+    try:
+        ongoing = _list_raw(broker.port, 1, state_filters=("Ongoing", "Bogus"))
+        assert ongoing.error_code == ErrorCode.none and ongoing.unknown_state_filters == ("Bogus",)
+        mine = [t for t in ongoing.transaction_states if t.transactional_id == txn_id]
+        assert len(mine) == 1 and mine[0].transaction_state == "Ongoing"
+        assert txn_id not in {t.transactional_id for t in _list_raw(broker.port, 1, state_filters=("Empty",))
+                              .transaction_states}
+        by_pid = _list_raw(broker.port, 0, producer_id_filters=(mine[0].producer_id,))
+        assert [t.transactional_id for t in by_pid.transaction_states] == [txn_id]
+        by_pattern = _list_raw(broker.port, 2, transactional_id_pattern=txn_id[:-3] + ".*")
+        assert [t.transactional_id for t in by_pattern.transaction_states] == [txn_id]
+        assert _list_raw(broker.port, 2, transactional_id_pattern=txn_id[:-3]).transaction_states == ()
+        assert _list_raw(broker.port, 2, transactional_id_pattern="(").error_code == ErrorCode.invalid_regular_expression
+    finally:
+        p.abort_transaction(30)
+
+    dp = api.request_schema(ApiKey.DESCRIBE_PRODUCERS, 0)
+    with RawClient(broker.port) as c:
+        resp = c.call(ApiKey.DESCRIBE_PRODUCERS, 0, make(dp, topics=(
+            make(nested(dp, "TopicRequest"), name=topic, partition_indexes=(0, 5)),
+            make(nested(dp, "TopicRequest"), name=unique("no-such-topic"), partition_indexes=(0,)))))
+    codes = [(t.name == topic, q.partition_index, q.error_code) for t in resp.topics for q in t.partitions]
+    assert codes == [(True, 0, ErrorCode.none), (True, 5, ErrorCode.unknown_topic_or_partition),
+                     (False, 0, ErrorCode.unknown_topic_or_partition)]
+
+
+def test_describe_producers_off_the_leader(tmp_path):  # noqa: ANN001
+    """A follower answers NOT_LEADER_OR_FOLLOWER (Kafka answers DescribeProducers on leaders only);
+    `describe-producers --broker-id` asks the named broker."""
+    from tests.broker_harness import Cluster
+
+    cluster = Cluster(tmp_path, 2).start()
+    try:
+        topic = unique("txlead")
+        from confluent_kafka.admin import NewTopic
+
+        ck = ck_admin(cluster.bootstrap)  # kept referenced until the future resolves
+        ck.create_topics([NewTopic(topic, 1, 2)], request_timeout=15)[topic].result(timeout=20)
+        with AdminClient(cluster.bootstrap) as admin:
+            leader = wait_until(lambda: (lambda p: p.leader if p.leader >= 0 and len(p.isr) == 2 else None)(
+                admin.describe_topics([topic])[0].partitions[0]), timeout=30, message="a leader and a full ISR")
+        follower = next(n for n in (1, 2) if n != leader)
+        b = ("--bootstrap-server", cluster.bootstrap)
+        assert cli_json("describe-producers", *b, "--topic", topic, "--partition", "0",
+                        "--broker-id", str(leader)) == []
+        r = cli("describe-producers", *b, "--topic", topic, "--partition", "0", "--broker-id", str(follower), ok=False)
+        assert r.returncode == 1 and "NOT_LEADER_OR_FOLLOWER" in r.stderr
+    finally:
+        cluster.stop()
