@@ -215,7 +215,7 @@ def _list_as(b: BrokerProcess, user: str) -> set[str]:
     return {t.transactional_id for t in resp.transaction_states}
 
 
-def test_an_unauthorized_principal_gets_kafkas_errors(secured):  # noqa: ANN001
+def test_an_unauthorized_principal_gets_kafkas_errors(secured, tmp_path):  # noqa: ANN001
     b = secured
     topic, txn_id = unique("txacl"), unique("txacl-id")
     admin = ck_admin(b.bootstrap)
@@ -256,6 +256,16 @@ def test_an_unauthorized_principal_gets_kafkas_errors(secured):  # noqa: ANN001
     assert state.transaction_states[0].transaction_state == "Ongoing"
     part = _as(b, "alice", ApiKey.DESCRIBE_PRODUCERS, 0, dp_req).topics[0].partitions[0]
     assert part.error_code == ErrorCode.none and part.active_producers[0].current_txn_start_offset == 0
+
+    # The CLI as alice (--command-config): abort needs ClusterAction on the Cluster, which she lacks.
+    props = tmp_path / "alice.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+                     "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                     f'username="alice" password="{_password("alice")}";\n')
+    s = ("--bootstrap-server", f"127.0.0.1:{b.sasl_port}", "--command-config", str(props))
+    assert cli_json("describe", *s, "--transactional-id", txn_id)["state"] == "Ongoing"
+    refused = cli("abort", *s, "--topic", topic, "--partition", "0", "--start-offset", "0", ok=False)
+    assert refused.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
     p.abort_transaction(30)
 
 
