@@ -309,26 +309,37 @@ def test_list_transactions_filters_on_the_wire(broker):  # noqa: ANN001
                      (False, 0, ErrorCode.unknown_topic_or_partition)]
 
 
-def test_describe_producers_off_the_leader(tmp_path):  # noqa: ANN001
-    """A follower answers NOT_LEADER_OR_FOLLOWER (Kafka answers DescribeProducers on leaders only);
-    `describe-producers --broker-id` asks the named broker."""
+def test_describe_producers_on_a_follower_and_off_the_replicas(tmp_path):  # noqa: ANN001
+    """`describe-producers --broker-id` asks that broker's replica: a follower answers with the
+    producers of the batches it replicated (Kafka's ReplicaManager.activeProducerState serves any
+    hosted replica); a broker with no replica answers NOT_LEADER_OR_FOLLOWER."""
+    from confluent_kafka.admin import NewTopic
+
     from tests.broker_harness import Cluster
 
-    cluster = Cluster(tmp_path, 2).start()
+    cluster = Cluster(tmp_path, 3).start()
     try:
         topic = unique("txlead")
-        from confluent_kafka.admin import NewTopic
-
         ck = ck_admin(cluster.bootstrap)  # kept referenced until the future resolves
         ck.create_topics([NewTopic(topic, 1, 2)], request_timeout=15)[topic].result(timeout=20)
         with AdminClient(cluster.bootstrap) as admin:
-            leader = wait_until(lambda: (lambda p: p.leader if p.leader >= 0 and len(p.isr) == 2 else None)(
+            part = wait_until(lambda: (lambda p: p if p.leader >= 0 and len(p.isr) == 2 else None)(
                 admin.describe_topics([topic])[0].partitions[0]), timeout=30, message="a leader and a full ISR")
-        follower = next(n for n in (1, 2) if n != leader)
+        follower = next(n for n in part.replicas if n != part.leader)
+        outsider = next(n for n in (1, 2, 3) if n not in part.replicas)
+        idempotent = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, **CK_COMMON})
+        idempotent.produce(topic, value=b"x", partition=0)
+        assert idempotent.flush(30) == 0
         b = ("--bootstrap-server", cluster.bootstrap)
-        assert cli_json("describe-producers", *b, "--topic", topic, "--partition", "0",
-                        "--broker-id", str(leader)) == []
-        r = cli("describe-producers", *b, "--topic", topic, "--partition", "0", "--broker-id", str(follower), ok=False)
+
+        def on(node: int) -> list[Any]:
+            return cli_json("describe-producers", *b, "--topic", topic, "--partition", "0", "--broker-id", str(node))
+
+        on_leader = on(part.leader)
+        assert len(on_leader) == 1 and on_leader[0]["last_sequence"] == 0
+        assert on_leader[0]["current_transaction_start_offset"] is None
+        wait_until(lambda: on(follower) == on_leader, timeout=15, message="the follower has replicated the batch")
+        r = cli("describe-producers", *b, "--topic", topic, "--partition", "0", "--broker-id", str(outsider), ok=False)
         assert r.returncode == 1 and "NOT_LEADER_OR_FOLLOWER" in r.stderr
     finally:
         cluster.stop()

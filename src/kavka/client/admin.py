@@ -647,8 +647,8 @@ class AdminClient:
     def describe_producers(
         self, partitions: Sequence[tuple[str, int]], *, broker_id: int | None = None
     ) -> dict[tuple[str, int], list[ProducerState]]:
-        """Active producers of each partition, from its leader (or from `broker_id`, which must then
-        lead it: kavka, like Kafka, answers DescribeProducers on leaders only)."""
+        """Active producers of each partition, from its leader (or from the replica on `broker_id`:
+        a follower answers from the batches it replicated, as in Kafka)."""
 
         def send(conn: BlockingConnection, part: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple[int, Any]]:
             resp = conn.send(requests.describe_producers(conn.pick_version(ApiKey.DESCRIBE_PRODUCERS), part))

@@ -2,10 +2,12 @@
 (API 65, v0) and ListTransactions (API 66, v0-v2), the APIs behind `kavka transactions` and
 Kafka's kafka-transactions.sh.
 
-- DescribeProducers: a partition leader's active producers, from the partition log's producer
-  state (storage.producer_state). Read on the Topic, else TOPIC_AUTHORIZATION_FAILED on each of
-  its partitions; UNKNOWN_TOPIC_OR_PARTITION for a partition not in the metadata,
-  NOT_LEADER_OR_FOLLOWER for one not led here (Kafka's ReplicaManager.activeProducerState).
+- DescribeProducers: the active producers of a partition this broker hosts (leader or follower,
+  as Kafka's ReplicaManager.activeProducerState: `kafka-transactions.sh describe-producers
+  --broker-id` reads a given replica), from the partition log's producer state
+  (storage.producer_state). Read on the Topic, else TOPIC_AUTHORIZATION_FAILED on each of its
+  partitions; UNKNOWN_TOPIC_OR_PARTITION for a partition not in the metadata,
+  NOT_LEADER_OR_FOLLOWER for one not hosted here, KAFKA_STORAGE_ERROR for an offline one.
 - DescribeTransactions: the transaction coordinator's committed metadata of each id
   (TransactionCoordinator.describe); the start time is -1 when none is running, as Kafka
   (protocol.widened_schema: kio's own type refuses it), 0 in an error entry. Describe on the TransactionalId, else
@@ -60,9 +62,11 @@ def handle_describe_producers(node: BrokerNode, ctx: RequestContext, req: Any) -
                 error = ErrorCode.unknown_topic_or_partition
             else:
                 part = rm.get_partition(name, p)
-                if part is None or not part.is_leader or part.offline:
+                if part is None:  # in the metadata, not hosted here
                     error = ErrorCode.not_leader_or_follower
-                else:
+                elif part.offline:
+                    error = ErrorCode.kafka_storage_error
+                else:  # leader or follower: a follower's state comes from the batches it replicated
                     error = ErrorCode.none
                     state = part.log.producer_state
                     producers = tuple(
