@@ -45,7 +45,7 @@ AUTHORIZATION_ERRORS = {ErrorCode.topic_authorization_failed, ErrorCode.group_au
                         ErrorCode.cluster_authorization_failed, ErrorCode.transactional_id_authorization_failed}
 MATRIX = [k for k, n in sorted(NEEDS.items()) if n.checked is not Checked.NONE and n.error != ErrorCode.none]
 # APIs that never fail for want of an ACL, each with its own test below.
-NEVER_REFUSED = {ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_CLUSTER}
+NEVER_REFUSED = {ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_CLUSTER, ApiKey.LIST_TRANSACTIONS}
 CONFIG_APIS = {ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS}
 EXTRA_USERS = ("kip430", "txn", "txo")
 

@@ -127,6 +127,12 @@ NEEDS: dict[int, ApiAuthorization] = {
                                      ErrorCode.transactional_id_authorization_failed),
     # Inter-broker: the transaction coordinator asks a partition leader to write markers.
     ApiKey.WRITE_TXN_MARKERS: _cluster(AclOperation.CLUSTER_ACTION),
+    # KIP-664. DescribeProducers: Read on each topic. ListTransactions is never refused: it leaves
+    # out the ids the principal may not Describe (Kafka's handleListTransactionsRequest).
+    ApiKey.DESCRIBE_PRODUCERS: _topic(R),
+    ApiKey.DESCRIBE_TRANSACTIONS: ApiAuthorization(Checked.RESOURCE, DESC, ResourceType.TRANSACTIONAL_ID,
+                                                   ErrorCode.transactional_id_authorization_failed),
+    ApiKey.LIST_TRANSACTIONS: ApiAuthorization(Checked.RESOURCE, DESC, ResourceType.TRANSACTIONAL_ID, ErrorCode.none),
     ApiKey.CREATE_TOPICS: _topic(C, alternative=C),
     ApiKey.DELETE_TOPICS: _topic(D),
     ApiKey.CREATE_PARTITIONS: _topic(A),

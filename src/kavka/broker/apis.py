@@ -38,6 +38,7 @@ from kavka.broker.handlers import (
     sasl,
     scram,
     topics,
+    transaction_ops,
     transactions,
 )
 from kavka.common import ResourceType
@@ -82,6 +83,9 @@ class KafkaApis:
             ApiKey.TXN_OFFSET_COMMIT: groups.handle_txn_offset_commit,
             ApiKey.END_TXN: transactions.handle_end_txn,
             ApiKey.WRITE_TXN_MARKERS: transactions.handle_write_txn_markers,
+            ApiKey.DESCRIBE_PRODUCERS: transaction_ops.handle_describe_producers,
+            ApiKey.DESCRIBE_TRANSACTIONS: transaction_ops.handle_describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: transaction_ops.handle_list_transactions,
             ApiKey.CREATE_TOPICS: topics.handle_create_topics,
             ApiKey.DELETE_TOPICS: topics.handle_delete_topics,
             ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,

@@ -23,6 +23,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kavka.cli.leader_election", "leader_election"),
     ("kavka.cli.placement", "replica_placement"),
     ("kavka.cli.groups", "groups"),
+    ("kavka.cli.transactions", "transactions"),
     ("kavka.cli.demo", "demo"),
     ("kavka.cli.dump_log", "dump_log"),
 )

@@ -218,6 +218,41 @@ class GroupDescription:
     members: tuple[GroupMember, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """One active producer of a partition (DescribeProducers; Kafka's admin ProducerState).
+    coordinator_epoch -1: no marker seen; current_txn_start_offset -1: no open transaction."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+    coordinator: int  # the broker that listed it
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """DescribeTransactions (Kafka's TransactionDescription); start_time_ms -1: none running."""
+
+    transactional_id: str
+    coordinator: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int
+    partitions: tuple[tuple[str, int], ...]
+
+
 def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     """``host:port[,host:port...]`` -> addresses; ValueError on a bad one."""
     addresses = [parse_host_port(a) for a in bootstrap.split(",") if a.strip()]
@@ -606,6 +641,92 @@ class AdminClient:
         c = resp.coordinators[0] if version >= 4 else resp
         raise_for_error(c.error_code, getattr(c, "error_message", None), resource=group)
         return self._connect(c.host, c.port)
+
+    # ------------------------------------------------------------------ transactions (KIP-664)
+
+    def describe_producers(
+        self, partitions: Sequence[tuple[str, int]], *, broker_id: int | None = None
+    ) -> dict[tuple[str, int], list[ProducerState]]:
+        """Active producers of each partition, from its leader (or from the replica on `broker_id`:
+        a follower answers from the batches it replicated, as in Kafka)."""
+
+        def send(conn: BlockingConnection, part: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple[int, Any]]:
+            resp = conn.send(requests.describe_producers(conn.pick_version(ApiKey.DESCRIBE_PRODUCERS), part))
+            return {
+                (t.name, p.partition_index): (p.error_code, [
+                    ProducerState(int(s.producer_id), int(s.producer_epoch), int(s.last_sequence),
+                                  int(s.last_timestamp), int(s.coordinator_epoch), int(s.current_txn_start_offset))
+                    for s in p.active_producers])
+                for t in resp.topics
+                for p in t.partitions
+            }
+
+        wanted = {tp: 0 for tp in partitions}
+        if broker_id is None:
+            return self._to_leaders(wanted, send)
+        out = {}
+        for tp, (code, states) in send(self._node(broker_id), wanted).items():
+            raise_for_error(code, resource=f"{tp[0]}-{tp[1]}")
+            out[tp] = states
+        return out
+
+    def list_transactions(
+        self, *, states: Sequence[str] = (), producer_ids: Sequence[int] = (), duration_ms: int = -1
+    ) -> list[TransactionListing]:
+        """Transactions on every broker (each coordinates its own share of ids), merged, as Kafka's
+        Admin.listTransactions; `duration_ms` >= 0 needs ListTransactions v1."""
+        self._metadata([])
+        out: list[TransactionListing] = []
+        for node_id, b in sorted(self._brokers.items()):
+            conn = self._connect(b.host, b.port)
+            version = conn.pick_version(ApiKey.LIST_TRANSACTIONS)
+            if duration_ms >= 0 and version < 1:
+                raise KafkaProtocolError(f"broker {node_id} cannot filter transactions by duration (ListTransactions v0)")
+            resp = conn.send(requests.list_transactions(version, states=states, producer_ids=producer_ids,
+                                                        duration_ms=duration_ms))
+            raise_for_error(resp.error_code, resource=f"broker {node_id}")
+            out += [TransactionListing(t.transactional_id, int(t.producer_id), t.transaction_state, node_id)
+                    for t in resp.transaction_states]
+        return sorted(out, key=lambda t: t.transactional_id)
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        """The coordinator's view of one transactional id (FindCoordinator key_type 1, then
+        DescribeTransactions); TRANSACTIONAL_ID_NOT_FOUND raises."""
+        conn, coordinator = self._find_coordinator(transactional_id, requests.TRANSACTION_KEY_TYPE)
+        resp = conn.send(requests.describe_transactions(conn.pick_version(ApiKey.DESCRIBE_TRANSACTIONS),
+                                                        [transactional_id]))
+        d = resp.transaction_states[0]
+        raise_for_error(d.error_code, resource=transactional_id)
+        start_ms = int(d.transaction_start_time)  # an int64 (protocol.widened_schema)
+        return TransactionDescription(
+            transactional_id, coordinator, d.transaction_state, int(d.producer_id), int(d.producer_epoch),
+            int(d.transaction_timeout.total_seconds() * 1000), start_ms if start_ms >= 0 else -1,
+            tuple((t.topic, int(p)) for t in d.topics for p in t.partitions))
+
+    def abort_transaction(
+        self, topic: str, partition: int, *, producer_id: int, producer_epoch: int, coordinator_epoch: int
+    ) -> None:
+        """Write an ABORT marker for `producer_id` on one partition, through its leader (Kafka's
+        Admin.abortTransaction: WriteTxnMarkers, which needs ClusterAction on the Cluster)."""
+
+        def send(conn: BlockingConnection, part: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple[int, Any]]:
+            resp = conn.send(requests.write_txn_markers(
+                conn.pick_version(ApiKey.WRITE_TXN_MARKERS), producer_id=producer_id, producer_epoch=producer_epoch,
+                coordinator_epoch=coordinator_epoch, commit=False, partitions=part))
+            return {(t.name, p.partition_index): (p.error_code, None)
+                    for m in resp.markers for t in m.topics for p in t.partitions}
+
+        self._to_leaders({(topic, partition): 0}, send)
+
+    def _find_coordinator(self, key: str, key_type: int) -> tuple[BlockingConnection, int]:
+        conn = self._any()
+        version = conn.pick_version(ApiKey.FIND_COORDINATOR)
+        if key_type != requests.GROUP_KEY_TYPE and version < 1:
+            raise KafkaProtocolError("FindCoordinator v1+ is needed for a transactional id")
+        resp = conn.send(requests.find_coordinator(version, key, key_type))
+        c = resp.coordinators[0] if version >= 4 else resp
+        raise_for_error(c.error_code, getattr(c, "error_message", None), resource=key)
+        return self._connect(c.host, c.port), int(c.node_id)
 
     # ------------------------------------------------------------------ cluster
 

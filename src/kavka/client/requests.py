@@ -375,10 +375,50 @@ def offset_commit(
     )
 
 
-def find_coordinator(version: int, group: str) -> Any:
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1  # FindCoordinator key_type (v1+)
+
+
+def find_coordinator(version: int, group: str, key_type: int = GROUP_KEY_TYPE) -> Any:
     return make(
         request_class(ApiKey.FIND_COORDINATOR, version),
         key=group,
-        key_type=0,  # a group (1 would be a transactional id)
+        key_type=key_type,
         coordinator_keys=(group,),
     )
+
+
+def describe_producers(version: int, partitions: Iterable[tuple[str, int]]) -> Any:
+    cls = request_class(ApiKey.DESCRIBE_PRODUCERS, version)
+    by_topic: dict[str, list[int]] = {}
+    for t, p in partitions:
+        by_topic.setdefault(t, []).append(p)
+    return make(cls, topics=tuple(make(nested(cls, "TopicRequest"), name=t, partition_indexes=tuple(ps))
+                                  for t, ps in by_topic.items()))
+
+
+def describe_transactions(version: int, transactional_ids: Sequence[str]) -> Any:
+    return make(request_class(ApiKey.DESCRIBE_TRANSACTIONS, version), transactional_ids=tuple(transactional_ids))
+
+
+def list_transactions(
+    version: int, *, states: Sequence[str] = (), producer_ids: Sequence[int] = (), duration_ms: int = -1
+) -> Any:
+    return make(request_class(ApiKey.LIST_TRANSACTIONS, version), state_filters=tuple(states),
+                producer_id_filters=tuple(producer_ids), duration_filter=duration_ms,
+                transactional_id_pattern=None)
+
+
+def write_txn_markers(
+    version: int, *, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+    partitions: Iterable[tuple[str, int]],
+) -> Any:
+    cls = request_class(ApiKey.WRITE_TXN_MARKERS, version)
+    by_topic: dict[str, list[int]] = {}
+    for t, p in partitions:
+        by_topic.setdefault(t, []).append(p)
+    topics = tuple(make(nested(cls, "WritableTxnMarkerTopic"), name=t, partition_indexes=tuple(ps))
+                   for t, ps in by_topic.items())
+    marker = make(nested(cls, "WritableTxnMarker"), producer_id=producer_id, producer_epoch=producer_epoch,
+                  transaction_result=commit, topics=topics, coordinator_epoch=coordinator_epoch,
+                  transaction_version=0)
+    return make(cls, markers=(marker,))

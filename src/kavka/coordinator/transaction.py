@@ -268,6 +268,44 @@ class TransactionCoordinator:
             if e.coordinator_partition == partition and e.logged
         }
 
+    # ------------------------------------------------------------ queries (KIP-664)
+
+    def describe(self, transactional_id: str) -> TxnMetadata | ErrorCode:
+        """DescribeTransactions for one id (Kafka's TransactionStateManager.getTransactionState):
+        NOT_COORDINATOR if its partition is not led here, TRANSACTIONAL_ID_NOT_FOUND if it is
+        unknown or Dead, else its committed metadata (a pending transition is not shown)."""
+        if self._not_here(transactional_id):
+            return ErrorCode.not_coordinator
+        meta = self.metadata(transactional_id)
+        if meta is None or meta.state == TxnState.DEAD:
+            return ErrorCode.transactional_id_not_found
+        return meta
+
+    def list_transactions(
+        self,
+        now_ms: int,
+        *,
+        states: frozenset[TxnState] = frozenset(),
+        producer_ids: frozenset[int] = frozenset(),
+        min_duration_ms: int = -1,
+    ) -> list[TxnMetadata]:
+        """ListTransactions (Kafka's listTransactionStates): every id this node coordinates, by
+        id; an empty filter matches all. `min_duration_ms` >= 0 (v1's DurationFilter) keeps
+        transactions started more than that long ago. Dead ids are never listed."""
+        out = []
+        for txn_id in sorted(self._txns):
+            meta = self._txns[txn_id].meta
+            if meta.state == TxnState.DEAD:
+                continue
+            if states and meta.state not in states:
+                continue
+            if producer_ids and meta.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and now_ms - meta.start_ms <= min_duration_ms:
+                continue
+            out.append(meta)
+        return out
+
     # ------------------------------------------------------------ requests
 
     def _not_here(self, transactional_id: str) -> bool:

@@ -44,6 +44,19 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
 }
 
+# The names Kafka's DescribeTransactions / ListTransactions answer with (TransactionState.name).
+STATE_NAMES: dict[TxnState, str] = {
+    S.EMPTY: "Empty",
+    S.ONGOING: "Ongoing",
+    S.PREPARE_COMMIT: "PrepareCommit",
+    S.PREPARE_ABORT: "PrepareAbort",
+    S.COMPLETE_COMMIT: "CompleteCommit",
+    S.COMPLETE_ABORT: "CompleteAbort",
+    S.DEAD: "Dead",
+    S.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
+STATE_BY_NAME: dict[str, TxnState] = {n: s for s, n in STATE_NAMES.items()}
+
 # Kafka's isExpirationAllowed: only an id with no transaction in flight may expire.
 EXPIRATION_ALLOWED = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
 # States written to the log; PrepareEpochFence and Dead (a tombstone) are not.

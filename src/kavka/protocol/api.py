@@ -21,6 +21,7 @@ from kio.schema.index import schema_name_map
 
 from kavka.protocol import kavka_schema
 from kavka.protocol.legacy import LEGACY_PRODUCE_VERSIONS
+from kavka.protocol.widened_schema import WIDENED
 
 
 class ApiKey(IntEnum):
@@ -69,6 +70,9 @@ class ApiKey(IntEnum):
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     CREATE_REPLICA_PLACEMENT = kavka_schema.CREATE_REPLICA_PLACEMENT  # kavka's own (KIP-879): protocol.kavka_schema
@@ -113,6 +117,11 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.END_TXN: (0, 3),
     # Kafka 3.9 answers v0-v1; kio has v1 (flexible) and v2 (Kafka 4.0, TransactionVersion).
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    # KIP-664 (broker.handlers.transaction_ops); ListTransactions v2 (TransactionalIdPattern) is
+    # Kafka 4.0's.
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 2),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
@@ -210,6 +219,9 @@ def response_schema(api_key: int, api_version: int) -> type:
     own = kavka_schema.SCHEMAS.get((api_key, api_version))
     if own is not None:
         return own[1]
+    widened = WIDENED.get((api_key, api_version, "response"))
+    if widened is not None:
+        return widened
     return _legacy_schema(api_key, api_version, "response") or load_response_schema(api_key, api_version)
 
 
