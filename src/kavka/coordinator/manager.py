@@ -523,15 +523,7 @@ class GroupCoordinatorManager:
         self._after()
         if error != ErrorCode.none:
             return dict.fromkeys(offsets, error)
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        good: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for tp, om in offsets.items():
-            if not partition_exists(*tp):
-                errors[tp] = ErrorCode.unknown_topic_or_partition
-            elif len(om.metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
-                errors[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                good[tp] = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, now)
+        errors, good = self._checked_offsets(offsets, partition_exists, now)
         if good:
             try:
                 first = self._write(self.core.offset_records(group_id, good))[self.partition_for(group_id)]
@@ -546,6 +538,22 @@ class GroupCoordinatorManager:
             self.core.apply_offsets(group_id, good, {tp: first + i for i, tp in enumerate(good)})
             errors.update(dict.fromkeys(good, ErrorCode.none))
         return errors
+
+    def _checked_offsets(
+        self, offsets: dict[tuple[str, int], OffsetAndMetadata], partition_exists: Callable[[str, int], bool], now: int
+    ) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], OffsetAndMetadata]]:
+        """The offsets a commit may write (stamped `now`), and the errors of the others: an unknown
+        partition, or metadata over offset.metadata.max.bytes."""
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        good: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if not partition_exists(*tp):
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            elif len(om.metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
+                errors[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                good[tp] = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, now)
+        return errors, good
 
     async def commit_txn_offsets(
         self,
@@ -572,15 +580,7 @@ class GroupCoordinatorManager:
         self._after()
         if error != ErrorCode.none:
             return dict.fromkeys(offsets, error)
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        good: dict[tuple[str, int], OffsetAndMetadata] = {}
-        for tp, om in offsets.items():
-            if not partition_exists(*tp):
-                errors[tp] = ErrorCode.unknown_topic_or_partition
-            elif len(om.metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
-                errors[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                good[tp] = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, now)
+        errors, good = self._checked_offsets(offsets, partition_exists, now)
         if good:
             try:
                 first = self._write(self.core.offset_records(group_id, good), producer_id=producer_id,

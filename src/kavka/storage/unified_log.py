@@ -57,7 +57,6 @@ from kavka.protocol.records import (
     batch_crc_ok,
     decode_batch,
     iter_batches,
-    iter_records,
     validate_batches,
 )
 from kavka.storage.checkpoints import write_atomically
@@ -544,20 +543,8 @@ class Log:
         time -- what an internal topic's owner replays into memory (the group coordinator's
         `__consumer_offsets`, tiered storage's `__remote_log_metadata`). A batch that starts
         below a chunk's first offset is yielded only from that offset on."""
-        offset, end = self.log_start_offset, self.log_end_offset
-        while offset < end:
-            data = self.read(offset, max_bytes=chunk_bytes, min_one_message=True).records
-            if not data:
-                return
-            next_offset = offset
-            for _pos, header in iter_batches(data):
-                next_offset = max(next_offset, header.next_offset)
-            for r in iter_records(data):
-                if r.offset >= offset:
-                    yield r
-            if next_offset <= offset:
-                return  # no progress: never loop forever on an odd log
-            offset = next_offset
+        for _header, records in self.replay_batches(chunk_bytes=chunk_bytes):
+            yield from records
 
     def replay_batches(self, *, chunk_bytes: int = 1 << 20) -> Iterator[tuple[BatchHeader, list[Record]]]:
         """`replay_records` by batch: each batch's header (its producer id, the transactional
