@@ -104,9 +104,10 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (0, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
-    # KIP-98 (broker.handlers.transactions). AddPartitionsToTxn v4 (batched, verify-only,
-    # KIP-890) is not served yet; AddOffsetsToTxn / TxnOffsetCommit / WriteTxnMarkers neither.
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    # KIP-98 (broker.handlers.transactions). AddPartitionsToTxn v4-v5 (batched, verify-only,
+    # KIP-890) are the broker-to-broker form (ClusterAction); AddOffsetsToTxn / TxnOffsetCommit
+    # are not served yet.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.END_TXN: (0, 3),
     # Kafka 3.9 answers v0-v1; kio has v1 (flexible) and v2 (Kafka 4.0, TransactionVersion).
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
