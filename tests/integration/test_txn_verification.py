@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -30,8 +31,9 @@ from kavka.authorizer import CLUSTER_NAME
 from kavka.protocol import api
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import make, nested
+from kavka.protocol.records import build_batch
 from tests.broker_harness import BrokerProcess, free_port
-from tests.integration.helpers import ck_admin, ck_create_topic, unique
+from tests.integration.helpers import CK_COMMON, ck_admin, ck_create_topic, unique
 from tests.raw_client import RawClient
 from tests.wait import wait_until
 
@@ -148,5 +150,60 @@ def test_v4_needs_cluster_action(tmp_path):  # noqa: ANN001
                              timeout=15, message="v4 accepted once ClusterAction is granted")
         # No Write on the transactional id or the topic is needed from a broker.
         assert _results(allowed) == {(txn, 0): ErrorCode.none}
+    finally:
+        assert b.stop() == 0, b.log_text()
+
+
+# ---------------------------------------------------------------- the leader side
+
+
+def _produce_txn_batch(c: RawClient, txn_id: str, topic: str, pid: int, epoch: int) -> ErrorCode:
+    cls = api.request_schema(ApiKey.PRODUCE, 9)
+    batch = build_batch([(1000, None, b"stray")], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                        is_transactional=True)
+    r = c.call(ApiKey.PRODUCE, 9, make(cls, transactional_id=txn_id, acks=-1, timeout=timedelta(seconds=10),
+                                      topic_data=(make(nested(cls, "TopicProduceData"), name=topic, partition_data=(
+                                          make(nested(cls, "PartitionProduceData"), index=0, records=batch),)),)))
+    return ErrorCode(r.responses[0].partition_responses[0].error_code)
+
+
+def _read_committed_end(c: RawClient, topic: str) -> int:
+    """ListOffsets LATEST with isolation read_committed: the last stable offset."""
+    cls = api.request_schema(ApiKey.LIST_OFFSETS, 7)
+    r = c.call(ApiKey.LIST_OFFSETS, 7, make(cls, replica_id=-1, isolation_level=1, topics=(
+        make(nested(cls, "ListOffsetsTopic"), name=topic, partitions=(
+            make(nested(cls, "ListOffsetsPartition"), partition_index=0, timestamp=-1),)),)))
+    p = r.topics[0].partitions[0]
+    assert p.error_code == ErrorCode.none
+    return int(p.offset)
+
+
+@pytest.mark.parametrize("verification", [True, False], ids=["verification-on", "verification-off"])
+def test_stray_transactional_produce_cannot_hang_the_partition(tmp_path, verification):  # noqa: ANN001
+    """A transactional batch from a producer whose transaction does not include the partition
+    (no AddPartitionsToTxn: a produce arriving after an abort, say) is refused INVALID_TXN_STATE
+    and the last stable offset keeps moving. With the verification off the batch opens a
+    transaction the coordinator never ends: read_committed is stuck before it."""
+    b = BrokerProcess(tmp_path / "b", overrides={
+        "transaction.partition.verification.enable": str(verification).lower()})
+    b.format()
+    b.start()
+    try:
+        topic = unique("stray")
+        ck_create_topic(ck_admin(b.bootstrap), topic, partitions=1)
+        txn = unique("tx")
+        with RawClient(b.port, timeout=20) as c:
+            pid, epoch = _init(c, txn)
+            error = _produce_txn_batch(c, txn, topic, pid, epoch)
+            plain = Producer({"bootstrap.servers": b.bootstrap, **CK_COMMON})
+            plain.produce(topic, value=b"after", partition=0)
+            assert plain.flush(30) == 0
+            if verification:
+                assert error == ErrorCode.invalid_txn_state
+                wait_until(lambda: _read_committed_end(c, topic) == 1, timeout=15,
+                           message="the last stable offset past the plain record")
+            else:
+                assert error == ErrorCode.none
+                assert _read_committed_end(c, topic) == 0  # the hanging transaction
     finally:
         assert b.stop() == 0, b.log_text()

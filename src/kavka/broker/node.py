@@ -190,6 +190,7 @@ class BrokerNode:
         self.groups: GroupCoordinatorManager | None = None  # a broker, once the metadata log is replayed
         self.transactions: TransactionCoordinatorManager | None = None  # likewise
         self._marker_channels: dict[int, Any] = {}  # leader id -> AsyncChannel (WriteTxnMarkers)
+        self._verify_channels: dict[int, Any] = {}  # coordinator id -> AsyncChannel (AddPartitionsToTxn v4)
         self.remote_log_manager: Any = None  # a broker with remote.log.storage.system.enable=true
         self.assignments: AssignmentsManager | None = None  # a broker, once registered
         self.bound_ports: list[int] = []
@@ -420,6 +421,89 @@ class BrokerNode:
         for channel in self._marker_channels.values():
             channel.close()
         self._marker_channels.clear()
+        for channel in self._verify_channels.values():
+            channel.close()
+        self._verify_channels.clear()
+
+    async def verify_txn_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                    partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 part 1, the leader side (Kafka's AddPartitionsToTxnManager): ask the transaction
+        coordinator of `transactional_id` whether `partitions` are in that producer's ongoing
+        transaction. The coordinator is the leader of the id's __transaction_state partition
+        (computed here, as the coordinator does: no FindCoordinator); this broker's own core is
+        asked directly, another broker with AddPartitionsToTxn v4 verify_only over the
+        inter-broker listener. The answer per partition is already the Produce error, as Kafka's
+        ReplicaManager maps it: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE ->
+        INVALID_TXN_STATE, a coordinator not reachable, moving or busy -> NOT_ENOUGH_REPLICAS
+        (retriable, no metadata refresh), a refused ClusterAction -> INVALID_TXN_STATE."""
+        from kavka.client.async_channel import AsyncChannel
+        from kavka.coordinator.records import partition_for
+        from kavka.protocol import api
+        from kavka.protocol.api import ApiKey
+        from kavka.protocol.messages import make, nested
+
+        def produce_error(e: ErrorCode) -> ErrorCode:
+            if e == ErrorCode.producer_fenced:
+                return ErrorCode.invalid_producer_epoch
+            if e in (ErrorCode.transaction_abortable, ErrorCode.cluster_authorization_failed):
+                return ErrorCode.invalid_txn_state
+            if e in (ErrorCode.concurrent_transactions, ErrorCode.network_exception,
+                     ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                     ErrorCode.not_coordinator):
+                return ErrorCode.not_enough_replicas
+            return e
+
+        def everywhere(e: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return dict.fromkeys(partitions, produce_error(e))
+
+        n = self._topic_partition_count(TRANSACTION_STATE_TOPIC)
+        if not n:
+            return everywhere(ErrorCode.coordinator_not_available)
+        t = self.image.topics_by_name[TRANSACTION_STATE_TOPIC]
+        reg = t.partitions.get(partition_for(transactional_id, n))
+        leader = reg.leader if reg is not None else -1
+        if leader < 0:
+            return everywhere(ErrorCode.coordinator_not_available)
+        if leader == self.node_id:
+            txns = self.transactions
+            if txns is None:
+                return everywhere(ErrorCode.coordinator_not_available)
+            reply = await txns.call(lambda rid, now: txns.core.handle_add_partitions(
+                rid, transactional_id, producer_id, producer_epoch, partitions, now, verify_only=True))
+            per = dict(reply.partition_errors)
+            return {tp: produce_error(per.get(tp, reply.error)) for tp in partitions}
+        addr = self._broker_endpoint(leader)
+        if addr is None:
+            return everywhere(ErrorCode.coordinator_not_available)
+        req_cls = api.request_schema(ApiKey.ADD_PARTITIONS_TO_TXN, 4)
+        resp_cls = api.response_schema(ApiKey.ADD_PARTITIONS_TO_TXN, 4)
+        topics: dict[str, list[int]] = {}
+        for tp in partitions:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        req = make(req_cls, transactions=(make(
+            nested(req_cls, "AddPartitionsToTxnTransaction"), transactional_id=transactional_id,
+            producer_id=producer_id, producer_epoch=producer_epoch, verify_only=True,
+            topics=tuple(make(nested(req_cls, "AddPartitionsToTxnTopic"), name=name, partitions=tuple(ps))
+                         for name, ps in topics.items())),))
+        channel = self._verify_channels.get(leader)
+        if channel is None:
+            channel = self._verify_channels[leader] = AsyncChannel(
+                f"kavka-txn-verify-{self.node_id}", security=self.inter_broker_security)
+        try:
+            resp = await channel.call(addr, req, resp_cls, 10.0)
+        except (OSError, ConnectionError, TimeoutError) as e:
+            log.warning("AddPartitionsToTxn (verify) to broker %d failed: %r", leader, e)
+            return everywhere(ErrorCode.network_exception)
+        if resp.error_code != ErrorCode.none:
+            return everywhere(ErrorCode(resp.error_code))
+        out = everywhere(ErrorCode.invalid_txn_state)  # a partition the answer leaves out is not verified
+        for r in resp.results_by_transaction:
+            for rt in r.topic_results:
+                for p in rt.results_by_partition:
+                    tp = TopicPartition(str(rt.name), int(p.partition_index))
+                    if tp in out:
+                        out[tp] = produce_error(ErrorCode(p.partition_error_code))
+        return out
 
     async def _send_txn_markers(self, m: WriteMarkers, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         """WriteTxnMarkers v1 to the leaders of `partitions` (the transaction coordinator's marker
