@@ -22,7 +22,11 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
     ResourcePatternType,
+    ResourceType,
 )
 from confluent_kafka.admin import ResourceType as CkResourceType
 from kio.schema.errors import ErrorCode
@@ -202,6 +206,17 @@ def test_stray_transactional_produce_cannot_hang_the_partition(tmp_path, verific
                 assert error == ErrorCode.invalid_txn_state
                 wait_until(lambda: _read_committed_end(c, topic) == 1, timeout=15,
                            message="the last stable offset past the plain record")
+                # A dynamic broker config, as in Kafka: turned off at run time, the stray batch goes in.
+                admin = ck_admin(b.bootstrap)
+                res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[ConfigEntry(
+                    "transaction.partition.verification.enable", "false", incremental_operation=AlterConfigOpType.SET)])
+                for f in admin.incremental_alter_configs([res]).values():
+                    f.result(timeout=15)
+                wait_until(lambda: _produce_txn_batch(c, txn, topic, pid, epoch) == ErrorCode.none, timeout=15,
+                           message="the stray batch accepted once the verification is off")
+                plain.produce(topic, value=b"later", partition=0)
+                assert plain.flush(30) == 0
+                assert _read_committed_end(c, topic) == 1  # now stuck before the stray batch (offset 1)
             else:
                 assert error == ErrorCode.none
                 assert _read_committed_end(c, topic) == 0  # the hanging transaction

@@ -61,7 +61,7 @@ def _needing_verification(node: BrokerNode, req: Any,
     would open a transaction (its producer has none open there), each with the verification
     guard taken in that partition's producer state (storage.producer_state.VerificationGuard).
     Empty when `transaction.partition.verification.enable` is false."""
-    if not node.config["transaction.partition.verification.enable"]:
+    if not node.resolver.broker_value(node.image, "transaction.partition.verification.enable"):  # dynamic
         return {}
     rm = node.replica_manager
     out: dict[TopicPartition, tuple[int, int, Any]] = {}
