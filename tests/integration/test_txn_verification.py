@@ -36,7 +36,7 @@ from kavka.protocol import api
 from kavka.protocol.api import ApiKey
 from kavka.protocol.messages import make, nested
 from kavka.protocol.records import build_batch
-from tests.broker_harness import BrokerProcess, free_port
+from tests.broker_harness import BrokerProcess, Cluster, free_port
 from tests.integration.helpers import CK_COMMON, ck_admin, ck_create_topic, unique
 from tests.raw_client import RawClient
 from tests.wait import wait_until
@@ -161,13 +161,13 @@ def test_v4_needs_cluster_action(tmp_path):  # noqa: ANN001
 # ---------------------------------------------------------------- the leader side
 
 
-def _produce_txn_batch(c: RawClient, txn_id: str, topic: str, pid: int, epoch: int) -> ErrorCode:
+def _produce_txn_batch(c: RawClient, txn_id: str, topic: str, pid: int, epoch: int, partition: int = 0) -> ErrorCode:
     cls = api.request_schema(ApiKey.PRODUCE, 9)
     batch = build_batch([(1000, None, b"stray")], producer_id=pid, producer_epoch=epoch, base_sequence=0,
                         is_transactional=True)
     r = c.call(ApiKey.PRODUCE, 9, make(cls, transactional_id=txn_id, acks=-1, timeout=timedelta(seconds=10),
                                       topic_data=(make(nested(cls, "TopicProduceData"), name=topic, partition_data=(
-                                          make(nested(cls, "PartitionProduceData"), index=0, records=batch),)),)))
+                                          make(nested(cls, "PartitionProduceData"), index=partition, records=batch),)),)))
     return ErrorCode(r.responses[0].partition_responses[0].error_code)
 
 
@@ -222,3 +222,32 @@ def test_stray_transactional_produce_cannot_hang_the_partition(tmp_path, verific
                 assert _read_committed_end(c, topic) == 0  # the hanging transaction
     finally:
         assert b.stop() == 0, b.log_text()
+
+
+def test_leader_asks_the_coordinator_on_another_broker(tmp_path):  # noqa: ANN001
+    """Three brokers; the leader of the partition is not the transaction coordinator, so the
+    verification is an AddPartitionsToTxn v4 between brokers: refused before the partition is
+    added to the transaction, accepted after."""
+    cluster = Cluster(tmp_path, 3, overrides={"transaction.state.log.num.partitions": "1"}).start()
+    try:
+        admin = ck_admin(cluster.bootstrap)
+        topic, txn = unique("stray3"), unique("tx")
+        ck_create_topic(admin, topic, partitions=6)  # replication factor 1: leaders on every broker
+
+        def coordinator() -> int | None:
+            with RawClient(cluster.nodes[1].port, timeout=20) as c:
+                co = c.call(ApiKey.FIND_COORDINATOR, 4, key_type=1, coordinator_keys=(txn,)).coordinators[0]
+                return int(co.node_id) if co.error_code == ErrorCode.none else None
+
+        cid = wait_until(coordinator, timeout=30, message="the transaction coordinator")
+        leaders = wait_until(lambda: (lambda ls: ls if all(v >= 0 for v in ls.values()) else None)(
+            {i: p.leader for i, p in admin.list_topics(topic, timeout=10).topics[topic].partitions.items()}),
+            timeout=30, message="every partition led")
+        part, leader = next((i, lead) for i, lead in sorted(leaders.items()) if lead != cid)
+        with RawClient(cluster.nodes[cid].port, timeout=20) as co, RawClient(cluster.nodes[leader].port, timeout=20) as lc:
+            pid, epoch = _init(co, txn)
+            assert _produce_txn_batch(lc, txn, topic, pid, epoch, part) == ErrorCode.invalid_txn_state
+            assert _add_v3(co, txn, pid, epoch, topic, (part,)) == {ErrorCode.none}
+            assert _produce_txn_batch(lc, txn, topic, pid, epoch, part) == ErrorCode.none
+    finally:
+        cluster.stop()
