@@ -109,8 +109,9 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     # are not served yet.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.END_TXN: (0, 3),
-    # Kafka 3.9 answers v0-v1; kio has v1 (flexible) and v2 (Kafka 4.0, TransactionVersion).
-    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    # Kafka 3.9 answers v0-v1; v0 (not flexible) from protocol.legacy_schema; kio's v2 (Kafka 4.0,
+    # TransactionVersion) is not served.
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),

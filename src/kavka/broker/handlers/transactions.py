@@ -8,7 +8,7 @@ topic's partitions get TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTE
 PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH to versions before it existed (InitProducerId
 < v4, AddPartitionsToTxn and EndTxn < v2), as Kafka does.
 
-WriteTxnMarkers (API 27, v1; ClusterAction on the Cluster, checked in broker.apis) is served:
+WriteTxnMarkers (API 27, v0-v1; ClusterAction on the Cluster, checked in broker.apis) is served:
 a partition leader writes the markers a coordinator asks for (kavka's coordinator sends it
 through BrokerNode._send_txn_markers).
 
