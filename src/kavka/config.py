@@ -407,6 +407,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("transaction.state.log.segment.bytes", _I, 104857600, "segment.bytes of __transaction_state", at_least(1)),
         _b("transaction.max.timeout.ms", _I, 900000, "largest transaction.timeout.ms a producer may ask for", at_least(1)),
         _b("transactional.id.expiration.ms", _I, 604800000, "an idle transactional id is forgotten after this", at_least(1)),
+        _b("transaction.partition.verification.enable", _B, True, "a partition leader asks the transaction coordinator before a transactional batch opens a transaction there (KIP-890 part 1)", dynamic=True),
         _b("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, 10000, "how often timed-out transactions are aborted and idle ids expired", at_least(1)),
         _b("group.initial.rebalance.delay.ms", _I, 3000, "", at_least(0)),
         _b("group.min.session.timeout.ms", _I, 6000, "smallest session.timeout.ms a member may ask for", at_least(1)),

@@ -115,18 +115,19 @@ def test_same_transactional_id_fences_the_first_producer(broker, topic):  # noqa
     assert _values(broker.bootstrap, topic, "read_uncommitted") == [b"first", b"second"]
 
 
-def test_write_txn_markers_is_served(broker, topic):  # noqa: ANN001
-    """WriteTxnMarkers (what a coordinator on another broker would send): a marker for a
-    producer with no open transaction is written (Kafka's empty transaction); an unknown topic
-    is answered UNKNOWN_TOPIC_OR_PARTITION."""
-    req_cls = api.request_schema(ApiKey.WRITE_TXN_MARKERS, 1)
+@pytest.mark.parametrize("version", [0, 1])
+def test_write_txn_markers_is_served(broker, topic, version):  # noqa: ANN001
+    """WriteTxnMarkers (what a coordinator on another broker would send), v0 (not flexible) and
+    v1 as Kafka 3.9: a marker for a producer with no open transaction is written (Kafka's empty
+    transaction); an unknown topic is answered UNKNOWN_TOPIC_OR_PARTITION."""
+    req_cls = api.request_schema(ApiKey.WRITE_TXN_MARKERS, version)
     marker = nested(req_cls, "WritableTxnMarker")
     mtopic = nested(req_cls, "WritableTxnMarkerTopic")
     with RawClient(broker.port) as rc:
-        resp = rc.call(ApiKey.WRITE_TXN_MARKERS, 1, make(req_cls, markers=(
-            make(marker, producer_id=123456789, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
-                 topics=(make(mtopic, name=topic, partition_indexes=(1,)),
-                         make(mtopic, name="no-such-topic", partition_indexes=(0,)))),
+        resp = rc.call(ApiKey.WRITE_TXN_MARKERS, version, make(req_cls, markers=(
+            make(marker, producer_id=123456789 + version, producer_epoch=0, transaction_result=False,
+                 coordinator_epoch=0, topics=(make(mtopic, name=topic, partition_indexes=(1,)),
+                                              make(mtopic, name="no-such-topic", partition_indexes=(0,)))),
         )))
     got = {(t.name, q.partition_index): q.error_code for m in resp.markers for t in m.topics for q in t.partitions}
     assert got == {(topic, 1): ErrorCode.none, ("no-such-topic", 0): ErrorCode.unknown_topic_or_partition}

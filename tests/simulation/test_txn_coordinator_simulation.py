@@ -9,8 +9,17 @@ Invariants, checked after every event:
   - a fenced producer never commits: an EndTxn(commit) sent with a producer id/epoch older
     than the newest in the log is never answered NONE;
   - the state after a reload equals the state before the unload;
-and at the end, with failures healed, no transaction is left in PrepareCommit/PrepareAbort.
-Broken cores (`BROKEN`) must each be caught on some seed. A failing seed replays exactly:
+and at the end, with failures healed, no transaction is left in PrepareCommit/PrepareAbort
+and no partition hangs: every transaction open in a partition leader's producer state
+(storage.producer_state, fed the data batches and markers the simulation delivers) belongs to a
+transaction the coordinator holds Ongoing with that partition.
+
+The partition leaders do KIP-890 part 1: producers send transactional batches that arrive late
+(possibly after their transaction ended) or to a partition never added; a leader whose producer
+state has no transaction open for the producer takes a verification guard, asks the core
+(`handle_add_partitions(verify_only=True)`) and appends only if the answer is NONE and the guard
+survived. `Sim(seed, verification=False)` (the broken leader) must be caught by "no partition
+hangs". Broken cores (`BROKEN`) must each be caught on some seed. A failing seed replays exactly:
 `Sim(seed).run()`.
 """
 
@@ -37,6 +46,9 @@ from kavka.coordinator.transaction import (
 )
 from kavka.coordinator.txn_records import TxnLogValue, read_key, read_value
 from kavka.coordinator.txn_state import TxnState
+from kavka.protocol.control_records import ControlRecordType, build_end_txn_marker_batch
+from kavka.protocol.records import build_batch, iter_batches
+from kavka.storage.producer_state import ProducerStateManager, VerificationGuard
 
 CFG = TxnConfig(
     transaction_max_timeout_ms=5_000,
@@ -52,6 +64,25 @@ class InvariantViolation(AssertionError):
     pass
 
 
+def _header(buf: bytes):  # type: ignore[no-untyped-def]
+    return next(h for _, h in iter_batches(memoryview(buf)))
+
+
+DATA = _header(build_batch([(0, None, b"v")], producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True))
+MARKER = _header(build_end_txn_marker_batch(ControlRecordType.ABORT, producer_id=1, producer_epoch=0,
+                                            coordinator_epoch=0, timestamp_ms=0))
+
+
+@dataclass(frozen=True)
+class Produce:
+    """A transactional batch on its way to a partition leader."""
+
+    tp: TopicPartition
+    txn_id: str
+    producer_id: int
+    epoch: int
+
+
 @dataclass
 class Producer:
     txn_id: str
@@ -63,8 +94,17 @@ class Producer:
 
 
 class Sim:
-    def __init__(self, seed: int, core: type[TransactionCoordinator] = TransactionCoordinator):
+    def __init__(self, seed: int, core: type[TransactionCoordinator] = TransactionCoordinator, *,
+                 verification: bool = True):
         self.rng = random.Random(seed)
+        self.verification = verification
+        self.prng = random.Random(seed + 7_919)
+        self.leaders = {tp: ProducerStateManager() for tp in TOPIC_PARTITIONS}
+        self.offsets = itertools.count()
+        self.in_flight: list[Produce] = []
+        self.answers: list[TxnReply] = []  # the core's answers to verifications, not yet delivered
+        self.verifies: dict[int, tuple[Produce, VerificationGuard]] = {}
+        self.appended = self.refused = 0
         self.now = 0
         pids = itertools.count(1000)
         # odd seeds write TransactionLogValue v1 (flexible), even seeds v0
@@ -142,9 +182,79 @@ class Sim:
 
     # ------------------------------------------------------------ the broker
 
+    def _batches(self) -> None:
+        """Producers in a transaction send batches (their own random stream, so the coordinator's
+        traffic stays the same as without them), which reach the leaders in any order, late."""
+        r = self.prng
+        busy = [p for p in self.producers if p.in_txn and p.producer_id != NO_PRODUCER_ID]
+        if busy and r.random() < 0.3:
+            p = r.choice(busy)
+            # mostly to a partition the producer was told was added, sometimes not
+            tp = r.choice(sorted(p.acked) if p.acked and r.random() < 0.9 else TOPIC_PARTITIONS)
+            self.in_flight.append(Produce(tp, p.txn_id, p.producer_id, p.epoch))
+        if self.in_flight and r.random() < 0.3:
+            self._arrive(self.in_flight.pop(r.randrange(len(self.in_flight))))
+        if self.answers and r.random() < 0.5:
+            self._verified(self.answers.pop(r.randrange(len(self.answers))))
+
+    def _arrive(self, b: Produce) -> None:
+        """A batch reaches its partition leader (Produce handler + ReplicaManager)."""
+        ps = self.leaders[b.tp]
+        if not self.verification or not ps.needs_verification(b.producer_id):
+            self._append(b, None)
+            return
+        guard = ps.start_verification(b.producer_id, b.epoch)
+        rid = next(self.rid)
+        self.verifies[rid] = (b, guard)
+        self.core.handle_add_partitions(rid, b.txn_id, b.producer_id, b.epoch, [b.tp], self.now, verify_only=True)
+        # the answer travels on the leader's own channel (delivered from _batches, late or not)
+        for a in self.core.poll(self.now):
+            (self.answers if isinstance(a, TxnReply) and a.request_id in self.verifies else self.queue).append(a)
+
+    def _verified(self, r: TxnReply) -> None:
+        b, guard = self.verifies.pop(r.request_id)
+        if r.error == E.none and dict(r.partition_errors).get(b.tp) == E.none:
+            self._append(b, guard)
+        else:
+            self.refused += 1
+
+    def _append(self, b: Produce, guard: VerificationGuard | None) -> None:
+        ps = self.leaders[b.tp]
+        entry = ps.producers.get(b.producer_id)
+        if entry is not None and b.epoch < entry.producer_epoch:
+            self.refused += 1  # fenced (the append's epoch check)
+            return
+        if self.verification and not ps.verified(b.producer_id, b.epoch, guard):
+            self.refused += 1  # a marker or a newer epoch came in between
+            return
+        ps.update(dataclasses.replace(DATA, base_offset=next(self.offsets), producer_id=b.producer_id,
+                                      producer_epoch=b.epoch))
+        self.appended += 1
+
+    def _write_markers(self, m: WriteMarkers) -> None:
+        for tp in m.partitions:
+            if tp not in self.leaders:
+                continue  # __consumer_offsets
+            ps = self.leaders[tp]
+            h = dataclasses.replace(MARKER, base_offset=next(self.offsets), producer_id=m.producer_id,
+                                    producer_epoch=m.producer_epoch)
+            completed = ps.update_marker(h, coordinator_epoch=m.coordinator_epoch, is_abort=not m.commit)
+            if completed is not None:
+                ps.complete_txn(completed)
+
+    def _check_no_hanging(self) -> None:
+        for tp, ps in self.leaders.items():
+            for pid in ps.ongoing_txns:
+                owners = [m for part in (0, 1) for m in self.core.snapshot(part).values() if m.producer_id == pid]
+                if not any(m.state == TxnState.ONGOING and tp in m.partitions for m in owners):
+                    raise InvariantViolation(f"{tp} hangs: producer {pid} has a transaction open there, "
+                                             f"unknown to the coordinator ({owners})")
+
     def _deliver(self, a: Action, *, healed: bool = False) -> None:
         fail = not healed and self.rng.random() < self.fail_rate
-        if isinstance(a, TxnReply):
+        if isinstance(a, TxnReply) and a.request_id in self.verifies:
+            self._verified(a)
+        elif isinstance(a, TxnReply):
             self._answer(a)
         elif isinstance(a, AppendTxnRecord):
             if fail:
@@ -155,6 +265,9 @@ class Sim:
         else:
             if not fail:
                 self._check_markers(a)
+                part = self.core.partition_of(a.transactional_id)
+                if a.coordinator_epoch == self.coordinator_epoch[part]:
+                    self._write_markers(a)
             self.core.on_markers(
                 a.markers_id, E.not_leader_or_follower if fail else E.none, self.now
             )
@@ -222,7 +335,13 @@ class Sim:
                     self._deliver(self.queue.pop(self.rng.randrange(len(self.queue))))
             else:
                 self._move(self.rng.randrange(2))
-        # heal: no more failures, deliver everything
+            self._batches()
+        # heal: no more failures, deliver everything (the late batches first)
+        while self.in_flight or self.answers:
+            if self.in_flight:
+                self._arrive(self.in_flight.pop(0))
+            else:
+                self._verified(self.answers.pop(0))
         for _ in range(10_000):
             self.queue += self.core.poll(self.now)
             if not self.queue:
@@ -232,6 +351,7 @@ class Sim:
             for t, m in self.core.snapshot(part).items():
                 if m.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                     raise InvariantViolation(f"{t} left in {m.state.name}")
+        self._check_no_hanging()
 
 
 # ------------------------------------------------------------ broken cores
@@ -308,6 +428,19 @@ def test_simulation_does_something() -> None:
     for s in sims:
         s.run()
     assert sum(s.commits for s in sims) > 20 and sum(s.aborts for s in sims) > 20
+    assert sum(s.appended for s in sims) > 30 and sum(s.refused for s in sims) > 10
+
+
+def test_leader_without_verification_is_caught() -> None:
+    """The hanging transaction itself: with the leaders' verification off, a late batch opens a
+    transaction no marker will close."""
+    for seed in range(200):
+        try:
+            Sim(seed, verification=False).run()
+        except InvariantViolation as e:
+            assert "hangs" in str(e)
+            return
+    pytest.fail("a leader without verification was not caught in 200 seeds")
 
 
 @pytest.mark.parametrize("core", BROKEN, ids=lambda c: c.__name__)

@@ -453,3 +453,43 @@ def test_the_cleaner_drops_aborted_records_so_they_never_shadow_committed_ones(t
     assert [h.base_offset for h in batches if h.is_control] == [2, 4]  # both markers kept
     assert [t.first_offset for t in log.collect_aborted_transactions(0, 7)] == [1]
     log.close()
+
+
+# ---------------------------------------------------------------- KIP-890 verification guard
+
+
+def test_verification_guard_lets_the_verified_append_open_a_transaction(tmp_path):
+    log = _open(tmp_path / "t-0")
+    ps = log.producer_state
+    assert ps.needs_verification(7)
+    guard = ps.start_verification(7, 0)
+    assert ps.start_verification(7, 0) is guard  # one verification in flight per producer and epoch
+    assert ps.verified(7, 0, guard)
+    assert not ps.verified(7, 0, None) and not ps.verified(7, 1, guard)
+    _append(log, _txn(7, 0, 0))
+    assert not ps.needs_verification(7)  # open here: later batches need no verification
+    assert ps.verification_guards == {}  # used up by the batch that opened the transaction
+    assert ps.verified(7, 0, None)
+
+
+def test_a_marker_between_verification_and_append_makes_the_guard_stale(tmp_path):
+    """The hanging-transaction race: verified, then the coordinator aborts (marker written), then
+    the verified batch arrives. Its guard is gone, so it must not open a transaction."""
+    log = _open(tmp_path / "t-0")
+    ps = log.producer_state
+    guard = ps.start_verification(7, 0)
+    _end(log, ABORT, 7, 0)
+    assert not ps.verified(7, 0, guard)
+    again = ps.start_verification(7, 0)  # a new verification takes a new guard
+    assert again is not guard and ps.verified(7, 0, again) and not ps.verified(7, 0, guard)
+
+
+def test_a_newer_epoch_makes_the_guard_stale(tmp_path):
+    log = _open(tmp_path / "t-0")
+    ps = log.producer_state
+    guard = ps.start_verification(7, 0)
+    _end(log, ABORT, 7, 1)  # the coordinator bumped the epoch as it aborted
+    assert not ps.verified(7, 0, guard)
+    newer = ps.start_verification(7, 1)
+    _append(log, _txn(8, 0, 0))  # another producer's transaction does not touch it
+    assert ps.verified(7, 1, newer)

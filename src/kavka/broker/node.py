@@ -51,6 +51,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,11 @@ class BrokerNode:
         self.groups: GroupCoordinatorManager | None = None  # a broker, once the metadata log is replayed
         self.transactions: TransactionCoordinatorManager | None = None  # likewise
         self._marker_channels: dict[int, Any] = {}  # leader id -> AsyncChannel (WriteTxnMarkers)
+        self._verify_channels: dict[int, Any] = {}  # coordinator id -> AsyncChannel (AddPartitionsToTxn v4)
+        # leader id -> markers waiting for its next WriteTxnMarkers, and the task draining them
+        self._marker_queues: dict[int, list[tuple[WriteMarkers, list[TopicPartition], asyncio.Future[Any]]]] = {}
+        self._marker_drains: dict[int, asyncio.Task[None]] = {}
+        self.txn_marker_requests = 0  # WriteTxnMarkers requests sent (a batch counts once)
         self.remote_log_manager: Any = None  # a broker with remote.log.storage.system.enable=true
         self.assignments: AssignmentsManager | None = None  # a broker, once registered
         self.bound_ports: list[int] = []
@@ -423,16 +429,98 @@ class BrokerNode:
         for channel in self._marker_channels.values():
             channel.close()
         self._marker_channels.clear()
+        for channel in self._verify_channels.values():
+            channel.close()
+        self._verify_channels.clear()
+        for task in list(self._marker_drains.values()):
+            task.cancel()
 
-    async def _send_txn_markers(self, m: WriteMarkers, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """WriteTxnMarkers v1 to the leaders of `partitions` (the transaction coordinator's marker
-        channel, Kafka's TransactionMarkerChannelManager): one request per leader, over the
-        inter-broker listener; a partition with no leader answers NOT_LEADER_OR_FOLLOWER."""
+    async def verify_txn_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                    partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 part 1, the leader side (Kafka's AddPartitionsToTxnManager): ask the transaction
+        coordinator of `transactional_id` whether `partitions` are in that producer's ongoing
+        transaction. The coordinator is the leader of the id's __transaction_state partition
+        (computed here, as the coordinator does: no FindCoordinator); this broker's own core is
+        asked directly, another broker with AddPartitionsToTxn v4 verify_only over the
+        inter-broker listener. The answer per partition is already the Produce error, as Kafka's
+        ReplicaManager maps it: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE ->
+        INVALID_TXN_STATE, a coordinator not reachable, moving or busy -> NOT_ENOUGH_REPLICAS
+        (retriable, no metadata refresh), a refused ClusterAction -> INVALID_TXN_STATE."""
         from kavka.client.async_channel import AsyncChannel
+        from kavka.coordinator.records import partition_for
         from kavka.protocol import api
         from kavka.protocol.api import ApiKey
         from kavka.protocol.messages import make, nested
 
+        def produce_error(e: ErrorCode) -> ErrorCode:
+            if e == ErrorCode.producer_fenced:
+                return ErrorCode.invalid_producer_epoch
+            if e in (ErrorCode.transaction_abortable, ErrorCode.cluster_authorization_failed):
+                return ErrorCode.invalid_txn_state
+            if e in (ErrorCode.concurrent_transactions, ErrorCode.network_exception,
+                     ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                     ErrorCode.not_coordinator):
+                return ErrorCode.not_enough_replicas
+            return e
+
+        def everywhere(e: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return dict.fromkeys(partitions, produce_error(e))
+
+        n = self._topic_partition_count(TRANSACTION_STATE_TOPIC)
+        if not n:
+            return everywhere(ErrorCode.coordinator_not_available)
+        t = self.image.topics_by_name[TRANSACTION_STATE_TOPIC]
+        reg = t.partitions.get(partition_for(transactional_id, n))
+        leader = reg.leader if reg is not None else -1
+        if leader < 0:
+            return everywhere(ErrorCode.coordinator_not_available)
+        if leader == self.node_id:
+            txns = self.transactions
+            if txns is None:
+                return everywhere(ErrorCode.coordinator_not_available)
+            reply = await txns.call(lambda rid, now: txns.core.handle_add_partitions(
+                rid, transactional_id, producer_id, producer_epoch, partitions, now, verify_only=True))
+            per = dict(reply.partition_errors)
+            return {tp: produce_error(per.get(tp, reply.error)) for tp in partitions}
+        addr = self._broker_endpoint(leader)
+        if addr is None:
+            return everywhere(ErrorCode.coordinator_not_available)
+        req_cls = api.request_schema(ApiKey.ADD_PARTITIONS_TO_TXN, 4)
+        resp_cls = api.response_schema(ApiKey.ADD_PARTITIONS_TO_TXN, 4)
+        topics: dict[str, list[int]] = {}
+        for tp in partitions:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        req = make(req_cls, transactions=(make(
+            nested(req_cls, "AddPartitionsToTxnTransaction"), transactional_id=transactional_id,
+            producer_id=producer_id, producer_epoch=producer_epoch, verify_only=True,
+            topics=tuple(make(nested(req_cls, "AddPartitionsToTxnTopic"), name=name, partitions=tuple(ps))
+                         for name, ps in topics.items())),))
+        channel = self._verify_channels.get(leader)
+        if channel is None:
+            channel = self._verify_channels[leader] = AsyncChannel(
+                f"kavka-txn-verify-{self.node_id}", security=self.inter_broker_security)
+        try:
+            resp = await channel.call(addr, req, resp_cls, 10.0)
+        except (OSError, ConnectionError, TimeoutError) as e:
+            log.warning("AddPartitionsToTxn (verify) to broker %d failed: %r", leader, e)
+            return everywhere(ErrorCode.network_exception)
+        if resp.error_code != ErrorCode.none:
+            return everywhere(ErrorCode(resp.error_code))
+        out = everywhere(ErrorCode.invalid_txn_state)  # a partition the answer leaves out is not verified
+        for r in resp.results_by_transaction:
+            for rt in r.topic_results:
+                for p in rt.results_by_partition:
+                    tp = TopicPartition(str(rt.name), int(p.partition_index))
+                    if tp in out:
+                        out[tp] = produce_error(ErrorCode(p.partition_error_code))
+        return out
+
+    async def _send_txn_markers(self, m: WriteMarkers, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """WriteTxnMarkers v1 to the leaders of `partitions` (the transaction coordinator's marker
+        channel, Kafka's TransactionMarkerChannelManager), over the inter-broker listener; a
+        partition with no leader answers NOT_LEADER_OR_FOLLOWER. Markers are queued per leader and
+        each leader's queue is drained into one request: the markers of several transactions that
+        became ready in the same poll of the core travel together (`_drain_txn_markers`)."""
         out: dict[TopicPartition, ErrorCode] = {}
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in partitions:
@@ -444,36 +532,85 @@ class BrokerNode:
                 out[tp] = ErrorCode.not_leader_or_follower
             else:
                 by_leader.setdefault(reg.leader, []).append(tp)
+        loop = asyncio.get_running_loop()
+        waits = []
+        for leader, tps in by_leader.items():
+            fut: asyncio.Future[dict[TopicPartition, ErrorCode]] = loop.create_future()
+            self._marker_queues.setdefault(leader, []).append((m, tps, fut))
+            if leader not in self._marker_drains:
+                # Starts after the tasks already scheduled (the other markers of this poll) queued theirs.
+                task = self._marker_drains[leader] = loop.create_task(self._drain_txn_markers(leader))
+                task.add_done_callback(partial(self._drain_not_started, leader))
+            waits.append(fut)
+        for fut in waits:
+            out.update(await fut)
+        return out
+
+    def _drain_not_started(self, leader: int, task: asyncio.Task[None]) -> None:
+        """A drain cancelled before it ran (shutdown) never reached its `finally`: answer its queue."""
+        if self._marker_drains.get(leader) is task:
+            del self._marker_drains[leader]
+            for _, tps, fut in self._marker_queues.pop(leader, []):
+                if not fut.done():
+                    fut.set_result(dict.fromkeys(tps, ErrorCode.not_leader_or_follower))
+
+    async def _drain_txn_markers(self, leader: int) -> None:
+        batch: list[tuple[WriteMarkers, list[TopicPartition], asyncio.Future[Any]]] = []
+        try:
+            while queue := self._marker_queues.get(leader):
+                # One marker per producer id per request: the answer is keyed by producer id.
+                batch, rest, seen = [], [], set()
+                for item in queue:
+                    (rest if item[0].producer_id in seen else batch).append(item)
+                    seen.add(item[0].producer_id)
+                self._marker_queues[leader] = rest
+                answers = await self._write_txn_markers_to(leader, batch)
+                for m, tps, fut in batch:
+                    if not fut.done():
+                        fut.set_result({tp: answers.get((m.producer_id, tp), ErrorCode.not_leader_or_follower)
+                                        for tp in tps})
+                batch = []
+        finally:
+            self._marker_drains.pop(leader, None)
+            for _, tps, fut in batch + self._marker_queues.pop(leader, []):  # cancelled: not sent
+                if not fut.done():
+                    fut.set_result(dict.fromkeys(tps, ErrorCode.not_leader_or_follower))
+
+    async def _write_txn_markers_to(self, leader: int, batch: list[Any]) -> dict[tuple[int, TopicPartition], ErrorCode]:
+        """One WriteTxnMarkers v1 with the markers of `batch`; the answer per (producer id,
+        partition), empty when the leader could not be reached."""
+        from kavka.client.async_channel import AsyncChannel
+        from kavka.protocol import api
+        from kavka.protocol.api import ApiKey
+        from kavka.protocol.messages import make, nested
+
         req_cls = api.request_schema(ApiKey.WRITE_TXN_MARKERS, 1)
         resp_cls = api.response_schema(ApiKey.WRITE_TXN_MARKERS, 1)
-        for leader, tps in by_leader.items():
-            addr = self._broker_endpoint(leader)
-            if addr is None:
-                out.update(dict.fromkeys(tps, ErrorCode.not_leader_or_follower))
-                continue
+        addr = self._broker_endpoint(leader)
+        if addr is None:
+            return {}
+        markers = []
+        for m, tps, _ in batch:
             topics: dict[str, list[int]] = {}
             for tp in tps:
                 topics.setdefault(tp.topic, []).append(tp.partition)
-            req = make(req_cls, markers=(make(
+            markers.append(make(
                 nested(req_cls, "WritableTxnMarker"), producer_id=m.producer_id, producer_epoch=m.producer_epoch,
                 transaction_result=m.commit, coordinator_epoch=m.coordinator_epoch,
                 topics=tuple(make(nested(req_cls, "WritableTxnMarkerTopic"), name=name, partition_indexes=tuple(ps))
-                             for name, ps in topics.items())),))
-            channel = self._marker_channels.get(leader)
-            if channel is None:
-                channel = self._marker_channels[leader] = AsyncChannel(
-                    f"kavka-txn-markers-{self.node_id}", security=self.inter_broker_security)
-            try:
-                resp = await channel.call(addr, req, resp_cls, 10.0)
-            except (OSError, ConnectionError, TimeoutError) as e:
-                log.warning("WriteTxnMarkers to broker %d failed: %r", leader, e)
-                out.update(dict.fromkeys(tps, ErrorCode.not_leader_or_follower))
-                continue
-            for mr in resp.markers:
-                for t in mr.topics:
-                    for p in t.partitions:
-                        out[TopicPartition(str(t.name), int(p.partition_index))] = ErrorCode(p.error_code)
-        return out
+                             for name, ps in topics.items())))
+        channel = self._marker_channels.get(leader)
+        if channel is None:
+            channel = self._marker_channels[leader] = AsyncChannel(
+                f"kavka-txn-markers-{self.node_id}", security=self.inter_broker_security)
+        self.txn_marker_requests += 1
+        try:
+            resp = await channel.call(addr, make(req_cls, markers=tuple(markers)), resp_cls, 10.0)
+        except (OSError, ConnectionError, TimeoutError) as e:
+            log.warning("WriteTxnMarkers to broker %d failed: %r", leader, e)
+            return {}
+        return {(int(mr.producer_id), TopicPartition(str(t.name), int(p.partition_index))): ErrorCode(p.error_code)
+                for mr in resp.markers for t in mr.topics for p in t.partitions}
 
     async def _create_transaction_state_topic(self, partitions: int) -> None:
         c = self.config

@@ -108,15 +108,17 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (0, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
-    # KIP-98 (broker.handlers.transactions). AddPartitionsToTxn v4 (batched, verify-only,
-    # KIP-890) is not served yet, nor TxnOffsetCommit v5 (transactions v2, KIP-890).
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    # KIP-98 (broker.handlers.transactions). AddPartitionsToTxn v4-v5 (batched, verify-only,
+    # KIP-890 part 1) are the broker-to-broker form (ClusterAction); TxnOffsetCommit v5
+    # (transactions v2, KIP-890 part 2) is not served.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     # Answered by the group coordinator (broker.handlers.groups); v3 adds KIP-447's generation checks.
     ApiKey.TXN_OFFSET_COMMIT: (0, 4),
     ApiKey.END_TXN: (0, 3),
-    # Kafka 3.9 answers v0-v1; kio has v1 (flexible) and v2 (Kafka 4.0, TransactionVersion).
-    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    # Kafka 3.9 answers v0-v1; v0 (not flexible) from protocol.legacy_schema; kio's v2 (Kafka 4.0,
+    # TransactionVersion) is not served.
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
     # KIP-664 (broker.handlers.transaction_ops); ListTransactions v2 (TransactionalIdPattern) is
     # Kafka 4.0's.
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),

@@ -114,12 +114,54 @@ def _next_seq(seq: int) -> int:
     return 0 if seq == INT32_MAX else seq + 1
 
 
+class VerificationGuard:
+    """KIP-890 part 1 (Kafka's VerificationStateEntry): the token a partition leader takes before
+    asking the transaction coordinator whether a producer's transaction includes this partition.
+    The append that follows a positive answer must still find this very guard: a marker written
+    (or a newer epoch seen) in between clears it, so a batch verified before an abort marker
+    cannot open a transaction after it. Compared by identity."""
+
+    __slots__ = ("producer_epoch",)
+
+    def __init__(self, producer_epoch: int) -> None:
+        self.producer_epoch = producer_epoch
+
+
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
         # producer id -> first offset of its open transaction (mirrors the entries' field, so
         # the first unstable offset is a min over open transactions, not over every producer)
         self.ongoing_txns: dict[int, int] = {}
+        # producer id -> the guard of a verification in flight (never persisted: a restarted
+        # leader has none, and an append then needs a new verification)
+        self.verification_guards: dict[int, VerificationGuard] = {}
+
+    # ------------------------------------------------------------ KIP-890 verification
+
+    def needs_verification(self, producer_id: int) -> bool:
+        """A transactional batch from `producer_id` would open a transaction here (none is open)."""
+        return producer_id not in self.ongoing_txns
+
+    def start_verification(self, producer_id: int, producer_epoch: int) -> VerificationGuard:
+        """The guard for a verification of `producer_id` at `producer_epoch`; a verification
+        already in flight at the same epoch shares its guard (Kafka's maybeCreateVerificationStateEntry)."""
+        g = self.verification_guards.get(producer_id)
+        if g is None or g.producer_epoch != producer_epoch:
+            g = self.verification_guards[producer_id] = VerificationGuard(producer_epoch)
+        return g
+
+    def verified(self, producer_id: int, producer_epoch: int, guard: VerificationGuard | None) -> bool:
+        """May a transactional batch of `producer_id`/`producer_epoch`, verified under `guard`, be
+        appended now? Yes while its transaction is open here; else only if `guard` is still the
+        producer's guard, at that epoch."""
+        if producer_id in self.ongoing_txns:
+            return True
+        g = self.verification_guards.get(producer_id)
+        return guard is not None and g is guard and g.producer_epoch == producer_epoch
+
+    def clear_verification(self, producer_id: int) -> None:
+        self.verification_guards.pop(producer_id, None)
 
     @property
     def first_unstable_offset(self) -> int | None:
@@ -229,6 +271,9 @@ class ProducerStateManager:
         elif producer_epoch != entry.producer_epoch:
             entry.producer_epoch = producer_epoch
             entry.batches.clear()
+        g = self.verification_guards.get(producer_id)
+        if g is not None and g.producer_epoch < producer_epoch:
+            del self.verification_guards[producer_id]  # a newer epoch: the old verification is stale
         return entry
 
     def update(self, h: BatchHeader) -> None:
@@ -245,12 +290,15 @@ class ProducerStateManager:
         if h.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = h.base_offset
             self.ongoing_txns[h.producer_id] = h.base_offset
+            self.verification_guards.pop(h.producer_id, None)  # the transaction is open: used up
 
     def update_marker(self, h: BatchHeader, *, coordinator_epoch: int, is_abort: bool) -> CompletedTxn | None:
         """Record an end-transaction marker written at ``h.base_offset``: the transaction it
         closes, or None if the producer had none open (an empty transaction)."""
         entry = self._entry_for_epoch(h.producer_id, h.producer_epoch)
         entry.coordinator_epoch = coordinator_epoch
+        # A marker ends whatever was verified before it (Kafka clears the VerificationStateEntry).
+        self.verification_guards.pop(h.producer_id, None)
         entry.last_timestamp = h.max_timestamp
         first = entry.current_txn_first_offset
         if first is None:

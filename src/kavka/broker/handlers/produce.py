@@ -25,6 +25,7 @@ from kavka.protocol.framing import ProtocolError
 from kavka.protocol.legacy import LEGACY_PRODUCE_VERSIONS, refuse_legacy_produce
 from kavka.protocol.messages import NO_THROTTLE, make, nested
 from kavka.protocol.records import iter_batches
+from kavka.replication.purgatory import Delayed
 from kavka.replication.replica_manager import PartitionResponse, ReplicaManager
 
 if TYPE_CHECKING:
@@ -39,24 +40,86 @@ def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     if throttle_ms > 0 and req.acks == 0 and ctx.mute is not None:
         ctx.mute(throttle_ms)  # no response will carry the time: Kafka throttles the channel anyway
     check = checker(node, ctx)
-    if check is None:
-        return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms)
-    if req.transactional_id is not None and not check(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+    if check is not None and req.transactional_id is not None and not check(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                                       req.transactional_id):
         # Kafka's handleProduceRequest: a transactional produce needs Write on its TransactionalId.
         if req.acks == 0:
             raise ProtocolError("produce with acks=0 failed; closing the connection to tell the producer")
         resp_cls = api.response_schema(ctx.api_key, max(ctx.api_version, 3))
         return _all_failed(req, resp_cls, ErrorCode.transactional_id_authorization_failed)
-    return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms,
-                   may_write=lambda topic: check(AclOperation.WRITE, ResourceType.TOPIC, topic))
+    may_write = None if check is None else (lambda topic: check(AclOperation.WRITE, ResourceType.TOPIC, topic))
+    # acks=0 is never answered, so it cannot wait for a verification (transactional clients use acks=all).
+    unverified = _needing_verification(node, req, may_write) if req.transactional_id is not None and req.acks != 0 else {}
+    if unverified:
+        return _verify_then_produce(node, ctx, req, unverified, throttle_ms, may_write)
+    return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms, may_write=may_write)
+
+
+def _needing_verification(node: BrokerNode, req: Any,
+                          may_write: Callable[[str], bool] | None) -> dict[TopicPartition, tuple[int, int, Any]]:
+    """KIP-890 part 1: the partitions this broker leads where the request's transactional batch
+    would open a transaction (its producer has none open there), each with the verification
+    guard taken in that partition's producer state (storage.producer_state.VerificationGuard).
+    Empty when `transaction.partition.verification.enable` is false."""
+    if not node.resolver.broker_value(node.image, "transaction.partition.verification.enable"):  # dynamic
+        return {}
+    rm = node.replica_manager
+    out: dict[TopicPartition, tuple[int, int, Any]] = {}
+    for t in req.topic_data:
+        if may_write is not None and not may_write(t.name):
+            continue  # answered TOPIC_AUTHORIZATION_FAILED, never verified
+        for pd in t.partition_data:
+            if pd.records is None or len(pd.records) == 0:
+                continue
+            try:
+                h = next((h for _, h in iter_batches(memoryview(pd.records)) if h.is_transactional), None)
+            except ValueError:
+                continue  # malformed: the append's validation answers it
+            p = rm.get_partition(t.name, pd.index)
+            if h is None or h.producer_id < 0 or p is None or not p.is_leader:
+                continue  # the append answers a partition not led here
+            state = p.log.producer_state
+            if state.needs_verification(h.producer_id):
+                out[TopicPartition(t.name, pd.index)] = (
+                    h.producer_id, h.producer_epoch, state.start_verification(h.producer_id, h.producer_epoch))
+    return out
+
+
+async def _verify_then_produce(node: BrokerNode, ctx: RequestContext, req: Any,
+                               unverified: dict[TopicPartition, tuple[int, int, Any]], throttle_ms: int,
+                               may_write: Callable[[str], bool] | None) -> Any:
+    """Ask the transaction coordinator (BrokerNode.verify_txn_partitions) about `unverified`, then
+    append: a partition the coordinator does not confirm, or whose guard a marker or a newer epoch
+    cleared meanwhile, is answered with the verification's error and not appended. The guards are
+    checked and the append made without yielding to the event loop in between."""
+    by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
+    for tp, (pid, epoch, _) in unverified.items():
+        by_producer.setdefault((pid, epoch), []).append(tp)
+    errors: dict[TopicPartition, ErrorCode] = {}
+    for (pid, epoch), tps in by_producer.items():
+        errors.update(await node.verify_txn_partitions(str(req.transactional_id), pid, epoch, tps))
+    refused: dict[TopicPartition, PartitionResponse] = {}
+    rm = node.replica_manager
+    for tp, (pid, epoch, guard) in unverified.items():
+        error = errors.get(tp, ErrorCode.invalid_txn_state)
+        p = rm.get_partition(tp.topic, tp.partition)
+        if error == ErrorCode.none and p is not None and p.is_leader \
+                and not p.log.producer_state.verified(pid, epoch, guard):
+            error = ErrorCode.invalid_txn_state  # a marker (or a newer epoch) came in between
+        if error != ErrorCode.none:
+            refused[tp] = PartitionResponse(error, "the partition is not in the producer's ongoing transaction"
+                                            if error == ErrorCode.invalid_txn_state else None)
+    result = produce(rm, ctx, req, throttle_ms=throttle_ms, may_write=may_write, refused_before=refused)
+    return await result.future if isinstance(result, Delayed) else result
 
 
 def produce(rm: ReplicaManager, ctx: RequestContext, req: Any, *, throttle_ms: int = 0,
-            may_write: Callable[[str], bool] | None = None) -> Any:
+            may_write: Callable[[str], bool] | None = None,
+            refused_before: dict[TopicPartition, PartitionResponse] | None = None) -> Any:
     """The handler on its narrow input: the replica manager, the quota's throttle time for the
     answer and, with an authorizer, whether the principal may Write each topic (a partition of one
-    it may not is TOPIC_AUTHORIZATION_FAILED)."""
+    it may not is TOPIC_AUTHORIZATION_FAILED); `refused_before` answers partitions already
+    refused (KIP-890 verification) without appending them."""
     acks = req.acks
     # v0-v2 answers are built v3-shaped and written by protocol.legacy.
     resp_cls = api.response_schema(ctx.api_key, max(ctx.api_version, 3))
@@ -68,7 +131,7 @@ def produce(rm: ReplicaManager, ctx: RequestContext, req: Any, *, throttle_ms: i
             raise ProtocolError("produce v0-v2 (message format v0/v1) is not supported; closing the connection")
         return refuse_legacy_produce(req, resp_cls)
     # What the request itself gets wrong is answered here; the rest goes to the replica manager.
-    refused: dict[TopicPartition, PartitionResponse] = {}
+    refused: dict[TopicPartition, PartitionResponse] = dict(refused_before or {})
     entries: list[tuple[TopicPartition, memoryview]] = []
     order: list[tuple[str, list[TopicPartition]]] = []
     for t in req.topic_data:
@@ -77,6 +140,8 @@ def produce(rm: ReplicaManager, ctx: RequestContext, req: Any, *, throttle_ms: i
         for pd in t.partition_data:
             tp = TopicPartition(t.name, pd.index)
             tps.append(tp)
+            if tp in refused:
+                continue
             if not authorized:
                 refused[tp] = PartitionResponse(ErrorCode.topic_authorization_failed)
             elif pd.records is None or len(pd.records) == 0:

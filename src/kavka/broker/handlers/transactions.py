@@ -1,8 +1,9 @@
 """The transactional APIs (KIP-98): InitProducerId with a transactional id, AddPartitionsToTxn
-(API 24, v0-v3), AddOffsetsToTxn (API 25, v0-v4), EndTxn (API 26), all answered by the
-transaction coordinator (coordinator.txn_manager) parked until the core's reply. AddOffsetsToTxn
-adds the group's `__consumer_offsets` partition to the transaction; the offsets themselves come
-with TxnOffsetCommit, which the group coordinator answers (broker.handlers.groups).
+(API 24, v0-v3 from clients; v4-v5, batched and verify-only, from brokers: KIP-890),
+AddOffsetsToTxn (API 25, v0-v4), EndTxn (API 26), all answered by the transaction coordinator
+(coordinator.txn_manager) parked until the core's reply. AddOffsetsToTxn adds the group's
+`__consumer_offsets` partition to the transaction; the offsets themselves come with
+TxnOffsetCommit, which the group coordinator answers (broker.handlers.groups).
 
 Authorization as Kafka's KafkaApis: Write on the TransactionalId (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED); AddPartitionsToTxn then Write on each topic (a refused
@@ -11,20 +12,22 @@ AddOffsetsToTxn then Read on the Group (else GROUP_AUTHORIZATION_FAILED).
 PRODUCER_FENCED is answered INVALID_PRODUCER_EPOCH to versions before it existed (InitProducerId
 < v4, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn < v2), as Kafka does.
 
-WriteTxnMarkers (API 27, v1; ClusterAction on the Cluster, checked in broker.apis) is served:
+WriteTxnMarkers (API 27, v0-v1; ClusterAction on the Cluster, checked in broker.apis) is served:
 a partition leader writes the markers a coordinator asks for (kavka's coordinator sends it
 through BrokerNode._send_txn_markers).
 
-Not served yet: AddPartitionsToTxn v4 (batched / verify-only).
+Not served yet: transactions v2 (KIP-890 part 2: EndTxn v5, TxnOffsetCommit v5).
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kavka.authorizer import CLUSTER_NAME
 from kavka.broker.authorization import checker
 from kavka.common import AclOperation, ResourceType
 from kavka.controller.quorum_controller import UNAVAILABLE
@@ -86,6 +89,8 @@ async def init_transactional_producer_id(node: BrokerNode, ctx: RequestContext, 
 
 
 async def handle_add_partitions_to_txn(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    if ctx.api_version >= 4:
+        return await _handle_add_partitions_to_txn_batched(node, ctx, req)
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
     topic_cls = nested(resp_cls, "AddPartitionsToTxnTopicResult")
     part_cls = nested(resp_cls, "AddPartitionsToTxnPartitionResult")
@@ -151,6 +156,58 @@ async def handle_add_offsets_to_txn(node: BrokerNode, ctx: RequestContext, req: 
     if error == ErrorCode.none and reply.partition_errors:
         error = next((e for _tp, e in reply.partition_errors if e != ErrorCode.none), ErrorCode.none)
     return answer(error)
+
+
+async def _handle_add_partitions_to_txn_batched(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    """AddPartitionsToTxn v4+ (KIP-890 part 1), the broker-to-broker form: many transactions per
+    request, each either added (as v0-v3) or, with `verify_only`, only checked (per partition NONE
+    when it is in the producer's ongoing transaction). As Kafka's KafkaApis: ClusterAction on the
+    Cluster is required (else CLUSTER_AUTHORIZATION_FAILED on the top-level error code), no
+    per-transactional-id or per-topic ACL; an unknown partition fails its transaction with
+    UNKNOWN_TOPIC_OR_PARTITION (OPERATION_NOT_ATTEMPTED for its other partitions). The core answers
+    TRANSACTION_ABORTABLE for a partition outside the transaction; v4 predates that code (v5,
+    KIP-890) and gets INVALID_TXN_STATE."""
+    resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+    txn_cls = nested(resp_cls, "AddPartitionsToTxnResult")
+    topic_cls = nested(resp_cls, "AddPartitionsToTxnTopicResult")
+    part_cls = nested(resp_cls, "AddPartitionsToTxnPartitionResult")
+    check = checker(node, ctx)
+    if check is not None and not check(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed,
+                    results_by_transaction=())
+
+    def code(e: ErrorCode) -> ErrorCode:
+        if e == ErrorCode.transaction_abortable and ctx.api_version < 5:
+            return ErrorCode.invalid_txn_state
+        return e
+
+    async def one(t: Any) -> Any:
+        txn_id = str(t.transactional_id)
+        tps = [TopicPartition(str(tp.name), int(p)) for tp in t.topics for p in tp.partitions]
+        errors: dict[TopicPartition, ErrorCode] = {}
+        unknown = {tp for tp in tps if (topic := node.image.topics_by_name.get(tp.topic)) is None
+                   or tp.partition not in topic.partitions}
+        txns = node.transactions
+        if unknown:
+            errors = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+                      for tp in tps}
+        elif txns is None:
+            errors = dict.fromkeys(tps, ErrorCode.coordinator_not_available)
+        else:
+            pid, epoch, verify = int(t.producer_id), int(t.producer_epoch), bool(t.verify_only)
+            reply = await txns.call(lambda rid, now: txns.core.handle_add_partitions(
+                rid, txn_id, pid, epoch, tps, now, verify_only=verify))
+            per = dict(reply.partition_errors)
+            errors = {tp: per.get(tp, reply.error) for tp in tps}
+        by_topic: dict[str, list[Any]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(
+                make(part_cls, partition_index=tp.partition, partition_error_code=code(errors[tp])))
+        return make(txn_cls, transactional_id=txn_id, topic_results=tuple(
+            make(topic_cls, name=name, results_by_partition=tuple(ps)) for name, ps in by_topic.items()))
+
+    results = await asyncio.gather(*(one(t) for t in req.transactions))
+    return make(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results_by_transaction=tuple(results))
 
 
 async def handle_end_txn(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
