@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -125,7 +126,19 @@ def _last_stable_offset(bootstrap: str, topic: str) -> int:
         return admin.list_offsets({(topic, 0): "latest"}, isolation_level=1)[(topic, 0)].offset
 
 
-def test_find_hanging_and_abort(broker):  # noqa: ANN001
+@pytest.fixture(scope="module")
+def unverified(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker that does not verify transactional produce (KIP-890 part 1 off): with it on, the
+    hanging transaction these tests abort cannot be made -- its batch is refused INVALID_TXN_STATE
+    (tests/integration/test_txn_verification.py)."""
+    b = BrokerProcess(tmp_path_factory.mktemp("txnops-unverified"),
+                      overrides={"transaction.partition.verification.enable": "false"}).start()
+    yield b
+    b.stop()
+
+
+def test_find_hanging_and_abort(unverified):  # noqa: ANN001
+    broker = unverified
     topic = unique("txhang")
     ck_create_topic(ck_admin(broker.bootstrap), topic, partitions=1)
     b = ("--bootstrap-server", broker.bootstrap)
@@ -158,7 +171,8 @@ def test_find_hanging_and_abort(broker):  # noqa: ANN001
     assert [s["current_transaction_start_offset"] for s in states if s["producer_id"] == pid] == [None]
 
 
-def test_abort_with_explicit_producer_id_epoch_and_coordinator_epoch(broker):  # noqa: ANN001
+def test_abort_with_explicit_producer_id_epoch_and_coordinator_epoch(unverified):  # noqa: ANN001
+    broker = unverified
     topic = unique("txhang2")
     ck_create_topic(ck_admin(broker.bootstrap), topic, partitions=1)
     b = ("--bootstrap-server", broker.bootstrap)

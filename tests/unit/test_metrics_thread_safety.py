@@ -58,7 +58,7 @@ def churning_node() -> Iterator[tuple[SimpleNamespace, asyncio.AbstractEventLoop
     node = SimpleNamespace(log_manager=lm, replica_manager=SimpleNamespace(partitions=partitions, leader_partitions=list,
                                                                            isr_shrinks=0, isr_expands=0, bytes_out={}),
                            server=SimpleNamespace(connections=set()), replica_fetchers=None, assignments=None,
-                           quorum_controller=None, client_quotas=ClientQuotas(2, 1.0, MetadataImage))
+                           quorum_controller=None, client_quotas=ClientQuotas(2, 1.0, MetadataImage), transactions=None)
     stop = asyncio.Event()
 
     async def churn() -> None:
