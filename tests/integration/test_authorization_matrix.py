@@ -47,7 +47,7 @@ MATRIX = [k for k, n in sorted(NEEDS.items()) if n.checked is not Checked.NONE a
 # APIs that never fail for want of an ACL, each with its own test below.
 NEVER_REFUSED = {ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_CLUSTER, ApiKey.LIST_TRANSACTIONS}
 CONFIG_APIS = {ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS}
-EXTRA_USERS = ("kip430", "txn", "txo")
+EXTRA_USERS = ("kip430", "txn", "txo", "txa")
 # The version each API is tested at when the highest one is not a client's: AddPartitionsToTxn
 # v4+ is broker-to-broker (ClusterAction, tests/integration/test_txn_verification.py).
 CLIENT_VERSION = {ApiKey.ADD_PARTITIONS_TO_TXN: 3}
@@ -273,9 +273,39 @@ def test_a_transactional_produce_needs_write_on_its_transactional_id(broker):
                                broker.topic_ids[user], False), transactional_id=user)
     wait_until(lambda: _codes(call_as(broker, user, key, request)) == {ErrorCode.transactional_id_authorization_failed},
                timeout=15, message="TRANSACTIONAL_ID_AUTHORIZATION_FAILED with Write on the topic only")
+    assert _end_offset(broker, user) == 0  # the refused produce wrote nothing
     grant(broker, user, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, user)
     wait_until(lambda: not _codes(call_as(broker, user, key, request)) & AUTHORIZATION_ERRORS, timeout=15,
                message="no authorization error once Write on the TransactionalId is granted")
+
+
+def _end_offset(broker, topic: str) -> int:  # noqa: ANN001
+    """The log end offset of `topic`-0, read as the super user (the plaintext listener)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": f"127.0.0.1:{broker.port}", "group.id": f"end-{topic}"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)[1]
+    finally:
+        c.close()
+
+
+def test_a_transactional_producer_without_write_on_its_id_writes_nothing(broker):
+    """confluent-kafka with a transactional.id its principal may only Describe (FindCoordinator
+    works) and Write on the topic: init_transactions fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    and the topic stays empty."""
+    from confluent_kafka import KafkaError, KafkaException, Producer
+
+    user = "txa"
+    grant(broker, user, AclOperation.WRITE, ResourceType.TOPIC, user)
+    grant(broker, user, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, user)
+    p = Producer({"bootstrap.servers": f"127.0.0.1:{broker.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+                  "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password(user),
+                  "transactional.id": user, "transaction.timeout.ms": 60000})
+    with pytest.raises(KafkaException) as info:
+        p.init_transactions(30)
+    assert info.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, info.value
+    assert _end_offset(broker, user) == 0
 
 
 def test_send_offsets_to_transaction_needs_read_on_the_group(broker):
