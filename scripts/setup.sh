@@ -21,3 +21,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "== installing kavka$extras into .venv"
 .venv/bin/pip install -q --disable-pip-version-check -e ".$extras"
+if [ "${1:-}" = "--test" ]; then
+  bash scripts/java-deps.sh
+fi

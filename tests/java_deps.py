@@ -1,0 +1,66 @@
+"""Where the tests find Apache Kafka's Java parts: the Java client at each version the suite
+covers, and Kafka itself (broker and command-line tools). scripts/java-deps.sh (run by the
+README's test command) fetches them from Maven Central into .cache/java/; a test that needs them
+fails with that instruction when they are missing, never skips."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+JAVA_DIR = ROOT / "tests" / "java"
+CACHE = ROOT / ".cache" / "java"
+
+
+def _versions() -> dict[str, str]:
+    text = (JAVA_DIR / "versions.env").read_text()
+    return dict(re.findall(r'^([A-Z_]+)="([^"]*)"', text, re.M))
+
+
+KAFKA_CLIENT_VERSIONS: tuple[str, ...] = tuple(_versions()["KAFKA_CLIENT_VERSIONS"].split())
+KAFKA_VERSION: str = _versions()["KAFKA_VERSION"]
+
+
+def java() -> str:
+    """The `java` the tests run (JAVA_HOME's when set)."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise RuntimeError("no java on PATH: the tests need Java 17")
+    return found
+
+
+def jar_dir(name: str) -> Path:
+    """.cache/java/<name>, e.g. 'clients-4.4.0' or 'kafka-4.4.0', checked to be complete."""
+    d = CACHE / name
+    if not (d / ".complete").exists():
+        raise RuntimeError(f"{d} is missing: run `bash scripts/java-deps.sh` (the test command does)")
+    return d
+
+
+def client_classpath(version: str) -> str:
+    """Apache Kafka's Java client (kafka-clients) at `version`, with slf4j-simple."""
+    return str(jar_dir(f"clients-{version}")) + "/*"
+
+
+def kafka_classpath(version: str = KAFKA_VERSION) -> str:
+    """Apache Kafka's broker and tools (kafka_2.13, kafka-tools) at `version`."""
+    return str(jar_dir(f"kafka-{version}")) + "/*"
+
+
+def run_kafka_tool(
+    main_class: str, *args: str, version: str = KAFKA_VERSION, timeout: float = 120,
+    check: bool = False, input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run one of Kafka's command-line tools from its jars as bin/kafka-run-class.sh does, e.g.
+    run_kafka_tool("org.apache.kafka.tools.TopicCommand", "--bootstrap-server", b, "--list")."""
+    cmd = [java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+           "-cp", kafka_classpath(version), main_class, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=check,
+                          input=input)
