@@ -216,7 +216,7 @@ class Sim:
     def _arrive(self, b: Produce) -> None:
         """A batch reaches its partition leader (Produce handler + ReplicaManager)."""
         ps = self.leaders[b.tp]
-        if not self.verification or not ps.needs_verification(b.producer_id):
+        if not self.verification or not ps.needs_verification(b.producer_id, b.epoch):
             self._append(b, None)
             return
         guard = ps.start_verification(b.producer_id, b.epoch)
