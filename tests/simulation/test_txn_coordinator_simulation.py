@@ -19,7 +19,15 @@ The partition leaders do KIP-890 part 1: producers send transactional batches th
 state has no transaction open for the producer takes a verification guard, asks the core
 (`handle_add_partitions(verify_only=True)`) and appends only if the answer is NONE and the guard
 survived. `Sim(seed, verification=False)` (the broken leader) must be caught by "no partition
-hangs". Broken cores (`BROKEN`) must each be caught on some seed. A failing seed replays exactly:
+hangs".
+
+Half the producers use transactions v2 (KIP-890 part 2): their partitions are added as a
+partition leader adds them for Produce v12 (`client_transaction_version=2`), they end with EndTxn
+v5 (`tv2=True`) and take the producer id and epoch it answers for their next transaction, and
+they may abort with nothing added. Two more invariants hold for them: EndTxn v5 answers NONE only
+with a newer epoch (or a new producer id) than the transaction it ended, unless it is the retry
+of one that completed; and a v2 transaction's markers carry an epoch above its data batches', so
+a late batch of an ended transaction is fenced on every partition. Broken cores (`BROKEN`) must each be caught on some seed. A failing seed replays exactly:
 `Sim(seed).run()`.
 """
 
@@ -90,6 +98,7 @@ class Producer:
     epoch: int = -1
     in_txn: bool = False
     acked: set[TopicPartition] = field(default_factory=set)
+    tv2: bool = False  # transactions v2 (EndTxn v5)
     waiting: int | None = None  # request id in flight
 
 
@@ -115,7 +124,7 @@ class Sim:
         for p in (0, 1):
             self.core.load(p, 0, [], 0)
         self.queue: list[Action] = []
-        self.producers = [Producer(t) for t in TXN_IDS for _ in range(2)]
+        self.producers = [Producer(t, tv2=bool(i % 2)) for t in TXN_IDS for i in range(2)]
         self.requests: dict[int, tuple[Producer, str, object]] = {}
         self.rid = itertools.count(1)
         self.outcome: dict[tuple[str, int, int], bool] = {}
@@ -141,20 +150,22 @@ class Sim:
                 expected_producer_id=p.producer_id,
                 expected_producer_epoch=p.epoch,
             )
-        elif not p.in_txn or self.rng.random() < 0.5:
+        elif (not p.in_txn and not (p.tv2 and self.rng.random() < 0.1)) or self.rng.random() < 0.5:
             tps = frozenset(self.rng.sample(TOPIC_PARTITIONS, self.rng.randint(1, 2)))
             self.requests[rid] = (p, "add", tps)
-            c.handle_add_partitions(rid, p.txn_id, p.producer_id, p.epoch, tps, now)
+            c.handle_add_partitions(rid, p.txn_id, p.producer_id, p.epoch, tps, now,
+                                    client_transaction_version=2 if p.tv2 else 0)
         else:
-            commit = self.rng.random() < 0.7
+            # a v2 producer not in a transaction may abort with nothing added
+            commit = p.in_txn and self.rng.random() < 0.7
             # fenced: the log already holds a newer producer id or epoch for this id
             last = self._last_value(c.partition_of(p.txn_id), p.txn_id)
             fenced = last is None or (last.producer_id, last.producer_epoch) != (
                 p.producer_id,
                 p.epoch,
             )
-            self.requests[rid] = (p, "end", (commit, fenced))
-            c.handle_end_txn(rid, p.txn_id, p.producer_id, p.epoch, commit, now)
+            self.requests[rid] = (p, "end", (commit, fenced, p.producer_id, p.epoch))
+            c.handle_end_txn(rid, p.txn_id, p.producer_id, p.epoch, commit, now, tv2=p.tv2)
 
     def _answer(self, r: TxnReply) -> None:
         p, kind, arg = self.requests.pop(r.request_id)
@@ -175,9 +186,14 @@ class Sim:
             p.in_txn = True
             p.acked |= arg  # type: ignore[arg-type]
         else:
-            commit, fenced = arg  # type: ignore[misc]
+            commit, fenced, pid, epoch = arg  # type: ignore[misc]
             if commit and fenced:
                 raise InvariantViolation(f"fenced producer {p} committed")
+            if p.tv2:
+                if r.producer_id == pid and r.producer_epoch <= epoch:
+                    raise InvariantViolation(
+                        f"EndTxn v5 of {p.txn_id} ({pid}, {epoch}) answered without a newer epoch: {r}")
+                p.producer_id, p.epoch = r.producer_id, r.producer_epoch
             p.in_txn, p.acked = False, set()
 
     # ------------------------------------------------------------ the broker
@@ -200,7 +216,7 @@ class Sim:
     def _arrive(self, b: Produce) -> None:
         """A batch reaches its partition leader (Produce handler + ReplicaManager)."""
         ps = self.leaders[b.tp]
-        if not self.verification or not ps.needs_verification(b.producer_id):
+        if not self.verification or not ps.needs_verification(b.producer_id, b.epoch):
             self._append(b, None)
             return
         guard = ps.start_verification(b.producer_id, b.epoch)
@@ -232,10 +248,17 @@ class Sim:
         self.appended += 1
 
     def _write_markers(self, m: WriteMarkers) -> None:
+        meta = self.core.metadata(m.transactional_id)
+        tv2 = meta is not None and meta.client_transaction_version >= 2
         for tp in m.partitions:
             if tp not in self.leaders:
                 continue  # __consumer_offsets
             ps = self.leaders[tp]
+            entry = ps.producers.get(m.producer_id)
+            if tv2 and entry is not None and entry.current_txn_first_offset is not None \
+                    and m.producer_epoch <= entry.producer_epoch:
+                raise InvariantViolation(f"v2 markers of {m.transactional_id} at epoch {m.producer_epoch} "
+                                         f"do not fence its batches at epoch {entry.producer_epoch} on {tp}")
             h = dataclasses.replace(MARKER, base_offset=next(self.offsets), producer_id=m.producer_id,
                                     producer_epoch=m.producer_epoch)
             completed = ps.update_marker(h, coordinator_epoch=m.coordinator_epoch, is_abort=not m.commit)
@@ -376,7 +399,7 @@ class AbortsAfterCommitRetry(TransactionCoordinator):
     (instead of INVALID_TXN_STATE)."""
 
     def handle_end_txn(  # type: ignore[no-untyped-def]
-        self, request_id, transactional_id, producer_id, producer_epoch, commit, now_ms
+        self, request_id, transactional_id, producer_id, producer_epoch, commit, now_ms, *, tv2=False
     ):
         e = self._txns.get(transactional_id)
         if e is not None and e.meta.state == TxnState.PREPARE_COMMIT and not commit:
@@ -395,7 +418,7 @@ class AbortsAfterCommitRetry(TransactionCoordinator):
             self._reply(request_id, E.none)
             return
         super().handle_end_txn(
-            request_id, transactional_id, producer_id, producer_epoch, commit, now_ms
+            request_id, transactional_id, producer_id, producer_epoch, commit, now_ms, tv2=tv2
         )
 
 
@@ -411,11 +434,23 @@ class MarkersMissAPartition(TransactionCoordinator):
             self._outbox[-1] = dataclasses.replace(m, partitions=short)
 
 
+class V2WithoutBump(TransactionCoordinator):
+    """Transactions v2 that forgets the per-transaction epoch bump (answers the old epoch and
+    writes the markers with it)."""
+
+    def _prepare_v2(self, e, state, now_ms, request_id, *, no_partition_added, then=None):  # type: ignore[no-untyped-def]
+        from kavka.coordinator.transaction import _Then
+
+        target = dataclasses.replace(e.meta, state=state, start_ms=now_ms if no_partition_added else e.meta.start_ms,
+                                     last_update_ms=now_ms, client_transaction_version=2)
+        self._propose(e, target, then or _Then.REPLY_NEXT_IDS, request_id)
+
+
 def _fields(m: object) -> dict[str, object]:
     return {f: getattr(m, f) for f in m.__slots__}  # type: ignore[attr-defined]
 
 
-BROKEN = [ForgetsPartitionsOnReload, IgnoresEpoch, AbortsAfterCommitRetry, MarkersMissAPartition]
+BROKEN = [ForgetsPartitionsOnReload, IgnoresEpoch, AbortsAfterCommitRetry, MarkersMissAPartition, V2WithoutBump]
 
 
 @pytest.mark.parametrize("seed", range(60))
@@ -429,6 +464,9 @@ def test_simulation_does_something() -> None:
         s.run()
     assert sum(s.commits for s in sims) > 20 and sum(s.aborts for s in sims) > 20
     assert sum(s.appended for s in sims) > 30 and sum(s.refused for s in sims) > 10
+    v2_commits = [m for s in sims for part in (0, 1) for m in s.core.snapshot(part).values()
+                  if m.client_transaction_version == 2 and m.producer_epoch > 1]
+    assert v2_commits, "no v2 producer got past its first transaction"
 
 
 def test_leader_without_verification_is_caught() -> None:

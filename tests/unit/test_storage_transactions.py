@@ -461,15 +461,20 @@ def test_the_cleaner_drops_aborted_records_so_they_never_shadow_committed_ones(t
 def test_verification_guard_lets_the_verified_append_open_a_transaction(tmp_path):
     log = _open(tmp_path / "t-0")
     ps = log.producer_state
-    assert ps.needs_verification(7)
+    assert ps.needs_verification(7, 0)
     guard = ps.start_verification(7, 0)
     assert ps.start_verification(7, 0) is guard  # one verification in flight per producer and epoch
     assert ps.verified(7, 0, guard)
     assert not ps.verified(7, 0, None) and not ps.verified(7, 1, guard)
     _append(log, _txn(7, 0, 0))
-    assert not ps.needs_verification(7)  # open here: later batches need no verification
+    assert not ps.needs_verification(7, 0)  # open here: later batches need no verification
     assert ps.verification_guards == {}  # used up by the batch that opened the transaction
     assert ps.verified(7, 0, None)
+    # transactions v2: the next transaction's batch (bumped epoch) while this one's marker is
+    # still on its way must be verified (the coordinator answers CONCURRENT_TRANSACTIONS until
+    # the marker is written), never join the open transaction
+    assert ps.needs_verification(7, 1)
+    assert not ps.verified(7, 1, None)
 
 
 def test_a_marker_between_verification_and_append_makes_the_guard_stale(tmp_path):

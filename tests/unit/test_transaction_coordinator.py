@@ -87,16 +87,17 @@ def test_transition_table_is_kafkas() -> None:
     S = TxnState
     check_transition(S.ONGOING, S.PREPARE_COMMIT)
     check_transition(S.PREPARE_EPOCH_FENCE, S.PREPARE_ABORT)
+    check_transition(S.COMPLETE_COMMIT, S.PREPARE_ABORT)  # Kafka 4.x: a v2 abort with nothing added
     for bad in [
         (S.EMPTY, S.PREPARE_COMMIT),
         (S.PREPARE_COMMIT, S.COMPLETE_ABORT),
         (S.DEAD, S.EMPTY),
-        (S.COMPLETE_COMMIT, S.PREPARE_ABORT),
+        (S.COMPLETE_COMMIT, S.PREPARE_COMMIT),
         (S.ONGOING, S.COMPLETE_COMMIT),
     ]:
         with pytest.raises(IllegalTransition):
             check_transition(*bad)
-    assert sum(len(v) for v in VALID_PREVIOUS.values()) == 3 + 4 + 1 + 2 + 1 + 1 + 3 + 1
+    assert sum(len(v) for v in VALID_PREVIOUS.values()) == 3 + 4 + 1 + 5 + 1 + 1 + 3 + 1
 
 
 def test_init_then_commit_writes_prepare_markers_complete() -> None:
@@ -298,3 +299,116 @@ def test_outcome_after_unload_is_ignored() -> None:
     assert h.c.poll(0) == [TxnReply(9, E.not_coordinator)]
     assert isinstance(append, AppendTxnRecord)
     h.c.on_append(append.append_id, E.none, 0)  # no error
+
+
+# ------------------------------------------------------------ transactions v2 (KIP-890 part 2)
+
+
+def _end_v2(h: Harness, pid: int, epoch: int, commit: bool) -> TxnReply:
+    return h.call("handle_end_txn", "tx", pid, epoch, commit, tv2=True)
+
+
+def _add_v2(h: Harness, pid: int, epoch: int, tps: list[TP]) -> TxnReply:
+    return h.call("handle_add_partitions", "tx", pid, epoch, tps, client_transaction_version=2)
+
+
+def test_v2_every_end_txn_bumps_the_epoch_and_markers_carry_it() -> None:
+    h = Harness()
+    h.init()
+    assert _add_v2(h, 1000, 0, [A, B]).error == E.none
+    r = _end_v2(h, 1000, 0, True)
+    assert (r.error, r.producer_id, r.producer_epoch) == (E.none, 1000, 1)
+    (m,) = h.markers
+    assert (m.commit, m.producer_id, m.producer_epoch, m.partitions) == (True, 1000, 1, {A, B})
+    meta = h.c.metadata("tx")
+    assert meta is not None
+    assert (meta.state, meta.producer_epoch, meta.last_producer_epoch) == (TxnState.COMPLETE_COMMIT, 1, 0)
+    assert meta.client_transaction_version == 2
+    # the retry of that EndTxn (the epoch before the bump) is answered with the new ids
+    r = _end_v2(h, 1000, 0, True)
+    assert (r.error, r.producer_id, r.producer_epoch) == (E.none, 1000, 1)
+    assert _end_v2(h, 1000, 0, False).error == E.invalid_txn_state  # the other outcome
+    # the next transaction, with the epoch EndTxn answered; the old epoch is fenced
+    assert _add_v2(h, 1000, 0, [A]).error == E.producer_fenced
+    assert _add_v2(h, 1000, 1, [A]).error == E.none
+    r = _end_v2(h, 1000, 1, False)
+    assert (r.error, r.producer_epoch) == (E.none, 2)
+    assert h.markers[-1].producer_epoch == 2 and not h.markers[-1].commit
+    # an epoch from the future is fenced, not taken for a retry
+    assert _end_v2(h, 1000, 5, True).error == E.producer_fenced
+    # the log keeps what a reload needs (TransactionLogValue v1 with the tagged fields)
+    assert all(read_value(v).client_transaction_version in (0, 2) for _, v in h.log)  # type: ignore[union-attr]
+    before = {t: m.log_value() for t, m in h.c.snapshot(0).items()}
+    h.c.unload(0)
+    h.c.load(0, 8, h.log, 0)
+    assert {t: m.log_value() for t, m in h.c.snapshot(0).items()} == before
+
+
+def test_v2_abort_with_nothing_added_bumps_the_epoch_without_markers() -> None:
+    h = Harness()
+    h.init()
+    r = _end_v2(h, 1000, 0, False)
+    assert (r.error, r.producer_id, r.producer_epoch) == (E.none, 1000, 1)
+    assert h.markers == []
+    assert h.state() == TxnState.COMPLETE_ABORT
+    # a commit with nothing added is still refused
+    assert _end_v2(h, 1000, 1, True).error == E.invalid_txn_state
+
+
+def test_v2_end_txn_while_markers_are_out() -> None:
+    h = Harness()
+    h.init()
+    _add_v2(h, 1000, 0, [A])
+    rid = next(h.rid)
+    h.c.handle_end_txn(rid, "tx", 1000, 0, True, 0, tv2=True)
+    out = h.c.poll(0)
+    (append,) = [a for a in out if isinstance(a, AppendTxnRecord)]
+    h.c.on_append(append.append_id, E.none, 0)
+    out = h.c.poll(0)
+    assert any(isinstance(a, WriteMarkers) for a in out)  # markers out, not yet written
+    (reply,) = [a for a in out if isinstance(a, TxnReply)]
+    assert (reply.producer_id, reply.producer_epoch) == (1000, 1)
+    # the client starts its next transaction at once: the leader's add must wait, not fail
+    rid2 = next(h.rid)
+    h.c.handle_add_partitions(rid2, "tx", 1000, 1, [A], 0, client_transaction_version=2)
+    (r2,) = [a for a in h.c.poll(0) if isinstance(a, TxnReply)]
+    assert r2.error == E.concurrent_transactions
+    # the EndTxn retried meanwhile (the old epoch) is told to retry too
+    rid3 = next(h.rid)
+    h.c.handle_end_txn(rid3, "tx", 1000, 0, True, 0, tv2=True)
+    (r3,) = [a for a in h.c.poll(0) if isinstance(a, TxnReply)]
+    assert r3.error == E.concurrent_transactions
+
+
+def test_v2_epoch_exhaustion_rotates_the_producer_id_at_end_txn() -> None:
+    h = Harness()
+    h.init()
+    for _ in range(MAX_EPOCH - 1):
+        h.init()
+    m = h.c.metadata("tx")
+    assert m is not None and m.producer_epoch == MAX_EPOCH - 1  # exhausted: the last usable epoch
+    assert _add_v2(h, 1000, MAX_EPOCH - 1, [A]).error == E.none
+    r = _end_v2(h, 1000, MAX_EPOCH - 1, True)
+    assert (r.error, r.producer_id, r.producer_epoch) == (E.none, 1001, 0)
+    (mk,) = h.markers  # the old producer's transaction is closed at the reserved last epoch
+    assert (mk.producer_id, mk.producer_epoch) == (1000, MAX_EPOCH)
+    m = h.c.metadata("tx")
+    assert m is not None
+    assert (m.producer_id, m.producer_epoch, m.previous_producer_id, m.next_producer_id) == (1001, 0, 1000, -1)
+    # the retry across the rotation: the old id at the last epoch gets the new ids
+    r = _end_v2(h, 1000, MAX_EPOCH - 1, True)
+    assert (r.error, r.producer_id, r.producer_epoch) == (E.none, 1001, 0)
+    assert _add_v2(h, 1000, MAX_EPOCH - 1, [A]).error == E.invalid_producer_id_mapping
+    assert _add_v2(h, 1001, 0, [A]).error == E.none
+
+
+def test_v2_timeout_fences_with_one_bump() -> None:
+    h = Harness()
+    h.init(timeout=1_000)
+    assert _add_v2(h, 1000, 0, [A]).error == E.none
+    h.run(now=5_000)
+    (mk,) = h.markers
+    assert (mk.commit, mk.producer_epoch) == (False, 1)
+    m = h.c.metadata("tx")
+    assert m is not None and (m.state, m.producer_epoch) == (TxnState.COMPLETE_ABORT, 1)
+    assert _end_v2(h, 1000, 0, True).error == E.invalid_txn_state  # the retry rule: an abort happened

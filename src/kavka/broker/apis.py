@@ -136,7 +136,18 @@ class KafkaApis:
             for k, (lo, hi) in sorted(api.SUPPORTED.items())
             if k in self._table and (own_apis or k not in api.OWN_API_KEYS)
         )
-        return make(cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE)
+        if version < 3 or error != ErrorCode.none:
+            return make(cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE)
+        sf, ff = nested(cls, "SupportedFeatureKey"), nested(cls, "FinalizedFeatureKey")
+        return make(
+            cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE,
+            # v3 leaves out features whose minimum is 0 (Kafka's rule: old clients choke on them)
+            supported_features=tuple(sf(name=n, min_version=lo, max_version=hi)
+                                     for n, (lo, hi) in sorted(api.SUPPORTED_FEATURES.items())
+                                     if version >= 4 or lo > 0),
+            finalized_features_epoch=api.FINALIZED_FEATURES_EPOCH,
+            finalized_features=tuple(ff(name=n, max_version_level=v, min_version_level=v)
+                                     for n, v in sorted(api.FINALIZED_FEATURES.items())))
 
     def handle_api_versions(self, ctx: RequestContext, request: Any) -> Any:
         # KIP-511 fields (client_software_name/version, v3+) are informational, except that kavka's own

@@ -436,7 +436,8 @@ class BrokerNode:
             task.cancel()
 
     async def verify_txn_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                    partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+                                    partitions: list[TopicPartition], *,
+                                    add: bool = False) -> dict[TopicPartition, ErrorCode]:
         """KIP-890 part 1, the leader side (Kafka's AddPartitionsToTxnManager): ask the transaction
         coordinator of `transactional_id` whether `partitions` are in that producer's ongoing
         transaction. The coordinator is the leader of the id's __transaction_state partition
@@ -445,7 +446,30 @@ class BrokerNode:
         inter-broker listener. The answer per partition is already the Produce error, as Kafka's
         ReplicaManager maps it: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE ->
         INVALID_TXN_STATE, a coordinator not reachable, moving or busy -> NOT_ENOUGH_REPLICAS
-        (retriable, no metadata refresh), a refused ClusterAction -> INVALID_TXN_STATE."""
+        (retriable, no metadata refresh), a refused ClusterAction -> INVALID_TXN_STATE.
+
+        `add` (transactions v2, KIP-890 part 2: Produce v12, TxnOffsetCommit v5): the partitions
+        are added to the transaction rather than checked (AddPartitionsToTxn v5 without
+        verify_only); CONCURRENT_TRANSACTIONS (the previous transaction's markers still being
+        written) is asked again every 20 ms for up to 100 ms, then passed through (Kafka's
+        add.partitions.to.txn.retry.backoff.ms and .retry.backoff.max.ms; v2 clients retry it)."""
+        if not add:
+            return await self._verify_txn_partitions(transactional_id, producer_id, producer_epoch, partitions)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 0.100
+        out: dict[TopicPartition, ErrorCode] = {}
+        while True:
+            got = await self._verify_txn_partitions(transactional_id, producer_id, producer_epoch, partitions,
+                                                    add=True)
+            out.update(got)
+            partitions = [tp for tp, e in got.items() if e == ErrorCode.concurrent_transactions]
+            if not partitions or loop.time() + 0.020 > deadline:
+                return out
+            await asyncio.sleep(0.020)
+
+    async def _verify_txn_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                     partitions: list[TopicPartition], *,
+                                     add: bool = False) -> dict[TopicPartition, ErrorCode]:
         from kavka.client.async_channel import AsyncChannel
         from kavka.coordinator.records import partition_for
         from kavka.protocol import api
@@ -457,6 +481,8 @@ class BrokerNode:
                 return ErrorCode.invalid_producer_epoch
             if e in (ErrorCode.transaction_abortable, ErrorCode.cluster_authorization_failed):
                 return ErrorCode.invalid_txn_state
+            if e == ErrorCode.concurrent_transactions and add:
+                return e
             if e in (ErrorCode.concurrent_transactions, ErrorCode.network_exception,
                      ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
                      ErrorCode.not_coordinator):
@@ -479,20 +505,22 @@ class BrokerNode:
             if txns is None:
                 return everywhere(ErrorCode.coordinator_not_available)
             reply = await txns.call(lambda rid, now: txns.core.handle_add_partitions(
-                rid, transactional_id, producer_id, producer_epoch, partitions, now, verify_only=True))
+                rid, transactional_id, producer_id, producer_epoch, partitions, now, verify_only=not add,
+                client_transaction_version=2 if add else 0))
             per = dict(reply.partition_errors)
             return {tp: produce_error(per.get(tp, reply.error)) for tp in partitions}
         addr = self._broker_endpoint(leader)
         if addr is None:
             return everywhere(ErrorCode.coordinator_not_available)
-        req_cls = api.request_schema(ApiKey.ADD_PARTITIONS_TO_TXN, 4)
-        resp_cls = api.response_schema(ApiKey.ADD_PARTITIONS_TO_TXN, 4)
+        version = 5 if add else 4
+        req_cls = api.request_schema(ApiKey.ADD_PARTITIONS_TO_TXN, version)
+        resp_cls = api.response_schema(ApiKey.ADD_PARTITIONS_TO_TXN, version)
         topics: dict[str, list[int]] = {}
         for tp in partitions:
             topics.setdefault(tp.topic, []).append(tp.partition)
         req = make(req_cls, transactions=(make(
             nested(req_cls, "AddPartitionsToTxnTransaction"), transactional_id=transactional_id,
-            producer_id=producer_id, producer_epoch=producer_epoch, verify_only=True,
+            producer_id=producer_id, producer_epoch=producer_epoch, verify_only=not add,
             topics=tuple(make(nested(req_cls, "AddPartitionsToTxnTopic"), name=name, partitions=tuple(ps))
                          for name, ps in topics.items())),))
         channel = self._verify_channels.get(leader)

@@ -1,4 +1,4 @@
-"""The transaction coordinator's deterministic core (KIP-98, KIP-360, KIP-890 part 1).
+"""The transaction coordinator's deterministic core (KIP-98, KIP-360, KIP-890 parts 1 and 2).
 
 Theory of operation. One `TransactionCoordinator` holds the metadata of every transactional
 id whose `__transaction_state` partition this node leads (`load` when it becomes leader,
@@ -21,6 +21,14 @@ CONCURRENT_TRANSACTIONS. EndTxn is answered once PrepareCommit/PrepareAbort is c
 the markers and the CompleteCommit/CompleteAbort record follow. `poll` also aborts ONGOING
 transactions older than their timeout (bumping the epoch, so the producer is fenced) and
 writes tombstones for ids idle longer than transactional.id.expiration.ms.
+
+Transactions v2 (KIP-890 part 2: EndTxn v5, `tv2=True`): every EndTxn bumps the producer epoch.
+The Prepare record carries the bumped epoch (the markers are written with it, so a late batch of
+the transaction that just ended is fenced on every partition), EndTxn answers with the producer
+id and epoch the client uses for its next transaction, and when the epoch is exhausted the
+Prepare record names the next producer id, which the Complete record switches to at epoch 0.
+A v2 client may abort with no partition added (Empty/Complete* -> PrepareAbort), and retries
+are told apart by the epoch (the retried EndTxn carries the epoch before the bump).
 
 Errors are Kafka's (kio ErrorCode). PRODUCER_FENCED is returned where Kafka's coordinator
 does; a handler for an old request version maps it to INVALID_PRODUCER_EPOCH.
@@ -97,6 +105,8 @@ class TxnMetadata:
     partitions: frozenset[TopicPartition]
     start_ms: int
     last_update_ms: int
+    next_producer_id: int = NO_PRODUCER_ID  # transactions v2: the id to rotate to on Complete
+    client_transaction_version: int = 0
 
     def log_value(self) -> TxnLogValue:
         return TxnLogValue(
@@ -108,6 +118,8 @@ class TxnMetadata:
             last_update_timestamp_ms=self.last_update_ms,
             start_timestamp_ms=self.start_ms,
             previous_producer_id=self.previous_producer_id,
+            next_producer_id=self.next_producer_id,
+            client_transaction_version=self.client_transaction_version,
         )
 
     @classmethod
@@ -123,6 +135,8 @@ class TxnMetadata:
             partitions=v.partitions,
             start_ms=v.start_timestamp_ms,
             last_update_ms=v.last_update_timestamp_ms,
+            next_producer_id=v.next_producer_id,
+            client_transaction_version=v.client_transaction_version,
         )
 
 
@@ -162,6 +176,7 @@ class _Then(enum.Enum):
 
     REPLY_IDS = enum.auto()  # InitProducerId: answer with the new producer id/epoch
     REPLY_NONE = enum.auto()  # AddPartitions / EndTxn: answer NONE (EndTxn: then markers)
+    REPLY_NEXT_IDS = enum.auto()  # EndTxn v5: NONE with the ids of the next transaction
     REPLY_CONCURRENT = enum.auto()  # fencing InitProducerId: CONCURRENT_TRANSACTIONS
     COMPLETE = enum.auto()  # the CompleteCommit/CompleteAbort record
     EXPIRE = enum.auto()  # the tombstone
@@ -440,12 +455,14 @@ class TransactionCoordinator:
         now_ms: int,
         *,
         verify_only: bool = False,
+        client_transaction_version: int = 0,
     ) -> None:
         """AddPartitionsToTxn. `verify_only` is v4's VerifyOnly (KIP-890 part 1): a partition
         leader asks whether the partitions are already in the transaction; nothing is added.
         As Kafka's handleVerifyPartitionsInTransaction: a pending append is not waited for,
         PrepareCommit/PrepareAbort is CONCURRENT_TRANSACTIONS, and each partition gets NONE or
-        TRANSACTION_ABORTABLE (KIP-1050)."""
+        TRANSACTION_ABORTABLE (KIP-1050). `client_transaction_version` 2 is a partition leader
+        adding a partition for a transactions-v2 producer (Produce v12, TxnOffsetCommit v5)."""
         wanted = frozenset(partitions)
         if self._not_here(transactional_id):
             self._reply(request_id, ErrorCode.not_coordinator)
@@ -453,6 +470,15 @@ class TransactionCoordinator:
         e = self._txns.get(transactional_id)
         if verify_only:
             self._verify(request_id, e, producer_id, producer_epoch, wanted)
+            return
+        if (
+            e is not None
+            and e.meta.next_producer_id != NO_PRODUCER_ID
+            and producer_id == e.meta.next_producer_id
+        ):
+            # A v2 producer told its rotated id (EndTxn answers once Prepare is written) before
+            # the Complete record switched to it: not yet, rather than a fatal id mismatch.
+            self._reply(request_id, ErrorCode.concurrent_transactions)
             return
         err = self._check_producer(e, producer_id, producer_epoch)
         if err != ErrorCode.none:
@@ -481,6 +507,7 @@ class TransactionCoordinator:
             partitions=m.partitions | wanted,
             start_ms=now_ms if starting else m.start_ms,
             last_update_ms=now_ms,
+            client_transaction_version=client_transaction_version,
         )
         self._propose(e, target, _Then.REPLY_NONE, request_id)
 
@@ -533,11 +560,17 @@ class TransactionCoordinator:
         producer_epoch: int,
         commit: bool,
         now_ms: int,
+        *,
+        tv2: bool = False,
     ) -> None:
+        """EndTxn; `tv2` is EndTxn v5 (transactions v2: the epoch is bumped, see the module)."""
         if self._not_here(transactional_id):
             self._reply(request_id, ErrorCode.not_coordinator)
             return
         e = self._txns.get(transactional_id)
+        if tv2:
+            self._end_txn_v2(request_id, e, producer_id, producer_epoch, commit, now_ms)
+            return
         err = self._check_producer(e, producer_id, producer_epoch)
         if err != ErrorCode.none:
             self._reply(request_id, err)
@@ -555,6 +588,92 @@ class TransactionCoordinator:
             self._reply(request_id, ErrorCode.concurrent_transactions)
         else:  # Empty, the other outcome, Dead, PrepareEpochFence
             self._reply(request_id, ErrorCode.invalid_txn_state)
+
+    def _end_txn_v2(
+        self,
+        request_id: int,
+        e: _Entry | None,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        now_ms: int,
+    ) -> None:
+        """EndTxn v5 (Kafka's TransactionCoordinator.endTransaction for transaction version 2).
+        The epoch tells a retry from the next transaction's EndTxn: a retry carries the epoch
+        before the bump (or, across a producer id rotation, the old id at the last epoch)."""
+        if e is None:
+            self._reply(request_id, ErrorCode.invalid_producer_id_mapping)
+            return
+        m = e.meta
+        if e.pending is not None:
+            self._reply(request_id, ErrorCode.concurrent_transactions)
+            return
+        retry_on_overflow = (
+            m.previous_producer_id == producer_id
+            and producer_epoch == MAX_EPOCH - 1
+            and m.producer_epoch == 0
+        )
+        retry_on_bump = m.producer_epoch == producer_epoch + 1
+        if m.producer_id != producer_id and not retry_on_overflow:
+            self._reply(request_id, ErrorCode.invalid_producer_id_mapping)
+            return
+        S = TxnState
+        if m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid = retry_on_bump
+        elif m.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid = retry_on_bump or retry_on_overflow or producer_epoch == m.producer_epoch
+        else:
+            valid = producer_epoch == m.producer_epoch
+        if not valid:
+            self._reply(request_id, ErrorCode.producer_fenced)
+            return
+        retry = retry_on_bump or retry_on_overflow
+        same_done = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
+        same_prep = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        if m.state == S.ONGOING:
+            self._prepare_v2(e, same_prep, now_ms, request_id, no_partition_added=False)
+        elif m.state == same_done and retry:  # the EndTxn that completed, retried
+            self._reply(
+                request_id,
+                ErrorCode.none,
+                producer_id=m.producer_id,
+                producer_epoch=m.producer_epoch,
+            )
+        elif not commit and not retry and m.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            # an abort with nothing added: still bumps the epoch, fencing any batch in flight
+            self._prepare_v2(e, S.PREPARE_ABORT, now_ms, request_id, no_partition_added=True)
+        elif m.state == same_prep:  # a retry while the markers are being written
+            self._reply(request_id, ErrorCode.concurrent_transactions)
+        else:
+            self._reply(request_id, ErrorCode.invalid_txn_state)
+
+    def _prepare_v2(
+        self,
+        e: _Entry,
+        state: TxnState,
+        now_ms: int,
+        request_id: int | None,
+        *,
+        no_partition_added: bool,
+        then: _Then = _Then.REPLY_NEXT_IDS,
+    ) -> None:
+        """PrepareCommit/PrepareAbort under transactions v2 (Kafka's prepareAbortOrCommit): the
+        epoch bumped (an abort at the very last epoch keeps it), and the next producer id
+        allocated when the epoch is exhausted."""
+        m = e.meta
+        exhausted = epoch_exhausted(m.producer_epoch)
+        bumped = m.producer_epoch if m.producer_epoch >= MAX_EPOCH else m.producer_epoch + 1
+        target = replace(
+            m,
+            state=state,
+            producer_epoch=bumped,
+            last_producer_epoch=m.producer_epoch,
+            next_producer_id=self._allocate() if exhausted else NO_PRODUCER_ID,
+            start_ms=now_ms if no_partition_added else m.start_ms,
+            last_update_ms=now_ms,
+            client_transaction_version=2,
+        )
+        self._propose(e, target, then, request_id)
 
     # ------------------------------------------------------------ timers
 
@@ -625,6 +744,15 @@ class TransactionCoordinator:
             )
         elif p.then == _Then.REPLY_NONE and p.request_id is not None:
             self._reply(p.request_id, ErrorCode.none)
+        elif p.then == _Then.REPLY_NEXT_IDS and p.request_id is not None:
+            # the ids the Complete record will hold: the client's next transaction uses them
+            rotated = e.meta.next_producer_id != NO_PRODUCER_ID
+            self._reply(
+                p.request_id,
+                ErrorCode.none,
+                producer_id=e.meta.next_producer_id if rotated else e.meta.producer_id,
+                producer_epoch=0 if rotated else e.meta.producer_epoch,
+            )
         elif p.then == _Then.REPLY_CONCURRENT and p.request_id is not None:
             self._reply(p.request_id, ErrorCode.concurrent_transactions)
         if e.meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
@@ -645,14 +773,21 @@ class TransactionCoordinator:
             if e.meta.state == TxnState.PREPARE_COMMIT
             else TxnState.COMPLETE_ABORT
         )
-        target = replace(e.meta, state=done, partitions=frozenset(), last_update_ms=now_ms)
-        self._propose(e, target, _Then.COMPLETE, None)
+        self._propose(e, _completed(e.meta, done, now_ms), _Then.COMPLETE, None)
 
     # ------------------------------------------------------------ internals
 
     def _fence_and_abort(self, e: _Entry, now_ms: int, request_id: int | None) -> None:
         m = e.meta
         check_transition(m.state, TxnState.PREPARE_EPOCH_FENCE)
+        if m.client_transaction_version >= 2:
+            # Kafka's v2 epoch fence: one bump (through prepareAbortOrCommit), the next producer
+            # id allocated if the epoch is exhausted
+            self._prepare_v2(
+                e, TxnState.PREPARE_ABORT, now_ms, request_id, no_partition_added=False,
+                then=_Then.REPLY_CONCURRENT,
+            )
+            return
         bumped = m.producer_epoch if m.producer_epoch >= MAX_EPOCH else m.producer_epoch + 1
         fenced = replace(m, state=TxnState.PREPARE_EPOCH_FENCE, producer_epoch=bumped)
         target = replace(
@@ -670,13 +805,18 @@ class TransactionCoordinator:
         if target is not None:
             check_transition(e.meta.state, target.state)
         append_id = next(self._ids)
+        version = self.config.log_value_version
+        if target is not None and (
+            target.client_transaction_version >= 2 or target.next_producer_id != NO_PRODUCER_ID
+        ):
+            version = max(version, 1)  # v0 has no tagged fields: they would be lost on reload
         e.pending = _Pending(append_id, target, then, request_id)
         txn_id = e.meta.transactional_id
         self._appends[append_id] = txn_id
         value = (
             None
             if target is None
-            else value_bytes(target.log_value(), version=self.config.log_value_version)
+            else value_bytes(target.log_value(), version=version)
         )
         self._outbox.append(
             AppendTxnRecord(
@@ -688,6 +828,15 @@ class TransactionCoordinator:
         )
 
     def _send_markers(self, txn_id: str, e: _Entry) -> None:
+        if not e.meta.partitions:
+            # a v2 abort with nothing added: no marker to write
+            done = (
+                TxnState.COMPLETE_COMMIT
+                if e.meta.state == TxnState.PREPARE_COMMIT
+                else TxnState.COMPLETE_ABORT
+            )
+            self._propose(e, _completed(e.meta, done, e.meta.last_update_ms), _Then.COMPLETE, None)
+            return
         markers_id = next(self._ids)
         e.markers_id = markers_id
         self._markers[markers_id] = txn_id
@@ -703,3 +852,21 @@ class TransactionCoordinator:
                 partitions=m.partitions,
             )
         )
+
+
+def _completed(m: TxnMetadata, done: TxnState, now_ms: int) -> TxnMetadata:
+    """The CompleteCommit/CompleteAbort metadata after a Prepare (Kafka's prepareComplete): the
+    partitions cleared and, under transactions v2 with a next producer id, that id at epoch 0
+    (the last epoch the client saw stays in last_producer_epoch)."""
+    if m.client_transaction_version >= 2 and m.next_producer_id != NO_PRODUCER_ID:
+        return replace(
+            m,
+            state=done,
+            partitions=frozenset(),
+            last_update_ms=now_ms,
+            producer_id=m.next_producer_id,
+            previous_producer_id=m.producer_id,
+            producer_epoch=0,
+            next_producer_id=NO_PRODUCER_ID,
+        )
+    return replace(m, state=done, partitions=frozenset(), last_update_ms=now_ms)

@@ -4,6 +4,7 @@
     Ongoing --AddPartitions--> Ongoing
     Ongoing --EndTxn(commit)--> PrepareCommit --markers written--> CompleteCommit
     Ongoing --EndTxn(abort) / timeout / fence--> PrepareAbort --markers written--> CompleteAbort
+    Empty | CompleteCommit | CompleteAbort --EndTxn(abort), transactions v2--> PrepareAbort
     Ongoing --InitProducerId of a new instance, timeout--> PrepareEpochFence --> PrepareAbort
     Empty | CompleteCommit | CompleteAbort --InitProducerId--> Empty
     Empty | CompleteCommit | CompleteAbort --transactional.id.expiration.ms--> Dead (tombstone)
@@ -37,7 +38,10 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    # Empty/Complete* -> PrepareAbort: transactions v2 (KIP-890 part 2) aborts with no partition added
+    S.PREPARE_ABORT: frozenset(
+        {S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
+    ),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),

@@ -84,7 +84,9 @@ class ApiKey(IntEnum):
 # Group APIs: OffsetCommit v9 / OffsetFetch v9 carry KIP-848 member epochs
 # (ConsumerGroupHeartbeat groups); ListGroups stops before v5 (type filter).
 _WANTED: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 11),  # v0-v2: see protocol.legacy
+    # v0-v2: see protocol.legacy; v12 (Kafka 4.0) is v11 for a transactions-v2 producer (the leader
+    # adds the partition to the transaction); v13 (topic ids) is not served
+    ApiKey.PRODUCE: (0, 12),
     ApiKey.FETCH: (0, 17),  # v0-v3: down-converted to message format v0/v1
     ApiKey.LIST_OFFSETS: (0, 9),
     ApiKey.METADATA: (0, 12),
@@ -109,13 +111,13 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
     # KIP-98 (broker.handlers.transactions). AddPartitionsToTxn v4-v5 (batched, verify-only,
-    # KIP-890 part 1) are the broker-to-broker form (ClusterAction); TxnOffsetCommit v5
-    # (transactions v2, KIP-890 part 2) is not served.
+    # KIP-890 part 1) are the broker-to-broker form (ClusterAction); EndTxn v5 and TxnOffsetCommit
+    # v5 are transactions v2 (KIP-890 part 2).
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     # Answered by the group coordinator (broker.handlers.groups); v3 adds KIP-447's generation checks.
-    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
-    ApiKey.END_TXN: (0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),
+    ApiKey.END_TXN: (0, 5),
     # Kafka 3.9 answers v0-v1; v0 (not flexible) from protocol.legacy_schema; kio's v2 (Kafka 4.0,
     # TransactionVersion) is not served.
     ApiKey.WRITE_TXN_MARKERS: (0, 1),
@@ -200,6 +202,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {int(k): _clip(k, v) for k, v in _WANTED
 
 # kavka's own APIs, and the KIP-511 client software name they are advertised to (broker.apis).
 OWN_API_KEYS = frozenset(k for k, _ in kavka_schema.SCHEMAS)
+
+# Feature flags in ApiVersions (KIP-584): name -> (min, max) level kavka supports, and the level
+# finalized for the cluster. `transaction.version` 2 is transactions v2 (KIP-890 part 2): a Kafka
+# 4.x Java producer that sees it finalized at 2 ends every transaction with an epoch bump (EndTxn
+# v5) and lets the partition leaders add its partitions (Produce v12, TxnOffsetCommit v5); other
+# clients ignore it. Kafka 4.x formats new clusters at this level too.
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"transaction.version": (0, 2)}
+FINALIZED_FEATURES: dict[str, int] = {"transaction.version": 2}
+FINALIZED_FEATURES_EPOCH = 1  # the finalized levels never change at run time yet
 OWN_CLIENT_SOFTWARE_NAME = "kavka"
 
 

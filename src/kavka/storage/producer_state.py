@@ -119,12 +119,17 @@ class VerificationGuard:
     asking the transaction coordinator whether a producer's transaction includes this partition.
     The append that follows a positive answer must still find this very guard: a marker written
     (or a newer epoch seen) in between clears it, so a batch verified before an abort marker
-    cannot open a transaction after it. Compared by identity."""
+    cannot open a transaction after it. Compared by identity.
 
-    __slots__ = ("producer_epoch",)
+    `supports_epoch_bump` (transactions v2): the guard of a partition being added for the next
+    transaction survives the previous transaction's marker when that marker carries the guard's
+    epoch (the bumped epoch both share); any other marker clears it (Kafka's updateProducers)."""
 
-    def __init__(self, producer_epoch: int) -> None:
+    __slots__ = ("producer_epoch", "supports_epoch_bump")
+
+    def __init__(self, producer_epoch: int, supports_epoch_bump: bool = False) -> None:
         self.producer_epoch = producer_epoch
+        self.supports_epoch_bump = supports_epoch_bump
 
 
 class ProducerStateManager:
@@ -139,23 +144,33 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------ KIP-890 verification
 
-    def needs_verification(self, producer_id: int) -> bool:
-        """A transactional batch from `producer_id` would open a transaction here (none is open)."""
-        return producer_id not in self.ongoing_txns
+    def needs_verification(self, producer_id: int, producer_epoch: int) -> bool:
+        """A transactional batch from `producer_id` at `producer_epoch` would open a transaction
+        here: none is open, or the open one is of another epoch (Kafka's hasOngoingTransaction
+        with the epoch: under transactions v2 the next transaction's batches carry the bumped
+        epoch while the previous transaction's markers may still be on their way)."""
+        return not self._ongoing_at(producer_id, producer_epoch)
 
-    def start_verification(self, producer_id: int, producer_epoch: int) -> VerificationGuard:
+    def _ongoing_at(self, producer_id: int, producer_epoch: int) -> bool:
+        if producer_id not in self.ongoing_txns:
+            return False
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.producer_epoch == producer_epoch
+
+    def start_verification(self, producer_id: int, producer_epoch: int, *,
+                           supports_epoch_bump: bool = False) -> VerificationGuard:
         """The guard for a verification of `producer_id` at `producer_epoch`; a verification
         already in flight at the same epoch shares its guard (Kafka's maybeCreateVerificationStateEntry)."""
         g = self.verification_guards.get(producer_id)
         if g is None or g.producer_epoch != producer_epoch:
-            g = self.verification_guards[producer_id] = VerificationGuard(producer_epoch)
+            g = self.verification_guards[producer_id] = VerificationGuard(producer_epoch, supports_epoch_bump)
         return g
 
     def verified(self, producer_id: int, producer_epoch: int, guard: VerificationGuard | None) -> bool:
         """May a transactional batch of `producer_id`/`producer_epoch`, verified under `guard`, be
         appended now? Yes while its transaction is open here; else only if `guard` is still the
         producer's guard, at that epoch."""
-        if producer_id in self.ongoing_txns:
+        if self._ongoing_at(producer_id, producer_epoch):
             return True
         g = self.verification_guards.get(producer_id)
         return guard is not None and g is guard and g.producer_epoch == producer_epoch
@@ -297,8 +312,11 @@ class ProducerStateManager:
         closes, or None if the producer had none open (an empty transaction)."""
         entry = self._entry_for_epoch(h.producer_id, h.producer_epoch)
         entry.coordinator_epoch = coordinator_epoch
-        # A marker ends whatever was verified before it (Kafka clears the VerificationStateEntry).
-        self.verification_guards.pop(h.producer_id, None)
+        # A marker ends whatever was verified before it (Kafka clears the VerificationStateEntry),
+        # except a v2 guard of the marker's own (bumped) epoch: that is the next transaction's.
+        g = self.verification_guards.get(h.producer_id)
+        if g is None or not (g.supports_epoch_bump and g.producer_epoch == h.producer_epoch):
+            self.verification_guards.pop(h.producer_id, None)
         entry.last_timestamp = h.max_timestamp
         first = entry.current_txn_first_offset
         if first is None:

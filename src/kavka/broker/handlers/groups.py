@@ -36,7 +36,7 @@ from kio.schema.errors import ErrorCode
 
 from kavka.authorizer import CLUSTER_NAME
 from kavka.broker.authorization import authorized_operations, checker
-from kavka.common import AclOperation, ResourceType
+from kavka.common import AclOperation, ResourceType, TopicPartition
 from kavka.coordinator.group import OffsetAndMetadata
 from kavka.protocol import api
 from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_from_str, uuid_to_str
@@ -226,10 +226,12 @@ async def handle_offset_commit(node: BrokerNode, ctx: RequestContext, req: Any) 
 
 
 async def handle_txn_offset_commit(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    """TxnOffsetCommit (API 28, v0-v4): a transactional producer's offsets for a group, held
+    """TxnOffsetCommit (API 28, v0-v5): a transactional producer's offsets for a group, held
     pending by the group coordinator until the transaction's marker (KIP-98; v3+ carry the
-    consumer's generation, member id and instance id for KIP-447's checks). Authorization as
-    Kafka's KafkaApis: Write on the TransactionalId, Read on the Group, Read on each topic."""
+    consumer's generation, member id and instance id for KIP-447's checks). v5 is transactions v2
+    (KIP-890 part 2): no AddOffsetsToTxn came first, so the group's __consumer_offsets partition is
+    added to the transaction here, before the offsets are written. Authorization as Kafka's
+    KafkaApis: Write on the TransactionalId, Read on the Group, Read on each topic."""
     allowed = _allowed(node, ctx)
     every = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     refused: dict[tuple[str, int], ErrorCode] = {}
@@ -253,6 +255,11 @@ async def handle_txn_offset_commit(node: BrokerNode, ctx: RequestContext, req: A
         for t in req.topics for p in t.partitions if (t.name, p.partition_index) not in refused
     }
     errors: dict[tuple[str, int], ErrorCode] = dict(refused)
+    if offsets and ctx.api_version >= 5:
+        added = await _add_offsets_partition(node, req)
+        if added != ErrorCode.none:
+            errors.update(dict.fromkeys(offsets, added))
+            offsets = {}
     if offsets:
         errors.update(await node.groups.commit_txn_offsets(
             group_id=req.group_id,
@@ -275,6 +282,21 @@ async def handle_txn_offset_commit(node: BrokerNode, ctx: RequestContext, req: A
             make(part_cls, partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)])
             for p in t.partitions))
         for t in req.topics))
+
+
+async def _add_offsets_partition(node: BrokerNode, req: Any) -> ErrorCode:
+    """Transactions v2: add the group's __consumer_offsets partition to the producer's transaction
+    (what AddOffsetsToTxn did in v1), through the transaction coordinator as a partition leader
+    adds a partition for Produce v12 (BrokerNode.verify_txn_partitions with add)."""
+    from kavka.coordinator.records import OFFSETS_TOPIC, partition_for
+
+    n = node._topic_partition_count(OFFSETS_TOPIC)
+    if not n:
+        return ErrorCode.coordinator_not_available
+    tp = TopicPartition(OFFSETS_TOPIC, partition_for(str(req.group_id), n))
+    got = await node.verify_txn_partitions(str(req.transactional_id), int(req.producer_id),
+                                           int(req.producer_epoch), [tp], add=True)
+    return got.get(tp, ErrorCode.invalid_txn_state)
 
 
 def _fetch_group(node: BrokerNode, group_id: str, topics: Any,

@@ -49,20 +49,25 @@ def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
         return _all_failed(req, resp_cls, ErrorCode.transactional_id_authorization_failed)
     may_write = None if check is None else (lambda topic: check(AclOperation.WRITE, ResourceType.TOPIC, topic))
     # acks=0 is never answered, so it cannot wait for a verification (transactional clients use acks=all).
-    unverified = _needing_verification(node, req, may_write) if req.transactional_id is not None and req.acks != 0 else {}
+    # Produce v12+ from a transactional producer is transactions v2 (KIP-890 part 2): the leader
+    # adds the partition to the transaction itself, whatever transaction.partition.verification.enable says.
+    add = ctx.api_version >= 12
+    unverified = (_needing_verification(node, req, may_write, add=add)
+                  if req.transactional_id is not None and req.acks != 0 else {})
     if unverified:
-        return _verify_then_produce(node, ctx, req, unverified, throttle_ms, may_write)
+        return _verify_then_produce(node, ctx, req, unverified, throttle_ms, may_write, add=add)
     return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms, may_write=may_write)
 
 
-def _needing_verification(node: BrokerNode, req: Any,
-                          may_write: Callable[[str], bool] | None) -> dict[TopicPartition, tuple[int, int, Any]]:
+
+def _needing_verification(node: BrokerNode, req: Any, may_write: Callable[[str], bool] | None, *,
+                          add: bool = False) -> dict[TopicPartition, tuple[int, int, Any]]:
     """KIP-890 part 1: the partitions this broker leads where the request's transactional batch
     would open a transaction (its producer has none open there), each with the verification
     guard taken in that partition's producer state (storage.producer_state.VerificationGuard).
-    Empty when `transaction.partition.verification.enable` is false."""
-    if not node.resolver.broker_value(node.image, "transaction.partition.verification.enable"):  # dynamic
-        return {}
+    Empty when `transaction.partition.verification.enable` is false, unless `add` (transactions v2)."""
+    if not add and not node.resolver.broker_value(node.image, "transaction.partition.verification.enable"):
+        return {}  # (dynamic)
     rm = node.replica_manager
     out: dict[TopicPartition, tuple[int, int, Any]] = {}
     for t in req.topic_data:
@@ -79,25 +84,27 @@ def _needing_verification(node: BrokerNode, req: Any,
             if h is None or h.producer_id < 0 or p is None or not p.is_leader:
                 continue  # the append answers a partition not led here
             state = p.log.producer_state
-            if state.needs_verification(h.producer_id):
+            if state.needs_verification(h.producer_id, h.producer_epoch):
                 out[TopicPartition(t.name, pd.index)] = (
-                    h.producer_id, h.producer_epoch, state.start_verification(h.producer_id, h.producer_epoch))
+                    h.producer_id, h.producer_epoch,
+                    state.start_verification(h.producer_id, h.producer_epoch, supports_epoch_bump=add))
     return out
 
 
 async def _verify_then_produce(node: BrokerNode, ctx: RequestContext, req: Any,
                                unverified: dict[TopicPartition, tuple[int, int, Any]], throttle_ms: int,
-                               may_write: Callable[[str], bool] | None) -> Any:
+                               may_write: Callable[[str], bool] | None, *, add: bool = False) -> Any:
     """Ask the transaction coordinator (BrokerNode.verify_txn_partitions) about `unverified`, then
     append: a partition the coordinator does not confirm, or whose guard a marker or a newer epoch
     cleared meanwhile, is answered with the verification's error and not appended. The guards are
-    checked and the append made without yielding to the event loop in between."""
+    checked and the append made without yielding to the event loop in between. With `add`
+    (Produce v12, transactions v2) the partitions are added rather than verified."""
     by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
     for tp, (pid, epoch, _) in unverified.items():
         by_producer.setdefault((pid, epoch), []).append(tp)
     errors: dict[TopicPartition, ErrorCode] = {}
     for (pid, epoch), tps in by_producer.items():
-        errors.update(await node.verify_txn_partitions(str(req.transactional_id), pid, epoch, tps))
+        errors.update(await node.verify_txn_partitions(str(req.transactional_id), pid, epoch, tps, add=add))
     refused: dict[TopicPartition, PartitionResponse] = {}
     rm = node.replica_manager
     for tp, (pid, epoch, guard) in unverified.items():

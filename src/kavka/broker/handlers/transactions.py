@@ -195,8 +195,11 @@ async def _handle_add_partitions_to_txn_batched(node: BrokerNode, ctx: RequestCo
             errors = dict.fromkeys(tps, ErrorCode.coordinator_not_available)
         else:
             pid, epoch, verify = int(t.producer_id), int(t.producer_epoch), bool(t.verify_only)
+            # not verify-only: a partition leader adding a partition for a transactions-v2
+            # producer (Produce v12, TxnOffsetCommit v5)
             reply = await txns.call(lambda rid, now: txns.core.handle_add_partitions(
-                rid, txn_id, pid, epoch, tps, now, verify_only=verify))
+                rid, txn_id, pid, epoch, tps, now, verify_only=verify,
+                client_transaction_version=0 if verify else 2))
             per = dict(reply.partition_errors)
             errors = {tp: per.get(tp, reply.error) for tp in tps}
         by_topic: dict[str, list[Any]] = {}
@@ -213,8 +216,9 @@ async def _handle_add_partitions_to_txn_batched(node: BrokerNode, ctx: RequestCo
 async def handle_end_txn(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
 
-    def answer(error: ErrorCode) -> Any:
-        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=_fenced_for(error, ctx.api_version, 2))
+    def answer(error: ErrorCode, producer_id: int = -1, producer_epoch: int = -1) -> Any:
+        extra = {"producer_id": producer_id, "producer_epoch": producer_epoch} if ctx.api_version >= 5 else {}
+        return make(resp_cls, throttle_time=NO_THROTTLE, error_code=_fenced_for(error, ctx.api_version, 2), **extra)
 
     txn_id = str(req.transactional_id)
     if not _may_write_txn_id(node, ctx, txn_id):
@@ -223,8 +227,12 @@ async def handle_end_txn(node: BrokerNode, ctx: RequestContext, req: Any) -> Any
     if txns is None:
         return answer(ErrorCode.coordinator_not_available)
     pid, epoch, commit = int(req.producer_id), int(req.producer_epoch), bool(req.committed)
-    reply = await txns.call(lambda rid, now: txns.core.handle_end_txn(rid, txn_id, pid, epoch, commit, now))
-    return answer(reply.error)
+    # v5 is transactions v2 (KIP-890 part 2): the epoch is bumped and the next ids answered
+    tv2 = ctx.api_version >= 5
+    reply = await txns.call(lambda rid, now: txns.core.handle_end_txn(rid, txn_id, pid, epoch, commit, now, tv2=tv2))
+    if reply.error != ErrorCode.none:
+        return answer(reply.error)
+    return answer(reply.error, reply.producer_id, reply.producer_epoch)
 
 
 async def handle_write_txn_markers(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
