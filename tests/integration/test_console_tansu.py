@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kavka.client.admin import AdminClient, NewTopic
-from tests.integration.test_console import BROWSER_ARGS, CHROMIUM, Console
+from tests.console_harness import BROWSER_ARGS, CHROMIUM, Console
 from tests.tansu import TansuProcess, tansu_binary
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
