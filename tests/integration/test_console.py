@@ -20,7 +20,8 @@ import pytest
 from kavka.client.admin import AdminClient, NewTopic
 from tests.broker_harness import Cluster
 from tests.console_harness import BROWSER_ARGS, CHROMIUM, IMAGES, Console
-from tests.integration.helpers import ck_producer
+from tests.integration.helpers import ck_consumer, ck_producer
+from tests.wait import wait_until
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 expect = playwright_sync.expect
@@ -158,17 +159,25 @@ def test_produce_a_test_record_and_browse_by_offset_and_by_timestamp(page: Any, 
 
     page.goto(console.url + f"/topics/{name}/messages?partition=0")
     page.click("#produce summary")
+    page.fill("#produce input[name=key]", "<img src=x id=injected>")  # record bytes are text, never markup
+    page.fill("#produce textarea[name=value]", "first")
+    page.click("#produce button[type=submit]")
+    page.click("#confirm")
+    expect(page.locator("#messages tbody tr").first.locator(".key pre")).to_have_text("<img src=x id=injected>")
+    expect(page.locator("#injected")).to_have_count(0)
+
+    page.click("#produce summary")
     page.fill("#produce input[name=key]", "from-the-console")
     page.fill("#produce textarea[name=value]", "hello, kavka")
     page.fill("#produce textarea[name=headers]", "source=console")
     page.click("#produce button[type=submit]")
     expect(page.locator("h1")).to_have_text(f"Produce a record to {name}?")
-    assert admin.list_offsets({(name, 0): "latest"})[(name, 0)].offset == 20
+    assert admin.list_offsets({(name, 0): "latest"})[(name, 0)].offset == 21
     page.click("#confirm")
     expect(page.locator(".notice")).to_have_text("Record produced.")
-    assert admin.list_offsets({(name, 0): "latest"})[(name, 0)].offset == 21
+    assert admin.list_offsets({(name, 0): "latest"})[(name, 0)].offset == 22
     top = page.locator("#messages tbody tr").first
-    expect(top).to_have_attribute("data-offset", "20")
+    expect(top).to_have_attribute("data-offset", "21")
     expect(top.locator(".value pre")).to_have_text("hello, kavka")
     expect(top.locator("td").nth(4)).to_contain_text("source: console")
     shot(page, "messages")
@@ -223,6 +232,35 @@ def test_group_lag_then_reset_offsets_with_a_dry_run_first_then_delete(page: Any
     page.click("#confirm")
     expect(page.locator(".notice")).to_contain_text(f"Group {gid} deleted.")
     assert gid not in {g.group_id for g in admin.list_groups()}
+
+
+def test_an_active_groups_members_show_and_its_offsets_cannot_be_reset(page: Any, console: Console, admin: AdminClient) -> None:
+    name, gid = unique("active"), unique("members")
+    admin.create_topics([NewTopic(name, 2, 1)])
+    c = ck_consumer(admin_bootstrap(admin), {"group.id": gid, "client.id": "console-test-member",
+                                               "session.timeout.ms": 10_000})
+    try:
+        c.subscribe([name])
+        wait_until(lambda: (c.poll(0.2), len(c.assignment()) == 2)[1], 30, message="the consumer's assignment")
+        desc = admin.describe_group(gid)
+        assert desc.state == "Stable" and len(desc.members) == 1
+        page.goto(console.url + f"/groups/{gid}")
+        expect(page.locator("#group-state")).to_have_text("Stable")
+        [member] = cells(page, "#members tbody tr")
+        assert (member[0], member[1]) == (desc.members[0].member_id, "console-test-member")
+        assert member[3] == f"{name}-0, {name}-1"
+        page.select_option("#reset select[name=target]", "latest")
+        page.fill("#reset input[name=topic]", name)
+        page.click("#reset button[type=submit]")
+        expect(page.locator("main .error")).to_contain_text("no active members")
+        expect(page.locator("#confirm")).to_have_count(0)  # nothing to confirm
+        token = next(x["value"] for x in page.context.cookies(console.url) if x["name"] == "kavka_console_csrf")
+        status, body = console.post(f"/groups/{gid}/reset", {"target": "latest", "topic": name, "confirmed": "1", "csrf": token},
+                                    {"Cookie": f"kavka_console_csrf={token}"})  # a confirm sent anyway
+        assert status == 409 and "has no active members" in body
+        assert admin.list_group_offsets(gid) == {}
+    finally:
+        c.close()
 
 
 # ---------------------------------------------------------------------- disks (read-only)
