@@ -326,12 +326,32 @@ def test_bad_input_gives_a_readable_message_never_a_stack_trace(console: Console
         (f"/topics/{name}/messages?timestamp=yesterday", 400, "ISO-8601"),
         (f"/topics/{name}/messages?order=sideways", 400, "The order must be newest or oldest"),
         ("/no/such/page", 404, "No such page."),
+        ("/groups/no-such-group", 404, "Consumer group 'no-such-group' does not exist."),
     ]
     for path, status, message in cases:
         got, body = console.get(path)
         assert got == status, (path, got, body[:500])
         assert message.replace("'", "&#39;") in body, (path, body[:1500])
         assert "Traceback" not in body and 'File "' not in body
+    gid = unique("badreset")
+    admin.alter_group_offsets(gid, {(name, 0): 0})
+    token = "t" * 43  # double submit: any token works when the cookie and the field agree
+    posts = [
+        (f"/groups/{gid}/reset", {"target": "sideways"}, 400, "Unknown reset target 'sideways'"),
+        (f"/groups/{gid}/reset", {"target": "offset", "value": "ten"}, 400, "The offset must be a whole number, got 'ten'."),
+        (f"/groups/{gid}/reset", {"target": "timestamp", "value": "soon"}, 400, "ISO-8601"),
+        (f"/groups/{gid}/reset", {"target": "earliest", "topic": "no-such-topic"}, 404, "Topic 'no-such-topic' does not exist."),
+        ("/topics/create", {"name": "", "partitions": "1"}, 400, "A topic needs a name."),
+        ("/topics/create", {"name": "x", "partitions": "many"}, 400, "The partitions must be a whole number, got 'many'."),
+        ("/topics/create", {"name": name, "partitions": "1", "confirmed": "1"}, 409, "TOPIC_ALREADY_EXISTS"),
+        (f"/topics/{name}/produce", {"partition": "-1", "value": "v"}, 400, "The partition must be at least 0, got -1."),
+    ]
+    for path, fields, status, message in posts:
+        got, body = console.post(path, {**fields, "csrf": token}, {"Cookie": f"kavka_console_csrf={token}"})
+        assert got == status, (path, fields, got, body[:1500])
+        assert message.replace("'", "&#39;") in body, (path, fields, body[:1500])
+        assert "Traceback" not in body and 'File "' not in body
+    assert admin.list_group_offsets(gid) == {(name, 0): 0}
 
 
 def test_state_changing_requests_need_the_pages_csrf_token_and_same_origin(browser: Any, console: Console, admin: AdminClient) -> None:
