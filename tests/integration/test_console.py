@@ -128,6 +128,66 @@ def test_create_a_topic_through_the_form_and_its_page_matches_the_admin_api(page
     shot(page, "topics")
 
 
+def test_change_a_topic_config_partitions_records_then_delete_it(page: Any, console: Console, admin: AdminClient) -> None:
+    name = unique("changed")
+    admin.create_topics([NewTopic(name, 2, 2)])
+    p = ck_producer(admin_bootstrap(admin))
+    for i in range(10):
+        p.produce(name, value=b"r%d" % i, partition=0)
+    assert p.flush(30) == 0
+    url = console.url + f"/topics/{name}"
+
+    def configs() -> dict[str, tuple[str | None, str]]:
+        return {e.name: (e.value, e.source) for e in admin.describe_configs("topic", name, include_documentation=False)}
+
+    page.goto(url)
+    page.fill("#set-config input[name=key]", "retention.ms")
+    page.fill("#set-config input[name=value]", "7200000")
+    page.click("#set-config button")
+    expect(page.locator("h1")).to_have_text(f"Change a config of {name}?")
+    assert configs()["retention.ms"][1] != "DYNAMIC_TOPIC_CONFIG"
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text("Done: set config.")
+    assert configs()["retention.ms"] == ("7200000", "DYNAMIC_TOPIC_CONFIG")
+    expect(page.locator("#configs tr[data-config='retention.ms'] td").nth(2)).to_have_text("DYNAMIC_TOPIC_CONFIG")
+
+    page.select_option("#delete-config select[name=key]", "retention.ms")
+    page.click("#delete-config button")
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text("Done: delete config.")
+    assert configs()["retention.ms"][1] != "DYNAMIC_TOPIC_CONFIG"
+
+    page.fill("#add-partitions input[name=partitions]", "1")
+    page.click("#add-partitions button")
+    expect(page.locator("#error-message")).to_have_text(
+        f"Topic '{name}' has 2 partitions: the new count must be more, got 1.")
+    page.goto(url)
+    page.fill("#add-partitions input[name=partitions]", "4")
+    page.click("#add-partitions button")
+    page.click("#confirm")
+    expect(page.locator("#partitions tbody tr")).to_have_count(4)
+    [d] = admin.describe_topics([name])
+    assert len(d.partitions) == 4
+
+    page.fill("#delete-records input[name=partition]", "0")
+    page.fill("#delete-records input[name=before]", "6")
+    page.click("#delete-records button")
+    expect(page.locator("h1")).to_have_text(f"Delete records of {name}?")
+    assert admin.list_offsets({(name, 0): "earliest"})[(name, 0)].offset == 0
+    page.click("#confirm")
+    expect(page.locator("#partitions tr[data-partition='0'] td.start")).to_have_text("6")
+    assert admin.list_offsets({(name, 0): "earliest"})[(name, 0)].offset == 6
+
+    page.click("#delete-topic button")
+    expect(page.locator("h1")).to_have_text(f"Delete topic {name}?")
+    assert name in {t.name for t in admin.list_topics()}
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text(f"Topic {name} deleted.")
+    wait_until(lambda: name not in {t.name for t in admin.list_topics()}, 20, message="the topic gone")
+    status, body = console.get(f"/topics/{name}")
+    assert status == 404
+
+
 # ---------------------------------------------------------------------- messages
 
 
@@ -388,6 +448,11 @@ def test_read_only_mode_hides_the_forms_and_refuses_changes(page: Any, cluster: 
         page.goto(ro.url + "/topics")
         expect(page.locator("header .ro")).to_have_text("read-only")
         expect(page.locator("#create-topic")).to_have_count(0)
+        name = unique("ro-topic")
+        admin.create_topics([NewTopic(name, 1, 1)])
+        page.goto(ro.url + f"/topics/{name}")
+        expect(page.locator("#partitions tbody tr")).to_have_count(1)
+        expect(page.locator("#topic-actions")).to_have_count(0)
         page.goto(ro.url + "/topics")  # has the cookie now: a well-formed request is still refused
         token = next(c["value"] for c in page.context.cookies(ro.url) if c["name"] == "kavka_console_csrf")
         status, body = ro.post("/topics/create", {"name": unique("ro"), "confirmed": "1", "csrf": token},

@@ -177,7 +177,24 @@ async def create_topic(request: Request) -> Response:
 async def topic(request: Request) -> Response:
     b = backend_of(request)
     data = await b.run(views.topic, b.admin, request.path_params["name"], await b.features())
-    return await page(request, "topic.html", t=data, nav="topics", created=request.query_params.get("created"))
+    return await page(request, "topic.html", t=data, nav="topics", created=request.query_params.get("created"),
+                      done=request.query_params.get("done"))
+
+
+async def change_topic(request: Request) -> Response:
+    b = backend_of(request)
+    name = request.path_params["name"]
+    form = await mutation_form(request)
+    change = await b.run(views.plan_topic_change, b.admin, name, form)
+    if not confirmed(form):
+        titles = {"set-config": "Change a config of", "delete-config": "Remove a config override of",
+                  "add-partitions": "Add partitions to", "delete-records": "Delete records of", "delete-topic": "Delete topic"}
+        return await confirm_page(request, form, f"{titles[change.action]} {name}?", list(change.summary),
+                                  danger=change.action in ("delete-records", "delete-topic"))
+    await b.run(views.apply_topic_change, b.admin, change)
+    if change.action == "delete-topic":
+        return RedirectResponse("/topics?deleted=" + quote(name, safe=""), status_code=303)
+    return RedirectResponse(f"/topics/{quote(name, safe='')}?done={change.action}", status_code=303)
 
 
 async def messages(request: Request) -> Response:
@@ -306,6 +323,7 @@ def create_app(bootstrap: str, *, security: ClientSecurity = PLAINTEXT, read_onl
         Route("/topics", guarded(topics)),
         Route("/topics/create", guarded(create_topic), methods=["POST"]),
         Route("/topics/{name}", guarded(topic)),
+        Route("/topics/{name}/change", guarded(change_topic), methods=["POST"]),
         Route("/topics/{name}/messages", guarded(messages)),
         Route("/topics/{name}/produce", guarded(produce), methods=["POST"]),
         Route("/groups", guarded(groups)),

@@ -447,3 +447,67 @@ def disks(admin: AdminClient) -> list[dict[str, Any]]:
                           for r in ld.replicas if r.is_future],
             })
     return out
+
+
+# ---------------------------------------------------------------------- topic changes
+
+TOPIC_ACTIONS = ("set-config", "delete-config", "add-partitions", "delete-records", "delete-topic")
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    """One change to a topic, parsed from its form: what the confirm page shows, then does."""
+
+    topic: str
+    action: str
+    summary: tuple[tuple[str, str], ...]
+    config: tuple[str, str] | None = None
+    partitions: int | None = None
+    records_before: dict[int, int] | None = None
+
+
+def plan_topic_change(admin: AdminClient, name: str, form: Any) -> TopicChange:
+    action = str(form.get("action", ""))
+    if action not in TOPIC_ACTIONS:
+        raise UserError(f"Unknown topic action {action!r}: one of {', '.join(TOPIC_ACTIONS)}.")
+    d = describe_topic(admin, name)
+    if action in ("set-config", "delete-config"):
+        key = str(form.get("key", "")).strip()
+        if not key:
+            raise UserError("Name the config to change.")
+        value = str(form.get("value", "")).strip()
+        if action == "set-config":
+            return TopicChange(name, action, (("Topic", name), ("Set", f"{key}={value}")), config=(key, value))
+        return TopicChange(name, action, (("Topic", name), ("Remove the override of", key)), config=(key, ""))
+    if action == "add-partitions":
+        total = parse_int(form.get("partitions", ""), "new partition count", minimum=1)
+        if total <= len(d.partitions):
+            raise UserError(f"Topic '{name}' has {len(d.partitions)} partitions: the new count must be more, got {total}.")
+        return TopicChange(name, action, (("Topic", name), ("Partitions", f"{len(d.partitions)} -> {total}")),
+                           partitions=total)
+    if action == "delete-records":
+        partition = parse_int(form.get("partition", ""), "partition", minimum=0)
+        if partition not in {p.partition for p in d.partitions}:
+            raise UserError(f"Topic '{name}' has no partition {partition} (it has {len(d.partitions)}).", 404)
+        before = parse_int(form.get("before", ""), "offset", minimum=0)
+        hi = admin.list_offsets({(name, partition): "latest"})[(name, partition)].offset
+        if before > hi:
+            raise UserError(f"Partition {partition} ends at offset {hi}: records can be deleted up to there, not {before}.")
+        return TopicChange(name, action, (("Topic", name), ("Partition", str(partition)),
+                                          ("Delete records before offset", str(before))),
+                           records_before={partition: before})
+    return TopicChange(name, action, (("Topic", name), ("Partitions", str(len(d.partitions))),
+                                      ("Effect", "the topic and all its records are deleted")))
+
+
+def apply_topic_change(admin: AdminClient, c: TopicChange) -> None:
+    if c.action == "set-config" and c.config:
+        admin.incremental_alter_configs("topic", c.topic, set={c.config[0]: c.config[1]})
+    elif c.action == "delete-config" and c.config:
+        admin.incremental_alter_configs("topic", c.topic, delete=[c.config[0]])
+    elif c.action == "add-partitions" and c.partitions:
+        admin.create_partitions({c.topic: c.partitions})
+    elif c.action == "delete-records" and c.records_before:
+        admin.delete_records({(c.topic, p): o for p, o in c.records_before.items()})
+    elif c.action == "delete-topic":
+        admin.delete_topics([c.topic])
