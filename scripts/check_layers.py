@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("testing",),
     ("local_cluster",),
     ("demo",),
+    ("console",),  # the web console: the admin client, and the group-assignment decoder of coordinator
     ("cli",),
     ("__main__",),
 ]

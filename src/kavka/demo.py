@@ -46,12 +46,14 @@ def run_demo(
     window_seconds: int = 10,
     trigger_seconds: float = 2.0,
     console: Console | None = None,
+    console_port: int | None = None,
 ) -> dict[tuple[int, str], tuple[int, float]]:
-    from kavka.local_cluster import LocalCluster, LocalClusterError
+    from kavka.local_cluster import LocalCluster, LocalClusterError, start_console, stop_console
 
     console = console or Console()
     cluster = LocalCluster(data_dir, nodes, overrides={"num.partitions": "3", "offsets.topic.num.partitions": "6"})
     what = "broker" if nodes == 1 else f"{nodes}-node cluster"
+    web = None
     try:
         with console.status(f"starting a local kavka {what}"):
             try:
@@ -59,6 +61,9 @@ def run_demo(
             except LocalClusterError as e:
                 raise RuntimeError(f"the local kavka {what} did not start: {e}") from None
         console.print(f"[green]kavka {what} up[/green] at {bootstrap}, data in {data_dir}")
+        if console_port is not None:
+            web = start_console(bootstrap, console_port)
+            console.print(f"web console: http://127.0.0.1:{console_port}/ (while the demo runs)")
         return _pipeline(
             bootstrap,
             data_dir=data_dir,
@@ -72,6 +77,8 @@ def run_demo(
         console.print(f"[yellow]interrupted: stopping the {what}[/yellow]")
         return {}
     finally:
+        if web is not None:
+            stop_console(web)
         codes = cluster.stop()
         bad = {i: c for i, c in codes.items() if c != 0}
         console.print(f"{what} stopped cleanly" if not bad else f"{what}: nodes exited with {bad}")

@@ -333,3 +333,26 @@ class LocalCluster:
                     self.procs[i].kill()
                     self.procs[i].wait(10)
         return {i: p.returncode for i, p in self.procs.items()}
+
+
+# ---------------------------------------------------------------------- the web console next to a local cluster
+
+
+def start_console(bootstrap: str, port: int, *, command_config: Path | None = None) -> subprocess.Popen[str]:
+    """`kavka console` for a local cluster (`kavka cluster up --console-port`, `kavka demo
+    --console-port`), as its own process on 127.0.0.1:`port`; it prints its URL on stdout."""
+    cmd = [sys.executable, "-m", "kavka", "console", "--bootstrap-server", bootstrap, "--port", str(port)]
+    if command_config is not None:
+        cmd += ["--command-config", str(command_config)]
+    return subprocess.Popen(cmd, text=True)
+
+
+def stop_console(proc: subprocess.Popen[str], timeout_s: float = 15.0) -> int:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    return proc.returncode

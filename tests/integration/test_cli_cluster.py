@@ -11,9 +11,13 @@ import ssl
 import subprocess
 import sys
 import threading
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
+from tests.broker_harness import free_port
 from tests.wait import wait_until
 
 
@@ -56,8 +60,13 @@ def _cluster_up(tmp_path: Path, base: int, *args: str) -> tuple[subprocess.Popen
 def test_cluster_up_status_and_ctrl_c(tmp_path: Path) -> None:
     base = _free_block()
     kavka = [sys.executable, "-m", "kavka"]
-    up, lines = _cluster_up(tmp_path, base, "--nodes", "3", "--racks", "r1,r2")
+    web = free_port()
+    up, lines = _cluster_up(tmp_path, base, "--nodes", "3", "--racks", "r1,r2", "--console-port", str(web))
     try:
+        # The web console runs next to the cluster (kavka.console; its own tests are test_console*.py).
+        overview = wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{web}/", timeout=10).read().decode(),
+                              timeout=30, message="the console to answer")
+        assert overview.count('<tr data-broker="') == 3
         [line] = [x for x in lines if x.startswith("bootstrap servers:")]
         bootstrap = line.split(":", 1)[1].strip()
         assert bootstrap == ",".join(f"127.0.0.1:{base + i}" for i in range(3))
@@ -85,6 +94,8 @@ def test_cluster_up_status_and_ctrl_c(tmp_path: Path) -> None:
         code = up.wait(90)
     text = "".join(lines)
     assert code == 0, text
+    with pytest.raises(OSError):  # the console stopped with the cluster
+        socket.create_connection(("127.0.0.1", web), timeout=2).close()
     for i in (1, 2, 3):
         assert f"stopping node {i}" in text
         log = (tmp_path / "c" / f"node{i}" / "server.log").read_text()

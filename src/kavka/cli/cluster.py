@@ -45,11 +45,13 @@ def cluster() -> None:
 @click.option("--secure", is_flag=True,
               help="Every listener secured (clients: SASL_SSL with PLAIN and a generated admin user; brokers: SASL_SSL with "
                    "SCRAM-SHA-512; controllers: mutual TLS); prints the client config.")
+@click.option("--console-port", type=click.IntRange(1, 65535), default=None,
+              help="Also serve the web console (kavka console) on 127.0.0.1 at this port.")
 @json_option
 def up(nodes: int, controllers: int | None, racks: str | None, data_dir: Path, base_port: int, overrides: tuple[str, ...],
-       secure: bool, as_json: bool) -> None:
+       secure: bool, console_port: int | None, as_json: bool) -> None:
     """Start a local cluster; Ctrl-C stops every node (each with a controlled shutdown)."""
-    from kavka.local_cluster import LocalCluster, LocalClusterError
+    from kavka.local_cluster import LocalCluster, LocalClusterError, start_console, stop_console
 
     props: dict[str, str] = {}
     for item in overrides:
@@ -67,8 +69,12 @@ def up(nodes: int, controllers: int | None, racks: str | None, data_dir: Path, b
         on_event=lambda message: click.echo(message, err=True),
         secure=secure,
     )
+    console = None
     try:
         bootstrap = local.start()
+        if console_port is not None:
+            console = start_console(bootstrap, console_port,
+                                    command_config=local.security.client_properties if local.security else None)
         shape = f"{nodes} nodes" if controllers is None else f"{controllers} controllers + {nodes} brokers"
         if as_json:
             click.echo(json.dumps(_up_json(local, shape)))
@@ -88,12 +94,18 @@ def up(nodes: int, controllers: int | None, racks: str | None, data_dir: Path, b
             if dead:
                 click.echo(f"node {dead[0]} exited with {local.procs[dead[0]].returncode}; stopping the others", err=True)
                 break
+            if console is not None and console.poll() is not None:
+                click.echo(f"the console exited with {console.returncode} (is port {console_port} taken?); the cluster runs on",
+                           err=True)
+                console = None
             stop.wait(0.5)
     except LocalClusterError as e:
         raise CliError(str(e)) from None
     except KeyboardInterrupt:
         pass
     finally:
+        if console is not None:
+            stop_console(console)
         local.stop()
 
 

@@ -18,7 +18,10 @@ import click
               help="event-time window of the aggregation")
 @click.option("--trigger-seconds", type=click.FloatRange(0.1), default=2.0, show_default=True,
               help="processing-time trigger interval of the Spark job")
-def demo(data_dir: Path, nodes: int, events: int, seed: int, window_seconds: int, trigger_seconds: float) -> None:
+@click.option("--console-port", type=click.IntRange(1, 65535), default=None,
+              help="Also serve the web console (kavka console) on 127.0.0.1 at this port while the demo runs.")
+def demo(data_dir: Path, nodes: int, events: int, seed: int, window_seconds: int, trigger_seconds: float,
+         console_port: int | None) -> None:
     """Start a local kavka cluster, stream synthetic events through it, and aggregate them with Spark."""
     from kavka.demo import run_demo
 
@@ -30,6 +33,7 @@ def demo(data_dir: Path, nodes: int, events: int, seed: int, window_seconds: int
             seed=seed,
             window_seconds=window_seconds,
             trigger_seconds=trigger_seconds,
+            console_port=console_port,
         )
     except RuntimeError as e:
         raise click.ClickException(str(e)) from None

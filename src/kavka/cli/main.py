@@ -25,6 +25,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kavka.cli.groups", "groups"),
     ("kavka.cli.transactions", "transactions"),
     ("kavka.cli.demo", "demo"),
+    ("kavka.cli.console", "console"),
     ("kavka.cli.dump_log", "dump_log"),
 )
 

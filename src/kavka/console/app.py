@@ -1,0 +1,339 @@
+"""The console's web application: Starlette routes over `views`, Jinja2 templates, static files.
+
+Request flow: a route parses the URL/form, calls a `views` function in a worker thread under
+`Backend.lock` (kavka's AdminClient is blocking and not thread-safe), and renders a template.
+State-changing requests are POSTs that (1) are refused in read-only mode, (2) carry the CSRF
+token of the page that made them (double submit: a random cookie, SameSite=Strict, equal to a
+hidden form field; and an Origin, when sent, equal to the console's own), and (3) go through a
+confirm step: a first POST renders what will happen, only a POST with `confirmed=1` does it.
+Errors are pages with a message, never a stack trace.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+import threading
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote, urlencode, urlsplit
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from kavka.client.admin import AdminClient
+from kavka.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError
+from kavka.client.fetcher import Fetcher
+from kavka.client.security import PLAINTEXT, ClientSecurity
+from kavka.console import views
+from kavka.console.views import UserError
+
+HERE = Path(__file__).parent
+CSRF_COOKIE = "kavka_console_csrf"
+log = logging.getLogger("kavka.console")
+T = TypeVar("T")
+
+
+class Backend:
+    """The console's one connection to the cluster (an admin client and a fetcher), used by one
+    request at a time."""
+
+    def __init__(self, bootstrap: str, *, security: ClientSecurity = PLAINTEXT, read_only: bool = False) -> None:
+        self.bootstrap = bootstrap
+        self.security = security
+        self.read_only = read_only
+        self.lock = threading.Lock()
+        self.admin = AdminClient(bootstrap, client_id="kavka-console", timeout_s=15, security=security)
+        self.fetcher = Fetcher(bootstrap, client_id="kavka-console", timeout_s=5, max_wait_ms=100, security=security)
+        self._features: dict[str, bool] | None = None
+
+    def close(self) -> None:
+        with self.lock:
+            self.admin.close()
+            self.fetcher.close()
+
+    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        with self.lock:
+            try:
+                return fn(*args, **kwargs)
+            except (KafkaConnectionError, OSError):
+                # A broker went away: drop every connection so the next request starts afresh.
+                self.admin.close()
+                self.fetcher.close()
+                raise
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await run_in_threadpool(self._call, fn, *args, **kwargs)
+
+    async def features(self) -> dict[str, bool]:
+        if self._features is None:
+            self._features = await self.run(views.kavka_features, self.admin)
+        return self._features
+
+
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+templates.env.filters["human_bytes"] = lambda n: views_human_bytes(n)
+templates.env.filters["q"] = lambda s: quote(str(s), safe="")
+
+
+def views_human_bytes(n: int | None) -> str:
+    if n is None or n < 0:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def backend_of(request: Request) -> Backend:
+    return request.app.state.backend
+
+
+def csrf_token(request: Request) -> str:
+    token = request.cookies.get(CSRF_COOKIE)
+    if not token or len(token) < 32:
+        token = request.scope.setdefault("kavka.new_csrf", secrets.token_urlsafe(32))
+    return token
+
+
+async def page(request: Request, template: str, status: int = 200, **context: Any) -> Response:
+    b = backend_of(request)
+    feats = await b.features() if template != "error.html" else (b._features or {})
+    token = csrf_token(request)
+    resp = templates.TemplateResponse(
+        request, template, {"csrf": token, "read_only": b.read_only, "features": feats,
+                            "bootstrap": b.bootstrap, **context}, status_code=status)
+    if request.cookies.get(CSRF_COOKIE) != token:
+        resp.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
+    return resp
+
+
+async def mutation_form(request: Request) -> Any:
+    """The form of a state-changing request, after the read-only, Origin and CSRF checks."""
+    if backend_of(request).read_only:
+        raise UserError("The console runs in read-only mode (--read-only): changes are refused.", 403)
+    origin = request.headers.get("origin")
+    if origin is not None:  # browsers send it on every POST; "null" (an opaque origin) is refused too
+        host = request.headers.get("host", "")
+        if origin == "null" or urlsplit(origin).netloc != host:
+            raise UserError("Cross-site request refused (its Origin is not this console).", 403)
+    form = await request.form()
+    cookie = request.cookies.get(CSRF_COOKIE, "")
+    sent = str(form.get("csrf", ""))
+    if not cookie or not hmac.compare_digest(cookie.encode(), sent.encode()):
+        raise UserError("The request's CSRF token is missing or stale: reload the page and try again.", 403)
+    return form
+
+
+def confirmed(form: Any) -> bool:
+    return form.get("confirmed") == "1"
+
+
+async def confirm_page(request: Request, form: Any, title: str, summary: list[tuple[str, Any]], danger: bool = False) -> Response:
+    fields = [(k, v) for k, v in form.multi_items() if k not in ("csrf", "confirmed")]
+    return await page(request, "confirm.html", title=title, summary=summary, fields=fields,
+                      action=request.url.path, danger=danger)
+
+
+# ---------------------------------------------------------------------- pages
+
+
+async def overview(request: Request) -> Response:
+    b = backend_of(request)
+    data = await b.run(views.overview, b.admin, await b.features())
+    return await page(request, "overview.html", o=data, nav="overview")
+
+
+async def topics(request: Request) -> Response:
+    b = backend_of(request)
+    q = request.query_params.get("q", "")
+    rows = await b.run(views.topics, b.admin, q)
+    return await page(request, "topics.html", topics=rows, q=q, nav="topics")
+
+
+async def create_topic(request: Request) -> Response:
+    b = backend_of(request)
+    form = await mutation_form(request)
+    t = views.parse_topic_form(form)
+    if not confirmed(form):
+        return await confirm_page(request, form, f"Create topic {t.name}?", [
+            ("Topic", t.name), ("Partitions", t.partitions if t.partitions > 0 else "broker default"),
+            ("Replication factor", t.replication_factor if t.replication_factor > 0 else "broker default"),
+            ("Configs", ", ".join(f"{k}={v}" for k, v in t.configs.items()) or "-")])
+    await b.run(views.create_topic, b.admin, t)
+    return RedirectResponse(f"/topics/{quote(t.name, safe='')}?created=1", status_code=303)
+
+
+async def topic(request: Request) -> Response:
+    b = backend_of(request)
+    data = await b.run(views.topic, b.admin, request.path_params["name"], await b.features())
+    return await page(request, "topic.html", t=data, nav="topics", created=request.query_params.get("created"),
+                      done=request.query_params.get("done"))
+
+
+async def change_topic(request: Request) -> Response:
+    b = backend_of(request)
+    name = request.path_params["name"]
+    form = await mutation_form(request)
+    change = await b.run(views.plan_topic_change, b.admin, name, form)
+    if not confirmed(form):
+        titles = {"set-config": "Change a config of", "delete-config": "Remove a config override of",
+                  "add-partitions": "Add partitions to", "delete-records": "Delete records of", "delete-topic": "Delete topic"}
+        return await confirm_page(request, form, f"{titles[change.action]} {name}?", list(change.summary),
+                                  danger=change.action in ("delete-records", "delete-topic"))
+    await b.run(views.apply_topic_change, b.admin, change)
+    if change.action == "delete-topic":
+        return RedirectResponse("/topics?deleted=" + quote(name, safe=""), status_code=303)
+    return RedirectResponse(f"/topics/{quote(name, safe='')}?done={change.action}", status_code=303)
+
+
+async def messages(request: Request) -> Response:
+    b = backend_of(request)
+    name = request.path_params["name"]
+    qp = request.query_params
+    partition = views.parse_int(qp.get("partition") or "0", "partition", minimum=0)
+    offset = views.parse_int(qp["offset"], "offset", minimum=0) if qp.get("offset", "").strip() else None
+    timestamp = views.parse_timestamp(qp["timestamp"]) if qp.get("timestamp", "").strip() else None
+    limit = views.parse_int(qp.get("limit") or "50", "limit", minimum=1)
+    order = qp.get("order") or "newest"
+    if order not in ("newest", "oldest"):
+        raise UserError(f"The order must be newest or oldest, got {order!r}.")
+    data = await b.run(views.messages, b.admin, b.fetcher, name, partition, offset=offset, timestamp=timestamp,
+                       newest_first=order == "newest", limit=limit, needle=qp.get("filter", ""))
+    return await page(request, "messages.html", m=data, nav="topics", order=order, limit=limit,
+                      offset=qp.get("offset", ""), timestamp=qp.get("timestamp", ""), needle=qp.get("filter", ""),
+                      produced=qp.get("produced"))
+
+
+async def produce(request: Request) -> Response:
+    b = backend_of(request)
+    name = request.path_params["name"]
+    form = await mutation_form(request)
+    part_text = str(form.get("partition", "")).strip()
+    partition = views.parse_int(part_text, "partition", minimum=0) if part_text else None
+    key, value, headers = str(form.get("key", "")), str(form.get("value", "")), str(form.get("headers", ""))
+    await b.run(views.describe_topic, b.admin, name)
+    if not confirmed(form):
+        return await confirm_page(request, form, f"Produce a record to {name}?", [
+            ("Topic", name), ("Partition", partition if partition is not None else "by key / sticky"),
+            ("Key", key or "null"), ("Value", value), ("Headers", headers or "-")])
+    await run_in_threadpool(views.produce, b.bootstrap, b.security, name, partition, key, value, headers)
+    target = {"partition": partition or 0, "order": "newest", "produced": "1"}
+    return RedirectResponse(f"/topics/{quote(name, safe='')}/messages?{urlencode(target)}", status_code=303)
+
+
+async def groups(request: Request) -> Response:
+    b = backend_of(request)
+    rows = await b.run(views.groups, b.admin)
+    return await page(request, "groups.html", groups=rows, nav="groups")
+
+
+async def group(request: Request) -> Response:
+    b = backend_of(request)
+    data = await b.run(views.group, b.admin, request.path_params["group"])
+    return await page(request, "group.html", g=data, nav="groups", done=request.query_params.get("done"))
+
+
+async def reset_group(request: Request) -> Response:
+    b = backend_of(request)
+    gid = request.path_params["group"]
+    form = await mutation_form(request)
+    plan = await b.run(views.plan_reset, b.admin, gid, str(form.get("target", "")), str(form.get("value", "")),
+                       str(form.get("topic", "")).strip())
+    if not confirmed(form):
+        return await page(request, "reset.html", plan=plan, nav="groups",
+                          fields=[(k, v) for k, v in form.multi_items() if k not in ("csrf", "confirmed")])
+    await b.run(views.execute_reset, b.admin, plan)
+    return RedirectResponse(f"/groups/{quote(gid, safe='')}?done=reset", status_code=303)
+
+
+async def delete_group(request: Request) -> Response:
+    b = backend_of(request)
+    gid = request.path_params["group"]
+    form = await mutation_form(request)
+    if not confirmed(form):
+        return await confirm_page(request, form, f"Delete consumer group {gid}?",
+                                  [("Group", gid), ("Effect", "its committed offsets are deleted too")], danger=True)
+    await b.run(views.delete_group, b.admin, gid)
+    return RedirectResponse("/groups?deleted=" + quote(gid, safe=""), status_code=303)
+
+
+async def disks(request: Request) -> Response:
+    b = backend_of(request)
+    if not (await b.features()).get("disks"):
+        raise UserError("This cluster does not describe its log dirs' capacity (DescribeLogDirs v4): no Disks page.", 404)
+    rows = await b.run(views.disks, b.admin)
+    return await page(request, "disks.html", dirs=rows, nav="disks")
+
+
+async def healthz(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+# ---------------------------------------------------------------------- errors
+
+
+async def on_error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, UserError):
+        status, message = exc.status, str(exc)
+    elif isinstance(exc, HTTPException):
+        status, message = exc.status_code, "No such page." if exc.status_code == 404 else str(exc.detail)
+    elif isinstance(exc, KafkaConnectionError):
+        status, message = 503, f"Cannot reach the cluster: {exc}"
+    elif isinstance(exc, KafkaError):
+        status, message = 409, f"The cluster refused: {exc}"
+    elif isinstance(exc, KafkaProtocolError):
+        status, message = 502, f"The cluster does not support this: {exc}"
+    else:
+        log.error("console: unexpected error on %s %s\n%s", request.method, request.url.path,
+                  "".join(traceback.format_exception(exc)))
+        status, message = 500, f"Unexpected error ({type(exc).__name__}): {exc}. Details are in the console's log."
+    try:
+        return await page(request, "error.html", status=status, message=message, nav=None)
+    except Exception:  # the page itself failed: plain text, still no stack trace
+        return PlainTextResponse(message, status_code=status)
+
+
+def guarded(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    """Every route's errors become a page (the handler, not the server, answers them)."""
+
+    async def route(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except Exception as e:
+            return await on_error(request, e)
+
+    route.__name__ = fn.__name__
+    return route
+
+
+def create_app(bootstrap: str, *, security: ClientSecurity = PLAINTEXT, read_only: bool = False) -> Starlette:
+    routes = [
+        Route("/", guarded(overview)),
+        Route("/topics", guarded(topics)),
+        Route("/topics/create", guarded(create_topic), methods=["POST"]),
+        Route("/topics/{name}", guarded(topic)),
+        Route("/topics/{name}/change", guarded(change_topic), methods=["POST"]),
+        Route("/topics/{name}/messages", guarded(messages)),
+        Route("/topics/{name}/produce", guarded(produce), methods=["POST"]),
+        Route("/groups", guarded(groups)),
+        Route("/groups/{group}", guarded(group)),
+        Route("/groups/{group}/reset", guarded(reset_group), methods=["POST"]),
+        Route("/groups/{group}/delete", guarded(delete_group), methods=["POST"]),
+        Route("/disks", guarded(disks)),
+        Route("/healthz", healthz),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: on_error})
+    app.state.backend = Backend(bootstrap, security=security, read_only=read_only)
+    return app

@@ -1,0 +1,513 @@
+"""What each console page shows, read from the cluster through kavka's admin client.
+
+Every function takes a connected `AdminClient` (blocking, not thread-safe: the caller holds
+`Backend.lock`) and returns plain dicts and lists for the templates. Nothing here knows about
+HTTP; bad input raises `UserError` with a message for the page.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kavka.client.admin import AdminClient, NewTopic
+from kavka.client.errors import KafkaError
+from kavka.client.fetcher import Fetcher, OffsetOutOfRangeError
+from kavka.client.producer import Producer, ProducerConfig
+from kavka.coordinator.records import consumer_assignment_partitions
+from kavka.protocol.api import ApiKey
+
+INACTIVE_STATES = ("Empty", "Dead")
+MAX_MESSAGES = 500
+
+
+class UserError(Exception):
+    """Bad input or a missing resource: shown to the user as a message, with an HTTP status."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# ---------------------------------------------------------------------- capabilities
+
+
+def kavka_features(admin: AdminClient) -> dict[str, bool]:
+    """Which pages the cluster can back. The generic pages need only Kafka's common APIs; the disk
+    page needs DescribeLogDirs with sizes (v4: total/usable bytes, Kafka 3.3+ and kavka)."""
+    conn = admin._any()
+    versions = conn.broker_versions
+    log_dirs = versions.get(int(ApiKey.DESCRIBE_LOG_DIRS))
+    return {
+        "quorum": int(ApiKey.DESCRIBE_QUORUM) in versions,
+        "disks": log_dirs is not None and log_dirs[1] >= 4,
+    }
+
+
+# ---------------------------------------------------------------------- overview
+
+
+def rack_tree(brokers: Sequence[Any]) -> dict[str, Any]:
+    """Racks as a tree: `/dc1/rack2` -> {"dc1": {"rack2": {"brokers": [...]}}}; no rack -> "(no rack)"."""
+    root: dict[str, Any] = {}
+    for b in brokers:
+        parts = [p for p in (b.rack or "").split("/") if p] or ["(no rack)"]
+        node = root
+        for p in parts:
+            node = node.setdefault(p, {})
+        node.setdefault("brokers", []).append(b.node_id)
+    return root
+
+
+def overview(admin: AdminClient, features: dict[str, bool]) -> dict[str, Any]:
+    cluster = admin.describe_cluster()
+    quorum = None
+    if features.get("quorum"):
+        try:
+            q = admin.describe_quorum()
+        except KafkaError:
+            q = None
+        if q is not None:
+            quorum = {
+                "leader": q.leader_id,
+                "epoch": q.leader_epoch,
+                "high_watermark": q.high_watermark,
+                "voters": [{"id": v.node_id, "log_end": v.log_end_offset, "lag": q.high_watermark - v.log_end_offset}
+                           for v in q.voters],
+                "observers": [{"id": v.node_id, "log_end": v.log_end_offset, "lag": q.high_watermark - v.log_end_offset}
+                              for v in q.observers],
+            }
+    topics = admin.list_topics(include_internal=True)
+    described = admin.describe_topics([t.name for t in topics]) if topics else []
+    partitions = under_replicated = offline = under_min_isr = 0
+    short: dict[str, list[Any]] = defaultdict(list)
+    for d in described:
+        for p in d.partitions:
+            partitions += 1
+            if p.leader < 0:
+                offline += 1
+            if len(p.isr) < len(p.replicas):
+                under_replicated += 1
+                short[d.name].append(p)
+    if short:
+        for name, parts in short.items():
+            entries = admin.describe_configs("topic", name, include_documentation=False, keys=["min.insync.replicas"])
+            min_isr = int(next((e.value for e in entries if e.value), "1"))
+            under_min_isr += sum(1 for p in parts if len(p.isr) < min_isr)
+    return {
+        "cluster_id": cluster.cluster_id,
+        # KRaft: the active controller is the quorum leader (DescribeCluster names any broker to clients).
+        "controller": quorum["leader"] if quorum else cluster.controller_id,
+        "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "fenced": b.fenced}
+                    for b in cluster.brokers],
+        "racks": rack_tree(cluster.brokers),
+        "quorum": quorum,
+        "topics": len([t for t in topics if not t.is_internal]),
+        "partitions": partitions,
+        "under_replicated": under_replicated,
+        "under_min_isr": under_min_isr,
+        "offline": offline,
+    }
+
+
+# ---------------------------------------------------------------------- topics
+
+
+def topics(admin: AdminClient, query: str = "") -> list[dict[str, Any]]:
+    listed = [t for t in admin.list_topics(include_internal=True) if query.lower() in t.name.lower()]
+    described = {d.name: d for d in admin.describe_topics([t.name for t in listed])} if listed else {}
+    out = []
+    for t in sorted(listed, key=lambda t: (t.is_internal, t.name)):
+        d = described.get(t.name)
+        parts = d.partitions if d else ()
+        out.append({
+            "name": t.name,
+            "internal": t.is_internal,
+            "partitions": t.partition_count,
+            "replication_factor": d.replication_factor if d else 0,
+            "under_replicated": sum(1 for p in parts if len(p.isr) < len(p.replicas)),
+            "offline": sum(1 for p in parts if p.leader < 0),
+        })
+    return out
+
+
+def describe_topic(admin: AdminClient, name: str) -> Any:
+    known = {t.name for t in admin.list_topics(include_internal=True)}
+    if name not in known:
+        raise UserError(f"Topic '{name}' does not exist.", 404)
+    [d] = admin.describe_topics([name])
+    return d
+
+
+def topic(admin: AdminClient, name: str, features: dict[str, bool]) -> dict[str, Any]:
+    d = describe_topic(admin, name)
+    tps = [(name, p.partition) for p in d.partitions]
+    starts = admin.list_offsets(dict.fromkeys(tps, "earliest")) if tps else {}
+    ends = admin.list_offsets(dict.fromkeys(tps, "latest")) if tps else {}
+    sizes: dict[int, int] = {}
+    if features.get("disks"):
+        try:
+            for dirs in admin.describe_log_dirs(topics=[name]).values():
+                for ld in dirs:
+                    for r in ld.replicas:
+                        if r.topic == name and not r.is_future:
+                            sizes[r.partition] = max(sizes.get(r.partition, 0), r.size)
+        except KafkaError:
+            sizes = {}
+    entries = admin.describe_configs("topic", name, include_documentation=False)
+    return {
+        "name": name,
+        "topic_id": d.topic_id,
+        "internal": d.is_internal,
+        "partitions": [
+            {
+                "partition": p.partition,
+                "leader": p.leader,
+                "preferred": p.replicas[0] if p.replicas else None,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "offline": list(p.offline_replicas),
+                "start": starts[(name, p.partition)].offset if (name, p.partition) in starts else None,
+                "end": ends[(name, p.partition)].offset if (name, p.partition) in ends else None,
+                "size": sizes.get(p.partition),
+            }
+            for p in d.partitions
+        ],
+        "configs": [{"name": e.name, "value": e.value, "source": e.source, "default": e.is_default,
+                     "read_only": e.is_read_only, "sensitive": e.is_sensitive} for e in sorted(entries, key=lambda e: e.name)],
+    }
+
+
+@dataclass(frozen=True)
+class TopicForm:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+
+
+def parse_topic_form(form: Any) -> TopicForm:
+    name = str(form.get("name", "")).strip()
+    if not name:
+        raise UserError("A topic needs a name.")
+    partitions = parse_int(form.get("partitions") or "-1", "partitions", minimum=-1)
+    rf = parse_int(form.get("replication_factor") or "-1", "replication factor", minimum=-1)
+    if partitions == 0 or rf == 0:
+        raise UserError("Partitions and replication factor must be at least 1 (or empty for the broker default).")
+    configs: dict[str, str] = {}
+    for line in str(form.get("configs", "")).splitlines():
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"A config line must be key=value, got {line.strip()!r}.")
+        configs[key.strip()] = value.strip()
+    return TopicForm(name, partitions, rf, configs)
+
+
+def create_topic(admin: AdminClient, t: TopicForm) -> None:
+    admin.create_topics([NewTopic(t.name, t.partitions, t.replication_factor, t.configs)])
+
+
+# ---------------------------------------------------------------------- messages
+
+
+def parse_int(text: Any, what: str, *, minimum: int | None = None) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise UserError(f"The {what} must be a whole number, got {str(text)!r}.") from None
+    if minimum is not None and value < minimum:
+        raise UserError(f"The {what} must be at least {minimum}, got {value}.")
+    return value
+
+
+def parse_timestamp(text: str) -> int:
+    """Milliseconds since the epoch, or an ISO-8601 date-time (UTC if no zone)."""
+    from datetime import UTC, datetime
+
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"The timestamp must be milliseconds since the epoch or an ISO-8601 date-time, got {text!r}.") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def render_bytes(data: bytes | None) -> dict[str, str]:
+    """How a key, value or header shows: null, JSON (pretty-printed), UTF-8 text, or hex."""
+    if data is None:
+        return {"kind": "null", "text": "null"}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"kind": "hex", "text": data.hex(" ")}
+    if text[:1] in "{[":
+        try:
+            return {"kind": "json", "text": json.dumps(json.loads(text), indent=2, ensure_ascii=False)}
+        except ValueError:
+            pass
+    if text and not text.isprintable() and not all(c.isprintable() or c in "\n\r\t" for c in text):
+        return {"kind": "hex", "text": data.hex(" ")}
+    return {"kind": "text", "text": text}
+
+
+def messages(
+    admin: AdminClient, fetcher: Fetcher, name: str, partition: int, *, offset: int | None,
+    timestamp: int | None, newest_first: bool, limit: int, needle: str,
+) -> dict[str, Any]:
+    d = describe_topic(admin, name)
+    if partition not in {p.partition for p in d.partitions}:
+        raise UserError(f"Topic '{name}' has no partition {partition} (it has {len(d.partitions)}).", 404)
+    tp = (name, partition)
+    lo = admin.list_offsets({tp: "earliest"})[tp].offset
+    hi = admin.list_offsets({tp: "latest"})[tp].offset
+    found_at = None
+    if timestamp is not None:
+        found = admin.list_offsets({tp: timestamp})[tp].offset
+        found_at = found if found >= 0 else hi
+        offset = found_at
+    limit = max(1, min(limit, MAX_MESSAGES))
+    if newest_first:
+        end = hi if offset is None else min(max(offset + 1, lo), hi)
+        start = max(lo, end - limit)
+        if timestamp is not None:  # from the first record at or after the time, going back
+            start, end = max(lo, (offset or 0) - limit + 1), min(hi, (offset or 0) + 1)
+    else:
+        start = lo if offset is None else min(max(offset, lo), hi)
+        end = min(hi, start + limit)
+    rows: list[dict[str, Any]] = []
+    if start < end:
+        try:
+            for cols in fetcher.read_range(name, partition, start, end, include_headers=True):
+                for i, off in enumerate(cols.offsets):
+                    headers = cols.headers[i] if cols.headers is not None else []
+                    rows.append({
+                        "offset": off,
+                        "timestamp": cols.timestamps[i],
+                        "time": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(cols.timestamps[i] / 1000))
+                        + f".{cols.timestamps[i] % 1000:03d}Z",
+                        "key": render_bytes(cols.keys[i]),
+                        "value": render_bytes(cols.values[i]),
+                        "headers": [(k, render_bytes(v)) for k, v in headers],
+                    })
+        except OffsetOutOfRangeError as e:
+            raise UserError(str(e)) from None
+    if needle:
+        low = needle.lower()
+        rows = [r for r in rows if low in r["key"]["text"].lower() or low in r["value"]["text"].lower()]
+    if newest_first:
+        rows.reverse()
+    return {"name": name, "partition": partition, "partitions": len(d.partitions), "log_start": lo,
+            "log_end": hi, "start": start, "end": end, "rows": rows, "found_at": found_at}
+
+
+def produce(bootstrap: str, security: Any, name: str, partition: int | None, key: str, value: str,
+            headers: str) -> None:
+    parsed: list[tuple[str, bytes | None]] = []
+    for line in headers.splitlines():
+        if line.strip():
+            k, sep, v = line.partition("=")
+            if not sep or not k.strip():
+                raise UserError(f"A header line must be name=value, got {line.strip()!r}.")
+            parsed.append((k.strip(), v.encode()))
+    p = Producer(bootstrap, ProducerConfig(enable_idempotence=False, client_id="kavka-console",
+                                           request_timeout_ms=15_000, delivery_timeout_ms=15_000),
+                 security=security)
+    try:
+        p.send(name, value.encode(), key.encode() if key else None, headers=parsed, partition=partition)
+        p.flush()
+    finally:
+        p.close()
+
+
+# ---------------------------------------------------------------------- groups
+
+
+def groups(admin: AdminClient) -> list[dict[str, Any]]:
+    return [{"id": g.group_id, "state": g.state, "protocol_type": g.protocol_type} for g in admin.list_groups()]
+
+
+def group(admin: AdminClient, group_id: str) -> dict[str, Any]:
+    desc = admin.describe_group(group_id)
+    if desc.state == "Dead" and not desc.members:
+        committed = admin.list_group_offsets(group_id)
+        if not committed:
+            raise UserError(f"Consumer group '{group_id}' does not exist.", 404)
+    committed = admin.list_group_offsets(group_id)
+    owner: dict[tuple[str, int], Any] = {}
+    if desc.protocol_type == "consumer":
+        for m in desc.members:
+            for tp in consumer_assignment_partitions(m.assignment) or ():
+                owner[tp] = m
+    tps = sorted(set(committed) | set(owner))
+    ends = admin.list_offsets(dict.fromkeys(tps, "latest")) if tps else {}
+    rows = []
+    for tp in tps:
+        cur = committed.get(tp)
+        end = ends[tp].offset if tp in ends else None
+        m = owner.get(tp)
+        rows.append({"topic": tp[0], "partition": tp[1], "committed": cur, "end": end,
+                     "lag": end - cur if cur is not None and end is not None else None,
+                     "member": m.member_id if m else None, "client_id": m.client_id if m else None,
+                     "host": m.client_host if m else None})
+    max_lag = max([r["lag"] or 0 for r in rows] + [1])
+    return {
+        "id": group_id, "state": desc.state, "protocol_type": desc.protocol_type, "protocol": desc.protocol,
+        "members": [{"id": m.member_id, "client_id": m.client_id, "host": m.client_host,
+                     "partitions": [f"{t}-{p}" for t, p in sorted(tp for tp, o in owner.items() if o is m)]}
+                    for m in desc.members],
+        "offsets": rows, "total_lag": sum(r["lag"] or 0 for r in rows), "max_lag": max_lag,
+        "inactive": desc.state in INACTIVE_STATES,
+    }
+
+
+RESET_TARGETS = ("earliest", "latest", "timestamp", "offset")
+
+
+def plan_reset(admin: AdminClient, group_id: str, target: str, value: str, topic_filter: str) -> dict[str, Any]:
+    """The offsets a reset would commit (Kafka's --dry-run): per partition current -> new."""
+    if target not in RESET_TARGETS:
+        raise UserError(f"Unknown reset target {target!r}: one of {', '.join(RESET_TARGETS)}.")
+    desc = admin.describe_group(group_id)
+    committed = admin.list_group_offsets(group_id)
+    tps = sorted(tp for tp in committed if not topic_filter or tp[0] == topic_filter)
+    if topic_filter and not tps:
+        d = describe_topic(admin, topic_filter)
+        tps = [(topic_filter, p.partition) for p in d.partitions]
+    if not tps:
+        raise UserError(f"Group '{group_id}' has no committed offsets to reset; name a topic.")
+    earliest = admin.list_offsets(dict.fromkeys(tps, "earliest"))
+    latest = admin.list_offsets(dict.fromkeys(tps, "latest"))
+    by_time = None
+    to_offset = None
+    if target == "timestamp":
+        by_time = admin.list_offsets(dict.fromkeys(tps, parse_timestamp(value)))
+    elif target == "offset":
+        to_offset = parse_int(value, "offset", minimum=0)
+    rows = []
+    for tp in tps:
+        lo, hi = earliest[tp].offset, latest[tp].offset
+        if target == "earliest":
+            new = lo
+        elif target == "latest":
+            new = hi
+        elif to_offset is not None:
+            new = min(max(to_offset, lo), hi)
+        else:
+            assert by_time is not None
+            new = hi if by_time[tp].offset < 0 else by_time[tp].offset
+        rows.append({"topic": tp[0], "partition": tp[1], "current": committed.get(tp), "new": new})
+    return {"group": group_id, "state": desc.state, "inactive": desc.state in INACTIVE_STATES,
+            "target": target, "value": value, "topic": topic_filter, "rows": rows}
+
+
+def execute_reset(admin: AdminClient, plan: dict[str, Any]) -> None:
+    if not plan["inactive"]:
+        raise UserError(f"Offsets can only be reset while the group '{plan['group']}' has no active members "
+                        f"(it is {plan['state']}); stop its consumers first.", 409)
+    admin.alter_group_offsets(plan["group"], {(r["topic"], r["partition"]): r["new"] for r in plan["rows"]})
+
+
+def delete_group(admin: AdminClient, group_id: str) -> None:
+    from kavka.client.errors import error_name
+
+    code = admin.delete_groups([group_id]).get(group_id, 0)
+    if code:
+        raise UserError(f"Group '{group_id}' was not deleted: {error_name(code)}.", 409)
+
+
+# ---------------------------------------------------------------------- disks (read-only in this slice)
+
+
+def disks(admin: AdminClient) -> list[dict[str, Any]]:
+    out = []
+    for broker, dirs in sorted(admin.describe_log_dirs().items()):
+        for ld in dirs:
+            from kavka.client.errors import error_name
+
+            used = sum(r.size for r in ld.replicas if not r.is_future)
+            out.append({
+                "broker": broker, "path": ld.path,
+                "state": "online" if ld.error_code == 0 else "offline",
+                "error": error_name(ld.error_code) if ld.error_code else None,
+                "total": ld.total_bytes, "usable": ld.usable_bytes,
+                "used_pct": round(100 * (ld.total_bytes - ld.usable_bytes) / ld.total_bytes) if ld.total_bytes > 0 else None,
+                "replica_bytes": used,
+                "replicas": sorted(f"{r.topic}-{r.partition}" for r in ld.replicas if not r.is_future),
+                "moves": [{"replica": f"{r.topic}-{r.partition}", "lag": r.offset_lag, "size": r.size}
+                          for r in ld.replicas if r.is_future],
+            })
+    return out
+
+
+# ---------------------------------------------------------------------- topic changes
+
+TOPIC_ACTIONS = ("set-config", "delete-config", "add-partitions", "delete-records", "delete-topic")
+
+
+@dataclass(frozen=True)
+class TopicChange:
+    """One change to a topic, parsed from its form: what the confirm page shows, then does."""
+
+    topic: str
+    action: str
+    summary: tuple[tuple[str, str], ...]
+    config: tuple[str, str] | None = None
+    partitions: int | None = None
+    records_before: dict[int, int] | None = None
+
+
+def plan_topic_change(admin: AdminClient, name: str, form: Any) -> TopicChange:
+    action = str(form.get("action", ""))
+    if action not in TOPIC_ACTIONS:
+        raise UserError(f"Unknown topic action {action!r}: one of {', '.join(TOPIC_ACTIONS)}.")
+    d = describe_topic(admin, name)
+    if action in ("set-config", "delete-config"):
+        key = str(form.get("key", "")).strip()
+        if not key:
+            raise UserError("Name the config to change.")
+        value = str(form.get("value", "")).strip()
+        if action == "set-config":
+            return TopicChange(name, action, (("Topic", name), ("Set", f"{key}={value}")), config=(key, value))
+        return TopicChange(name, action, (("Topic", name), ("Remove the override of", key)), config=(key, ""))
+    if action == "add-partitions":
+        total = parse_int(form.get("partitions", ""), "new partition count", minimum=1)
+        if total <= len(d.partitions):
+            raise UserError(f"Topic '{name}' has {len(d.partitions)} partitions: the new count must be more, got {total}.")
+        return TopicChange(name, action, (("Topic", name), ("Partitions", f"{len(d.partitions)} -> {total}")),
+                           partitions=total)
+    if action == "delete-records":
+        partition = parse_int(form.get("partition", ""), "partition", minimum=0)
+        if partition not in {p.partition for p in d.partitions}:
+            raise UserError(f"Topic '{name}' has no partition {partition} (it has {len(d.partitions)}).", 404)
+        before = parse_int(form.get("before", ""), "offset", minimum=0)
+        hi = admin.list_offsets({(name, partition): "latest"})[(name, partition)].offset
+        if before > hi:
+            raise UserError(f"Partition {partition} ends at offset {hi}: records can be deleted up to there, not {before}.")
+        return TopicChange(name, action, (("Topic", name), ("Partition", str(partition)),
+                                          ("Delete records before offset", str(before))),
+                           records_before={partition: before})
+    return TopicChange(name, action, (("Topic", name), ("Partitions", str(len(d.partitions))),
+                                      ("Effect", "the topic and all its records are deleted")))
+
+
+def apply_topic_change(admin: AdminClient, c: TopicChange) -> None:
+    if c.action == "set-config" and c.config:
+        admin.incremental_alter_configs("topic", c.topic, set={c.config[0]: c.config[1]})
+    elif c.action == "delete-config" and c.config:
+        admin.incremental_alter_configs("topic", c.topic, delete=[c.config[0]])
+    elif c.action == "add-partitions" and c.partitions:
+        admin.create_partitions({c.topic: c.partitions})
+    elif c.action == "delete-records" and c.records_before:
+        admin.delete_records({(c.topic, p): o for p, o in c.records_before.items()})
+    elif c.action == "delete-topic":
+        admin.delete_topics([c.topic])

@@ -1,0 +1,465 @@
+"""kavka's web console in a real headless Chromium against a real 3-node kavka cluster.
+
+One cluster (three combined nodes, two log dirs each), one `kavka console --port 0` process and
+one browser per module. Each page is compared with what kavka's admin API says; the mutations
+(create a topic, produce, reset a group's offsets, delete a group) go through the page's form
+and its confirm step, and their effect is read back through the admin API. The screenshots the
+README shows are taken here (docs/images/console-*.png), so they stay current.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kavka.client.admin import AdminClient, NewTopic
+from kavka.client.producer import Producer, ProducerConfig
+from tests.broker_harness import Cluster
+from tests.console_harness import BROWSER_ARGS, CHROMIUM, IMAGES, Console
+from tests.integration.helpers import ck_consumer, ck_producer
+from tests.wait import wait_until
+
+playwright_sync = pytest.importorskip("playwright.sync_api")
+expect = playwright_sync.expect
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (scripts/setup.sh --test)")
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("console-cluster"), 3, log_dirs=2,
+                node_overrides={1: {"broker.rack": "/dc1/r1"}, 2: {"broker.rack": "/dc1/r2"}, 3: {"broker.rack": "/dc2/r1"}})
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: Cluster) -> Iterator[AdminClient]:
+    with AdminClient(cluster.bootstrap) as a:
+        yield a
+
+
+@pytest.fixture(scope="module")
+def console(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    c = Console(cluster.bootstrap, tmp_path_factory.mktemp("console") / "console.log")
+    try:
+        yield c
+    finally:
+        c.stop()
+        assert "Traceback" not in c.log.read_text(), c.log.read_text()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with playwright_sync.sync_playwright() as pw:
+        ctx = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True,
+            args=BROWSER_ARGS, viewport={"width": 1280, "height": 800})
+        ctx.set_default_timeout(20_000)
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    p = browser.new_page()
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def shot(page: Any, name: str) -> None:
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(IMAGES / f"console-{name}.png"))
+
+
+def cells(page: Any, selector: str) -> list[list[str]]:
+    return page.eval_on_selector_all(selector, "rows => rows.map(r => Array.from(r.cells).map(c => c.innerText.trim()))")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{int(time.time() * 1000) % 10**9}"
+
+
+# ---------------------------------------------------------------------- topics
+
+
+def test_create_a_topic_through_the_form_and_its_page_matches_the_admin_api(page: Any, console: Console, admin: AdminClient) -> None:
+    name = unique("created")
+    page.goto(console.url + "/topics")
+    page.click("#create-topic summary")
+    page.fill("#create-topic input[name=name]", name)
+    page.fill("#create-topic input[name=partitions]", "3")
+    page.fill("#create-topic input[name=replication_factor]", "2")
+    page.fill("#create-topic textarea[name=configs]", "retention.ms=3600000")
+    page.click("#create-topic button[type=submit]")
+    expect(page.locator("h1")).to_have_text(f"Create topic {name}?")
+    assert name not in {t.name for t in admin.list_topics()}  # nothing happens before the confirm
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text("Topic created.")
+    [d] = admin.describe_topics([name])
+    assert len(d.partitions) == 3 and d.replication_factor == 2
+    rows = cells(page, "#partitions tbody tr")
+    assert [(int(r[0]), int(r[1]), r[3], r[4]) for r in rows] == [
+        (p.partition, p.leader, ",".join(map(str, p.replicas)), ",".join(map(str, p.isr))) for p in d.partitions]
+    config = dict((r[0], (r[1], r[2])) for r in cells(page, "#configs tbody tr"))
+    assert config["retention.ms"] == ("3600000", "DYNAMIC_TOPIC_CONFIG")
+
+    # The partition table is live: records produced elsewhere show up without a reload.
+    p = ck_producer(admin_bootstrap(admin))
+    for i in range(3):
+        p.produce(name, value=b"live %d" % i, partition=0)
+    assert p.flush(30) == 0
+    expect(page.locator("#partitions tr[data-partition='0'] td.end")).to_have_text("3", timeout=15_000)
+
+    page.goto(console.url + "/topics")
+    page.fill("#topic-filter", name)
+    visible = page.eval_on_selector_all("#topics tbody tr", "rows => rows.filter(r => !r.hidden).map(r => r.dataset.topic)")
+    assert visible == [name]
+    shot(page, "topics")
+
+
+def test_change_a_topic_config_partitions_records_then_delete_it(page: Any, console: Console, admin: AdminClient) -> None:
+    name = unique("changed")
+    admin.create_topics([NewTopic(name, 2, 2)])
+    # kavka's own producer, closed now: a live librdkafka producer would re-create the topic
+    # (auto.create.topics.enable) when it refreshes its metadata after the delete below.
+    with Producer(admin_bootstrap(admin), ProducerConfig(enable_idempotence=False)) as p:
+        for i in range(10):
+            p.send(name, b"r%d" % i, partition=0)
+        p.flush()
+    url = console.url + f"/topics/{name}"
+
+    def configs() -> dict[str, tuple[str | None, str]]:
+        return {e.name: (e.value, e.source) for e in admin.describe_configs("topic", name, include_documentation=False)}
+
+    page.goto(url)
+    page.fill("#set-config input[name=key]", "retention.ms")
+    page.fill("#set-config input[name=value]", "7200000")
+    page.click("#set-config button")
+    expect(page.locator("h1")).to_have_text(f"Change a config of {name}?")
+    assert configs()["retention.ms"][1] != "DYNAMIC_TOPIC_CONFIG"
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text("Done: set config.")
+    assert configs()["retention.ms"] == ("7200000", "DYNAMIC_TOPIC_CONFIG")
+    expect(page.locator("#configs tr[data-config='retention.ms'] td").nth(2)).to_have_text("DYNAMIC_TOPIC_CONFIG")
+
+    page.select_option("#delete-config select[name=key]", "retention.ms")
+    page.click("#delete-config button")
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text("Done: delete config.")
+    assert configs()["retention.ms"][1] != "DYNAMIC_TOPIC_CONFIG"
+
+    page.fill("#add-partitions input[name=partitions]", "1")
+    page.click("#add-partitions button")
+    expect(page.locator("#error-message")).to_have_text(
+        f"Topic '{name}' has 2 partitions: the new count must be more, got 1.")
+    page.goto(url)
+    page.fill("#add-partitions input[name=partitions]", "4")
+    page.click("#add-partitions button")
+    page.click("#confirm")
+    expect(page.locator("#partitions tbody tr")).to_have_count(4)
+    [d] = admin.describe_topics([name])
+    assert len(d.partitions) == 4
+
+    page.fill("#delete-records input[name=partition]", "0")
+    page.fill("#delete-records input[name=before]", "6")
+    page.click("#delete-records button")
+    expect(page.locator("h1")).to_have_text(f"Delete records of {name}?")
+    assert admin.list_offsets({(name, 0): "earliest"})[(name, 0)].offset == 0
+    page.click("#confirm")
+    expect(page.locator("#partitions tr[data-partition='0'] td.start")).to_have_text("6")
+    assert admin.list_offsets({(name, 0): "earliest"})[(name, 0)].offset == 6
+
+    page.click("#delete-topic button")
+    expect(page.locator("h1")).to_have_text(f"Delete topic {name}?")
+    assert name in {t.name for t in admin.list_topics()}
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text(f"Topic {name} deleted.")
+    wait_until(lambda: name not in {t.name for t in admin.list_topics()}, 20, message="the topic gone")
+    status, body = console.get(f"/topics/{name}")
+    assert status == 404
+
+
+# ---------------------------------------------------------------------- messages
+
+
+def test_produce_a_test_record_and_browse_by_offset_and_by_timestamp(page: Any, console: Console, admin: AdminClient) -> None:
+    name = unique("msgs")
+    admin.create_topics([NewTopic(name, 1, 3)])
+    base = int(time.time() * 1000) - 3_600_000
+    p = ck_producer(admin_bootstrap(admin))
+    for i in range(20):
+        p.produce(name, key=f"k{i}".encode(), value=json.dumps({"n": i}).encode(), partition=0, timestamp=base + i * 1000,
+                  headers=[("h", b"\x00\xff")] if i == 7 else None)
+    assert p.flush(30) == 0
+
+    page.goto(console.url + f"/topics/{name}/messages?partition=0&offset=5&order=oldest&limit=3")
+    assert [r[0] for r in cells(page, "#messages tbody tr")] == ["5", "6", "7"]
+    row7 = page.locator("#messages tr[data-offset='7']")
+    expect(row7.locator(".key pre")).to_have_text("k7")
+    expect(row7.locator(".value pre.json")).to_have_text('{\n  "n": 7\n}')
+    expect(row7.locator("td").nth(4)).to_contain_text("00 ff")  # a binary header shows as hex
+
+    at = base + 12_500  # between records 12 and 13
+    ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at // 1000)) + f".{at % 1000:03d}"
+    page.goto(console.url + f"/topics/{name}/messages?partition=0&timestamp={ts}&order=oldest&limit=2")
+    assert [r[0] for r in cells(page, "#messages tbody tr")] == ["13", "14"]
+    assert admin.list_offsets({(name, 0): base + 12_500})[(name, 0)].offset == 13
+
+    page.goto(console.url + f"/topics/{name}/messages?partition=0&order=newest&filter=k1")
+    assert [r[0] for r in cells(page, "#messages tbody tr")] == ["19", "18", "17", "16", "15", "14", "13", "12", "11", "10", "1"]
+
+    page.goto(console.url + f"/topics/{name}/messages?partition=0")
+    page.click("#produce summary")
+    page.fill("#produce input[name=key]", "<img src=x id=injected>")  # record bytes are text, never markup
+    page.fill("#produce textarea[name=value]", "first")
+    page.click("#produce button[type=submit]")
+    page.click("#confirm")
+    expect(page.locator("#messages tbody tr").first.locator(".key pre")).to_have_text("<img src=x id=injected>")
+    expect(page.locator("#injected")).to_have_count(0)
+
+    page.click("#produce summary")
+    page.fill("#produce input[name=key]", "from-the-console")
+    page.fill("#produce textarea[name=value]", "hello, kavka")
+    page.fill("#produce textarea[name=headers]", "source=console")
+    page.click("#produce button[type=submit]")
+    expect(page.locator("h1")).to_have_text(f"Produce a record to {name}?")
+    assert admin.list_offsets({(name, 0): "latest"})[(name, 0)].offset == 21
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text("Record produced.")
+    assert admin.list_offsets({(name, 0): "latest"})[(name, 0)].offset == 22
+    top = page.locator("#messages tbody tr").first
+    expect(top).to_have_attribute("data-offset", "21")
+    expect(top.locator(".value pre")).to_have_text("hello, kavka")
+    expect(top.locator("td").nth(4)).to_contain_text("source: console")
+    shot(page, "messages")
+
+
+def admin_bootstrap(admin: AdminClient) -> str:
+    return ",".join(f"{h}:{p}" for h, p in admin.bootstrap)
+
+
+# ---------------------------------------------------------------------- consumer groups
+
+
+def test_group_lag_then_reset_offsets_with_a_dry_run_first_then_delete(page: Any, console: Console, admin: AdminClient) -> None:
+    name, gid = unique("lagged"), unique("group")
+    admin.create_topics([NewTopic(name, 2, 2)])
+    p = ck_producer(admin_bootstrap(admin))
+    for i in range(30):
+        p.produce(name, value=b"v%d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+    admin.alter_group_offsets(gid, {(name, 0): 5, (name, 1): 10})  # an Empty group with committed offsets
+
+    page.goto(console.url + f"/groups/{gid}")
+    expect(page.locator("#group-state")).to_have_text("Empty")
+    rows = {r[0] + "-" + r[1]: (r[2], r[3], r[4]) for r in cells(page, "#offsets tbody tr")}
+    assert rows == {f"{name}-0": ("5", "15", "10"), f"{name}-1": ("10", "15", "5")}
+    expect(page.locator("#total-lag")).to_have_text("15")
+    assert page.locator("#lag-chart rect").count() == 2
+    shot(page, "group")
+
+    page.select_option("#reset select[name=target]", "earliest")
+    page.click("#reset button[type=submit]")
+    expect(page.locator("h1")).to_contain_text("dry run")
+    assert [r[3] for r in cells(page, "#plan tbody tr")] == ["0", "0"]
+    assert admin.list_group_offsets(gid) == {(name, 0): 5, (name, 1): 10}  # a dry run commits nothing
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text("Offsets reset.")
+    assert admin.list_group_offsets(gid) == {(name, 0): 0, (name, 1): 0}
+    expect(page.locator("#total-lag")).to_have_text("30")
+
+    page.select_option("#reset select[name=target]", "offset")
+    page.fill("#reset input[name=value]", "12")
+    page.click("#reset button[type=submit]")
+    assert [r[3] for r in cells(page, "#plan tbody tr")] == ["12", "12"]
+    page.click("#confirm")
+    assert admin.list_group_offsets(gid) == {(name, 0): 12, (name, 1): 12}
+
+    page.goto(console.url + "/groups")
+    expect(page.locator(f"#groups tr[data-group='{gid}']")).to_have_count(1)
+    page.goto(console.url + f"/groups/{gid}")
+    page.click("#delete button")
+    expect(page.locator("h1")).to_have_text(f"Delete consumer group {gid}?")
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_contain_text(f"Group {gid} deleted.")
+    assert gid not in {g.group_id for g in admin.list_groups()}
+
+
+def test_an_active_groups_members_show_and_its_offsets_cannot_be_reset(page: Any, console: Console, admin: AdminClient) -> None:
+    name, gid = unique("active"), unique("members")
+    admin.create_topics([NewTopic(name, 2, 1)])
+    c = ck_consumer(admin_bootstrap(admin), {"group.id": gid, "client.id": "console-test-member",
+                                               "session.timeout.ms": 10_000})
+    try:
+        c.subscribe([name])
+        wait_until(lambda: (c.poll(0.2), len(c.assignment()) == 2)[1], 30, message="the consumer's assignment")
+        desc = admin.describe_group(gid)
+        assert desc.state == "Stable" and len(desc.members) == 1
+        page.goto(console.url + f"/groups/{gid}")
+        expect(page.locator("#group-state")).to_have_text("Stable")
+        [member] = cells(page, "#members tbody tr")
+        assert (member[0], member[1]) == (desc.members[0].member_id, "console-test-member")
+        assert member[3] == f"{name}-0, {name}-1"
+        page.select_option("#reset select[name=target]", "latest")
+        page.fill("#reset input[name=topic]", name)
+        page.click("#reset button[type=submit]")
+        expect(page.locator("main .error")).to_contain_text("no active members")
+        expect(page.locator("#confirm")).to_have_count(0)  # nothing to confirm
+        token = next(x["value"] for x in page.context.cookies(console.url) if x["name"] == "kavka_console_csrf")
+        status, body = console.post(f"/groups/{gid}/reset", {"target": "latest", "topic": name, "confirmed": "1", "csrf": token},
+                                    {"Cookie": f"kavka_console_csrf={token}"})  # a confirm sent anyway
+        assert status == 409 and "has no active members" in body
+        assert admin.list_group_offsets(gid) == {}
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------------- disks (read-only)
+
+
+def test_disks_page_lists_every_log_dir_with_the_replicas_describe_log_dirs_reports(page: Any, console: Console, admin: AdminClient) -> None:
+    name = unique("ondisk")
+    admin.create_topics([NewTopic(name, 2, 3)])
+    page.goto(console.url + "/disks")
+    dirs = admin.describe_log_dirs()
+    want = {f"{b}:{d.path}" for b, ds in dirs.items() for d in ds}
+    shown = set(page.eval_on_selector_all("#disks tbody tr", "rows => rows.map(r => r.dataset.dir)"))
+    assert shown == want and len(want) == 6
+    assert page.locator("#disks td.bad").count() == 0
+
+    def holds(broker: int) -> set[str]:
+        return {f"{r.topic}-{r.partition}" for d in admin.describe_log_dirs([broker])[broker] for r in d.replicas if r.topic == name}
+
+    assert holds(1) == {f"{name}-0", f"{name}-1"}
+    page.reload()
+    text = page.text_content("#disks") or ""  # the replica lists sit in closed <details>
+    assert text.count(f"{name}-0") == 3 and text.count(f"{name}-1") == 3
+    shot(page, "disks")
+
+
+# ---------------------------------------------------------------------- overview (last: the topics above are in it)
+
+
+def test_overview_shows_the_brokers_racks_quorum_and_counts_the_admin_api_reports(page: Any, console: Console, admin: AdminClient) -> None:
+    page.goto(console.url + "/")
+    cluster = admin.describe_cluster()
+    quorum = admin.describe_quorum()
+    rows = cells(page, "#brokers tbody tr")
+    assert [(r[0].split()[0], r[1], r[2]) for r in rows] == [
+        (str(b.node_id), f"{b.host}:{b.port}", b.rack) for b in cluster.brokers]
+    assert all(r[3] == "running" for r in rows)
+    assert [r[0].split()[0] for r in rows if "controller" in r[0]] == [str(quorum.leader_id)]  # the active controller
+    expect(page.locator("#count-brokers")).to_have_text("3")
+    expect(page.locator("#count-offline")).to_have_text("0")
+    topics = admin.list_topics(include_internal=True)
+    expect(page.locator("#count-topics")).to_have_text(str(sum(1 for t in topics if not t.is_internal)))
+    expect(page.locator("#count-partitions")).to_have_text(str(sum(t.partition_count for t in topics)))
+    assert page.inner_text("#quorum-leader").startswith(f"leader {quorum.leader_id}")
+    voters = {r[0] for r in cells(page, "#quorum tbody tr") if r[1] in ("leader", "voter")}
+    assert voters == {str(v.node_id) for v in quorum.voters}
+    racks = page.inner_text("#racks")
+    assert racks.index("dc1") < racks.index("r1") and "dc2" in racks
+    shot(page, "overview")
+
+
+# ---------------------------------------------------------------------- bad input, CSRF, read-only
+
+
+def test_bad_input_gives_a_readable_message_never_a_stack_trace(console: Console, admin: AdminClient) -> None:
+    name = unique("bad")
+    admin.create_topics([NewTopic(name, 1, 1)])
+    cases = [
+        ("/topics/no-such-topic", 404, "Topic 'no-such-topic' does not exist."),
+        ("/topics/no-such-topic/messages", 404, "Topic 'no-such-topic' does not exist."),
+        (f"/topics/{name}/messages?offset=twelve", 400, "The offset must be a whole number, got 'twelve'."),
+        (f"/topics/{name}/messages?offset=-3", 400, "The offset must be at least 0, got -3."),
+        (f"/topics/{name}/messages?partition=7", 404, f"Topic '{name}' has no partition 7 (it has 1)."),
+        (f"/topics/{name}/messages?timestamp=yesterday", 400, "ISO-8601"),
+        (f"/topics/{name}/messages?order=sideways", 400, "The order must be newest or oldest"),
+        ("/no/such/page", 404, "No such page."),
+        ("/groups/no-such-group", 404, "Consumer group 'no-such-group' does not exist."),
+    ]
+    for path, status, message in cases:
+        got, body = console.get(path)
+        assert got == status, (path, got, body[:500])
+        assert message.replace("'", "&#39;") in body, (path, body[:1500])
+        assert "Traceback" not in body and 'File "' not in body
+    gid = unique("badreset")
+    admin.alter_group_offsets(gid, {(name, 0): 0})
+    token = "t" * 43  # double submit: any token works when the cookie and the field agree
+    posts = [
+        (f"/groups/{gid}/reset", {"target": "sideways"}, 400, "Unknown reset target 'sideways'"),
+        (f"/groups/{gid}/reset", {"target": "offset", "value": "ten"}, 400, "The offset must be a whole number, got 'ten'."),
+        (f"/groups/{gid}/reset", {"target": "timestamp", "value": "soon"}, 400, "ISO-8601"),
+        (f"/groups/{gid}/reset", {"target": "earliest", "topic": "no-such-topic"}, 404, "Topic 'no-such-topic' does not exist."),
+        ("/topics/create", {"name": "", "partitions": "1"}, 400, "A topic needs a name."),
+        ("/topics/create", {"name": "x", "partitions": "many"}, 400, "The partitions must be a whole number, got 'many'."),
+        ("/topics/create", {"name": name, "partitions": "1", "confirmed": "1"}, 409, "TOPIC_ALREADY_EXISTS"),
+        (f"/topics/{name}/produce", {"partition": "-1", "value": "v"}, 400, "The partition must be at least 0, got -1."),
+    ]
+    for path, fields, status, message in posts:
+        got, body = console.post(path, {**fields, "csrf": token}, {"Cookie": f"kavka_console_csrf={token}"})
+        assert got == status, (path, fields, got, body[:1500])
+        assert message.replace("'", "&#39;") in body, (path, fields, body[:1500])
+        assert "Traceback" not in body and 'File "' not in body
+    assert admin.list_group_offsets(gid) == {(name, 0): 0}
+
+
+def test_state_changing_requests_need_the_pages_csrf_token_and_same_origin(browser: Any, console: Console, admin: AdminClient) -> None:
+    name = unique("csrf")
+    form = {"name": name, "partitions": "1", "replication_factor": "1", "confirmed": "1"}
+    status, body = console.post("/topics/create", {**form, "csrf": "x" * 43})  # no cookie: a forged request
+    assert status == 403 and "CSRF token" in body
+    status, body = console.post("/topics/create", {**form, "csrf": "x" * 43},
+                                {"Cookie": "kavka_console_csrf=" + "y" * 43})  # a cookie that does not match
+    assert status == 403
+    status, body = console.post("/topics/create", {**form, "csrf": "z" * 43},
+                                {"Cookie": "kavka_console_csrf=" + "z" * 43, "Origin": "http://evil.example"})
+    assert status == 403 and "Cross-site request refused" in body
+    assert name not in {t.name for t in admin.list_topics()}
+    # A page of another origin (localhost is not 127.0.0.1) posting to the console, in a browser
+    # that holds the console's cookie: refused, whatever the form carries.
+    p = browser.new_page()
+    try:
+        p.goto(console.url + "/topics")  # the console's cookie exists in this browser
+        p.goto(console.url.replace("127.0.0.1", "localhost") + "/healthz")
+        p.set_content(f'<form method="post" action="{console.url}/topics/create">'
+                      + "".join(f'<input name="{k}" value="{v}">' for k, v in form.items())
+                      + '<button id="go">go</button></form>')
+        p.click("#go")
+        expect(p.locator("#error-message")).to_contain_text("Cross-site request refused")
+    finally:
+        p.close()
+    assert name not in {t.name for t in admin.list_topics()}
+
+
+def test_read_only_mode_hides_the_forms_and_refuses_changes(page: Any, cluster: Cluster, admin: AdminClient, tmp_path: Path) -> None:
+    ro = Console(cluster.bootstrap, tmp_path / "ro.log", "--read-only")
+    try:
+        page.goto(ro.url + "/topics")
+        expect(page.locator("header .ro")).to_have_text("read-only")
+        expect(page.locator("#create-topic")).to_have_count(0)
+        name = unique("ro-topic")
+        admin.create_topics([NewTopic(name, 1, 1)])
+        page.goto(ro.url + f"/topics/{name}")
+        expect(page.locator("#partitions tbody tr")).to_have_count(1)
+        expect(page.locator("#topic-actions")).to_have_count(0)
+        page.goto(ro.url + "/topics")  # has the cookie now: a well-formed request is still refused
+        token = next(c["value"] for c in page.context.cookies(ro.url) if c["name"] == "kavka_console_csrf")
+        status, body = ro.post("/topics/create", {"name": unique("ro"), "confirmed": "1", "csrf": token},
+                               {"Cookie": f"kavka_console_csrf={token}"})
+        assert status == 403 and "read-only mode" in body
+    finally:
+        ro.stop()

@@ -1,0 +1,62 @@
+"""The console's pure parts: how record bytes render, the rack tree, and the parsing of what a
+user types (a readable UserError, never a traceback)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("starlette")
+
+from kavka.client.admin import BrokerInfo  # noqa: E402
+from kavka.console.views import (  # noqa: E402
+    UserError,
+    parse_int,
+    parse_timestamp,
+    parse_topic_form,
+    rack_tree,
+    render_bytes,
+)
+
+
+@pytest.mark.parametrize(("data", "kind", "text"), [
+    (None, "null", "null"),
+    (b"hello", "text", "hello"),
+    (b'{"a":[1,2]}', "json", '{\n  "a": [\n    1,\n    2\n  ]\n}'),
+    (b"{not json", "text", "{not json"),
+    (b"\x00\xff\x10", "hex", "00 ff 10"),
+    (b"bell\x07", "hex", "62 65 6c 6c 07"),
+    (b"two\nlines\tok", "text", "two\nlines\tok"),
+    ("zaž".encode(), "text", "zaž"),
+])
+def test_bytes_render_as_null_json_text_or_hex(data: bytes | None, kind: str, text: str) -> None:
+    assert render_bytes(data) == {"kind": kind, "text": text}
+
+
+def test_racks_form_a_tree_by_their_path() -> None:
+    brokers = [BrokerInfo(1, "h", 1, "/dc1/r1"), BrokerInfo(2, "h", 2, "/dc1/r2"), BrokerInfo(3, "h", 3, "/dc1/r1"),
+               BrokerInfo(4, "h", 4, None)]
+    assert rack_tree(brokers) == {"dc1": {"r1": {"brokers": [1, 3]}, "r2": {"brokers": [2]}}, "(no rack)": {"brokers": [4]}}
+
+
+def test_timestamps_are_milliseconds_or_iso_8601_utc_by_default() -> None:
+    assert parse_timestamp("1700000000123") == 1700000000123
+    assert parse_timestamp("2023-11-14T22:13:20") == 1700000000000
+    assert parse_timestamp("2023-11-14T23:13:20.5+01:00") == 1700000000500
+    with pytest.raises(UserError, match="ISO-8601"):
+        parse_timestamp("yesterday")
+
+
+def test_bad_numbers_and_forms_are_user_errors_with_a_message() -> None:
+    assert parse_int(" 42 ", "offset", minimum=0) == 42
+    with pytest.raises(UserError, match="The offset must be a whole number, got '4x'."):
+        parse_int("4x", "offset")
+    with pytest.raises(UserError, match="at least 0, got -1"):
+        parse_int("-1", "offset", minimum=0)
+    t = parse_topic_form({"name": " t1 ", "partitions": "3", "replication_factor": "", "configs": "a=1\n\n b = 2 "})
+    assert (t.name, t.partitions, t.replication_factor, t.configs) == ("t1", 3, -1, {"a": "1", "b": "2"})
+    with pytest.raises(UserError, match="needs a name"):
+        parse_topic_form({"name": " "})
+    with pytest.raises(UserError, match="key=value"):
+        parse_topic_form({"name": "t", "configs": "oops"})
+    with pytest.raises(UserError, match="at least 1"):
+        parse_topic_form({"name": "t", "partitions": "0"})
