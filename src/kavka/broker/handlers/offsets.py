@@ -93,6 +93,8 @@ def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[
     part_cls = nested(resp_cls, "ListOffsetsPartitionResponse")
     read_committed = req.isolation_level == IsolationLevel.READ_COMMITTED
     require = _topic_check(node, ctx, AclOperation.DESCRIBE)
+    # Kafka checks the epoch start offset only for a client's request (replica id -1) from v1 on.
+    from_client = ctx.api_version >= 1 and req.replica_id == -1
     topics = []
     for t in req.topics:
         parts = []
@@ -101,6 +103,13 @@ def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[
             try:
                 require(t.name)
                 p = _leader(node, t.name, rp.partition_index, rp.current_leader_epoch)
+                start = p.leader_epoch_start_offset
+                if from_client and start is not None and p.high_watermark < start:
+                    # Kafka's Partition.fetchOffsetForTimestamp: a new leader whose high watermark
+                    # has not yet reached its epoch's start offset (its followers have not fetched
+                    # from it yet) would answer an end offset below records already acknowledged;
+                    # OFFSET_NOT_AVAILABLE is retriable, and the client asks again.
+                    raise PartitionError(ErrorCode.offset_not_available)
                 # Kafka's lastFetchableOffset: nothing at or past it is visible to this consumer.
                 fetchable = p.last_stable_offset if read_committed else p.high_watermark
                 target = rp.timestamp
