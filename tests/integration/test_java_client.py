@@ -41,6 +41,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "transaction.state.log.replication.factor": "3",
         "transaction.state.log.min.isr": "2",
         "group.initial.rebalance.delay.ms": "0",
+        # ACLs enforced (StandardAuthorizer's rules); PLAINTEXT connections are ANONYMOUS, a super user.
+        "authorizer.class.name": "kavka",
+        "super.users": "User:ANONYMOUS",
     }).start()
     try:
         yield c
@@ -345,3 +348,17 @@ def test_transactions_commit_abort_and_admin(probe: Probe, version: str) -> None
     d = steps["describeTransactions"]["result"]
     assert d["state"] == "CompleteCommit" and d["producer_id"] == producers[0]["producer_id"]
     assert d["timeout_ms"] == 60000
+
+
+@VERSIONS
+def test_admin_acls(probe: Probe, version: str) -> None:
+    """createAcls, describeAcls, deleteAcls on a cluster with an authorizer (its clients are
+    super users)."""
+    acls = _admin_step(probe, version, "acls")
+    topic_acls = [x for x in acls["described"] if x.startswith("TOPIC:LITERAL:")]
+    group_acls = [x for x in acls["described"] if x.startswith("GROUP:PREFIXED:")]
+    assert len(topic_acls) == 2 and len(group_acls) == 1
+    assert {x.split(" ", 2)[2] for x in topic_acls} == {"* READ ALLOW", "10.0.0.1 WRITE DENY"}
+    assert group_acls[0].endswith(" * READ ALLOW")
+    assert acls["deleted"] == topic_acls
+    assert acls["left"] == group_acls

@@ -21,6 +21,10 @@ import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.*;
+import org.apache.kafka.common.acl.*;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourcePatternFilter;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -316,6 +320,25 @@ public final class KavkaClientProbe {
                         "replicas", replicaIds(info), "end_offset", admin.listOffsets(Map.of(tp, OffsetSpec.latest())).all().get().get(tp).offset());
             });
             step("groupOffsets", () -> groupOffsets(admin, a, g));
+            step("acls", () -> {
+                String user = "User:" + prefix;
+                ResourcePattern topicPattern = new ResourcePattern(org.apache.kafka.common.resource.ResourceType.TOPIC, a, PatternType.LITERAL);
+                ResourcePattern groupPattern = new ResourcePattern(org.apache.kafka.common.resource.ResourceType.GROUP, prefix, PatternType.PREFIXED);
+                admin.createAcls(List.of(
+                        new AclBinding(topicPattern, new AccessControlEntry(user, "*", AclOperation.READ, AclPermissionType.ALLOW)),
+                        new AclBinding(groupPattern, new AccessControlEntry(user, "*", AclOperation.READ, AclPermissionType.ALLOW)),
+                        new AclBinding(topicPattern, new AccessControlEntry(user, "10.0.0.1", AclOperation.WRITE, AclPermissionType.DENY))))
+                        .all().get();
+                AclBindingFilter byUser = new AclBindingFilter(ResourcePatternFilter.ANY,
+                        new AccessControlEntryFilter(user, null, AclOperation.ANY, AclPermissionType.ANY));
+                waitFor(() -> admin.describeAcls(byUser).values().get().size() == 3, 20, "the three ACLs to be described");
+                List<String> described = aclStrings(admin.describeAcls(byUser).values().get());
+                Collection<AclBinding> deleted = admin.deleteAcls(List.of(new AclBindingFilter(topicPattern.toFilter(),
+                        AccessControlEntryFilter.ANY))).all().get();
+                waitFor(() -> admin.describeAcls(byUser).values().get().size() == 1, 20, "one ACL to be left");
+                return obj("described", described, "deleted", aclStrings(deleted),
+                        "left", aclStrings(admin.describeAcls(byUser).values().get()));
+            });
         }
     }
 
@@ -726,6 +749,16 @@ public final class KavkaClientProbe {
                         "replicas", replicaIds(pi), "isr", nodeIds(pi.isr())));
             out.put(e.getKey(), obj("topic_id", e.getValue().topicId().toString(), "internal", e.getValue().isInternal(), "partitions", parts));
         }
+        return out;
+    }
+
+    /** An ACL as "RESOURCE:PATTERN:name principal host OPERATION PERMISSION", sorted. */
+    static List<String> aclStrings(Collection<AclBinding> acls) {
+        List<String> out = new ArrayList<>();
+        for (AclBinding b : acls)
+            out.add(b.pattern().resourceType() + ":" + b.pattern().patternType() + ":" + b.pattern().name() + " "
+                    + b.entry().principal() + " " + b.entry().host() + " " + b.entry().operation() + " " + b.entry().permissionType());
+        Collections.sort(out);
         return out;
     }
 
