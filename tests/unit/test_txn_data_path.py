@@ -125,14 +125,15 @@ def test_a_fenced_marker_is_refused_and_clients_may_not_write_markers(tmp_path: 
     assert rm.partitions[TP].last_stable_offset == rm.partitions[TP].high_watermark == 2
 
 
-def _list_latest_answer(rm: ReplicaManager, *, isolation_level: int) -> tuple[int, int]:
-    """(error code, offset) of ListOffsets v5 LATEST from a client."""
+def _list_latest_answer(rm: ReplicaManager, *, isolation_level: int, timestamp: int = -1,
+                        version: int = 5) -> tuple[int, int]:
+    """(error code, offset) of a client's ListOffsets (LATEST unless `timestamp` says otherwise)."""
     # The request as the server hands it to the handler (protocol.versions fills fields a version lacks).
-    part = SimpleNamespace(partition_index=TP.partition, current_leader_epoch=-1, timestamp=-1, max_num_offsets=1)
+    part = SimpleNamespace(partition_index=TP.partition, current_leader_epoch=-1, timestamp=timestamp, max_num_offsets=1)
     req = SimpleNamespace(replica_id=-1, isolation_level=isolation_level,
                           topics=(SimpleNamespace(name=TP.topic, partitions=(part,)),))
     node = SimpleNamespace(replica_manager=rm, remote_log_manager=None, authorizer=lambda: None)
-    resp = handle_list_offsets(node, _ctx(2, 5), req)  # type: ignore[arg-type]
+    resp = handle_list_offsets(node, _ctx(2, version), req)  # type: ignore[arg-type]
     [answer] = resp.topics[0].partitions
     return answer.error_code, answer.offset
 
@@ -156,12 +157,19 @@ def test_a_new_leader_lists_no_end_offset_until_its_high_watermark_reaches_its_e
     assert rm.partitions[TP].leader_epoch_start_offset == 2 and rm.partitions[TP].high_watermark == 0
     for isolation in (0, 1):
         assert _list_latest_answer(rm, isolation_level=isolation)[0] == ErrorCode.offset_not_available
+    # Before v5 (no OFFSET_NOT_AVAILABLE yet) Kafka answers LEADER_NOT_AVAILABLE, also retriable.
+    assert _list_latest_answer(rm, isolation_level=0, version=4)[0] == ErrorCode.leader_not_available
+    # A record found by timestamp that is not fetchable yet: the same error; the earliest: no error.
+    assert _list_latest_answer(rm, isolation_level=0, timestamp=NOW)[0] == ErrorCode.offset_not_available
+    assert _list_latest_answer(rm, isolation_level=0, timestamp=-3)[0] == ErrorCode.offset_not_available
+    assert _list_latest_answer(rm, isolation_level=0, timestamp=-2) == (ErrorCode.none, 0)
 
     async def follower_fetch() -> None:  # the follower says it holds both records
         _fetched(fetch(rm, MetadataImage(), _ctx(1, 12), _replica_fetch_request(2, replica_id=2)))
 
     asyncio.run(follower_fetch())
     assert _list_latest_answer(rm, isolation_level=0) == (ErrorCode.none, 2)
+    assert _list_latest_answer(rm, isolation_level=0, timestamp=NOW) == (ErrorCode.none, 0)
 
 
 def test_list_offsets_latest_is_the_lso_for_read_committed(tmp_path: Path) -> None:
