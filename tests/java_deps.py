@@ -84,8 +84,13 @@ def probe_classes(version: str) -> Path:
         return out
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".probe-{version}-", dir=CACHE))
-    javac = str(Path(java()).resolve().parent / "javac")
-    res = subprocess.run([javac, "-nowarn", "-Xlint:none", "--release", "17", "-d", str(tmp),
+    javac = Path(java()).resolve().parent / "javac"  # the JDK of the `java` the tests run
+    if not javac.exists():
+        found = shutil.which("javac")
+        if not found:
+            raise RuntimeError("no javac: run `bash scripts/java-deps.sh` (it installs a Java 17 JDK)")
+        javac = Path(found)
+    res = subprocess.run([str(javac), "-nowarn", "-Xlint:none", "--release", "17", "-d", str(tmp),
                           "-cp", client_classpath(version), *map(str, sources)],
                          capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
