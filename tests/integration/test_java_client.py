@@ -15,6 +15,7 @@ import base64
 import json
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -316,7 +317,6 @@ def test_log_dirs_and_replica_move(probe: Probe, cluster: Cluster, version: str)
     assert before["current"] == holding[0]["path"] and before["future"] is None
     assert after["current"] != before["current"] and after["future"] is None
     assert _of(events, "moved")[0]["size"] == holding[0]["replica"]["size"]
-    from pathlib import Path
     assert (Path(after["current"]) / f"{topic}-0").is_dir()
     assert not (Path(before["current"]) / f"{topic}-0").exists()
 
