@@ -10,6 +10,10 @@ cd "$(dirname "$0")/.."
 source tests/java/versions.env
 SUDO=""
 [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO="sudo"
+if ! command -v javac >/dev/null; then  # tests/java/src is compiled by the tests (javac)
+  echo "== installing a Java 17 compiler (Debian)"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
+fi
 if ! command -v mvn >/dev/null; then
   echo "== installing maven (Debian)"
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq maven >/dev/null

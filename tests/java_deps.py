@@ -64,3 +64,50 @@ def run_kafka_tool(
            "-cp", kafka_classpath(version), main_class, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=check,
                           input=input)
+
+
+PROBE_SRC = JAVA_DIR / "src"
+
+
+def probe_classes(version: str) -> Path:
+    """tests/java/src compiled (javac, Java 17) against the Java client at `version`, into
+    .cache/java/probe-<version>-<hash of the sources>/: compiled once, then reused until a source
+    changes. Safe under pytest-xdist: each compiler writes a temp dir and renames it into place
+    (an atomic rename; the loser of a race keeps the winner's identical classes)."""
+    import hashlib
+    import tempfile
+
+    sources = sorted(PROBE_SRC.glob("*.java"))
+    digest = hashlib.sha256(b"".join(s.name.encode() + s.read_bytes() for s in sources)).hexdigest()[:12]
+    out = CACHE / f"probe-{version}-{digest}"
+    if (out / ".complete").exists():
+        return out
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".probe-{version}-", dir=CACHE))
+    javac = Path(java()).resolve().parent / "javac"  # the JDK of the `java` the tests run
+    if not javac.exists():
+        found = shutil.which("javac")
+        if not found:
+            raise RuntimeError("no javac: run `bash scripts/java-deps.sh` (it installs a Java 17 JDK)")
+        javac = Path(found)
+    res = subprocess.run([str(javac), "-nowarn", "-Xlint:none", "--release", "17", "-d", str(tmp),
+                          "-cp", client_classpath(version), *map(str, sources)],
+                         capture_output=True, text=True, timeout=300)
+    if res.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RuntimeError(f"javac failed against kafka-clients {version}:\n{res.stdout}{res.stderr}")
+    (tmp / ".complete").touch()
+    try:
+        tmp.rename(out)
+    except OSError:  # another worker renamed its copy first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def probe_command(version: str, scenario: str, **args: object) -> list[str]:
+    """The command line running `KavkaClientProbe <scenario> key=value...` on the Java client at
+    `version`."""
+    cp = f"{probe_classes(version)}{os.pathsep}{client_classpath(version)}"
+    return [java(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp, "KavkaClientProbe", scenario,
+            *(f"{k}={v}" for k, v in args.items())]

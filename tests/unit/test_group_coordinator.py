@@ -214,6 +214,28 @@ def test_static_member_rejoin_keeps_assignment_and_fences_old_id() -> None:
     assert isinstance(s, SyncResult) and s.assignment == b"A"
 
 
+def test_static_member_restart_with_other_metadata_keeps_assignment() -> None:
+    """A restarted consumer's subscription bytes differ from its last join (it no longer owns
+    partitions, KIP-429's owned partitions and generation): Kafka keeps the Stable group's
+    assignment all the same, rebalancing only when the selected protocol would change (found with
+    the Java client, whose other member was rebalanced)."""
+    gc = make()
+    r = join(gc, instance="i-1", protocols=(("range", b"owned:t-0"),))
+    assert isinstance(r, Parked)
+    answers(gc)
+    assert isinstance(sync(gc, "i-1-1", 1, [("i-1-1", b"A")]), Parked)
+    answers(gc)
+    again = join(gc, instance="i-1", protocols=(("range", b"owned:none"),), now=50)
+    assert isinstance(again, JoinResult) and (again.error, again.generation_id) == (ErrorCode.none, 1)
+    g = gc.groups["g"]
+    assert g.state == GroupState.STABLE and g.members["i-1-2"].protocols == [("range", b"owned:none")]
+    s = sync(gc, "i-1-2", 1)
+    assert isinstance(s, SyncResult) and s.assignment == b"A"
+    # A restart that changes the group's selected protocol rebalances.
+    changed = join(gc, instance="i-1", protocols=(("cooperative-sticky", b""), ("range", b"")), now=60)
+    assert isinstance(changed, Parked) and g.state != GroupState.STABLE
+
+
 def test_inconsistent_protocols_and_bad_session_timeout() -> None:
     gc = make()
     stable_group(gc, 1)

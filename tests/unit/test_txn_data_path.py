@@ -15,13 +15,15 @@ from typing import Any
 from kavka.broker.handlers.fetch import fetch
 from kavka.broker.handlers.offsets import handle_list_offsets
 from kavka.common import ErrorCode, TopicPartition
-from kavka.metadata.image import MetadataImage
+from kavka.metadata.image import MetadataImage, PartitionRegistration
 from kavka.protocol import api
 from kavka.protocol.control_records import ControlRecordType, build_end_txn_marker_batch
 from kavka.protocol.messages import make, nested
 from kavka.protocol.records import build_batch, iter_batches
 from kavka.replication.replica_manager import PartitionResponse, ReplicaManager
+from kavka.storage.log_config import LogConfig
 from tests.unit.test_data_path import NOW, TP, _ctx, _fetched, _manager
+from tests.unit.test_data_path import _fetch_request as _replica_fetch_request
 
 ABORT, COMMIT = ControlRecordType.ABORT, ControlRecordType.COMMIT
 
@@ -123,15 +125,51 @@ def test_a_fenced_marker_is_refused_and_clients_may_not_write_markers(tmp_path: 
     assert rm.partitions[TP].last_stable_offset == rm.partitions[TP].high_watermark == 2
 
 
-def _list_latest(rm: ReplicaManager, *, isolation_level: int) -> int:
+def _list_latest_answer(rm: ReplicaManager, *, isolation_level: int, timestamp: int = -1,
+                        version: int = 5) -> tuple[int, int]:
+    """(error code, offset) of a client's ListOffsets (LATEST unless `timestamp` says otherwise)."""
     # The request as the server hands it to the handler (protocol.versions fills fields a version lacks).
-    part = SimpleNamespace(partition_index=TP.partition, current_leader_epoch=-1, timestamp=-1, max_num_offsets=1)
-    req = SimpleNamespace(isolation_level=isolation_level, topics=(SimpleNamespace(name=TP.topic, partitions=(part,)),))
+    part = SimpleNamespace(partition_index=TP.partition, current_leader_epoch=-1, timestamp=timestamp, max_num_offsets=1)
+    req = SimpleNamespace(replica_id=-1, isolation_level=isolation_level,
+                          topics=(SimpleNamespace(name=TP.topic, partitions=(part,)),))
     node = SimpleNamespace(replica_manager=rm, remote_log_manager=None, authorizer=lambda: None)
-    resp = handle_list_offsets(node, _ctx(2, 5), req)  # type: ignore[arg-type]
+    resp = handle_list_offsets(node, _ctx(2, version), req)  # type: ignore[arg-type]
     [answer] = resp.topics[0].partitions
-    assert answer.error_code == ErrorCode.none
-    return answer.offset
+    return answer.error_code, answer.offset
+
+
+def _list_latest(rm: ReplicaManager, *, isolation_level: int) -> int:
+    error, offset = _list_latest_answer(rm, isolation_level=isolation_level)
+    assert error == ErrorCode.none
+    return offset
+
+
+def test_a_new_leader_lists_no_end_offset_until_its_high_watermark_reaches_its_epoch_start(tmp_path: Path) -> None:
+    """Kafka's Partition.fetchOffsetForTimestamp: a client's ListOffsets to a leader whose high
+    watermark is still below the log end offset it had when it became leader gets the retriable
+    OFFSET_NOT_AVAILABLE, never an end offset below records already acknowledged (the Java
+    client's listOffsets right after a reassignment read 0 for a partition of 20 records)."""
+    rm = _manager(tmp_path, replicas=(1, 2))
+    _append(rm, build_batch([(NOW, None, b"a"), (NOW, None, b"b")]))  # acks=1: the follower has not fetched
+    assert _list_latest_answer(rm, isolation_level=0) == (ErrorCode.none, 0)  # this epoch started at 0
+    reg = PartitionRegistration(0, (1, 2), (1, 2), 1, 1, 1)  # elected again, a new epoch
+    rm.apply_partition(TP, topic_id="AAAAAAAAAAAAAAAAAAAAAw", registration=reg, config=LogConfig(), min_insync_replicas=1)
+    assert rm.partitions[TP].leader_epoch_start_offset == 2 and rm.partitions[TP].high_watermark == 0
+    for isolation in (0, 1):
+        assert _list_latest_answer(rm, isolation_level=isolation)[0] == ErrorCode.offset_not_available
+    # Before v5 (no OFFSET_NOT_AVAILABLE yet) Kafka answers LEADER_NOT_AVAILABLE, also retriable.
+    assert _list_latest_answer(rm, isolation_level=0, version=4)[0] == ErrorCode.leader_not_available
+    # A record found by timestamp that is not fetchable yet: the same error; the earliest: no error.
+    assert _list_latest_answer(rm, isolation_level=0, timestamp=NOW)[0] == ErrorCode.offset_not_available
+    assert _list_latest_answer(rm, isolation_level=0, timestamp=-3)[0] == ErrorCode.offset_not_available
+    assert _list_latest_answer(rm, isolation_level=0, timestamp=-2) == (ErrorCode.none, 0)
+
+    async def follower_fetch() -> None:  # the follower says it holds both records
+        _fetched(fetch(rm, MetadataImage(), _ctx(1, 12), _replica_fetch_request(2, replica_id=2)))
+
+    asyncio.run(follower_fetch())
+    assert _list_latest_answer(rm, isolation_level=0) == (ErrorCode.none, 2)
+    assert _list_latest_answer(rm, isolation_level=0, timestamp=NOW) == (ErrorCode.none, 0)
 
 
 def test_list_offsets_latest_is_the_lso_for_read_committed(tmp_path: Path) -> None:

@@ -531,8 +531,9 @@ class AdminClient:
         send: Callable[[BlockingConnection, dict[tuple[str, int], int]], dict[tuple[str, int], tuple[int, Any]]],
     ) -> dict[tuple[str, int], Any]:
         """Send each partition's entry to its leader; as Kafka's admin client, a partition whose
-        leader moved or died (a leader error, a closed connection) is retried against fresh
-        metadata until the client's timeout. Other errors raise at once."""
+        leader moved or died (a leader error, a closed connection) or whose new leader cannot tell
+        its offsets yet (OFFSET_NOT_AVAILABLE) is retried against fresh metadata until the
+        client's timeout. Other errors raise at once."""
         deadline = time.monotonic() + self.timeout_s
         out: dict[tuple[str, int], Any] = {}
         pending = wanted
@@ -555,7 +556,9 @@ class AdminClient:
                     last = e
                     continue
                 for tp, (code, result) in answers.items():
-                    if code in LEADER_MAY_HAVE_MOVED:
+                    # OFFSET_NOT_AVAILABLE: ListOffsets to a new leader whose high watermark has
+                    # not caught up with its epoch's start yet; Kafka's admin client retries it.
+                    if code in LEADER_MAY_HAVE_MOVED or code == ErrorCode.offset_not_available:
                         retry[tp] = part[tp]
                         last = KafkaError(code, resource=f"{tp[0]}-{tp[1]}")
                         continue

@@ -477,12 +477,18 @@ class GroupCoordinator:
         if group.leader_id == old_id:
             group.leader_id = new_id
         old.heartbeat_deadline_ms = now_ms + new["session_timeout_ms"]
-        if group.is_(GroupState.STABLE) and old.matches(new["protocols"]):
-            # Same subscription: no rebalance; the leader is told to keep the current assignment (KIP-814).
+        if group.is_(GroupState.STABLE):
+            # Kafka's rule (GroupMetadataManager.updateStaticMemberThenRebalanceOrCompleteJoin): the
+            # new incarnation's protocols replace the old ones, and only a change of the group's
+            # selected protocol rebalances. Its metadata may differ (a consumer's subscription
+            # carries its owned partitions and generation, which a restarted consumer has lost):
+            # that alone keeps the current assignment; the leader is told to skip it (KIP-814).
+            old.protocols = new["protocols"]
             old.session_timeout_ms = new["session_timeout_ms"]
             old.rebalance_timeout_ms = new["rebalance_timeout_ms"]
-            self._store_group(group)
-            return self._join_result(group, old, skip_assignment=group.leader_id == new_id)
+            if group.select_protocol() == group.protocol_name:
+                self._store_group(group)
+                return self._join_result(group, old, skip_assignment=group.leader_id == new_id)
         return self._update_member_and_rebalance(group, old, new, now_ms)
 
     def _maybe_prepare_rebalance(self, group: Group, now_ms: int) -> None:

@@ -96,6 +96,9 @@ class Partition:
         # Each follower's log start offset from its last fetch in this leadership (KIP-392: a consumer is
         # sent only to a replica that holds its fetch offset).
         self._follower_log_starts: dict[int, int] = {}
+        # The log end offset when this replica last became leader (Kafka's leaderEpochStartOffsetOpt):
+        # until the high watermark reaches it, the leader cannot tell a client its end offset.
+        self.leader_epoch_start_offset: int | None = None
         self._follower_hw = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
         self._leader_hw_seen = False  # a fetch answer of the current leadership gave the high watermark
         self._leader_hw = -1  # the last one it gave
@@ -163,6 +166,7 @@ class Partition:
         latest = cache.latest_epoch
         if latest is None or reg.leader_epoch > latest:
             cache.assign(reg.leader_epoch, self.log.log_end_offset)
+        self.leader_epoch_start_offset = self.log.log_end_offset
         self._follower_log_starts = {}
         self.leader_state = LeaderState.become_leader(
             self.local_broker_id,

@@ -93,6 +93,9 @@ def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[
     part_cls = nested(resp_cls, "ListOffsetsPartitionResponse")
     read_committed = req.isolation_level == IsolationLevel.READ_COMMITTED
     require = _topic_check(node, ctx, AclOperation.DESCRIBE)
+    # Kafka checks the epoch start offset only for a client's request (replica id -1) from v1 on.
+    from_client = ctx.api_version >= 1 and req.replica_id == -1
+    not_available = ErrorCode.offset_not_available if ctx.api_version >= 5 else ErrorCode.leader_not_available
     topics = []
     for t in req.topics:
         parts = []
@@ -101,6 +104,13 @@ def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[
             try:
                 require(t.name)
                 p = _leader(node, t.name, rp.partition_index, rp.current_leader_epoch)
+                # Kafka's Partition.fetchOffsetForTimestamp: a new leader whose high watermark has
+                # not yet reached its epoch's start offset (its followers have not fetched from it
+                # yet) would answer an end offset below records already acknowledged; a client
+                # gets the retriable OFFSET_NOT_AVAILABLE (v5+; LEADER_NOT_AVAILABLE before) for
+                # LATEST, and for a timestamp whose record is not fetchable yet.
+                start = p.leader_epoch_start_offset
+                lagging = from_client and start is not None and p.high_watermark < start
                 # Kafka's lastFetchableOffset: nothing at or past it is visible to this consumer.
                 fetchable = p.last_stable_offset if read_committed else p.high_watermark
                 target = rp.timestamp
@@ -111,10 +121,14 @@ def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[
                     offset = p.log.local_log_start_offset
                     epoch = _epoch_at(p, offset)
                 elif target == LATEST:
+                    if lagging:
+                        raise PartitionError(not_available)
                     offset = fetchable
                     epoch = p.leader_epoch
                 elif target == MAX_TIMESTAMP:
                     found = p.log.max_timestamp_offset()
+                    if lagging and found is not None and found.offset >= fetchable:
+                        raise PartitionError(not_available)
                     if found is not None and found.offset < fetchable:
                         offset, ts, epoch = found.offset, found.timestamp, _epoch(found.leader_epoch)
                 elif target == LATEST_TIERED:
@@ -127,6 +141,8 @@ def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[
                         ts, offset, epoch = -1, -1, -1
                 elif target >= 0:
                     found = p.log.fetch_offset_by_timestamp(target)
+                    if lagging and found is not None and found.offset >= fetchable:
+                        raise PartitionError(not_available)
                     if found is not None and found.offset < fetchable:
                         offset, ts, epoch = found.offset, found.timestamp, _epoch(found.leader_epoch)
                 else:
