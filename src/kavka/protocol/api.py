@@ -70,6 +70,9 @@ class ApiKey(IntEnum):
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+    UPDATE_FEATURES = 57
+    DESCRIBE_TOPIC_PARTITIONS = 75
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
@@ -145,6 +148,13 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    # v1 adds MemberType (Kafka 4.0).
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # KIP-584 (broker.handlers.features): kavka's feature levels are fixed; v2 answers with the
+    # first error only.
+    ApiKey.UPDATE_FEATURES: (0, 2),
+    # KIP-966's paged Metadata (broker.handlers.metadata); ELR fields empty (ELR is off).
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     ApiKey.CREATE_REPLICA_PLACEMENT: (0, 0),
     # v1 (KIP-860, Kafka 4.0) adds AllowReplicationFactorChange; 3.9 answers v0 only.
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
