@@ -91,6 +91,7 @@ NEEDS: dict[int, ApiAuthorization] = {
     ApiKey.FETCH: _topic(R),
     ApiKey.LIST_OFFSETS: _topic(DESC),
     ApiKey.METADATA: _topic(DESC),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _topic(DESC),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _topic(DESC),
     ApiKey.DELETE_RECORDS: _topic(D),
     # Groups. OffsetCommit then needs Read on each topic, OffsetFetch Describe, OffsetDelete Read.
@@ -105,6 +106,7 @@ NEEDS: dict[int, ApiAuthorization] = {
     ApiKey.DELETE_GROUPS: _group(D),
     ApiKey.OFFSET_DELETE: _group(D, R),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: _group(R),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _group(DESC),
     # ListGroups never fails for want of an ACL: Describe on the Cluster lists every group, else
     # only the groups the principal may Describe (Kafka's ListGroups filtering).
     ApiKey.LIST_GROUPS: ApiAuthorization(Checked.RESOURCE, DESC, ResourceType.GROUP, ErrorCode.none, DESC),
@@ -152,6 +154,7 @@ NEEDS: dict[int, ApiAuthorization] = {
     ApiKey.DESCRIBE_LOG_DIRS: _cluster(DESC),
     ApiKey.DESCRIBE_QUORUM: _cluster(DESC),
     ApiKey.ELECT_LEADERS: _cluster(A),
+    ApiKey.UPDATE_FEATURES: _cluster(A),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(A),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(DESC),
     # DescribeCluster never fails for want of an ACL (Kafka's computeDescribeClusterResponse): only

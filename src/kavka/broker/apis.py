@@ -24,6 +24,7 @@ from kavka.broker.handlers import (
     configs,
     coordinator,
     elect_leaders,
+    features,
     fetch,
     groups,
     log_dirs,
@@ -58,6 +59,8 @@ class KafkaApis:
             ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: metadata.handle_metadata,
             ApiKey.DESCRIBE_CLUSTER: metadata.handle_describe_cluster,
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: metadata.handle_describe_topic_partitions,
+            ApiKey.UPDATE_FEATURES: features.handle_update_features,
             ApiKey.SASL_HANDSHAKE: sasl.handle_sasl_handshake,
             ApiKey.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
             ApiKey.PRODUCE: produce.handle_produce,
@@ -77,6 +80,7 @@ class KafkaApis:
             ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
             ApiKey.OFFSET_DELETE: groups.handle_offset_delete,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: groups.handle_consumer_group_heartbeat,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: groups.handle_consumer_group_describe,
             ApiKey.INIT_PRODUCER_ID: producer_ids.handle_init_producer_id,
             ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
             ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
@@ -136,18 +140,8 @@ class KafkaApis:
             for k, (lo, hi) in sorted(api.SUPPORTED.items())
             if k in self._table and (own_apis or k not in api.OWN_API_KEYS)
         )
-        if version < 3 or error != ErrorCode.none:
-            return make(cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE)
-        sf, ff = nested(cls, "SupportedFeatureKey"), nested(cls, "FinalizedFeatureKey")
-        return make(
-            cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE,
-            # v3 leaves out features whose minimum is 0 (Kafka's rule: old clients choke on them)
-            supported_features=tuple(sf(name=n, min_version=lo, max_version=hi)
-                                     for n, (lo, hi) in sorted(api.SUPPORTED_FEATURES.items())
-                                     if version >= 4 or lo > 0),
-            finalized_features_epoch=api.FINALIZED_FEATURES_EPOCH,
-            finalized_features=tuple(ff(name=n, max_version_level=v, min_version_level=v)
-                                     for n, v in sorted(api.FINALIZED_FEATURES.items())))
+        return make(cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE,
+                    **features.api_versions_features(cls, self.node.image.offset, version))
 
     def handle_api_versions(self, ctx: RequestContext, request: Any) -> Any:
         # KIP-511 fields (client_software_name/version, v3+) are informational, except that kavka's own

@@ -68,6 +68,7 @@ from kavka.broker.handlers import configs, elect_leaders, reassignments, topics
 from kavka.broker.handlers import quotas as quota_handlers
 from kavka.broker.handlers import scram as scram_handlers
 from kavka.broker.handlers.placement import placement_response
+from kavka.broker.raft_driver import wall_clock_offset_ms
 from kavka.common import ErrorCode
 from kavka.controller.quorum_controller import (
     UNAVAILABLE,
@@ -280,7 +281,7 @@ class ControllerApis:
         )
 
     async def handle_describe_quorum(self, req: Any, _connection: Hashable | None) -> Any:
-        return codec.encode_describe_quorum(self.qc.raft.describe_quorum())
+        return codec.encode_describe_quorum(self.qc.raft.describe_quorum(), wall_clock_offset_ms())
 
     async def handle_alter_partition(self, req: ap_req.AlterPartitionRequest, _connection: Hashable | None) -> Any:
         items = [

@@ -47,6 +47,7 @@ from kavka.broker.controller_apis import (
     by_dir_and_topic,
 )
 from kavka.broker.handlers import elect_leaders, reassignments
+from kavka.broker.raft_driver import wall_clock_offset_ms
 from kavka.client.async_channel import AsyncChannel
 from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.common import ConfigResourceType, ElectionType, ErrorCode, TopicPartition
@@ -597,7 +598,7 @@ class ControllerClient:
         """DescribeQuorumResponse v2 from the raft leader (as kafka-metadata-quorum.sh asks it)."""
 
         async def local() -> Any:
-            return codec.encode_describe_quorum(self.raft.describe_quorum())
+            return codec.encode_describe_quorum(self.raft.describe_quorum(), wall_clock_offset_ms())
 
         def request() -> Any:
             return dq_req.DescribeQuorumRequest(

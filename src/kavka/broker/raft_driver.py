@@ -49,6 +49,7 @@ import logging
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -550,3 +551,9 @@ class RaftDriver:
                 self.controller_apis.connection_lost(writer)  # a broker heartbeating over it may be dead
             if task is not None:
                 self._tasks.discard(task)
+
+
+def wall_clock_offset_ms() -> int:
+    """Wall-clock milliseconds minus the raft core's clock (the event loop's, RaftDriver._now_ms):
+    what turns the core's timestamps into the epoch milliseconds DescribeQuorum reports."""
+    return int(time.time() * 1000) - int(asyncio.get_running_loop().time() * 1000)

@@ -46,6 +46,7 @@ from kio.schema.errors import ErrorCode
 
 from kavka.coordinator import records as rec
 from kavka.coordinator.consumer_group import (
+    ConsumerGroup,
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
     HeartbeatResult,
@@ -635,6 +636,15 @@ class GroupCoordinatorManager:
         )
         assignors = [m.assignor for m in cg.members.values() if m.assignor]
         return GroupDescription(group_id, cg.state, "consumer", max(set(assignors), key=assignors.count) if assignors else "uniform", members)
+
+    def consumer_group_describe(self, group_id: str) -> ConsumerGroup | ErrorCode:
+        """ConsumerGroupDescribe's view (KIP-848): the consumer-protocol group, or NOT_COORDINATOR
+        when this node is not its coordinator, or GROUP_ID_NOT_FOUND when no such group exists
+        (a classic group included: Kafka's admin client then asks DescribeGroups)."""
+        if not self.owns(group_id):
+            return ErrorCode.not_coordinator
+        cg = self.consumer.groups.get(group_id)
+        return ErrorCode.group_id_not_found if cg is None else cg
 
     def list_groups(self, states: Sequence[str] = ()) -> list[tuple[str, str, str]]:
         wanted = {s.lower() for s in states}

@@ -70,6 +70,9 @@ class ApiKey(IntEnum):
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+    UPDATE_FEATURES = 57
+    DESCRIBE_TOPIC_PARTITIONS = 75
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
@@ -147,6 +150,13 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    # v1 adds MemberType (Kafka 4.0).
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # KIP-584 (broker.handlers.features): kavka's feature levels are fixed; v2 answers with the
+    # first error only.
+    ApiKey.UPDATE_FEATURES: (0, 2),
+    # KIP-966's paged Metadata (broker.handlers.metadata); ELR fields empty (ELR is off).
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     ApiKey.CREATE_REPLICA_PLACEMENT: (0, 0),
     # v1 (KIP-860, Kafka 4.0) adds AllowReplicationFactorChange; 3.9 answers v0 only.
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
@@ -203,14 +213,6 @@ SUPPORTED: dict[int, tuple[int, int]] = {int(k): _clip(k, v) for k, v in _WANTED
 # kavka's own APIs, and the KIP-511 client software name they are advertised to (broker.apis).
 OWN_API_KEYS = frozenset(k for k, _ in kavka_schema.SCHEMAS)
 
-# Feature flags in ApiVersions (KIP-584): name -> (min, max) level kavka supports, and the level
-# finalized for the cluster. `transaction.version` 2 is transactions v2 (KIP-890 part 2): a Kafka
-# 4.x Java producer that sees it finalized at 2 ends every transaction with an epoch bump (EndTxn
-# v5) and lets the partition leaders add its partitions (Produce v12, TxnOffsetCommit v5); other
-# clients ignore it. Kafka 4.x formats new clusters at this level too.
-SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"transaction.version": (0, 2)}
-FINALIZED_FEATURES: dict[str, int] = {"transaction.version": 2}
-FINALIZED_FEATURES_EPOCH = 1  # the finalized levels never change at run time yet
 OWN_CLIENT_SOFTWARE_NAME = "kavka"
 
 

@@ -498,16 +498,21 @@ def decode(entity: Any, *, request: m.Message | None = None) -> m.Message:
     return row.decode(entity, request)
 
 
-def encode_describe_quorum(desc: m.QuorumDescription) -> Any:
-    """DescribeQuorumResponse v2 for the core's description (errors at partition level)."""
+def encode_describe_quorum(desc: m.QuorumDescription, wall_clock_offset_ms: int = 0) -> Any:
+    """DescribeQuorumResponse v2 for the core's description (errors at partition level). The core's
+    timestamps are on the driver's clock; `wall_clock_offset_ms` (wall clock minus that clock) makes
+    them the epoch milliseconds Kafka's LastFetchTimestamp / LastCaughtUpTimestamp are (-1 stays)."""
+    def wall(ts: int) -> i64:
+        return i64(ts + wall_clock_offset_ms if ts >= 0 else ts)
+
     def states(replicas: tuple[m.ReplicaDescription, ...]) -> tuple[dq_resp.ReplicaState, ...]:
         return tuple(
             dq_resp.ReplicaState(
                 replica_id=BrokerId(r.replica_id),
                 replica_directory_id=None,
                 log_end_offset=i64(r.log_end_offset),
-                last_fetch_timestamp=i64(r.last_fetch_timestamp),
-                last_caught_up_timestamp=i64(r.last_caught_up_timestamp),
+                last_fetch_timestamp=wall(r.last_fetch_timestamp),
+                last_caught_up_timestamp=wall(r.last_caught_up_timestamp),
             )
             for r in replicas
         )

@@ -105,11 +105,16 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
                     if keys is None or key in keys:
                         d = BROKER_CONFIGS[key]
                         res = node.resolver.broker(image, key)
+                        # Kafka's synonyms for the default resource: this broker's, less its own
+                        # per-broker value (ConfigHelper, perBrokerConfig=false).
+                        synonyms = tuple(
+                            make(syn_cls, name=s.name, value=None if d.sensitive else s.value, source=int(s.source))
+                            for s in res.synonyms if s.source != ConfigSource.DYNAMIC_BROKER_CONFIG
+                        ) if include_synonyms else ()
                         entries.append(
                             make(entry_cls, name=key, value=value, read_only=False, config_source=ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, is_default=False, is_sensitive=False,
-                                 synonyms=(), config_type=int(d.type), documentation=d.doc if include_doc else None)
+                                 synonyms=synonyms, config_type=int(d.type), documentation=d.doc if include_doc else None)
                         )
-                        _ = res
             elif r.resource_name != str(node.node_id):
                 error, message = ErrorCode.invalid_request, f"Unexpected broker id, expected {node.node_id} or empty string, but received {r.resource_name}"
             else:

@@ -446,6 +446,63 @@ def handle_describe_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> A
     return make(cls, throttle_time=NO_THROTTLE, groups=tuple(out))
 
 
+# ConsumerGroupDescribe's MemberType (v1): a member of the consumer protocol (0 would be classic).
+_CONSUMER_MEMBER_TYPE = 1
+
+
+def handle_consumer_group_describe(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    """ConsumerGroupDescribe (API 69, KIP-848): each consumer-protocol group with its epochs and
+    each member's current and target assignment. A group the principal may not Describe is
+    GROUP_AUTHORIZATION_FAILED; one that is not a consumer-protocol group GROUP_ID_NOT_FOUND."""
+    cls = _resp(ctx)
+    group_cls, member_cls = nested(cls, "DescribedGroup"), nested(cls, "Member")
+    assign_cls, tp_cls = nested(cls, "Assignment"), nested(cls, "TopicPartitions")
+    allowed = _allowed(node, ctx)
+    image = node.image
+
+    def assignment(tps: Any) -> Any:
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in sorted(tps):
+            by_topic.setdefault(topic, []).append(p)
+        return make(assign_cls, topic_partitions=tuple(
+            make(tp_cls, topic_id=uuid_from_str(image.topics_by_name[t].topic_id), topic_name=t, partitions=tuple(ps))
+            for t, ps in by_topic.items() if t in image.topics_by_name))
+
+    def failed(group_id: str, error: ErrorCode, message: str | None) -> Any:
+        return make(group_cls, error_code=error, error_message=message, group_id=group_id, group_state="",
+                    group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+    out = []
+    for group_id in req.group_ids:
+        if not allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            out.append(failed(group_id, ErrorCode.group_authorization_failed, None))
+            continue
+        g = node.groups.consumer_group_describe(group_id)
+        if g == ErrorCode.group_id_not_found:
+            out.append(failed(group_id, ErrorCode.group_id_not_found, f"Group {group_id} not found."))
+            continue
+        if isinstance(g, ErrorCode):
+            out.append(failed(group_id, g, None))
+            continue
+        assignors = [m.assignor for m in g.members.values() if m.assignor]
+        out.append(make(
+            group_cls, error_code=ErrorCode.none, error_message=None, group_id=group_id, group_state=g.state,
+            group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch,
+            assignor_name=max(set(assignors), key=assignors.count) if assignors else "uniform",
+            members=tuple(
+                make(member_cls, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                     member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                     subscribed_topic_names=tuple(m.subscribed), subscribed_topic_regex=None,
+                     assignment=assignment(m.assigned), target_assignment=assignment(g.target.get(m.member_id, ())),
+                     member_type=_CONSUMER_MEMBER_TYPE)
+                for m in g.members.values()),
+            authorized_operations=authorized_operations(node, ctx, ResourceType.GROUP, group_id)
+            if req.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
+        ))
+    return make(cls, throttle_time=NO_THROTTLE, groups=tuple(out))
+
+
 def handle_delete_groups(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     cls = _resp(ctx)
     result_cls = nested(cls, "DeletableGroupResult")

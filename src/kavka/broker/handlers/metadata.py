@@ -210,3 +210,85 @@ def _controller_id(node: BrokerNode) -> int:
     active controller, and this one is certainly alive. DescribeQuorum names the raft leader.
     """
     return node.node_id
+
+
+# DescribeTopicPartitions (API 75, KIP-966): Metadata's topic part, paged. The broker caps the
+# client's response_partition_limit at max.request.partition.size.limit (Kafka's default 2000).
+MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000
+
+
+def handle_describe_topic_partitions(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    """Kafka's DescribeTopicPartitionsRequestHandler: the requested topics (or, with none named,
+    every topic the principal may Describe) in name order from the cursor's topic on, partitions
+    from the cursor's partition on, at most `response_partition_limit` partitions in all; where
+    the limit cuts, `next_cursor` names the first topic partition left out. A named topic the
+    principal may not Describe is TOPIC_AUTHORIZATION_FAILED (never counted against the limit);
+    ELR is off in kavka, so eligible_leader_replicas and last_known_elr are empty lists."""
+    resp_cls = _resp_cls(ctx)
+    topic_cls = nested(resp_cls, "DescribeTopicPartitionsResponseTopic")
+    part_cls = nested(resp_cls, "DescribeTopicPartitionsResponsePartition")
+    image = node.image
+    cursor = req.cursor
+    cursor_topic = cursor.topic_name if cursor is not None else ""
+    if cursor is not None and cursor.partition_index < 0:
+        # Kafka throws InvalidRequestException: its error response, INVALID_REQUEST on each topic.
+        return make(resp_cls, throttle_time=NO_THROTTLE, next_cursor=None, topics=tuple(
+            make(topic_cls, error_code=ErrorCode.invalid_request, name=t.name, topic_id=uuid_from_str(None),
+                 is_internal=False, partitions=(), topic_authorized_operations=_OPS_UNSET) for t in req.topics))
+    fetch_all = not req.topics
+    names = image.topics_by_name.keys() if fetch_all else {t.name for t in req.topics}
+    check = checker(node, ctx, log_denials=not fetch_all)
+    denied: list[Any] = []
+    allowed: list[str] = []
+    for name in sorted(n for n in names if n >= cursor_topic):
+        if check is None or check(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            allowed.append(name)
+        elif not fetch_all:
+            denied.append(make(topic_cls, error_code=ErrorCode.topic_authorization_failed, name=name,
+                               topic_id=uuid_from_str(None), is_internal=False, partitions=(),
+                               topic_authorized_operations=_OPS_UNSET))
+    live = {b.broker_id for b in image.brokers.values() if not b.fenced}
+    remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, req.response_partition_limit), 1)
+    next_cursor = None
+    topics: list[Any] = []
+    for name in allowed:
+        if remaining == 0:  # the previous topic filled the page: the next one starts the next page
+            next_cursor = make(nested(resp_cls, "Cursor"), topic_name=name, partition_index=0)
+            break
+        t = image.topics_by_name.get(name)
+        if t is None:
+            if not fetch_all:
+                error = ErrorCode.unknown_topic_or_partition if validate_topic_name(name) is None else ErrorCode.invalid_topic_exception
+                topics.append(make(topic_cls, error_code=error, name=name, topic_id=uuid_from_str(None),
+                                   is_internal=name in INTERNAL_TOPICS, partitions=(),
+                                   topic_authorized_operations=_OPS_UNSET))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+        ordered = [p for p in sorted(t.partitions.values(), key=lambda p: p.partition_id) if p.partition_id >= start]
+        page, rest = ordered[:remaining], ordered[remaining:]
+        remaining -= len(page)
+        if rest:
+            next_cursor = make(nested(resp_cls, "Cursor"), topic_name=name, partition_index=rest[0].partition_id)
+        parts = []
+        for p in page:
+            alive = p.leader in live  # Kafka: a leader not alive -> LEADER_NOT_AVAILABLE, leader -1
+            parts.append(make(
+                part_cls,
+                error_code=ErrorCode.none if alive else ErrorCode.leader_not_available,
+                partition_index=p.partition_id,
+                leader_id=p.leader if alive else -1,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=tuple(p.replicas),
+                isr_nodes=tuple(p.isr),
+                eligible_leader_replicas=(),
+                last_known_elr=(),
+                offline_replicas=_offline_replicas(node, live, name, p),
+            ))
+        topics.append(make(
+            topic_cls, error_code=ErrorCode.none, name=name, topic_id=uuid_from_str(t.topic_id),
+            is_internal=name in INTERNAL_TOPICS, partitions=tuple(parts),
+            topic_authorized_operations=authorized_operations(node, ctx, ResourceType.TOPIC, name),
+        ))
+        if rest:
+            break
+    return make(resp_cls, throttle_time=NO_THROTTLE, topics=(*topics, *denied), next_cursor=next_cursor)

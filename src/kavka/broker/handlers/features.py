@@ -1,0 +1,117 @@
+"""Feature flags (KIP-584): what ApiVersions (v3+) advertises, and UpdateFeatures (API 57).
+
+kavka's feature levels are fixed by the code, not chosen by an operator: each feature is finalized
+at the level kavka implements (its supported range ends there, and starts there too unless the
+protocol of lower levels is still served to clients that ask for it). They say what a Kafka
+client may rely on:
+
+- group.version 1: the KIP-848 consumer rebalance protocol (ConsumerGroupHeartbeat) is served;
+- transaction.version 2: transactions v2 (KIP-890 part 2) are served, so Kafka's 4.x producers
+  use them (they switch on a finalized transaction.version >= 2: EndTxn v5, Produce v12,
+  TxnOffsetCommit v5), as on a Kafka 4.x cluster; clients that do not know the feature keep the
+  KIP-98 protocol, also served (supported range 0-2);
+- kraft.version 0: a static quorum (controller.quorum.voters; KIP-853 is not served);
+- eligible.leader.replicas.version 0: ELR (KIP-966) is off.
+
+metadata.version is not advertised: it names versions of Kafka's metadata log records, and
+kavka's metadata log records are its own (JSON, metadata.records), so no level would be true.
+
+As Kafka, ApiVersions lists a feature as finalized only at a level above 0, leaves out of v3 the
+supported features whose minimum is 0 (KAFKA-17011: v3 clients fail on them; v4 lists them), and
+gives as the finalized features' epoch the offset of the metadata image it answers from. UpdateFeatures
+answers Kafka's FeatureControlManager errors: a level kavka does not implement is
+INVALID_UPDATE_VERSION ("Invalid update version V for feature F. ..."), the finalized level itself
+is a successful no-op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from kavka.protocol import api
+from kavka.protocol.messages import NO_THROTTLE, field_names, make, nested
+
+if TYPE_CHECKING:
+    from kavka.broker.node import BrokerNode
+    from kavka.broker.server import RequestContext
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    name: str
+    level: int  # the level kavka implements: supported max = finalized
+    min_level: int | None = None  # the supported minimum (None: the level itself)
+
+    @property
+    def supported_min(self) -> int:
+        return self.level if self.min_level is None else self.min_level
+
+
+FEATURES: tuple[Feature, ...] = (
+    Feature("eligible.leader.replicas.version", 0),
+    Feature("group.version", 1),
+    Feature("kraft.version", 0),
+    Feature("transaction.version", 2, min_level=0),
+)
+_BY_NAME = {f.name: f for f in FEATURES}
+
+# UpdateFeatures' UpgradeType (v1+): 1 upgrade, 2 safe downgrade, 3 unsafe downgrade.
+_UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE = 1, 2, 3
+
+
+def api_versions_features(resp_cls: type, image_offset: int, version: int = 4) -> dict[str, Any]:
+    """The KIP-584 fields of an ApiVersions response (v3+; none below)."""
+    if "supported_features" not in field_names(resp_cls):
+        return {}
+    supported, finalized = nested(resp_cls, "SupportedFeatureKey"), nested(resp_cls, "FinalizedFeatureKey")
+    return {
+        "supported_features": tuple(
+            make(supported, name=f.name, min_version=f.supported_min, max_version=f.level)
+            for f in FEATURES if version >= 4 or f.supported_min > 0),
+        "finalized_features": tuple(
+            make(finalized, name=f.name, max_version_level=f.level, min_version_level=f.level) for f in FEATURES if f.level > 0
+        ),
+        "finalized_features_epoch": max(image_offset, 0),
+    }
+
+
+def _update_error(node_id: int, feature: str, version: int, upgrade_type: int) -> tuple[ErrorCode, str | None]:
+    """Kafka's FeatureControlManager.updateFeature checks, in its order, for kavka's fixed levels."""
+    def invalid(reason: str) -> tuple[ErrorCode, str]:
+        return ErrorCode.invalid_update_version, f"Invalid update version {version} for feature {feature}. {reason}"
+
+    if upgrade_type not in (_UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE):
+        return invalid("The controller does not support the given upgrade type.")
+    if version < 0:
+        return invalid("A feature version cannot be less than 0.")
+    f = _BY_NAME.get(feature)
+    if f is None:
+        if version == 0:
+            return ErrorCode.none, None  # disabling a feature that is not there: nothing to do
+        return invalid(f"Local controller {node_id} does not support this feature.")
+    if f.supported_min <= version < f.level:
+        return invalid(f"kavka's level of this feature is fixed at {f.level}: the protocol of lower "
+                       f"levels is served to the clients that ask for it.")
+    if version != f.level:
+        return invalid(f"Local controller {node_id} only supports versions {f.supported_min}-{f.level}")
+    return ErrorCode.none, None
+
+
+def handle_update_features(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    """UpdateFeatures (API 57): v0-v1 answer per feature; v2 only with the first error (KIP-1022)."""
+    cls = api.response_schema(ctx.api_key, ctx.api_version)
+    results = []
+    for u in req.feature_updates:
+        # v0 has AllowDowngrade instead of UpgradeType (v1+): true means a safe downgrade
+        upgrade_type = getattr(u, "upgrade_type", _SAFE_DOWNGRADE if getattr(u, "allow_downgrade", False) else _UPGRADE)
+        results.append((u.feature, *_update_error(node.node_id, u.feature, u.max_version_level, upgrade_type)))
+    if ctx.api_version >= 2:
+        first = next((r for r in results if r[1] != ErrorCode.none), None)
+        return make(cls, throttle_time=NO_THROTTLE, error_code=first[1] if first else ErrorCode.none,
+                    error_message=first[2] if first else None, results=())
+    result_cls = nested(cls, "UpdatableFeatureResult")
+    return make(cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, results=tuple(
+        make(result_cls, feature=f, error_code=e, error_message=m) for f, e, m in results))
