@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -18,6 +19,53 @@ from tests.broker_harness import BrokerProcess
 settings.register_profile("fixed", derandomize=True, database=None)
 if not os.environ.get("KAVKA_HYPOTHESIS_EXPLORE"):
     settings.load_profile("fixed")
+
+
+# pytest imports readline at start-up (_pytest.capture._readline_workaround), and GNU readline
+# sets COLUMNS=80 and LINES=24 in the C environment: os.environ does not show them, but every
+# process started after inherits them: an xdist worker (whose os.environ then has them, so kavka's
+# CLI run in-process by CliRunner draws its tables 80 wide instead of 200) and every subprocess a
+# test starts. Each process of a run puts both back as the user's shell had them (the controller
+# hands its own to the workers), so a test sees the same terminal serially and on a worker.
+TERMINAL_ENV = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # noqa: ANN001 -- xdist's WorkerController (controller side)
+    node.workerinput["kavka_terminal_env"] = {k: os.environ.get(k) for k in TERMINAL_ENV}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    wanted = workerinput["kavka_terminal_env"] if workerinput else {k: os.environ.get(k) for k in TERMINAL_ENV}
+    for k, v in wanted.items():
+        if v is None:
+            os.environ.pop(k, None)
+            os.unsetenv(k)  # readline's, which os.environ never knew of
+        else:
+            os.environ[k] = v
+
+
+# scripts/test.sh runs the suite on two pytest-xdist workers with `--dist loadfile
+# --no-loadscope-reorder`: each file goes whole to one worker (its module fixtures start once), in
+# collection order, the next file to whichever worker runs out. The workers collect the files
+# longest first (tests/file_durations.json, measured; scripts/file_durations.py rewrites it), so
+# the long integration and Spark files start early and the short unit files fill both workers'
+# ends. A file not listed yet counts as UNLISTED_S. Serial runs keep pytest's own order.
+UNLISTED_S = 30
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    measured = json.loads((Path(__file__).parent / "file_durations.json").read_text())
+    root = config.rootpath
+    weight = {}
+    for item in items:
+        path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
+        weight[item.nodeid] = measured.get(path, UNLISTED_S)
+    items.sort(key=lambda item: -weight[item.nodeid])  # stable: a file's tests keep their order
 
 
 @pytest.hookimpl(hookwrapper=True)
