@@ -22,11 +22,11 @@ if not os.environ.get("KAVKA_HYPOTHESIS_EXPLORE"):
 
 
 # pytest imports readline at start-up (_pytest.capture._readline_workaround), and GNU readline
-# sets COLUMNS=80 and LINES=24 in the C environment: os.environ does not show them, but every
-# process started after inherits them: an xdist worker (whose os.environ then has them, so kavka's
-# CLI run in-process by CliRunner draws its tables 80 wide instead of 200) and every subprocess a
-# test starts. Each process of a run puts both back as the user's shell had them (the controller
-# hands its own to the workers), so a test sees the same terminal serially and on a worker.
+# sets COLUMNS=80 and LINES=24 in the C environment: os.environ does not show them, but processes
+# started after inherit them. An xdist worker is one: its os.environ has them, so kavka's CLI run
+# in-process (CliRunner) drew its tables 80 wide there instead of the 200 of a serial run. A worker
+# takes them out of os.environ when the controller's os.environ had none, and leaves them in the C
+# environment (os.putenv) for the subprocesses its tests start, exactly as in a serial run.
 TERMINAL_ENV = ("COLUMNS", "LINES")
 
 
@@ -38,12 +38,12 @@ def pytest_configure_node(node) -> None:  # noqa: ANN001 -- xdist's WorkerContro
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
-    wanted = workerinput["kavka_terminal_env"] if workerinput else {k: os.environ.get(k) for k in TERMINAL_ENV}
-    for k, v in wanted.items():
-        if v is None:
-            os.environ.pop(k, None)
-            os.unsetenv(k)  # readline's, which os.environ never knew of
-        else:
+    if workerinput is None:
+        return
+    for k, v in workerinput["kavka_terminal_env"].items():
+        if v is None and k in os.environ:
+            os.putenv(k, os.environ.pop(k))  # pop unsets it in C too; put readline's value back there
+        elif v is not None:
             os.environ[k] = v
 
 
