@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -31,6 +32,38 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def free_port_block(offsets: tuple[int, ...]) -> int:
+    """A base port with `base + offset` free on loopback for every offset: for commands that take
+    a base port (`kavka cluster up --base-port`) or fixed ports (the README's).
+
+    Drawn below the kernel's ephemeral range, where every free_port() (of this process and of the
+    other xdist worker) and every client connection's source port come from: nothing another test
+    runs beside this one takes these ports between this check and the commands' binds."""
+    top = _ephemeral_low() - max(offsets) - 1
+    for _ in range(200):
+        base = random.randrange(10000, top)
+        socks = []
+        try:
+            for off in offsets:
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", base + off))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no free block of ports {offsets} below {top}")
 
 
 class BrokerProcess:

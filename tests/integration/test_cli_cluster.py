@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import signal
 import socket
@@ -17,27 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker_harness import free_port
+from tests.broker_harness import free_port, free_port_block
 from tests.wait import wait_until
 
 
 def _free_block() -> int:
     """A base port with base..base+2 and base+100..base+102 all free on loopback."""
-    for _ in range(200):
-        base = random.randrange(20000, 40000)
-        socks = []
-        try:
-            for p in [base, base + 1, base + 2, base + 100, base + 101, base + 102]:
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port block")
+    return free_port_block((0, 1, 2, 100, 101, 102))
 
 
 def _cluster_up(tmp_path: Path, base: int, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
@@ -131,21 +116,7 @@ def test_cluster_up_with_separate_controllers(tmp_path: Path) -> None:
 
 def _free_block_secure() -> int:
     """A base port with the client (+0, +1), controller (+100, +101) and internal (+200, +201) ports free."""
-    for _ in range(200):
-        base = random.randrange(20000, 40000)
-        socks = []
-        try:
-            for p in [base + off for off in (0, 1, 100, 101, 200, 201)]:
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port block")
+    return free_port_block((0, 1, 100, 101, 200, 201))
 
 
 def _properties(path: Path) -> dict[str, str]:

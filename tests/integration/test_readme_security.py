@@ -5,7 +5,8 @@ users through kavka's CLI over SASL_SSL/SCRAM, give the two teams PREFIXED ACLs 
 consumer_byte_rate quota (`kavka acls`, `kavka configs`), drive kcat, confluent-kafka, kafka-python
 and aiokafka as alice, and show bob reading what his ACLs allow and refused
 TOPIC_AUTHORIZATION_FAILED where he has none. Only the directory (/tmp/kavka-secure) is moved into
-the test's own; the ports are the README's."""
+the test's own, and the README's ports (9<node>9<2|3|4>) to a free block: the suite runs on two
+xdist workers, and two suites may share a machine."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.broker_harness import free_port_block
 from tests.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +35,23 @@ def blocks() -> dict[str, str]:
     assert set(found) == {"security-cluster", "security-admin", "security-tenants", "security-kcat", "security-python",
                           "security-bob"}, sorted(found)
     return found
+
+
+# The README's ports: 9<n>92 (CLIENT), 9<n>93 (CONTROLLER), 9<n>94 (INTERNAL) of node n, written
+# literally or, in the nodes' properties heredoc, as 9${n}9<k>.
+README_PORT = re.compile(r"\b9(\$\{n\}|[123])9([234])\b")
+PORT_OFFSETS = tuple(10 * n + k for n in (1, 2, 3) for k in (2, 3, 4))
+
+
+def move_ports(script: str, base: int) -> str:
+    """The README's port of node n, listener k, becomes base + 10n + k (the heredoc's 9${n}9k an
+    arithmetic expansion of the same)."""
+    def port(m: re.Match[str]) -> str:
+        n, k = m.group(1), int(m.group(2))
+        return f"$(({base}+10*n+{k}))" if n == "${n}" else str(base + 10 * int(n) + k)
+    moved = README_PORT.sub(port, script)
+    assert not README_PORT.search(moved)
+    return moved
 
 
 def processes_in(directory: Path) -> list[int]:
@@ -58,7 +77,9 @@ def run(script: str, d: Path, *, python: bool = False) -> str:
 
 def test_the_readme_security_chapter_runs_as_written(tmp_path):
     d = tmp_path / "kavka-secure"
-    code = {k: v.replace(README_DIR, str(d)) for k, v in blocks().items()}
+    base = free_port_block(PORT_OFFSETS)
+    code = {k: move_ports(v.replace(README_DIR, str(d)), base) for k, v in blocks().items()}
+    assert all(README_PORT.search(v) for v in blocks().values() if "localhost:" in v or "127.0.0.1:" in v)
     try:
         run(code["security-cluster"], tmp_path)
         for n in (1, 2, 3):

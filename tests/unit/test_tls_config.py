@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ssl
 import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -140,8 +139,13 @@ def test_pem_file_keystore_with_an_encrypted_key(tmp_path, server):
     assert e.value.key == "ssl.key.password" and "wrong-one" not in str(e.value)
 
 
-def test_inline_pem_keystore_and_truststore_joined_by_properties_continuations(tmp_path, ca, server):
+def test_inline_pem_keystore_and_truststore_joined_by_properties_continuations(tmp_path, ca, server, monkeypatch):
     # A properties file's `\` continuations join the PEM's lines: kavka re-wraps them, as Kafka does.
+    # The key's temporary file goes to a directory of this test's own: /tmp is shared with the other
+    # xdist worker's brokers, whose inline PEM keys pass through kavka-tls-* files there too.
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))
     flat = lambda b: b.decode().replace("\n", "")  # noqa: E731
     t = tls_of(**{
         "ssl.keystore.type": "PEM",
@@ -152,7 +156,7 @@ def test_inline_pem_keystore_and_truststore_joined_by_properties_continuations(t
         "ssl.client.auth": "required",
     })
     assert t.context.verify_mode == ssl.CERT_REQUIRED
-    assert not list(Path(tempfile.gettempdir()).glob("kavka-tls-*"))  # the key's temporary file is gone
+    assert not list(private_tmp.glob("kavka-tls-*"))  # the key's temporary file is gone
 
 
 def test_pkcs12_keystore_and_truststore(tmp_path, ca, server):
