@@ -12,6 +12,7 @@ by hand-built requests (tests/raw_client.py).
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -163,8 +164,10 @@ def test_v4_needs_cluster_action(tmp_path):  # noqa: ANN001
 
 def _produce_txn_batch(c: RawClient, txn_id: str, topic: str, pid: int, epoch: int, partition: int = 0) -> ErrorCode:
     cls = api.request_schema(ApiKey.PRODUCE, 9)
-    batch = build_batch([(1000, None, b"stray")], producer_id=pid, producer_epoch=epoch, base_sequence=0,
-                        is_transactional=True)
+    # A current timestamp: a batch stamped in 1970 alone in its segment is deleted by retention
+    # (the harness checks every second), and the hanging transaction with it.
+    batch = build_batch([(int(time.time() * 1000), None, b"stray")], producer_id=pid, producer_epoch=epoch,
+                        base_sequence=0, is_transactional=True)
     r = c.call(ApiKey.PRODUCE, 9, make(cls, transactional_id=txn_id, acks=-1, timeout=timedelta(seconds=10),
                                       topic_data=(make(nested(cls, "TopicProduceData"), name=topic, partition_data=(
                                           make(nested(cls, "PartitionProduceData"), index=partition, records=batch),)),)))
