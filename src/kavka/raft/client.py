@@ -195,6 +195,11 @@ class RaftClient:
         """Leader whose epoch's first record (LeaderChange) is committed and delivered to listeners."""
         return self.state is _S.LEADER and self._high_watermark > self._v.epoch_start_offset
 
+    def fetched_this_epoch(self) -> frozenset[int]:
+        """As leader: the nodes (voters and observers) whose Fetch it answered in this epoch, i.e.
+        that are alive and found it (the controller's activation check); elsewhere empty."""
+        return frozenset(self._v.fetched_at) if self.state is _S.LEADER else frozenset()
+
     def metadata_ready(self) -> bool:
         """Caught up enough to serve: a ready leader, or a follower that has learnt a high watermark."""
         return self.leader_ready() or (self.state is _S.FOLLOWER and self._high_watermark > 0)
