@@ -16,8 +16,16 @@ import signal
 import time
 
 import pytest
+from bench.failover import (
+    Load,
+    cluster_for,
+    create_topic,
+    dedicated_controller_kill,
+    kill_and_measure,
+    pick,
+    read_back,
+)
 
-from bench.failover import Load, cluster_for, create_topic, dedicated_controller_kill, kill_and_measure, pick, read_back
 from kavka.client.admin import AdminClient
 from tests.broker_harness import Cluster
 from tests.wait import wait_until
