@@ -256,3 +256,35 @@ def test_describe_quorum_is_the_leaders_view_of_its_voters() -> None:
     assert by_id[2] == m.ReplicaDescription(2, 1, 5003, 5003)
     assert by_id[3] == m.ReplicaDescription(3, -1, -1, -1)
     assert by_id[1].log_end_offset == 1
+
+
+def test_a_follower_whose_leader_connection_closed_stands_soon_and_grants_pre_votes() -> None:
+    from kavka.raft.client import LEADER_LOSS_GRACE_MS as G
+
+    c = make(2)
+    out = poll(c, 1, [env(1, 2, m.BeginQuorumEpochRequest(CID, 1, 3))]).outbound
+    fetch = next(e for e in out if isinstance(e.message, m.FetchRequest))
+    poll(c, 2, [env(1, 2, m.FetchResponse(ErrorCode.none, 1, 3, 0, (), None), fetch.correlation_id)])
+    assert c.state is S.FOLLOWER
+    # While it hears from its leader it refuses pre-votes (KIP-996) ...
+    out = poll(c, 3, [env(3, 2, m.VoteRequest(CID, 4, 3, 0, 0, pre_vote=True))]).outbound
+    assert not replies(out, m.VoteResponse)[0].vote_granted
+    c.peer_unreachable(3, 10)  # another voter: nothing changes
+    out = poll(c, 11, [env(3, 2, m.VoteRequest(CID, 4, 3, 0, 0, pre_vote=True))]).outbound
+    assert not replies(out, m.VoteResponse)[0].vote_granted
+    # ... and once its connection to the leader closed, grants them and stands itself within the grace.
+    c.peer_unreachable(1, 100)
+    out = poll(c, 101, [env(3, 2, m.VoteRequest(CID, 4, 3, 0, 0, pre_vote=True))]).outbound
+    assert replies(out, m.VoteResponse)[0].vote_granted and c.state is S.FOLLOWER
+    assert poll(c, 100 + G - 1).next_deadline_ms <= 100 + 2 * G
+    out = poll(c, 100 + 2 * G).outbound
+    assert c.state is S.PROSPECTIVE and c.epoch == 3 and all(r.pre_vote for r in replies(out, m.VoteRequest))
+    assert 100 + 2 * G < c.config.fetch_timeout_ms  # sooner than the fetch timeout
+
+
+def test_an_unreachable_peer_that_is_not_the_leader_changes_nothing_for_a_follower() -> None:
+    c = make(2)
+    poll(c, 1, [env(1, 2, m.BeginQuorumEpochRequest(CID, 1, 3))])
+    c.peer_unreachable(3, 5)
+    poll(c, 5 + c.config.fetch_timeout_ms - 10)
+    assert c.state is S.FOLLOWER

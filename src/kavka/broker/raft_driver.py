@@ -363,6 +363,12 @@ class RaftDriver:
             return
         self._send(writer, env)
 
+    def _unreachable(self, peer: int) -> None:
+        """Tell the core (a follower then stands soon instead of waiting out its fetch timeout)."""
+        if not self._stopping:
+            self.client.peer_unreachable(peer, self._now_ms())
+            self.wakeup()
+
     def _send(self, writer: asyncio.StreamWriter, env: m.Envelope) -> None:
         entity = codec.encode(env.message, destination=env.dst)
         self._pending[env.correlation_id] = (env.dst, env.message)
@@ -394,6 +400,7 @@ class RaftDriver:
                 if self._peer_failure.get(peer) != str(e):
                     self._peer_failure[peer] = str(e)
                     log.warning("cannot connect to voter %d at %s:%d: %s; retrying", peer, host, port, e)
+            self._unreachable(peer)
             return  # the core retries by its timers
         self._out[peer] = writer
         if session.lifetime_ms > 0:
@@ -432,6 +439,7 @@ class RaftDriver:
         finally:
             if self._out.get(peer) is writer:
                 del self._out[peer]
+                self._unreachable(peer)  # closed by the peer's side, not replaced by us
             writer.close()
 
     async def _serve_controller_rpc(self, header: Any, frame: bytes, writer: asyncio.StreamWriter) -> None:

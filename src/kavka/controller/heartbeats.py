@@ -18,7 +18,20 @@ combined node heartbeating its own controller has no connection (`connection=Non
 Session times are not metadata: they live only in the active controller's memory, on
 a monotonic clock. A controller that becomes active gives every registered broker a
 fresh session (Kafka does the same), so a failover never fences a healthy broker that
-was heartbeating the previous controller. Pure: the caller passes `now_ms`.
+was heartbeating the previous controller. Kafka stops there, and so a broker that died
+with the old controller (a combined node: the partition leader's node was also the
+active controller) stays unfenced, and its partitions leaderless, for a whole session
+after the election. kavka adds the activation check: a broker on a node that is a
+*quorum voter* must show it is alive within `ACTIVATION_GRACE_MS` of the activation --
+a heartbeat to this controller, or its node's raft Fetch from this leader (`confirm`):
+a live voter fetches from a new leader within a round trip of its BeginQuorumEpoch,
+and a majority of voters have fetched before the controller is active at all -- or it
+is fenced then. Brokers on observer nodes (broker-only) find a new leader more slowly
+(their raft client asks voters at random, `controller.quorum.request.timeout.ms`
+apart), so they keep the whole fresh session, as in Kafka; so does this node's own
+broker. A broker fenced wrongly (a voter frozen for longer than the grace exactly
+across a controller change) asks to be unfenced by its next heartbeat, as after any
+fence. Pure: the caller passes `now_ms`.
 """
 
 from __future__ import annotations
@@ -30,24 +43,41 @@ from kavka.metadata.image import MetadataImage
 # A broker retries a failed heartbeat within a fraction of this (broker.lifecycle), so only a
 # broker that cannot reach the controller again for a whole second is fenced by a lost connection.
 CONNECTION_LOSS_GRACE_MS = 1000
+# A broker on a voter node that neither heartbeats this new active controller nor fetches the
+# metadata log from it within this long of its activation is fenced (see the module doc).
+ACTIVATION_GRACE_MS = 1000
 
 
 class BrokerSessions:
-    def __init__(self, session_timeout_ms: int) -> None:
+    def __init__(self, session_timeout_ms: int, activation_grace_ms: int = ACTIVATION_GRACE_MS) -> None:
         self.session_timeout_ms = session_timeout_ms
+        self.activation_grace_ms = min(activation_grace_ms, session_timeout_ms)
         self._last_ms: dict[int, int] = {}
+        self._unconfirmed: set[int] = set()  # held to the activation grace, not heard from yet
         self._active_since_ms: int | None = None
         self._connection: dict[int, Hashable] = {}  # broker -> the connection of its latest heartbeat
         self._lost_ms: dict[int, int] = {}  # broker -> when that connection closed
 
-    def activate(self, broker_ids: Iterable[int], now_ms: int) -> None:
-        """This node just became the active controller: every broker starts a fresh session."""
+    def activate(self, broker_ids: Iterable[int], now_ms: int, *, must_confirm: Iterable[int] = ()) -> None:
+        """This node just became the active controller: every broker starts a fresh session, and
+        those in `must_confirm` (brokers on the other voter nodes) must be heard from within
+        `activation_grace_ms` (a heartbeat, or `confirm`)."""
         self._active_since_ms = now_ms
         self._last_ms = dict.fromkeys(broker_ids, now_ms)
+        self._unconfirmed = set(must_confirm) & set(self._last_ms)
+
+    def confirm(self, broker_ids: Iterable[int]) -> None:
+        """These brokers' nodes fetched the metadata log from this leader: they are alive."""
+        self._unconfirmed.difference_update(broker_ids)
+
+    def unconfirmed(self, broker_id: int) -> bool:
+        """Held to the activation grace and not heard from since the activation."""
+        return broker_id in self._unconfirmed
 
     def deactivate(self) -> None:
         self._active_since_ms = None
         self._last_ms.clear()
+        self._unconfirmed.clear()
         self._connection.clear()
         self._lost_ms.clear()
 
@@ -58,6 +88,7 @@ class BrokerSessions:
     def touch(self, broker_id: int, now_ms: int, connection: Hashable | None = None) -> None:
         """A heartbeat from `broker_id`, over `connection` (None: in-process)."""
         self._last_ms[broker_id] = now_ms
+        self._unconfirmed.discard(broker_id)
         self._lost_ms.pop(broker_id, None)
         if connection is None:
             self._connection.pop(broker_id, None)
@@ -80,8 +111,10 @@ class BrokerSessions:
         return self._last_ms.get(broker_id)
 
     def expired(self, image: MetadataImage, now_ms: int) -> list[int]:
-        """Unfenced brokers (shutting down or not) whose session ran out, or whose heartbeat
-        connection closed `CONNECTION_LOSS_GRACE_MS` ago without a heartbeat since; oldest contact first."""
+        """Unfenced brokers (shutting down or not) whose session ran out, whose heartbeat
+        connection closed `CONNECTION_LOSS_GRACE_MS` ago without a heartbeat since, or that were
+        to confirm they are alive within `activation_grace_ms` of the activation and did not;
+        oldest contact first."""
         if self._active_since_ms is None:
             return []
         out = []
@@ -90,6 +123,11 @@ class BrokerSessions:
                 continue
             last = self._last_ms.get(b.broker_id, self._active_since_ms)
             lost = self._lost_ms.get(b.broker_id)
-            if now_ms - last > self.session_timeout_ms or (lost is not None and now_ms - lost >= CONNECTION_LOSS_GRACE_MS):
+            silent = b.broker_id in self._unconfirmed and now_ms - self._active_since_ms >= self.activation_grace_ms
+            if (
+                silent
+                or now_ms - last > self.session_timeout_ms
+                or (lost is not None and now_ms - lost >= CONNECTION_LOSS_GRACE_MS)
+            ):
                 out.append((last, b.broker_id))
         return [b for _, b in sorted(out)]

@@ -278,7 +278,11 @@ class QuorumController:
 
     def _ensure_sessions(self) -> None:
         if not self.sessions.active:
-            self.sessions.activate(self.image.brokers, self._session_ms())
+            # Brokers on the other voter nodes must show they are alive within the activation
+            # grace (controller.heartbeats): a live voter fetches from this new leader at once.
+            voters = set(self.raft.voters) - {self.raft.node_id}
+            self.sessions.activate(self.image.brokers, self._session_ms(), must_confirm=voters)
+        self.sessions.confirm(self.raft.fetched_this_epoch())
 
     async def register_broker(
         self,
@@ -378,14 +382,22 @@ class QuorumController:
         for broker_id in self.sessions.expired(self.image, self._session_ms()):
 
             def decide(image: MetadataImage, broker_id: int = broker_id) -> tuple[list[Any], bool]:
+                self.sessions.confirm(self.raft.fetched_this_epoch())
                 if broker_id not in self.sessions.expired(image, self._session_ms()):
                     return [], False  # a heartbeat came while we waited for the lock
                 return self.cluster.broker_state_records(image, broker_id, BrokerControlState.FENCED), True
 
             try:
                 lost = self.sessions.lost_connection(broker_id)
+                silent = self.sessions.unconfirmed(broker_id)
                 if await self._run(decide):
                     last = self.sessions.last_contact_ms(broker_id)
+                    if silent:
+                        log.warning("fenced broker %d: its node neither heartbeated nor fetched from this new active "
+                                    "controller within %d ms of its activation", broker_id,
+                                    self.sessions.activation_grace_ms)
+                        fenced.append(broker_id)
+                        continue
                     if lost:
                         log.warning("fenced broker %d: its heartbeat connection closed and it did not heartbeat "
                                     "again (last heartbeat %s ms ago)", broker_id,

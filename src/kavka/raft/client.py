@@ -70,6 +70,10 @@ from kavka.raft.state import ElectionState, EpochState, QuorumStateStore, check_
 
 _S = EpochState
 NEVER = 2**62
+# kavka: a follower whose connection to its leader closed stands this long (plus up to as much
+# again, randomized, so the followers of one dead leader do not split their votes) before its
+# pre-vote round, instead of waiting out controller.quorum.fetch.timeout.ms (`peer_unreachable`).
+LEADER_LOSS_GRACE_MS = 250
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +198,28 @@ class RaftClient:
     def leader_ready(self) -> bool:
         """Leader whose epoch's first record (LeaderChange) is committed and delivered to listeners."""
         return self.state is _S.LEADER and self._high_watermark > self._v.epoch_start_offset
+
+    def peer_unreachable(self, peer: int, now_ms: int) -> None:
+        """The transport lost its connection to `peer`, or could not open one (kavka, not Kafka:
+        the kernel closes a killed process's sockets at once). A follower whose leader that is
+        gives it `LEADER_LOSS_GRACE_MS` (randomized) instead of the rest of its fetch timeout,
+        then goes to its pre-vote round as after a fetch timeout, and no longer vouches for that
+        leader (it grants other followers' pre-votes: they lost it too); an observer forgets it
+        as soon, and an observer looking for the leader asks another voter. When the leader is
+        in fact alive (a connection merely reset) this costs at most a needless election: the
+        next Fetch reaches the leader and the follower stays with it."""
+        self._now = max(self._now, now_ms)
+        grace = LEADER_LOSS_GRACE_MS + self.rng.randint(0, LEADER_LOSS_GRACE_MS)
+        if self.state is _S.FOLLOWER and peer == self.leader_id:
+            self._v.deadline_ms = min(self._v.deadline_ms, self._now + grace)
+            self._v.last_fetch_ok_ms = min(self._v.last_fetch_ok_ms, self._now - self.config.election_timeout_ms - 1)
+        elif self.state is _S.UNATTACHED and not self.is_voter:
+            self._v.deadline_ms = min(self._v.deadline_ms, self._now + LEADER_LOSS_GRACE_MS)
+
+    def fetched_this_epoch(self) -> frozenset[int]:
+        """As leader: the nodes (voters and observers) whose Fetch it answered in this epoch, i.e.
+        that are alive and found it (the controller's activation check); elsewhere empty."""
+        return frozenset(self._v.fetched_at) if self.state is _S.LEADER else frozenset()
 
     def metadata_ready(self) -> bool:
         """Caught up enough to serve: a ready leader, or a follower that has learnt a high watermark."""

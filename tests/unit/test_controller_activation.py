@@ -1,0 +1,169 @@
+"""The activation check of a new active controller (controller.heartbeats): brokers on voter nodes
+must show they are alive within ACTIVATION_GRACE_MS, or are fenced; no other broker is.
+
+A seeded simulation of controller failovers drives BrokerSessions the way QuorumController does
+(activate, confirm on raft fetches, touch on heartbeats, expired() every 250 ms) with live brokers
+that find the new controller after a random delay inside what the real system allows, and dead ones
+that never do. It must catch three deliberately broken sessions: one that fences at once, one that
+never checks (Kafka's fresh session only), one that holds observers to the grace as well.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import pytest
+
+from kavka.controller.heartbeats import ACTIVATION_GRACE_MS, BrokerSessions
+from kavka.metadata import records as mr
+from tests.unit.test_controller import _apply, _cluster
+
+SESSION_MS = 9000
+HEARTBEAT_MS = 2000
+REQUEST_TIMEOUT_MS = 2000  # controller.quorum.request.timeout.ms: an observer's voter probes are this far apart
+POLL_MS = 250  # how often the active controller looks for expired sessions
+STEP_MS = 50  # the simulation's time step
+
+
+def test_a_silent_voter_is_fenced_after_the_grace_and_a_live_one_keeps_its_session():
+    image = _cluster(5)  # brokers 1..5
+    s = BrokerSessions(SESSION_MS)
+    s.activate(image.brokers, 1000, must_confirm={2, 3, 4})  # 1 is this node; 5 an observer
+    s.confirm({3})  # node 3 fetched from this leader
+    s.touch(4, 1200, object())  # broker 4 heartbeated
+    assert s.expired(image, 1000 + ACTIVATION_GRACE_MS - 1) == []
+    assert s.expired(image, 1000 + ACTIVATION_GRACE_MS) == [2]
+    assert s.unconfirmed(2) and not s.unconfirmed(3) and not s.unconfirmed(5)
+    # The observer and this node's own broker keep the whole fresh session, as in Kafka.
+    assert s.expired(image, 1000 + SESSION_MS) == [2]
+    assert s.expired(image, 1000 + SESSION_MS + 1) == [1, 2, 3, 5]  # oldest contact first; 4 heartbeated at 1200
+    # A late sign of life lifts the check (a broker fenced wrongly heartbeats and is unfenced).
+    s.confirm({2})
+    assert s.expired(image, 1000 + ACTIVATION_GRACE_MS + 1) == []
+    # Deactivation forgets it; the next activation checks afresh.
+    s.deactivate()
+    s.activate(image.brokers, 50_000, must_confirm={2})
+    assert s.expired(image, 50_000 + ACTIVATION_GRACE_MS) == [2]
+
+
+def test_a_fenced_or_unregistered_broker_is_not_held_to_the_grace():
+    image = _cluster(3)
+    image, _ = _apply(image, [mr.BrokerRegistrationChangeRecord(3, image.brokers[3].epoch, fenced=True)])
+    s = BrokerSessions(SESSION_MS)
+    s.activate(image.brokers, 0, must_confirm={2, 3, 7})  # 7: a voter node with no broker role
+    assert s.expired(image, ACTIVATION_GRACE_MS) == [2]
+
+
+def test_the_grace_never_exceeds_the_session():
+    assert BrokerSessions(500).activation_grace_ms == 500
+
+
+# ---- the seeded failover simulation ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Broker:
+    broker_id: int
+    voter: bool
+    alive: bool
+    found_ms: int  # after the activation: its node's first raft Fetch from the new leader
+    heartbeat_ms: int  # after the activation: its first heartbeat to the new controller
+
+
+def _scenario(rng: random.Random) -> list[Broker]:
+    """3 or 5 voters (combined or controller-only) and 0-3 broker-only observers; the node that
+    died with the old controller (a voter) and sometimes one more broker are dead."""
+    voters = rng.choice((3, 5))
+    observers = rng.randrange(4)
+    combined = rng.random() < 0.6 or observers == 0
+    dead = {rng.randrange(2, voters + 1)} if combined else set()
+    if observers and rng.random() < 0.3:
+        dead.add(voters + 1 + rng.randrange(observers))
+    out = []
+    for b in range(1, voters + observers + 1):
+        voter = b <= voters
+        if voter and not combined:
+            continue  # controller-only node: no broker
+        # A live voter fetches within a round trip of its BeginQuorumEpoch (a loaded event loop:
+        # up to a few hundred ms); an observer asks voters at random, REQUEST_TIMEOUT_MS apart.
+        found = rng.randrange(0, 300, STEP_MS) if voter else rng.randrange(0, 2 * REQUEST_TIMEOUT_MS + 300, STEP_MS)
+        heartbeat = found + rng.randrange(0, HEARTBEAT_MS + 200, STEP_MS)
+        out.append(Broker(b, voter, b not in dead, found, heartbeat))
+    return out
+
+
+def _run(make: type[BrokerSessions], seed: int) -> None:
+    rng = random.Random(seed)
+    brokers = _scenario(rng)
+    image = _cluster(max(b.broker_id for b in brokers))
+    keep = {b.broker_id for b in brokers}
+    image, _ = _apply(image, [mr.BrokerRegistrationChangeRecord(i, image.brokers[i].epoch, fenced=True)
+                              for i in image.brokers if i not in keep])
+    me = next(b.broker_id for b in brokers if b.voter and b.alive) if any(b.voter for b in brokers) else None
+    s = make(SESSION_MS)
+    t0 = 10_000 + rng.randrange(1000)
+    s.activate(image.brokers, t0, must_confirm={b.broker_id for b in brokers if b.voter} - {me})
+    fenced_at: dict[int, int] = {}
+    for now in range(t0, t0 + SESSION_MS + 2 * POLL_MS, STEP_MS):
+        for b in brokers:
+            if b.alive and b.broker_id != me and now >= t0 + b.found_ms:
+                s.confirm({b.broker_id})
+            since = now - t0 - b.heartbeat_ms
+            if b.alive and (b.broker_id == me or since >= 0) and since % HEARTBEAT_MS == 0:
+                s.touch(b.broker_id, now)  # then every HEARTBEAT_MS
+        if (now - t0) % POLL_MS == 0:
+            for x in s.expired(image, now):
+                fenced_at.setdefault(x, now - t0)
+                image, _ = _apply(image, [mr.BrokerRegistrationChangeRecord(x, image.brokers[x].epoch, fenced=True)])
+    for b in brokers:
+        if b.alive:
+            assert b.broker_id not in fenced_at, f"seed {seed}: live {b} fenced at +{fenced_at[b.broker_id]} ms"
+        elif b.voter:
+            assert fenced_at.get(b.broker_id, 1 << 30) <= ACTIVATION_GRACE_MS + POLL_MS, (
+                f"seed {seed}: dead voter {b} fenced at +{fenced_at.get(b.broker_id)} ms, not within the grace"
+            )
+        else:
+            assert fenced_at.get(b.broker_id, 1 << 30) <= SESSION_MS + POLL_MS, f"seed {seed}: dead observer {b}"
+
+
+SEEDS = range(300)
+
+
+def test_failover_simulation_fences_the_dead_and_only_them():
+    for seed in SEEDS:
+        _run(BrokerSessions, seed)
+
+
+class _FencesAtOnce(BrokerSessions):
+    """Broken: no grace, a voter not heard from at the activation is fenced at the first look."""
+
+    def __init__(self, session_timeout_ms: int) -> None:
+        super().__init__(session_timeout_ms, activation_grace_ms=0)
+
+
+class _NeverChecks(BrokerSessions):
+    """Broken (Kafka's behaviour): every broker gets the whole fresh session, nothing more."""
+
+    def activate(self, broker_ids, now_ms, *, must_confirm=()):  # noqa: ANN001, ANN201
+        super().activate(broker_ids, now_ms)
+
+
+class _ChecksObservers(BrokerSessions):
+    """Broken: observers held to the grace too, though they find a new leader more slowly."""
+
+    def activate(self, broker_ids, now_ms, *, must_confirm=()):  # noqa: ANN001, ANN201
+        ids = list(broker_ids)
+        rest = set(ids) - set(must_confirm)  # this node's broker (the lowest) and the observers
+        super().activate(ids, now_ms, must_confirm=set(ids) - {min(rest, default=None)})
+
+
+@pytest.mark.parametrize("broken", [_FencesAtOnce, _NeverChecks, _ChecksObservers])
+def test_failover_simulation_catches_a_broken_session(broken: type[BrokerSessions]) -> None:
+    caught = 0
+    for seed in SEEDS:
+        try:
+            _run(broken, seed)
+        except AssertionError:
+            caught += 1
+    assert caught > 0, f"{broken.__name__} passed every seed"
