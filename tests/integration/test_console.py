@@ -115,6 +115,8 @@ def test_create_a_topic_through_the_form_and_its_page_matches_the_admin_api(page
     assert name not in {t.name for t in admin.list_topics()}  # nothing happens before the confirm
     page.click("#confirm")
     expect(page.locator(".notice")).to_have_text("Topic created.")
+    assert page.title() == f"{name} · kavka"  # the title is the name, no markup in it
+    assert page.locator("#topic-actions").count() == 1  # the change forms once, in the page body
     [d] = admin.describe_topics([name])
     assert len(d.partitions) == 3 and d.replication_factor == 2
     rows = cells(page, "#partitions tbody tr")

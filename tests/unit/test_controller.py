@@ -342,3 +342,25 @@ def test_unclean_election_follows_the_topic_then_the_cluster_config():
     # The cluster-wide dynamic default applies to topics without an override.
     recs, _ = logic.configuration.alter_configs(image, 4, "", [("unclean.leader.election.enable", 0, "true")], incremental=True)
     assert logic.replication.unclean_election(_apply(image, recs)[0], "other")
+
+
+def test_a_broker_whose_node_keeps_fetching_is_not_fenced_for_a_closed_connection():
+    """A loaded broker may take longer than the grace to heartbeat again after its connection
+    closed (seen in CI: a live broker fenced 1.75 s after its connection to a new active controller
+    closed). The controller marks it `fetching` once its node sent new metadata-log Fetches since
+    (quorum_controller.FETCHES_PROVING_LIFE); its session timeout still applies."""
+    from kavka.controller.heartbeats import CONNECTION_LOSS_GRACE_MS as G
+    from kavka.controller.heartbeats import BrokerSessions
+
+    image = _cluster(3)
+    s = BrokerSessions(30_000)
+    s.activate(image.brokers, 0)
+    conn = object()
+    for b in (1, 2):
+        s.touch(b, 100, conn)
+    assert sorted(s.connection_lost(conn, 200)) == [1, 2]
+    s.fetching([2])  # broker 2's node fetched since; broker 1's did not (dead)
+    assert not s.lost_connection(2) and s.lost_connection(1)
+    assert s.expired(image, 200 + G) == [1]
+    assert 2 not in s.expired(image, 25_000)  # its session (last heartbeat at 100) still runs
+    assert 2 in s.expired(image, 30_101)  # ... and ends as any other

@@ -288,3 +288,25 @@ def test_an_unreachable_peer_that_is_not_the_leader_changes_nothing_for_a_follow
     c.peer_unreachable(3, 5)
     poll(c, 5 + c.config.fetch_timeout_ms - 10)
     assert c.state is S.FOLLOWER
+
+
+def test_fetch_requests_are_counted_on_arrival_not_when_a_parked_one_is_answered() -> None:
+    """The controller's proof that a broker's node lives on after its heartbeat connection
+    closed: new Fetch requests. A long-poll parked before the node died and answered later must
+    not count (it did once: a dead node looked alive)."""
+    c = make()
+    _elect(c)
+    assert c.fetch_requests_from(2) == 0
+    poll(c, 5003, [env(2, 1, m.FetchRequest(CID, 2, 1, 1, 1, 0, 0), 5)])  # catches up
+    assert c.fetch_requests_from(2) == 1
+    # caught up: the next fetch is parked (max wait 500 ms) ...
+    out = poll(c, 5004, [env(2, 1, m.FetchRequest(CID, 2, 1, 1, 1, 1, 500), 6)]).outbound
+    assert replies(out, m.FetchResponse) == [] and c.fetch_requests_from(2) == 2
+    # ... and answered when it expires, with no new request from node 2
+    out = poll(c, 5600).outbound
+    assert len(replies(out, m.FetchResponse)) == 1
+    assert c.fetch_requests_from(2) == 2
+    assert c.fetch_requests_from(3) == 0
+    # a fenced epoch's request is not counted
+    poll(c, 5601, [env(3, 1, m.FetchRequest(CID, 3, 0, 1, 0, 0, 0), 7)])
+    assert c.fetch_requests_from(3) == 0

@@ -42,22 +42,12 @@ def list_(bootstrap: str, states: tuple[str, ...], as_json: bool) -> None:
     )
 
 
-def _assignments(desc: Any) -> dict[tuple[str, int], Any]:
-    from kavka.coordinator.records import consumer_assignment_partitions
-
-    owner: dict[tuple[str, int], Any] = {}
-    if desc.protocol_type != "consumer":
-        return owner
-    for m in desc.members:
-        for tp in consumer_assignment_partitions(m.assignment) or ():
-            owner[tp] = m
-    return owner
-
-
 def describe_data(admin: Any, group: str) -> dict[str, Any]:
     desc = admin.describe_group(group)
     committed = admin.list_group_offsets(group)
-    owner = _assignments(desc)
+    from kavka.coordinator.records import partition_owners
+
+    owner = partition_owners(desc.protocol_type, desc.members)
     tps = sorted(set(committed) | set(owner))
     ends = admin.list_offsets(dict.fromkeys(tps, "latest")) if tps else {}
     rows = []

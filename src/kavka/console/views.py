@@ -18,7 +18,7 @@ from kavka.client.admin import AdminClient, NewTopic
 from kavka.client.errors import KafkaError
 from kavka.client.fetcher import Fetcher, OffsetOutOfRangeError
 from kavka.client.producer import Producer, ProducerConfig
-from kavka.coordinator.records import consumer_assignment_partitions
+from kavka.coordinator.records import partition_owners
 from kavka.protocol.api import ApiKey
 
 INACTIVE_STATES = ("Empty", "Dead")
@@ -338,16 +338,10 @@ def groups(admin: AdminClient) -> list[dict[str, Any]]:
 
 def group(admin: AdminClient, group_id: str) -> dict[str, Any]:
     desc = admin.describe_group(group_id)
-    if desc.state == "Dead" and not desc.members:
-        committed = admin.list_group_offsets(group_id)
-        if not committed:
-            raise UserError(f"Consumer group '{group_id}' does not exist.", 404)
     committed = admin.list_group_offsets(group_id)
-    owner: dict[tuple[str, int], Any] = {}
-    if desc.protocol_type == "consumer":
-        for m in desc.members:
-            for tp in consumer_assignment_partitions(m.assignment) or ():
-                owner[tp] = m
+    if desc.state == "Dead" and not desc.members and not committed:
+        raise UserError(f"Consumer group '{group_id}' does not exist.", 404)
+    owner = partition_owners(desc.protocol_type, desc.members)
     tps = sorted(set(committed) | set(owner))
     ends = admin.list_offsets(dict.fromkeys(tps, "latest")) if tps else {}
     rows = []

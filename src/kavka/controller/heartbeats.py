@@ -103,6 +103,14 @@ class BrokerSessions:
             self._lost_ms[b] = now_ms
         return lost
 
+    def fetching(self, broker_ids: Iterable[int]) -> None:
+        """These brokers' nodes have been fetching the metadata log from this controller since
+        their heartbeat connection closed: alive, so the closed connection is no reason to fence
+        them (a loaded broker can take longer than CONNECTION_LOSS_GRACE_MS to heartbeat again;
+        its session timeout still applies)."""
+        for b in broker_ids:
+            self._lost_ms.pop(b, None)
+
     def lost_connection(self, broker_id: int) -> bool:
         """The broker's heartbeat connection closed and it has not heartbeated since."""
         return broker_id in self._lost_ms

@@ -94,6 +94,12 @@ log = logging.getLogger("kavka.controller")
 T = TypeVar("T")
 
 
+# New Fetch requests (counted on arrival) from a broker's node since its heartbeat connection
+# closed that prove the node alive: two, since one may have been on its way when it died. A live
+# follower long-polls (fetch_max_wait_ms 500), so it sends two within the 1 s grace unless very
+# loaded; then it is fenced as before and unfenced at its next heartbeat.
+FETCHES_PROVING_LIFE = 2
+
 class NotControllerError(Exception):
     """This node is not the active (caught-up leader) controller (Kafka's NOT_CONTROLLER)."""
 
@@ -141,6 +147,9 @@ class QuorumController:
         self._monotonic = monotonic
         self.sessions = BrokerSessions(config["broker.session.timeout.ms"])
         self.raft = raft
+        # broker -> the Fetch requests its node had sent this raft leader when its heartbeat
+        # connection closed; FETCHES_PROVING_LIFE more since, and it is alive
+        self._fetches_at_loss: dict[int, int] = {}
         self._clock = clock
         self._wakeup = wakeup
         self.timeout_s = timeout_s
@@ -371,6 +380,7 @@ class QuorumController:
         if not self.sessions.active:
             return
         for broker_id in self.sessions.connection_lost(connection, self._session_ms()):
+            self._fetches_at_loss[broker_id] = self.raft.fetch_requests_from(broker_id)
             log.info("broker %d: its heartbeat connection closed", broker_id)
 
     async def fence_stale_brokers(self) -> list[int]:
@@ -383,6 +393,10 @@ class QuorumController:
 
             def decide(image: MetadataImage, broker_id: int = broker_id) -> tuple[list[Any], bool]:
                 self.sessions.confirm(self.raft.fetched_this_epoch())
+                if self.sessions.lost_connection(broker_id) and self.raft.fetch_requests_from(broker_id) >= (
+                    self._fetches_at_loss.get(broker_id, 0) + FETCHES_PROVING_LIFE
+                ):
+                    self.sessions.fetching([broker_id])
                 if broker_id not in self.sessions.expired(image, self._session_ms()):
                     return [], False  # a heartbeat came while we waited for the lock
                 return self.cluster.broker_state_records(image, broker_id, BrokerControlState.FENCED), True

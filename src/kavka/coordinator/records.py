@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from typing import Any
 
 from kavka.coordinator.group import GroupSnapshot, MemberSnapshot, OffsetAndMetadata
 
@@ -256,6 +257,19 @@ def consumer_assignment_partitions(metadata: bytes) -> list[tuple[str, int]] | N
         return sorted(out)
     except (RecordFormatError, UnicodeDecodeError):
         return None
+
+
+def partition_owners(protocol_type: str, members: Iterable[Any]) -> dict[tuple[str, int], Any]:
+    """Which member of a described group (members with an `assignment`: DescribeGroups' bytes)
+    owns each partition; empty unless the group is a consumer group (other protocols' assignments
+    are opaque)."""
+    owner: dict[tuple[str, int], Any] = {}
+    if protocol_type != "consumer":
+        return owner
+    for m in members:
+        for tp in consumer_assignment_partitions(m.assignment) or ():
+            owner[tp] = m
+    return owner
 
 
 def consumer_assignment_bytes(partitions: Iterable[tuple[str, int]]) -> bytes:

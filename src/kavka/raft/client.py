@@ -128,6 +128,7 @@ class _Volatile:
     fetch_offsets: dict[int, int] = field(default_factory=dict)
     last_fetch_ms: dict[int, int] = field(default_factory=dict)
     fetched_at: dict[int, int] = field(default_factory=dict)  # DescribeQuorum timestamps
+    fetch_requests: dict[int, int] = field(default_factory=dict)  # Fetch requests received, per node
     caught_up_at: dict[int, int] = field(default_factory=dict)
     begin_acked: set[int] = field(default_factory=set)
     next_begin_ms: int = 0
@@ -220,6 +221,12 @@ class RaftClient:
         """As leader: the nodes (voters and observers) whose Fetch it answered in this epoch, i.e.
         that are alive and found it (the controller's activation check); elsewhere empty."""
         return frozenset(self._v.fetched_at) if self.state is _S.LEADER else frozenset()
+
+    def fetch_requests_from(self, node: int) -> int:
+        """As leader: how many Fetch requests `node` sent in this epoch (0 elsewhere). Counted on
+        arrival, not on answer: a parked long-poll answered after its sender died is not a sign
+        of life, a new request is."""
+        return self._v.fetch_requests.get(node, 0) if self.state is _S.LEADER else 0
 
     def metadata_ready(self) -> bool:
         """Caught up enough to serve: a ready leader, or a follower that has learnt a high watermark."""
@@ -646,6 +653,7 @@ class RaftClient:
             self._reply(env, self._fetch_error(ErrorCode.fenced_leader_epoch))
             return
         self._v.parked.pop(env.src, None)  # a newer fetch replaces a parked one
+        self._v.fetch_requests[env.src] = self._v.fetch_requests.get(env.src, 0) + 1
         self._answer_fetch(env.src, env.correlation_id, req, park=True)
 
     def _fetch_error(self, error: ErrorCode) -> m.FetchResponse:

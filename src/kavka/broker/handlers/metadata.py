@@ -49,6 +49,21 @@ def _brokers(node: BrokerNode, ctx: RequestContext, cls: type, id_field: str, *,
     return tuple(out)
 
 
+def _partition_fields(node: BrokerNode, live: set[int], topic: str, p: Any) -> dict[str, Any]:
+    """A partition's fields as Metadata and DescribeTopicPartitions answer them. Kafka: no live
+    leader (offline) -> LEADER_NOT_AVAILABLE, leader -1."""
+    alive = p.leader in live
+    return {
+        "error_code": ErrorCode.none if alive else ErrorCode.leader_not_available,
+        "partition_index": p.partition_id,
+        "leader_id": p.leader if alive else -1,
+        "leader_epoch": p.leader_epoch,
+        "replica_nodes": tuple(p.replicas),
+        "isr_nodes": tuple(p.isr),
+        "offline_replicas": _offline_replicas(node, live, topic, p),
+    }
+
+
 def _offline_replicas(node: BrokerNode, live: set[int], topic: str, p: Any) -> tuple[int, ...]:
     """Replicas on fenced or unknown brokers, or (KIP-112) on a failed log dir of this broker."""
     return tuple(
@@ -98,17 +113,7 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
     live = {b.broker_id for b in image.brokers.values() if not b.fenced}
 
     def partition_entry(t: Any, p: Any) -> Any:
-        alive = p.leader in live  # Kafka: no live leader (offline) -> LEADER_NOT_AVAILABLE, leader -1
-        return make(
-            part_cls,
-            error_code=ErrorCode.none if alive else ErrorCode.leader_not_available,
-            partition_index=p.partition_id,
-            leader_id=p.leader if alive else -1,
-            leader_epoch=p.leader_epoch,
-            replica_nodes=tuple(p.replicas),
-            isr_nodes=tuple(p.isr),
-            offline_replicas=_offline_replicas(node, live, t.name, p),
-        )
+        return make(part_cls, **_partition_fields(node, live, t.name, p))
 
     def topic_entry(t: Any) -> Any:
         parts = tuple(partition_entry(t, p) for p in sorted(t.partitions.values(), key=lambda p: p.partition_id))
@@ -271,19 +276,8 @@ def handle_describe_topic_partitions(node: BrokerNode, ctx: RequestContext, req:
             next_cursor = make(nested(resp_cls, "Cursor"), topic_name=name, partition_index=rest[0].partition_id)
         parts = []
         for p in page:
-            alive = p.leader in live  # Kafka: a leader not alive -> LEADER_NOT_AVAILABLE, leader -1
-            parts.append(make(
-                part_cls,
-                error_code=ErrorCode.none if alive else ErrorCode.leader_not_available,
-                partition_index=p.partition_id,
-                leader_id=p.leader if alive else -1,
-                leader_epoch=p.leader_epoch,
-                replica_nodes=tuple(p.replicas),
-                isr_nodes=tuple(p.isr),
-                eligible_leader_replicas=(),
-                last_known_elr=(),
-                offline_replicas=_offline_replicas(node, live, name, p),
-            ))
+            parts.append(make(part_cls, **_partition_fields(node, live, name, p),
+                              eligible_leader_replicas=(), last_known_elr=()))
         topics.append(make(
             topic_cls, error_code=ErrorCode.none, name=name, topic_id=uuid_from_str(t.topic_id),
             is_internal=name in INTERNAL_TOPICS, partitions=tuple(parts),
