@@ -10,21 +10,19 @@ shows which protocol ran: one bump per transaction under v2, none under v1."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from kavka.client.admin import AdminClient
 from tests.broker_harness import KAVKA, Cluster
 from tests.integration.helpers import ck_admin, ck_create_topic, ck_read_to_end, unique
-from tests.java_deps import client_classpath, java
+from tests.java_deps import client_classpath, java, probe_classes
 
 pytestmark = pytest.mark.timeout(240)
 
-ROOT = Path(__file__).resolve().parents[2]
-SRC = ROOT / "tests" / "java" / "src" / "TxnProbe.java"
 COUNT = 9  # 6 committed, 3 aborted
 
 
@@ -44,14 +42,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop()
 
 
-def _compiled(version: str, out: Path) -> str:
-    out.mkdir(parents=True, exist_ok=True)
-    cp = client_classpath(version)
-    subprocess.run(["javac", "-nowarn", "-d", str(out), "-cp", cp, str(SRC)], check=True,
-                   capture_output=True, timeout=120)
-    return f"{out}:{cp}"
-
-
 def _describe(bootstrap: str, txn_id: str) -> dict:
     r = subprocess.run([*KAVKA, "transactions", "describe", "--bootstrap-server", bootstrap,
                         "--transactional-id", txn_id, "--json"], capture_output=True, text=True, timeout=60)
@@ -60,11 +50,10 @@ def _describe(bootstrap: str, txn_id: str) -> dict:
 
 
 @pytest.mark.parametrize("version", ["3.9.2", "4.4.0"])
-def test_java_transactions_commit_abort_and_offsets(cluster: Cluster, version: str,
-                                                    tmp_path: Path) -> None:
+def test_java_transactions_commit_abort_and_offsets(cluster: Cluster, version: str) -> None:
     topic, txn_id, group = unique("jtx"), unique("jtxid"), unique("jtxg")
     ck_create_topic(ck_admin(cluster.bootstrap), topic, partitions=2, replication_factor=3)
-    cp = _compiled(version, tmp_path / "classes")
+    cp = f"{probe_classes(version)}{os.pathsep}{client_classpath(version)}"  # tests/java/src, compiled once
     r = subprocess.run([java(), "-cp", cp, "TxnProbe", cluster.bootstrap, topic, txn_id, str(COUNT), group],
                        capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -96,3 +85,24 @@ def test_java_transactions_commit_abort_and_offsets(cluster: Cluster, version: s
     # transactions v2 bumps the epoch at every EndTxn (commit or abort); v1 keeps the one
     # initTransactions gave
     assert d["producer_epoch"] == (COUNT if version.startswith("4.") else 0), d
+
+
+@pytest.mark.parametrize("version", ["3.9.2", "4.4.0"])
+def test_java_zombie_is_fenced_and_writes_nothing_visible(cluster: Cluster, version: str) -> None:
+    """Kafka's testFencingOnCommit with the Java client: a second instance with the same
+    transactional.id fences the first, whose commit fails (ProducerFencedException, or
+    InvalidProducerEpochException for its send: v2's bumped epoch) and whose records are aborted:
+    read_committed sees only the second instance's record."""
+    topic, txn_id = unique("jfence"), unique("jfenceid")
+    ck_create_topic(ck_admin(cluster.bootstrap), topic, partitions=2, replication_factor=3)
+    cp = f"{probe_classes(version)}{os.pathsep}{client_classpath(version)}"
+    r = subprocess.run([java(), "-cp", cp, "TxnProbe", cluster.bootstrap, topic, txn_id, "fence"],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = {k: v for line in r.stdout.splitlines() if line.startswith("{") for k, v in json.loads(line).items()}
+    assert out["zombie"] in ("ProducerFencedException", "InvalidProducerEpochException"), out
+    assert out["second"] == "committed"
+    committed = ck_read_to_end(cluster.bootstrap, topic, [0, 1], conf={"isolation.level": "read_committed"})
+    assert [(rec.key, rec.value) for rec in committed] == [(b"second", b"second-0")]
+    everything = ck_read_to_end(cluster.bootstrap, topic, [0, 1], conf={"isolation.level": "read_uncommitted"})
+    assert {b"second-0", b"zombie-0"} <= {rec.value for rec in everything}  # the zombie's: written, then aborted

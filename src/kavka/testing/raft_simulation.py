@@ -131,6 +131,12 @@ class Sim:
         # record: figure 8 of the Raft paper). Own stream, as above.
         self.moment_kill_rate = sr.choice([0.0, 0.0, 0.3, 0.7])
         self._moment_kill_rng = random.Random(sr.random())
+        # What the driver tells the core when a connection closes or is refused
+        # (RaftClient.peer_unreachable): the survivors of a kill hear it at once, and on some seeds a
+        # live peer is reported unreachable too (a connection reset while it is alive, the leader
+        # included): safety must not depend on the report being true. Own stream, as above.
+        self._suspect_rng = random.Random(self.seed * 104_729 + 3)
+        self.false_suspicion_rate = self._suspect_rng.choice([0.0, 0.3, 0.8])
         self.net = SimNetwork(
             random.Random(r.random()),
             max_delay_ms=r.choice([5, 20, 100]),
@@ -340,6 +346,7 @@ class Sim:
             self.net.partition([ids[a:b] for a, b in itertools.pairwise(bounds)])
         elif r < 0.55:
             self.net.heal()
+            self._maybe_false_suspicion()
         elif r < 0.9:
             alive = [n for n in self.nodes.values() if n.alive]
             if len(alive) > 1:
@@ -348,13 +355,30 @@ class Sim:
                     leader = self.leader()
                     victim = leader if leader is not None else victim
                 self._kill(victim, self.rng.randint(50, 5000))
-        # else: a quiet spell
+        else:  # a quiet spell
+            self._maybe_false_suspicion()
+
+    def _maybe_false_suspicion(self) -> None:
+        sr = self._suspect_rng
+        alive = [n for n in self.nodes.values() if n.alive and n.client is not None]
+        if len(alive) > 1 and sr.random() < self.false_suspicion_rate:
+            a, b = sr.sample(alive, 2)
+            leader = self.leader()
+            if leader is not None and leader is not a and sr.random() < 0.5:
+                b = leader  # the worst lie: the live leader reported gone
+            a.client.peer_unreachable(b.node_id, self.clock.now_ms)  # type: ignore[union-attr]
+            self._poll(a, [])
 
     def _kill(self, n: Node, restart_after_ms: int) -> None:
-        """A hard kill: the log loses what was not flushed; quorum-state keeps what was written."""
+        """A hard kill: the log loses what was not flushed; quorum-state keeps what was written. The
+        survivors' connections to it close: each hears `peer_unreachable`, as from the driver."""
         n.alive = False
         n.log.crash()
         self._push(self.clock.now_ms + restart_after_ms, "restart", n.node_id)
+        for o in self.nodes.values():
+            if o.alive and o.client is not None:
+                o.client.peer_unreachable(n.node_id, self.clock.now_ms)
+                self._poll(o, [])
 
     def run_until(self, until_ms: int) -> None:
         while self.events and self.events[0][0] <= until_ms:

@@ -2,8 +2,9 @@
 // Apache Kafka's Java client, unmodified: initTransactions, then N transactions of three records
 // each, every third one aborted, the others committed with sendOffsetsToTransaction. Prints one
 // JSON line per transaction ({"txn": i, "committed": true/false, "offsets": [..]}) and a final
-// {"done": N}. A Kafka 4.x client uses transactions v2 (KIP-890 part 2) when the broker finalizes
-// transaction.version 2; a 3.9 client uses v1.
+// {"done": N}. With "fence" in place of N: Kafka's testFencingOnCommit (see fence()). A Kafka
+// 4.x client uses transactions v2 (KIP-890 part 2) when the broker finalizes transaction.version
+// 2; a 3.9 client uses v1.
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Properties;
@@ -19,8 +20,48 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public final class TxnProbe {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], topic = args[1], txnId = args[2];
+        if (args[3].equals("fence")) {
+            fence(bootstrap, topic, txnId);
+            return;
+        }
         int count = Integer.parseInt(args[3]);
         String group = args[4];
+        Properties p = props(bootstrap, txnId);
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            run(producer, topic, count, group);
+        }
+        System.out.println("{\"done\": " + count + "}");
+    }
+
+    // Kafka's testFencingOnCommit: a zombie (first) with a transaction open, a new instance
+    // (second) with the same transactional.id; the zombie's commit must fail fenced and its
+    // records stay invisible to read_committed; the new instance commits. Prints
+    // {"zombie": "<exception class>"} and {"second": "committed"}.
+    static void fence(String bootstrap, String topic, String txnId) throws Exception {
+        try (KafkaProducer<String, String> first = new KafkaProducer<>(props(bootstrap, txnId))) {
+            first.initTransactions();
+            first.beginTransaction();
+            first.send(new ProducerRecord<>(topic, 0, "zombie", "zombie-0")).get();
+            try (KafkaProducer<String, String> second = new KafkaProducer<>(props(bootstrap, txnId))) {
+                second.initTransactions();
+                String outcome = "committed";
+                try {
+                    first.send(new ProducerRecord<>(topic, 1, "zombie", "zombie-1")).get();
+                    first.commitTransaction();
+                } catch (Exception e) {
+                    Throwable c = e.getCause() != null && e instanceof java.util.concurrent.ExecutionException ? e.getCause() : e;
+                    outcome = c.getClass().getSimpleName();
+                }
+                System.out.println("{\"zombie\": \"" + outcome + "\"}");
+                second.beginTransaction();
+                second.send(new ProducerRecord<>(topic, 0, "second", "second-0")).get();
+                second.commitTransaction();
+                System.out.println("{\"second\": \"committed\"}");
+            }
+        }
+    }
+
+    static Properties props(String bootstrap, String txnId) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
         p.put("transactional.id", txnId);
@@ -28,7 +69,11 @@ public final class TxnProbe {
         p.put("linger.ms", "0");
         p.put("key.serializer", StringSerializer.class.getName());
         p.put("value.serializer", StringSerializer.class.getName());
-        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+        return p;
+    }
+
+    static void run(KafkaProducer<String, String> producer, String topic, int count, String group) throws Exception {
+        {
             producer.initTransactions();
             for (int i = 0; i < count; i++) {
                 producer.beginTransaction();
@@ -53,6 +98,5 @@ public final class TxnProbe {
                 System.out.println("{\"txn\": " + i + ", \"committed\": " + commit + ", \"offsets\": [" + offsets + "]}");
             }
         }
-        System.out.println("{\"done\": " + count + "}");
     }
 }
