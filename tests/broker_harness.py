@@ -132,10 +132,18 @@ class BrokerProcess:
         ready = threading.Event()
         proc = self.proc
 
+        # KAVKA_TEST_LOG_DIR keeps every broker's whole output in a file there (e.g. to grep a
+        # suite's logs for secrets); by default it is kept in memory and shown on a failure.
+        keep_dir = os.environ.get("KAVKA_TEST_LOG_DIR")
+        keep = open(Path(keep_dir) / f"kavka-{os.getpid()}-{proc.pid}.log", "w") if keep_dir else None  # noqa: SIM115
+
         def pump() -> None:
             assert proc.stdout is not None
             for line in proc.stdout:
                 self.output.append(line)
+                if keep is not None:
+                    keep.write(line)
+                    keep.flush()
                 if line.startswith("KAVKA_READY"):
                     ready.set()
             ready.set()
