@@ -9,13 +9,24 @@ the old one and resumes from the offsets committed by the last committed transac
 
 Prints one line per committed transaction ("COMMITTED <position>") and exits 0 once its
 position reaches the input partition's end; exits 3 when fenced (a newer instance took over).
+
+A transactional call still blocked 30 s after its own timeout prints "HUNG <call>" and exits 4
+(the test restarts it, which fences nothing it has not already lost): librdkafka 2.16's
+send_offsets_to_transaction can wait forever when the group coordinator it cached disappears
+from the metadata (a broker fenced after a kill), confluentinc/librdkafka#5511 and #5456 (the
+coordinator request's timeout is never checked). The test allows that one call to hang and no
+other.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -23,6 +34,26 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 def _fatal_or_fenced(e: KafkaException) -> bool:
     err = e.args[0]
     return err.fatal() or err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
+
+
+HANG_GRACE_S = 30.0
+
+
+def guarded(name: str, timeout: float, call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args, timeout)`; if it has not returned HANG_GRACE_S after its own timeout, say so
+    and exit 4 (a client hang, not an error the application could handle)."""
+
+    def hung() -> None:
+        print(f"HUNG {name}: still blocked {HANG_GRACE_S:.0f} s after its {timeout:.0f} s timeout", flush=True)
+        os._exit(4)
+
+    watchdog = threading.Timer(timeout + HANG_GRACE_S, hung)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return call(*args, timeout)
+    finally:
+        watchdog.cancel()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     stop_at = time.monotonic() + a.deadline_s
     tp = TopicPartition(a.input_topic, a.input_partition)
     try:
-        producer.init_transactions(60)
+        guarded("init_transactions", 60, producer.init_transactions)
     except KafkaException as e:
         print(f"INIT FAILED {e}", flush=True)
         return 3 if _fatal_or_fenced(e) else 1
@@ -71,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
             producer.begin_transaction()
             for m in msgs:
                 producer.produce(a.output_topic, key=m.key(), value=m.value())
-            producer.send_offsets_to_transaction(consumer.position([tp]), consumer.consumer_group_metadata(), 60)
-            producer.commit_transaction(60)
+            guarded("send_offsets_to_transaction", 60, producer.send_offsets_to_transaction,
+                    consumer.position([tp]), consumer.consumer_group_metadata())
+            guarded("commit_transaction", 60, producer.commit_transaction)
             print(f"COMMITTED {msgs[-1].offset() + 1}", flush=True)
         except KafkaException as e:
             if _fatal_or_fenced(e):
@@ -80,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 3
             print(f"ABORT {e}", flush=True)
             try:
-                producer.abort_transaction(60)
+                guarded("abort_transaction", 60, producer.abort_transaction)
             except KafkaException as e2:
                 print(f"ABORT FAILED {e2}", flush=True)
                 return 3 if _fatal_or_fenced(e2) else 1
