@@ -66,6 +66,7 @@ class KafkaReference:
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": ",".join(str(d) for d in self.log_dirs),
             "num.partitions": "1",
+            "log.retention.check.interval.ms": "500",  # as tests/broker_harness.py gives kavka
             "offsets.topic.replication.factor": "1",
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
@@ -90,7 +91,7 @@ class KafkaReference:
                 "-cp", kafka_classpath(self.version), main_class, *args]
 
     def format(self) -> None:
-        res = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+        res = subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",  # an id may start with "-"
                                         "-c", str(self.config_file)),
                              capture_output=True, text=True, timeout=120)
         if res.returncode != 0:
