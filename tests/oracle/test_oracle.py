@@ -17,7 +17,7 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, OffsetSpec
 
 from kavka.protocol.api import ApiKey
@@ -25,7 +25,7 @@ from kavka.protocol.records import build_batch
 from tests.broker_harness import BrokerProcess
 from tests.java_deps import KAFKA_VERSION
 from tests.oracle.oracle import SCENARIOS, Divergence, Side, differences, now_ms, scenario
-from tests.raw_client import request_frame
+from tests.raw_client import RawClient, request_frame
 from tests.wait import wait_until
 
 # What kavka's broker adds to tests/broker_harness.py's settings so that both brokers' files set
@@ -870,7 +870,6 @@ def s_api_versions_unsupported_version(side: Side, topic: str) -> Any:
     frame = request_frame(ApiKey.API_VERSIONS, 3, client_software_name="x", client_software_version="1",
                           correlation_id=3)
     frame = frame[:6] + (99).to_bytes(2, "big") + frame[8:]  # the header's api_version
-    from tests.raw_client import RawClient
     with RawClient(side.port) as c:
         c.send_bytes(frame)
         corr, resp = c.read_response(ApiKey.API_VERSIONS, 0)
@@ -1018,7 +1017,7 @@ def s_ck_consumer_group_lifecycle(side: Side, topic: str) -> Any:
     finally:
         c.close()
     states.append(describe())
-    committed = a.list_consumer_group_offsets([__import__("confluent_kafka").ConsumerGroupTopicPartitions(topic)],
+    committed = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(topic)],
                                               request_timeout=30)[topic].result(30)
     return states, [(tp.partition, tp.offset) for tp in committed.topic_partitions]
 
@@ -1048,14 +1047,20 @@ def s_kp_create_topics_validate_only(side: Side, topic: str) -> Any:
 
 
 @scenario()
-def s_kp_describe_configs_broker(side: Side, topic: str) -> Any:
+def s_kp_describe_configs(side: Side, topic: str) -> Any:
+    """kafka-python's describe_configs with config_filter 'all' and 'modified', for a topic with
+    overrides and for the broker."""
     from kafka.admin import ConfigResource as KpConfigResource
     from kafka.admin import ConfigResourceType
+    side.create_topic(topic, configs={"retention.ms": "3600000", "cleanup.policy": "compact"})
     a = kp_admin(side)
     try:
-        r = a.describe_configs([KpConfigResource(ConfigResourceType.BROKER, "1", ["log.retention.hours",
-                                                                                   "num.partitions"])])
-        return r if not isinstance(r, list) else [x.to_object() if hasattr(x, "to_object") else repr(x) for x in r]
+        keys = ["retention.ms", "cleanup.policy", "segment.bytes", "max.message.bytes"]
+        out = [a.describe_configs([KpConfigResource(ConfigResourceType.TOPIC, topic, keys)], include_synonyms=True,
+                                  config_filter=f) for f in ("all", "modified")]
+        out.append(a.describe_configs([KpConfigResource(ConfigResourceType.BROKER, "1", [
+            "log.retention.hours", "num.partitions", "log.segment.bytes"])], config_filter="all"))
+        return out
     finally:
         a.close()
 
