@@ -486,17 +486,7 @@ def s_fetch_at_high_watermark(side: Side, topic: str) -> Any:
     return fetch(side, topic, 4)
 
 
-FETCH_UNKNOWN = {"partition_index": 0, "error_code": "unknown_topic_or_partition", "high_watermark": -1,
-                 "last_stable_offset": -1, "log_start_offset": -1, "diverging_epoch": {"epoch": -1, "end_offset": -1},
-                 "current_leader": {"leader_id": -1, "leader_epoch": -1}, "snapshot_id": {"end_offset": -1, "epoch": -1},
-                 "preferred_read_replica": -1, "records": False}
-
-
-@scenario(divergence=Divergence(
-    kafka=("none", {**FETCH_UNKNOWN, "aborted_transactions": []}),
-    kavka=("none", {**FETCH_UNKNOWN, "aborted_transactions": None}),
-    reason="an unknown partition's Fetch answer carries a null aborted-transactions list where Kafka's is "
-           "empty (read_uncommitted; clients read none either way)"))
+@scenario()
 def s_fetch_unknown_topic(side: Side, topic: str) -> Any:
     return fetch(side, topic, 0)
 

@@ -714,8 +714,14 @@ def _aborted(params: FetchParams) -> tuple[Any, ...] | None:
     return () if params.isolation_level == IsolationLevel.READ_COMMITTED else None
 
 
+# Errors Kafka finds before reading (KafkaApis' "erroneous" partitions): their answer has an
+# empty aborted-transactions list, where an error from the log read has a null one.
+_REQUEST_LEVEL_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id})
+
+
 def _failed(error: ErrorCode, params: FetchParams) -> FetchPartitionData:
-    return FetchPartitionData(error, -1, -1, -1, None, _aborted(params), NO_PREFERRED_REPLICA, b"")
+    aborted = () if error in _REQUEST_LEVEL_ERRORS else _aborted(params)
+    return FetchPartitionData(error, -1, -1, -1, None, aborted, NO_PREFERRED_REPLICA, b"")
 
 
 def _cut(records: bytes, limit: int, min_one: bool) -> bytes:
