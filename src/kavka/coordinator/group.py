@@ -884,21 +884,24 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         """OffsetDelete (KIP-496): only offsets of topics the group is not subscribed to may go.
 
-        `subscribed_topics(protocol_type, metadata)` parses a member's subscription (None if it cannot).
+        `subscribed_topics(protocol_type, metadata)` parses a member's subscription (None if it cannot);
+        an unparsed subscription holds every topic, as Kafka's isSubscribedToTopic (Option.forall).
         """
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.group_id_not_found, {}
         subscribed: set[str] = set()
+        unknown = False  # a subscription that does not parse: Kafka counts every topic subscribed
         if not group.is_(GroupState.EMPTY):
             if group.protocol_type != "consumer":
                 return ErrorCode.non_empty_group, {}
             for m in group.members.values():
                 topics = subscribed_topics(group.protocol_type, m.metadata(group.protocol_name) or m.protocols[0][1])
+                unknown |= topics is None
                 subscribed |= topics or set()
         errors: dict[tuple[str, int], ErrorCode] = {}
         for tp in partitions:
-            if tp[0] in subscribed:
+            if unknown or tp[0] in subscribed:
                 errors[tp] = ErrorCode.group_subscribed_to_topic
                 continue
             errors[tp] = ErrorCode.none
