@@ -272,7 +272,10 @@ class ReplicaManager:
                 record_errors = tuple(e.record_errors) if isinstance(e, RecordValidationError) else ()
                 if error == ErrorCode.unknown_server_error:
                     log.exception("append to %s failed", tp)
-                out[tp] = PartitionResponse(error, message, record_errors=record_errors)
+                # A record validation error carries the log start offset, as Kafka's
+                # unknownLogAppendInfoWithLogStartOffset; other errors carry -1.
+                start = p.log_start_offset if error in (ErrorCode.invalid_record, ErrorCode.invalid_timestamp) else -1
+                out[tp] = PartitionResponse(error, message, log_start_offset=start, record_errors=record_errors)
                 continue
             out[tp] = PartitionResponse(
                 base_offset=info.first_offset,
