@@ -253,6 +253,16 @@ def s_create_topics_config_out_of_range(side: Side, topic: str) -> Any:
 
 
 @scenario()
+def s_create_topics_zero_replication_factor(side: Side, topic: str) -> Any:
+    return create(side, [{"name": topic, "replication_factor": 0}])
+
+
+@scenario()
+def s_create_topics_bad_cleanup_policy(side: Side, topic: str) -> Any:
+    return create(side, [{"name": topic, "configs": [{"name": "cleanup.policy", "value": "bogus"}]}])
+
+
+@scenario()
 def s_create_topics_assignment_and_count(side: Side, topic: str) -> Any:
     return create(side, [{"name": topic, "num_partitions": 2,
                           "assignments": [{"partition_index": 0, "broker_ids": [1]}]}])
@@ -839,6 +849,64 @@ def s_list_groups_states_filter(side: Side, topic: str) -> Any:
         out[",".join(states)] = (r["error_code"], sorted((g["group_id"], g["protocol_type"], g["group_state"])
                                                          for g in r["groups"] if g["group_id"].startswith(topic)))
     return out
+
+
+@scenario()
+def s_metadata_unknown_topic_id(side: Side, topic: str) -> Any:
+    md = side.call(ApiKey.METADATA, 12, topics=[{"name": None, "topic_id": uuid.uuid4()}], allow_auto_topic_creation=False)
+    return md["topics"]
+
+
+@scenario()
+def s_produce_keyless_record_to_compacted_topic(side: Side, topic: str) -> Any:
+    side.create_topic(topic, configs={"cleanup.policy": "compact"})
+    r = side.produce(topic, build_batch([(now_ms(), None, b"no key")]))
+    r["record_errors"] = [(e["batch_index"], e["batch_index_error_message"] is not None) for e in r["record_errors"]]
+    return r, list_offsets(side, topic, [LATEST])
+
+
+@scenario()
+def s_delete_records_compacted_topic(side: Side, topic: str) -> Any:
+    side.create_topic(topic, configs={"cleanup.policy": "compact"})
+    assert side.produce(topic, records(now_ms(), 4))["error_code"] == "none"
+    return delete_records(side, topic, 2), list_offsets(side, topic, [EARLIEST])
+
+
+@scenario()
+def s_list_offsets_unknown_special_timestamp(side: Side, topic: str) -> Any:
+    produced(side, topic, 4)
+    return list_offsets(side, topic, [-6, -7])
+
+
+@scenario()
+def s_alter_configs_static_broker_key(side: Side, topic: str) -> Any:
+    return (alter_configs(side, "1", [("num.partitions", SET, "3")], rtype=BROKER_RESOURCE),
+            alter_configs(side, "", [("num.partitions", SET, "3")], rtype=BROKER_RESOURCE))
+
+
+@scenario()
+def s_offset_delete(side: Side, topic: str) -> Any:
+    """OffsetDelete of a partition the group's member is subscribed to, then of an Empty group's."""
+    produced(side, topic, 2)
+    member, generation = stable_member(side, topic)
+    assert commit(side, topic, topic, 1, generation=generation, member=member) == [(0, "none")]
+
+    def delete(group: str) -> Any:
+        coordinator(side, group)
+        return side.call(ApiKey.OFFSET_DELETE, 0, group_id=group, topics=[{"name": topic, "partitions": [
+            {"partition_index": 0}]}])
+    subscribed = delete(topic)  # the range protocol's metadata names no topics: not subscribed
+    assert commit(side, topic + "-empty", topic, 1) == [(0, "none")]
+    return subscribed, delete(topic + "-empty"), delete(topic + "-unknown"), fetch_offsets(side, topic + "-empty", topic, [0])
+
+
+@scenario()
+def s_describe_groups_completing_rebalance(side: Side, topic: str) -> Any:
+    """A member that joined but has not synced: CompletingRebalance."""
+    first = join(side, topic)
+    joined = join(side, topic, first["member_id"])
+    assert joined["error_code"] == "none", joined
+    return anonymous(describe_groups(side, topic), first["member_id"])
 
 
 @scenario()
