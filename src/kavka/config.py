@@ -335,7 +335,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("metadata.log.dir", _S, None, "directory of the metadata log; defaults to the first log dir"),
         _b("metadata.log.max.record.bytes.between.snapshots", _L, 20971520, "write a metadata snapshot once this many bytes of metadata records were committed since the last one", at_least(1)),
         _b("metadata.log.max.snapshot.interval.ms", _L, 3600000, "write a metadata snapshot this long after the last one if records were committed since (0: never by time)", at_least(0)),
-        _b("num.partitions", _I, 1, "partitions of an auto-created topic", at_least(1), dynamic=True),
+        _b("num.partitions", _I, 1, "partitions of an auto-created topic", at_least(1)),  # static, as in Kafka (read-only in DescribeConfigs)
         _b("default.replication.factor", _I, 1, "replication factor of a topic created without one (and of auto-created topics)", at_least(1)),
         _b("auto.create.topics.enable", _B, True, "create a topic on first Metadata/Produce"),
         _b("delete.topic.enable", _B, True, ""),

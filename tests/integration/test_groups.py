@@ -275,7 +275,11 @@ def test_bad_offset_commits_get_kafkas_errors_and_lose_nothing(broker_factory, t
     produce(b.bootstrap, topic_name)
     group = "bad-input"
     with BlockingConnection("127.0.0.1", b.port) as conn:
-        assert _commit(conn, "no-such-group", topic_name, 5, generation_id=3, member_id="m") == {0: ErrorCode.illegal_generation}
+        # A generation for a group that does not exist: OffsetCommit v9+ says GROUP_ID_NOT_FOUND,
+        # older versions ILLEGAL_GENERATION, as Kafka 4 answers.
+        assert _commit(conn, "no-such-group", topic_name, 5, generation_id=3, member_id="m") == {0: ErrorCode.group_id_not_found}
+        old = conn.send(rq.offset_commit(8, "no-such-group", {(topic_name, 0): 5}, generation_id=3, member_id="m"))
+        assert [p.error_code for t in old.topics for p in t.partitions] == [ErrorCode.illegal_generation]
         assert _fetch(conn, "no-such-group", topic_name) == -1
 
         first = _join(conn, group)

@@ -104,7 +104,8 @@ def test_incremental_and_legacy_alter_configs():
     recs, res = logic.configuration.alter_configs(image, 2, "t", [("cleanup.policy", 2, "compact"), ("segment.ms", 0, "100")], incremental=True)
     assert res.ok
     image, _ = _apply(image, recs)
-    assert image.topic_configs("t") == {"retention.ms": "5", "cleanup.policy": "compact", "segment.ms": "100"}
+    # APPEND starts from the default cleanup.policy (delete), as Kafka's does
+    assert image.topic_configs("t") == {"retention.ms": "5", "cleanup.policy": "delete,compact", "segment.ms": "100"}
     # legacy AlterConfigs replaces the whole set
     image, _ = _apply(image, logic.configuration.alter_configs(image, 2, "t", [("segment.ms", 0, "7")], incremental=False)[0])
     assert image.topic_configs("t") == {"segment.ms": "7"}

@@ -139,6 +139,9 @@ class KafkaApis:
             av(api_key=k, min_version=lo, max_version=hi)
             for k, (lo, hi) in sorted(api.SUPPORTED.items())
             if k in self._table and (own_apis or k not in api.OWN_API_KEYS)
+            # KIP-511: a too-new ApiVersions is answered with ApiVersions' own range only, so the
+            # client retries at a version both speak (Kafka's ApiVersionsRequest.getErrorResponse).
+            and (error != ErrorCode.unsupported_version or k == ApiKey.API_VERSIONS)
         )
         return make(cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE,
                     **features.api_versions_features(cls, self.node.image.offset, version))

@@ -115,8 +115,14 @@ class ConfigResolver:
         static_value, static_source = self.config.static_topic_default(key)
         if static_source == ConfigSource.STATIC_BROKER_CONFIG and syn is not None:
             synonyms.append(Synonym(syn, d.render(static_value), ConfigSource.STATIC_BROKER_CONFIG))
-        synonyms.append(Synonym(syn or key, d.render(d.default), ConfigSource.DEFAULT_CONFIG))
-        top = synonyms[0]
+        # Kafka lists a broker synonym's default only when that broker key has one: retention.ms's
+        # log.retention.ms, segment.ms's log.roll.ms, flush.ms's log.flush.interval.ms and
+        # segment.jitter.ms's log.roll.jitter.ms default to null (the topic default comes from
+        # another key or a constant), so those answer with no DEFAULT_CONFIG synonym.
+        default = Synonym(syn or key, d.render(d.default), ConfigSource.DEFAULT_CONFIG)
+        if syn is None or syn not in BROKER_CONFIGS or BROKER_CONFIGS[syn].default is not None:
+            synonyms.append(default)
+        top = synonyms[0] if synonyms else default
         if top.source == ConfigSource.STATIC_BROKER_CONFIG:
             value = static_value
         elif top.source == ConfigSource.DEFAULT_CONFIG:

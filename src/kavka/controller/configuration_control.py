@@ -94,7 +94,10 @@ class ConfigurationControlManager:
                 if op in (AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT):
                     if d.type.name != "LIST":
                         return [], ApiResult(ErrorCode.invalid_config, f"Config {name} is not a list: {op} is not allowed")
-                    cur_list = d.parse(new.get(name)) if name in new else []
+                    # With no override the list starts from the config's default, as Kafka's
+                    # ConfigurationControlManager.getParts does (APPEND compact to a topic's
+                    # default cleanup.policy gives "delete,compact").
+                    cur_list = d.parse(new.get(name)) if name in new else list(d.default or [])
                     items = d.parse(value)
                     if op == AlterConfigOpType.APPEND:
                         merged = cur_list + [x for x in items if x not in cur_list]

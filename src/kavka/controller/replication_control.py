@@ -343,7 +343,7 @@ class ReplicationControlManager:
     ) -> tuple[list[Any], ApiResult]:
         t = image.topics_by_name.get(name)
         if t is None:
-            return [], ApiResult(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
+            return [], ApiResult(ErrorCode.unknown_topic_or_partition, None)  # no message, as Kafka answers
         current = len(t.partitions)
         if count < current:
             return [], ApiResult(ErrorCode.invalid_partitions, f"Topic currently has {current} partitions, which is higher than the requested {count}.")

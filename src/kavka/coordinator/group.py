@@ -696,9 +696,12 @@ class GroupCoordinator:
     # ------------------------------------------------------------ offsets
 
     def validate_offset_commit(
-        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None, now_ms: int
+        self, *, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None, now_ms: int,
+        unknown_group_error: ErrorCode = ErrorCode.illegal_generation,
     ) -> ErrorCode:
-        """Kafka's GroupCoordinator.handleCommitOffsets checks; a simple consumer's commit creates the group."""
+        """Kafka's GroupCoordinator.handleCommitOffsets checks; a simple consumer's commit creates the group.
+        A commit with a generation to a group that does not exist gets `unknown_group_error`
+        (OffsetCommit v9+: GROUP_ID_NOT_FOUND; before: ILLEGAL_GENERATION)."""
         if not group_id:
             return ErrorCode.invalid_group_id
         group = self.groups.get(group_id)
@@ -707,7 +710,7 @@ class GroupCoordinator:
                 # Not using group management (assign()): the commit is accepted on its own.
                 self.groups[group_id] = Group(group_id, state_timestamp_ms=now_ms)
                 return ErrorCode.none
-            return ErrorCode.illegal_generation
+            return unknown_group_error
         if group.is_(GroupState.DEAD):
             return ErrorCode.coordinator_not_available
         if group.is_static_fenced(member_id, group_instance_id):
@@ -881,21 +884,24 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
         """OffsetDelete (KIP-496): only offsets of topics the group is not subscribed to may go.
 
-        `subscribed_topics(protocol_type, metadata)` parses a member's subscription (None if it cannot).
+        `subscribed_topics(protocol_type, metadata)` parses a member's subscription (None if it cannot);
+        an unparsed subscription holds every topic, as Kafka's isSubscribedToTopic (Option.forall).
         """
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.group_id_not_found, {}
         subscribed: set[str] = set()
+        unknown = False  # a subscription that does not parse: Kafka counts every topic subscribed
         if not group.is_(GroupState.EMPTY):
             if group.protocol_type != "consumer":
                 return ErrorCode.non_empty_group, {}
             for m in group.members.values():
                 topics = subscribed_topics(group.protocol_type, m.metadata(group.protocol_name) or m.protocols[0][1])
+                unknown |= topics is None
                 subscribed |= topics or set()
         errors: dict[tuple[str, int], ErrorCode] = {}
         for tp in partitions:
-            if tp[0] in subscribed:
+            if unknown or tp[0] in subscribed:
                 errors[tp] = ErrorCode.group_subscribed_to_topic
                 continue
             errors[tp] = ErrorCode.none

@@ -500,6 +500,7 @@ class GroupCoordinatorManager:
         group_instance_id: str | None,
         offsets: dict[tuple[str, int], OffsetAndMetadata],
         partition_exists: Callable[[str, int], bool],
+        unknown_group_error: ErrorCode = ErrorCode.illegal_generation,
     ) -> dict[tuple[str, int], ErrorCode]:
         """Validate, write to the log, then make visible; per-partition Kafka error codes."""
         if not await self.ensure_offsets_topic():
@@ -520,6 +521,7 @@ class GroupCoordinatorManager:
                 member_id=member_id,
                 group_instance_id=group_instance_id,
                 now_ms=now,
+                unknown_group_error=unknown_group_error,
             )
         self._after()
         if error != ErrorCode.none:

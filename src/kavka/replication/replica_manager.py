@@ -272,7 +272,10 @@ class ReplicaManager:
                 record_errors = tuple(e.record_errors) if isinstance(e, RecordValidationError) else ()
                 if error == ErrorCode.unknown_server_error:
                     log.exception("append to %s failed", tp)
-                out[tp] = PartitionResponse(error, message, record_errors=record_errors)
+                # A record validation error carries the log start offset, as Kafka's
+                # unknownLogAppendInfoWithLogStartOffset; other errors carry -1.
+                start = p.log_start_offset if error in (ErrorCode.invalid_record, ErrorCode.invalid_timestamp) else -1
+                out[tp] = PartitionResponse(error, message, log_start_offset=start, record_errors=record_errors)
                 continue
             out[tp] = PartitionResponse(
                 base_offset=info.first_offset,
@@ -714,8 +717,14 @@ def _aborted(params: FetchParams) -> tuple[Any, ...] | None:
     return () if params.isolation_level == IsolationLevel.READ_COMMITTED else None
 
 
+# Errors Kafka finds before reading (KafkaApis' "erroneous" partitions): their answer has an
+# empty aborted-transactions list, where an error from the log read has a null one.
+_REQUEST_LEVEL_ERRORS = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_id})
+
+
 def _failed(error: ErrorCode, params: FetchParams) -> FetchPartitionData:
-    return FetchPartitionData(error, -1, -1, -1, None, _aborted(params), NO_PREFERRED_REPLICA, b"")
+    aborted = () if error in _REQUEST_LEVEL_ERRORS else _aborted(params)
+    return FetchPartitionData(error, -1, -1, -1, None, aborted, NO_PREFERRED_REPLICA, b"")
 
 
 def _cut(records: bytes, limit: int, min_one: bool) -> bytes:

@@ -133,7 +133,8 @@ def handle_describe_configs(node: BrokerNode, ctx: RequestContext, req: Any) -> 
             make(
                 result_cls,
                 error_code=error,
-                error_message=message,
+                # Kafka answers a described resource with an empty message, not a null one.
+                error_message="" if message is None and error == ErrorCode.none else message,
                 resource_type=r.resource_type,
                 resource_name=r.resource_name,
                 configs=tuple(entries),

@@ -57,6 +57,15 @@ _KINDS = {
 }
 
 
+# Kafka's Errors.INVALID_REQUEST message, which it sends for an unknown key type.
+_INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being malformed by the client library or "
+                            "the message was sent to an incompatible broker. See the broker logs for more details.")
+
+
+def _message(error: ErrorCode) -> str | None:
+    return _INVALID_REQUEST_MESSAGE if error == ErrorCode.invalid_request else None
+
+
 async def _locate(node: BrokerNode, listener: str, key_type: int, key: str,
                   check: Checker | None) -> tuple[ErrorCode, int, str, int]:
     kind = _KINDS.get(key_type)
@@ -92,7 +101,7 @@ async def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: An
             resp_cls,
             throttle_time=NO_THROTTLE,
             error_code=error,
-            error_message=None,
+            error_message=_message(error),
             node_id=node_id,
             host=host,
             port=port,
@@ -109,7 +118,7 @@ async def handle_find_coordinator(node: BrokerNode, ctx: RequestContext, req: An
                 host=host,
                 port=port,
                 error_code=error,
-                error_message=None,
+                error_message=_message(error),
             )
         )
     return make(resp_cls, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))

@@ -74,7 +74,8 @@ def _denied(params: FetchParams, infos: list[FetchInfo], check: Checker) -> set[
     return out
 
 
-_UNAUTHORIZED = FetchPartitionData(ErrorCode.topic_authorization_failed, -1, -1, -1, None, None, -1, b"")
+# As Kafka's KafkaApis answers a partition it refuses before reading: an empty aborted list.
+_UNAUTHORIZED = FetchPartitionData(ErrorCode.topic_authorization_failed, -1, -1, -1, None, (), -1, b"")
 
 
 def fetch(rm: ReplicaManager, image: Any, ctx: RequestContext, req: Any, quotas: ClientQuotas | None = None, *,

@@ -204,6 +204,10 @@ async def handle_offset_commit(node: BrokerNode, ctx: RequestContext, req: Any) 
             group_instance_id=req.group_instance_id,
             offsets=offsets,
             partition_exists=_partition_exists(node),
+            # OffsetCommit v9+ names an unknown group GROUP_ID_NOT_FOUND; older versions keep
+            # ILLEGAL_GENERATION (Kafka 4's OffsetMetadataManager.validateOffsetCommit).
+            unknown_group_error=(ErrorCode.group_id_not_found if ctx.api_version >= 9
+                                 else ErrorCode.illegal_generation),
         ))
     cls = _resp(ctx)
     topic_cls = nested(cls, "OffsetCommitResponseTopic")

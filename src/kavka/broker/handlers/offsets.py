@@ -146,7 +146,11 @@ def _list_offsets(node: BrokerNode, ctx: RequestContext, req: Any, remote: dict[
                     if found is not None and found.offset < fetchable:
                         offset, ts, epoch = found.offset, found.timestamp, _epoch(found.leader_epoch)
                 else:
-                    error = ErrorCode.invalid_request
+                    # A special timestamp kavka's versions do not define (-6, KIP-1023's earliest
+                    # pending upload, is ListOffsets v11's): Kafka 4.4 answers it, and -7, with
+                    # UNSUPPORTED_VERSION at the versions kavka serves (the oracle's
+                    # list_offsets_unknown_special_timestamp).
+                    error = ErrorCode.unsupported_version
             except Exception as e:
                 error, _m = error_for(e)
             parts.append(
@@ -205,6 +209,12 @@ def handle_delete_records(node: BrokerNode, ctx: RequestContext, req: Any) -> An
             try:
                 require(t.name)
                 p = _leader(node, t.name, rp.partition_index, -1)
+                if not p.log.config.delete_enabled:
+                    # Kafka's Partition.deleteRecordsOnLeader: a compact-only topic keeps its records.
+                    raise PartitionError(
+                        ErrorCode.policy_violation,
+                        f"Records of partition {t.name}-{rp.partition_index} can not be deleted due to the configured policy",
+                    )
                 target = p.high_watermark if rp.offset == -1 else rp.offset
                 if target < 0 or target > p.high_watermark:
                     raise PartitionError(

@@ -172,6 +172,9 @@ def produce(rm: ReplicaManager, ctx: RequestContext, req: Any, *, throttle_ms: i
     return rm.append_records(entries, required_acks=acks, timeout_s=req.timeout.total_seconds(), respond=respond)
 
 
+_MESSAGE_ERRORS = frozenset({ErrorCode.invalid_record, ErrorCode.invalid_timestamp})
+
+
 def _encode(ctx: RequestContext, resp_cls: type, order: list[tuple[str, list[TopicPartition]]],
             answers: dict[TopicPartition, PartitionResponse], throttle_ms: int = 0) -> Any:
     topic_cls = nested(resp_cls, "TopicProduceResponse")
@@ -189,7 +192,8 @@ def _encode(ctx: RequestContext, resp_cls: type, order: list[tuple[str, list[Top
             log_start_offset=r.log_start_offset,
             record_errors=tuple(make(err_cls, batch_index=i, batch_index_error_message=m) for i, m in r.record_errors)
             if err_cls is not None else (),
-            error_message=r.message,
+            # Kafka sends a message only with a record validation error (its hasCustomErrorMessage).
+            error_message=r.message if r.error in _MESSAGE_ERRORS else None,
         )
 
     return make(

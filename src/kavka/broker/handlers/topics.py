@@ -145,6 +145,9 @@ async def handle_create_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
                 configs=configs,
             )
         )
+    # A name given twice is answered once (its INVALID_REQUEST), as Kafka's ControllerApis does.
+    seen: set[str] = set()
+    out = [t for t in out if not (t.name in seen or seen.add(t.name))]
     return make(resp_cls, throttle_time=quota.throttle_time(), topics=tuple(out))
 
 
@@ -172,11 +175,12 @@ async def handle_delete_topics(node: BrokerNode, ctx: RequestContext, req: Any) 
                 # Without Describe the caller may not learn whether the topic exists (ControllerApis).
                 error, message, t = ErrorCode.topic_authorization_failed, TOPIC_AUTHORIZATION_FAILED, None
             elif t is None:
-                error = ErrorCode.unknown_topic_or_partition
+                # Kafka's ApiError falls back to the error's own message.
+                error, message = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
         elif tid is not None:
             t = image.topics_by_id.get(uuid_to_str(tid))
             if t is None:
-                error = ErrorCode.unknown_topic_id
+                error, message = ErrorCode.unknown_topic_id, "This server does not host this topic ID."
             elif not _allows(check, AclOperation.DESCRIBE, t.name):
                 error, message, t = ErrorCode.topic_authorization_failed, TOPIC_AUTHORIZATION_FAILED, None
                 name = None  # nor its name, asked by id
