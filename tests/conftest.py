@@ -12,6 +12,7 @@ from hypothesis import settings
 
 from tests import broker_harness
 from tests.broker_harness import BrokerProcess
+from tests.kafka_reference import KafkaReference
 
 # The default suite runs the property tests derandomized: the same examples every run, so a run's
 # result is the code's, not the draw's. KAVKA_HYPOTHESIS_EXPLORE=1 draws fresh examples; a failure
@@ -105,6 +106,19 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     yield b
     code = b.stop()
     assert code == 0, f"broker exited with {code}:\n{b.log_text()}"
+
+
+@pytest.fixture(scope="session")
+def kafka_reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaReference]:
+    """One real Apache Kafka broker (KRaft, combined mode) per session and xdist worker: the
+    reference the oracle tests compare kavka with (tests/kafka_reference.py). Use unique topic
+    names."""
+    k = KafkaReference(tmp_path_factory.mktemp("kafka-reference"))
+    k.start()
+    try:
+        yield k
+    finally:
+        k.stop()
 
 
 @pytest.fixture
