@@ -12,12 +12,14 @@ kavka recovers (checks every batch, rebuilds the indexes) what it did not write.
 must serve every record at its offset with its timestamp, key, value and headers, hide the aborted
 transaction from read_committed, find offsets by time, give the group its committed offsets, and,
 once Kafka's producer state has expired (the documented step: a new cluster hands out producer
-ids Kafka's producers used), take new idempotent writes after Kafka's last offset."""
+ids Kafka's producers used), take new idempotent writes after Kafka's last offset. And back: a new
+Kafka broker adopts kavka's directories the same way and serves exactly what kavka served."""
 
 from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -93,6 +95,14 @@ def consume(bootstrap: str, ends: dict[int, int], isolation: str) -> list[Row]:
     return got
 
 
+def adopt(source: Path, target: Path) -> None:
+    """The migration's step 3: `target` gets `source`'s files, but keeps its partition.metadata."""
+    topic_id = (target / "partition.metadata").read_bytes()
+    shutil.rmtree(target)
+    shutil.copytree(source, target)
+    (target / "partition.metadata").write_bytes(topic_id)
+
+
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory: pytest.TempPathFactory) -> Any:
     root = tmp_path_factory.mktemp("migration")
@@ -127,10 +137,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Any:
     data = broker.log_dirs[0]
     adopted = [f"{TOPIC}-{p}" for p in range(PARTITIONS)] + [f"__consumer_offsets-{p}" for p in range(3)]
     for name in adopted:
-        topic_id = (data / name / "partition.metadata").read_bytes()
-        shutil.rmtree(data / name)
-        shutil.copytree(kafka_dir / name, data / name)
-        (data / name / "partition.metadata").write_bytes(topic_id)
+        adopt(kafka_dir / name, data / name)
     (data / ".kafka_cleanshutdown").unlink()
     broker.start()
     yield broker, rows, aborted, committed
@@ -181,3 +188,30 @@ def test_kavka_appends_after_kafkas_last_offset(migrated: Any) -> None:
                   on_delivery=lambda err, msg: acked.append((err, msg.offset())))
     assert p.flush(30) == 0
     assert acked == [(None, end0 + i) for i in range(5)]
+
+
+def test_kafka_takes_the_partitions_back(migrated: Any, tmp_path: Path) -> None:
+    """And back (last in the file: it stops the kavka broker): a new Kafka cluster adopts kavka's
+    directories of the topic the same way, recovers them, and serves exactly what kavka served,
+    Kafka's first records and kavka's appends alike."""
+    broker, rows, _, _ = migrated
+    ends = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
+            for c in [Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ends"})] for p in range(PARTITIONS)}
+    served = consume(broker.bootstrap, ends, "read_uncommitted")
+    assert set(rows) <= set(served)
+    assert broker.stop() == 0
+    kafka = KafkaReference(tmp_path / "kafka-again")
+    try:
+        kafka.start()
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(60)
+        wait_until(lambda: all((kafka.log_dirs[0] / f"{TOPIC}-{p}").is_dir() for p in range(PARTITIONS)),
+                   message="Kafka's partition directories")
+        kafka.stop()  # the JVM exits 143 after its clean shutdown; the marker below proves it clean
+        for p in range(PARTITIONS):
+            adopt(broker.log_dirs[0] / f"{TOPIC}-{p}", kafka.log_dirs[0] / f"{TOPIC}-{p}")
+        (kafka.log_dirs[0] / ".kafka_cleanshutdown").unlink()
+        kafka.start()
+        assert sorted(consume(kafka.bootstrap, ends, "read_uncommitted")) == sorted(served)
+    finally:
+        kafka.stop()
