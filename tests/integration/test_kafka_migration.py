@@ -129,7 +129,8 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Any:
     kavka_admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
     # the group coordinator's partitions exist once a group is looked up (FindCoordinator)
     looker = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP})
-    looker.committed([TopicPartition(TOPIC, 0)], timeout=30)
+    wait_until(lambda: looker.committed([TopicPartition(TOPIC, 0)], timeout=10), timeout=30,
+               message="kavka's group coordinator")
     looker.close()
     wait_until(lambda: all((broker.log_dirs[0] / f"__consumer_offsets-{p}").is_dir() for p in range(3)),
                message="kavka's __consumer_offsets partitions")
@@ -170,7 +171,8 @@ def test_kavka_finds_kafkas_offsets_by_time_and_its_log_ends(migrated: Any) -> N
 def test_the_groups_kafka_committed_offsets_carry_over(migrated: Any) -> None:
     broker, _, _, committed = migrated
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP})
-    got = c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30)
+    got = wait_until(lambda: c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10),
+                     timeout=30, message="the group's offsets from kavka's coordinator")
     assert [(tp.partition, tp.offset) for tp in got] == [(tp.partition, tp.offset) for tp in committed]
     c.close()
 
@@ -192,26 +194,42 @@ def test_kavka_appends_after_kafkas_last_offset(migrated: Any) -> None:
 
 def test_kafka_takes_the_partitions_back(migrated: Any, tmp_path: Path) -> None:
     """And back (last in the file: it stops the kavka broker): a new Kafka cluster adopts kavka's
-    directories of the topic the same way, recovers them, and serves exactly what kavka served,
-    Kafka's first records and kavka's appends alike."""
+    directories of the topic and of __consumer_offsets the same way, recovers them, serves exactly
+    what kavka served, Kafka's first records and kavka's appends alike, and gives the group the
+    offsets it last committed on kavka (records kavka wrote, loaded by Kafka's coordinator)."""
     broker, rows, _, _ = migrated
     ends = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1]
             for c in [Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ends"})] for p in range(PARTITIONS)}
     served = consume(broker.bootstrap, ends, "read_uncommitted")
     assert set(rows) <= set(served)
+    on_kavka = [TopicPartition(TOPIC, 0, 23), TopicPartition(TOPIC, 1, 29)]
+    group = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    group.commit(offsets=on_kavka, asynchronous=False)
+    group.close()
     assert broker.stop() == 0
-    kafka = KafkaReference(tmp_path / "kafka-again")
+    kafka = KafkaReference(tmp_path / "kafka-again", {"offsets.topic.num.partitions": "3"})
+    adopted = [f"{TOPIC}-{p}" for p in range(PARTITIONS)] + [f"__consumer_offsets-{p}" for p in range(3)]
     try:
         kafka.start()
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(60)
-        wait_until(lambda: all((kafka.log_dirs[0] / f"{TOPIC}-{p}").is_dir() for p in range(PARTITIONS)),
+        looker = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": GROUP})
+        # FindCoordinator creates __consumer_offsets; NOT_COORDINATOR while Kafka loads it
+        wait_until(lambda: looker.committed([TopicPartition(TOPIC, 0)], timeout=10), timeout=60,
+                   message="Kafka's group coordinator")
+        looker.close()
+        wait_until(lambda: all((kafka.log_dirs[0] / name).is_dir() for name in adopted),
                    message="Kafka's partition directories")
         kafka.stop()  # the JVM exits 143 after its clean shutdown; the marker below proves it clean
-        for p in range(PARTITIONS):
-            adopt(broker.log_dirs[0] / f"{TOPIC}-{p}", kafka.log_dirs[0] / f"{TOPIC}-{p}")
+        for name in adopted:
+            adopt(broker.log_dirs[0] / name, kafka.log_dirs[0] / name)
         (kafka.log_dirs[0] / ".kafka_cleanshutdown").unlink()
         kafka.start()
         assert sorted(consume(kafka.bootstrap, ends, "read_uncommitted")) == sorted(served)
+        c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": GROUP})
+        got = wait_until(lambda: c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=10),
+                         timeout=60, message="the group's offsets from Kafka's coordinator")
+        c.close()
+        assert [(tp.partition, tp.offset) for tp in got] == [(tp.partition, tp.offset) for tp in on_kavka]
     finally:
         kafka.stop()
