@@ -19,6 +19,7 @@ metadata record frames: the container is checked here, the records are a documen
 from __future__ import annotations
 
 import base64
+import json
 import re
 import subprocess
 import time
@@ -335,6 +336,9 @@ def test_kafka_reads_the_metadata_log_and_snapshots(written: Written) -> None:
     for f in checkpoints:
         kinds = [r.group(11) for r in d.records[f] if r.group(11)]
         assert kinds == ["SnapshotHeader", "SnapshotFooter"], (f, kinds)
+        # the header's LastContainedLogTimestamp: the last contained record's, a wall-clock time
+        header = json.loads(next(r.group(12) for r in d.records[f] if r.group(11) == "SnapshotHeader"))
+        assert abs(header["lastContainedLogTimestamp"] - time.time() * 1000) < 600_000, header
     # The LeaderChange of the restart's epoch, decoded by Kafka: leader 1, voters [1].
     control = [r for f in sorted(d.records) if f.endswith(".log") for r in d.records[f]
                if d.batch_of[id(r)].group(10) == "true"]
@@ -344,6 +348,9 @@ def test_kafka_reads_the_metadata_log_and_snapshots(written: Written) -> None:
     assert record.group(11) == "LeaderChange", record.group(0)
     assert '"leaderId":1' in record.group(12) and '"voters":[{"voterId":1}]' in record.group(12)
     assert abs(int(record.group(2)) - time.time() * 1000) < 600_000  # stamped with the leader's clock
+    # and so is every metadata record
+    stamps = [int(r.group(2)) for f in d.records if f.endswith(".log") for r in d.records[f]]
+    assert stamps and all(abs(t - time.time() * 1000) < 600_000 for t in stamps), stamps
     epoch = int(batch.group(8))
     assert state_files(f"quorum={meta / 'quorum-state'}")[0].endswith(f"epoch={epoch} leader=1")
 

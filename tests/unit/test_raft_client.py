@@ -181,11 +181,12 @@ def test_a_new_leaders_first_record_is_kafkas_leader_change_and_records_carry_ap
     assert first.timestamp == 5002  # the poll that made it leader
     c.append([(b"a", b"1")], now_ms=5003)
     assert c.log.read(1, 1)[0].timestamp == 5003
-    # A node's core runs on a monotonic clock; its records carry the wall clock (offset given).
+    # A node's core polls on a monotonic clock: its LeaderChange carries the wall clock (the
+    # offset given); the controller appends with its wall clock, kept as it is.
     wall = RaftClient(RaftConfig(node_id=1, voters=(1,), cluster_id=CID), MemoryLog(), MemoryQuorumStateStore(),
                       random.Random(0), now_ms=0, wall_clock_offset_ms=1_795_000_000_000)
     wall.poll(10_000)
-    wall.append([(b"a", b"1")], now_ms=10_001)
+    wall.append([(b"a", b"1")], now_ms=1_795_000_010_001)
     assert [e.timestamp for e in wall.log.read(0, 2)] == [1_795_000_010_000, 1_795_000_010_001]
 
 

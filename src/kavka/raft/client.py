@@ -156,9 +156,11 @@ class RaftClient:
         now_ms: int,
         wall_clock_offset_ms: int = 0,
     ) -> None:
-        """`wall_clock_offset_ms` is the wall clock minus the clock `now_ms` comes from, measured
-        once by the caller: the records this node writes as leader carry `now + offset` as their
-        timestamp (Kafka stamps metadata records with its wall clock); 0 in simulations."""
+        """`wall_clock_offset_ms` is the wall clock minus the clock `poll`'s `now_ms` comes from,
+        measured once by the caller: the LeaderChange record this node writes as a new leader
+        carries `now + offset` as its timestamp (Kafka stamps metadata records with its wall
+        clock); 0 in simulations. Records given to `append` carry the `now_ms` passed with them
+        (the controller's wall clock)."""
         self.config = config
         self._wall_clock_offset_ms = wall_clock_offset_ms
         self.node_id = config.node_id
@@ -250,9 +252,9 @@ class RaftClient:
             raise NotLeaderError(f"node {self.node_id} is {self.state.value} in epoch {self.epoch}")
         if not records:
             raise ValueError("empty batch")
-        base, stamp = self.log.end_offset, now_ms + self._wall_clock_offset_ms
+        base = self.log.end_offset
         self.log.append(
-            [LogEntry(base + i, self.epoch, base, k, v, timestamp=stamp) for i, (k, v) in enumerate(records)]
+            [LogEntry(base + i, self.epoch, base, k, v, timestamp=now_ms) for i, (k, v) in enumerate(records)]
         )
         return base + len(records) - 1
 

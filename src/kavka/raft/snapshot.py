@@ -35,6 +35,7 @@ from pathlib import Path
 from kavka.protocol.records import build_batch, decode_batch, iter_batches, valid_prefix_length
 from kavka.raft.api import SnapshotId
 from kavka.raft.control_records import SNAPSHOT_FOOTER, SNAPSHOT_HEADER, control_key, control_type
+from kavka.raft.replicated_log import ReplicatedLog
 
 log = logging.getLogger("kavka.raft")
 
@@ -92,6 +93,14 @@ def encode(snapshot_id: SnapshotId, records: Sequence[Record], *, last_contained
         )
     )
     return b"".join(out)
+
+
+def last_contained_timestamp(log: ReplicatedLog, snapshot_id: SnapshotId) -> int:
+    """The timestamp of the last record a snapshot contains (its header's
+    LastContainedLogTimestamp, as Kafka fills it); -1 if the log no longer holds that record.
+    Reads the log: call it on the log's owner thread, before handing the encoding to a worker."""
+    last = log.read(snapshot_id.end_offset - 1, 1) if snapshot_id.end_offset > log.start_offset else []
+    return last[0].timestamp if last else -1
 
 
 def _control_type(key: bytes | None) -> int:
