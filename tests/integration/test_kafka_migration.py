@@ -32,6 +32,8 @@ from tests.kafka_reference import KafkaReference
 from tests.wait import wait_until
 
 TOPIC, GROUP, PARTITIONS = "migrated", "migrated-group", 2
+OFFSETS_PARTITIONS = 3  # offsets.topic.num.partitions, the same on both sides
+ADOPTED = [f"{TOPIC}-{p}" for p in range(PARTITIONS)] + [f"__consumer_offsets-{p}" for p in range(OFFSETS_PARTITIONS)]
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PER_CODEC = 40
 # (partition, offset, timestamp, key, value, headers)
@@ -95,6 +97,19 @@ def consume(bootstrap: str, ends: dict[int, int], isolation: str) -> list[Row]:
     return got
 
 
+def create_like_kafka(bootstrap: str, log_dir: Path, who: str) -> None:
+    """The migration's step 2 on the target cluster: the topic, same name and partition count, and
+    __consumer_offsets (which a group lookup, FindCoordinator, creates), until their dirs exist."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(60)
+    looker = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP})
+    # NOT_COORDINATOR while the coordinator loads its new partitions
+    wait_until(lambda: looker.committed([TopicPartition(TOPIC, 0)], timeout=10), timeout=60,
+               message=f"{who}'s group coordinator")
+    looker.close()
+    wait_until(lambda: all((log_dir / name).is_dir() for name in ADOPTED), message=f"{who}'s partition dirs")
+
+
 def adopt(source: Path, target: Path) -> None:
     """The migration's step 3: `target` gets `source`'s files, but keeps its partition.metadata."""
     topic_id = (target / "partition.metadata").read_bytes()
@@ -106,7 +121,7 @@ def adopt(source: Path, target: Path) -> None:
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory: pytest.TempPathFactory) -> Any:
     root = tmp_path_factory.mktemp("migration")
-    kafka = KafkaReference(root / "kafka", {"offsets.topic.num.partitions": "3"}).start()
+    kafka = KafkaReference(root / "kafka", {"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)}).start()
     try:
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, config={
@@ -123,21 +138,12 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Any:
     # The migration's producer-state step (docs/storage.md): Kafka's producer ids expire at the
     # first check after the start (producer.id.expiration.ms is dynamic: set it back afterwards).
     broker = BrokerProcess(root / "kavka", overrides={
-        "offsets.topic.num.partitions": "3", "producer.id.expiration.ms": "1",
+        "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS), "producer.id.expiration.ms": "1",
         "producer.id.expiration.check.interval.ms": "200"}).start()
-    kavka_admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    kavka_admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
-    # the group coordinator's partitions exist once a group is looked up (FindCoordinator)
-    looker = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP})
-    wait_until(lambda: looker.committed([TopicPartition(TOPIC, 0)], timeout=10), timeout=30,
-               message="kavka's group coordinator")
-    looker.close()
-    wait_until(lambda: all((broker.log_dirs[0] / f"__consumer_offsets-{p}").is_dir() for p in range(3)),
-               message="kavka's __consumer_offsets partitions")
+    create_like_kafka(broker.bootstrap, broker.log_dirs[0], "kavka")
     assert broker.stop() == 0
     data = broker.log_dirs[0]
-    adopted = [f"{TOPIC}-{p}" for p in range(PARTITIONS)] + [f"__consumer_offsets-{p}" for p in range(3)]
-    for name in adopted:
+    for name in ADOPTED:
         adopt(kafka_dir / name, data / name)
     (data / ".kafka_cleanshutdown").unlink()
     broker.start()
@@ -207,21 +213,12 @@ def test_kafka_takes_the_partitions_back(migrated: Any, tmp_path: Path) -> None:
     group.commit(offsets=on_kavka, asynchronous=False)
     group.close()
     assert broker.stop() == 0
-    kafka = KafkaReference(tmp_path / "kafka-again", {"offsets.topic.num.partitions": "3"})
-    adopted = [f"{TOPIC}-{p}" for p in range(PARTITIONS)] + [f"__consumer_offsets-{p}" for p in range(3)]
+    kafka = KafkaReference(tmp_path / "kafka-again", {"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS)})
     try:
         kafka.start()
-        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(60)
-        looker = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": GROUP})
-        # FindCoordinator creates __consumer_offsets; NOT_COORDINATOR while Kafka loads it
-        wait_until(lambda: looker.committed([TopicPartition(TOPIC, 0)], timeout=10), timeout=60,
-                   message="Kafka's group coordinator")
-        looker.close()
-        wait_until(lambda: all((kafka.log_dirs[0] / name).is_dir() for name in adopted),
-                   message="Kafka's partition directories")
+        create_like_kafka(kafka.bootstrap, kafka.log_dirs[0], "Kafka")
         kafka.stop()  # the JVM exits 143 after its clean shutdown; the marker below proves it clean
-        for name in adopted:
+        for name in ADOPTED:
             adopt(broker.log_dirs[0] / name, kafka.log_dirs[0] / name)
         (kafka.log_dirs[0] / ".kafka_cleanshutdown").unlink()
         kafka.start()
