@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kavka.client.admin import AdminClient as KavkaAdmin
 from tests.broker_harness import BrokerProcess
+from tests.java_deps import run_kafka_tool
 from tests.kafka_reference import KafkaReference
 from tests.wait import wait_until
 
@@ -189,6 +190,14 @@ def test_kavka_appends_after_kafkas_last_offset(migrated: Any) -> None:
     with KavkaAdmin(broker.bootstrap) as admin:
         wait_until(lambda: admin.describe_producers([(TOPIC, 0)])[(TOPIC, 0)] == [], timeout=30,
                    message="Kafka's producer state expired")
+        # and the expiry set back, with the command docs/storage.md gives
+        res = run_kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", broker.bootstrap,
+                             "--entity-type", "brokers", "--entity-default", "--alter",
+                             "--add-config", "producer.id.expiration.ms=86400000")
+        assert res.returncode == 0, res.stdout + res.stderr
+        wait_until(lambda: next(e.value for e in admin.describe_configs("broker", str(broker.node_id))
+                                if e.name == "producer.id.expiration.ms") == "86400000",
+                   message="producer.id.expiration.ms set back")
     p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
     acked: list[Any] = []
     for i in range(5):
