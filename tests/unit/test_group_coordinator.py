@@ -16,8 +16,10 @@ from kavka.coordinator.group import (
     GroupConfig,
     GroupCoordinator,
     GroupRecord,
+    GroupSnapshot,
     GroupState,
     JoinResult,
+    MemberSnapshot,
     OffsetAndMetadata,
     OffsetRecord,
     Parked,
@@ -471,3 +473,23 @@ def test_failed_txn_offsets_are_forgotten_unless_replaced() -> None:
     assert gc.has_pending_txn_offset("g", ("t", 1))  # replaced by the later write, which stands
     gc.fail_pending_txn_offsets("g", 7, {("t", 1): 12})
     assert gc.groups["g"].pending_txn_offsets == {}
+
+
+def test_kafka_4_flexible_offset_and_group_values_are_read() -> None:
+    # OffsetCommitValue v4 as Kafka 4.4.0 wrote it (a real broker's __consumer_offsets, the
+    # migration test's): offset 11, no leader epoch, empty metadata (compact string), the commit
+    # time, and one tagged field (tag 0, 16 bytes: the topic id), which kavka skips.
+    v4 = bytes.fromhex("0004" "000000000000000b" "ffffffff" "01" "000001a21c3e9b78"
+                       "01" "00" "10" "9343751fa06d4e97adb24e5584748dc6")
+    assert rec.parse_offset_value(v4) == OffsetAndMetadata(11, -1, "", 1795770194808)
+    # GroupMetadataValue v4, the first flexible version: compact strings, array and bytes, tagged
+    # fields after each member and at the end (one unknown tag here, skipped).
+    group = bytes.fromhex(
+        "0004" "09" + b"consumer".hex() + "00000005" "06" + b"range".hex() + "03" + b"m1".hex()
+        + "00000000000004d2" "02"
+        + "03" + b"m1".hex() + "00" "02" + b"c".hex() + "03" + b"/h".hex() + "000493e0" "0000afc8"
+        + "02" + b"s".hex() + "02" + b"a".hex() + "00"
+        + "01" "05" "02" "abcd")
+    assert rec.parse_group_value(group) == GroupSnapshot(
+        "consumer", 5, "range", "m1", 1234,
+        (MemberSnapshot("m1", None, "c", "/h", 300000, 45000, b"s", b"a"),))

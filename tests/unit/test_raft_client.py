@@ -167,6 +167,29 @@ def test_leader_high_watermark_needs_a_majority_and_its_own_epoch() -> None:
     assert c.high_watermark == 2
 
 
+def test_a_new_leaders_first_record_is_kafkas_leader_change_and_records_carry_append_time() -> None:
+    c = make()
+    _elect(c, now=5000)
+    first = c.log.read(0, 1)[0]
+    # Kafka's readers (KafkaRaftClient, kafka-dump-log.sh) parse this record: the ControlRecordType
+    # key (version 0, LEADER_CHANGE = 2) and LeaderChangeMessage v0, a flexible message: int16
+    # Version, int32 LeaderId, compact arrays (length + 1) of {int32 VoterId, tags}, tags.
+    assert first.control and first.key == bytes.fromhex("0000" "0002")
+    assert first.value == bytes.fromhex(
+        "0000" "00000001" "04" "0000000100" "0000000200" "0000000300" "03" "0000000100" "0000000200" "00"
+    )
+    assert first.timestamp == 5002  # the poll that made it leader
+    c.append([(b"a", b"1")], now_ms=5003)
+    assert c.log.read(1, 1)[0].timestamp == 5003
+    # A node's core polls on a monotonic clock: its LeaderChange carries the wall clock (the
+    # offset given); the controller appends with its wall clock, kept as it is.
+    wall = RaftClient(RaftConfig(node_id=1, voters=(1,), cluster_id=CID), MemoryLog(), MemoryQuorumStateStore(),
+                      random.Random(0), now_ms=0, wall_clock_offset_ms=1_795_000_000_000)
+    wall.poll(10_000)
+    wall.append([(b"a", b"1")], now_ms=1_795_000_010_001)
+    assert [e.timestamp for e in wall.log.read(0, 2)] == [1_795_000_010_000, 1_795_000_010_001]
+
+
 def test_records_of_older_epochs_commit_only_with_the_new_epochs_first_record() -> None:
     log = MemoryLog()
     log.append([LogEntry(i, 0, 0, b"old", b"old") for i in range(3)])

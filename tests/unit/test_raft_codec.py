@@ -14,7 +14,7 @@ from kavka.raft.replicated_log import LogEntry
 CID = "abcdefghijklmnopqrstuv"
 ENTRIES = (
     LogEntry(10, 3, 10, None, None, control=True),
-    LogEntry(11, 3, 11, b"k1", b"v1"),
+    LogEntry(11, 3, 11, b"k1", b"v1", timestamp=1_795_000_000_000),
     LogEntry(12, 3, 11, None, b"v2"),
     LogEntry(13, 4, 13, b"k3", None),
 )

@@ -249,9 +249,11 @@ class RaftDriver:
         done: Callable[[SnapshotId, bool], None],
     ) -> None:
         log_ = self.client.log
+        last_timestamp = raft_snapshot.last_contained_timestamp(log_, snapshot_id)  # read here, not on the worker
 
         def work() -> None:
-            log_.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, make_records()))
+            data = raft_snapshot.encode(snapshot_id, make_records(), last_contained_timestamp_ms=last_timestamp)
+            log_.write_snapshot(snapshot_id, data)
 
         try:
             await asyncio.to_thread(work)

@@ -196,6 +196,8 @@ class SharedServer:
             store,
             random.Random(),
             now_ms=int(time.monotonic() * 1000),
+            # the driver's clock is the event loop's, time.monotonic()
+            wall_clock_offset_ms=int(time.time() * 1000) - int(time.monotonic() * 1000),
         )
 
     async def start(self, on_stopped: Callable[[Any], None]) -> None:

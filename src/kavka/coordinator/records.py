@@ -7,6 +7,8 @@ Kafka's tools can read kavka's `__consumer_offsets` and the other way round:
     OffsetCommitValue v3: version int16=3, offset int64, leader_epoch int32, metadata string,
                           commit_timestamp int64
                       v1 (read only): offset, metadata, commit_timestamp, expire_timestamp int64
+                      v4 (read only; what Kafka 4.x writes): v3's fields, flexible (compact
+                          string, tagged fields: Kafka 4.4 puts the topic id in one)
     GroupMetadataKey  v2: version int16=2, group string
     GroupMetadataValue v3: version int16=3, protocol_type string, generation int32,
                           protocol nullable string, leader nullable string,
@@ -14,6 +16,8 @@ Kafka's tools can read kavka's `__consumer_offsets` and the other way round:
                           members [member_id string, group_instance_id nullable string,
                                    client_id string, client_host string, rebalance_timeout int32,
                                    session_timeout int32, subscription bytes, assignment bytes]
+                      v4 (read only): v3's fields, flexible (compact strings, arrays and bytes,
+                          tagged fields after each member and at the end)
 
 A null value is a tombstone (offset deleted / group deleted). Strings are
 int16-length-prefixed UTF-8 (-1 for null), bytes int32-length-prefixed.
@@ -123,11 +127,40 @@ def group_value(g: GroupSnapshot) -> bytes:
 
 
 class _Reader:
-    __slots__ = ("buf", "pos")
+    """Reads a record's fields; `flexible` (set once the version is known) switches strings,
+    bytes and arrays to their compact forms (unsigned varint length + 1) and `tags` to skipping
+    tagged fields (KIP-482), as Kafka's flexible message versions are laid out."""
+
+    __slots__ = ("buf", "flexible", "pos")
 
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
         self.pos = 0
+        self.flexible = False
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            if self.pos >= len(self.buf) or shift > 28:
+                raise RecordFormatError("truncated or overlong varint")
+            b = self.buf[self.pos]
+            self.pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+
+    def _length(self, fixed: struct.Struct) -> int:
+        return self.uvarint() - 1 if self.flexible else self._take(fixed)
+
+    def array_length(self) -> int:
+        return self._length(_I32)
+
+    def tags(self) -> None:
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                self.uvarint()  # the tag
+                self._raw(self.uvarint())
 
     def _take(self, s: struct.Struct) -> int:
         if self.pos + s.size > len(self.buf):
@@ -146,13 +179,13 @@ class _Reader:
         return self._take(_I64)
 
     def string(self) -> str | None:
-        n = self.i16()
+        n = self._length(_I16)
         if n < 0:
             return None
         return self._raw(n).decode("utf-8")
 
     def bytes_(self) -> bytes | None:
-        n = self.i32()
+        n = self._length(_I32)
         if n < 0:
             return None
         return self._raw(n)
@@ -190,8 +223,10 @@ def parse_offset_value(value: bytes) -> OffsetAndMetadata:
     if version in (0, 1):
         offset, metadata, ts = r.i64(), r.string(), r.i64()
         return OffsetAndMetadata(offset, -1, metadata or "", ts)
-    if version == 3:
+    if version in (3, 4):
+        r.flexible = version >= 4
         offset, epoch, metadata, ts = r.i64(), r.i32(), r.string(), r.i64()
+        r.tags()
         return OffsetAndMetadata(offset, epoch, metadata or "", ts)
     raise RecordFormatError(f"offset commit value version {version} is not supported")
 
@@ -199,15 +234,16 @@ def parse_offset_value(value: bytes) -> OffsetAndMetadata:
 def parse_group_value(value: bytes) -> GroupSnapshot:
     r = _Reader(value)
     version = r.i16()
-    if not 0 <= version <= 3:
+    if not 0 <= version <= 4:
         raise RecordFormatError(f"group metadata value version {version} is not supported")
+    r.flexible = version >= 4
     protocol_type = r.string() or ""
     generation = r.i32()
     protocol = r.string()
     leader = r.string()
     ts = r.i64() if version >= 2 else -1
     members = []
-    for _ in range(r.i32()):
+    for _ in range(r.array_length()):
         member_id = r.string() or ""
         instance_id = r.string() if version >= 3 else None
         client_id, client_host = r.string() or "", r.string() or ""
@@ -216,11 +252,13 @@ def parse_group_value(value: bytes) -> GroupSnapshot:
         if version == 0:
             rebalance_timeout = session_timeout
         subscription, assignment = r.bytes_() or b"", r.bytes_() or b""
+        r.tags()
         members.append(
             MemberSnapshot(
                 member_id, instance_id, client_id, client_host, rebalance_timeout, session_timeout, subscription, assignment
             )
         )
+    r.tags()
     return GroupSnapshot(protocol_type, generation, protocol, leader, ts, tuple(members))
 
 

@@ -198,6 +198,9 @@ class MetadataLoader:
         done: Callable[[SnapshotId, bool], None],
     ) -> None:
         """Without a driver (tests): serialise, encode, write and freeze right here."""
-        self.raft.log.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, make_records()))
+        last_timestamp = raft_snapshot.last_contained_timestamp(self.raft.log, snapshot_id)
+        self.raft.log.write_snapshot(
+            snapshot_id, raft_snapshot.encode(snapshot_id, make_records(), last_contained_timestamp_ms=last_timestamp)
+        )
         self.raft.snapshot_frozen(snapshot_id)
         done(snapshot_id, True)

@@ -62,6 +62,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kavka.common import ErrorCode
+from kavka.raft import control_records
 from kavka.raft import messages as m
 from kavka.raft import snapshot as snapshots
 from kavka.raft.api import LeaderAndEpoch, NotLeaderError, RaftListener, SnapshotId
@@ -153,8 +154,15 @@ class RaftClient:
         rng: random.Random,
         *,
         now_ms: int,
+        wall_clock_offset_ms: int = 0,
     ) -> None:
+        """`wall_clock_offset_ms` is the wall clock minus the clock `poll`'s `now_ms` comes from,
+        measured once by the caller: the LeaderChange record this node writes as a new leader
+        carries `now + offset` as its timestamp (Kafka stamps metadata records with its wall
+        clock); 0 in simulations. Records given to `append` carry the `now_ms` passed with them
+        (the controller's wall clock)."""
         self.config = config
+        self._wall_clock_offset_ms = wall_clock_offset_ms
         self.node_id = config.node_id
         self.voters = config.voters
         # A node outside the voter set is an observer (a broker-only node): it follows the
@@ -246,7 +254,7 @@ class RaftClient:
             raise ValueError("empty batch")
         base = self.log.end_offset
         self.log.append(
-            [LogEntry(base + i, self.epoch, base, k, v) for i, (k, v) in enumerate(records)]
+            [LogEntry(base + i, self.epoch, base, k, v, timestamp=now_ms) for i, (k, v) in enumerate(records)]
         )
         return base + len(records) - 1
 
@@ -359,6 +367,7 @@ class RaftClient:
         # Durable first: a crash right after must not forget an epoch or a vote.
         self.store.write(ElectionState(epoch=epoch, leader_id=leader_id, voted_id=voted_id))
         old_leader, old_epoch = self.leader_id, self.epoch
+        granted = self._v.granted
         self.state, self.epoch, self.leader_id, self.voted_id = to, epoch, leader_id, voted_id
         self._v = _Volatile()
         now = self._now
@@ -370,8 +379,10 @@ class RaftClient:
             self._v.deadline_ms = now + self.config.fetch_timeout_ms * 3 // 2
             self._v.epoch_start_offset = self.log.end_offset
             self._v.last_fetch_ms = {v: now for v in self.voters}
+            key, value = control_records.leader_change(self.node_id, self.voters, granted)
+            stamp = now + self._wall_clock_offset_ms
             self.log.append(
-                [LogEntry(self.log.end_offset, epoch, self.log.end_offset, None, None, control=True)]
+                [LogEntry(self.log.end_offset, epoch, self.log.end_offset, key, value, control=True, timestamp=stamp)]
             )
         elif to is _S.RESIGNED:
             self._v.deadline_ms = now + self._election_timeout()

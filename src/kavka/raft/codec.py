@@ -108,7 +108,7 @@ def encode_records(entries: tuple[LogEntry, ...]) -> bytes:
         batch = entries[i:j]
         out.append(
             build_batch(
-                [(0, e.key, e.value) for e in batch],
+                [(e.timestamp, e.key, e.value) for e in batch],
                 base_offset=batch[0].offset,
                 partition_leader_epoch=batch[0].epoch,
                 is_control=batch[0].control,
@@ -133,6 +133,7 @@ def decode_records(data: bytes | None) -> tuple[LogEntry, ...]:
                     r.key,
                     r.value,
                     control=header.is_control,
+                    timestamp=r.timestamp,
                 )
             )
     return tuple(entries)

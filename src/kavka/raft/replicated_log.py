@@ -48,6 +48,9 @@ class LogEntry:
     value: bytes | None
     # A control record (Kafka's LeaderChangeMessage, written at the start of every epoch).
     control: bool = False
+    # The record's timestamp (CreateTime): the leader's clock when it appended the record, as
+    # Kafka's BatchAccumulator stamps it; followers keep the leader's. 0 in logs written before.
+    timestamp: int = 0
 
 
 class FlushTicket(Protocol):

@@ -34,16 +34,14 @@ from pathlib import Path
 
 from kavka.protocol.records import build_batch, decode_batch, iter_batches, valid_prefix_length
 from kavka.raft.api import SnapshotId
+from kavka.raft.control_records import SNAPSHOT_FOOTER, SNAPSHOT_HEADER, control_key, control_type
+from kavka.raft.replicated_log import ReplicatedLog
 
 log = logging.getLogger("kavka.raft")
 
 SUFFIX = ".checkpoint"
 PART_SUFFIX = ".checkpoint.part"
 _NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
-# Kafka's ControlRecordType ids.
-SNAPSHOT_HEADER = 3
-SNAPSHOT_FOOTER = 4
-_CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType key: version, type
 _HEADER_VALUE = struct.Struct(">hq")  # SnapshotHeaderRecord v0: Version, LastContainedLogTimestamp
 _FOOTER_VALUE = struct.Struct(">h")  # SnapshotFooterRecord v0: Version
 _RECORDS_PER_BATCH = 512
@@ -67,7 +65,7 @@ def parse_file_name(name: str) -> SnapshotId | None:
 
 
 def _control(kind: int, value: bytes) -> Record:
-    return _CONTROL_KEY.pack(0, kind), value + b"\x00"  # + empty tagged fields
+    return control_key(kind), value + b"\x00"  # + empty tagged fields
 
 
 def encode(snapshot_id: SnapshotId, records: Sequence[Record], *, last_contained_timestamp_ms: int = -1) -> bytes:
@@ -97,10 +95,19 @@ def encode(snapshot_id: SnapshotId, records: Sequence[Record], *, last_contained
     return b"".join(out)
 
 
+def last_contained_timestamp(log: ReplicatedLog, snapshot_id: SnapshotId) -> int:
+    """The timestamp of the last record a snapshot contains (its header's
+    LastContainedLogTimestamp, as Kafka fills it); -1 if the log no longer holds that record.
+    Reads the log: call it on the log's owner thread, before handing the encoding to a worker."""
+    last = log.read(snapshot_id.end_offset - 1, 1) if snapshot_id.end_offset > log.start_offset else []
+    return last[0].timestamp if last else -1
+
+
 def _control_type(key: bytes | None) -> int:
-    if key is None or len(key) < _CONTROL_KEY.size:
+    kind = control_type(key)
+    if kind is None:
         raise CorruptSnapshotError("control record without a ControlRecordType key")
-    return _CONTROL_KEY.unpack_from(key)[1]
+    return kind
 
 
 def decode(data: bytes) -> list[Record]:
