@@ -212,8 +212,9 @@ class RebalanceProposal:
 def rebalance_proposal(
     admin: Any, added: Sequence[int], removed: Sequence[int], topics: Sequence[str] | None = None
 ) -> RebalanceProposal:
-    """`plan_rebalance` over (brokers holding replicas + ``added``) - ``removed``, for ``topics``
-    (every topic, internal ones included, when None). Sizes come from DescribeLogDirs (the largest
+    """`plan_rebalance` over (brokers holding replicas + ``added``) - ``removed`` for every topic,
+    internal ones included (``topics`` None), or over (live brokers + ``added``) - ``removed`` for
+    ``topics``. Sizes come from DescribeLogDirs (the largest
     replica), so the smallest partitions move first."""
     live = {b.node_id: b for b in admin.describe_cluster().brokers if not b.fenced}
     unknown = [b for b in added if b not in live]
@@ -231,7 +232,10 @@ def rebalance_proposal(
     not_there = [b for b in removed if b not in holding and b not in live]
     if not_there:
         raise OperationError(f"Unknown broker id(s) {','.join(map(str, not_there))}")
-    brokers = sorted((holding | set(added)) - set(removed))
+    # The whole cluster balances over the brokers holding replicas (a broker joins by being
+    # added); some topics balance over every live broker.
+    pool = holding if topics is None else holding | set(live)
+    brokers = sorted((pool | set(added)) - set(removed))
     sizes: dict[TopicPartition, int] = {}
     asked = sorted(holding & set(live))
     for ds in (admin.describe_log_dirs(asked, names if topics is not None else None) if asked else {}).values():

@@ -34,7 +34,7 @@ from kavka.client.admin import AdminClient
 from kavka.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError
 from kavka.client.fetcher import Fetcher
 from kavka.client.security import PLAINTEXT, ClientSecurity
-from kavka.console import views
+from kavka.console import moves, views
 from kavka.console.views import UserError
 
 HERE = Path(__file__).parent
@@ -178,7 +178,7 @@ async def topic(request: Request) -> Response:
     b = backend_of(request)
     data = await b.run(views.topic, b.admin, request.path_params["name"], await b.features())
     return await page(request, "topic.html", t=data, nav="topics", created=request.query_params.get("created"),
-                      done=request.query_params.get("done"))
+                      done=request.query_params.get("done"), result=request.query_params.get("result"))
 
 
 async def change_topic(request: Request) -> Response:
@@ -268,12 +268,118 @@ async def delete_group(request: Request) -> Response:
     return RedirectResponse("/groups?deleted=" + quote(gid, safe=""), status_code=303)
 
 
-async def disks(request: Request) -> Response:
+async def require(request: Request, feature: str, what: str) -> Backend:
+    """The backend, if the cluster answers what the page needs (kavka-only and recent-Kafka pages)."""
     b = backend_of(request)
-    if not (await b.features()).get("disks"):
-        raise UserError("This cluster does not describe its log dirs' capacity (DescribeLogDirs v4): no Disks page.", 404)
-    rows = await b.run(views.disks, b.admin)
-    return await page(request, "disks.html", dirs=rows, nav="disks")
+    if not (await b.features()).get(feature):
+        raise UserError(f"This cluster does not answer {what}: no {feature.capitalize()} page.", 404)
+    return b
+
+
+DISKS_API = "DescribeLogDirs v4 and AlterReplicaLogDirs"
+REASSIGN_API = "AlterPartitionReassignments and ListPartitionReassignments (KIP-455)"
+
+
+async def disks(request: Request) -> Response:
+    b = await require(request, "disks", DISKS_API)
+    data = await b.run(moves.disks, b.admin)
+    return await page(request, "disks.html", d=data, nav="disks", done=request.query_params.get("done"))
+
+
+async def move_replica(request: Request) -> Response:
+    b = await require(request, "disks", DISKS_API)
+    form = await mutation_form(request)
+    mv = await b.run(moves.plan_dir_move, b.admin, form)
+    if not confirmed(form):
+        return await confirm_page(request, form, f"Move {mv.topic}-{mv.partition} on broker {mv.broker}?", [
+            ("Replica", f"{mv.topic}-{mv.partition} on broker {mv.broker}"), ("From", mv.source), ("To", mv.destination),
+            ("How", "copied live into the new dir, then swapped in; producers and consumers see nothing")])
+    await b.run(moves.execute_dir_move, b.admin, mv)
+    return RedirectResponse("/disks?done=move", status_code=303)
+
+
+async def move_throttle(request: Request) -> Response:
+    b = await require(request, "disks", DISKS_API)
+    form = await mutation_form(request)
+    broker, rate = moves.parse_throttle(form)
+    if not confirmed(form):
+        return await confirm_page(request, form, f"Change the move throttle of broker {broker}?", [
+            ("Broker", broker), ("replica.alter.log.dirs.io.max.bytes.per.second",
+                                 f"{rate} B/s" if rate is not None else "none (remove the throttle)")])
+    await b.run(moves.set_move_throttle, b.admin, broker, rate)
+    return RedirectResponse("/disks?done=throttle", status_code=303)
+
+
+async def balance_disks(request: Request) -> Response:
+    b = await require(request, "disks", DISKS_API)
+    form = await mutation_form(request)
+    broker = views.parse_int(form.get("broker", ""), "broker", minimum=0)
+    if not confirmed(form):
+        plan = await b.run(moves.plan_disk_balance, b.admin, broker)
+        return await page(request, "balance.html", plan=plan, nav="disks")
+    await b.run(moves.execute_disk_balance, b.admin, moves.reviewed_balance(broker, form))
+    return RedirectResponse("/disks?done=balance", status_code=303)
+
+
+async def reassignments(request: Request) -> Response:
+    b = await require(request, "reassignments", REASSIGN_API)
+    data = await b.run(moves.reassignments, b.admin)
+    return await page(request, "reassignments.html", r=data, nav="reassignments", done=request.query_params.get("done"))
+
+
+async def plan_reassignment(request: Request) -> Response:
+    """The review page of a plan (the minimal-move planner's, or one partition's); its confirm
+    executes exactly the targets shown."""
+    b = await require(request, "reassignments", REASSIGN_API)
+    form = await mutation_form(request)
+    additional = form.get("additional") == "1"
+    if confirmed(form):
+        plan = await b.run(moves.reviewed_targets, b.admin, form)
+        await b.run(moves.execute_reassignment, b.admin, plan, additional=additional)
+        return RedirectResponse("/reassignments?done=started", status_code=303)
+    if form.get("kind") == "partition":
+        plan = await b.run(moves.plan_partition_move, b.admin, form)
+    else:
+        plan = await b.run(moves.plan_rebalance, b.admin, form)
+    return await page(request, "plan.html", plan=plan, nav="reassignments", additional=additional,
+                      kind=form.get("kind") or "rebalance")
+
+
+async def cancel_reassignment(request: Request) -> Response:
+    b = await require(request, "reassignments", REASSIGN_API)
+    form = await mutation_form(request)
+    tps = form.getlist("tp")
+    if not confirmed(form):
+        return await confirm_page(request, form, "Cancel reassignment?", [
+            ("Partitions", ", ".join(map(str, tps)) or "every reassignment in progress"),
+            ("Effect", "each partition goes back to its original replicas; the throttles are cleared")], danger=True)
+    await b.run(moves.cancel, b.admin, form)
+    return RedirectResponse("/reassignments?done=cancelled", status_code=303)
+
+
+async def clear_reassignment_throttles(request: Request) -> Response:
+    b = await require(request, "reassignments", REASSIGN_API)
+    form = await mutation_form(request)
+    if not confirmed(form):
+        return await confirm_page(request, form, "Clear the replication throttles?", [
+            ("Effect", "the brokers' leader/follower throttled rates and the topics' throttled replicas are removed")])
+    await b.run(moves.clear_reassignment_throttles, b.admin)
+    return RedirectResponse("/reassignments?done=throttles-cleared", status_code=303)
+
+
+async def elect_leaders(request: Request) -> Response:
+    b = await require(request, "elections", "ElectLeaders")
+    name = request.path_params["name"]
+    form = await mutation_form(request)
+    kind, partitions = await b.run(moves.plan_election, b.admin, name, form)
+    if not confirmed(form):
+        return await confirm_page(request, form, f"Elect {kind} leaders of {name}?", [
+            ("Partitions", ", ".join(f"{t}-{p}" for t, p in partitions)),
+            ("Election", "the preferred replica (the first) becomes leader where it is in the ISR" if kind == "preferred"
+             else "a live replica out of the ISR may become leader where there is none: acknowledged records can be lost")],
+            danger=kind == "unclean")
+    result = await b.run(moves.elect, b.admin, kind, partitions)
+    return RedirectResponse(f"/topics/{quote(name, safe='')}?" + urlencode({"done": "election", "result": result}), status_code=303)
 
 
 async def healthz(request: Request) -> Response:
@@ -331,6 +437,14 @@ def create_app(bootstrap: str, *, security: ClientSecurity = PLAINTEXT, read_onl
         Route("/groups/{group}/reset", guarded(reset_group), methods=["POST"]),
         Route("/groups/{group}/delete", guarded(delete_group), methods=["POST"]),
         Route("/disks", guarded(disks)),
+        Route("/disks/move", guarded(move_replica), methods=["POST"]),
+        Route("/disks/throttle", guarded(move_throttle), methods=["POST"]),
+        Route("/disks/balance", guarded(balance_disks), methods=["POST"]),
+        Route("/reassignments", guarded(reassignments)),
+        Route("/reassignments/plan", guarded(plan_reassignment), methods=["POST"]),
+        Route("/reassignments/cancel", guarded(cancel_reassignment), methods=["POST"]),
+        Route("/reassignments/clear-throttles", guarded(clear_reassignment_throttles), methods=["POST"]),
+        Route("/topics/{name}/elect", guarded(elect_leaders), methods=["POST"]),
         Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]

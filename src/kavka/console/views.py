@@ -38,13 +38,17 @@ class UserError(Exception):
 
 def kavka_features(admin: AdminClient) -> dict[str, bool]:
     """Which pages the cluster can back. The generic pages need only Kafka's common APIs; the disk
-    page needs DescribeLogDirs with sizes (v4: total/usable bytes, Kafka 3.3+ and kavka)."""
+    page needs DescribeLogDirs with sizes (v4: total/usable bytes, Kafka 3.3+ and kavka) and
+    AlterReplicaLogDirs; the reassignment page KIP-455's two APIs; elections ElectLeaders."""
     conn = admin._any()
     versions = conn.broker_versions
     log_dirs = versions.get(int(ApiKey.DESCRIBE_LOG_DIRS))
     return {
         "quorum": int(ApiKey.DESCRIBE_QUORUM) in versions,
-        "disks": log_dirs is not None and log_dirs[1] >= 4,
+        "disks": log_dirs is not None and log_dirs[1] >= 4 and int(ApiKey.ALTER_REPLICA_LOG_DIRS) in versions,
+        "reassignments": int(ApiKey.ALTER_PARTITION_REASSIGNMENTS) in versions
+        and int(ApiKey.LIST_PARTITION_REASSIGNMENTS) in versions,
+        "elections": int(ApiKey.ELECT_LEADERS) in versions,
     }
 
 
@@ -417,30 +421,6 @@ def delete_group(admin: AdminClient, group_id: str) -> None:
     code = admin.delete_groups([group_id]).get(group_id, 0)
     if code:
         raise UserError(f"Group '{group_id}' was not deleted: {error_name(code)}.", 409)
-
-
-# ---------------------------------------------------------------------- disks (read-only in this slice)
-
-
-def disks(admin: AdminClient) -> list[dict[str, Any]]:
-    out = []
-    for broker, dirs in sorted(admin.describe_log_dirs().items()):
-        for ld in dirs:
-            from kavka.client.errors import error_name
-
-            used = sum(r.size for r in ld.replicas if not r.is_future)
-            out.append({
-                "broker": broker, "path": ld.path,
-                "state": "online" if ld.error_code == 0 else "offline",
-                "error": error_name(ld.error_code) if ld.error_code else None,
-                "total": ld.total_bytes, "usable": ld.usable_bytes,
-                "used_pct": round(100 * (ld.total_bytes - ld.usable_bytes) / ld.total_bytes) if ld.total_bytes > 0 else None,
-                "replica_bytes": used,
-                "replicas": sorted(f"{r.topic}-{r.partition}" for r in ld.replicas if not r.is_future),
-                "moves": [{"replica": f"{r.topic}-{r.partition}", "lag": r.offset_lag, "size": r.size}
-                          for r in ld.replicas if r.is_future],
-            })
-    return out
 
 
 # ---------------------------------------------------------------------- topic changes
