@@ -25,6 +25,13 @@ BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.t
 TOPIC_THROTTLES = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 TopicPartition = tuple[str, int]
+# With tiered storage kavka's DescribeLogDirs adds an entry `remote:<plugin>` with each tiered
+# partition's remote bytes (broker.handlers.log_dirs): not a log dir, never a move's destination.
+REMOTE_DIR_PREFIX = "remote:"
+
+
+def is_remote_entry(path: str) -> bool:
+    return path.startswith(REMOTE_DIR_PREFIX)
 
 
 class OperationError(Exception):
@@ -90,7 +97,8 @@ def balance_plan(admin: Any, broker: int) -> BalancePlan:
     dirs = admin.describe_log_dirs([broker])[broker]
     if any(r.is_future for d in dirs for r in d.replicas):
         raise OperationError(f"broker {broker} is already moving replicas between its log dirs; try again when they finish")
-    online = {d.path: [(r.topic, r.partition, r.size) for r in d.replicas] for d in dirs if not d.error_code}
+    online = {d.path: [(r.topic, r.partition, r.size) for r in d.replicas] for d in dirs
+              if not d.error_code and not is_remote_entry(d.path)}
     before = {p: sum(s for _, _, s in reps) for p, reps in online.items()}
     moves = plan_balance(online)
     after = dict(before)

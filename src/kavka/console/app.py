@@ -466,6 +466,12 @@ async def clear_reassignment_throttles(request: Request) -> Response:
     return RedirectResponse("/reassignments?done=throttles-cleared", status_code=303)
 
 
+async def tiered(request: Request) -> Response:
+    b = await require(request, "tiered", "ListOffsets v9 (KIP-1005)")
+    rows = await b.run(views.tiered, b.admin)
+    return await page(request, "tiered.html", topics=rows, nav="tiered")
+
+
 async def elect_leaders(request: Request) -> Response:
     b = await require(request, "elections", "ElectLeaders")
     name = request.path_params["name"]
@@ -598,6 +604,7 @@ def create_app(bootstrap: str, *, security: ClientSecurity = PLAINTEXT, read_onl
         Route("/reassignments/cancel", guarded(cancel_reassignment), methods=["POST"]),
         Route("/reassignments/clear-throttles", guarded(clear_reassignment_throttles), methods=["POST"]),
         Route("/topics/{name}/elect", guarded(elect_leaders), methods=["POST"]),
+        Route("/tiered", guarded(tiered)),
         Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]

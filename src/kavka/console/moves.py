@@ -30,6 +30,7 @@ from kavka.operations import (
     cancel_reassignments,
     clear_throttles,
     execute_balance,
+    is_remote_entry,
     rebalance_proposal,
     start_reassignment,
 )
@@ -56,7 +57,7 @@ def _broker_throttles(admin: AdminClient, brokers: list[int]) -> dict[int, dict[
 def disks(admin: AdminClient) -> dict[str, Any]:
     """Every log dir of every broker, the moves into each with their progress, each broker's move
     throttle, and the replicas a failed dir took offline with who leads their partitions now."""
-    described = admin.describe_log_dirs()
+    described = {b: [ld for ld in dirs if not is_remote_entry(ld.path)] for b, dirs in admin.describe_log_dirs().items()}
     rows = []
     for broker, dirs in sorted(described.items()):
         current = {(r.topic, r.partition): (ld.path, r.size) for ld in dirs for r in ld.replicas if not r.is_future}
@@ -120,7 +121,7 @@ def plan_dir_move(admin: AdminClient, form: Any) -> DirMove:
         raise UserError("Name the topic of the replica to move.")
     partition = parse_int(form.get("partition", ""), "partition", minimum=0)
     destination = str(form.get("dir", "")).strip()
-    described = admin.describe_log_dirs()
+    described = {b: [ld for ld in dirs if not is_remote_entry(ld.path)] for b, dirs in admin.describe_log_dirs().items()}
     if broker not in described:
         raise UserError(f"There is no broker {broker} (brokers: {', '.join(map(str, sorted(described)))}).", 404)
     describe_topic(admin, topic)

@@ -39,7 +39,8 @@ class UserError(Exception):
 def kavka_features(admin: AdminClient) -> dict[str, bool]:
     """Which pages the cluster can back. The generic pages need only Kafka's common APIs; the disk
     page needs DescribeLogDirs with sizes (v4: total/usable bytes, Kafka 3.3+ and kavka) and
-    AlterReplicaLogDirs; the reassignment page KIP-455's two APIs; elections ElectLeaders."""
+    AlterReplicaLogDirs; the reassignment page KIP-455's two APIs; elections ElectLeaders; the
+    tiered storage page ListOffsets v9 and kavka."""
     conn = admin._any()
     versions = conn.broker_versions
     log_dirs = versions.get(int(ApiKey.DESCRIBE_LOG_DIRS))
@@ -49,6 +50,11 @@ def kavka_features(admin: AdminClient) -> dict[str, bool]:
         "reassignments": int(ApiKey.ALTER_PARTITION_REASSIGNMENTS) in versions
         and int(ApiKey.LIST_PARTITION_REASSIGNMENTS) in versions,
         "elections": int(ApiKey.ELECT_LEADERS) in versions,
+        # ListOffsets v9 answers the latest tiered offset (KIP-1005), v8 the earliest local one;
+        # Tansu advertises v9 but closes the connection on those specs (and on DescribeConfigs
+        # naming keys), so the page is kavka's: it answers CreateReplicaPlacement, its own API.
+        "tiered": versions.get(int(ApiKey.LIST_OFFSETS), (0, 0))[1] >= 9
+        and int(ApiKey.CREATE_REPLICA_PLACEMENT) in versions,
     }
 
 
@@ -421,6 +427,56 @@ def delete_group(admin: AdminClient, group_id: str) -> None:
     code = admin.delete_groups([group_id]).get(group_id, 0)
     if code:
         raise UserError(f"Group '{group_id}' was not deleted: {error_name(code)}.", 409)
+
+
+# ---------------------------------------------------------------------- tiered storage
+
+TIERED_CONFIGS = ("remote.storage.enable", "local.retention.bytes", "local.retention.ms", "retention.bytes", "retention.ms",
+                  "segment.bytes")
+
+
+def tiered(admin: AdminClient) -> list[dict[str, Any]]:
+    """Every topic with remote.storage.enable=true (KIP-405), and per partition where its offsets
+    live: from the log start to the earliest local offset only in remote storage, from there to
+    the latest tiered offset in both, above it (the active segment and closed segments not copied
+    yet: the copy lag) only on local disk; the leader's bytes on local disk and, from kavka (its
+    DescribeLogDirs entry `remote:<plugin>`), in remote storage. No segment counts: the Kafka
+    protocol does not tell them."""
+    names = [t.name for t in admin.list_topics(include_internal=False)]
+    out = []
+    for name in sorted(names):
+        entries = {e.name: e for e in admin.describe_configs("topic", name, include_documentation=False,
+                                                             keys=list(TIERED_CONFIGS))}
+        enabled = entries.get("remote.storage.enable")
+        if enabled is None or (enabled.value or "").lower() != "true":
+            continue
+        [d] = admin.describe_topics([name])
+        tps = [(name, p.partition) for p in d.partitions]
+        offsets = {spec: admin.list_offsets(dict.fromkeys(tps, spec))
+                   for spec in ("earliest", "earliest-local", "latest-tiered", "latest")}
+        leaders = {p.partition: p.leader for p in d.partitions}
+        local_bytes: dict[int, int] = {}
+        remote_bytes: dict[int, int] = {}
+        try:
+            for broker, dirs in admin.describe_log_dirs(sorted({b for b in leaders.values() if b >= 0}), [name]).items():
+                for ld in dirs:
+                    # kavka's `remote:<plugin>` entry holds the remote bytes of the partitions the broker leads.
+                    into = remote_bytes if ld.path.startswith("remote:") else local_bytes
+                    for r in ld.replicas:
+                        if not r.is_future and leaders.get(r.partition) == broker:
+                            into[r.partition] = r.size
+        except KafkaError:
+            pass
+        rows = []
+        for tp in tps:
+            start, local, tier, end = (offsets[s][tp].offset for s in ("earliest", "earliest-local", "latest-tiered", "latest"))
+            rows.append({"partition": tp[1], "leader": leaders[tp[1]], "log_start": start, "local_start": local,
+                         "tiered": tier, "end": end, "remote_only": max(0, local - start),
+                         "copy_lag": end - (tier + 1) if tier >= 0 else end - start,
+                         "local_bytes": local_bytes.get(tp[1]), "remote_bytes": remote_bytes.get(tp[1])})
+        out.append({"name": name, "partitions": rows,
+                     "configs": {k: entries[k].value for k in TIERED_CONFIGS if k in entries and k != "remote.storage.enable"}})
+    return out
 
 
 # ---------------------------------------------------------------------- topic changes
