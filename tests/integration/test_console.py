@@ -22,7 +22,7 @@ from kavka.client.admin import AdminClient, NewTopic
 from kavka.client.producer import Producer, ProducerConfig
 from kavka.operations import THROTTLE_KEY, balance_plan
 from tests.broker_harness import Cluster
-from tests.console_harness import BROWSER_ARGS, CHROMIUM, IMAGES, Console
+from tests.console_harness import BROWSER_ARGS, CHROMIUM, Console, shot
 from tests.integration.helpers import ck_consumer, ck_producer
 from tests.wait import wait_until
 
@@ -83,18 +83,6 @@ def page(browser: Any) -> Iterator[Any]:
         yield p
     finally:
         p.close()
-
-
-def shot(page: Any, name: str) -> None:
-    """A screenshot of the page. The README's images (docs/images/console-*.png) are rewritten
-    only with KAVKA_SCREENSHOTS=1, so a test run leaves the checkout clean; otherwise the picture
-    goes to a temporary directory (taking it still checks the page renders)."""
-    import os
-    import tempfile
-
-    out = IMAGES if os.environ.get("KAVKA_SCREENSHOTS") == "1" else Path(tempfile.gettempdir()) / "kavka-console-shots"
-    out.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(out / f"console-{name}.png"))
 
 
 def cells(page: Any, selector: str) -> list[list[str]]:

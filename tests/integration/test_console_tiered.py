@@ -14,7 +14,7 @@ import pytest
 from kavka.client.admin import AdminClient, NewTopic
 from kavka.client.producer import Producer, ProducerConfig
 from tests.broker_harness import BrokerProcess
-from tests.console_harness import BROWSER_ARGS, CHROMIUM, Console
+from tests.console_harness import BROWSER_ARGS, CHROMIUM, Console, shot
 from tests.wait import wait_until
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
@@ -69,7 +69,7 @@ def test_the_tiered_page_shows_where_each_partitions_offsets_live(broker: Broker
             with playwright_sync.sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
                 try:
-                    page: Any = browser.new_page()
+                    page: Any = browser.new_page(viewport={"width": 1280, "height": 800})
                     page.set_default_timeout(20_000)
                     page.goto(console.url + "/")
                     page.click("header nav a:text('Tiered storage')")
@@ -108,7 +108,7 @@ def test_the_tiered_page_shows_where_each_partitions_offsets_live(broker: Broker
                     one = page.locator(f"#tiered-{name} tr[data-partition='1']")
                     expect(one.locator("td.tiered-offset")).to_have_text("none")  # its only segment is active
                     expect(one.locator("td.copy-lag")).to_have_text("1")
-                    page.screenshot(path=str(tmp_path / "console-tiered.png"))
+                    shot(page, "tiered")
                 finally:
                     browser.close()
         finally:
