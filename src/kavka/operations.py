@@ -273,6 +273,15 @@ def start_reassignment(
 ) -> None:
     """AlterPartitionReassignments for ``targets`` after Kafka's tool's checks (every broker
     exists; no reassignment running unless ``additional``), with the inter-broker throttle first."""
+    check_reassignment(admin, targets, additional=additional)
+    if throttle is not None:
+        set_replication_throttles(admin, targets, current, throttle)
+    send_reassignment(admin, targets)
+
+
+def check_reassignment(admin: Any, targets: Mapping[TopicPartition, Sequence[int]], *, additional: bool) -> None:
+    """Kafka's tool's checks before a reassignment: every broker exists, and no reassignment is
+    running unless ``additional``."""
     live = {b.node_id for b in admin.describe_cluster().brokers}
     unknown = sorted({b for reps in targets.values() for b in reps} - live)
     if unknown:
@@ -282,13 +291,16 @@ def start_reassignment(
             "Cannot execute because there is an existing partition assignment.  Use --additional to "
             "override this and create a new partition assignment in addition to the existing one."
         )
-    if throttle is not None:
-        set_replication_throttles(admin, targets, current, throttle)
+
+
+def send_reassignment(admin: Any, targets: Mapping[TopicPartition, Sequence[int]]) -> dict[TopicPartition, tuple[int, str | None]]:
+    """AlterPartitionReassignments; each partition's result, or OperationError naming the refused ones."""
     results = admin.alter_partition_reassignments({k: list(v) for k, v in targets.items()})
     errors = {k: v for k, v in results.items() if v[0] != 0}
     if errors:
         raise OperationError("Error reassigning partition(s):\n" + "\n".join(
             f"{t}-{p}: {msg or code}" for (t, p), (code, msg) in sorted(errors.items())))
+    return dict(results)
 
 
 def cancel_reassignments(admin: Any, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:

@@ -559,6 +559,19 @@ def test_overview_shows_the_brokers_racks_quorum_and_counts_the_admin_api_report
     assert voters == {str(v.node_id) for v in quorum.voters}
     racks = page.inner_text("#racks")
     assert racks.index("dc1") < racks.index("r1") and "dc2" in racks
+
+    # Throughput: records written between two samples of the log end offsets (two page loads).
+    name = unique("busy")
+    admin.create_topics([NewTopic(name, assignments={0: [2]})])
+    page.reload()
+    with Producer(admin_bootstrap(admin), ProducerConfig(enable_idempotence=False)) as p:
+        for i in range(100):
+            p.send(name, b"r%d" % i, partition=0)
+        p.flush()
+    page.reload()
+    expect(page.locator(f"#throughput-topics tr[data-topic='{name}'] td.records")).to_have_text("100")
+    assert float(page.inner_text(f"#throughput-topics tr[data-topic='{name}'] td.rate")) > 0
+    assert int(page.inner_text("#throughput-brokers tr[data-broker='2'] td.records")) >= 100
     shot(page, "overview")
 
 

@@ -39,8 +39,10 @@ from kavka.operations import (
     OperationError,
     adding_progress,
     cancel_reassignments,
+    check_reassignment,
     clear_throttles,
     log_dir_status,
+    send_reassignment,
     set_replication_throttles,
 )
 
@@ -222,15 +224,10 @@ def _execute(
     timeout_ms: int,
     as_json: bool,
 ) -> None:
-    live = {b.node_id for b in admin.describe_cluster().brokers}
-    unknown = sorted({b for reps in targets.values() for b in reps} - live)
-    if unknown:
-        raise CliError(f"Unknown broker id(s) {','.join(map(str, unknown))}")
-    if not additional and admin.list_partition_reassignments():
-        raise CliError(
-            "Cannot execute because there is an existing partition assignment.  Use --additional to "
-            "override this and create a new partition assignment in addition to the existing one."
-        )
+    try:
+        check_reassignment(admin, targets, additional=additional)
+    except OperationError as e:
+        raise CliError(str(e)) from None
     rollback = reassignment_json({k: current[k] for k in targets})
     echo = (lambda line: None) if as_json else click.echo
     echo(f"Current partition replica assignment\n\n{json.dumps(rollback, separators=(',', ':'))}\n\n"
@@ -246,11 +243,10 @@ def _execute(
         for b in brokers:
             admin.incremental_alter_configs("broker", str(b), set={THROTTLE_KEY: str(throttle)})
         echo(f"The replica-alter-dir throttle limit was set to {throttle} B/s")
-    results = admin.alter_partition_reassignments(targets)
-    errors = {k: v for k, v in results.items() if v[0] != 0}
-    if errors:
-        raise CliError("Error reassigning partition(s):\n" + "\n".join(
-            f"{_tp(t, p)}: {msg or code}" for (t, p), (code, msg) in sorted(errors.items())))
+    try:
+        results = send_reassignment(admin, targets)
+    except OperationError as e:
+        raise CliError(str(e)) from None
     echo(f"Successfully started partition reassignment{'' if len(targets) == 1 else 's'} for "
          + ",".join(_tp(t, p) for t, p in sorted(targets)))
     codes = _execute_moves(admin, wanted, timeout_ms, echo) if wanted else {}

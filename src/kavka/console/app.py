@@ -68,6 +68,7 @@ class Backend:
         self.admin = AdminClient(bootstrap, client_id="kavka-console", timeout_s=15, security=security)
         self.fetcher = Fetcher(bootstrap, client_id="kavka-console", timeout_s=5, max_wait_ms=100, security=security)
         self._features: dict[str, bool] | None = None
+        self.throughput = views.Throughput()  # the Overview's log-end samples (used under the lock)
 
     def close(self) -> None:
         with self.lock:
@@ -249,7 +250,8 @@ async def confirm_page(request: Request, form: Any, title: str, summary: list[tu
 
 async def overview(request: Request) -> Response:
     b = backend_of(request)
-    data = await b.run(views.overview, b.admin, await b.features())
+    feats = await b.features()
+    data = await b.run(lambda: views.overview(b.admin, feats, b.throughput, time.monotonic()))
     return await page(request, "overview.html", o=data, nav="overview")
 
 

@@ -73,7 +73,46 @@ def rack_tree(brokers: Sequence[Any]) -> dict[str, Any]:
     return root
 
 
-def overview(admin: AdminClient, features: dict[str, bool]) -> dict[str, Any]:
+class Throughput:
+    """Records per second per topic and per leader broker, from the log end offsets the console
+    samples at every Overview refresh (ListOffsets latest): the difference between the newest
+    sample and the oldest one kept (at most `WINDOW_S` old) over the time between them. Works on
+    any Kafka-compatible cluster; bytes per second would need the brokers' metrics. Time is passed
+    in; the caller holds `Backend.lock`."""
+
+    WINDOW_S = 60.0
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, dict[tuple[str, int], int]]] = []
+
+    def add(self, now: float, ends: dict[tuple[str, int], int]) -> None:
+        self.samples.append((now, ends))
+        while len(self.samples) > 2 and now - self.samples[1][0] >= self.WINDOW_S:
+            self.samples.pop(0)
+
+    def rates(self, leaders: dict[tuple[str, int], int]) -> dict[str, Any] | None:
+        """Per topic and per leader: records and records/s over the window; None with one sample."""
+        if len(self.samples) < 2:
+            return None
+        (t0, old), (t1, new) = self.samples[0], self.samples[-1]
+        seconds = max(t1 - t0, 1e-3)
+        topics: dict[str, int] = defaultdict(int)
+        brokers: dict[int, int] = defaultdict(int)
+        for tp, end in new.items():
+            delta = max(0, end - old.get(tp, 0))  # a partition new since the old sample started at 0
+            topics[tp[0]] += delta
+            if leaders.get(tp, -1) >= 0:
+                brokers[leaders[tp]] += delta
+        return {
+            "seconds": round(seconds, 1),
+            "topics": sorted(({"name": t, "records": n, "rate": round(n / seconds, 1)} for t, n in topics.items() if n),
+                             key=lambda r: (-r["records"], r["name"])),
+            "brokers": [{"id": b, "records": n, "rate": round(n / seconds, 1)} for b, n in sorted(brokers.items())],
+        }
+
+
+def overview(admin: AdminClient, features: dict[str, bool], throughput: Throughput | None = None,
+             now: float | None = None) -> dict[str, Any]:
     cluster = admin.describe_cluster()
     quorum = None
     if features.get("quorum"):
@@ -108,7 +147,19 @@ def overview(admin: AdminClient, features: dict[str, bool]) -> dict[str, Any]:
             entries = admin.describe_configs("topic", name, include_documentation=False, keys=["min.insync.replicas"])
             min_isr = int(next((e.value for e in entries if e.value), "1"))
             under_min_isr += sum(1 for p in parts if len(p.isr) < min_isr)
+    rates = None
+    if throughput is not None and now is not None:
+        leaders = {(d.name, p.partition): p.leader for d in described for p in d.partitions}
+        online = [tp for tp, leader in leaders.items() if leader >= 0]
+        try:
+            ends = {tp: o.offset for tp, o in admin.list_offsets(dict.fromkeys(online, "latest")).items()} if online else {}
+        except KafkaError:
+            ends = None
+        if ends is not None:
+            throughput.add(now, ends)
+            rates = throughput.rates(leaders)
     return {
+        "throughput": rates,
         "cluster_id": cluster.cluster_id,
         # KRaft: the active controller is the quorum leader (DescribeCluster names any broker to clients).
         "controller": quorum["leader"] if quorum else cluster.controller_id,
