@@ -669,11 +669,22 @@ def test_read_only_mode_hides_the_forms_and_refuses_changes(page: Any, cluster: 
         page.goto(ro.url + f"/topics/{name}")
         expect(page.locator("#partitions tbody tr")).to_have_count(1)
         expect(page.locator("#topic-actions")).to_have_count(0)
+        expect(page.locator("#elect")).to_have_count(0)
+        page.goto(ro.url + "/disks")
+        expect(page.locator("#disks tbody tr")).to_have_count(6)
+        expect(page.locator("#disk-actions")).to_have_count(0)
+        page.goto(ro.url + "/reassignments")
+        expect(page.locator("#ongoing")).to_have_count(1)
+        expect(page.locator("#reassign-actions")).to_have_count(0)
         page.goto(ro.url + "/topics")  # has the cookie now: a well-formed request is still refused
         token = next(c["value"] for c in page.context.cookies(ro.url) if c["name"] == "kavka_console_csrf")
         status, body = ro.post("/topics/create", {"name": unique("ro"), "confirmed": "1", "csrf": token},
                                {"Cookie": f"kavka_console_csrf={token}"})
         assert status == 403 and "read-only mode" in body
+        for path, fields in (("/disks/throttle", {"broker": "1", "rate": "1000"}), ("/reassignments/cancel", {}),
+                             (f"/topics/{name}/elect", {"type": "preferred"})):
+            status, body = ro.post(path, {**fields, "confirmed": "1", "csrf": token}, {"Cookie": f"kavka_console_csrf={token}"})
+            assert status == 403 and "read-only mode" in body, (path, status)
     finally:
         ro.stop()
 

@@ -1,5 +1,5 @@
 """The console's log-in mode in a real headless Chromium against a real kavka broker that needs
-SASL/PLAIN and enforces ACLs.
+SASL (PLAIN, and SCRAM-SHA-512 for a second console) and enforces ACLs.
 
 The console is started with a `--command-config` that names the protocol and mechanism but no
 credentials, so it asks each user to log in; it then makes every admin call as that user, and the
@@ -12,6 +12,7 @@ holds a random id (HttpOnly), and no password reaches the page, the cookies or t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,17 +22,21 @@ import pytest
 from kavka.authorizer import Acl
 from kavka.client.admin import AdminClient, NewTopic
 from kavka.common import AclOperation, AclPermissionType, PatternType, ResourceType
+from kavka.scram import MECHANISMS, salted_password
 from tests.broker_harness import BrokerProcess, free_port
 from tests.console_harness import BROWSER_ARGS, CHROMIUM, Console
+from tests.wait import wait_until
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 expect = playwright_sync.expect
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (scripts/setup.sh --test)")
 
-PASSWORDS = {"lou": "lou-Secret-4711", "ada": "ada-Secret-0815"}
+PLAIN_USERS = {"lou": "lou-Secret-4711", "ada": "ada-Secret-0815"}
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-        + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
+        + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";")
+SCRAM_USER, SCRAM_PASSWORD = "sid", "sid-Scram-2718"  # a SCRAM-SHA-512 user, its credential in the metadata log
+PASSWORDS = {**PLAIN_USERS, SCRAM_USER: SCRAM_PASSWORD}
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +45,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path_factory.mktemp("console-login"), port=plain, overrides={
         "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL://127.0.0.1:{sasl}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
         "listener.name.sasl.plain.sasl.jaas.config": JAAS,
         "authorizer.class.name": "kavka",
-        "super.users": "User:ANONYMOUS;User:ada",  # the test's own admin client comes in over PLAINTEXT
+        "super.users": "User:ANONYMOUS;User:ada;User:sid",  # the test's own admin client comes in over PLAINTEXT
     })
     b.format()
     b.start()
@@ -72,6 +77,7 @@ def test_each_user_logs_in_and_the_clusters_acls_apply_to_what_they_see_and_do(b
                     run_the_sessions(browser, console, admin)
                 finally:
                     browser.close()
+            scram_login(admin, tmp_path, f"127.0.0.1:{broker.sasl_port}")  # type: ignore[attr-defined]
             # Without a session a change is refused, whatever the form carries.
             token = "t" * 43
             status, body = console.post("/topics/create", {"name": "anon-topic", "confirmed": "1", "csrf": token},
@@ -148,3 +154,33 @@ def run_the_sessions(browser: Any, console: Console, admin: AdminClient) -> None
 
 def console_bootstrap(console: Console) -> str:
     return console.log.read_text().split(" for ", 1)[1].split()[0]
+
+
+def scram_login(admin: AdminClient, tmp_path: Path, bootstrap: str) -> None:
+    """The same log-in with SCRAM-SHA-512: a second console whose config names that mechanism."""
+    salt = os.urandom(16)
+    admin.alter_user_scram_credentials([(SCRAM_USER, "SCRAM-SHA-512", 4096, salt,
+                                         salted_password(MECHANISMS["SCRAM-SHA-512"], SCRAM_PASSWORD, salt, 4096))])
+    wait_until(lambda: admin.describe_user_scram_credentials([SCRAM_USER]).get(SCRAM_USER), 20, message="the credential applied")
+    config = tmp_path / "scram.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n")
+    console = Console(bootstrap, tmp_path / "scram-console.log", "--command-config", str(config))
+    try:
+        assert "(log-in with SASL/SCRAM-SHA-512)" in console.log.read_text()
+        with playwright_sync.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
+            try:
+                page = browser.new_page()
+                page.set_default_timeout(20_000)
+                page.goto(console.url + "/topics")
+                log_in(page, console, SCRAM_USER, "wrong")
+                expect(page.locator("#error-message")).to_contain_text("Log-in refused")
+                log_in(page, console, SCRAM_USER, SCRAM_PASSWORD)
+                expect(page.locator("header #user")).to_have_text(SCRAM_USER)
+                expect(page.locator("#topics tr[data-topic='hidden-topic']")).to_have_count(1)
+            finally:
+                browser.close()
+    finally:
+        console.stop()
+    text = console.log.read_text()
+    assert "Traceback" not in text and SCRAM_PASSWORD not in text, text
