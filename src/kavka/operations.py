@@ -35,7 +35,12 @@ def is_remote_entry(path: str) -> bool:
 
 
 class OperationError(Exception):
-    """An operation the cluster's state refuses (an unknown broker, a reassignment already running)."""
+    """An operation the cluster's state refuses (an unknown broker, a reassignment already running);
+    ``missing`` when it names a broker or topic that does not exist."""
+
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 # ---------------------------------------------------------------------- the disk balancer
@@ -227,19 +232,19 @@ def rebalance_proposal(
     live = {b.node_id: b for b in admin.describe_cluster().brokers if not b.fenced}
     unknown = [b for b in added if b not in live]
     if unknown:
-        raise OperationError(f"Unknown broker id(s) {','.join(map(str, unknown))}")
+        raise OperationError(f"Unknown broker id(s) {','.join(map(str, unknown))}", missing=True)
     names = [t.name for t in admin.list_topics(include_internal=True)]
     if topics is not None:
         missing = sorted(set(topics) - set(names))
         if missing:
-            raise OperationError(f"Topic(s) {', '.join(missing)} not found.")
+            raise OperationError(f"Topic(s) {', '.join(missing)} not found.", missing=True)
         names = [n for n in names if n in set(topics)]
     described = admin.describe_topics(names) if names else []
     current = {(d.name, p.partition): list(p.replicas) for d in described for p in d.partitions}
     holding = {b for reps in current.values() for b in reps}
     not_there = [b for b in removed if b not in holding and b not in live]
     if not_there:
-        raise OperationError(f"Unknown broker id(s) {','.join(map(str, not_there))}")
+        raise OperationError(f"Unknown broker id(s) {','.join(map(str, not_there))}", missing=True)
     # The whole cluster balances over the brokers holding replicas (a broker joins by being
     # added); some topics balance over every live broker.
     pool = holding if topics is None else holding | set(live)
@@ -285,7 +290,7 @@ def check_reassignment(admin: Any, targets: Mapping[TopicPartition, Sequence[int
     live = {b.node_id for b in admin.describe_cluster().brokers}
     unknown = sorted({b for reps in targets.values() for b in reps} - live)
     if unknown:
-        raise OperationError(f"Unknown broker id(s) {','.join(map(str, unknown))}")
+        raise OperationError(f"Unknown broker id(s) {','.join(map(str, unknown))}", missing=True)
     if not additional and admin.list_partition_reassignments():
         raise OperationError(
             "Cannot execute because there is an existing partition assignment.  Use --additional to "

@@ -502,6 +502,12 @@ def test_a_throttled_rebalance_plan_runs_to_the_end_and_another_reassignment_is_
     expect(row.locator("td.removing")).to_have_text("3")
     assert set(admin.list_partition_reassignments()) == {(slow, 0)}
     shot(page, "reassignments")
+    # Another plan while this one runs is refused (Kafka's rule) unless "while others run" is ticked.
+    token = next(c["value"] for c in page.context.cookies(console.url) if c["name"] == "kavka_console_csrf")
+    status, body = console.post("/reassignments/plan", {"confirmed": "1", "target": f"{done}\t0\t3", "csrf": token},
+                                {"Cookie": f"kavka_console_csrf={token}"})
+    assert status == 409 and "existing partition assignment" in body and 'Tick &#34;while others run&#34;' in body, body[:2000]
+    assert replicas_of(admin, done) == targets
     row.locator("button").click()
     expect(page.locator("h1")).to_have_text("Cancel reassignment?")
     page.click("#confirm")

@@ -210,7 +210,7 @@ def reassignments(admin: AdminClient) -> dict[str, Any]:
     if ongoing:
         topics = sorted({t for t, _ in ongoing})
         leaders = {(d.name, p.partition): p.leader for d in admin.describe_topics(topics) for p in d.partitions}
-        for b, dirs in admin.describe_log_dirs(sorted({ld for ld in leaders.values() if ld >= 0}), topics).items():
+        for b, dirs in admin.describe_log_dirs(sorted({lb for lb in leaders.values() if lb >= 0}), topics).items():
             for ld in dirs:
                 for r in ld.replicas:
                     if not r.is_future and leaders.get((r.topic, r.partition)) == b:
@@ -256,7 +256,7 @@ def plan_rebalance(admin: AdminClient, form: Any) -> ReassignmentPlan:
     try:
         p = rebalance_proposal(admin, added, removed, topics)
     except OperationError as e:
-        raise UserError(str(e), 404 if "not found" in str(e) or "Unknown broker" in str(e) else 409) from None
+        raise UserError(str(e), 404 if e.missing else 409) from None
     return ReassignmentPlan(p.changed, {k: p.current[k] for k in p.changed}, throttle, p.moved_replicas,
                             p.moved_bytes, p.replicas, tuple(p.brokers))
 
@@ -307,8 +307,8 @@ def execute_reassignment(admin: AdminClient, plan: ReassignmentPlan, *, addition
     try:
         start_reassignment(admin, plan.targets, plan.current, throttle=plan.throttle, additional=additional)
     except OperationError as e:
-        raise UserError(str(e).replace("  Use --additional", " Tick \"while others run\"")
-                        .replace("--additional", "that box"), 409) from None
+        # Kafka's tool's words name its flag; here it is the form's box.
+        raise UserError(str(e).replace("  Use --additional", ' Tick "while others run"'), 404 if e.missing else 409) from None
 
 
 def cancel(admin: AdminClient, form: Any) -> list[tuple[str, int]]:
