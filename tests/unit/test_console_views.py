@@ -74,3 +74,18 @@ def test_throughput_is_the_log_end_difference_over_the_window() -> None:
                  "brokers": [{"id": 1, "records": 20, "rate": 10.0}, {"id": 2, "records": 4, "rate": 2.0}]}
     t.add(200.0, {("a", 0): 40})  # samples older than the window are dropped, the newest two kept
     assert [s[0] for s in t.samples] == [102.0, 200.0]
+
+
+def test_a_sasl_command_config_without_credentials_is_the_console_log_in_mode_and_refused_elsewhere() -> None:
+    from kavka.client_properties import CommandConfigError, client_security
+
+    props = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512"}
+    base = client_security(props, login=True)
+    assert (base.protocol, base.mechanism, base.sasl) == ("SASL_PLAINTEXT", "SCRAM-SHA-512", None)
+    with pytest.raises(CommandConfigError, match="sasl.jaas.config: missing"):
+        client_security(props)  # the CLI and the Spark connector still need the credentials
+    from kavka.console.app import with_credentials
+
+    user = with_credentials(base, "sid", "pw")
+    assert (user.protocol, user.mechanism) == ("SASL_PLAINTEXT", "SCRAM-SHA-512") and user.sasl is not None
+    assert "pw" not in repr(user)
