@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("testing",),
     ("local_cluster",),
     ("demo",),
+    ("operations",),  # cluster operations over the admin client, shared by the CLI and the console
     ("console",),  # the web console: the admin client, and the group-assignment decoder of coordinator
     ("cli",),
     ("__main__",),

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 KAVKA = [sys.executable, "-m", "kavka"]
@@ -244,13 +245,14 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.brokers.values())
 
-    def start(self, timeout: float = 60.0) -> Cluster:
+    def start(self, timeout: float = 60.0, env: Callable[[int], dict[str, str]] | None = None) -> Cluster:
+        """Format and start every node; ``env(node_id)`` adds variables (test hooks) to a node's."""
         unformatted = [n for n in self.nodes.values() if not n._formatted]
         with concurrent.futures.ThreadPoolExecutor(max(1, len(unformatted))) as pool:  # each a process
             for _ in pool.map(lambda n: n.format(self.cluster_id), unformatted):
                 pass
-        for n in self.nodes.values():
-            n.start(wait=False)
+        for i, n in self.nodes.items():
+            n.start(env=env(i) if env else None, wait=False)
         for n in self.nodes.values():
             n.wait_ready(timeout)
         return self

@@ -3,13 +3,16 @@ Playwright (`playwright install` is not needed: the tests drive the system's bro
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.broker_harness import KAVKA
 from tests.wait import wait_until
@@ -53,3 +56,12 @@ class Console:
             self.proc.kill()
             self.proc.wait(5)
         self.out.close()
+
+
+def shot(page: Any, name: str) -> None:
+    """A screenshot of the page. The README's images (docs/images/console-*.png) are rewritten
+    only with KAVKA_SCREENSHOTS=1, so a test run leaves the checkout clean; otherwise the picture
+    goes to a temporary directory (taking it still checks the page renders)."""
+    out = IMAGES if os.environ.get("KAVKA_SCREENSHOTS") == "1" else Path(tempfile.gettempdir()) / "kavka-console-shots"
+    out.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(out / f"console-{name}.png"))

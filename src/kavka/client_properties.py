@@ -61,19 +61,23 @@ class CommandConfigError(ValueError):
         self.key = key
 
 
-def load_command_config(path: Path) -> ClientSecurity:
-    """The security of the CLI's connections from a client properties file (CommandConfigError)."""
+def load_command_config(path: Path, *, login: bool = False) -> ClientSecurity:
+    """The security of the CLI's connections from a client properties file (CommandConfigError);
+    ``login`` as `client_security`."""
     from kavka.config import ConfigError, read_properties
 
     try:
         props = read_properties(path)
     except ConfigError as e:  # the file cannot be read
         raise CommandConfigError("--command-config", str(e).split(": ", 1)[-1]) from None
-    return client_security(props)
+    return client_security(props, login=login)
 
 
-def client_security(props: dict[str, str], *, who: str = "kavka's CLI") -> ClientSecurity:
-    """The security these properties describe (CommandConfigError naming the key)."""
+def client_security(props: dict[str, str], *, who: str = "kavka's CLI", login: bool = False) -> ClientSecurity:
+    """The security these properties describe (CommandConfigError naming the key). With ``login``
+    (the web console's log-in page) a SASL protocol may come without ``sasl.jaas.config``: the
+    result then names the mechanism and carries no credentials (``sasl`` None); each user brings
+    their own."""
     from kavka.sasl import JaasError, parse_jaas_config
 
     for key in sorted(props):
@@ -95,6 +99,8 @@ def client_security(props: dict[str, str], *, who: str = "kavka's CLI") -> Clien
         shown = mechanism or "GSSAPI (Kafka's default, which needs Kerberos)"
         raise CommandConfigError("sasl.mechanism", f"{shown} is not supported; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
     text = props.get("sasl.jaas.config")
+    if not text and login:
+        return ClientSecurity(protocol, protocol, ctx, mechanism)
     if not text:
         raise CommandConfigError("sasl.jaas.config", f'missing: {_LOGIN_MODULES[mechanism]} required username="..." password="...";')
     try:

@@ -20,8 +20,9 @@ import pytest
 
 from kavka.client.admin import AdminClient, NewTopic
 from kavka.client.producer import Producer, ProducerConfig
+from kavka.operations import THROTTLE_KEY, balance_plan
 from tests.broker_harness import Cluster
-from tests.console_harness import BROWSER_ARGS, CHROMIUM, IMAGES, Console
+from tests.console_harness import BROWSER_ARGS, CHROMIUM, Console, shot
 from tests.integration.helpers import ck_consumer, ck_producer
 from tests.wait import wait_until
 
@@ -32,9 +33,14 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's ch
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("console-cluster"), 3, log_dirs=2,
+    # The test-only disk fault switch (kavka.faults): a dir listed in a node's control file fails
+    # with EIO, as a dying disk does (the last test fails one).
+    root = tmp_path_factory.mktemp("console-cluster")
+    c = Cluster(root, 3, log_dirs=2, overrides={"kavka.test.fault.injection.enable": "true"},
                 node_overrides={1: {"broker.rack": "/dc1/r1"}, 2: {"broker.rack": "/dc1/r2"}, 3: {"broker.rack": "/dc2/r1"}})
-    c.start()
+    for i in c.nodes:
+        (root / f"failing-dirs-{i}").write_text("")
+    c.start(env=lambda i: {"KAVKA_FAULT_INJECTION_FILE": str(root / f"failing-dirs-{i}")})
     try:
         yield c
     finally:
@@ -77,18 +83,6 @@ def page(browser: Any) -> Iterator[Any]:
         yield p
     finally:
         p.close()
-
-
-def shot(page: Any, name: str) -> None:
-    """A screenshot of the page. The README's images (docs/images/console-*.png) are rewritten
-    only with KAVKA_SCREENSHOTS=1, so a test run leaves the checkout clean; otherwise the picture
-    goes to a temporary directory (taking it still checks the page renders)."""
-    import os
-    import tempfile
-
-    out = IMAGES if os.environ.get("KAVKA_SCREENSHOTS") == "1" else Path(tempfile.gettempdir()) / "kavka-console-shots"
-    out.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(out / f"console-{name}.png"))
 
 
 def cells(page: Any, selector: str) -> list[list[str]]:
@@ -336,7 +330,7 @@ def test_an_active_groups_members_show_and_its_offsets_cannot_be_reset(page: Any
         c.close()
 
 
-# ---------------------------------------------------------------------- disks (read-only)
+# ---------------------------------------------------------------------- disks
 
 
 def test_disks_page_lists_every_log_dir_with_the_replicas_describe_log_dirs_reports(page: Any, console: Console, admin: AdminClient) -> None:
@@ -356,10 +350,200 @@ def test_disks_page_lists_every_log_dir_with_the_replicas_describe_log_dirs_repo
     page.reload()
     text = page.text_content("#disks") or ""  # the replica lists sit in closed <details>
     assert text.count(f"{name}-0") == 3 and text.count(f"{name}-1") == 3
+
+
+# ---------------------------------------------------------------------- disks: moves, throttle, balancer
+
+
+def where(admin: AdminClient, broker: int, topic: str, partition: int = 0) -> tuple[str | None, bool]:
+    """The dir holding the broker's replica, and whether a move of it is still running."""
+    dirs = admin.describe_log_dirs([broker], [topic])[broker]
+    current = next((d.path for d in dirs for r in d.replicas if r.partition == partition and not r.is_future), None)
+    moving = any(r.partition == partition and r.is_future for d in dirs for r in d.replicas)
+    return current, moving
+
+
+def fill(admin: AdminClient, topic: str, partition: int, total: int) -> None:
+    with Producer(admin_bootstrap(admin), ProducerConfig(enable_idempotence=False)) as p:
+        for i in range(total // 32_768):
+            p.send(topic, bytes([i % 251]) * 32_768, partition=partition)
+        p.flush()
+
+
+def test_move_a_replica_between_log_dirs_under_a_throttle_and_watch_it_finish(page: Any, console: Console, admin: AdminClient) -> None:
+    name = unique("moved")
+    admin.create_topics([NewTopic(name, assignments={0: [1]})])
+    fill(admin, name, 0, 2 << 20)
+    source, _ = wait_until(lambda: (lambda w: w if w[0] else None)(where(admin, 1, name)), 20, message="the replica on disk")
+    dest = next(d.path for d in admin.describe_log_dirs([1])[1] if d.path != source)
+
+    page.goto(console.url + "/disks")
+    page.select_option("#throttle select[name=broker]", "1")
+    page.fill("#throttle input[name=rate]", "250000")
+    page.click("#throttle button")
+    expect(page.locator("h1")).to_have_text("Change the move throttle of broker 1?")
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text("Move throttle changed.")
+    [entry] = admin.describe_configs("broker", "1", include_documentation=False, keys=[THROTTLE_KEY])
+    assert (entry.value, entry.source) == ("250000", "DYNAMIC_BROKER_CONFIG")
+    expect(page.locator("#throttles tr[data-broker='1'] td.rate")).to_have_text("250000 B/s")
+
+    page.select_option("#move select[name=broker]", "1")
+    page.fill("#move input[name=topic]", name)
+    page.fill("#move input[name=partition]", "0")
+    page.fill("#move input[name=dir]", dest)
+    page.click("#move button")
+    expect(page.locator("h1")).to_have_text(f"Move {name}-0 on broker 1?")
+    assert where(admin, 1, name) == (source, False)  # nothing moves before the confirm
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_contain_text("Move started")
+    # About 8 s at 250 kB/s: the page shows the move with its progress while it runs...
+    moving = page.locator(f"#disks tr[data-dir='1:{dest}'] .move[data-move='1:{name}-0']")
+    expect(moving).to_have_count(1, timeout=15_000)
+    expect(moving.locator("progress")).to_have_count(1)
+    assert where(admin, 1, name)[1], "the admin API sees the move running too"
     shot(page, "disks")
+    # ... and drops it once the copy was swapped in, where the admin API then finds the replica.
+    expect(moving).to_have_count(0, timeout=60_000)
+    assert where(admin, 1, name) == (dest, False)
+    expect(page.locator(f"#disks tr[data-dir='1:{dest}'] td.replicas details")).to_contain_text(f"{name}-0")
+
+    page.fill("#throttle input[name=rate]", "")
+    page.click("#throttle button")
+    page.click("#confirm")
+    expect(page.locator("#throttles tr[data-broker='1'] td.rate")).to_have_text("none")
+    [entry] = admin.describe_configs("broker", "1", include_documentation=False, keys=[THROTTLE_KEY])
+    assert entry.source != "DYNAMIC_BROKER_CONFIG"
 
 
-# ---------------------------------------------------------------------- overview (last: the topics above are in it)
+def test_the_disk_balancers_plan_is_reviewed_then_executed(page: Any, console: Console, admin: AdminClient) -> None:
+    big, small = unique("heavy"), unique("light")
+    admin.create_topics([NewTopic(big, assignments={0: [2]}), NewTopic(small, assignments={0: [2]})])
+    fill(admin, big, 0, 1 << 20)
+    fill(admin, small, 0, 512 << 10)
+    # Both in one dir of broker 2, so the other is far emptier.
+    dirs = [d.path for d in admin.describe_log_dirs([2])[2]]
+    moves = {(2, t, 0): dirs[0] for t in (big, small) if where(admin, 2, t)[0] != dirs[0]}
+    if moves:
+        assert set(admin.alter_replica_log_dirs(moves).values()) == {0}
+    wait_until(lambda: all(where(admin, 2, t) == (dirs[0], False) for t in (big, small)), 60, message="both in one dir")
+
+    page.goto(console.url + "/disks")
+    page.select_option("#balance select[name=broker]", "2")
+    page.click("#balance button")
+    expect(page.locator("h1")).to_have_text("Balance the log dirs of broker 2: plan")
+    plan = balance_plan(admin, 2)  # what kavka log-dirs balance plans from the same DescribeLogDirs
+    assert plan.moves, "the dirs are uneven: the balancer must move something"
+    shown = {r[0]: (r[2], r[3]) for r in cells(page, "#balance-moves tbody tr")}
+    assert shown == {f"{m.topic}-{m.partition}": (m.source, m.destination) for m in plan.moves}
+    before = {d: int(page.get_attribute(f"#balance-bytes tr[data-dir='{d}'] td.before", "data-bytes") or -1) for d in dirs}
+    assert before == plan.before
+    after = {d: int(page.get_attribute(f"#balance-bytes tr[data-dir='{d}'] td.after", "data-bytes") or -1) for d in dirs}
+    assert max(after.values()) - min(after.values()) < max(before.values()) - min(before.values())
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text("Balance moves started.")
+    wait_until(lambda: all(where(admin, 2, m.topic, m.partition) == (m.destination, False) for m in plan.moves), 60,
+               message="the planned moves done")
+
+
+# ---------------------------------------------------------------------- reassignments and elections
+
+
+def replicas_of(admin: AdminClient, topic: str) -> dict[int, list[int]]:
+    [d] = admin.describe_topics([topic])
+    return {p.partition: list(p.replicas) for p in d.partitions}
+
+
+def test_a_throttled_rebalance_plan_runs_to_the_end_and_another_reassignment_is_cancelled(
+        page: Any, console: Console, admin: AdminClient) -> None:
+    done, slow = unique("rebalanced"), unique("cancelled")
+    admin.create_topics([NewTopic(done, assignments={0: [3], 1: [3]}), NewTopic(slow, assignments={0: [3]})])
+    fill(admin, done, 0, 256 << 10)
+    fill(admin, slow, 0, 1 << 20)
+
+    # The minimal-move planner takes both partitions off broker 3; executed with a throttle.
+    page.goto(console.url + "/reassignments")
+    expect(page.locator("#ongoing tbody")).to_contain_text("No reassignment in progress.")
+    page.fill("#rebalance input[name=topics]", done)
+    page.fill("#rebalance input[name=remove]", "3")
+    page.fill("#rebalance input[name=throttle]", "10000000")
+    page.click("#rebalance button")
+    expect(page.locator("h1")).to_have_text("Reassignment plan")
+    planned = {r[0]: (r[1], r[2]) for r in cells(page, "#plan tbody tr")}
+    assert set(planned) == {f"{done}-0", f"{done}-1"} and all(cur == "3" for cur, _ in planned.values())
+    targets = {int(tp.rsplit("-", 1)[1]): [int(b) for b in new.split(",")] for tp, (_, new) in planned.items()}
+    assert all(len(t) == 1 and t[0] in (1, 2) for t in targets.values()), targets
+    expect(page.locator("#plan-summary")).to_contain_text("moves 2 of 2 replicas")
+    assert replicas_of(admin, done) == {0: [3], 1: [3]}  # the review changes nothing
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text("Reassignment started.")
+    wait_until(lambda: replicas_of(admin, done) == targets and not admin.list_partition_reassignments(), 60,
+               message="the plan executed")
+    [rate] = admin.describe_configs("broker", str(targets[0][0]), include_documentation=False,
+                                    keys=["follower.replication.throttled.rate"])
+    assert rate.value == "10000000"  # the plan ran throttled
+    expect(page.locator("#ongoing tbody")).to_contain_text("No reassignment in progress.", timeout=15_000)
+    page.click("#clear-throttles button")
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_have_text("Throttles cleared.")
+    [rate] = admin.describe_configs("broker", str(targets[0][0]), include_documentation=False,
+                                    keys=["follower.replication.throttled.rate"])
+    assert rate.source != "DYNAMIC_BROKER_CONFIG"
+
+    # One partition moved at 1 kB/s: it stays in progress until cancelled.
+    page.goto(console.url + f"/topics/{slow}")
+    page.fill("#reassign-partition input[name=replicas]", "1")
+    page.fill("#reassign-partition input[name=throttle]", "1000")
+    page.click("#reassign-partition button")
+    expect(page.locator("#plan tr[data-tp='" + slow + "-0'] td.target")).to_have_text("1")
+    page.click("#confirm")
+    row = page.locator(f"#ongoing tr[data-tp='{slow}-0']")
+    expect(row.locator("td.adding")).to_have_text("1")
+    expect(row.locator("td.removing")).to_have_text("3")
+    assert set(admin.list_partition_reassignments()) == {(slow, 0)}
+    shot(page, "reassignments")
+    # Another plan while this one runs is refused (Kafka's rule) unless "while others run" is ticked.
+    token = next(c["value"] for c in page.context.cookies(console.url) if c["name"] == "kavka_console_csrf")
+    status, body = console.post("/reassignments/plan", {"confirmed": "1", "target": f"{done}\t0\t3", "csrf": token},
+                                {"Cookie": f"kavka_console_csrf={token}"})
+    assert status == 409 and "existing partition assignment" in body and 'Tick &#34;while others run&#34;' in body, body[:2000]
+    assert replicas_of(admin, done) == targets
+    row.locator("button").click()
+    expect(page.locator("h1")).to_have_text("Cancel reassignment?")
+    page.click("#confirm")
+    expect(page.locator(".notice")).to_contain_text("Reassignment cancelled")
+    assert admin.list_partition_reassignments() == {}
+    wait_until(lambda: replicas_of(admin, slow) == {0: [3]}, 20, message="back to its replicas")
+    topic_throttles = {e.name: e.source for e in admin.describe_configs("topic", slow, include_documentation=False)}
+    assert topic_throttles["leader.replication.throttled.replicas"] != "DYNAMIC_TOPIC_CONFIG"
+    expect(page.locator("#ongoing tbody")).to_contain_text("No reassignment in progress.")
+
+
+def test_preferred_leader_election_from_the_topic_page(page: Any, console: Console, admin: AdminClient) -> None:
+    name = unique("elected")
+    admin.create_topics([NewTopic(name, assignments={0: [2, 3, 1]})])
+    wait_until(lambda: admin.describe_topics([name])[0].partitions[0].leader == 2, 20, message="2 leads")
+    # A reordering reassignment makes 3 the preferred replica while 2 keeps leading.
+    assert admin.alter_partition_reassignments({(name, 0): [3, 1, 2]})[(name, 0)][0] == 0
+    wait_until(lambda: replicas_of(admin, name) == {0: [3, 1, 2]} and len(admin.describe_topics([name])[0].partitions[0].isr) == 3,
+               20, message="the new order")
+    assert admin.describe_topics([name])[0].partitions[0].leader == 2
+    page.goto(console.url + f"/topics/{name}")
+    expect(page.locator("#partitions tr[data-partition='0'] td.leader")).to_have_text("2")
+    page.fill("#elect input[name=partition]", "0")
+    page.select_option("#elect select[name=type]", "preferred")
+    page.click("#elect button")
+    expect(page.locator("h1")).to_have_text(f"Elect preferred leaders of {name}?")
+    page.click("#confirm")
+    expect(page.locator("#election-result")).to_have_text(f"Leader election: preferred leader elected for {name}-0.")
+    assert admin.describe_topics([name])[0].partitions[0].leader == 3
+    expect(page.locator("#partitions tr[data-partition='0'] td.leader")).to_have_text("3")
+    page.click("#elect button")  # all partitions again: nothing to do, and it says so
+    page.click("#confirm")
+    expect(page.locator("#election-result")).to_have_text(f"Leader election: valid leader already elected for {name}-0.")
+
+
+# ---------------------------------------------------------------------- overview (the topics above are in it)
 
 
 def test_overview_shows_the_brokers_racks_quorum_and_counts_the_admin_api_reports(page: Any, console: Console, admin: AdminClient) -> None:
@@ -381,6 +565,19 @@ def test_overview_shows_the_brokers_racks_quorum_and_counts_the_admin_api_report
     assert voters == {str(v.node_id) for v in quorum.voters}
     racks = page.inner_text("#racks")
     assert racks.index("dc1") < racks.index("r1") and "dc2" in racks
+
+    # Throughput: records written between two samples of the log end offsets (two page loads).
+    name = unique("busy")
+    admin.create_topics([NewTopic(name, assignments={0: [2]})])
+    page.reload()
+    with Producer(admin_bootstrap(admin), ProducerConfig(enable_idempotence=False)) as p:
+        for i in range(100):
+            p.send(name, b"r%d" % i, partition=0)
+        p.flush()
+    page.reload()
+    expect(page.locator(f"#throughput-topics tr[data-topic='{name}'] td.records")).to_have_text("100")
+    assert float(page.inner_text(f"#throughput-topics tr[data-topic='{name}'] td.rate")) > 0
+    assert int(page.inner_text("#throughput-brokers tr[data-broker='2'] td.records")) >= 100
     shot(page, "overview")
 
 
@@ -418,6 +615,18 @@ def test_bad_input_gives_a_readable_message_never_a_stack_trace(console: Console
         ("/topics/create", {"name": "x", "partitions": "many"}, 400, "The partitions must be a whole number, got 'many'."),
         ("/topics/create", {"name": name, "partitions": "1", "confirmed": "1"}, 409, "TOPIC_ALREADY_EXISTS"),
         (f"/topics/{name}/produce", {"partition": "-1", "value": "v"}, 400, "The partition must be at least 0, got -1."),
+        ("/reassignments/plan", {"kind": "rebalance", "add": "9"}, 404, "Unknown broker id(s) 9"),
+        ("/reassignments/plan", {"kind": "rebalance", "remove": "x"}, 400, "The brokers to remove must be a whole number, got 'x'."),
+        ("/reassignments/plan", {"kind": "rebalance", "topics": "no-such-topic"}, 404, "Topic(s) no-such-topic not found."),
+        ("/reassignments/plan", {"kind": "partition", "topic": name, "partition": "0", "replicas": "1,9"}, 404,
+         "Unknown broker id(s) 9 (brokers: 1, 2, 3)."),
+        ("/reassignments/plan", {"confirmed": "1", "target": "no tabs here"}, 400, "A planned partition is malformed"),
+        ("/disks/move", {"broker": "1", "topic": name, "partition": "0", "dir": "/nowhere"}, 400, "Broker 1 has no log dir '/nowhere'"),
+        ("/disks/move", {"broker": "7", "topic": name, "partition": "0", "dir": "/x"}, 404, "There is no broker 7"),
+        ("/disks/throttle", {"broker": "1", "rate": "fast"}, 400, "The throttle (bytes per second) must be a whole number, got 'fast'."),
+        ("/disks/balance", {"broker": "one"}, 400, "The broker must be a whole number, got 'one'."),
+        (f"/topics/{name}/elect", {"type": "sideways"}, 400, "Unknown election type 'sideways'"),
+        (f"/topics/{name}/elect", {"type": "preferred", "partition": "4"}, 404, f"Topic '{name}' has no partition 4"),
     ]
     for path, fields, status, message in posts:
         got, body = console.post(path, {**fields, "csrf": token}, {"Cookie": f"kavka_console_csrf={token}"})
@@ -466,10 +675,52 @@ def test_read_only_mode_hides_the_forms_and_refuses_changes(page: Any, cluster: 
         page.goto(ro.url + f"/topics/{name}")
         expect(page.locator("#partitions tbody tr")).to_have_count(1)
         expect(page.locator("#topic-actions")).to_have_count(0)
+        expect(page.locator("#elect")).to_have_count(0)
+        page.goto(ro.url + "/disks")
+        expect(page.locator("#disks tbody tr")).to_have_count(6)
+        expect(page.locator("#disk-actions")).to_have_count(0)
+        page.goto(ro.url + "/reassignments")
+        expect(page.locator("#ongoing")).to_have_count(1)
+        expect(page.locator("#reassign-actions")).to_have_count(0)
         page.goto(ro.url + "/topics")  # has the cookie now: a well-formed request is still refused
         token = next(c["value"] for c in page.context.cookies(ro.url) if c["name"] == "kavka_console_csrf")
         status, body = ro.post("/topics/create", {"name": unique("ro"), "confirmed": "1", "csrf": token},
                                {"Cookie": f"kavka_console_csrf={token}"})
         assert status == 403 and "read-only mode" in body
+        for path, fields in (("/disks/throttle", {"broker": "1", "rate": "1000"}), ("/reassignments/cancel", {}),
+                             (f"/topics/{name}/elect", {"type": "preferred"})):
+            status, body = ro.post(path, {**fields, "confirmed": "1", "csrf": token}, {"Cookie": f"kavka_console_csrf={token}"})
+            assert status == 403 and "read-only mode" in body, (path, status)
     finally:
         ro.stop()
+
+
+# ---------------------------------------------------------------------- a failed dir (last: broker 1 keeps it)
+
+
+def test_a_failed_dir_shows_offline_and_its_partitions_leaders_moved(page: Any, cluster: Cluster, console: Console, admin: AdminClient) -> None:
+    name = unique("faildir")
+    admin.create_topics([NewTopic(name, assignments={0: [1, 2, 3]})])
+    wait_until(lambda: admin.describe_topics([name])[0].partitions[0].leader == 1, 20, message="1 leads")
+    data_dirs = [d.path for d in admin.describe_log_dirs([1])[1]]
+    metadata_dir = str(cluster.nodes[1].log_dirs[0])  # metadata.log.dir: the first of log.dirs; it must stay
+    failing = next(d for d in data_dirs if d != metadata_dir)
+    if where(admin, 1, name)[0] != failing:
+        assert admin.alter_replica_log_dirs({(1, name, 0): failing}) == {(1, name, 0): 0}
+        wait_until(lambda: where(admin, 1, name) == (failing, False), 30, message="the replica in the dir to fail")
+    (cluster.root / "failing-dirs-1").write_text(failing + "\n")
+    with Producer(admin_bootstrap(admin), ProducerConfig(enable_idempotence=False, acks=1)) as p:
+        p.send(name, b"hits the failed disk", partition=0)  # the write that finds the disk dead
+        try:
+            p.flush()
+        except Exception:  # KAFKA_STORAGE_ERROR, or a retry to the new leader: either is fine
+            pass
+    leader = wait_until(lambda: (lambda ld: ld if ld in (2, 3) else None)(admin.describe_topics([name])[0].partitions[0].leader),
+                        30, message="leadership moved off the failed dir")
+    page.goto(console.url + "/disks")
+    expect(page.locator(f"#disks tr[data-dir='1:{failing}'] td.state")).to_have_text("offline (KAFKA_STORAGE_ERROR)")
+    expect(page.locator(f"#disks tr[data-dir='1:{metadata_dir}'] td.state")).to_have_text("online")
+    expect(page.locator(f"#offline-replicas tr[data-offline='1:{name}-0'] td.leader")).to_have_text(str(leader))
+    page.goto(console.url + f"/topics/{name}")
+    expect(page.locator("#partitions tr[data-partition='0'] td.leader")).to_have_text(str(leader))
+    assert 1 in admin.describe_topics([name])[0].partitions[0].offline_replicas

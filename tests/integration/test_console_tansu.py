@@ -49,6 +49,8 @@ def test_generic_pages_work_and_kavka_only_pages_are_hidden(tansu: TansuProcess,
                 page.goto(console.url + "/")
                 expect(page.locator("#brokers tbody tr")).to_have_count(len(brokers))
                 expect(page.locator("header nav a", has_text="Disks")).to_have_count(0)
+                expect(page.locator("header nav a", has_text="Reassignments")).to_have_count(0)
+                expect(page.locator("header nav a", has_text="Tiered storage")).to_have_count(0)
                 page.goto(console.url + "/topics")
                 expect(page.locator("#topics tr[data-topic='console-on-tansu'] td").nth(1)).to_have_text("2")
                 page.goto(console.url + "/topics/console-on-tansu")
@@ -62,6 +64,10 @@ def test_generic_pages_work_and_kavka_only_pages_are_hidden(tansu: TansuProcess,
                     assert status == 200 and "error-message" not in body, (path, body[:1000])
                 status, body = console.get("/disks")
                 assert status == 404 and "no Disks page" in body and "Traceback" not in body
+                status, body = console.get("/tiered")
+                assert status == 404 and "no Tiered page" in body and "Traceback" not in body
+                status, body = console.get("/reassignments")
+                assert status == 404 and "no Reassignments page" in body and "Traceback" not in body
             finally:
                 ctx.close()
     finally:

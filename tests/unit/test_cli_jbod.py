@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from kavka.cli.log_dirs import plan_balance
 from kavka.cli.reassign import parse_reassignment
+from kavka.operations import plan_balance
 
 
 def spread(dirs: dict[str, list[tuple[str, int, int]]], moves) -> int:  # noqa: ANN001

@@ -9,6 +9,7 @@ pytest.importorskip("starlette")
 
 from kavka.client.admin import BrokerInfo  # noqa: E402
 from kavka.console.views import (  # noqa: E402
+    Throughput,
     UserError,
     parse_int,
     parse_timestamp,
@@ -60,3 +61,31 @@ def test_bad_numbers_and_forms_are_user_errors_with_a_message() -> None:
         parse_topic_form({"name": "t", "configs": "oops"})
     with pytest.raises(UserError, match="at least 1"):
         parse_topic_form({"name": "t", "partitions": "0"})
+
+
+def test_throughput_is_the_log_end_difference_over_the_window() -> None:
+    t = Throughput()
+    t.add(100.0, {("a", 0): 10, ("a", 1): 5})
+    assert t.rates({("a", 0): 1, ("a", 1): 2}) is None  # one sample: nothing to compare yet
+    t.add(102.0, {("a", 0): 30, ("a", 1): 5, ("b", 0): 4})  # b is new: it started at 0
+    r = t.rates({("a", 0): 1, ("a", 1): 2, ("b", 0): 2})
+    assert r == {"seconds": 2.0,
+                 "topics": [{"name": "a", "records": 20, "rate": 10.0}, {"name": "b", "records": 4, "rate": 2.0}],
+                 "brokers": [{"id": 1, "records": 20, "rate": 10.0}, {"id": 2, "records": 4, "rate": 2.0}]}
+    t.add(200.0, {("a", 0): 40})  # samples older than the window are dropped, the newest two kept
+    assert [s[0] for s in t.samples] == [102.0, 200.0]
+
+
+def test_a_sasl_command_config_without_credentials_is_the_console_log_in_mode_and_refused_elsewhere() -> None:
+    from kavka.client_properties import CommandConfigError, client_security
+
+    props = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512"}
+    base = client_security(props, login=True)
+    assert (base.protocol, base.mechanism, base.sasl) == ("SASL_PLAINTEXT", "SCRAM-SHA-512", None)
+    with pytest.raises(CommandConfigError, match="sasl.jaas.config: missing"):
+        client_security(props)  # the CLI and the Spark connector still need the credentials
+    from kavka.console.app import with_credentials
+
+    user = with_credentials(base, "sid", "pw")
+    assert (user.protocol, user.mechanism) == ("SASL_PLAINTEXT", "SCRAM-SHA-512") and user.sasl is not None
+    assert "pw" not in repr(user)

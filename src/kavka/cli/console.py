@@ -10,7 +10,8 @@ from kavka.cli.common import CliError, bootstrap_option
 @click.command(name="console")
 @bootstrap_option
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on. The console has no log-in yet: keep it on loopback unless a proxy guards it.")
+              help="Address to listen on. Without a log-in (see --command-config) whoever reaches it acts with the "
+                   "console's credentials: keep it on loopback unless a proxy guards it.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="Port to listen on (0: any free port).")
 @click.option("--read-only", is_flag=True, help="Refuse every change (create, produce, reset, delete).")
 def console(bootstrap: str, host: str, port: int, read_only: bool) -> None:
@@ -28,7 +29,8 @@ def console(bootstrap: str, host: str, port: int, read_only: bool) -> None:
 
     path = click.get_current_context().meta.get("kavka.command_config")
     try:
-        security = load_command_config(Path(path)) if path else PLAINTEXT
+        # A SASL config without sasl.jaas.config: the console asks each user to log in.
+        security = load_command_config(Path(path), login=True) if path else PLAINTEXT
     except CommandConfigError as e:
         raise CliError(f"--command-config {path}: {e}") from None
     try:
@@ -46,7 +48,9 @@ def console(bootstrap: str, host: str, port: int, read_only: bool) -> None:
         for s in server.servers:
             for sock in s.sockets:
                 h, p = sock.getsockname()[:2]
-                click.echo(f"kavka console on http://{h}:{p}/ for {bootstrap}{' (read-only)' if read_only else ''}", err=False)
+                mode = f" (log-in with SASL/{security.mechanism})" if app.state.sessions is not None else ""
+                click.echo(f"kavka console on http://{h}:{p}/ for {bootstrap}{' (read-only)' if read_only else ''}{mode}",
+                           err=False)
                 click.get_text_stream("stdout").flush()
 
     server.startup = announce  # type: ignore[method-assign]

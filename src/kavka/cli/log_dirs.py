@@ -6,13 +6,13 @@
 (DescribeLogDirs v4). ``balance`` plans moves that even out bytes across one
 broker's online dirs (Kafka has no disk balancer; KIP-178 never shipped), shows
 the plan and the bytes per dir before and after, and sends it as
-AlterReplicaLogDirs only with ``--execute``. `plan_balance` is pure.
+AlterReplicaLogDirs only with ``--execute``; the plan is `kavka.operations.plan_balance`
+(pure), which the console's Disks page shares.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -26,53 +26,13 @@ from kavka.cli.common import (
     split_names,
     table,
 )
+from kavka.operations import OperationError, balance_plan, execute_balance
 
 # DescribeLogDirs error code -> the exception class kafka-log-dirs.sh prints.
 ERROR_CLASSES = {
     56: "org.apache.kafka.common.errors.KafkaStorageException",
     57: "org.apache.kafka.common.errors.LogDirNotFoundException",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedMove:
-    topic: str
-    partition: int
-    size: int
-    source: str
-    destination: str
-
-
-def plan_balance(
-    dirs: Mapping[str, Sequence[tuple[str, int, int]]], *, max_moves: int = 1000
-) -> list[PlannedMove]:
-    """Greedy plan: move a replica from the fullest to the emptiest dir while that narrows their gap.
-
-    ``dirs``: dir -> replicas (topic, partition, size). Each move takes the
-    replica whose size is closest to half the gap and strictly smaller than
-    the gap, so every move lowers the spread and the loop ends.
-    """
-    load = {d: sum(s for _, _, s in reps) for d, reps in dirs.items()}
-    where = {d: list(reps) for d, reps in dirs.items()}
-    moves: list[PlannedMove] = []
-    moved: set[tuple[str, int]] = set()
-    for _ in range(max_moves):
-        if len(load) < 2:
-            break
-        full = max(load, key=lambda d: (load[d], d))
-        empty = min(load, key=lambda d: (load[d], d))
-        gap = load[full] - load[empty]
-        candidates = [r for r in where[full] if 0 < r[2] < gap and (r[0], r[1]) not in moved]
-        if not candidates:
-            break
-        topic, partition, size = min(candidates, key=lambda r: (abs(gap - 2 * r[2]), r[0], r[1]))
-        where[full].remove((topic, partition, size))
-        where[empty].append((topic, partition, size))
-        load[full] -= size
-        load[empty] += size
-        moved.add((topic, partition))
-        moves.append(PlannedMove(topic, partition, size, full, empty))
-    return moves
 
 
 @click.group(name="log-dirs")
@@ -158,19 +118,12 @@ def describe(bootstrap: str, brokers: tuple[str, ...], topics: tuple[str, ...], 
 def balance(bootstrap: str, broker_id: int, execute: bool, as_json: bool) -> None:
     """Plan (and with --execute start) moves that even out bytes across a broker's log dirs."""
     with admin_client(bootstrap) as admin:
-        dirs = admin.describe_log_dirs([broker_id])[broker_id]
-        if any(r.is_future for d in dirs for r in d.replicas):
-            raise CliError(f"broker {broker_id} is already moving replicas between its log dirs; try again when they finish")
-        online = {d.path: [(r.topic, r.partition, r.size) for r in d.replicas] for d in dirs if not d.error_code}
-        before = {p: sum(s for _, _, s in reps) for p, reps in online.items()}
-        moves = plan_balance(online)
-        after = dict(before)
-        for m in moves:
-            after[m.source] -= m.size
-            after[m.destination] += m.size
-        results: dict[tuple[int, str, int], int] = {}
-        if execute and moves:
-            results = admin.alter_replica_log_dirs({(broker_id, m.topic, m.partition): m.destination for m in moves})
+        try:
+            plan = balance_plan(admin, broker_id)
+        except OperationError as e:
+            raise CliError(str(e)) from None
+        moves, before, after = list(plan.moves), plan.before, plan.after
+        results = execute_balance(admin, plan) if execute else {}
     data = {
         "broker": broker_id,
         "executed": execute,

@@ -34,11 +34,17 @@ from typing import Any
 import click
 
 from kavka.cli.common import CliError, admin_client, bootstrap_option, emit, json_option, table
-
-THROTTLE_KEY = "replica.alter.log.dirs.io.max.bytes.per.second"
-# KIP-73 replication throttles, as Kafka's tool sets and clears them.
-BROKER_THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate", THROTTLE_KEY)
-TOPIC_THROTTLES = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+from kavka.operations import (
+    THROTTLE_KEY,
+    OperationError,
+    adding_progress,
+    cancel_reassignments,
+    check_reassignment,
+    clear_throttles,
+    log_dir_status,
+    send_reassignment,
+    set_replication_throttles,
+)
 
 
 def parse_reassignment(text: str) -> list[tuple[str, int, list[int], list[str]]]:
@@ -218,15 +224,10 @@ def _execute(
     timeout_ms: int,
     as_json: bool,
 ) -> None:
-    live = {b.node_id for b in admin.describe_cluster().brokers}
-    unknown = sorted({b for reps in targets.values() for b in reps} - live)
-    if unknown:
-        raise CliError(f"Unknown broker id(s) {','.join(map(str, unknown))}")
-    if not additional and admin.list_partition_reassignments():
-        raise CliError(
-            "Cannot execute because there is an existing partition assignment.  Use --additional to "
-            "override this and create a new partition assignment in addition to the existing one."
-        )
+    try:
+        check_reassignment(admin, targets, additional=additional)
+    except OperationError as e:
+        raise CliError(str(e)) from None
     rollback = reassignment_json({k: current[k] for k in targets})
     echo = (lambda line: None) if as_json else click.echo
     echo(f"Current partition replica assignment\n\n{json.dumps(rollback, separators=(',', ':'))}\n\n"
@@ -236,17 +237,16 @@ def _execute(
         echo("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
              "throttle is removed.")
     if inter_broker_throttle is not None:
-        _set_replication_throttles(admin, targets, current, inter_broker_throttle)
+        set_replication_throttles(admin, targets, current, inter_broker_throttle)
         echo(f"The inter-broker throttle limit was set to {inter_broker_throttle} B/s")
     if throttle is not None:
         for b in brokers:
             admin.incremental_alter_configs("broker", str(b), set={THROTTLE_KEY: str(throttle)})
         echo(f"The replica-alter-dir throttle limit was set to {throttle} B/s")
-    results = admin.alter_partition_reassignments(targets)
-    errors = {k: v for k, v in results.items() if v[0] != 0}
-    if errors:
-        raise CliError("Error reassigning partition(s):\n" + "\n".join(
-            f"{_tp(t, p)}: {msg or code}" for (t, p), (code, msg) in sorted(errors.items())))
+    try:
+        results = send_reassignment(admin, targets)
+    except OperationError as e:
+        raise CliError(str(e)) from None
     echo(f"Successfully started partition reassignment{'' if len(targets) == 1 else 's'} for "
          + ",".join(_tp(t, p) for t, p in sorted(targets)))
     codes = _execute_moves(admin, wanted, timeout_ms, echo) if wanted else {}
@@ -265,38 +265,8 @@ def _execute(
             f"{t}-{p} on broker {b} (error {c})" for (b, t, p), c in sorted(failed.items())))
 
 
-def _set_replication_throttles(
-    admin: Any, targets: dict[tuple[str, int], list[int]], current: dict[tuple[str, int], list[int]], rate: int
-) -> None:
-    """Kafka's modifyReassignmentThrottle + modifyTopicThrottles: the rate on every broker a moving
-    partition has or gets; per topic, its moving partitions' current replicas as leader-throttled and
-    the replicas they gain as follower-throttled."""
-    moving = {k: t for k, t in targets.items() if sorted(t) != sorted(current[k])}
-    leaders: dict[str, list[str]] = {}
-    followers: dict[str, list[str]] = {}
-    brokers: set[int] = set()
-    for (t, p), target in sorted(moving.items()):
-        cur = current[(t, p)]
-        brokers |= set(cur) | set(target)
-        leaders.setdefault(t, []).extend(f"{p}:{b}" for b in cur)
-        followers.setdefault(t, []).extend(f"{p}:{b}" for b in target if b not in cur)
-    for b in sorted(brokers):
-        admin.incremental_alter_configs("broker", str(b), set={k: str(rate) for k in BROKER_THROTTLES[:2]})
-    for t in sorted(leaders):
-        admin.incremental_alter_configs("topic", t, set={
-            TOPIC_THROTTLES[0]: ",".join(leaders[t]), TOPIC_THROTTLES[1]: ",".join(followers.get(t, []))})
-
-
 def _clear_throttles(admin: Any, topics: list[str], echo: Any) -> None:
-    """Kafka's clearAllThrottles: the broker-level throttles on every broker, the topic-level ones
-    on the reassignment's topics."""
-    # Broker configs are sent to the broker itself: one that is down (fenced) keeps its throttle
-    # until it is cleared again (a later --verify).
-    brokers = sorted(b.node_id for b in admin.describe_cluster().brokers if not b.fenced)
-    for b in brokers:
-        admin.incremental_alter_configs("broker", str(b), delete=list(BROKER_THROTTLES))
-    for t in topics:
-        admin.incremental_alter_configs("topic", t, delete=list(TOPIC_THROTTLES))
+    brokers = clear_throttles(admin, topics)
     echo(f"Clearing broker-level throttles on broker{'s' if len(brokers) != 1 else ''} {','.join(map(str, brokers))}")
     echo(f"Clearing topic-level throttles on topic{'s' if len(topics) != 1 else ''} {','.join(topics)}")
 
@@ -334,49 +304,6 @@ def _execute_moves(
         time.sleep(0.1)
 
 
-def _log_dir_status(admin: Any, wanted: dict[tuple[int, str, int], str]) -> dict[tuple[int, str, int], str]:
-    brokers = sorted({b for b, _, _ in wanted})
-    described = admin.describe_log_dirs(brokers) if brokers else {}
-    status: dict[tuple[int, str, int], str] = {}
-    for (b, t, p), d in wanted.items():
-        state = "missing"
-        for ld in described.get(b, []):
-            for r in ld.replicas:
-                if (r.topic, r.partition) != (t, p):
-                    continue
-                if ld.path == d and not r.is_future:
-                    state = "completed"
-                elif ld.path == d and r.is_future and state != "completed":
-                    state = "in progress"
-                elif state == "missing":
-                    state = "elsewhere"
-        status[(b, t, p)] = state
-    return status
-
-
-def _adding_progress(
-    admin: Any, ongoing: dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
-) -> dict[tuple[str, int], list[dict[str, Any]]]:
-    """Per moving partition, each adding replica's size and lag behind the leader (DescribeLogDirs)."""
-    adding = sorted({b for _, add, _ in ongoing.values() for b in add})
-    try:
-        described = admin.describe_log_dirs(adding, sorted({t for t, _ in ongoing})) if adding else {}
-    except Exception:  # a broker that is down: progress unknown, the verdict does not depend on it
-        described = {}
-    out: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for (t, p), (_, add, _) in ongoing.items():
-        rows = []
-        for b in add:
-            size, lag = None, None
-            for ld in described.get(b, []):
-                for r in ld.replicas:
-                    if (r.topic, r.partition) == (t, p) and not r.is_future:
-                        size, lag = r.size, r.offset_lag
-            rows.append({"broker": b, "size": size, "offset_lag": lag})
-        out[(t, p)] = rows
-    return out
-
-
 def _verify(
     admin: Any,
     targets: dict[tuple[str, int], list[int]],
@@ -387,7 +314,7 @@ def _verify(
     as_json: bool,
 ) -> None:
     ongoing = admin.list_partition_reassignments(sorted(targets))
-    progress = _adding_progress(admin, ongoing)
+    progress = adding_progress(admin, ongoing)
     parts: dict[tuple[str, int], str] = {}
     for key, target in sorted(targets.items()):
         if key in ongoing:
@@ -396,7 +323,7 @@ def _verify(
             parts[key] = "completed"
         else:
             parts[key] = "other replicas"
-    moves = _log_dir_status(admin, wanted)
+    moves = log_dir_status(admin, wanted)
     done = all(s != "in progress" for s in parts.values()) and all(s == "completed" for s in moves.values())
     removed = False
     cleared: list[str] = []
@@ -447,14 +374,10 @@ def _verify(
 
 
 def _cancel(admin: Any, targets: dict[tuple[str, int], list[int]], *, preserve_throttles: bool, as_json: bool) -> None:
-    active = sorted(set(admin.list_partition_reassignments(sorted(targets))) & set(targets))
-    results = admin.alter_partition_reassignments({k: None for k in active}) if active else {}
-    # NO_REASSIGNMENT_IN_PROGRESS: it completed between the list and the cancel.
-    errors = {k: v for k, v in results.items() if v[0] not in (0, 85)}
-    if errors:
-        raise CliError("Error cancelling partition reassignment(s) for:\n" + "\n".join(
-            f"{_tp(t, p)}: {msg or code}" for (t, p), (code, msg) in sorted(errors.items())))
-    cancelled = [k for k in active if results.get(k, (0, None))[0] == 0]
+    try:
+        cancelled = cancel_reassignments(admin, sorted(targets))
+    except OperationError as e:
+        raise CliError(str(e)) from None
     cleared: list[str] = []
     if not preserve_throttles:
         _clear_throttles(admin, sorted({t for t, _ in targets}), cleared.append)

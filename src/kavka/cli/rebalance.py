@@ -38,38 +38,20 @@ def _ids(text: str | None, option: str) -> list[int]:
 @json_option
 def rebalance(bootstrap: str, add: str | None, remove: str | None, execute: bool, throttle: int | None, as_json: bool) -> None:
     """Plan (and start) the fewest replica moves that balance replicas and leaders over the brokers."""
-    from kavka.cli.reassign import _set_replication_throttles, reassignment_json
-    from kavka.controller.rebalance import RebalanceError, plan_rebalance
+    from kavka.cli.reassign import reassignment_json
+    from kavka.operations import OperationError, rebalance_proposal, start_reassignment
 
     added, removed = _ids(add, "--add-brokers"), _ids(remove, "--remove-brokers")
     if throttle is not None and not execute:
         raise click.UsageError("--throttle needs --execute")
     with admin_client(bootstrap) as admin:
-        live = {b.node_id: b for b in admin.describe_cluster().brokers if not b.fenced}
-        unknown = [b for b in added if b not in live]
-        if unknown:
-            raise CliError(f"Unknown broker id(s) {','.join(map(str, unknown))}")
-        names = [t.name for t in admin.list_topics(include_internal=True)]
-        described = admin.describe_topics(names) if names else []
-        current = {(d.name, p.partition): list(p.replicas) for d in described for p in d.partitions}
-        holding = {b for reps in current.values() for b in reps}
-        not_there = [b for b in removed if b not in holding and b not in live]
-        if not_there:
-            raise CliError(f"Unknown broker id(s) {','.join(map(str, not_there))}")
-        brokers = sorted((holding | set(added)) - set(removed))
-        sizes: dict[Any, int] = {}
-        for ds in admin.describe_log_dirs(sorted(holding & set(live))).values():
-            for d in ds:
-                for r in d.replicas:
-                    if not r.is_future:
-                        key = (r.topic, r.partition)
-                        sizes[key] = max(sizes.get(key, 0), r.size)
         try:
-            plan = plan_rebalance(current, brokers, racks={b: live[b].rack for b in live}, sizes=sizes)
-        except RebalanceError as e:
+            proposal = rebalance_proposal(admin, added, removed)
+        except OperationError as e:
             raise CliError(str(e)) from None
-        changed = plan.changed(current)
+        brokers, current, changed = proposal.brokers, proposal.current, proposal.changed
         # What a full re-placement by the cluster's placer would move (kafka-reassign-partitions --generate).
+        described = admin.describe_topics(sorted({t for t, _ in current})) if current else []
         reshuffle = 0
         for d in described:
             parts = sorted(d.partitions, key=lambda p: p.partition)
@@ -80,23 +62,18 @@ def rebalance(bootstrap: str, add: str | None, remove: str | None, execute: bool
         summary = {
             "brokers": brokers,
             "partitions": len(current),
-            "replicas": sum(len(r) for r in current.values()),
-            "moved_replicas": plan.moved_replicas,
-            "moved_bytes": plan.moved_bytes,
-            "reordered_partitions": sum(1 for p, r in changed.items() if sorted(r) == sorted(current[p])),
+            "replicas": proposal.replicas,
+            "moved_replicas": proposal.moved_replicas,
+            "moved_bytes": proposal.moved_bytes,
+            "reordered_partitions": proposal.reordered_partitions,
             "full_replacement_moved_replicas": reshuffle,
             "executed": False,
         }
         if execute and changed:
-            if admin.list_partition_reassignments():
-                raise CliError("Cannot execute because there is an existing partition assignment.")
-            if throttle is not None:
-                _set_replication_throttles(admin, changed, current, throttle)
-            results = admin.alter_partition_reassignments(changed)
-            errors = {k: v for k, v in results.items() if v[0] != 0}
-            if errors:
-                raise CliError("Error reassigning partition(s):\n" + "\n".join(
-                    f"{t}-{p}: {msg or code}" for (t, p), (code, msg) in sorted(errors.items())))
+            try:
+                start_reassignment(admin, changed, current, throttle=throttle)
+            except OperationError as e:
+                raise CliError(str(e)) from None
             summary["executed"] = True
     doc = reassignment_json(changed)
     doc["kavka_plan"] = summary
@@ -105,7 +82,7 @@ def rebalance(bootstrap: str, add: str | None, remove: str | None, execute: bool
         con.print(table(f"Rebalance over brokers {','.join(map(str, brokers))}", ["Partition", "Current", "Proposed"],
                         [(f"{t}-{p}", ",".join(map(str, current[(t, p)])), ",".join(map(str, r)))
                          for (t, p), r in sorted(changed.items())]))
-        con.print(f"Moves {plan.moved_replicas} of {summary['replicas']} replicas ({plan.moved_bytes} bytes); "
+        con.print(f"Moves {proposal.moved_replicas} of {summary['replicas']} replicas ({proposal.moved_bytes} bytes); "
                   f"{summary['reordered_partitions']} partitions only change their preferred leader. "
                   f"A full re-placement by the cluster's placer would move {reshuffle} replicas.")
         if summary["executed"]:

@@ -490,7 +490,8 @@ class AdminClient:
     def list_offsets(
         self, specs: Mapping[tuple[str, int], str | int], *, isolation_level: int = 0
     ) -> dict[tuple[str, int], ListOffsetsResult]:
-        """Offsets per partition; spec: earliest, latest, max-timestamp, earliest-local or a timestamp (ms)."""
+        """Offsets per partition; spec: earliest, latest, max-timestamp, earliest-local, latest-tiered or a
+        timestamp (ms)."""
         wanted = {tp: requests.offset_spec_timestamp(s) for tp, s in specs.items()}
 
         def send(conn: BlockingConnection, part: dict[tuple[str, int], int]) -> dict[tuple[str, int], tuple[int, Any]]:

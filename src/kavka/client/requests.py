@@ -31,9 +31,10 @@ OFFSET_SPECS: Mapping[str, int] = {
     "latest": -1,
     "earliest": -2,
     "max-timestamp": -3,
-    "earliest-local": -4,
+    "earliest-local": -4,  # KIP-405: the first offset still on local disk
+    "latest-tiered": -5,  # KIP-1005: the highest offset copied to remote storage (-1: none)
 }
-OFFSET_SPEC_MIN_VERSION: Mapping[int, int] = {-3: 7, -4: 8}
+OFFSET_SPEC_MIN_VERSION: Mapping[int, int] = {-3: 7, -4: 8, -5: 9}
 
 
 def resource_type_code(resource_type: str | int) -> int:
@@ -48,7 +49,7 @@ def resource_type_code(resource_type: str | int) -> int:
 
 
 def offset_spec_timestamp(spec: str | int) -> int:
-    """ "earliest" | "latest" | "max-timestamp" | "earliest-local" | a timestamp in ms."""
+    """ "earliest" | "latest" | "max-timestamp" | "earliest-local" | "latest-tiered" | a timestamp in ms."""
     if isinstance(spec, bool):
         raise ValueError(f"invalid offset spec {spec!r}")
     if isinstance(spec, int):

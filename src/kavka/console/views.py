@@ -38,13 +38,23 @@ class UserError(Exception):
 
 def kavka_features(admin: AdminClient) -> dict[str, bool]:
     """Which pages the cluster can back. The generic pages need only Kafka's common APIs; the disk
-    page needs DescribeLogDirs with sizes (v4: total/usable bytes, Kafka 3.3+ and kavka)."""
+    page needs DescribeLogDirs with sizes (v4: total/usable bytes, Kafka 3.3+ and kavka) and
+    AlterReplicaLogDirs; the reassignment page KIP-455's two APIs; elections ElectLeaders; the
+    tiered storage page ListOffsets v9 and kavka."""
     conn = admin._any()
     versions = conn.broker_versions
     log_dirs = versions.get(int(ApiKey.DESCRIBE_LOG_DIRS))
     return {
         "quorum": int(ApiKey.DESCRIBE_QUORUM) in versions,
-        "disks": log_dirs is not None and log_dirs[1] >= 4,
+        "disks": log_dirs is not None and log_dirs[1] >= 4 and int(ApiKey.ALTER_REPLICA_LOG_DIRS) in versions,
+        "reassignments": int(ApiKey.ALTER_PARTITION_REASSIGNMENTS) in versions
+        and int(ApiKey.LIST_PARTITION_REASSIGNMENTS) in versions,
+        "elections": int(ApiKey.ELECT_LEADERS) in versions,
+        # ListOffsets v9 answers the latest tiered offset (KIP-1005), v8 the earliest local one;
+        # Tansu advertises v9 but closes the connection on those specs (and on DescribeConfigs
+        # naming keys), so the page is kavka's: it answers CreateReplicaPlacement, its own API.
+        "tiered": versions.get(int(ApiKey.LIST_OFFSETS), (0, 0))[1] >= 9
+        and int(ApiKey.CREATE_REPLICA_PLACEMENT) in versions,
     }
 
 
@@ -63,7 +73,46 @@ def rack_tree(brokers: Sequence[Any]) -> dict[str, Any]:
     return root
 
 
-def overview(admin: AdminClient, features: dict[str, bool]) -> dict[str, Any]:
+class Throughput:
+    """Records per second per topic and per leader broker, from the log end offsets the console
+    samples at every Overview refresh (ListOffsets latest): the difference between the newest
+    sample and the oldest one kept (at most `WINDOW_S` old) over the time between them. Works on
+    any Kafka-compatible cluster; bytes per second would need the brokers' metrics. Time is passed
+    in; the caller holds `Backend.lock`."""
+
+    WINDOW_S = 60.0
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, dict[tuple[str, int], int]]] = []
+
+    def add(self, now: float, ends: dict[tuple[str, int], int]) -> None:
+        self.samples.append((now, ends))
+        while len(self.samples) > 2 and now - self.samples[1][0] >= self.WINDOW_S:
+            self.samples.pop(0)
+
+    def rates(self, leaders: dict[tuple[str, int], int]) -> dict[str, Any] | None:
+        """Per topic and per leader: records and records/s over the window; None with one sample."""
+        if len(self.samples) < 2:
+            return None
+        (t0, old), (t1, new) = self.samples[0], self.samples[-1]
+        seconds = max(t1 - t0, 1e-3)
+        topics: dict[str, int] = defaultdict(int)
+        brokers: dict[int, int] = defaultdict(int)
+        for tp, end in new.items():
+            delta = max(0, end - old.get(tp, 0))  # a partition new since the old sample started at 0
+            topics[tp[0]] += delta
+            if leaders.get(tp, -1) >= 0:
+                brokers[leaders[tp]] += delta
+        return {
+            "seconds": round(seconds, 1),
+            "topics": sorted(({"name": t, "records": n, "rate": round(n / seconds, 1)} for t, n in topics.items() if n),
+                             key=lambda r: (-r["records"], r["name"])),
+            "brokers": [{"id": b, "records": n, "rate": round(n / seconds, 1)} for b, n in sorted(brokers.items())],
+        }
+
+
+def overview(admin: AdminClient, features: dict[str, bool], throughput: Throughput | None = None,
+             now: float | None = None) -> dict[str, Any]:
     cluster = admin.describe_cluster()
     quorum = None
     if features.get("quorum"):
@@ -98,7 +147,19 @@ def overview(admin: AdminClient, features: dict[str, bool]) -> dict[str, Any]:
             entries = admin.describe_configs("topic", name, include_documentation=False, keys=["min.insync.replicas"])
             min_isr = int(next((e.value for e in entries if e.value), "1"))
             under_min_isr += sum(1 for p in parts if len(p.isr) < min_isr)
+    rates = None
+    if throughput is not None and now is not None:
+        leaders = {(d.name, p.partition): p.leader for d in described for p in d.partitions}
+        online = [tp for tp, leader in leaders.items() if leader >= 0]
+        try:
+            ends = {tp: o.offset for tp, o in admin.list_offsets(dict.fromkeys(online, "latest")).items()} if online else {}
+        except KafkaError:
+            ends = None
+        if ends is not None:
+            throughput.add(now, ends)
+            rates = throughput.rates(leaders)
     return {
+        "throughput": rates,
         "cluster_id": cluster.cluster_id,
         # KRaft: the active controller is the quorum leader (DescribeCluster names any broker to clients).
         "controller": quorum["leader"] if quorum else cluster.controller_id,
@@ -419,27 +480,53 @@ def delete_group(admin: AdminClient, group_id: str) -> None:
         raise UserError(f"Group '{group_id}' was not deleted: {error_name(code)}.", 409)
 
 
-# ---------------------------------------------------------------------- disks (read-only in this slice)
+# ---------------------------------------------------------------------- tiered storage
+
+TIERED_CONFIGS = ("remote.storage.enable", "local.retention.bytes", "local.retention.ms", "retention.bytes", "retention.ms",
+                  "segment.bytes")
 
 
-def disks(admin: AdminClient) -> list[dict[str, Any]]:
+def tiered(admin: AdminClient) -> list[dict[str, Any]]:
+    """Every topic with remote.storage.enable=true (KIP-405), and per partition where its offsets
+    live: from the log start to the earliest local offset only in remote storage, from there to
+    the latest tiered offset in both, above it (the active segment and closed segments not copied
+    yet: the copy lag) only on local disk; the leader's bytes on local disk and, from kavka (its
+    DescribeLogDirs entry `remote:<plugin>`), in remote storage. No segment counts: the Kafka
+    protocol does not tell them."""
+    names = [t.name for t in admin.list_topics(include_internal=False)]
     out = []
-    for broker, dirs in sorted(admin.describe_log_dirs().items()):
-        for ld in dirs:
-            from kavka.client.errors import error_name
-
-            used = sum(r.size for r in ld.replicas if not r.is_future)
-            out.append({
-                "broker": broker, "path": ld.path,
-                "state": "online" if ld.error_code == 0 else "offline",
-                "error": error_name(ld.error_code) if ld.error_code else None,
-                "total": ld.total_bytes, "usable": ld.usable_bytes,
-                "used_pct": round(100 * (ld.total_bytes - ld.usable_bytes) / ld.total_bytes) if ld.total_bytes > 0 else None,
-                "replica_bytes": used,
-                "replicas": sorted(f"{r.topic}-{r.partition}" for r in ld.replicas if not r.is_future),
-                "moves": [{"replica": f"{r.topic}-{r.partition}", "lag": r.offset_lag, "size": r.size}
-                          for r in ld.replicas if r.is_future],
-            })
+    for name in sorted(names):
+        entries = {e.name: e for e in admin.describe_configs("topic", name, include_documentation=False,
+                                                             keys=list(TIERED_CONFIGS))}
+        enabled = entries.get("remote.storage.enable")
+        if enabled is None or (enabled.value or "").lower() != "true":
+            continue
+        [d] = admin.describe_topics([name])
+        tps = [(name, p.partition) for p in d.partitions]
+        offsets = {spec: admin.list_offsets(dict.fromkeys(tps, spec))
+                   for spec in ("earliest", "earliest-local", "latest-tiered", "latest")}
+        leaders = {p.partition: p.leader for p in d.partitions}
+        local_bytes: dict[int, int] = {}
+        remote_bytes: dict[int, int] = {}
+        try:
+            for broker, dirs in admin.describe_log_dirs(sorted({b for b in leaders.values() if b >= 0}), [name]).items():
+                for ld in dirs:
+                    # kavka's `remote:<plugin>` entry holds the remote bytes of the partitions the broker leads.
+                    into = remote_bytes if ld.path.startswith("remote:") else local_bytes
+                    for r in ld.replicas:
+                        if not r.is_future and leaders.get(r.partition) == broker:
+                            into[r.partition] = r.size
+        except KafkaError:
+            pass
+        rows = []
+        for tp in tps:
+            start, local, tier, end = (offsets[s][tp].offset for s in ("earliest", "earliest-local", "latest-tiered", "latest"))
+            rows.append({"partition": tp[1], "leader": leaders[tp[1]], "log_start": start, "local_start": local,
+                         "tiered": tier, "end": end, "remote_only": max(0, local - start),
+                         "copy_lag": end - (tier + 1) if tier >= 0 else end - start,
+                         "local_bytes": local_bytes.get(tp[1]), "remote_bytes": remote_bytes.get(tp[1])})
+        out.append({"name": name, "partitions": rows,
+                     "configs": {k: entries[k].value for k in TIERED_CONFIGS if k in entries and k != "remote.storage.enable"}})
     return out
 
 
