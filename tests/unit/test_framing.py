@@ -37,6 +37,29 @@ def test_decoder_splits_frames_across_arbitrary_chunks():
         assert got == frames
 
 
+@given(st.lists(st.binary(max_size=40), max_size=8), st.lists(st.integers(1, 50), min_size=1, max_size=30))
+def test_decoder_copies_a_frame_only_when_it_spans_chunks(frames, cuts):
+    """Any chunking gives the frames back in order; a frame inside one chunk is a view of that
+    chunk (no copy), one that spans chunks is joined once into a writable buffer of its own."""
+    wire = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    chunks, i = [], 0
+    while i < len(wire):
+        step = cuts[len(chunks) % len(cuts)]
+        chunks.append(wire[i : i + step])
+        i += step
+    dec = FrameDecoder(1000)
+    got = []
+    for chunk in chunks:
+        for f in dec.feed(chunk):
+            got.append(f)
+            if f.readonly:
+                assert f.obj is chunk  # a view, not a copy
+            else:
+                assert isinstance(f.obj, bytearray) and len(f.obj) == len(f)
+    assert [bytes(f) for f in got] == frames
+    assert dec.pending_frame_size() is None
+
+
 def test_oversized_frame_refused_from_its_prefix_alone():
     dec = FrameDecoder(1024)
     with pytest.raises(FrameTooLargeError) as e:
