@@ -19,10 +19,11 @@ from kavka.protocol.framing import (
 )
 from kavka.protocol.legacy import (
     LEGACY_PRODUCE_VERSIONS,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT,
     as_produce_v3_body,
     encode_legacy_produce_response,
-    refuse_legacy_produce,
 )
+from kavka.protocol.produce_wire import all_failed
 from tests.schema_bodies import non_null_violations
 
 
@@ -133,7 +134,7 @@ def test_legacy_produce_body_decodes_as_v3_and_answers_in_its_own_layout():
     assert [(t.name, [(p.index, bytes(p.records)) for p in t.partition_data]) for t in req.topic_data] == [
         ("t", [(7, b"abc")])
     ]
-    resp = refuse_legacy_produce(req, api.response_schema(0, 3))
+    resp = all_failed(req, UNSUPPORTED_FOR_MESSAGE_FORMAT)  # what the handler answers v0-v2
     part = struct.pack(">ihq", 7, 43, -1)
     head = struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1)
     assert encode_legacy_produce_response(0, resp) == head + part
