@@ -82,6 +82,8 @@ def _short(frame: str) -> str:
     """'validate_records (/x/src/kavka/storage/log_validator.py:80)' -> 'kavka/storage/log_validator.py:validate_records'."""
     name, _, where = frame.rpartition(" (")
     path = where.rstrip(")").rsplit(":", 1)[0]
+    if path.startswith("kavka/"):  # py-spy shortens paths under sys.path entries (PYTHONPATH=<tree>)
+        return f"{path}:{name}"
     for marker in ("/src/kavka/", "/site-packages/", "/lib/python3"):
         if marker in path:
             path = path.split(marker, 1)[1]
