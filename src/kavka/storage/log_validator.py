@@ -147,6 +147,8 @@ def _scan_records(data: bytes | memoryview, count: int, base_ts: int, compacted:
     p = 0
     hi = -(2**63)
     lo = 2**63
+    last = None
+    zigzag = _ZIGZAG
     try:
         for z in range(0, count << 1, 2):  # z: the offset delta this record must carry, zigzagged
             # length
@@ -167,7 +169,7 @@ def _scan_records(data: bytes | memoryview, count: int, base_ts: int, compacted:
             # attributes (unused) at p, then the timestamp delta
             b = data[p + 1]
             if b < 0x80:
-                ts = (b >> 1) ^ -(b & 1)
+                ts = zigzag[b]
                 p += 2
             else:
                 c = data[p + 2]
@@ -177,10 +179,12 @@ def _scan_records(data: bytes | memoryview, count: int, base_ts: int, compacted:
                 else:
                     u, p = _uvarint(data, p + 1)
                 ts = (u >> 1) ^ -(u & 1)
-            if ts > hi:
-                hi = ts
-            if ts < lo:
-                lo = ts
+            if ts != last:  # records of one batch mostly share their timestamp with the one before
+                last = ts
+                if ts > hi:
+                    hi = ts
+                if ts < lo:
+                    lo = ts
             # offset delta
             b = data[p]
             if b < 0x80:
@@ -197,23 +201,28 @@ def _scan_records(data: bytes | memoryview, count: int, base_ts: int, compacted:
                 raise _Malformed(f"record {z >> 1} has offset delta {(u >> 1) ^ -(u & 1)}")
             # key: zigzag 1 is -1 (null); any other odd value is a negative length
             b = data[p]
-            if b < 0x80:
-                u = b
-                p += 1
-            else:
-                c = data[p + 1]
-                if c < 0x80:
-                    u = (b & 0x7F) | (c << 7)
-                    p += 2
-                else:
-                    u, p = _uvarint(data, p)
-            if u & 1:
-                if u != 1:
-                    raise _Malformed(f"record {z >> 1} has a key length of {(u >> 1) ^ -1}")
+            if b == 1:  # null, the usual case
                 if compacted:
                     raise _Keyless(z >> 1)
+                p += 1
             else:
-                p += u >> 1
+                if b < 0x80:
+                    u = b
+                    p += 1
+                else:
+                    c = data[p + 1]
+                    if c < 0x80:
+                        u = (b & 0x7F) | (c << 7)
+                        p += 2
+                    else:
+                        u, p = _uvarint(data, p)
+                if u & 1:
+                    if u != 1:
+                        raise _Malformed(f"record {z >> 1} has a key length of {(u >> 1) ^ -1}")
+                    if compacted:
+                        raise _Keyless(z >> 1)
+                else:
+                    p += u >> 1
             # value
             b = data[p]
             if b < 0x80:
@@ -243,6 +252,9 @@ def _scan_records(data: bytes | memoryview, count: int, base_ts: int, compacted:
     if p != n:
         raise _Malformed(f"{n - p} bytes follow the last of its {count} records")
     return base_ts + hi, base_ts + lo
+
+
+_ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))  # one-byte zigzag varints, decoded
 
 
 def _scan_headers(data: bytes | memoryview, p: int, end: int, i: int) -> int:
