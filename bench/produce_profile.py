@@ -79,20 +79,15 @@ def _py_spy() -> str:
 
 
 def _short(frame: str) -> str:
-    """'validate_records (/x/src/kavka/storage/log_validator.py:80)' -> 'kavka/storage/log_validator.py:validate_records'."""
+    """'f (/x/src/kavka/storage/log_validator.py:80)' -> 'kavka/storage/log_validator.py:f'; outside
+    kavka, the file's name alone ('thread.py:_worker')."""
     name, _, where = frame.rpartition(" (")
     path = where.rstrip(")").rsplit(":", 1)[0]
     if path.startswith("kavka/"):  # py-spy shortens paths under sys.path entries (PYTHONPATH=<tree>)
         return f"{path}:{name}"
-    for marker in ("/src/kavka/", "/site-packages/", "/lib/python3"):
-        if marker in path:
-            path = path.split(marker, 1)[1]
-            if marker == "/src/kavka/":
-                path = "kavka/" + path
-            break
-    else:
-        path = path.rsplit("/", 1)[-1]
-    return f"{path}:{name}"
+    if "/src/kavka/" in path:
+        return f"kavka/{path.split('/src/kavka/', 1)[1]}:{name}"
+    return f"{path.rsplit('/', 1)[-1]}:{name}"
 
 
 def summarize(collapsed: Path) -> tuple[int, Counter[str], Counter[str]]:
@@ -150,7 +145,7 @@ def main() -> int:
     print(f"{'tree':50} " + " ".join(f"{f'{s} B':>9}" for s in SIZES) + "  " + " ".join(f"{f'{s} B ratio':>11}" for s in SIZES))
     med = {t: {s: statistics.median(r[s] for r in runs[t]) for s in SIZES} for t in trees if runs[t]}
     for t, m in med.items():
-        ratios = " ".join(f"{m[s] / med[first][s]:11.2f}" for s in SIZES)
+        ratios = " ".join(f"{workloads.ratio(m[s], med[first][s]):>11}" for s in SIZES)
         print(f"{str(t)[-50:]:50} " + " ".join(f"{m[s]:9.1f}" for s in SIZES) + "  " + ratios)
         print(f"{'  each round':50} " + "  ".join("/".join(f"{r[s]:.0f}" for r in runs[t]) for s in SIZES))
     if a.profile:
