@@ -19,10 +19,11 @@ from kavka.protocol.framing import (
 )
 from kavka.protocol.legacy import (
     LEGACY_PRODUCE_VERSIONS,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT,
     as_produce_v3_body,
     encode_legacy_produce_response,
-    refuse_legacy_produce,
 )
+from kavka.protocol.produce_wire import all_failed
 from tests.schema_bodies import non_null_violations
 
 
@@ -35,6 +36,29 @@ def test_decoder_splits_frames_across_arbitrary_chunks():
         for i in range(0, len(wire), chunk):
             got += [bytes(f) for f in dec.feed(wire[i : i + chunk])]
         assert got == frames
+
+
+@given(st.lists(st.binary(max_size=40), max_size=8), st.lists(st.integers(1, 50), min_size=1, max_size=30))
+def test_decoder_copies_a_frame_only_when_it_spans_chunks(frames, cuts):
+    """Any chunking gives the frames back in order; a frame inside one chunk is a view of that
+    chunk (no copy), one that spans chunks is joined once into a writable buffer of its own."""
+    wire = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    chunks, i = [], 0
+    while i < len(wire):
+        step = cuts[len(chunks) % len(cuts)]
+        chunks.append(wire[i : i + step])
+        i += step
+    dec = FrameDecoder(1000)
+    got = []
+    for chunk in chunks:
+        for f in dec.feed(chunk):
+            got.append(f)
+            if f.readonly:
+                assert f.obj is chunk  # a view, not a copy
+            else:
+                assert isinstance(f.obj, bytearray) and len(f.obj) == len(f)
+    assert [bytes(f) for f in got] == frames
+    assert dec.pending_frame_size() is None
 
 
 def test_oversized_frame_refused_from_its_prefix_alone():
@@ -110,7 +134,7 @@ def test_legacy_produce_body_decodes_as_v3_and_answers_in_its_own_layout():
     assert [(t.name, [(p.index, bytes(p.records)) for p in t.partition_data]) for t in req.topic_data] == [
         ("t", [(7, b"abc")])
     ]
-    resp = refuse_legacy_produce(req, api.response_schema(0, 3))
+    resp = all_failed(req, UNSUPPORTED_FOR_MESSAGE_FORMAT)  # what the handler answers v0-v2
     part = struct.pack(">ihq", 7, 43, -1)
     head = struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 1)
     assert encode_legacy_produce_response(0, resp) == head + part

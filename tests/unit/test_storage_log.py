@@ -504,3 +504,23 @@ def test_replay_records_yields_every_record_once_in_order(tmp_path: Path) -> Non
         assert got == want, chunk
     values = [r.value for r in lg.replay_records()]
     assert len(set(values)) == len(values) == 32
+
+
+def test_in_place_append_rewrites_a_writable_view_and_copies_anything_else(tmp_path: Path) -> None:
+    """`in_place` with a writable view (a request frame of its own): the offsets go into it and it
+    is what gets written; a read-only view, or no `in_place`, is copied and left as it was."""
+    lg = open_log(tmp_path / "t-0")
+    lg.append_as_leader(batch(2), leader_epoch=0, now_ms=NOW)  # the next append starts at offset 2
+    frame = bytearray(b"head" + batch(3, tag="a"))
+    view = memoryview(frame)[4:]
+    lg.append_as_leader(view, leader_epoch=5, now_ms=NOW, in_place=True)
+    (_, h), = iter_batches(view)
+    assert (h.base_offset, h.partition_leader_epoch) == (2, 5)  # rewritten where it was
+    readonly = memoryview(batch(1, tag="b"))
+    kept = bytearray(batch(1, tag="c"))
+    lg.append_as_leader(readonly, leader_epoch=5, now_ms=NOW, in_place=True)
+    lg.append_as_leader(memoryview(kept), leader_epoch=5, now_ms=NOW)
+    assert bytes(readonly) == batch(1, tag="b") and bytes(kept) == batch(1, tag="c")
+    assert read_all(lg) == list(range(7))
+    records = iter_records(lg.read(2, max_bytes=1 << 20).records)
+    assert [r.value[:2] for r in records] == [b"va", b"va", b"va", b"vb", b"vc"]

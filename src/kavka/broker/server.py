@@ -107,7 +107,7 @@ from kavka.broker.sasl_authenticator import (
 )
 from kavka.broker.tls import HANDSHAKE_TIMEOUT_S, ListenerTls, peer_principal
 from kavka.principal import ANONYMOUS, NoMatchingRule
-from kavka.protocol import api, fetch_wire, legacy, versions
+from kavka.protocol import api, fetch_wire, legacy, produce_wire, versions
 from kavka.protocol.framing import (
     FrameDecoder,
     FrameTooLargeError,
@@ -384,6 +384,10 @@ class KafkaConnection(asyncio.Protocol):
         if api_key == api.ApiKey.FETCH and api_version >= fetch_wire.FIRST_FLEXIBLE:
             # The replication hot path, decoded by hand with every field (protocol.fetch_wire).
             request = fetch_wire.decode_request(frame, header.header_size, api_version)
+        elif api_key == api.ApiKey.PRODUCE and api_version >= produce_wire.FIRST:
+            # The produce hot path by hand both ways; records stay views into the frame (protocol.produce_wire).
+            request = produce_wire.decode_request(frame, header.header_size, api_version)
+            encode = partial(produce_wire.encode_response, api_version)
         else:
             request = decode_body(api.request_schema(api_key, api_version), frame, header.header_size)
             if api_key == api.ApiKey.PRODUCE and api_version in legacy.LEGACY_PRODUCE_VERSIONS:

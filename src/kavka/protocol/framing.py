@@ -47,34 +47,71 @@ class FrameTooLargeError(ProtocolError):
 
 
 class FrameDecoder:
-    """Splits a byte stream into Kafka frames (without the 4-byte size prefix)."""
+    """Splits a byte stream into Kafka frames (without the 4-byte size prefix), copying each byte
+    at most once: a frame that arrived whole inside one chunk is a read-only view of that chunk
+    (no copy; the chunk lives as long as a view of it does), and a frame that spans chunks is
+    joined once, when its last byte arrives, into a bytearray of its own -- a writable view, which
+    the produce path may rewrite in place (offsets, leader epoch) and append without copying it
+    again. Chunks fed are kept, not copied: they must not change afterwards (bytes never do)."""
 
-    __slots__ = ("_buf", "_max_size")
+    __slots__ = ("_head", "_parts", "_have", "_size", "_max_size")
 
     def __init__(self, max_size: int) -> None:
-        self._buf = bytearray()
+        self._head = b""  # the first 1-3 bytes of a size prefix cut by a chunk boundary
+        self._parts: list[memoryview] = []  # the received part of a frame spanning chunks
+        self._have = 0
+        self._size = -1  # that frame's declared size; -1 when none is in progress
         self._max_size = max_size
 
     def feed(self, data: bytes) -> list[memoryview]:
-        buf = self._buf
-        buf += data
+        if not isinstance(data, bytes):
+            data = bytes(data)
         frames: list[memoryview] = []
+        view = memoryview(data)
+        n = len(data)
         pos = 0
-        n = len(buf)
-        with memoryview(buf) as view:  # released before `del` resizes the buffer
-            while n - pos >= 4:
-                (size,) = _I32.unpack_from(buf, pos)
+        if self._head:
+            need = 4 - len(self._head)
+            if n < need:
+                self._head += data
+                return frames
+            self._begin(_I32.unpack(self._head + data[:need])[0])
+            self._head = b""
+            pos = need
+        if self._size >= 0:
+            take = min(self._size - self._have, n - pos)
+            if take:
+                self._parts.append(view[pos : pos + take])
+                self._have += take
+                pos += take
+            if self._have < self._size:
+                return frames
+            frames.append(memoryview(bytearray().join(self._parts)))
+            self._parts = []
+            self._size = -1
+        while n - pos >= 4:
+            (size,) = _I32.unpack_from(data, pos)
+            pos += 4
+            if n - pos >= size:
                 if size < 0 or size > self._max_size:
                     raise FrameTooLargeError(size, self._max_size)
-                if n - pos - 4 < size:
-                    break
-                # One copy per frame (a bytearray slice and bytes() would make two):
-                # frames outlive the buffer, and records are appended from them.
-                frames.append(memoryview(view[pos + 4 : pos + 4 + size].tobytes()))
-                pos += 4 + size
-        if pos:
-            del buf[:pos]
+                frames.append(view[pos : pos + size])
+                pos += size
+                continue
+            self._begin(size)
+            self._parts.append(view[pos:])
+            self._have = n - pos
+            return frames
+        if pos < n:
+            self._head = data[pos:]
         return frames
+
+    def _begin(self, size: int) -> None:
+        """A frame of `size` bytes starts: refused from its prefix alone, before any is buffered."""
+        if size < 0 or size > self._max_size:
+            raise FrameTooLargeError(size, self._max_size)
+        self._size = size
+        self._have = 0
 
     def set_max_size(self, max_size: int) -> None:
         """Change the limit for frames not yet received (a SASL connection's limit rises once authenticated)."""
@@ -82,9 +119,7 @@ class FrameDecoder:
 
     def pending_frame_size(self) -> int | None:
         """Declared size of the frame being received, if its prefix has arrived."""
-        if len(self._buf) < 4:
-            return None
-        return _I32.unpack_from(self._buf, 0)[0]
+        return self._size if self._size >= 0 else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,29 +64,8 @@ def as_produce_v3_body(frame: memoryview | bytes, header_size: int) -> bytes:
     return _NULL_STRING + bytes(frame[header_size:])
 
 
-def refuse_legacy_produce(req: Any, resp_cls: type) -> Any:
-    """The v3-shaped response refusing every partition of a v0-v2 request."""
-    topic_cls = nested(resp_cls, "TopicProduceResponse")
-    part_cls = nested(resp_cls, "PartitionProduceResponse")
-    return make(
-        resp_cls,
-        responses=tuple(
-            make(
-                topic_cls,
-                name=t.name,
-                partition_responses=tuple(
-                    make(part_cls, index=pd.index, error_code=UNSUPPORTED_FOR_MESSAGE_FORMAT,
-                         base_offset=-1, log_append_time=None)
-                    for pd in t.partition_data
-                ),
-            )
-            for t in req.topic_data
-        ),
-    )
-
-
 def encode_legacy_produce_response(version: int, resp: Any) -> bytes:
-    """Encode a (v3-shaped) Produce response entity as Produce v0, v1 or v2."""
+    """Encode a Produce response (protocol.produce_wire.ProduceResponse: v3-shaped) as Produce v0, v1 or v2."""
     out = [struct.pack(">i", len(resp.responses))]
     for t in resp.responses:
         name = t.name.encode()

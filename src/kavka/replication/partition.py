@@ -254,10 +254,12 @@ class Partition:
     # ------------------------------------------------------------------ leader
 
     def append_records_to_leader(
-        self, records: memoryview | bytes, *, required_acks: int, now_ms: int, allow_control: bool = False
+        self, records: memoryview | bytes, *, required_acks: int, now_ms: int, allow_control: bool = False,
+        in_place: bool = False,
     ) -> AppendInfo:
         """Append as leader. `allow_control` only for the broker's own writers (the transaction
-        coordinator's markers, Kafka's AppendOrigin.COORDINATOR); a client's control batch is refused."""
+        coordinator's markers, Kafka's AppendOrigin.COORDINATOR); a client's control batch is refused.
+        `in_place`: writable `records` are the caller's to give up (Log.append_as_leader)."""
         self.check_online()
         ls = self._require_leader()
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -267,7 +269,8 @@ class Partition:
             )
         try:
             info = self.log.append_as_leader(
-                records, leader_epoch=self.leader_epoch, now_ms=now_ms, allow_control=allow_control
+                records, leader_epoch=self.leader_epoch, now_ms=now_ms, allow_control=allow_control,
+                in_place=in_place,
             )
         except OSError as e:
             raise self._storage_error(e) from e

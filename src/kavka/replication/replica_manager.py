@@ -249,12 +249,15 @@ class ReplicaManager:
         timeout_s: float,
         respond: Callable[[dict[TopicPartition, PartitionResponse]], T],
         allow_control: bool = False,
+        in_place: bool = False,
     ) -> T | DelayedProduce[T]:
         """Append each partition's batches to its leader log; answer `respond(responses)` now
         (acks 0 and 1, or acks=all when nothing must wait) or through the returned DelayedProduce
         once every appended partition's high watermark passes its batches (or at `timeout_s`).
         A partition's failure is its own answer; the others are appended all the same.
-        `allow_control` is for the broker's own control batches only (`append_end_txn_markers`)."""
+        `allow_control` is for the broker's own control batches only (`append_end_txn_markers`).
+        `in_place`: the entries' records are the caller's to give up (a Produce request's frame),
+        so writable ones are validated and given their offsets where they are (Log.append_as_leader)."""
         now_ms = self.now_ms()
         out: dict[TopicPartition, PartitionResponse] = {}
         waits: list[tuple[TopicPartition, int]] = []  # acks=all: (partition, offset the high watermark must reach)
@@ -265,7 +268,8 @@ class ReplicaManager:
                 continue
             try:
                 info = p.append_records_to_leader(
-                    records, required_acks=required_acks, now_ms=now_ms, allow_control=allow_control
+                    records, required_acks=required_acks, now_ms=now_ms, allow_control=allow_control,
+                    in_place=in_place,
                 )
             except Exception as e:  # mapped to Kafka's code; the broker carries on
                 error, message = error_for(e)

@@ -34,12 +34,10 @@ from kavka.protocol.records import (
     BATCH_HEADER_SIZE,
     CREATE_TIME,
     BatchHeader,
-    CorruptRecordError,
     InvalidRecordError,
     compute_crc,
     decode_batch,
     iter_batches,
-    read_varint,
     rebuild_batch,
 )
 
@@ -88,7 +86,7 @@ def validate_records(buf: bytearray, cfg: ValidationConfig, *, now_ms: int) -> b
     return buf
 
 
-def _payload(buf: bytearray, pos: int, header: BatchHeader, index: int) -> bytes | memoryview:
+def _payload(buf: bytearray | memoryview, pos: int, header: BatchHeader, index: int) -> bytes | memoryview:
     view = memoryview(buf)[pos + BATCH_HEADER_SIZE : pos + header.size_in_bytes]
     if header.compression == _compression.NONE:
         return view
@@ -100,11 +98,11 @@ def _payload(buf: bytearray, pos: int, header: BatchHeader, index: int) -> bytes
 
 
 def _check_batch(
-    buf: bytearray, pos: int, header: BatchHeader, index: int, cfg: ValidationConfig, now_ms: int
+    buf: bytearray | memoryview, pos: int, header: BatchHeader, index: int, cfg: ValidationConfig, now_ms: int
 ) -> None:
+    # An uncompressed batch's records are read where they are (a memoryview slice: its end is the
+    # batch's, so a record that runs past the batch raises IndexError as it would in a copy).
     data = _payload(buf, pos, header, index)
-    if not isinstance(data, bytes):
-        data = bytes(data)
     try:
         max_ts, min_ts = _scan_records(
             data, header.records_count, header.base_timestamp, cfg.compacted
@@ -138,110 +136,162 @@ class _Keyless(Exception):
     pass
 
 
-def _scan_records(data: bytes, count: int, base_ts: int, compacted: bool) -> tuple[int, int]:
-    """Walk `count` records; return (max, min) timestamps. One loop, varints decoded inline
-    (one-byte values take the fast branch): this runs for every produced record."""
+def _scan_records(data: bytes | memoryview, count: int, base_ts: int, compacted: bool) -> tuple[int, int]:
+    """Walk `count` records; return (max, min) timestamps. This runs for every produced record, so
+    it is one loop with the fewest Python operations per record: varints of one and two bytes (a
+    1 KiB record's length, a value over 63 bytes, offset deltas from 64 on) are decoded inline, the
+    raw unsigned value is compared where its sign is known (the offset delta must be zigzag(i) =
+    2i, a length must be even: zigzag-positive), and nothing is allocated per record. Longer
+    varints take `_uvarint`. Any read past the end raises IndexError: malformed."""
     n = len(data)
     p = 0
-    max_delta = -(2**63)
-    min_delta = 2**63
+    hi = -(2**63)
+    lo = 2**63
+    last = None
+    zigzag = _ZIGZAG
     try:
-        for i in range(count):
+        for z in range(0, count << 1, 2):  # z: the offset delta this record must carry, zigzagged
             # length
             b = data[p]
-            p += 1
             if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
+                u = b
+                p += 1
             else:
-                length, p = _slow_varint(data, p, b)
-            end = p + length
-            if length < 6 or end > n:
-                raise _Malformed(f"record {i} has length {length}")
-            p += 1  # attributes
+                c = data[p + 1]
+                if c < 0x80:
+                    u = (b & 0x7F) | (c << 7)
+                    p += 2
+                else:
+                    u, p = _uvarint(data, p)
+            end = p + (u >> 1)
+            if u & 1 or u < 12 or end > n:
+                raise _Malformed(f"record {z >> 1} has length {(u >> 1) ^ -(u & 1)}")
+            # attributes (unused) at p, then the timestamp delta
+            b = data[p + 1]
+            if b < 0x80:
+                ts = zigzag[b]
+                p += 2
+            else:
+                c = data[p + 2]
+                if c < 0x80:
+                    u = (b & 0x7F) | (c << 7)
+                    p += 3
+                else:
+                    u, p = _uvarint(data, p + 1)
+                ts = (u >> 1) ^ -(u & 1)
+            if ts != last:  # records of one batch mostly share their timestamp with the one before
+                last = ts
+                if ts > hi:
+                    hi = ts
+                if ts < lo:
+                    lo = ts
+            # offset delta
             b = data[p]
-            p += 1
             if b < 0x80:
-                ts = (b >> 1) ^ -(b & 1)
+                u = b
+                p += 1
             else:
-                ts, p = _slow_varint(data, p, b)
-            if ts > max_delta:
-                max_delta = ts
-            if ts < min_delta:
-                min_delta = ts
+                c = data[p + 1]
+                if c < 0x80:
+                    u = (b & 0x7F) | (c << 7)
+                    p += 2
+                else:
+                    u, p = _uvarint(data, p)
+            if u != z:
+                raise _Malformed(f"record {z >> 1} has offset delta {(u >> 1) ^ -(u & 1)}")
+            # key: zigzag 1 is -1 (null); any other odd value is a negative length
             b = data[p]
-            p += 1
-            if b < 0x80:
-                od = (b >> 1) ^ -(b & 1)
-            else:
-                od, p = _slow_varint(data, p, b)
-            if od != i:
-                raise _Malformed(f"record {i} has offset delta {od}")
-            b = data[p]
-            p += 1
-            if b < 0x80:
-                kl = (b >> 1) ^ -(b & 1)
-            else:
-                kl, p = _slow_varint(data, p, b)
-            if kl < 0:
-                if kl != -1:
-                    raise _Malformed(f"record {i} has a key length of {kl}")
+            if b == 1:  # null, the usual case
                 if compacted:
-                    raise _Keyless(i)
+                    raise _Keyless(z >> 1)
+                p += 1
             else:
-                p += kl
+                if b < 0x80:
+                    u = b
+                    p += 1
+                else:
+                    c = data[p + 1]
+                    if c < 0x80:
+                        u = (b & 0x7F) | (c << 7)
+                        p += 2
+                    else:
+                        u, p = _uvarint(data, p)
+                if u & 1:
+                    if u != 1:
+                        raise _Malformed(f"record {z >> 1} has a key length of {(u >> 1) ^ -1}")
+                    if compacted:
+                        raise _Keyless(z >> 1)
+                else:
+                    p += u >> 1
+            # value
             b = data[p]
-            p += 1
             if b < 0x80:
-                vl = (b >> 1) ^ -(b & 1)
+                u = b
+                p += 1
             else:
-                vl, p = _slow_varint(data, p, b)
-            if vl > 0:
-                p += vl
-            elif vl < -1:
-                raise _Malformed(f"record {i} has a value length of {vl}")
+                c = data[p + 1]
+                if c < 0x80:
+                    u = (b & 0x7F) | (c << 7)
+                    p += 2
+                else:
+                    u, p = _uvarint(data, p)
+            if u & 1:
+                if u != 1:
+                    raise _Malformed(f"record {z >> 1} has a value length of {(u >> 1) ^ -1}")
+            else:
+                p += u >> 1
+            # headers: none is one zero byte
             b = data[p]
             p += 1
-            hc = (b >> 1) ^ -(b & 1) if b < 0x80 else _slow_varint(data, p, b)[0]
-            if b >= 0x80:
-                p = _slow_varint(data, p, b)[1]
-            if hc:
-                if hc < 0:
-                    raise _Malformed(f"record {i} has {hc} headers")
-                for _ in range(hc):
-                    hk, p = (
-                        _slow_varint(data, p + 1, data[p])  # p + 1: past the first byte
-                        if data[p] >= 0x80
-                        else ((data[p] >> 1) ^ -(data[p] & 1), p + 1)
-                    )
-                    if hk < 0:
-                        raise _Malformed(f"record {i} has a null header key")
-                    p += hk
-                    hv, p = (
-                        _slow_varint(data, p + 1, data[p])
-                        if data[p] >= 0x80
-                        else ((data[p] >> 1) ^ -(data[p] & 1), p + 1)
-                    )
-                    if hv > 0:
-                        p += hv
-                    elif hv < -1:
-                        raise _Malformed(f"record {i} has a header value length of {hv}")
+            if b:
+                p = _scan_headers(data, p - 1, end, z >> 1)
             if p != end:
-                raise _Malformed(
-                    f"record {i} is {length} bytes but its fields take {length + p - end}"
-                )
+                raise _Malformed(f"record {z >> 1}'s fields end {p - end:+d} bytes from its stated length")
     except IndexError:
         raise _Malformed("the records run past the end of the batch") from None
     if p != n:
         raise _Malformed(f"{n - p} bytes follow the last of its {count} records")
-    return base_ts + max_delta, base_ts + min_delta
+    return base_ts + hi, base_ts + lo
 
 
-def _slow_varint(data: bytes, p: int, first: int) -> tuple[int, int]:
-    """A multi-byte zigzag varint whose first byte (already read) was `first`; p is past it."""
-    try:
-        return read_varint(data, p - 1)
-    except CorruptRecordError:
-        raise _Malformed("a varint is longer than 10 bytes") from None
+_ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))  # one-byte zigzag varints, decoded
+
+
+def _scan_headers(data: bytes | memoryview, p: int, end: int, i: int) -> int:
+    """Record `i`'s headers from its count at `p`; the position after them."""
+    u, p = _uvarint(data, p)
+    hc = (u >> 1) ^ -(u & 1)
+    if hc < 0:
+        raise _Malformed(f"record {i} has {hc} headers")
+    if hc > (end - p) >> 1:  # each header takes two bytes at least
+        raise _Malformed(f"record {i} has {hc} headers in {end - p} bytes")
+    for _ in range(hc):
+        u, p = _uvarint(data, p)
+        if u & 1:
+            raise _Malformed(f"record {i} has a null header key")
+        p += u >> 1
+        u, p = _uvarint(data, p)
+        if u & 1:
+            if u != 1:
+                raise _Malformed(f"record {i} has a header value length of {(u >> 1) ^ -1}")
+        else:
+            p += u >> 1
+    return p
+
+
+def _uvarint(data: bytes | memoryview, p: int) -> tuple[int, int]:
+    """An unsigned varint at `p` of up to 10 bytes (a varlong): (its raw value, the position after it)."""
+    result = 0
+    shift = 0
+    while True:
+        b = data[p]
+        p += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, p
+        shift += 7
+        if shift > 63:
+            raise _Malformed("a varint is longer than 10 bytes")
 
 
 def _recompress(buf: bytearray, codec: int) -> bytearray:

@@ -278,8 +278,14 @@ class Log:
         leader_epoch: int,
         now_ms: int,
         allow_control: bool = False,
+        in_place: bool = False,
     ) -> AppendInfo:
         """Validate, assign offsets from the log end, and append.
+
+        The batches are rewritten (maxTimestamp, offsets, leader epoch) in a copy of `records`,
+        or, with `in_place` and a writable memoryview (a request frame's own buffer, which the
+        caller gives up: protocol.framing.FrameDecoder), where they are: then the bytes are
+        copied only by the write itself.
 
         Raises CorruptRecordError / InvalidRecordError / UnsupportedMagicError /
         RecordTooLargeError (from protocol.records) or RecordBatchTooLargeError.
@@ -301,7 +307,8 @@ class Log:
                     if marker is not None:
                         self.producer_state.check_marker(h, marker.coordinator_epoch)
         # Per-record checks and rewrites (Kafka's LogValidator): may recompress.
-        buf = validate_records(bytearray(records), self._validation, now_ms=now_ms)
+        writable = in_place and isinstance(records, memoryview) and not records.readonly
+        buf = validate_records(records if writable else bytearray(records), self._validation, now_ms=now_ms)
         if len(buf) > self.config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"append of {len(buf)} bytes exceeds segment.bytes {self.config.segment_bytes}"

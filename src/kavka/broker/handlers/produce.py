@@ -1,5 +1,8 @@
 """Produce (API 0): decode the request, append through the ReplicaManager, encode the response.
 
+v3-v12 are decoded and answered by hand (protocol.produce_wire: the server decodes them, this
+handler returns a produce_wire.ProduceResponse); v0-v2 come through kio and protocol.legacy.
+
 The append itself -- each partition's bytes handed to the leader's log as they arrived (a
 memoryview into the request frame), validated batch by batch (CRC-32C, structure), given offsets
 and the leader epoch in place, written with one write; and, for acks=all, the wait for the high
@@ -14,16 +17,21 @@ the connection, as Kafka does, since that is the only way to tell the producer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from kavka.broker.authorization import checker
 from kavka.common import AclOperation, ErrorCode, ResourceType, TopicPartition
-from kavka.protocol import api
 from kavka.protocol.compression import ZSTD
 from kavka.protocol.framing import ProtocolError
-from kavka.protocol.legacy import LEGACY_PRODUCE_VERSIONS, refuse_legacy_produce
-from kavka.protocol.messages import NO_THROTTLE, make, nested
+from kavka.protocol.legacy import LEGACY_PRODUCE_VERSIONS, UNSUPPORTED_FOR_MESSAGE_FORMAT
+from kavka.protocol.messages import NO_THROTTLE
+from kavka.protocol.produce_wire import (
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+    all_failed,
+)
 from kavka.protocol.records import iter_batches
 from kavka.replication.purgatory import Delayed
 from kavka.replication.replica_manager import PartitionResponse, ReplicaManager
@@ -45,8 +53,7 @@ def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
         # Kafka's handleProduceRequest: a transactional produce needs Write on its TransactionalId.
         if req.acks == 0:
             raise ProtocolError("produce with acks=0 failed; closing the connection to tell the producer")
-        resp_cls = api.response_schema(ctx.api_key, max(ctx.api_version, 3))
-        return _all_failed(req, resp_cls, ErrorCode.transactional_id_authorization_failed)
+        return all_failed(req, ErrorCode.transactional_id_authorization_failed)
     may_write = None if check is None else (lambda topic: check(AclOperation.WRITE, ResourceType.TOPIC, topic))
     # acks=0 is never answered, so it cannot wait for a verification (transactional clients use acks=all).
     # Produce v12+ from a transactional producer is transactions v2 (KIP-890 part 2): the leader
@@ -128,15 +135,14 @@ def produce(rm: ReplicaManager, ctx: RequestContext, req: Any, *, throttle_ms: i
     it may not is TOPIC_AUTHORIZATION_FAILED); `refused_before` answers partitions already
     refused (KIP-890 verification) without appending them."""
     acks = req.acks
-    # v0-v2 answers are built v3-shaped and written by protocol.legacy.
-    resp_cls = api.response_schema(ctx.api_key, max(ctx.api_version, 3))
+    # The answer is a produce_wire.ProduceResponse, written by produce_wire (v3-v12) or protocol.legacy.
     if acks not in (0, 1, -1):
-        return _all_failed(req, resp_cls, ErrorCode.invalid_required_acks)
+        return all_failed(req, ErrorCode.invalid_required_acks)
     if ctx.api_version in LEGACY_PRODUCE_VERSIONS:
         # Message format v0/v1: never appended (protocol.legacy explains why these versions exist).
         if acks == 0:
             raise ProtocolError("produce v0-v2 (message format v0/v1) is not supported; closing the connection")
-        return refuse_legacy_produce(req, resp_cls)
+        return all_failed(req, UNSUPPORTED_FOR_MESSAGE_FORMAT)
     # What the request itself gets wrong is answered here; the rest goes to the replica manager.
     refused: dict[TopicPartition, PartitionResponse] = dict(refused_before or {})
     entries: list[tuple[TopicPartition, memoryview]] = []
@@ -167,39 +173,29 @@ def produce(rm: ReplicaManager, ctx: RequestContext, req: Any, *, throttle_ms: i
             if any(r.error != ErrorCode.none for r in answers.values()):
                 raise ProtocolError("produce with acks=0 failed; closing the connection to tell the producer")
             return None
-        return _encode(ctx, resp_cls, order, answers, throttle_ms)
+        return _answer(order, answers, throttle_ms)
 
-    return rm.append_records(entries, required_acks=acks, timeout_s=req.timeout.total_seconds(), respond=respond)
+    # The records are views into the request's frame, which nothing reads after the append: a
+    # writable one (a frame joined from several reads) is appended in place, without a copy.
+    return rm.append_records(entries, required_acks=acks, timeout_s=req.timeout.total_seconds(), respond=respond,
+                             in_place=True)
 
 
 _MESSAGE_ERRORS = frozenset({ErrorCode.invalid_record, ErrorCode.invalid_timestamp})
 
 
-def _encode(ctx: RequestContext, resp_cls: type, order: list[tuple[str, list[TopicPartition]]],
-            answers: dict[TopicPartition, PartitionResponse], throttle_ms: int = 0) -> Any:
-    topic_cls = nested(resp_cls, "TopicProduceResponse")
-    part_cls = nested(resp_cls, "PartitionProduceResponse")
-    err_cls = nested(resp_cls, "BatchIndexAndErrorMessage") if ctx.api_version >= 8 else None
-
-    def part(tp: TopicPartition) -> Any:
+def _answer(order: list[tuple[str, list[TopicPartition]]], answers: dict[TopicPartition, PartitionResponse],
+            throttle_ms: int = 0) -> ProduceResponse:
+    def part(tp: TopicPartition) -> PartitionProduceResponse:
         r = answers[tp]
-        return make(
-            part_cls,
-            index=tp.partition,
-            error_code=r.error,
-            base_offset=r.base_offset,
-            log_append_time=datetime.fromtimestamp(r.log_append_time_ms / 1000, UTC) if r.log_append_time_ms >= 0 else None,
-            log_start_offset=r.log_start_offset,
-            record_errors=tuple(make(err_cls, batch_index=i, batch_index_error_message=m) for i, m in r.record_errors)
-            if err_cls is not None else (),
-            # Kafka sends a message only with a record validation error (its hasCustomErrorMessage).
-            error_message=r.message if r.error in _MESSAGE_ERRORS else None,
-        )
+        # Kafka sends a message only with a record validation error (its hasCustomErrorMessage).
+        return PartitionProduceResponse(tp.partition, r.error, r.base_offset, r.log_append_time_ms,
+                                        r.log_start_offset, r.record_errors,
+                                        r.message if r.error in _MESSAGE_ERRORS else None)
 
-    return make(
-        resp_cls,
-        responses=tuple(make(topic_cls, name=name, partition_responses=tuple(part(tp) for tp in tps)) for name, tps in order),
-        throttle_time=timedelta(milliseconds=throttle_ms) if throttle_ms else NO_THROTTLE,
+    return ProduceResponse(
+        tuple(TopicProduceResponse(name, tuple(part(tp) for tp in tps)) for name, tps in order),
+        timedelta(milliseconds=throttle_ms) if throttle_ms else NO_THROTTLE,
     )
 
 
@@ -208,24 +204,3 @@ def _uses_zstd(records: bytes | memoryview) -> bool:
         return any(h.compression == ZSTD for _, h in iter_batches(memoryview(records)))
     except ValueError:
         return False  # malformed: the append's validation answers it
-
-
-def _all_failed(req: Any, resp_cls: type, error: ErrorCode) -> Any:
-    topic_cls = nested(resp_cls, "TopicProduceResponse")
-    part_cls = nested(resp_cls, "PartitionProduceResponse")
-    return make(
-        resp_cls,
-        throttle_time=NO_THROTTLE,
-        responses=tuple(
-            make(
-                topic_cls,
-                name=t.name,
-                partition_responses=tuple(
-                    make(part_cls, index=pd.index, error_code=error, base_offset=-1, log_append_time=None,
-                         log_start_offset=-1, record_errors=(), error_message=None)
-                    for pd in t.partition_data
-                ),
-            )
-            for t in req.topic_data
-        ),
-    )

@@ -1,0 +1,162 @@
+"""`python -m bench.produce_profile [SRC ...]`: the broker's CPU per MB produced, and where it goes.
+
+The produce path's own figure on a shared machine: throughput moves with the other processes on
+the cores, the broker's CPU seconds per MB much less. One broker, confluent-kafka producing
+`--records` records of 1 KiB and of 100 B to one partition, acks=1, linger.ms=5 (bench.workloads),
+on a fresh broker per round; the broker's utime + stime from /proc before and after each workload
+gives CPU ms per MB. With several SRC trees (each a checkout's `src` directory, put first on the
+broker's PYTHONPATH) the rounds interleave (A B, B A, ...) so drift in the machine's load falls
+on every tree, and the medians print side by side with each tree's ratio to the first.
+
+`--profile` adds one more round per tree with py-spy (`pip install py-spy`) recording the broker
+through each workload (`--rate` Hz, samples aggregated by function), and prints the functions
+holding the largest shares of the samples, by their own time (self) and with what they call
+(total). Profiled rounds are not in the CPU figures: sampling stops the process to read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from bench import workloads
+from bench.servers import Broker, start_kavka
+
+ROOT = Path(__file__).resolve().parent.parent
+SIZES = (1024, 100)
+
+
+def _produce(broker: Broker, size: int, records: int) -> float:
+    """One workload; the broker's CPU ms per MB it cost."""
+    r = workloads.produce(broker, record_size=size, count=records, acks="1", partitions=1)
+    return r["broker_cpu"] * r["seconds"] * 1000 / (records * size / 1e6)
+
+
+def one_round(src: Path, records: int, profile_to: Path | None = None, rate: int = 200) -> dict[int, float]:
+    """{record size: broker CPU ms per MB} on a fresh broker from `src`, after a warm-up of 2,000
+    records of each size (the first requests import and build what the broker uses lazily); with
+    `profile_to`, py-spy records each workload to `profile_to`/<size>.txt (collapsed stacks)."""
+    os.environ["PYTHONPATH"] = str(src)
+    broker = start_kavka()
+    out: dict[int, float] = {}
+    try:
+        for size in SIZES:
+            workloads.produce(broker, record_size=size, count=2_000, acks="1", partitions=1)
+        for size in SIZES:
+            spy = None
+            if profile_to is not None:
+                spy = subprocess.Popen(
+                    [_py_spy(), "record", "--pid", str(broker.proc.pid), "--rate", str(rate), "--function",
+                     "--format", "raw", "--output", str(profile_to / f"{size}.txt")],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                )
+            try:
+                out[size] = _produce(broker, size, records)
+            finally:
+                if spy is not None:
+                    spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+                    _, err = spy.communicate(timeout=60)
+                    if spy.returncode not in (0, -signal.SIGINT) and not (profile_to / f"{size}.txt").exists():
+                        raise RuntimeError(f"py-spy failed: {err.decode(errors='replace')[-500:]}")
+        return out
+    finally:
+        broker.stop()
+
+
+def _py_spy() -> str:
+    found = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if found is None:
+        raise RuntimeError("--profile needs py-spy (pip install py-spy)")
+    return found
+
+
+def _short(frame: str) -> str:
+    """'f (/x/src/kavka/storage/log_validator.py:80)' -> 'kavka/storage/log_validator.py:f'; outside
+    kavka, the file's name alone ('thread.py:_worker')."""
+    name, _, where = frame.rpartition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    if path.startswith("kavka/"):  # py-spy shortens paths under sys.path entries (PYTHONPATH=<tree>)
+        return f"{path}:{name}"
+    if "/src/kavka/" in path:
+        return f"kavka/{path.split('/src/kavka/', 1)[1]}:{name}"
+    return f"{path.rsplit('/', 1)[-1]}:{name}"
+
+
+def summarize(collapsed: Path) -> tuple[int, Counter[str], Counter[str]]:
+    """(samples, self samples per function, total samples per function) of a py-spy raw file."""
+    own: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    samples = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(n)
+        frames = [_short(f) for f in stack.split(";") if f and not f.startswith("process ")]
+        if not frames:
+            continue
+        samples += count
+        own[frames[-1]] += count
+        for f in set(frames):
+            total[f] += count
+    return samples, own, total
+
+
+def print_profile(title: str, collapsed: Path, top: int) -> None:
+    samples, own, total = summarize(collapsed)
+    print(f"\n{title}: {samples} samples (busy threads only)")
+    print(f"  {'self %':>7} {'total %':>8}  function")
+    for fn, n in own.most_common(top):
+        print(f"  {100 * n / samples:7.1f} {100 * total[fn] / samples:8.1f}  {fn}")
+    print("  ... the largest totals of kavka's functions below its entry points:")
+    kavka = [(fn, n) for fn, n in total.most_common()
+             if fn.startswith("kavka/") and not fn.startswith(("kavka/cli/", "kavka/__main__", "kavka/broker/main.py"))]
+    for fn, n in kavka[:top]:
+        print(f"  {100 * own[fn] / samples:7.1f} {100 * n / samples:8.1f}  {fn}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.produce_profile", description=__doc__.split("\n\n")[0])
+    ap.add_argument("src", type=Path, nargs="*", help="src/ directories to compare (default: this checkout's)")
+    ap.add_argument("--records", type=int, default=200_000, help="records per workload (default 200,000)")
+    ap.add_argument("--rounds", type=int, default=3, help="unprofiled rounds per tree (default 3)")
+    ap.add_argument("--profile", action="store_true", help="one more round per tree under py-spy")
+    ap.add_argument("--profile-records", type=int, default=1_000_000,
+                    help="records per workload of the profiled round (default 1,000,000: enough samples)")
+    ap.add_argument("--rate", type=int, default=200, help="py-spy samples per second (default 200)")
+    ap.add_argument("--top", type=int, default=20, help="functions listed per profile (default 20)")
+    a = ap.parse_args()
+    trees = [p.resolve() for p in a.src] or [ROOT / "src"]
+    runs: dict[Path, list[dict[int, float]]] = {t: [] for t in trees}
+    for i in range(a.rounds):
+        for t in trees if i % 2 == 0 else trees[::-1]:
+            print(f"round {i + 1}/{a.rounds}: {t}", file=sys.stderr, flush=True)
+            runs[t].append(one_round(t, a.records))
+    first = trees[0]
+    print(f"broker CPU ms per MB produced (acks=1, linger.ms=5, {a.records:,} records, medians of {a.rounds}):")
+    print(f"{'tree':50} " + " ".join(f"{f'{s} B':>9}" for s in SIZES) + "  " + " ".join(f"{f'{s} B ratio':>11}" for s in SIZES))
+    med = {t: {s: statistics.median(r[s] for r in runs[t]) for s in SIZES} for t in trees if runs[t]}
+    for t, m in med.items():
+        ratios = " ".join(f"{workloads.ratio(m[s], med[first][s]):>11}" for s in SIZES)
+        print(f"{str(t)[-50:]:50} " + " ".join(f"{m[s]:9.1f}" for s in SIZES) + "  " + ratios)
+        print(f"{'  each round':50} " + "  ".join("/".join(f"{r[s]:.0f}" for r in runs[t]) for s in SIZES))
+    if a.profile:
+        for t in trees:
+            with tempfile.TemporaryDirectory() as d:
+                print(f"profiled round: {t}", file=sys.stderr, flush=True)
+                cpu = one_round(t, a.profile_records, Path(d), a.rate)
+                for s in SIZES:
+                    print_profile(f"{t}, {s} B records (this round, under py-spy: {cpu[s]:.1f} CPU ms/MB)", Path(d) / f"{s}.txt", a.top)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
