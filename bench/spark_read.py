@@ -1,20 +1,37 @@
-"""Benchmark: Spark batch read and write of a kavka topic vs a plain confluent-kafka client.
+"""Benchmark: Spark batch read and write of a kavka topic vs a plain confluent-kafka client, and
+kavka's pure-Python connector (format "kavka") vs Spark's own JVM connector (format "kafka").
 
 Starts a local kavka broker (or uses --bootstrap), fills a topic with
 --records records of --value-bytes bytes, then in the same run measures
 
 - read: `spark.read.format("kavka") ... .count()` (local[--cores], after a
   warm-up that starts the Python workers) next to a confluent-kafka Consumer
-  that assign()s every partition and consumes to the end, interleaved for
-  --runs rounds; medians count;
+  that assign()s every partition and consumes to the end and next to
+  `spark.read.format("kafka") ... .count()`, interleaved for --runs rounds;
+  medians count;
 - write: `df.write.format("kavka")` of the same number of cached rows
   (12-byte keys, --value-bytes values) next to the confluent-kafka Producer
-  (linger 20 ms, acks=all) writing as many records, interleaved for --runs
-  rounds after a warm-up of each; medians count.
+  (linger 20 ms, acks=all) writing as many records and next to
+  `df.write.format("kafka")`, interleaved for --runs rounds after a warm-up of
+  each; medians count;
+- stream: `spark.readStream.format("kavka")` and `.format("kafka")` of the
+  whole topic (startingOffsets earliest, maxOffsetsPerTrigger = records /
+  --stream-batches, a trigger of availableNow) into the `noop` sink, each with
+  a new checkpoint, from start() to the query's end, interleaved for --runs
+  rounds; medians count.
 
-Prints rows/s and MB/s (key + value bytes) and the Spark / confluent ratio;
---json writes the figures to a file. Not part of the test suite (a tiny
-smoke run is: tests/spark/test_bench_smoke.py).
+Spark's JVM connector is spark-sql-kafka-0-10 from .cache/java (fetched by
+scripts/java-deps.sh; tests/java_deps.py), on the session's spark.jars; with
+--no-jvm those rows are left out. Every measurement also takes the CPU
+seconds of this process and all its descendants (the Spark JVM, its Python
+workers and the local broker), so a loaded machine's figures can be read by
+cost as well as by time.
+
+Prints rows/s, MB/s (key + value bytes) and CPU seconds, the Spark / confluent
+ratio and the kavka / JVM-connector ratio (the JVM connector's time over
+format "kavka"'s: above 1, kavka's is faster); --json writes the figures to a
+file. Not part of the test suite (a tiny smoke run is:
+tests/spark/test_bench_smoke.py).
 
     .venv/bin/python bench/spark_read.py --records 200000 --value-bytes 100
     .venv/bin/python bench/spark_read.py --records 200000 --value-bytes 1024 --cores 1
@@ -24,11 +41,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -82,15 +101,76 @@ def confluent_read(bootstrap: str, topic: str, partitions: int, records: int) ->
     return elapsed, size
 
 
-def spark_read(spark, bootstrap: str, topic: str, records: int) -> float:  # noqa: ANN001
-    df = spark.read.format("kavka").option("kafka.bootstrap.servers", bootstrap).option(
+def cpu_now() -> float:
+    """CPU seconds so far of this process and of every process below it (the Spark JVM, its
+    Python workers, a local broker), reaped children included, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    own: dict[int, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        pid = int(stat.parent.name)
+        parent[pid] = int(fields[1])
+        own[pid] = sum(int(x) for x in fields[11:15]) / ticks  # utime stime cutime cstime
+    me = os.getpid()
+
+    def below_me(pid: int) -> bool:
+        while pid > 1:
+            pid = parent.get(pid, 0)
+            if pid == me:
+                return True
+        return False
+
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system + sum(
+        c for pid, c in own.items() if pid != me and below_me(pid)
+    )
+
+
+def timed(fn: Callable[[], float | None]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process tree) of fn(); fn may return its own wall time."""
+    cpu0 = cpu_now()
+    t = time.perf_counter()
+    own = fn()
+    wall = own if own is not None else time.perf_counter() - t
+    return wall, cpu_now() - cpu0
+
+
+def spark_read(spark, bootstrap: str, topic: str, records: int, fmt: str = "kavka") -> float:  # noqa: ANN001
+    df = spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option(
         "subscribe", topic
     ).load()
     t = time.perf_counter()
     n = df.count()
     elapsed = time.perf_counter() - t
     if n != records:
-        raise RuntimeError(f"Spark read {n} of {records} records")
+        raise RuntimeError(f"Spark read ({fmt}) {n} of {records} records")
+    return elapsed
+
+
+def spark_stream(spark, bootstrap: str, topic: str, records: int, per_trigger: int,  # noqa: ANN001
+                 fmt: str = "kavka") -> float:
+    """The whole topic through a streaming query (availableNow, micro-batches of `per_trigger`
+    offsets) into the noop sink, with a new checkpoint; start() to the query's end."""
+    checkpoint = tempfile.mkdtemp(prefix=f"kavka-bench-{fmt}-ckpt-")
+    t = time.perf_counter()
+    q = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", topic).option("startingOffsets", "earliest")
+         .option("maxOffsetsPerTrigger", str(per_trigger)).load()
+         .writeStream.format("noop").option("checkpointLocation", checkpoint)
+         .trigger(availableNow=True).start())
+    if not q.awaitTermination(600):
+        q.stop()
+        raise RuntimeError(f"the {fmt} stream did not finish in 600 s")
+    elapsed = time.perf_counter() - t
+    if q.exception() is not None:
+        raise RuntimeError(f"the {fmt} stream failed: {q.exception()}")
+    n = sum(p["numInputRows"] for p in q.recentProgress)
+    if n != records:
+        raise RuntimeError(f"Spark stream ({fmt}) read {n} of {records} records")
     return elapsed
 
 
@@ -106,34 +186,47 @@ def write_frame(spark, records: int, value_bytes: int):  # noqa: ANN001, ANN201
     return df
 
 
-def spark_write(df, bootstrap: str, topic: str) -> float:  # noqa: ANN001
+def spark_write(df, bootstrap: str, topic: str, fmt: str = "kavka") -> float:  # noqa: ANN001
     t = time.perf_counter()
-    (df.write.format("kavka").mode("append").option("kafka.bootstrap.servers", bootstrap)
+    (df.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap)
      .option("topic", topic).save())
     return time.perf_counter() - t
 
 
+def _median(runs: list[float]) -> float | None:
+    return statistics.median(runs) if runs else None
+
+
 def main(argv: list[str] | None = None, *, spark=None) -> dict:  # noqa: ANN001
-    """Run the benchmark; with `spark`, use that session (and leave it running)."""
+    """Run the benchmark; with `spark`, use that session (and leave it running; with the JVM
+    connector it must have been started with its jars)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bootstrap", help="use this cluster instead of starting a local kavka broker")
     ap.add_argument("--records", type=int, default=300_000)
     ap.add_argument("--value-bytes", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--runs", type=int, default=3,
-                    help="interleaved rounds (confluent read, Spark read); medians count")
+                    help="interleaved rounds (confluent, format kavka, format kafka); medians count")
     ap.add_argument("--cores", type=int, default=2, help="Spark local[N]")
     ap.add_argument("--no-write", action="store_true", help="skip the write benchmark")
     ap.add_argument("--no-read", action="store_true", help="skip the read rounds (write only)")
+    ap.add_argument("--no-stream", action="store_true", help="skip the streaming rounds")
+    ap.add_argument("--no-jvm", action="store_true",
+                    help="leave Spark's JVM connector (format kafka) out")
+    ap.add_argument("--stream-batches", type=int, default=10,
+                    help="micro-batches of a streaming round (maxOffsetsPerTrigger = records / this)")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args(argv)
     console = Console()
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "src"))
+    sys.path.insert(0, str(root))
     from kavka.client.admin import AdminClient, NewTopic
     from kavka.local_cluster import LocalCluster
     from kavka.spark.session import local_session
 
+    jvm = not args.no_jvm
     broker = None
     if args.bootstrap:
         bootstrap = args.bootstrap
@@ -141,46 +234,68 @@ def main(argv: list[str] | None = None, *, spark=None) -> dict:  # noqa: ANN001
         broker = LocalCluster(Path(tempfile.mkdtemp(prefix="kavka-bench-")), 1)  # one combined node
         bootstrap = broker.start()
     own_spark = spark is None
+    # Wall and CPU seconds of each round, by path: confluent, kavka and jvm x read, write, stream.
+    runs: dict[str, list[float]] = {f"{who}_{what}_{m}": [] for who in ("confluent", "kavka", "jvm")
+                                    for what in ("read", "write", "stream") for m in ("s", "cpu_s")}
+
+    def record(key: str, measured: tuple[float, float]) -> None:
+        runs[f"{key}_s"].append(measured[0])
+        runs[f"{key}_cpu_s"].append(measured[1])
+
     try:
         run = time.strftime("%H%M%S")
         topic, out_topic = f"bench-read-{run}", f"bench-write-{run}"
         with AdminClient(bootstrap) as admin:
             admin.create_topics([NewTopic(topic, args.partitions, 1), NewTopic(out_topic, args.partitions, 1)])
         with console.status(f"producing {args.records} records of {args.value_bytes} B"):
-            produce_s = produce(bootstrap, topic, args.records, args.value_bytes)
+            produce(bootstrap, topic, args.records, args.value_bytes)
         with console.status("starting Spark"):
             if own_spark:
+                conf = {}
+                if jvm:
+                    from tests.java_deps import spark_kafka_jars
+
+                    conf["spark.jars"] = ",".join(str(j) for j in spark_kafka_jars())
                 spark = local_session("kavka-bench", cores=args.cores,
-                                      shuffle_partitions=args.partitions)
+                                      shuffle_partitions=args.partitions, **conf)
             spark_read(spark, bootstrap, topic, args.records)  # warm-up: Python workers, JIT
-        ck_runs: list[float] = []
-        spark_runs: list[float] = []
+            if jvm:
+                spark_read(spark, bootstrap, topic, args.records, "kafka")
         size = args.records * (12 + args.value_bytes)  # key-%08d keys
-        for i in range(0 if args.no_read else args.runs):  # interleaved: both see the same load
-            with console.status(f"round {i + 1}/{args.runs}"):
-                ck_s, size = confluent_read(bootstrap, topic, args.partitions, args.records)
-                ck_runs.append(ck_s)
-                spark_runs.append(spark_read(spark, bootstrap, topic, args.records))
-        ck_s = statistics.median(ck_runs) if ck_runs else None
-        spark_s = statistics.median(spark_runs) if spark_runs else None
-        write_s = None
-        ck_write_runs: list[float] = []
-        spark_write_runs: list[float] = []
+        for i in range(0 if args.no_read else args.runs):  # interleaved: all see the same load
+            with console.status(f"read round {i + 1}/{args.runs}"):
+                record("confluent_read", timed(
+                    lambda: confluent_read(bootstrap, topic, args.partitions, args.records)[0]))
+                record("kavka_read", timed(lambda: spark_read(spark, bootstrap, topic, args.records)))
+                if jvm:
+                    record("jvm_read", timed(lambda: spark_read(spark, bootstrap, topic, args.records, "kafka")))
+        if not args.no_stream:
+            per_trigger = math.ceil(args.records / args.stream_batches)
+            for i in range(args.runs):
+                with console.status(f"stream round {i + 1}/{args.runs}"):
+                    record("kavka_stream", timed(
+                        lambda: spark_stream(spark, bootstrap, topic, args.records, per_trigger)))
+                    if jvm:
+                        record("jvm_stream", timed(
+                            lambda: spark_stream(spark, bootstrap, topic, args.records, per_trigger, "kafka")))
         if not args.no_write:
-            ck_topic = f"bench-ckwrite-{run}"
+            ck_topic, jvm_topic = f"bench-ckwrite-{run}", f"bench-jvmwrite-{run}"
             with AdminClient(bootstrap) as admin:
-                admin.create_topics([NewTopic(ck_topic, args.partitions, 1)])
+                admin.create_topics([NewTopic(ck_topic, args.partitions, 1), NewTopic(jvm_topic, args.partitions, 1)])
             with console.status("Spark write: warm-up"):
                 df = write_frame(spark, args.records, args.value_bytes)
                 # one task per core, so every Python worker has loaded the writer
                 spark_write(df.limit(2000).repartition(args.cores), bootstrap, out_topic)
+                if jvm:
+                    spark_write(df.limit(2000).repartition(args.cores), bootstrap, jvm_topic, "kafka")
                 produce(bootstrap, ck_topic, 1000, args.value_bytes)
             for i in range(args.runs):  # interleaved, as the reads
                 with console.status(f"write round {i + 1}/{args.runs}"):
-                    ck_write_runs.append(produce(bootstrap, ck_topic, args.records, args.value_bytes))
-                    spark_write_runs.append(spark_write(df, bootstrap, out_topic))
-            produce_s = statistics.median(ck_write_runs)
-            write_s = statistics.median(spark_write_runs)
+                    record("confluent_write", timed(
+                        lambda: produce(bootstrap, ck_topic, args.records, args.value_bytes)))
+                    record("kavka_write", timed(lambda: spark_write(df, bootstrap, out_topic)))
+                    if jvm:
+                        record("jvm_write", timed(lambda: spark_write(df, bootstrap, jvm_topic, "kafka")))
             df.unpersist()
     finally:
         if own_spark and spark is not None:
@@ -189,38 +304,68 @@ def main(argv: list[str] | None = None, *, spark=None) -> dict:  # noqa: ANN001
             broker.stop()
 
     mb = size / 1e6
+    med = {k: _median(v) for k, v in runs.items()}
+
+    def rows_s(key: str) -> float | None:
+        return args.records / med[f"{key}_s"] if med[f"{key}_s"] else None
+
+    def ratio(slow: str, fast: str) -> float | None:
+        a, b = med[f"{slow}_s"], med[f"{fast}_s"]
+        return a / b if a and b else None
+
+    ck_s = med["confluent_read_s"]
+    spark_s = med["kavka_read_s"]
     figures = {
         "records": args.records,
         "cores": args.cores,
-        "confluent_read_runs_s": ck_runs,
-        "spark_read_runs_s": spark_runs,
         "value_bytes": args.value_bytes,
         "partitions": args.partitions,
-        "confluent_read_rows_s": args.records / ck_s if ck_s else None,
+        # the keys the earlier figures used (format kavka against confluent-kafka)
+        "confluent_read_runs_s": runs["confluent_read_s"],
+        "spark_read_runs_s": runs["kavka_read_s"],
+        "confluent_read_rows_s": rows_s("confluent_read"),
         "confluent_read_mb_s": mb / ck_s if ck_s else None,
-        "spark_read_rows_s": args.records / spark_s if spark_s else None,
+        "spark_read_rows_s": rows_s("kavka_read"),
         "spark_read_mb_s": mb / spark_s if spark_s else None,
-        "read_ratio": ck_s / spark_s if ck_s and spark_s else None,
-        "confluent_write_runs_s": ck_write_runs,
-        "spark_write_runs_s": spark_write_runs,
-        "confluent_write_rows_s": args.records / produce_s,
-        "spark_write_rows_s": args.records / write_s if write_s else None,
-        "write_ratio": produce_s / write_s if write_s else None,
+        "read_ratio": ratio("confluent_read", "kavka_read"),
+        "confluent_write_runs_s": runs["confluent_write_s"],
+        "spark_write_runs_s": runs["kavka_write_s"],
+        "confluent_write_rows_s": rows_s("confluent_write"),
+        "spark_write_rows_s": rows_s("kavka_write"),
+        "write_ratio": ratio("confluent_write", "kavka_write"),
+        # Spark's JVM connector (format kafka) beside format kavka: above 1, kavka's is faster
+        "jvm_read_rows_s": rows_s("jvm_read"),
+        "jvm_write_rows_s": rows_s("jvm_write"),
+        "kavka_stream_rows_s": rows_s("kavka_stream"),
+        "jvm_stream_rows_s": rows_s("jvm_stream"),
+        "kavka_vs_jvm_read": ratio("jvm_read", "kavka_read"),
+        "kavka_vs_jvm_write": ratio("jvm_write", "kavka_write"),
+        "kavka_vs_jvm_stream": ratio("jvm_stream", "kavka_stream"),
+        "runs": runs,
+        "medians": med,
     }
     table = Table(title=f"{args.records} records of {args.value_bytes} B, {args.partitions} partitions")
-    for col in ("path", "rows/s", "MB/s", "Spark / confluent"):
+    for col in ("path", "rows/s", "MB/s", "CPU s", "Spark / confluent", "kavka / JVM"):
         table.add_column(col, justify="right" if col != "path" else "left")
-    if figures["read_ratio"] is not None:
-        table.add_row("read: confluent-kafka Consumer", f"{figures['confluent_read_rows_s']:,.0f}",
-                      f"{figures['confluent_read_mb_s']:,.1f}", "")
-        table.add_row("read: Spark format kavka, count()", f"{figures['spark_read_rows_s']:,.0f}",
-                      f"{figures['spark_read_mb_s']:,.1f}", f"{figures['read_ratio']:.2f}")
-    table.add_row("write: confluent-kafka Producer", f"{figures['confluent_write_rows_s']:,.0f}",
-                  f"{mb / produce_s:,.1f}", "")
-    if write_s:
-        # `mb` counts the read topic's key + value bytes: the written rows have the same sizes.
-        table.add_row("write: Spark format kavka", f"{figures['spark_write_rows_s']:,.0f}",
-                      f"{mb / write_s:,.1f}", f"{figures['write_ratio']:.2f}")
+
+    def row(label: str, key: str, vs_confluent: str | None = None, vs_jvm: str | None = None) -> None:
+        if not med[f"{key}_s"]:
+            return
+        a = ratio(vs_confluent, key) if vs_confluent else None
+        b = ratio(vs_jvm, key) if vs_jvm else None
+        table.add_row(label, f"{rows_s(key):,.0f}", f"{mb / med[f'{key}_s']:,.1f}",
+                      f"{med[f'{key}_cpu_s']:,.1f}", "" if a is None else f"{a:.2f}",
+                      "" if b is None else f"{b:.2f}")
+
+    row("read: confluent-kafka Consumer", "confluent_read")
+    row("read: Spark format kavka, count()", "kavka_read", "confluent_read", "jvm_read")
+    row("read: Spark format kafka (JVM), count()", "jvm_read", "confluent_read")
+    # `mb` counts the read topic's key + value bytes: the written rows have the same sizes.
+    row("write: confluent-kafka Producer", "confluent_write")
+    row("write: Spark format kavka", "kavka_write", "confluent_write", "jvm_write")
+    row("write: Spark format kafka (JVM)", "jvm_write", "confluent_write")
+    row("stream: format kavka, availableNow -> noop", "kavka_stream", None, "jvm_stream")
+    row("stream: format kafka (JVM), availableNow -> noop", "jvm_stream")
     console.print(table)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))

@@ -11,7 +11,13 @@ micro-batches with rows start the Python workers and take seconds), and for all 
 phases of the micro-batches (StreamingQueryProgress.durationMs) and each micro-batch's median
 latency, in order, show where the time goes.
 
+With --jvm a second query, `readStream.format("kafka")` (Spark's own JVM connector, from
+.cache/java: scripts/java-deps.sh), reads the same topic at the same time into its own
+`foreachBatch`, so both connectors' latencies come from one run under the same load; its figures
+are under "jvm".
+
     .venv/bin/python bench/spark_stream_latency.py --rate 1000 --seconds 30
+    .venv/bin/python bench/spark_stream_latency.py --rate 1000 --seconds 30 --jvm
 """
 
 from __future__ import annotations
@@ -53,10 +59,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--warmup-seconds", type=float, default=5)
     ap.add_argument("--trigger-ms", type=int, default=1000)
     ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--jvm", action="store_true",
+                    help="also run Spark's JVM connector (format kafka) on the same topic at once")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     console = Console()
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "src"))
+    sys.path.insert(0, str(root))
     from kavka.client.admin import AdminClient, NewTopic
     from kavka.local_cluster import LocalCluster
     from kavka.spark.session import local_session
@@ -67,48 +77,74 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         broker = LocalCluster(Path(tempfile.mkdtemp(prefix="kavka-bench-")), 1)  # one combined node
         bootstrap = broker.start()
-    spark = query = None
-    latencies: list[np.ndarray] = []
-    produced: list[np.ndarray] = []  # each record's timestamp (ms), in the order of `latencies`
+    spark = None
+    formats = ["kavka", "kafka"] if args.jvm else ["kavka"]
+    queries: dict[str, object] = {}
+    # per format: each micro-batch's latencies (ms), and its records' timestamps (ms) in that order
+    latencies: dict[str, list[np.ndarray]] = {f: [] for f in formats}
+    produced: dict[str, list[np.ndarray]] = {f: [] for f in formats}
     try:
         topic = f"bench-latency-{time.strftime('%H%M%S')}"
         with AdminClient(bootstrap) as admin:
             admin.create_topics([NewTopic(topic, 4, 1)])
-        spark = local_session("kavka-latency", cores=args.cores, shuffle_partitions=4)
+        conf = {}
+        if args.jvm:
+            from tests.java_deps import spark_kafka_jars
 
-        def sink(df, _batch_id) -> None:  # noqa: ANN001
-            ts = [r[0] for r in df.selectExpr("unix_micros(timestamp)").collect()]
-            now_us = time.time() * 1e6
-            if ts:
-                stamps = np.asarray(ts, dtype=np.float64)
-                latencies.append((now_us - stamps) / 1000)
-                produced.append(stamps / 1000)
+            conf["spark.jars"] = ",".join(str(j) for j in spark_kafka_jars())
+        spark = local_session("kavka-latency", cores=args.cores, shuffle_partitions=4, **conf)
 
-        query = (
-            spark.readStream.format("kavka").option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic).option("startingOffsets", "latest").load()
-            .writeStream.foreachBatch(sink)
-            .option("checkpointLocation", tempfile.mkdtemp(prefix="kavka-latency-ckpt-"))
-            .trigger(processingTime=f"{args.trigger_ms} milliseconds").start()
-        )
+        def sink_for(fmt: str):  # noqa: ANN202
+            def sink(df, _batch_id) -> None:  # noqa: ANN001
+                ts = [r[0] for r in df.selectExpr("unix_micros(timestamp)").collect()]
+                now_us = time.time() * 1e6
+                if ts:
+                    stamps = np.asarray(ts, dtype=np.float64)
+                    latencies[fmt].append((now_us - stamps) / 1000)
+                    produced[fmt].append(stamps / 1000)
+            return sink
+
+        for fmt in formats:
+            queries[fmt] = (
+                spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic).option("startingOffsets", "latest").load()
+                .writeStream.foreachBatch(sink_for(fmt))
+                .option("checkpointLocation", tempfile.mkdtemp(prefix=f"kavka-latency-{fmt}-ckpt-"))
+                .trigger(processingTime=f"{args.trigger_ms} milliseconds").start()
+            )
         deadline = time.monotonic() + 120
-        while not query.lastProgress and time.monotonic() < deadline:  # the first (empty) batch ran
+        # the first (empty) batch of each query ran
+        while not all(q.lastProgress for q in queries.values()) and time.monotonic() < deadline:
             time.sleep(0.2)
         stop = threading.Event()
         t_start = time.time() * 1000
         sent = produce_at_rate(bootstrap, topic, args.rate, args.seconds, stop)
         deadline = time.monotonic() + 60
-        while sum(len(x) for x in latencies) < sent and time.monotonic() < deadline:
+        while (any(sum(len(x) for x in latencies[f]) < sent for f in formats)
+               and time.monotonic() < deadline):
             time.sleep(0.2)
     finally:
-        progress = [json.loads(p.json) if hasattr(p, "json") else dict(p)
-                    for p in (query.recentProgress if query is not None else [])]
-        if query is not None:
-            query.stop()
+        progress = {f: [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in q.recentProgress]
+                    for f, q in queries.items()}
+        for q in queries.values():
+            q.stop()
         if spark is not None:
             spark.stop()
         if broker is not None:
             broker.stop()
+    figures = latency_figures(args, sent, t_start, latencies["kavka"], produced["kavka"], progress["kavka"])
+    if args.jvm:
+        figures["jvm"] = latency_figures(args, sent, t_start, latencies["kafka"], produced["kafka"],
+                                         progress["kafka"])
+    console.print(figures)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    return figures
+
+
+def latency_figures(args: argparse.Namespace, sent: int, t_start: float, latencies: list[np.ndarray],
+                    produced: list[np.ndarray], progress: list[dict]) -> dict:
+    """p50/p99/max of one query's latencies, and where its micro-batches' time went."""
     all_ms = np.concatenate(latencies) if latencies else np.zeros(0)
     # Drop the first seconds: records whose arrival minus latency is before start + warm-up.
     received = int(len(all_ms))
@@ -137,9 +173,6 @@ def main(argv: list[str] | None = None) -> dict:
     # Latency over the run: the p50 of each micro-batch's rows, in order (a rising series means
     # the query falls behind the rate; spikes, single slow batches).
     figures["batch_p50_ms"] = [round(float(np.percentile(x, 50))) for x in latencies if len(x)]
-    console.print(figures)
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
     return figures
 
 

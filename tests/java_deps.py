@@ -1,5 +1,6 @@
 """Where the tests find Apache Kafka's Java parts: the Java client at each version the suite
-covers, and Kafka itself (broker and command-line tools). scripts/java-deps.sh (run by the
+covers, Kafka itself (broker and command-line tools), and Spark's own Kafka connector
+(spark-sql-kafka-0-10, format "kafka"). scripts/java-deps.sh (run by the
 README's test command) fetches them from Maven Central into .cache/java/; a test that needs them
 fails with that instruction when they are missing, never skips."""
 
@@ -23,6 +24,7 @@ def _versions() -> dict[str, str]:
 
 KAFKA_CLIENT_VERSIONS: tuple[str, ...] = tuple(_versions()["KAFKA_CLIENT_VERSIONS"].split())
 KAFKA_VERSION: str = _versions()["KAFKA_VERSION"]
+SPARK_KAFKA_VERSION: str = _versions()["SPARK_KAFKA_VERSION"]
 
 
 def java() -> str:
@@ -52,6 +54,13 @@ def client_classpath(version: str) -> str:
 def kafka_classpath(version: str = KAFKA_VERSION) -> str:
     """Apache Kafka's broker and tools (kafka_2.13, kafka-tools) at `version`."""
     return str(jar_dir(f"kafka-{version}")) + "/*"
+
+
+def spark_kafka_jars(version: str = SPARK_KAFKA_VERSION) -> list[Path]:
+    """Spark's own Kafka connector (spark-sql-kafka-0-10_2.13 at `version`) and the jars it needs
+    beside pyspark's (spark-token-provider-kafka-0-10, kafka-clients, commons-pool2): a
+    SparkSession's `spark.jars`, set before its JVM starts."""
+    return sorted(jar_dir(f"spark-kafka-{version}").glob("*.jar"))
 
 
 def run_kafka_tool(
