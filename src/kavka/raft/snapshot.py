@@ -10,6 +10,8 @@ carrying P as its partition leader epoch:
 - first, a control batch of one SnapshotHeader record (control key: int16
   version 0, int16 type 3; value: int16 Version 0, int64
   LastContainedLogTimestamp, empty tagged fields -- SnapshotHeaderRecord.json);
+- with a dynamic quorum (KIP-853), then a control batch of a KRaftVersionRecord
+  (type 5) and a VotersRecord (type 6): the voter set in force at E (raft/voters.py);
 - then data batches of the metadata records that rebuild the state;
 - last, a control batch of one SnapshotFooter record (type 4; value: int16
   Version 0, empty tagged fields).
@@ -33,7 +35,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from kavka.protocol.records import build_batch, decode_batch, iter_batches, valid_prefix_length
+from kavka.raft import voters as voter_records
 from kavka.raft.api import SnapshotId
+from kavka.raft.voters import KRAFT_VERSION, VOTERS, VoterSet, encode_kraft_version, encode_voters
 
 log = logging.getLogger("kavka.raft")
 
@@ -70,8 +74,14 @@ def _control(kind: int, value: bytes) -> Record:
     return _CONTROL_KEY.pack(0, kind), value + b"\x00"  # + empty tagged fields
 
 
-def encode(snapshot_id: SnapshotId, records: Sequence[Record], *, last_contained_timestamp_ms: int = -1) -> bytes:
-    """The bytes of a snapshot file holding `records`."""
+def encode(
+    snapshot_id: SnapshotId,
+    records: Sequence[Record],
+    *,
+    last_contained_timestamp_ms: int = -1,
+    voters: VoterSet | None = None,
+) -> bytes:
+    """The bytes of a snapshot file holding `records` (and the voter set, KIP-853)."""
     epoch = snapshot_id.epoch
     out = [
         build_batch(
@@ -82,6 +92,16 @@ def encode(snapshot_id: SnapshotId, records: Sequence[Record], *, last_contained
         )
     ]
     offset = 1
+    if voters is not None:
+        out.append(
+            build_batch(
+                [(0, *encode_kraft_version(1)), (0, *encode_voters(voters))],
+                base_offset=offset,
+                partition_leader_epoch=epoch,
+                is_control=True,
+            )
+        )
+        offset += 2
     for i in range(0, len(records), _RECORDS_PER_BATCH):
         chunk = records[i : i + _RECORDS_PER_BATCH]
         out.append(build_batch([(0, k, v) for k, v in chunk], base_offset=offset, partition_leader_epoch=epoch))
@@ -105,6 +125,16 @@ def _control_type(key: bytes | None) -> int:
 
 def decode(data: bytes) -> list[Record]:
     """The data records of a whole snapshot file; CorruptSnapshotError if it is not one."""
+    return _decode(data)[0]
+
+
+def decode_voters(data: bytes) -> VoterSet | None:
+    """The voter set a snapshot holds (KIP-853); None for a static quorum's snapshot."""
+    return _decode(data)[1]
+
+
+def _decode(data: bytes) -> tuple[list[Record], VoterSet | None]:
+    voters: VoterSet | None = None
     if valid_prefix_length(data) != len(data):
         raise CorruptSnapshotError("torn or corrupt record batch (CRC or size)")
     records: list[Record] = []
@@ -125,6 +155,10 @@ def decode(data: bytes) -> list[Record]:
                         header_seen = True
                     elif kind == SNAPSHOT_FOOTER and header_seen:
                         footer_seen = True
+                    elif kind == KRAFT_VERSION and header_seen:
+                        pass
+                    elif kind == VOTERS and header_seen and r.value is not None:
+                        voters = voter_records.decode_voters(r.value)
                     else:
                         raise CorruptSnapshotError(f"unexpected control record type {kind}")
             else:
@@ -137,7 +171,7 @@ def decode(data: bytes) -> list[Record]:
         raise CorruptSnapshotError(str(e)) from e
     if not header_seen or not footer_seen:
         raise CorruptSnapshotError("no SnapshotHeader" if not header_seen else "no SnapshotFooter (torn)")
-    return records
+    return records, voters
 
 
 def write(directory: Path, snapshot_id: SnapshotId, data: bytes) -> Path:
