@@ -249,9 +249,10 @@ class RaftDriver:
         done: Callable[[SnapshotId, bool], None],
     ) -> None:
         log_ = self.client.log
+        voters = self.client.voter_set_at(snapshot_id.end_offset)  # KIP-853: the set in force there
 
         def work() -> None:
-            log_.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, make_records()))
+            log_.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, make_records(), voters=voters))
 
         try:
             await asyncio.to_thread(work)

@@ -33,10 +33,13 @@ from kavka.controller.quorum_controller import QuorumController
 from kavka.metadata.bootstrap import BOOTSTRAP_FILE, read_bootstrap
 from kavka.metadata.loader import MetadataLoader, Publisher
 from kavka.metadata.records import MetadataRecordError
+from kavka.raft.bootstrap import read_quorum_bootstrap
 from kavka.raft.client import RaftClient, RaftConfig
 from kavka.raft.file_log import FileReplicatedLog, NoSnapshotError
 from kavka.raft.snapshot import CorruptSnapshotError
 from kavka.raft.state import FileQuorumStateStore
+from kavka.raft.voters import VoterSet
+from kavka.storage.meta_properties import read_meta_properties
 
 
 class StartupError(RuntimeError):
@@ -181,11 +184,14 @@ class SharedServer:
                 f"({store.path}) was written by the quorum {list(stored)}: a voter set cannot change "
                 "by editing the config (KIP-853 voter changes are not supported yet)"
             )
+        bootstrap_voters, directory_id = self._quorum_bootstrap(voters)
         self.raft = RaftClient(
             RaftConfig(
                 node_id=self.node_id,
                 voters=voters,
                 cluster_id=self.cluster_id,
+                directory_id=directory_id,
+                bootstrap_voters=bootstrap_voters,
                 election_timeout_ms=c["controller.quorum.election.timeout.ms"],
                 election_backoff_max_ms=c["controller.quorum.election.backoff.max.ms"],
                 fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
@@ -197,6 +203,26 @@ class SharedServer:
             random.Random(),
             now_ms=int(time.monotonic() * 1000),
         )
+
+    def _quorum_bootstrap(self, voters: tuple[int, ...]) -> tuple[VoterSet | None, str | None]:
+        """KIP-853: the bootstrap checkpoint's voter set (None: a static quorum) and the metadata
+        log dir's directory id. Only a standalone quorum (this node its sole initial voter) runs
+        yet: the others need controller.quorum.bootstrap.servers, which is not served yet."""
+        c = self.config
+        try:
+            bootstrap = read_quorum_bootstrap(c.metadata_log_dir)
+        except CorruptSnapshotError as e:
+            raise StartupError(f"metadata.log.dir: the bootstrap checkpoint is unreadable: {e}") from None
+        if bootstrap is None:
+            return None, None
+        if bootstrap.voters is None or bootstrap.voters.ids != (self.node_id,) or voters != (self.node_id,):
+            raise StartupError(
+                "metadata.log.dir was formatted for a dynamic controller quorum of several voters "
+                "(--initial-controllers or --no-initial-controllers): kavka runs only a standalone "
+                "dynamic quorum yet (controller.quorum.bootstrap.servers is not supported); format "
+                "with --standalone, or list the voters in controller.quorum.voters"
+            )
+        return bootstrap.voters, read_meta_properties(c.metadata_log_dir).directory_id
 
     async def start(self, on_stopped: Callable[[Any], None]) -> None:
         """Start the raft driver; `on_stopped(task)` when it ends."""

@@ -198,6 +198,7 @@ class MetadataLoader:
         done: Callable[[SnapshotId, bool], None],
     ) -> None:
         """Without a driver (tests): serialise, encode, write and freeze right here."""
-        self.raft.log.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, make_records()))
+        voters = self.raft.voter_set_at(snapshot_id.end_offset)
+        self.raft.log.write_snapshot(snapshot_id, raft_snapshot.encode(snapshot_id, make_records(), voters=voters))
         self.raft.snapshot_frozen(snapshot_id)
         done(snapshot_id, True)

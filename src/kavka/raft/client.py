@@ -561,7 +561,7 @@ class RaftClient:
             self._v.last_fetch_ms = {v: now for v in self.voters}
             base = self.log.end_offset
             control = [(None, None)]
-            if self.kraft_version >= 1 and not self._voter_history:
+            if self.kraft_version >= 1 and all(off < 0 for off, _vs in self._voter_history):
                 # KIP-853: the bootstrap voter set goes into the log with the first leader's record.
                 control += [encode_kraft_version(1), encode_voters(self.voter_set())]
             self._append_entries(

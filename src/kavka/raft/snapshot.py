@@ -11,7 +11,9 @@ carrying P as its partition leader epoch:
   version 0, int16 type 3; value: int16 Version 0, int64
   LastContainedLogTimestamp, empty tagged fields -- SnapshotHeaderRecord.json);
 - with a dynamic quorum (KIP-853), then a control batch of a KRaftVersionRecord
-  (type 5) and a VotersRecord (type 6): the voter set in force at E (raft/voters.py);
+  (type 5) and a VotersRecord (type 6): the voter set in force at E (raft/voters.py).
+  The bootstrap checkpoint `kavka storage format` writes (0-0) holds only these,
+  or only the KRaftVersionRecord (`--no-initial-controllers`);
 - then data batches of the metadata records that rebuild the state;
 - last, a control batch of one SnapshotFooter record (type 4; value: int16
   Version 0, empty tagged fields).
@@ -80,8 +82,10 @@ def encode(
     *,
     last_contained_timestamp_ms: int = -1,
     voters: VoterSet | None = None,
+    kraft_version: int = 0,
 ) -> bytes:
-    """The bytes of a snapshot file holding `records` (and the voter set, KIP-853)."""
+    """The bytes of a snapshot file holding `records` (and the voter set, KIP-853: a snapshot
+    with `voters` has kraft.version 1)."""
     epoch = snapshot_id.epoch
     out = [
         build_batch(
@@ -92,16 +96,12 @@ def encode(
         )
     ]
     offset = 1
-    if voters is not None:
-        out.append(
-            build_batch(
-                [(0, *encode_kraft_version(1)), (0, *encode_voters(voters))],
-                base_offset=offset,
-                partition_leader_epoch=epoch,
-                is_control=True,
-            )
-        )
-        offset += 2
+    if voters is not None or kraft_version > 0:
+        control = [(0, *encode_kraft_version(max(kraft_version, 1)))]
+        if voters is not None:
+            control.append((0, *encode_voters(voters)))
+        out.append(build_batch(control, base_offset=offset, partition_leader_epoch=epoch, is_control=True))
+        offset += len(control)
     for i in range(0, len(records), _RECORDS_PER_BATCH):
         chunk = records[i : i + _RECORDS_PER_BATCH]
         out.append(build_batch([(0, k, v) for k, v in chunk], base_offset=offset, partition_leader_epoch=epoch))
@@ -133,8 +133,14 @@ def decode_voters(data: bytes) -> VoterSet | None:
     return _decode(data)[1]
 
 
-def _decode(data: bytes) -> tuple[list[Record], VoterSet | None]:
+def decode_kraft_version(data: bytes) -> int:
+    """The kraft.version a snapshot records (0 when it has no KRaftVersionRecord)."""
+    return _decode(data)[2]
+
+
+def _decode(data: bytes) -> tuple[list[Record], VoterSet | None, int]:
     voters: VoterSet | None = None
+    kraft_version = 0
     if valid_prefix_length(data) != len(data):
         raise CorruptSnapshotError("torn or corrupt record batch (CRC or size)")
     records: list[Record] = []
@@ -155,8 +161,8 @@ def _decode(data: bytes) -> tuple[list[Record], VoterSet | None]:
                         header_seen = True
                     elif kind == SNAPSHOT_FOOTER and header_seen:
                         footer_seen = True
-                    elif kind == KRAFT_VERSION and header_seen:
-                        pass
+                    elif kind == KRAFT_VERSION and header_seen and r.value is not None:
+                        kraft_version = voter_records.decode_kraft_version(r.value)
                     elif kind == VOTERS and header_seen and r.value is not None:
                         voters = voter_records.decode_voters(r.value)
                     else:
@@ -171,7 +177,7 @@ def _decode(data: bytes) -> tuple[list[Record], VoterSet | None]:
         raise CorruptSnapshotError(str(e)) from e
     if not header_seen or not footer_seen:
         raise CorruptSnapshotError("no SnapshotHeader" if not header_seen else "no SnapshotFooter (torn)")
-    return records, voters
+    return records, voters, kraft_version
 
 
 def write(directory: Path, snapshot_id: SnapshotId, data: bytes) -> Path:

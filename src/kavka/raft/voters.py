@@ -141,6 +141,10 @@ def decode_voters(value: bytes) -> VoterSet:
     )
 
 
+def decode_kraft_version(value: bytes) -> int:
+    return int(decode_body(KRaftVersionRecord, value, 0).k_raft_version)
+
+
 def voters_in(key: bytes | None, value: bytes | None) -> VoterSet | None:
     """The voter set a control record carries, if it is a VotersRecord."""
     if control_type(key) != VOTERS or value is None:
