@@ -3,21 +3,30 @@
 A node formatted with `kavka storage format --standalone` runs its quorum with kraft.version 1:
 its first leader writes the bootstrap voter set (this node and its metadata dir's directory id)
 into the metadata log, and the node serves metadata (topic creation, a restart) as a static one
-does. Quorums of several initial controllers, or a controller formatted to join one, need
-controller.quorum.bootstrap.servers and the AddRaftVoter/RemoveRaftVoter APIs, which are not
-served yet: such a node refuses to start and says why.
+does. AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter are answered with Kafka's error codes
+(UpdateRaftVoter changes the voter's endpoints in the log). Quorums of several initial
+controllers, or a controller formatted to join one, need controller.quorum.bootstrap.servers,
+which is not served yet: such a node refuses to start and says why.
 """
 
 from __future__ import annotations
 
+import datetime
 import time
+import uuid
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.add_raft_voter.v0 import request as arv
+from kio.schema.remove_raft_voter.v0 import request as rrv
+from kio.schema.update_raft_voter.v0 import request as urv
 
+from kavka.common import ErrorCode
+from kavka.protocol.messages import uuid_from_str
 from kavka.raft.file_log import FileReplicatedLog
-from kavka.raft.voters import VoterNode, VoterSet, voters_in
+from kavka.raft.voters import VoterEndpoint, VoterNode, VoterSet, voters_in
 from kavka.storage.meta_properties import read_meta_properties
+from tests.raw_client import RawClient
 from tests.wait import wait_until
 
 
@@ -67,3 +76,50 @@ def test_a_dynamic_quorum_of_several_controllers_is_refused_at_startup(broker_fa
         assert b.proc is not None and b.proc.wait(30) != 0
         out = b.log_text()
         assert "kavka runs only a standalone dynamic quorum yet" in out, out
+
+
+def _add(port: int, cluster_id: str, voter: int, directory: uuid.UUID) -> ErrorCode:
+    req = arv.AddRaftVoterRequest(
+        cluster_id=cluster_id, timeout=datetime.timedelta(seconds=5), voter_id=voter,
+        voter_directory_id=directory, listeners=(arv.Listener(name="CONTROLLER", host="127.0.0.1", port=1),),
+    )
+    with RawClient(port) as c:
+        return c.call(80, 0, req).error_code
+
+
+def _remove(port: int, cluster_id: str, voter: int, directory: uuid.UUID) -> ErrorCode:
+    with RawClient(port) as c:
+        return c.call(81, 0, rrv.RemoveRaftVoterRequest(
+            cluster_id=cluster_id, voter_id=voter, voter_directory_id=directory)).error_code
+
+
+def test_voter_change_apis_answer_with_kafkas_error_codes(broker_factory) -> None:  # noqa: ANN001
+    b = broker_factory()
+    b.format_args = ["--standalone"]
+    b.start()
+    props = read_meta_properties(b.log_dirs[0])
+    cid, own = props.cluster_id, uuid_from_str(props.directory_id)
+    assert _add(b.port, cid, 1, own) is ErrorCode.duplicate_voter
+    # Node 2 never fetched the metadata log: it has not caught up as an observer.
+    assert _add(b.port, cid, 2, uuid.uuid4()) is ErrorCode.request_timed_out
+    assert _remove(b.port, cid, 1, uuid.uuid4()) is ErrorCode.voter_not_found  # the directory id must match
+    assert _remove(b.port, cid, 1, own) is ErrorCode.invalid_request  # the last voter
+    assert _remove(b.port, "another-cluster-id-000", 1, own) is ErrorCode.inconsistent_cluster_id
+    # UpdateRaftVoter: the voter's endpoint, written into the log once committed.
+    update = urv.UpdateRaftVoterRequest(
+        cluster_id=cid, current_leader_epoch=-1, voter_id=1, voter_directory_id=own,
+        listeners=(urv.Listener(name="CONTROLLER", host="127.0.0.1", port=19093),),
+        k_raft_version_feature=urv.KRaftVersionFeature(min_supported_version=0, max_supported_version=1),
+    )
+    with RawClient(b.port) as c:
+        resp = c.call(82, 0, update)
+    assert resp.error_code is ErrorCode.none and resp.current_leader.leader_id == 1
+    assert b.stop() == 0
+    sets = _voter_sets_in_log(b.log_dirs[0])
+    assert sets[-1] == VoterSet.of([VoterNode(1, props.directory_id, (VoterEndpoint("CONTROLLER", "127.0.0.1", 19093),))])
+
+
+def test_a_static_quorum_refuses_voter_changes(broker) -> None:  # noqa: ANN001
+    props = read_meta_properties(broker.log_dirs[0])
+    assert _add(broker.port, props.cluster_id, 2, uuid.uuid4()) is ErrorCode.unsupported_version
+    assert _remove(broker.port, props.cluster_id, 1, uuid.uuid4()) is ErrorCode.unsupported_version

@@ -221,3 +221,16 @@ def test_snapshots_carry_the_voter_set_and_a_restart_reads_it_back() -> None:
 def test_a_snapshot_of_a_static_quorum_has_no_voter_set() -> None:
     data = snapshots.encode(SnapshotId(3, 1), [(b"a", b"b")])
     assert snapshots.decode_voters(data) is None and snapshots.decode(data) == [(b"a", b"b")]
+
+
+def test_update_voter_changes_endpoints_of_the_same_replica_only() -> None:
+    nodes = {1: make(1, bootstrap=vs(1))}
+    now = drive(nodes, 3000)
+    c = nodes[1]
+    moved = VoterNode(1, dir_id(1), (VoterEndpoint("CONTROLLER", "h", 19093),))
+    assert c.update_voter(VoterNode(1, dir_id(9)), now_ms=now)[0] is ErrorCode.voter_not_found
+    error, offset = c.update_voter(moved, now_ms=now)
+    assert error is ErrorCode.none and offset >= 0 and c.voter_set().get(1) == moved
+    assert c.update_voter(moved, now_ms=now)[0] is ErrorCode.request_timed_out  # one change in flight
+    now = drive({1: c}, now + 500, start_ms=now)
+    assert c.update_voter(moved, now_ms=now) == (ErrorCode.none, -1)  # nothing to change

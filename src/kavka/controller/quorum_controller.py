@@ -280,6 +280,23 @@ class QuorumController:
         except TimeoutError:
             raise TimeoutError(f"metadata records up to offset {last} not committed in {self.timeout_s:.0f}s") from None
 
+    # ---- KIP-853: voter changes ------------------------------------------------------------
+
+    async def change_voters(self, change: Callable[[int], tuple[ErrorCode, int]]) -> ErrorCode:
+        """AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: `change(now_ms)` is the raft core's
+        add_voter/remove_voter/update_voter (its checks and error codes); the answer comes once
+        the VotersRecord commits (REQUEST_TIMED_OUT if it does not within the operation timeout).
+        Under the operation lock, so it never interleaves with a metadata operation's decision."""
+        async with self._lock:
+            if self._stopped is not None:
+                raise NotControllerError(self._stopped)
+            error, offset = change(self._now_ms())
+            self._wakeup()
+        if error != ErrorCode.none or offset < 0:
+            return error
+        committed = await self.wait_for(lambda: self.raft.high_watermark > offset, self.timeout_s)
+        return ErrorCode.none if committed else ErrorCode.request_timed_out
+
     # ---- brokers: registration, heartbeats, fencing, controlled shutdown ---------------------
 
     def _session_ms(self) -> int:

@@ -368,6 +368,20 @@ class RaftClient:
             return ErrorCode.invalid_request, -1  # the last voter cannot go
         return ErrorCode.none, self._append_voters(current.without(node_id))
 
+    def update_voter(self, voter: VoterNode, *, now_ms: int) -> tuple[ErrorCode, int]:
+        """UpdateRaftVoter on the leader: a voter's new endpoints (same id and directory id)."""
+        self._now = max(self._now, now_ms)
+        error = self._voter_change_error()
+        if error is not None:
+            return error, -1
+        current = self.voter_set()
+        node = current.get(voter.node_id)
+        if node is None or node.directory_id != voter.directory_id:
+            return ErrorCode.voter_not_found, -1
+        if node == voter:
+            return ErrorCode.none, -1  # nothing to change
+        return ErrorCode.none, self._append_voters(current.without(voter.node_id).with_voter(voter))
+
     def _voter_change_error(self) -> ErrorCode | None:
         """Kafka's AddVoterHandler/RemoveVoterHandler checks common to both, in its order."""
         if self.state is not _S.LEADER:
