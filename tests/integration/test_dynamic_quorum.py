@@ -18,6 +18,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.add_raft_voter.v0 import request as arv
+from kio.schema.describe_quorum.v2 import request as dq
 from kio.schema.remove_raft_voter.v0 import request as rrv
 from kio.schema.update_raft_voter.v0 import request as urv
 
@@ -114,6 +115,15 @@ def test_voter_change_apis_answer_with_kafkas_error_codes(broker_factory) -> Non
     with RawClient(b.port) as c:
         resp = c.call(82, 0, update)
     assert resp.error_code is ErrorCode.none and resp.current_leader.leader_id == 1
+    # DescribeQuorum v2 (kafka-metadata-quorum describe --replication): the voter's directory id and,
+    # in Nodes, its new endpoint.
+    with RawClient(b.port) as c:
+        quorum = c.call(55, 2, topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),))
+    voter = quorum.topics[0].partitions[0].current_voters[0]
+    assert (voter.replica_id, voter.replica_directory_id) == (1, own)
+    assert [(n.node_id, [(x.name, x.host, x.port) for x in n.listeners]) for n in quorum.nodes] == [
+        (1, [("CONTROLLER", "127.0.0.1", 19093)])
+    ]
     assert b.stop() == 0
     sets = _voter_sets_in_log(b.log_dirs[0])
     assert sets[-1] == VoterSet.of([VoterNode(1, props.directory_id, (VoterEndpoint("CONTROLLER", "127.0.0.1", 19093),))])

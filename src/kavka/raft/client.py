@@ -285,6 +285,7 @@ class RaftClient:
                 ErrorCode.not_leader_or_follower, self.leader_id, self.epoch, self._high_watermark, ()
             )
         v = self._v
+        voter_set = self.voter_set()
         voters = tuple(
             m.ReplicaDescription(
                 replica_id=voter,
@@ -295,8 +296,9 @@ class RaftClient:
                 last_caught_up_timestamp=(
                     self._now if voter == self.node_id else v.caught_up_at.get(voter, -1)
                 ),
+                directory_id=voter_set.voters[i].directory_id,
             )
-            for voter in self.voters
+            for i, voter in enumerate(self.voters)
         )
         observers = tuple(
             m.ReplicaDescription(
@@ -308,7 +310,12 @@ class RaftClient:
             for node, offset in sorted(v.fetch_offsets.items())
             if node not in self.voters
         )
-        return m.QuorumDescription(ErrorCode.none, self.node_id, self.epoch, self._high_watermark, voters, observers)
+        endpoints = tuple(
+            (n.node_id, tuple((e.name, e.host, e.port) for e in n.endpoints)) for n in voter_set.voters if n.endpoints
+        )
+        return m.QuorumDescription(
+            ErrorCode.none, self.node_id, self.epoch, self._high_watermark, voters, observers, endpoints
+        )
 
     # ---- KIP-853 voter changes ---------------------------------------------------------------
 

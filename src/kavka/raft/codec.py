@@ -36,9 +36,10 @@ from kio.schema.fetch_snapshot.v1 import response as fs_resp
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.vote.v2 import request as vote_req
 from kio.schema.vote.v2 import response as vote_resp
-from kio.static.primitive import i8, i32, i32Timedelta, i64
+from kio.static.primitive import i8, i32, i32Timedelta, i64, u16
 
 from kavka.common import ErrorCode
+from kavka.protocol.messages import uuid_from_str
 from kavka.protocol.records import build_batch, decode_batch, iter_batches
 from kavka.raft import messages as m
 from kavka.raft.api import SnapshotId
@@ -509,7 +510,7 @@ def encode_describe_quorum(desc: m.QuorumDescription, wall_clock_offset_ms: int 
         return tuple(
             dq_resp.ReplicaState(
                 replica_id=BrokerId(r.replica_id),
-                replica_directory_id=None,
+                replica_directory_id=uuid_from_str(r.directory_id) if r.directory_id else None,
                 log_end_offset=i64(r.log_end_offset),
                 last_fetch_timestamp=wall(r.last_fetch_timestamp),
                 last_caught_up_timestamp=wall(r.last_caught_up_timestamp),
@@ -532,7 +533,13 @@ def encode_describe_quorum(desc: m.QuorumDescription, wall_clock_offset_ms: int 
         error_code=ErrorCode.none,
         error_message=None,
         topics=(dq_resp.TopicData(topic_name=TopicName(METADATA_TOPIC), partitions=(part,)),),
-        nodes=(),
+        nodes=tuple(
+            dq_resp.Node(
+                node_id=BrokerId(node_id),
+                listeners=tuple(dq_resp.Listener(name=n, host=h, port=u16(p)) for n, h, p in listeners),
+            )
+            for node_id, listeners in desc.voter_endpoints
+        ),
     )
 
 

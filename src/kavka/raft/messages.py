@@ -124,6 +124,7 @@ class ReplicaDescription:
     log_end_offset: int
     last_fetch_timestamp: int
     last_caught_up_timestamp: int
+    directory_id: str | None = None  # KIP-853: the voter's metadata log dir (None: static quorum)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +137,8 @@ class QuorumDescription:
     high_watermark: int
     current_voters: tuple[ReplicaDescription, ...]
     observers: tuple[ReplicaDescription, ...] = ()
+    # KIP-853: each voter's endpoints (node id, ((listener, host, port), ...))
+    voter_endpoints: tuple[tuple[int, tuple[tuple[str, str, int], ...]], ...] = ()
 
 
 Message = (
