@@ -23,10 +23,11 @@ from kio.schema.remove_raft_voter.v0 import request as rrv
 from kio.schema.update_raft_voter.v0 import request as urv
 
 from kavka.common import ErrorCode
-from kavka.protocol.messages import uuid_from_str
+from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.raft.file_log import FileReplicatedLog
 from kavka.raft.voters import VoterEndpoint, VoterNode, VoterSet, voters_in
 from kavka.storage.meta_properties import read_meta_properties
+from tests.broker_harness import BrokerProcess, free_port
 from tests.raw_client import RawClient
 from tests.wait import wait_until
 
@@ -68,7 +69,7 @@ def test_a_standalone_dynamic_quorum_serves_metadata_and_keeps_its_voter_set(bro
     assert len(_voter_sets_in_log(meta)) == 1  # written once: later leaders find it in the log
 
 
-def test_a_dynamic_quorum_of_several_controllers_is_refused_at_startup(broker_factory) -> None:  # noqa: ANN001
+def test_a_dynamic_quorum_without_bootstrap_servers_is_refused_at_startup(broker_factory) -> None:  # noqa: ANN001
     for args in (["--initial-controllers", "1@127.0.0.1:1:AAAAAAAAAAAAAAAAAAAAAQ,2@127.0.0.1:2:AAAAAAAAAAAAAAAAAAAAAg"],
                  ["--no-initial-controllers"]):
         b = broker_factory()
@@ -76,7 +77,7 @@ def test_a_dynamic_quorum_of_several_controllers_is_refused_at_startup(broker_fa
         b.start(wait=False)
         assert b.proc is not None and b.proc.wait(30) != 0
         out = b.log_text()
-        assert "kavka runs only a standalone dynamic quorum yet" in out, out
+        assert "set controller.quorum.bootstrap.servers to reach its controllers" in out, out
 
 
 def _add(port: int, cluster_id: str, voter: int, directory: uuid.UUID) -> ErrorCode:
@@ -133,3 +134,96 @@ def test_a_static_quorum_refuses_voter_changes(broker) -> None:  # noqa: ANN001
     props = read_meta_properties(broker.log_dirs[0])
     assert _add(broker.port, props.cluster_id, 2, uuid.uuid4()) is ErrorCode.unsupported_version
     assert _remove(broker.port, props.cluster_id, 1, uuid.uuid4()) is ErrorCode.unsupported_version
+
+
+# ---- a dynamic quorum of three real processes ----------------------------------------------------
+
+
+class _Quorum:
+    """Three combined nodes reaching the quorum through node 1's controller listener
+    (controller.quorum.bootstrap.servers): node 1 formatted --standalone, 2 and 3 to join."""
+
+    def __init__(self, root: Path) -> None:
+        self.ctl = {i: free_port() for i in (1, 2, 3)}
+        self.cluster_id = uuid_to_str(uuid.uuid4())
+        self.nodes: dict[int, BrokerProcess] = {}
+        for i in (1, 2, 3):
+            port = free_port()
+            self.nodes[i] = BrokerProcess(root / f"n{i}", node_id=i, port=port, overrides={
+                "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{self.ctl[i]}",
+                "controller.listener.names": "CONTROLLER",
+                "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.ctl[1]}",
+                "offsets.topic.num.partitions": "1",
+            })
+            self.nodes[i].format_args = ["--standalone"] if i == 1 else ["--no-initial-controllers"]
+
+    def directory(self, i: int) -> uuid.UUID:
+        return uuid_from_str(read_meta_properties(self.nodes[i].log_dirs[0]).directory_id)
+
+    def describe(self, via: int) -> tuple[int, list[tuple[int, uuid.UUID | None]], list[int]]:
+        with RawClient(self.nodes[via].port) as c:
+            q = c.call(55, 2, topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),))
+        p = q.topics[0].partitions[0]
+        assert p.error_code is ErrorCode.none, p
+        voters = sorted((v.replica_id, v.replica_directory_id) for v in p.current_voters)
+        return p.leader_id, voters, sorted(o.replica_id for o in p.observers)
+
+    def add(self, i: int, directory: uuid.UUID) -> None:
+        """AddRaftVoter through node `via`, until the joiner has caught up as an observer."""
+        req = arv.AddRaftVoterRequest(
+            cluster_id=self.cluster_id, timeout=datetime.timedelta(seconds=5), voter_id=i, voter_directory_id=directory,
+            listeners=(arv.Listener(name="CONTROLLER", host="127.0.0.1", port=self.ctl[i]),),
+        )
+
+        def added() -> bool:
+            with RawClient(self.nodes[1].port) as c:
+                error = c.call(80, 0, req).error_code
+            assert error in (ErrorCode.none, ErrorCode.request_timed_out), error  # not caught up yet
+            return error is ErrorCode.none
+
+        wait_until(added, timeout=30, message=f"AddRaftVoter {i}")
+
+    def remove(self, i: int, directory: uuid.UUID, via: int = 1) -> None:
+        assert _remove(self.nodes[via].port, self.cluster_id, i, directory) is ErrorCode.none
+
+
+def test_grow_a_quorum_from_one_to_three_and_shrink_it_back_under_topic_creation(tmp_path: Path) -> None:
+    q = _Quorum(tmp_path)
+    try:
+        for n in q.nodes.values():
+            n.format(q.cluster_id)
+        q.nodes[1].start()
+        q.nodes[2].start()
+        q.nodes[3].start()
+        admin = AdminClient({"bootstrap.servers": q.nodes[1].bootstrap})
+        assert q.describe(1) == (1, [(1, q.directory(1))], [2, 3])  # 2 and 3 observe
+        created = 0
+        for i in (2, 3):
+            q.add(i, q.directory(i))
+            created += 1
+            _create(admin, f"grow-{created}")
+        assert q.describe(3) == (1, [(i, q.directory(i)) for i in (1, 2, 3)], [])
+        _create(admin, "grow-3")
+        # Shrink back: remove 3, then the leader itself; node 2 is then the only voter and leads.
+        q.remove(3, q.directory(3))
+        _create(admin, "shrink-1")
+        q.remove(1, q.directory(1))
+        wait_until(lambda: q.describe(2)[:2] == (2, [(2, q.directory(2))]), timeout=30, message="node 2 leads alone")
+        admin2 = AdminClient({"bootstrap.servers": q.nodes[2].bootstrap})
+        _create(admin2, "shrink-2")
+        assert {"grow-1", "grow-2", "grow-3", "shrink-1", "shrink-2"} <= _listed(admin2)
+        # The old voters cannot elect a leader any more: with 2 gone, 1 and 3 (the old set's majority)
+        # stay leaderless.
+        q.nodes[2].kill()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            for i in (1, 3):
+                try:
+                    leader = q.describe(i)[0]
+                except (AssertionError, OSError, TimeoutError):
+                    continue
+                assert leader == 2, f"node {i} reports leader {leader} with the only voter down"
+            time.sleep(0.2)
+    finally:
+        for n in q.nodes.values():
+            n.kill()

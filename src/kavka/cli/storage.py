@@ -77,13 +77,13 @@ def random_uuid() -> None:
     "-I",
     metavar="ID@HOST:PORT:DIRECTORY-ID,...",
     help="KIP-853: the initial voters of a dynamic quorum (this node's directory id is used for "
-    "its metadata log dir). Nodes of several voters cannot start yet: see docs/cluster.md.",
+    "its metadata log dir).",
 )
 @click.option(
     "--no-initial-controllers",
     "-N",
     is_flag=True,
-    help="KIP-853: a controller that will join a dynamic quorum (not startable yet: see docs/cluster.md).",
+    help="KIP-853: a controller that will join a dynamic quorum through controller.quorum.bootstrap.servers.",
 )
 @json_option
 def format_storage(

@@ -291,11 +291,23 @@ class QuorumController:
             if self._stopped is not None:
                 raise NotControllerError(self._stopped)
             error, offset = change(self._now_ms())
+            epoch = self.raft.leader_and_epoch().epoch
             self._wakeup()
         if error != ErrorCode.none or offset < 0:
             return error
-        committed = await self.wait_for(lambda: self.raft.high_watermark > offset, self.timeout_s)
-        return ErrorCode.none if committed else ErrorCode.request_timed_out
+
+        def outcome() -> ErrorCode | None:
+            # Our record, not merely the offset: a new leader may have written another one there
+            # (our uncommitted change truncated away), and its commit must not answer for ours.
+            entry = self.raft.log.read(offset, 1) if offset >= self.raft.log.start_offset else []
+            if not entry or entry[0].epoch != epoch:
+                return ErrorCode.not_leader_or_follower  # lost with our leadership
+            return ErrorCode.none if self.raft.high_watermark > offset else None
+
+        if not await self.wait_for(lambda: outcome() is not None, self.timeout_s):
+            return ErrorCode.request_timed_out
+        result = outcome()
+        return ErrorCode.request_timed_out if result is None else result
 
     # ---- brokers: registration, heartbeats, fencing, controlled shutdown ---------------------
 
