@@ -12,6 +12,7 @@ which is not served yet: such a node refuses to start and says why.
 from __future__ import annotations
 
 import datetime
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -224,6 +225,39 @@ def test_grow_a_quorum_from_one_to_three_and_shrink_it_back_under_topic_creation
                     continue
                 assert leader == 2, f"node {i} reports leader {leader} with the only voter down"
             time.sleep(0.2)
+    finally:
+        for n in q.nodes.values():
+            n.kill()
+
+
+def test_replace_a_voter_whose_metadata_dir_was_wiped(tmp_path: Path) -> None:
+    q = _Quorum(tmp_path)
+    try:
+        for n in q.nodes.values():
+            n.format(q.cluster_id)
+        for i in (1, 2, 3):
+            q.nodes[i].start()
+        for i in (2, 3):
+            q.add(i, q.directory(i))
+        old = q.directory(3)
+        admin = AdminClient({"bootstrap.servers": q.nodes[1].bootstrap})
+        _create(admin, "before-wipe")
+        # Node 3's disk is lost: wiped and formatted to join, it comes back with a new directory id
+        # and is an observer, not the voter (3, old directory id).
+        q.nodes[3].kill()
+        shutil.rmtree(q.nodes[3].log_dirs[0])
+        q.nodes[3].format(q.cluster_id)
+        new = q.directory(3)
+        assert new != old
+        q.nodes[3].start()
+        assert (3, old) in q.describe(1)[1]  # its fetches do not count for that voter (unit-tested)
+        # Replace: remove the old directory id, add the new one; metadata keeps committing.
+        q.remove(3, old)
+        _create(admin, "during-replace")
+        q.add(3, new)
+        assert q.describe(1)[1] == [(1, q.directory(1)), (2, q.directory(2)), (3, new)]
+        _create(admin, "after-replace")
+        assert {"before-wipe", "during-replace", "after-replace"} <= _listed(admin)
     finally:
         for n in q.nodes.values():
             n.kill()

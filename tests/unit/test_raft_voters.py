@@ -190,6 +190,20 @@ def test_a_voter_whose_disk_was_wiped_comes_back_as_an_observer() -> None:
     now = drive(nodes, now + 3000, start_ms=now)
     assert nodes[victim].voter_set() == vs(1, 2, 3) and not nodes[victim].is_voter
     assert nodes[victim].state is S.FOLLOWER  # it fetches, it never stands
+    # Its fetches do not count for the voter it was: with the third node cut off, a new record
+    # does not commit on the leader and the wiped replica alone.
+    third = next(i for i in nodes if i not in (leader.node_id, victim))
+    alive = {i: c for i, c in nodes.items() if i != third}
+    end = leader.append([(b"k", b"v")], now_ms=now)
+    now = drive(alive, now + 1500, start_ms=now)
+    assert nodes[victim].log.end_offset > end and leader.high_watermark <= end
+    # Nor does it vote as that voter: a vote request naming the old directory id is refused.
+    ask = m.VoteRequest(CID, nodes[victim].epoch + 1, third, 2**20, 2**30, pre_vote=False, voter_directory_id=dir_id(victim))
+    out = nodes[victim].poll(now, [m.Envelope(third, victim, 5, ask)]).outbound
+    assert [e.message.vote_granted for e in out if isinstance(e.message, m.VoteResponse)] == [False]
+    now = drive(nodes, now + 4000, start_ms=now)
+    leader = leader_of(nodes)  # the cut-off leader may have resigned meanwhile
+    assert leader.node_id != victim
     # Replace it: remove the old directory id, add the new one.
     assert leader.remove_voter(victim, dir_id(victim), now_ms=now)[0] is ErrorCode.none
     now = drive(nodes, now + 2000, start_ms=now)

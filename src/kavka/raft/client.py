@@ -76,6 +76,7 @@ thread that drives it.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -609,9 +610,12 @@ class RaftClient:
             last_offset=self.log.end_offset,
             pre_vote=pre_vote,
         )
+        voter_set = self.voter_set()
         for v in self.voters:
             if v != self.node_id:
-                self._send(v, req)
+                node = voter_set.get(v)
+                directory = node.directory_id if node is not None else None
+                self._send(v, req if directory is None else dataclasses.replace(req, voter_directory_id=directory))
         self._maybe_win()
 
     def _maybe_win(self) -> None:
@@ -683,6 +687,7 @@ class RaftClient:
             last_fetched_epoch=self.log.last_epoch,
             high_watermark=self._high_watermark,
             max_wait_ms=max_wait_ms,
+            replica_directory_id=self.config.directory_id,
         )
 
     def _check_quorum(self) -> None:
@@ -806,6 +811,12 @@ class RaftClient:
         # reached a higher epoch with a short log could never be brought back).
         self._observe(req.candidate_epoch - 1 if req.pre_vote else req.candidate_epoch, None)
         log_ok = (req.last_offset_epoch, req.last_offset) >= (self.log.last_epoch, self.log.end_offset)
+        # KIP-853: the candidate asks the voter (id, directory id) of its voter set; this replica on
+        # another disk (its metadata dir wiped) is not that voter, whose acknowledgements it lost.
+        # A replica that does not know it is a voter yet still votes (it may not have fetched the
+        # VotersRecord that added it).
+        if req.voter_directory_id is not None and req.voter_directory_id != self.config.directory_id:
+            log_ok = False
         if req.pre_vote:
             # KIP-996: never changes our state; refused while we follow a live leader.
             granted = (
@@ -899,6 +910,13 @@ class RaftClient:
 
     def _answer_fetch(self, src: int, correlation_id: int, req: m.FetchRequest, *, park: bool = False) -> None:
         v = self._v
+        voter = self.voter_set().get(src) if self.kraft_version >= 1 else None
+        if voter is not None and voter.directory_id is not None and voter.directory_id != req.replica_directory_id:
+            # KIP-853: the voter's node id on another disk (its metadata dir was wiped): it holds
+            # none of what the voter acknowledged, so it is answered as an observer and counts
+            # for nothing -- not the voter's fetch offset, liveness or catch-up.
+            self._outbound.append(m.Envelope(self.node_id, src, correlation_id, self._observer_answer(req)))
+            return
         if src in self.voters:
             v.last_fetch_ms[src] = self._now
             v.begin_acked.add(src)
@@ -919,6 +937,15 @@ class RaftClient:
         ):
             v.parked[src] = _ParkedFetch(src, correlation_id, req, self._now + req.max_wait_ms)
             return
+        self._outbound.append(m.Envelope(self.node_id, src, correlation_id, self._records_answer(req)))
+
+    def _observer_answer(self, req: m.FetchRequest) -> m.FetchResponse:
+        invalid = self._validate_fetch_position(req)
+        if invalid is not None:
+            return invalid
+        return self._records_answer(req)
+
+    def _records_answer(self, req: m.FetchRequest) -> m.FetchResponse:
         entries = self.log.read(req.fetch_offset, self.config.max_fetch_entries)
         # Whole batches only, so a fetch offset (and hence the high watermark) is a batch boundary.
         if entries and req.fetch_offset + len(entries) < self.log.end_offset:
@@ -928,8 +955,7 @@ class RaftClient:
             else:
                 # One batch larger than a fetch: it goes whole (read once, not entry by entry).
                 entries = entries + self._rest_of_batch(entries[-1].offset + 1, last_base)
-        resp = m.FetchResponse(ErrorCode.none, self.node_id, self.epoch, self._high_watermark, tuple(entries), None)
-        self._outbound.append(m.Envelope(self.node_id, src, correlation_id, resp))
+        return m.FetchResponse(ErrorCode.none, self.node_id, self.epoch, self._high_watermark, tuple(entries), None)
 
     def _validate_fetch_position(self, req: m.FetchRequest) -> m.FetchResponse | None:
         """None if the follower's log matches ours below its fetch offset; else the answer that

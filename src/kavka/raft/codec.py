@@ -39,7 +39,7 @@ from kio.schema.vote.v2 import response as vote_resp
 from kio.static.primitive import i8, i32, i32Timedelta, i64, u16
 
 from kavka.common import ErrorCode
-from kavka.protocol.messages import uuid_from_str
+from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.protocol.records import build_batch, decode_batch, iter_batches
 from kavka.raft import messages as m
 from kavka.raft.api import SnapshotId
@@ -152,7 +152,7 @@ def _vote_request(msg: m.VoteRequest, destination: int) -> Any:
         replica_epoch=i32(msg.candidate_epoch),
         replica_id=BrokerId(msg.candidate_id),
         replica_directory_id=None,
-        voter_directory_id=None,
+        voter_directory_id=uuid_from_str(msg.voter_directory_id) if msg.voter_directory_id else None,
         last_offset_epoch=i32(msg.last_offset_epoch),
         last_offset=i64(msg.last_offset),
         pre_vote=msg.pre_vote,
@@ -173,6 +173,7 @@ def _decode_vote_request(entity: vote_req.VoteRequest, request: m.Message | None
         last_offset_epoch=int(p.last_offset_epoch),
         last_offset=int(p.last_offset),
         pre_vote=bool(p.pre_vote),
+        voter_directory_id=_directory(p.voter_directory_id),
     )
 
 
@@ -279,7 +280,7 @@ def _fetch_request(msg: m.FetchRequest, destination: int) -> Any:
         last_fetched_epoch=i32(msg.last_fetched_epoch),
         log_start_offset=i64(0),
         partition_max_bytes=i32(8 * 1024 * 1024),
-        replica_directory_id=None,
+        replica_directory_id=uuid_from_str(msg.replica_directory_id) if msg.replica_directory_id else None,
         high_watermark=i64(msg.high_watermark),
     )
     return fetch_req.FetchRequest(
@@ -310,7 +311,12 @@ def _decode_fetch_request(entity: fetch_req.FetchRequest, request: m.Message | N
         last_fetched_epoch=int(p.last_fetched_epoch),
         high_watermark=int(p.high_watermark),
         max_wait_ms=int(entity.max_wait.total_seconds() * 1000),
+        replica_directory_id=_directory(getattr(p, "replica_directory_id", None)),
     )
+
+
+def _directory(value: Any) -> str | None:
+    return uuid_to_str(value) if value is not None and value.int else None
 
 
 def _fetch_response(msg: m.FetchResponse, destination: int) -> Any:
