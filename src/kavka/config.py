@@ -294,8 +294,12 @@ def _b(
 _ONE_LOOP = "kavka serves every connection and request on one asyncio event loop per process"
 
 
-def _refuse_nonempty(what: str) -> Validator:
-    return lambda v: f"{what} is not supported yet (list the quorum in controller.quorum.voters; KIP-853 dynamic quorums are not supported)" if v else None
+def _bad_bootstrap_servers(values: list[str]) -> str | None:
+    for v in values:
+        host, colon, port = v.strip().rpartition(":")
+        if not colon or not host or not port.isdigit():
+            return f"invalid server {v!r}: expected host:port"
+    return None
 
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
@@ -305,8 +309,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("broker.id", _I, -1, "legacy alias of node.id"),
         _b("process.roles", _LST, ["broker", "controller"], "broker, controller or both", each_of("broker", "controller")),
         _b("controller.quorum.voters", _LST, [], "id@host:port of each voter"),
-        _b("controller.quorum.bootstrap.servers", _LST, [], "bootstrap servers of the controller quorum (KIP-853)",
-           _refuse_nonempty("a controller quorum reached through controller.quorum.bootstrap.servers")),
+        _b("controller.quorum.bootstrap.servers", _LST, [], "host:port of controllers to find a dynamic quorum's leader through (KIP-853)",
+           lambda v: _bad_bootstrap_servers(v)),
         _b("controller.listener.names", _LST, ["CONTROLLER"], "listeners that serve the KRaft RPCs and controller requests, not clients"),
         _b("controller.quorum.election.timeout.ms", _I, 1000, "wait this long (plus up to as much again, randomized) for a leader before standing", at_least(1)),
         _b("controller.quorum.election.backoff.max.ms", _I, 1000, "longest backoff before a new election after a lost one", at_least(0)),
@@ -896,7 +900,8 @@ class BrokerConfig:
         single-node quorum)."""
         names = self.values["controller.listener.names"]
         voters = parse_voters(self.values["controller.quorum.voters"])
-        if not names or not set(voters) - {self.node_id}:
+        dynamic = bool(self.values["controller.quorum.bootstrap.servers"])
+        if not names or (not set(voters) - {self.node_id} and not dynamic):
             return None
         return str(names[0]).upper()
 
@@ -1200,9 +1205,17 @@ def _check_roles(cfg: BrokerConfig) -> None:
     if not roles:
         raise ConfigError("process.roles", "(empty): a node needs the broker role, the controller role, or both")
     voters = parse_voters(cfg.values["controller.quorum.voters"])
+    bootstrap = cfg.values["controller.quorum.bootstrap.servers"]
     names = [n.upper() for n in cfg.values["controller.listener.names"]]
     ctl = [e for e in cfg.listeners if e.name in names]
-    if roles != {"broker", "controller"} and not voters:
+    if voters and bootstrap:
+        raise ConfigError(
+            "controller.quorum.bootstrap.servers",
+            "set together with controller.quorum.voters: a quorum is static (voters) or dynamic (bootstrap servers, KIP-853)",
+        )
+    if "controller" in roles and bootstrap and not ctl:
+        raise ConfigError("controller.listener.names", f"none of {names} is in listeners: a controller of a dynamic quorum needs its listener")
+    if roles != {"broker", "controller"} and not voters and not bootstrap:
         raise ConfigError(
             "controller.quorum.voters",
             f"must list the controller quorum when process.roles={','.join(sorted(roles))} "

@@ -132,3 +132,63 @@ def test_server_start_passes_overrides_and_returns_the_exit_code(
     assert seen[0]["num.partitions"] == 6
     res = run("server", "start", "--config", str(f), "--override", "num.partitions")
     assert res.exit_code == 1 and "--override" in res.stderr
+
+
+# KIP-853: the bootstrap checkpoint of a dynamic controller quorum.
+
+
+def test_format_standalone_writes_kafkas_bootstrap_checkpoint(config: Path, tmp_path: Path) -> None:
+    from kavka.raft.bootstrap import read_quorum_bootstrap
+    from kavka.raft.voters import VoterNode
+
+    res = run("storage", "format", "--config", str(config), "--standalone", "--json")
+    assert res.exit_code == 0, res.output
+    meta_dir_id = read_meta_properties(tmp_path / "meta").directory_id
+    assert json.loads(res.stdout)["initial_controllers"] == [{"id": 4, "directory_id": meta_dir_id}]
+    assert (tmp_path / "meta" / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint").is_file()
+    bootstrap = read_quorum_bootstrap(tmp_path / "meta")
+    assert bootstrap is not None and bootstrap.kraft_version == 1
+    assert bootstrap.voters is not None and bootstrap.voters.voters == (VoterNode(4, meta_dir_id, ()),)
+    assert read_quorum_bootstrap(tmp_path / "a") is None  # only the metadata log dir holds it
+
+
+def test_format_initial_controllers_uses_this_nodes_directory_id(config: Path, tmp_path: Path) -> None:
+    from kavka.raft.bootstrap import read_quorum_bootstrap
+
+    ids = [run("storage", "random-uuid").stdout.strip() for _ in range(3)]
+    spec = ",".join(f"{n}@127.0.0.1:{9090 + n}:{d}" for n, d in zip((4, 5, 6), ids, strict=True))
+    res = run("storage", "format", "--config", str(config), "--initial-controllers", spec)
+    assert res.exit_code == 0, res.output
+    assert read_meta_properties(tmp_path / "meta").directory_id == ids[0]
+    assert read_meta_properties(tmp_path / "a").directory_id != ids[0]
+    bootstrap = read_quorum_bootstrap(tmp_path / "meta")
+    assert bootstrap is not None and bootstrap.voters is not None
+    assert [(v.node_id, v.directory_id, v.endpoints[0].port) for v in bootstrap.voters.voters] == [
+        (4, ids[0], 9094), (5, ids[1], 9095), (6, ids[2], 9096)
+    ]
+
+
+def test_format_no_initial_controllers_records_only_the_kraft_version(config: Path, tmp_path: Path) -> None:
+    from kavka.raft.bootstrap import read_quorum_bootstrap
+
+    assert run("storage", "format", "--config", str(config), "--no-initial-controllers").exit_code == 0
+    bootstrap = read_quorum_bootstrap(tmp_path / "meta")
+    assert bootstrap is not None and bootstrap.kraft_version == 1 and bootstrap.voters is None
+
+
+@pytest.mark.parametrize(
+    ("args", "extra", "message"),
+    [
+        (["--standalone", "--no-initial-controllers"], "", "exclude each other"),
+        (["--standalone"], "controller.quorum.voters=4@127.0.0.1:9093\n", "controller.quorum.voters is set"),
+        (["--standalone"], "process.roles=broker\ncontroller.quorum.voters=1@127.0.0.1:9093\n", "no controller role"),
+        (["--initial-controllers", "5@h:1:AAAAAAAAAAAAAAAAAAAAAQ"], "", "does not name this node"),
+        (["--initial-controllers", "4@h:1"], "", "expected id@host:port:directory-id"),
+        (["--initial-controllers", "4@h:1:nope"], "", "is not a directory id"),
+    ],
+)
+def test_format_refuses_a_bad_dynamic_quorum(config: Path, tmp_path: Path, args: list[str], extra: str, message: str) -> None:
+    config.write_text(config.read_text() + extra)
+    res = run("storage", "format", "--config", str(config), *args)
+    assert res.exit_code != 0 and message in res.output, res.output
+    assert not (tmp_path / "meta" / "meta.properties").exists()

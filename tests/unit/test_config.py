@@ -144,7 +144,13 @@ def test_plaintext_spelled_out_is_accepted():
         ({"controller.quorum.voters": "1@127.0.0.1:9093,1@127.0.0.1:9094"}, "controller.quorum.voters"),
         ({"controller.quorum.voters": "x@y"}, "controller.quorum.voters"),
         ({"controller.quorum.voters": "1@host"}, "controller.quorum.voters"),
-        ({"controller.quorum.bootstrap.servers": "127.0.0.1:9093"}, "controller.quorum.bootstrap.servers"),
+        # KIP-853: a dynamic quorum's bootstrap servers, not with static voters, and a controller listener.
+        (
+            {"controller.quorum.bootstrap.servers": "127.0.0.1:9093", "controller.quorum.voters": "1@127.0.0.1:9093"},
+            "controller.quorum.bootstrap.servers",
+        ),
+        ({"controller.quorum.bootstrap.servers": "no-port"}, "controller.quorum.bootstrap.servers"),
+        ({"controller.quorum.bootstrap.servers": "127.0.0.1:9093"}, "controller.listener.names"),
         ({"inter.broker.listener.name": "NOPE"}, "inter.broker.listener.name"),
     ],
 )

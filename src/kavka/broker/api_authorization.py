@@ -153,6 +153,11 @@ NEEDS: dict[int, ApiAuthorization] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: _cluster(A),
     ApiKey.DESCRIBE_LOG_DIRS: _cluster(DESC),
     ApiKey.DESCRIBE_QUORUM: _cluster(DESC),
+    # KIP-853: Alter on the Cluster (Kafka's ControllerApis; UpdateRaftVoter is ClusterAction there,
+    # sent by a controller itself).
+    ApiKey.ADD_RAFT_VOTER: _cluster(A),
+    ApiKey.REMOVE_RAFT_VOTER: _cluster(A),
+    ApiKey.UPDATE_RAFT_VOTER: _cluster(AclOperation.CLUSTER_ACTION),
     ApiKey.ELECT_LEADERS: _cluster(A),
     ApiKey.UPDATE_FEATURES: _cluster(A),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(A),

@@ -26,6 +26,8 @@ import datetime
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
+from kio.schema.add_raft_voter.v0 import request as arv_req
+from kio.schema.add_raft_voter.v0 import response as arv_resp
 from kio.schema.allocate_producer_ids.v0 import request as apid_req
 from kio.schema.allocate_producer_ids.v0 import response as apid_resp
 from kio.schema.alter_client_quotas.v1 import request as acq_req
@@ -62,6 +64,10 @@ from kio.schema.incremental_alter_configs.v1 import request as iac_req
 from kio.schema.incremental_alter_configs.v1 import response as iac_resp
 from kio.schema.list_partition_reassignments.v0 import request as lpr_req
 from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
+from kio.schema.remove_raft_voter.v0 import request as rrv_req
+from kio.schema.remove_raft_voter.v0 import response as rrv_resp
+from kio.schema.update_raft_voter.v0 import request as urv_req
+from kio.schema.update_raft_voter.v0 import response as urv_resp
 
 from kavka.broker.handlers import acls as acl_handlers
 from kavka.broker.handlers import configs, elect_leaders, reassignments, topics
@@ -79,6 +85,7 @@ from kavka.controller.quorum_controller import (
 from kavka.protocol import kavka_schema as ks
 from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.raft import codec
+from kavka.raft.voters import VoterEndpoint, VoterNode
 from kavka.replication.alter_partition import AlterPartitionItem
 
 _NO_THROTTLE = datetime.timedelta(0)
@@ -106,7 +113,59 @@ RPCS: dict[int, tuple[type, type]] = {
         (ca_req.CreateAclsRequest, ca_resp.CreateAclsResponse),
         (da_req.DeleteAclsRequest, da_resp.DeleteAclsResponse),
         (acq_req.AlterClientQuotasRequest, acq_resp.AlterClientQuotasResponse),
+        (arv_req.AddRaftVoterRequest, arv_resp.AddRaftVoterResponse),
+        (rrv_req.RemoveRaftVoterRequest, rrv_resp.RemoveRaftVoterResponse),
+        (urv_req.UpdateRaftVoterRequest, urv_resp.UpdateRaftVoterResponse),
     )
+}
+VOTER_CHANGES = (arv_req.AddRaftVoterRequest, rrv_req.RemoveRaftVoterRequest, urv_req.UpdateRaftVoterRequest)
+
+
+def _voter(req: Any) -> VoterNode:
+    directory = uuid_to_str(req.voter_directory_id) if req.voter_directory_id and req.voter_directory_id.int else None
+    listeners = getattr(req, "listeners", ())
+    return VoterNode(int(req.voter_id), directory, tuple(VoterEndpoint(x.name, x.host, int(x.port)) for x in listeners))
+
+
+async def voter_change_response(qc: QuorumController, req: Any, cluster_id: str) -> Any:
+    """KIP-853: AddRaftVoter, RemoveRaftVoter or UpdateRaftVoter (v0) on the active controller,
+    answered once the change commits; the raft core's checks give Kafka's error codes."""
+    raft = qc.raft
+    voter = _voter(req)
+    if req.cluster_id is not None and req.cluster_id != cluster_id:
+        error = ErrorCode.inconsistent_cluster_id
+    elif req.__api_key__ == arv_req.AddRaftVoterRequest.__api_key__:
+        error = await qc.change_voters(lambda now: raft.add_voter(voter, now_ms=now))
+    elif req.__api_key__ == rrv_req.RemoveRaftVoterRequest.__api_key__:
+        error = await qc.change_voters(lambda now: raft.remove_voter(voter.node_id, voter.directory_id, now_ms=now))
+    else:
+        error = await qc.change_voters(lambda now: raft.update_voter(voter, now_ms=now))
+    message = None if error == ErrorCode.none else _VOTER_ERRORS.get(error, error.name)
+    if req.__api_key__ == urv_req.UpdateRaftVoterRequest.__api_key__:
+        leader = raft.leader_and_epoch()
+        return urv_resp.UpdateRaftVoterResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=error,
+            current_leader=urv_resp.CurrentLeader(
+                leader_id=leader.leader_id if leader.leader_id is not None else -1,
+                leader_epoch=leader.epoch,
+                host="",
+                port=-1,
+            ),
+        )
+    add = req.__api_key__ == arv_req.AddRaftVoterRequest.__api_key__
+    resp_cls = arv_resp.AddRaftVoterResponse if add else rrv_resp.RemoveRaftVoterResponse
+    return resp_cls(throttle_time=_NO_THROTTLE, error_code=error, error_message=message)
+
+
+_VOTER_ERRORS = {
+    ErrorCode.unsupported_version: "the quorum is static (kraft.version 0): its voters are controller.quorum.voters",
+    ErrorCode.request_timed_out: "the leader has not committed its epoch yet, another voter change is in flight, "
+    "the new voter has not caught up as an observer, or the change did not commit in time",
+    ErrorCode.duplicate_voter: "the node is already a voter",
+    ErrorCode.voter_not_found: "no voter has this id and directory id",
+    ErrorCode.invalid_request: "the last voter of a quorum cannot be removed",
+    ErrorCode.inconsistent_cluster_id: "the request names another cluster id",
 }
 
 # A handler takes the request and the connection it came over (heartbeats remember it).
@@ -140,6 +199,7 @@ class ControllerApis:
             ca_req.CreateAclsRequest.__api_key__: self.handle_create_acls,
             da_req.DeleteAclsRequest.__api_key__: self.handle_delete_acls,
             acq_req.AlterClientQuotasRequest.__api_key__: self.handle_alter_client_quotas,
+            **{cls.__api_key__: self.handle_voter_change for cls in VOTER_CHANGES},
         }
 
     async def handle(self, api_key: int, req: Any, connection: Hashable | None = None) -> Any:
@@ -279,6 +339,9 @@ class ControllerApis:
             is_fenced=r.is_fenced,
             should_shut_down=r.should_shut_down,
         )
+
+    async def handle_voter_change(self, req: Any, _connection: Hashable | None) -> Any:
+        return await voter_change_response(self.qc, req, self.cluster_id)
 
     async def handle_describe_quorum(self, req: Any, _connection: Hashable | None) -> Any:
         return codec.encode_describe_quorum(self.qc.raft.describe_quorum(), wall_clock_offset_ms())

@@ -45,6 +45,7 @@ from kavka.broker.controller_apis import (
     alter_partition_response,
     assign_replicas_to_dirs_response,
     by_dir_and_topic,
+    voter_change_response,
 )
 from kavka.broker.handlers import elect_leaders, reassignments
 from kavka.broker.raft_driver import wall_clock_offset_ms
@@ -593,6 +594,15 @@ class ControllerClient:
         if resp.error_code != ErrorCode.none:
             raise TimeoutError(f"AllocateProducerIds failed: {resp.error_code}")
         return resp.producer_id_start, resp.producer_id_start + resp.producer_id_len
+
+    async def change_raft_voters(self, req: Any) -> Any:
+        """AddRaftVoter, RemoveRaftVoter or UpdateRaftVoter v0 (KIP-853) on the active controller."""
+
+        async def local() -> Any:
+            return await voter_change_response(self.qc, req, self.cluster_id)
+
+        moved = (ErrorCode.not_controller, ErrorCode.not_leader_or_follower)
+        return await self._route(local, lambda: req, lambda r: r.error_code in moved)
 
     async def describe_quorum(self) -> Any:
         """DescribeQuorumResponse v2 from the raft leader (as kafka-metadata-quorum.sh asks it)."""

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import socket
 import ssl
@@ -77,6 +78,7 @@ from kavka.protocol.framing import (
     encode_response,
     read_request_header,
 )
+from kavka.protocol.messages import nested
 from kavka.raft import codec
 from kavka.raft import messages as m
 from kavka.raft import snapshot as raft_snapshot
@@ -137,7 +139,12 @@ class RaftDriver:
         self.client = client
         self.host = host
         self.port = port
+        # Node id -> (host, port). KIP-853: shared with the node's ControllerClient and filled in as
+        # this driver learns voters' endpoints (the voter set in force, a FetchResponse's
+        # NodeEndpoints naming the leader); a dynamic quorum's bootstrap servers have ids below -1.
         self.peers = peers
+        self.advertised: tuple[str, str, int] | None = None  # (listener, host, port) sent as NodeEndpoints
+        self._voter_set_seen: Any = None
         self.listen = listen
         self._after_poll = after_poll
         self._inbox: asyncio.Queue[m.Envelope | None] = asyncio.Queue()
@@ -250,9 +257,11 @@ class RaftDriver:
     ) -> None:
         log_ = self.client.log
         last_timestamp = raft_snapshot.last_contained_timestamp(log_, snapshot_id)  # read here, not on the worker
+        voters = self.client.voter_set_at(snapshot_id.end_offset)  # KIP-853: the set in force there
 
         def work() -> None:
-            data = raft_snapshot.encode(snapshot_id, make_records(), last_contained_timestamp_ms=last_timestamp)
+            data = raft_snapshot.encode(snapshot_id, make_records(), last_contained_timestamp_ms=last_timestamp,
+                                        voters=voters)
             log_.write_snapshot(snapshot_id, data)
 
         try:
@@ -317,6 +326,7 @@ class RaftDriver:
                 log.exception("raft poll failed")
                 raise
             inbound = []
+            self._learn_voter_endpoints()
             for env in result.outbound:
                 self._dispatch(env)
             self._maybe_flush(result.flush_needed)
@@ -350,6 +360,11 @@ class RaftDriver:
             if writer is None or writer.is_closing():
                 return
             entity = codec.encode(env.message, destination=env.dst)
+            if isinstance(env.message, m.FetchResponse) and self.advertised is not None and env.message.leader_id == self.client.node_id:
+                # KIP-853 (Fetch v17+ NodeEndpoints): where the leader listens, for an observer that
+                # found it through a bootstrap server and knows no voter set yet.
+                _name, host, port = self.advertised
+                entity = dataclasses.replace(entity, node_endpoints=(_node_endpoint(entity, self.client.node_id, host, port),))
             body = encode_entity(entity)
             writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(env.correlation_id) + b"\x00" + body)
             return
@@ -364,6 +379,17 @@ class RaftDriver:
             self._spawn(self._connect_and_send(env))
             return
         self._send(writer, env)
+
+    def _learn_voter_endpoints(self) -> None:
+        """KIP-853: the addresses of the voters in force, on this node's controller listener."""
+        voters = self.client.voter_set()
+        if voters is self._voter_set_seen:
+            return
+        self._voter_set_seen = voters
+        for n in voters.voters:
+            ep = next((e for e in n.endpoints if e.name == self.security.listener), None) or (n.endpoints[0] if n.endpoints else None)
+            if ep is not None and n.node_id != self.client.node_id:
+                self.peers[n.node_id] = (ep.host, ep.port)
 
     def _unreachable(self, peer: int) -> None:
         """Tell the core (a follower then stands soon instead of waiting out its fetch timeout)."""
@@ -425,6 +451,9 @@ class RaftDriver:
                 schema = codec.RESPONSE_SCHEMA[type(codec.encode(request, destination=peer))]
                 # Response header v1: correlation id + empty tagged fields.
                 entity = decode_body(schema, frame, 5)
+                for ep in getattr(entity, "node_endpoints", ()):
+                    if int(ep.node_id) != self.client.node_id:
+                        self.peers[int(ep.node_id)] = (ep.host, int(ep.port))
                 msg = codec.decode(entity, request=request)
                 self._inbox.put_nowait(m.Envelope(peer, self.client.node_id, corr, msg))
                 answered = True
@@ -561,6 +590,11 @@ class RaftDriver:
                 self.controller_apis.connection_lost(writer)  # a broker heartbeating over it may be dead
             if task is not None:
                 self._tasks.discard(task)
+
+
+def _node_endpoint(entity: Any, node_id: int, host: str, port: int) -> Any:
+    cls = nested(type(entity), "NodeEndpoint")
+    return cls(node_id=node_id, host=host, port=port)
 
 
 def wall_clock_offset_ms() -> int:

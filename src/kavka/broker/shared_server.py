@@ -33,10 +33,13 @@ from kavka.controller.quorum_controller import QuorumController
 from kavka.metadata.bootstrap import BOOTSTRAP_FILE, read_bootstrap
 from kavka.metadata.loader import MetadataLoader, Publisher
 from kavka.metadata.records import MetadataRecordError
+from kavka.raft.bootstrap import read_quorum_bootstrap
 from kavka.raft.client import RaftClient, RaftConfig
 from kavka.raft.file_log import FileReplicatedLog, NoSnapshotError
 from kavka.raft.snapshot import CorruptSnapshotError
 from kavka.raft.state import FileQuorumStateStore
+from kavka.raft.voters import VoterSet
+from kavka.storage.meta_properties import read_meta_properties
 
 
 class StartupError(RuntimeError):
@@ -99,6 +102,11 @@ class SharedServer:
         self.is_broker = "broker" in roles
         self.is_controller = "controller" in roles
         self.voters = parse_voters(config["controller.quorum.voters"]) or {self.node_id: ("127.0.0.1", 0)}
+        # KIP-853: controller.quorum.bootstrap.servers under ids -2, -3, ... (as Kafka numbers them);
+        # the raft driver adds the voters' addresses to this same map as it learns them.
+        for i, server in enumerate(config["controller.quorum.bootstrap.servers"]):
+            host, _, port = server.strip().rpartition(":")
+            self.voters[-2 - i] = (host.strip("[]"), int(port))
         self.controller_server: ControllerServer | None = None  # where process.roles has controller
 
     def open(self, publishers: list[Publisher]) -> None:
@@ -125,7 +133,7 @@ class SharedServer:
             self.raft,
             host=ctl.host if ctl else "127.0.0.1",
             port=ctl.port if ctl else 0,
-            peers={v: a for v, a in self.voters.items() if v != self.node_id},
+            peers=self.voters,
             listen=ctl is not None and self.is_controller,
             after_poll=self._after_poll,
             # A broker-only node is an observer of the quorum: it answers no controller requests.
@@ -136,6 +144,8 @@ class SharedServer:
             server_sasl=self.listener_sasl.get(ctl.name) if ctl is not None else None,
             cluster_action=self.cluster_action,
         )
+        if ctl is not None and self.raft.kraft_version >= 1:
+            self.raft_driver.advertised = (ctl.name, ctl.host or "127.0.0.1", ctl.port)
         # What every handler calls: local on the active controller, an RPC to it elsewhere.
         self.controller = ControllerClient(
             self.quorum_controller,
@@ -174,7 +184,8 @@ class SharedServer:
             raise StartupError(f"metadata.log.dir: {e}") from None
         store = FileQuorumStateStore(self.metadata_log.log.dir / "quorum-state", voters)
         stored = store.stored_voters()
-        if stored is not None and stored != voters:
+        bootstrap_voters, directory_id = self._quorum_bootstrap(voters)
+        if stored is not None and stored != voters and directory_id is None:
             self.metadata_log.close()
             raise StartupError(
                 f"controller.quorum.voters lists voters {list(voters)} but this node's quorum-state "
@@ -186,6 +197,9 @@ class SharedServer:
                 node_id=self.node_id,
                 voters=voters,
                 cluster_id=self.cluster_id,
+                directory_id=directory_id,
+                bootstrap_voters=bootstrap_voters,
+                dynamic=directory_id is not None,
                 election_timeout_ms=c["controller.quorum.election.timeout.ms"],
                 election_backoff_max_ms=c["controller.quorum.election.backoff.max.ms"],
                 fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
@@ -199,6 +213,26 @@ class SharedServer:
             # the driver's clock is the event loop's, time.monotonic()
             wall_clock_offset_ms=int(time.time() * 1000) - int(time.monotonic() * 1000),
         )
+
+    def _quorum_bootstrap(self, voters: tuple[int, ...]) -> tuple[VoterSet | None, str | None]:
+        """KIP-853: the bootstrap checkpoint's voter set (None: a static quorum) and the metadata
+        log dir's directory id. Only a standalone quorum (this node its sole initial voter) runs
+        yet: the others need controller.quorum.bootstrap.servers, which is not served yet."""
+        c = self.config
+        try:
+            bootstrap = read_quorum_bootstrap(c.metadata_log_dir)
+        except CorruptSnapshotError as e:
+            raise StartupError(f"metadata.log.dir: the bootstrap checkpoint is unreadable: {e}") from None
+        if bootstrap is None:
+            return None, None
+        standalone = bootstrap.voters is not None and bootstrap.voters.ids == (self.node_id,)
+        if not standalone and not c["controller.quorum.bootstrap.servers"]:
+            raise StartupError(
+                "metadata.log.dir was formatted for a dynamic controller quorum of several voters "
+                "(--initial-controllers or --no-initial-controllers): set "
+                "controller.quorum.bootstrap.servers to reach its controllers"
+            )
+        return bootstrap.voters, read_meta_properties(c.metadata_log_dir).directory_id
 
     async def start(self, on_stopped: Callable[[Any], None]) -> None:
         """Start the raft driver; `on_stopped(task)` when it ends."""

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from kavka.cli.common import CliError, emit, json_option
+from kavka.raft.voters import VoterEndpoint, VoterNode, VoterSet
 from kavka.scram import BY_TYPE
 
 MECHANISM_NAMES = {t: m.name for t, m in BY_TYPE.items()}
@@ -65,6 +66,25 @@ def random_uuid() -> None:
     help="A SCRAM credential the new cluster starts with (repeatable), as kafka-storage.sh: "
     "'SCRAM-SHA-256=[name=admin,password=admin-secret]', optionally iterations=, salt=<base64>.",
 )
+@click.option(
+    "--standalone",
+    "-s",
+    is_flag=True,
+    help="KIP-853: start a dynamic controller quorum with this node as its only voter.",
+)
+@click.option(
+    "--initial-controllers",
+    "-I",
+    metavar="ID@HOST:PORT:DIRECTORY-ID,...",
+    help="KIP-853: the initial voters of a dynamic quorum (this node's directory id is used for "
+    "its metadata log dir).",
+)
+@click.option(
+    "--no-initial-controllers",
+    "-N",
+    is_flag=True,
+    help="KIP-853: a controller that will join a dynamic quorum through controller.quorum.bootstrap.servers.",
+)
 @json_option
 def format_storage(
     config_path: Path,
@@ -72,6 +92,9 @@ def format_storage(
     ignore_formatted: bool,
     overrides: tuple[str, ...],
     add_scram: tuple[str, ...],
+    standalone: bool,
+    initial_controllers: str | None,
+    no_initial_controllers: bool,
     as_json: bool,
 ) -> None:
     """Write meta.properties into every log directory of a server.properties."""
@@ -113,6 +136,10 @@ def format_storage(
     if cluster_id is None:
         cluster_id = min(existing) if existing else generate_uuid()
 
+    quorum = _initial_voters(config, standalone, initial_controllers, no_initial_controllers)
+    if quorum is not None and config.metadata_log_dir in formatted:
+        raise CliError(f"the metadata log dir {config.metadata_log_dir} is already formatted: the initial "
+                       "controllers can be set only when it is formatted")
     bootstrap = _scram_records(add_scram)
     if bootstrap and config.metadata_log_dir in formatted:
         raise CliError(f"--add-scram: the metadata log dir {config.metadata_log_dir} is already formatted, so the "
@@ -122,6 +149,13 @@ def format_storage(
         if d in formatted:
             continue
         directory_id = generate_uuid()
+        if quorum is not None and quorum[1] is not None and d == config.metadata_log_dir:
+            own = quorum[1].get(config.node_id)
+            if own is not None and own.directory_id is not None:
+                directory_id = own.directory_id
+            elif own is not None:  # --standalone: this node with the directory id made here
+                quorum = (quorum[0], quorum[1].without(config.node_id).with_voter(
+                    VoterNode(config.node_id, directory_id, own.endpoints)))
         try:
             write_meta_properties(
                 d,
@@ -132,6 +166,13 @@ def format_storage(
         except OSError as e:
             raise CliError(f"cannot format {d}: {e.strerror or e}") from None
         written.append({"dir": str(d), "directory_id": directory_id})
+        if quorum is not None and d == config.metadata_log_dir:
+            from kavka.raft.bootstrap import write_quorum_bootstrap
+
+            try:
+                write_quorum_bootstrap(d, quorum[1])
+            except OSError as e:
+                raise CliError(f"cannot write the bootstrap checkpoint in {d}: {e.strerror or e}") from None
         if bootstrap and d == config.metadata_log_dir:
             from kavka.metadata.bootstrap import write_bootstrap
 
@@ -146,6 +187,10 @@ def format_storage(
         "node_id": config.node_id,
         "formatted": written,
         "skipped": [str(d) for d in formatted],
+        "initial_controllers": (
+            None if quorum is None or quorum[1] is None
+            else [{"id": v.node_id, "directory_id": v.directory_id} for v in quorum[1].voters]
+        ),
         "scram_users": [{"name": r.name, "mechanism": r.mechanism, "iterations": r.iterations} for r in bootstrap],
     }
 
@@ -156,6 +201,10 @@ def format_storage(
             con.print(
                 f"Formatting {w['dir']} (cluster.id={cluster_id}, node.id={config.node_id}, directory.id={w['directory_id']})"
             )
+        if quorum is not None:
+            voters = "none (it joins an existing quorum)" if quorum[1] is None else ", ".join(
+                f"{v.node_id} (directory.id {v.directory_id})" for v in quorum[1].voters)
+            con.print(f"Bootstrap controller quorum (kraft.version 1, {quorum[0]}): initial voters {voters}")
         for r in bootstrap:
             con.print(f"Bootstrap SCRAM credential: user {r.name}, {MECHANISM_NAMES[r.mechanism]}, {r.iterations} iterations")
         for d in formatted:
@@ -164,6 +213,42 @@ def format_storage(
             con.print("All of the log directories are already formatted.")
 
     emit(as_json, result, render)
+
+
+def _initial_voters(
+    config: Any, standalone: bool, initial_controllers: str | None, no_initial_controllers: bool
+) -> tuple[str, VoterSet | None] | None:
+    """KIP-853: (the flag used, the initial voter set; None for --no-initial-controllers), or
+    None for a static quorum. Kafka's rules: the three flags exclude each other, need the
+    controller role, and a static quorum (controller.quorum.voters) takes none of them."""
+    from kavka.raft.bootstrap import parse_initial_controllers
+
+    chosen = [n for n, on in (("--standalone", standalone), ("--initial-controllers", initial_controllers is not None),
+                              ("--no-initial-controllers", no_initial_controllers)) if on]
+    if not chosen:
+        return None
+    if len(chosen) > 1:
+        raise CliError(f"{' and '.join(chosen)} exclude each other: give one")
+    if "controller" not in config.values["process.roles"]:
+        raise CliError(f"{chosen[0]}: process.roles has no controller role, and only a controller is a voter")
+    if config.values["controller.quorum.voters"]:
+        raise CliError(f"{chosen[0]}: controller.quorum.voters is set, so the quorum is static; a dynamic "
+                       "quorum (KIP-853) lists no voters in the config")
+    names = [n.upper() for n in config.values["controller.listener.names"]]
+    listener = next((e for e in config.listeners if e.name in names), None)
+    if no_initial_controllers:
+        return chosen[0], None
+    if standalone:
+        endpoints = () if listener is None else (VoterEndpoint(listener.name, listener.host or "localhost", listener.port),)
+        return chosen[0], VoterSet.of([VoterNode(config.node_id, None, endpoints)])
+    assert initial_controllers is not None
+    try:
+        voters = parse_initial_controllers(initial_controllers, listener.name if listener else (names or ["CONTROLLER"])[0])
+    except ValueError as e:
+        raise CliError(f"--initial-controllers: {e}") from None
+    if voters.get(config.node_id) is None:
+        raise CliError(f"--initial-controllers does not name this node (node.id {config.node_id})")
+    return chosen[0], voters
 
 
 def _scram_records(arguments: tuple[str, ...]) -> list[Any]:

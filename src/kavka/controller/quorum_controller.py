@@ -280,6 +280,35 @@ class QuorumController:
         except TimeoutError:
             raise TimeoutError(f"metadata records up to offset {last} not committed in {self.timeout_s:.0f}s") from None
 
+    # ---- KIP-853: voter changes ------------------------------------------------------------
+
+    async def change_voters(self, change: Callable[[int], tuple[ErrorCode, int]]) -> ErrorCode:
+        """AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: `change(now_ms)` is the raft core's
+        add_voter/remove_voter/update_voter (its checks and error codes); the answer comes once
+        the VotersRecord commits (REQUEST_TIMED_OUT if it does not within the operation timeout).
+        Under the operation lock, so it never interleaves with a metadata operation's decision."""
+        async with self._lock:
+            if self._stopped is not None:
+                raise NotControllerError(self._stopped)
+            error, offset = change(self._now_ms())
+            epoch = self.raft.leader_and_epoch().epoch
+            self._wakeup()
+        if error != ErrorCode.none or offset < 0:
+            return error
+
+        def outcome() -> ErrorCode | None:
+            # Our record, not merely the offset: a new leader may have written another one there
+            # (our uncommitted change truncated away), and its commit must not answer for ours.
+            entry = self.raft.log.read(offset, 1) if offset >= self.raft.log.start_offset else []
+            if not entry or entry[0].epoch != epoch:
+                return ErrorCode.not_leader_or_follower  # lost with our leadership
+            return ErrorCode.none if self.raft.high_watermark > offset else None
+
+        if not await self.wait_for(lambda: outcome() is not None, self.timeout_s):
+            return ErrorCode.request_timed_out
+        result = outcome()
+        return ErrorCode.request_timed_out if result is None else result
+
     # ---- brokers: registration, heartbeats, fencing, controlled shutdown ---------------------
 
     def _session_ms(self) -> int:

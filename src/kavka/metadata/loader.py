@@ -199,8 +199,10 @@ class MetadataLoader:
     ) -> None:
         """Without a driver (tests): serialise, encode, write and freeze right here."""
         last_timestamp = raft_snapshot.last_contained_timestamp(self.raft.log, snapshot_id)
+        voters = self.raft.voter_set_at(snapshot_id.end_offset)
         self.raft.log.write_snapshot(
-            snapshot_id, raft_snapshot.encode(snapshot_id, make_records(), last_contained_timestamp_ms=last_timestamp)
+            snapshot_id,
+            raft_snapshot.encode(snapshot_id, make_records(), last_contained_timestamp_ms=last_timestamp, voters=voters),
         )
         self.raft.snapshot_frozen(snapshot_id)
         done(snapshot_id, True)

@@ -73,6 +73,9 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
     UPDATE_FEATURES = 57
     DESCRIBE_TOPIC_PARTITIONS = 75
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
+    UPDATE_RAFT_VOTER = 82
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
@@ -133,6 +136,10 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DESCRIBE_QUORUM: (0, 2),
+    # KIP-853 (broker.handlers.quorum, controller_apis.voter_change_response): v0 only.
+    ApiKey.ADD_RAFT_VOTER: (0, 0),
+    ApiKey.REMOVE_RAFT_VOTER: (0, 0),
+    ApiKey.UPDATE_RAFT_VOTER: (0, 0),
     ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.CREATE_PARTITIONS: (0, 3),

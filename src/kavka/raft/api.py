@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from kavka.raft.voters import VoterSet
 
 
 class NotLeaderError(Exception):
@@ -66,4 +69,8 @@ class MetadataQuorum(Protocol):
 
     def snapshot_frozen(self, snapshot_id: SnapshotId) -> None:
         """The prepared snapshot is written (raft/snapshot.py format) and durable."""
+        ...
+
+    def voter_set_at(self, end_offset: int) -> VoterSet | None:
+        """KIP-853: the voter set a snapshot ending at `end_offset` holds (None: a static quorum)."""
         ...

@@ -51,12 +51,32 @@ injected) and never touches a socket, so a seeded simulation replays exactly.
   snapshot exists, gets `handle_load_snapshot` first, then batches from the
   snapshot's end offset.
 
-`describe_quorum()` answers DescribeQuorum on the leader. Not yet here:
-KIP-853 voter changes. Called only from the thread that drives it.
+- Voter changes (KIP-853; raft/voters.py holds the format). With a static
+  quorum (kraft.version 0) the voters are `RaftConfig.voters`. With a dynamic
+  one (kraft.version 1: `RaftConfig.bootstrap_voters` from the bootstrap
+  checkpoint that `kavka storage format --standalone/--initial-controllers`
+  writes, or a VotersRecord in the log or a snapshot) the voter set in force is
+  the latest VotersRecord in the log, committed or not; a truncation that drops
+  one falls back to the one before. A leader whose log holds none yet writes the
+  bootstrap set with its epoch's LeaderChange record, so observers and new
+  voters learn it by fetching. `add_voter`/`remove_voter` (AddRaftVoter,
+  RemoveRaftVoter) change it by one voter at a time (single-server changes:
+  any majority of the old set meets any majority of the new), only once the
+  leader has committed a record of its own epoch and only while no other
+  change is uncommitted; a new voter must be an observer that fetched up to the
+  leader's log end within the fetch timeout. Votes and the high watermark count
+  the set in force; a leader that removed itself leads, not counting itself,
+  until the change commits and then resigns. A replica is a voter only with the
+  directory id it was added with: a voter whose disk was wiped comes back as an
+  observer.
+
+`describe_quorum()` answers DescribeQuorum on the leader. Called only from the
+thread that drives it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -68,6 +88,7 @@ from kavka.raft import snapshot as snapshots
 from kavka.raft.api import LeaderAndEpoch, NotLeaderError, RaftListener, SnapshotId
 from kavka.raft.replicated_log import LogEntry, ReplicatedLog
 from kavka.raft.state import ElectionState, EpochState, QuorumStateStore, check_transition
+from kavka.raft.voters import VoterNode, VoterSet, encode_kraft_version, encode_voters, voters_in
 
 _S = EpochState
 NEVER = 2**62
@@ -82,7 +103,7 @@ class RaftConfig:
     """Kafka's controller.quorum.* settings (milliseconds), parsed once by the caller."""
 
     node_id: int
-    voters: tuple[int, ...]
+    voters: tuple[int, ...]  # controller.quorum.voters (static); with bootstrap_voters: whom to ask first
     cluster_id: str
     election_timeout_ms: int = 1000  # controller.quorum.election.timeout.ms
     election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
@@ -92,6 +113,11 @@ class RaftConfig:
     fetch_max_wait_ms: int = 500  # KafkaRaftClient's FETCH_MAX_WAIT_MS
     max_fetch_entries: int = 64
     fetch_snapshot_max_bytes: int = 1024 * 1024  # FetchSnapshot MaxBytes per chunk
+    # KIP-853: this replica's metadata log directory id, and the voter set of the bootstrap
+    # checkpoint (kraft.version 1; None with a static quorum or a node formatted to join one).
+    directory_id: str | None = None
+    bootstrap_voters: VoterSet | None = None
+    dynamic: bool = False  # kraft.version 1 even without a bootstrap set (a node that will join)
 
     def __post_init__(self) -> None:
         if not self.voters:
@@ -164,19 +190,22 @@ class RaftClient:
         self.config = config
         self._wall_clock_offset_ms = wall_clock_offset_ms
         self.node_id = config.node_id
-        self.voters = config.voters
-        # A node outside the voter set is an observer (a broker-only node): it follows the
-        # leader's log by fetching, never votes or stands, and never counts towards a commit.
-        self.is_voter = config.node_id in config.voters
-        self.majority = len(config.voters) // 2 + 1
         self.log = log
+        # KIP-853: (offset, voter set) of each VotersRecord in the log, and of the latest
+        # snapshot's (at its end offset - 1); the last one is in force (see _voters_changed).
+        self._voter_history: list[tuple[int, VoterSet]] = []
+        self.voters: tuple[int, ...] = config.voters
+        self.is_voter = False
+        self.state = _S.UNATTACHED
+        self._v = _Volatile()
+        self._now = now_ms
+        self._high_watermark = 0
+        self._rebuild_voter_history()
         self.store = store
         self.rng = rng
         self._listeners: list[_ListenerCursor] = []
         self._outbound: list[m.Envelope] = []
         self._next_correlation = 0
-        self._now = now_ms
-        self._high_watermark = 0
         # The snapshot each follower or observer is fetching in chunks, by node (one entry per
         # fetcher, so fetchers of different snapshots never evict each other's).
         self._snapshot_cache: dict[int, tuple[SnapshotId, bytes]] = {}
@@ -189,7 +218,7 @@ class RaftClient:
         self.leader_id: int | None = None
         self.voted_id: int | None = voted
         # The only voter need not wait for anyone: it stands at once (as Kafka's QuorumState does).
-        sole = config.voters == (config.node_id,)
+        sole = self.is_voter and self.voters == (config.node_id,)
         # An observer looks for the leader at once.
         soon = sole or not self.is_voter
         self._v = _Volatile(deadline_ms=now_ms if soon else now_ms + self._election_timeout())
@@ -265,6 +294,7 @@ class RaftClient:
                 ErrorCode.not_leader_or_follower, self.leader_id, self.epoch, self._high_watermark, ()
             )
         v = self._v
+        voter_set = self.voter_set()
         voters = tuple(
             m.ReplicaDescription(
                 replica_id=voter,
@@ -275,8 +305,9 @@ class RaftClient:
                 last_caught_up_timestamp=(
                     self._now if voter == self.node_id else v.caught_up_at.get(voter, -1)
                 ),
+                directory_id=voter_set.voters[i].directory_id,
             )
-            for voter in self.voters
+            for i, voter in enumerate(self.voters)
         )
         observers = tuple(
             m.ReplicaDescription(
@@ -288,7 +319,182 @@ class RaftClient:
             for node, offset in sorted(v.fetch_offsets.items())
             if node not in self.voters
         )
-        return m.QuorumDescription(ErrorCode.none, self.node_id, self.epoch, self._high_watermark, voters, observers)
+        endpoints = tuple(
+            (n.node_id, tuple((e.name, e.host, e.port) for e in n.endpoints)) for n in voter_set.voters if n.endpoints
+        )
+        return m.QuorumDescription(
+            ErrorCode.none, self.node_id, self.epoch, self._high_watermark, voters, observers, endpoints
+        )
+
+    # ---- KIP-853 voter changes ---------------------------------------------------------------
+
+    @property
+    def kraft_version(self) -> int:
+        """The kraft.version in force: 1 when the voter set lives in the log (KIP-853)."""
+        return 1 if self.config.dynamic or self.config.bootstrap_voters is not None or self._voter_history else 0
+
+    def voter_set(self) -> VoterSet:
+        """The voter set in force (the static one as a VoterSet with no directory ids)."""
+        if self._voter_history:
+            return self._voter_history[-1][1]
+        if self.config.bootstrap_voters is not None:
+            return self.config.bootstrap_voters
+        if self.config.dynamic:
+            return VoterSet(())  # a node formatted to join: it learns the set from the leader's log
+        return VoterSet.of([VoterNode(v, None) for v in self.config.voters])
+
+    def voter_set_at(self, end_offset: int) -> VoterSet | None:
+        """The voter set of the log below `end_offset` (what a snapshot ending there holds);
+        None with a static quorum."""
+        found = [vs for off, vs in self._voter_history if off < end_offset]
+        if found:
+            return found[-1]
+        return self.config.bootstrap_voters
+
+    def voter_change_pending(self) -> bool:
+        """A VotersRecord is in the log but not yet committed."""
+        return bool(self._voter_history) and self._voter_history[-1][0] >= self._high_watermark
+
+    def add_voter(self, voter: VoterNode, *, now_ms: int) -> tuple[ErrorCode, int]:
+        """AddRaftVoter on the leader: (error, offset of the new VotersRecord or -1). The change is
+        done once the high watermark passes the offset (the caller answers then)."""
+        self._now = max(self._now, now_ms)
+        error = self._voter_change_error()
+        if error is None:
+            current = self.voter_set()
+            if current.get(voter.node_id) is not None:
+                error = ErrorCode.duplicate_voter
+            elif not self._caught_up(voter.node_id):
+                error = ErrorCode.request_timed_out  # Kafka: the new voter has not caught up
+        if error is not None:
+            return error, -1
+        return ErrorCode.none, self._append_voters(self.voter_set().with_voter(voter))
+
+    def remove_voter(self, node_id: int, directory_id: str | None, *, now_ms: int) -> tuple[ErrorCode, int]:
+        """RemoveRaftVoter on the leader: (error, offset of the new VotersRecord or -1)."""
+        self._now = max(self._now, now_ms)
+        error = self._voter_change_error()
+        if error is not None:
+            return error, -1
+        current = self.voter_set()
+        node = current.get(node_id)
+        if node is None or (node.directory_id is not None and node.directory_id != directory_id):
+            return ErrorCode.voter_not_found, -1
+        if current.ids == (node_id,):
+            return ErrorCode.invalid_request, -1  # the last voter cannot go
+        return ErrorCode.none, self._append_voters(current.without(node_id))
+
+    def update_voter(self, voter: VoterNode, *, now_ms: int) -> tuple[ErrorCode, int]:
+        """UpdateRaftVoter on the leader: a voter's new endpoints (same id and directory id)."""
+        self._now = max(self._now, now_ms)
+        error = self._voter_change_error()
+        if error is not None:
+            return error, -1
+        current = self.voter_set()
+        node = current.get(voter.node_id)
+        if node is None or node.directory_id != voter.directory_id:
+            return ErrorCode.voter_not_found, -1
+        if node == voter:
+            return ErrorCode.none, -1  # nothing to change
+        return ErrorCode.none, self._append_voters(current.without(voter.node_id).with_voter(voter))
+
+    def _voter_change_error(self) -> ErrorCode | None:
+        """Kafka's AddVoterHandler/RemoveVoterHandler checks common to both, in its order."""
+        if self.state is not _S.LEADER:
+            return ErrorCode.not_leader_or_follower
+        if self.kraft_version < 1:
+            return ErrorCode.unsupported_version
+        # Until a record of this epoch commits, an older epoch's uncommitted change may still
+        # be in force on some voters (the known single-server-change bug the rule closes).
+        if not self.leader_ready():
+            return ErrorCode.request_timed_out
+        if self.voter_change_pending():
+            return ErrorCode.request_timed_out  # at most one change in flight
+        return None
+
+    def _caught_up(self, node_id: int) -> bool:
+        """An observer that fetched up to our log end within the fetch timeout."""
+        at = self._v.caught_up_at.get(node_id)
+        return at is not None and at >= self._now - self.config.fetch_timeout_ms
+
+    def _append_voters(self, voters: VoterSet) -> int:
+        base = self.log.end_offset
+        key, value = encode_voters(voters)
+        self._append_entries([LogEntry(base, self.epoch, base, key, value, control=True)])
+        return base
+
+    def _append_entries(self, entries: Sequence[LogEntry]) -> None:
+        """Append to the log and track the VotersRecords among them (any control batch)."""
+        self.log.append(entries)
+        changed = False
+        for e in entries:
+            if e.control:
+                vs = voters_in(e.key, e.value)
+                if vs is not None:
+                    self._voter_history.append((e.offset, vs))
+                    changed = True
+        if changed:
+            self._voters_changed()
+
+    def _truncate_log(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+        if self._voter_history and self._voter_history[-1][0] >= offset:
+            self._voter_history = [(o, vs) for o, vs in self._voter_history if o < offset]
+            self._voters_changed()
+
+    def _rebuild_voter_history(self) -> None:
+        """From the latest snapshot and the log (at start, after installing a snapshot)."""
+        history: list[tuple[int, VoterSet]] = []
+        snap = self.log.latest_snapshot_id
+        if snap is not None:
+            data = self.log.read_snapshot(snap)
+            vs = snapshots.decode_voters(data) if data is not None else None
+            if vs is not None:
+                history.append((snap.end_offset - 1, vs))
+        offset = self.log.start_offset
+        while offset < self.log.end_offset:
+            chunk = self.log.read(offset, 4096)
+            if not chunk:
+                break
+            for e in chunk:
+                if e.control:
+                    vs = voters_in(e.key, e.value)
+                    if vs is not None:
+                        history.append((e.offset, vs))
+            offset = chunk[-1].offset + 1
+        self._voter_history = history
+        self._voters_changed()
+
+    def _voters_changed(self) -> None:
+        vs = self.voter_set()
+        self.voters = vs.ids
+        # A node outside the voter set is an observer (a broker-only node, a controller not yet
+        # added or removed, one whose disk was wiped): it follows the leader's log by fetching,
+        # never stands, and never counts towards a commit.
+        if self.kraft_version >= 1:
+            self.is_voter = vs.contains(self.node_id, self.config.directory_id)
+        else:
+            self.is_voter = self.node_id in self.voters
+        if self.state is _S.LEADER:
+            for voter in self.voters:
+                self._v.last_fetch_ms.setdefault(voter, self._now)
+
+    def _can_stand(self) -> bool:
+        """A voter may stand for election; so may a voter that the latest VotersRecord removed
+        while that change is not known to be committed (KIP-853, the Raft thesis 4.2.2): if the
+        leader that removed itself dies before the change commits, the voters still holding the
+        older set may need its vote, and it refuses anyone whose log is shorter than its own, so
+        it must be able to lead (counting only the new set's votes) to commit its removal."""
+        if self.is_voter:
+            return True
+        if not self.voter_change_pending():
+            return False
+        previous = self._voter_history[-2][1] if len(self._voter_history) > 1 else self.config.bootstrap_voters
+        return previous is not None and previous.contains(self.node_id, self.config.directory_id)
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
 
     def prepare_snapshot(self, end_offset: int) -> SnapshotId | None:
         """Name a snapshot of the committed records below `end_offset` (a batch boundary the
@@ -312,7 +518,7 @@ class RaftClient:
         sid = self.prepare_snapshot(end_offset)
         if sid is None:
             return None
-        self.log.write_snapshot(sid, snapshots.encode(sid, records))
+        self.log.write_snapshot(sid, snapshots.encode(sid, records, voters=self.voter_set_at(sid.end_offset)))
         self.snapshot_frozen(sid)
         return sid
 
@@ -340,8 +546,10 @@ class RaftClient:
         if self.state is _S.LEADER:
             for p in self._v.parked.values():
                 d = min(d, p.deadline_ms)
-            if len(self._v.begin_acked) < len(self.voters) - 1:
+            if self._begin_unacked():
                 d = min(d, self._v.next_begin_ms)
+            if not self.is_voter and self._voter_history and self._high_watermark > self._voter_history[-1][0]:
+                d = min(d, self._now)  # resign now
         elif self.state is _S.FOLLOWER:
             if self._v.fetch_correlation is None:
                 # Not before the last append is durable: the caller polls when its flush ends.
@@ -350,6 +558,9 @@ class RaftClient:
             else:
                 d = min(d, self._v.fetch_sent_ms + self._fetch_request_timeout())
         return d
+
+    def _begin_unacked(self) -> bool:
+        return any(v != self.node_id and v not in self._v.begin_acked for v in self.voters)
 
     def _fetch_request_timeout(self) -> int:
         return min(self.config.request_timeout_ms, 2 * self.config.fetch_max_wait_ms)
@@ -379,10 +590,14 @@ class RaftClient:
             self._v.deadline_ms = now + self.config.fetch_timeout_ms * 3 // 2
             self._v.epoch_start_offset = self.log.end_offset
             self._v.last_fetch_ms = {v: now for v in self.voters}
-            key, value = control_records.leader_change(self.node_id, self.voters, granted)
+            base = self.log.end_offset
+            control = [control_records.leader_change(self.node_id, self.voters, granted)]
+            if self.kraft_version >= 1 and all(off < 0 for off, _vs in self._voter_history):
+                # KIP-853: the bootstrap voter set goes into the log with the first leader's record.
+                control += [encode_kraft_version(1), encode_voters(self.voter_set())]
             stamp = now + self._wall_clock_offset_ms
-            self.log.append(
-                [LogEntry(self.log.end_offset, epoch, self.log.end_offset, key, value, control=True, timestamp=stamp)]
+            self._append_entries(
+                [LogEntry(base + i, epoch, base, k, v, control=True, timestamp=stamp) for i, (k, v) in enumerate(control)]
             )
         elif to is _S.RESIGNED:
             self._v.deadline_ms = now + self._election_timeout()
@@ -405,13 +620,18 @@ class RaftClient:
             last_offset=self.log.end_offset,
             pre_vote=pre_vote,
         )
+        voter_set = self.voter_set()
         for v in self.voters:
             if v != self.node_id:
-                self._send(v, req)
+                node = voter_set.get(v)
+                directory = node.directory_id if node is not None else None
+                self._send(v, req if directory is None else dataclasses.replace(req, voter_directory_id=directory))
         self._maybe_win()
 
     def _maybe_win(self) -> None:
-        if len(self._v.granted) < self.majority:
+        # Only the grants of voters in our own voter set count (KIP-853: a granting peer may
+        # hold another set; single-server changes make any two majorities meet).
+        if not self._can_stand() or len(self._v.granted & set(self.voters)) < self.majority:
             return
         if self.state is _S.PROSPECTIVE:
             self._transition(_S.CANDIDATE, self.epoch + 1, voted_id=self.node_id)
@@ -440,7 +660,7 @@ class RaftClient:
             return
         if self._now < self._v.deadline_ms:
             return
-        if not self.is_voter:
+        if not self._can_stand():
             self._observer_timer()
             return
         # Unattached, Follower (fetch timeout), Resigned, a lost pre-vote round, a lost or
@@ -462,7 +682,10 @@ class RaftClient:
         if self.state is _S.FOLLOWER:
             self._transition(_S.UNATTACHED, self.epoch)
         self._v.deadline_ms = self._now + self.config.request_timeout_ms
-        self._send(self.rng.choice(self.voters), self._fetch_request(max_wait_ms=0))
+        # A removed voter asks the others; one that knows no voter set yet, its bootstrap servers.
+        ask = [v for v in self.voters if v != self.node_id] or [v for v in self.config.voters if v != self.node_id]
+        if ask:
+            self._send(self.rng.choice(ask), self._fetch_request(max_wait_ms=0))
 
     def _fetch_request(self, *, max_wait_ms: int) -> m.FetchRequest:
         """A Fetch from this log's end: a follower's to its leader, or an observer's to any voter."""
@@ -474,20 +697,35 @@ class RaftClient:
             last_fetched_epoch=self.log.last_epoch,
             high_watermark=self._high_watermark,
             max_wait_ms=max_wait_ms,
+            replica_directory_id=self.config.directory_id,
         )
 
     def _check_quorum(self) -> None:
         """Kafka's check-quorum: resign unless a majority fetched within 1.5 x fetch timeout."""
         window = self.config.fetch_timeout_ms * 3 // 2
-        others = sorted((self._v.last_fetch_ms[v] for v in self.voters if v != self.node_id), reverse=True)
+        if (
+            not self.is_voter
+            and self._voter_history
+            and self._high_watermark > self._voter_history[-1][0]
+        ):
+            self._resign()  # KIP-853: our own removal is committed
+            return
+        others = sorted(
+            (self._v.last_fetch_ms.get(v, self._now) for v in self.voters if v != self.node_id), reverse=True
+        )
         if not others:
             self._v.deadline_ms = NEVER
             return
-        # The quorum holds while the (majority-1)-th most recent other voter is within the window.
-        expires = others[self.majority - 2] + window if self.majority >= 2 else NEVER
+        # The quorum holds while the (majority-1)-th most recent other voter is within the window
+        # (the majority-th when we are no voter ourselves: a leader that removed itself).
+        need = self.majority - 1 if self.is_voter else self.majority
+        expires = others[need - 1] + window if need >= 1 else NEVER
         if self._now < expires:
             self._v.deadline_ms = expires
             return
+        self._resign()
+
+    def _resign(self) -> None:
         self._transition(_S.RESIGNED, self.epoch, leader_id=self.node_id, voted_id=self.voted_id)
         req = m.EndQuorumEpochRequest(
             cluster_id=self.config.cluster_id,
@@ -511,7 +749,7 @@ class RaftClient:
 
     def _leader_send(self) -> None:
         v = self._v
-        if len(v.begin_acked) < len(self.voters) - 1 and self._now >= v.next_begin_ms:
+        if self._begin_unacked() and self._now >= v.next_begin_ms:
             req = m.BeginQuorumEpochRequest(self.config.cluster_id, self.node_id, self.epoch)
             for voter in self.voters:
                 if voter != self.node_id and voter not in v.begin_acked:
@@ -567,8 +805,12 @@ class RaftClient:
         msg = env.message
         if getattr(msg, "cluster_id", None) != self.config.cluster_id:
             return ErrorCode.inconsistent_cluster_id
-        if env.src not in self.voters and not isinstance(msg, m.FetchRequest | m.FetchSnapshotRequest):
-            return ErrorCode.inconsistent_voter_set  # observers only fetch
+        if (
+            self.kraft_version < 1
+            and env.src not in self.voters
+            and not isinstance(msg, m.FetchRequest | m.FetchSnapshotRequest)
+        ):
+            return ErrorCode.inconsistent_voter_set  # observers only fetch (static quorum)
         return None
 
     def _handle_vote_request(self, env: m.Envelope) -> None:
@@ -579,6 +821,12 @@ class RaftClient:
         # reached a higher epoch with a short log could never be brought back).
         self._observe(req.candidate_epoch - 1 if req.pre_vote else req.candidate_epoch, None)
         log_ok = (req.last_offset_epoch, req.last_offset) >= (self.log.last_epoch, self.log.end_offset)
+        # KIP-853: the candidate asks the voter (id, directory id) of its voter set; this replica on
+        # another disk (its metadata dir wiped) is not that voter, whose acknowledgements it lost.
+        # A replica that does not know it is a voter yet still votes (it may not have fetched the
+        # VotersRecord that added it).
+        if req.voter_directory_id is not None and req.voter_directory_id != self.config.directory_id:
+            log_ok = False
         if req.pre_vote:
             # KIP-996: never changes our state; refused while we follow a live leader.
             granted = (
@@ -672,6 +920,13 @@ class RaftClient:
 
     def _answer_fetch(self, src: int, correlation_id: int, req: m.FetchRequest, *, park: bool = False) -> None:
         v = self._v
+        voter = self.voter_set().get(src) if self.kraft_version >= 1 else None
+        if voter is not None and voter.directory_id is not None and voter.directory_id != req.replica_directory_id:
+            # KIP-853: the voter's node id on another disk (its metadata dir was wiped): it holds
+            # none of what the voter acknowledged, so it is answered as an observer and counts
+            # for nothing -- not the voter's fetch offset, liveness or catch-up.
+            self._outbound.append(m.Envelope(self.node_id, src, correlation_id, self._observer_answer(req)))
+            return
         if src in self.voters:
             v.last_fetch_ms[src] = self._now
             v.begin_acked.add(src)
@@ -692,6 +947,15 @@ class RaftClient:
         ):
             v.parked[src] = _ParkedFetch(src, correlation_id, req, self._now + req.max_wait_ms)
             return
+        self._outbound.append(m.Envelope(self.node_id, src, correlation_id, self._records_answer(req)))
+
+    def _observer_answer(self, req: m.FetchRequest) -> m.FetchResponse:
+        invalid = self._validate_fetch_position(req)
+        if invalid is not None:
+            return invalid
+        return self._records_answer(req)
+
+    def _records_answer(self, req: m.FetchRequest) -> m.FetchResponse:
         entries = self.log.read(req.fetch_offset, self.config.max_fetch_entries)
         # Whole batches only, so a fetch offset (and hence the high watermark) is a batch boundary.
         if entries and req.fetch_offset + len(entries) < self.log.end_offset:
@@ -701,8 +965,7 @@ class RaftClient:
             else:
                 # One batch larger than a fetch: it goes whole (read once, not entry by entry).
                 entries = entries + self._rest_of_batch(entries[-1].offset + 1, last_base)
-        resp = m.FetchResponse(ErrorCode.none, self.node_id, self.epoch, self._high_watermark, tuple(entries), None)
-        self._outbound.append(m.Envelope(self.node_id, src, correlation_id, resp))
+        return m.FetchResponse(ErrorCode.none, self.node_id, self.epoch, self._high_watermark, tuple(entries), None)
 
     def _validate_fetch_position(self, req: m.FetchRequest) -> m.FetchResponse | None:
         """None if the follower's log matches ours below its fetch offset; else the answer that
@@ -792,6 +1055,7 @@ class RaftClient:
         self.log.install_snapshot(sid, data)
         # Everything in a snapshot is committed.
         self._high_watermark = max(self._high_watermark, sid.end_offset)
+        self._rebuild_voter_history()
 
     def _rest_of_batch(self, start: int, base: int) -> list[LogEntry]:
         """The entries of batch `base` from `start` on, read in chunks (never the rest of the log)."""
@@ -837,12 +1101,12 @@ class RaftClient:
             target = min(end, my_end)
             if target < self._high_watermark:
                 raise AssertionError(f"truncation to {target} below high watermark {self._high_watermark}")
-            self.log.truncate_to(target)
+            self._truncate_log(target)
             return
         if resp.records:
             if resp.records[0].offset != self.log.end_offset:
                 return
-            self.log.append(resp.records)  # flushed before the next fetch (PollResult.flush_needed)
+            self._append_entries(resp.records)  # flushed before the next fetch (PollResult.flush_needed)
         hw = min(resp.high_watermark, self.log.end_offset)
         if hw > self._high_watermark:
             self._high_watermark = hw

@@ -36,9 +36,10 @@ from kio.schema.fetch_snapshot.v1 import response as fs_resp
 from kio.schema.types import BrokerId, TopicName
 from kio.schema.vote.v2 import request as vote_req
 from kio.schema.vote.v2 import response as vote_resp
-from kio.static.primitive import i8, i32, i32Timedelta, i64
+from kio.static.primitive import i8, i32, i32Timedelta, i64, u16
 
 from kavka.common import ErrorCode
+from kavka.protocol.messages import uuid_from_str, uuid_to_str
 from kavka.protocol.records import build_batch, decode_batch, iter_batches
 from kavka.raft import messages as m
 from kavka.raft.api import SnapshotId
@@ -152,7 +153,7 @@ def _vote_request(msg: m.VoteRequest, destination: int) -> Any:
         replica_epoch=i32(msg.candidate_epoch),
         replica_id=BrokerId(msg.candidate_id),
         replica_directory_id=None,
-        voter_directory_id=None,
+        voter_directory_id=uuid_from_str(msg.voter_directory_id) if msg.voter_directory_id else None,
         last_offset_epoch=i32(msg.last_offset_epoch),
         last_offset=i64(msg.last_offset),
         pre_vote=msg.pre_vote,
@@ -173,6 +174,7 @@ def _decode_vote_request(entity: vote_req.VoteRequest, request: m.Message | None
         last_offset_epoch=int(p.last_offset_epoch),
         last_offset=int(p.last_offset),
         pre_vote=bool(p.pre_vote),
+        voter_directory_id=_directory(p.voter_directory_id),
     )
 
 
@@ -279,7 +281,7 @@ def _fetch_request(msg: m.FetchRequest, destination: int) -> Any:
         last_fetched_epoch=i32(msg.last_fetched_epoch),
         log_start_offset=i64(0),
         partition_max_bytes=i32(8 * 1024 * 1024),
-        replica_directory_id=None,
+        replica_directory_id=uuid_from_str(msg.replica_directory_id) if msg.replica_directory_id else None,
         high_watermark=i64(msg.high_watermark),
     )
     return fetch_req.FetchRequest(
@@ -310,7 +312,12 @@ def _decode_fetch_request(entity: fetch_req.FetchRequest, request: m.Message | N
         last_fetched_epoch=int(p.last_fetched_epoch),
         high_watermark=int(p.high_watermark),
         max_wait_ms=int(entity.max_wait.total_seconds() * 1000),
+        replica_directory_id=_directory(getattr(p, "replica_directory_id", None)),
     )
+
+
+def _directory(value: Any) -> str | None:
+    return uuid_to_str(value) if value is not None and value.int else None
 
 
 def _fetch_response(msg: m.FetchResponse, destination: int) -> Any:
@@ -510,7 +517,7 @@ def encode_describe_quorum(desc: m.QuorumDescription, wall_clock_offset_ms: int 
         return tuple(
             dq_resp.ReplicaState(
                 replica_id=BrokerId(r.replica_id),
-                replica_directory_id=None,
+                replica_directory_id=uuid_from_str(r.directory_id) if r.directory_id else None,
                 log_end_offset=i64(r.log_end_offset),
                 last_fetch_timestamp=wall(r.last_fetch_timestamp),
                 last_caught_up_timestamp=wall(r.last_caught_up_timestamp),
@@ -533,7 +540,13 @@ def encode_describe_quorum(desc: m.QuorumDescription, wall_clock_offset_ms: int 
         error_code=ErrorCode.none,
         error_message=None,
         topics=(dq_resp.TopicData(topic_name=TopicName(METADATA_TOPIC), partitions=(part,)),),
-        nodes=(),
+        nodes=tuple(
+            dq_resp.Node(
+                node_id=BrokerId(node_id),
+                listeners=tuple(dq_resp.Listener(name=n, host=h, port=u16(p)) for n, h, p in listeners),
+            )
+            for node_id, listeners in desc.voter_endpoints
+        ),
     )
 
 

@@ -9,6 +9,8 @@ Every control record's key is ControlRecordType's: int16 version 0, int16 type. 
 - SNAPSHOT_HEADER (3): SnapshotHeaderRecord v0: int16 Version 0, int64
   LastContainedLogTimestamp, tagged fields.
 - SNAPSHOT_FOOTER (4): SnapshotFooterRecord v0: int16 Version 0, tagged fields.
+- KRAFT_VERSION (5) and VOTERS (6): KIP-853's KRaftVersionRecord and VotersRecord, encoded and
+  read by kavka.raft.voters.
 
 kavka's raft core never reads a LeaderChange record's value back (the epoch and leader are in
 quorum-state), and logs written before kavka wrote it (a null key and value) still load.
@@ -29,6 +31,8 @@ from kavka.protocol.framing import encode_entity
 LEADER_CHANGE = 2
 SNAPSHOT_HEADER = 3
 SNAPSHOT_FOOTER = 4
+KRAFT_VERSION = 5  # KRaftVersionRecord (KIP-853: kavka.raft.voters)
+VOTERS = 6  # VotersRecord (ControlRecordType.KRAFT_VOTERS)
 CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType key: version, type
 
 Record = tuple[bytes | None, bytes | None]

@@ -30,6 +30,9 @@ class VoteRequest:
     last_offset_epoch: int
     last_offset: int
     pre_vote: bool
+    # KIP-853 VoterDirectoryId: the receiver's directory id in the candidate's voter set; a
+    # receiver on another disk (its metadata dir wiped) is not that voter and refuses.
+    voter_directory_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,7 @@ class FetchRequest:
     last_fetched_epoch: int
     high_watermark: int  # what the follower knows; lets the leader park an idle fetch
     max_wait_ms: int
+    replica_directory_id: str | None = None  # KIP-853 ReplicaDirectoryId: which disk of the replica fetches
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +128,7 @@ class ReplicaDescription:
     log_end_offset: int
     last_fetch_timestamp: int
     last_caught_up_timestamp: int
+    directory_id: str | None = None  # KIP-853: the voter's metadata log dir (None: static quorum)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +141,8 @@ class QuorumDescription:
     high_watermark: int
     current_voters: tuple[ReplicaDescription, ...]
     observers: tuple[ReplicaDescription, ...] = ()
+    # KIP-853: each voter's endpoints (node id, ((listener, host, port), ...))
+    voter_endpoints: tuple[tuple[int, tuple[tuple[str, str, int], ...]], ...] = ()
 
 
 Message = (

@@ -10,6 +10,10 @@ carrying P as its partition leader epoch:
 - first, a control batch of one SnapshotHeader record (control key: int16
   version 0, int16 type 3; value: int16 Version 0, int64
   LastContainedLogTimestamp, empty tagged fields -- SnapshotHeaderRecord.json);
+- with a dynamic quorum (KIP-853), then a control batch of a KRaftVersionRecord
+  (type 5) and a VotersRecord (type 6): the voter set in force at E (raft/voters.py).
+  The bootstrap checkpoint `kavka storage format` writes (0-0) holds only these,
+  or only the KRaftVersionRecord (`--no-initial-controllers`);
 - then data batches of the metadata records that rebuild the state;
 - last, a control batch of one SnapshotFooter record (type 4; value: int16
   Version 0, empty tagged fields).
@@ -33,9 +37,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from kavka.protocol.records import build_batch, decode_batch, iter_batches, valid_prefix_length
+from kavka.raft import voters as voter_records
 from kavka.raft.api import SnapshotId
 from kavka.raft.control_records import SNAPSHOT_FOOTER, SNAPSHOT_HEADER, control_key, control_type
 from kavka.raft.replicated_log import ReplicatedLog
+from kavka.raft.voters import KRAFT_VERSION, VOTERS, VoterSet, encode_kraft_version, encode_voters
 
 log = logging.getLogger("kavka.raft")
 
@@ -68,8 +74,16 @@ def _control(kind: int, value: bytes) -> Record:
     return control_key(kind), value + b"\x00"  # + empty tagged fields
 
 
-def encode(snapshot_id: SnapshotId, records: Sequence[Record], *, last_contained_timestamp_ms: int = -1) -> bytes:
-    """The bytes of a snapshot file holding `records`."""
+def encode(
+    snapshot_id: SnapshotId,
+    records: Sequence[Record],
+    *,
+    last_contained_timestamp_ms: int = -1,
+    voters: VoterSet | None = None,
+    kraft_version: int = 0,
+) -> bytes:
+    """The bytes of a snapshot file holding `records` (and the voter set, KIP-853: a snapshot
+    with `voters` has kraft.version 1)."""
     epoch = snapshot_id.epoch
     out = [
         build_batch(
@@ -80,6 +94,12 @@ def encode(snapshot_id: SnapshotId, records: Sequence[Record], *, last_contained
         )
     ]
     offset = 1
+    if voters is not None or kraft_version > 0:
+        control = [(0, *encode_kraft_version(max(kraft_version, 1)))]
+        if voters is not None:
+            control.append((0, *encode_voters(voters)))
+        out.append(build_batch(control, base_offset=offset, partition_leader_epoch=epoch, is_control=True))
+        offset += len(control)
     for i in range(0, len(records), _RECORDS_PER_BATCH):
         chunk = records[i : i + _RECORDS_PER_BATCH]
         out.append(build_batch([(0, k, v) for k, v in chunk], base_offset=offset, partition_leader_epoch=epoch))
@@ -112,6 +132,22 @@ def _control_type(key: bytes | None) -> int:
 
 def decode(data: bytes) -> list[Record]:
     """The data records of a whole snapshot file; CorruptSnapshotError if it is not one."""
+    return _decode(data)[0]
+
+
+def decode_voters(data: bytes) -> VoterSet | None:
+    """The voter set a snapshot holds (KIP-853); None for a static quorum's snapshot."""
+    return _decode(data)[1]
+
+
+def decode_kraft_version(data: bytes) -> int:
+    """The kraft.version a snapshot records (0 when it has no KRaftVersionRecord)."""
+    return _decode(data)[2]
+
+
+def _decode(data: bytes) -> tuple[list[Record], VoterSet | None, int]:
+    voters: VoterSet | None = None
+    kraft_version = 0
     if valid_prefix_length(data) != len(data):
         raise CorruptSnapshotError("torn or corrupt record batch (CRC or size)")
     records: list[Record] = []
@@ -132,6 +168,10 @@ def decode(data: bytes) -> list[Record]:
                         header_seen = True
                     elif kind == SNAPSHOT_FOOTER and header_seen:
                         footer_seen = True
+                    elif kind == KRAFT_VERSION and header_seen and r.value is not None:
+                        kraft_version = voter_records.decode_kraft_version(r.value)
+                    elif kind == VOTERS and header_seen and r.value is not None:
+                        voters = voter_records.decode_voters(r.value)
                     else:
                         raise CorruptSnapshotError(f"unexpected control record type {kind}")
             else:
@@ -144,7 +184,7 @@ def decode(data: bytes) -> list[Record]:
         raise CorruptSnapshotError(str(e)) from e
     if not header_seen or not footer_seen:
         raise CorruptSnapshotError("no SnapshotHeader" if not header_seen else "no SnapshotFooter (torn)")
-    return records
+    return records, voters, kraft_version
 
 
 def write(directory: Path, snapshot_id: SnapshotId, data: bytes) -> Path:

@@ -19,11 +19,18 @@ Invariants (checked on the node that just ran, after every event):
 - a node's high watermark never goes back while it lives, nor passes its log end;
 - every record below a node's high watermark equals the record the cluster
   first saw committed at that offset, and stays in its log afterwards;
+- with a dynamic quorum (`spares` > 0, KIP-853): a node never added as a voter stays an observer,
+  and a leader's log never holds two VotersRecords above what the cluster committed (at most one
+  voter change in flight);
 - each node runs a state machine (the list of committed data records) that
   takes a snapshot every few records (seeded; some seeds never): a snapshot
   it loads, its own or fetched from the leader with FetchSnapshot, holds
   exactly the cluster's committed data records below its end offset, and
   batches handed to it continue exactly where the state stands.
+With `spares` (KIP-853), the quorum is dynamic: the first `voters` nodes start from a bootstrap
+voter set, the spares start as observers, and a "membership" event (its own seeded stream) asks
+the leader to add a spare or an earlier voter that is not a voter now, or to remove a voter (the
+leader too), and on some draws asks for a second change at once, which a correct core refuses.
 `client_factory` lets a test run a deliberately broken core to show the
 simulation catches it. Used by tests only.
 """
@@ -33,13 +40,17 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kavka.common import ErrorCode
+from kavka.protocol.messages import uuid_to_str
 from kavka.raft.api import SnapshotId
 from kavka.raft.client import RaftClient, RaftConfig
 from kavka.raft.messages import Envelope, VoteResponse
 from kavka.raft.state import EpochState, MemoryQuorumStateStore
+from kavka.raft.voters import VoterNode, VoterSet, voters_in
 from kavka.testing import ManualClock, MemoryLog, SimNetwork
 
 CLUSTER_ID = "sim-cluster-id-00000000"
@@ -102,6 +113,8 @@ class Sim:
     seed: int
     voters: int
     observers: int = 0  # broker-only nodes: they follow the log and never vote
+    spares: int = 0  # KIP-853: controllers that start as observers and may be added as voters
+    check_in_flight: bool = True  # off: only the safety invariants may catch two changes in flight
     rng: random.Random = field(init=False)
     clock: ManualClock = field(default_factory=ManualClock)
     events: list = field(default_factory=list)
@@ -146,7 +159,16 @@ class Sim:
         # Timeouts near the network delay make elections contested: the runs that find bugs.
         self.election_timeout_ms = r.choice([50, 150, 500, 1000])
         self.ids = tuple(range(1, self.voters + 1))
-        self.all_ids = tuple(range(1, self.voters + self.observers + 1))
+        self.all_ids = tuple(range(1, self.voters + self.spares + self.observers + 1))
+        # KIP-853: the nodes that may ever be voters, their directory ids, and the changes made.
+        self.dynamic = self.spares > 0
+        self.pool = tuple(range(1, self.voters + self.spares + 1))
+        self.ever_voters = set(self.ids)
+        self.directory_ids = {i: uuid_to_str(uuid.UUID(int=(self.seed << 16) + i)) for i in self.pool}
+        self.bootstrap = VoterSet.of([VoterNode(i, self.directory_ids[i]) for i in self.ids])
+        self.voter_changes = 0
+        self.refused_second_changes = 0
+        self._member_rng = random.Random(self.seed * 15_485_863 + 11)
         self.nodes = {i: Node(i, MemoryLog(), MemoryQuorumStateStore()) for i in self.all_ids}
         for n in self.nodes.values():
             self._start(n)
@@ -170,6 +192,9 @@ class Sim:
             fetch_max_wait_ms=min(500, t // 2),
             fetch_snapshot_max_bytes=self.snapshot_chunk_bytes,
             max_fetch_entries=self.max_fetch_entries,
+            directory_id=self.directory_ids.get(n.node_id),
+            bootstrap_voters=self.bootstrap if self.dynamic and n.node_id in self.ids else None,
+            dynamic=self.dynamic,
         )
         n.client = self.client_factory(
             config, n.log, n.store, random.Random(self.rng.random()), now_ms=self.clock.now_ms
@@ -251,12 +276,14 @@ class Sim:
         if c.epoch < n.last_epoch:
             raise InvariantViolation(f"node {n.node_id} epoch went back {n.last_epoch} -> {c.epoch}")
         n.last_epoch = c.epoch
-        if n.node_id not in self.ids and c.state not in (EpochState.UNATTACHED, EpochState.FOLLOWER):
+        if n.node_id not in self.ever_voters and c.state not in (EpochState.UNATTACHED, EpochState.FOLLOWER):
             raise InvariantViolation(f"observer {n.node_id} became {c.state.value}")
         if c.state is EpochState.LEADER:
             prev = self.leaders.setdefault(c.epoch, n.node_id)
             if prev != n.node_id:
                 raise InvariantViolation(f"two leaders in epoch {c.epoch}: {prev} and {n.node_id}")
+            if self.dynamic and self.check_in_flight:
+                self._check_one_change_in_flight(n)
         hw = c.high_watermark
         if hw < n.last_hw:
             raise InvariantViolation(f"node {n.node_id} high watermark went back {n.last_hw} -> {hw}")
@@ -277,6 +304,23 @@ class Sim:
             else:
                 self.committed.append(rec)
         n.checked_hw = max(n.checked_hw, hw)
+
+    def _check_one_change_in_flight(self, n: Node) -> None:
+        """Read from the leader's log itself, not from the core's bookkeeping. Above what the
+        cluster committed (a new leader learns its high watermark only after a while)."""
+        c = n.client
+        assert c is not None
+        start = max(c.high_watermark, len(self.committed), n.log.start_offset)
+        pending = [
+            e.offset
+            for e in n.log.entries[start - n.log.start_offset :]
+            if e.control and voters_in(e.key, e.value) is not None
+        ]
+        if len(pending) > 1:
+            raise InvariantViolation(
+                f"leader {n.node_id} has {len(pending)} voter changes in flight at offsets {pending} "
+                f"(high watermark {c.high_watermark})"
+            )
 
     def check_committed_prefix(self) -> None:
         """A committed record stays in every live log that has reached past it (never truncated away)."""
@@ -318,6 +362,9 @@ class Sim:
         elif kind == "fault":
             self.fault()
             self._push(self.clock.now_ms + self.rng.randint(100, 1500), "fault", None)
+        elif kind == "membership":
+            self.membership()
+            self._push(self.clock.now_ms + self._member_rng.randint(50, 800), "membership", None)
         elif kind == "flushed":
             node_id, incarnation, ticket = payload
             n = self.nodes[node_id]
@@ -357,6 +404,30 @@ class Sim:
                 self._kill(victim, self.rng.randint(50, 5000))
         else:  # a quiet spell
             self._maybe_false_suspicion()
+
+    def membership(self) -> None:
+        """Ask the leader for one voter change, and on some draws for a second one at once."""
+        leader = self.leader()
+        if leader is None or leader.client is None:
+            return
+        mr = self._member_rng
+        for attempt in range(2 if mr.random() < 0.5 else 1):
+            c = leader.client
+            current = c.voter_set().ids
+            addable = [i for i in self.pool if i not in current and self.nodes[i].alive]
+            if addable and (len(current) == 1 or mr.random() < 0.5):
+                node_id = mr.choice(addable)
+                error, _offset = c.add_voter(VoterNode(node_id, self.directory_ids[node_id]), now_ms=self.clock.now_ms)
+                if error is ErrorCode.none:
+                    self.ever_voters.add(node_id)
+            else:
+                node_id = mr.choice(current)
+                error, _offset = c.remove_voter(node_id, self.directory_ids[node_id], now_ms=self.clock.now_ms)
+            if error is ErrorCode.none:
+                self.voter_changes += 1
+            elif attempt == 1:
+                self.refused_second_changes += 1
+        self._poll(leader, [])
 
     def _maybe_false_suspicion(self) -> None:
         sr = self._suspect_rng
@@ -483,9 +554,11 @@ class Sim:
     def run(self, *, chaos_ms: int = 8000, heal_ms: int = 20000) -> None:
         self._push(1, "append", None)
         self._push(self.rng.randint(100, 1500), "fault", None)
+        if self.dynamic:
+            self._push(self._member_rng.randint(100, 800), "membership", None)
         self.run_until(chaos_ms)
-        # Heal everything; no new faults from here on.
-        self.events = [e for e in self.events if e[2] not in ("fault", "kill")]
+        # Heal everything; no new faults (nor voter changes) from here on.
+        self.events = [e for e in self.events if e[2] not in ("fault", "kill", "membership")]
         heapq.heapify(self.events)
         self.net.heal()
         self.net.drop_rate = 0.0

@@ -1,13 +1,14 @@
-"""DescribeQuorum (API 55): the metadata quorum as its leader sees it (kafka-metadata-quorum.sh describe).
+"""DescribeQuorum (API 55): the metadata quorum as its leader sees it (kafka-metadata-quorum.sh
+describe); AddRaftVoter (80), RemoveRaftVoter (81), UpdateRaftVoter (82): KIP-853 voter changes.
 
-Any node answers: the raft leader describes itself, every other node asks it
-over the controller listener (broker.controller_client) and relays the answer in
-the client's version.
+Any node answers: the raft leader itself, every other node asks it over the controller listener
+(broker.controller_client) and relays the answer in the client's version.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -83,3 +84,22 @@ async def handle_describe_quorum(node: BrokerNode, ctx: RequestContext, req: Any
     except UNAVAILABLE as e:
         return make(resp_cls, error_code=ErrorCode.request_timed_out, error_message=str(e), topics=(), nodes=())
     return _in_version(answer, resp_cls)
+
+
+async def handle_raft_voter_change(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    """AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter v0 (KIP-853): on the active controller, answered
+    once the new voter set commits (controller_apis.voter_change_response)."""
+    try:
+        return await node.controller.change_raft_voters(req)
+    except UNAVAILABLE as e:
+        resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
+        leader = None
+        if ctx.api_key == api.ApiKey.UPDATE_RAFT_VOTER:
+            leader = nested(resp_cls, "CurrentLeader")(host="", port=-1)
+        return make(
+            resp_cls,
+            throttle_time=datetime.timedelta(0),
+            error_code=ErrorCode.request_timed_out,
+            error_message=str(e),
+            current_leader=leader,
+        )

@@ -1,0 +1,263 @@
+"""KIP-853 on real processes, as far as kavka serves it yet: a standalone dynamic quorum.
+
+A node formatted with `kavka storage format --standalone` runs its quorum with kraft.version 1:
+its first leader writes the bootstrap voter set (this node and its metadata dir's directory id)
+into the metadata log, and the node serves metadata (topic creation, a restart) as a static one
+does. AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter are answered with Kafka's error codes
+(UpdateRaftVoter changes the voter's endpoints in the log). Quorums of several initial
+controllers, or a controller formatted to join one, need controller.quorum.bootstrap.servers,
+which is not served yet: such a node refuses to start and says why.
+"""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.add_raft_voter.v0 import request as arv
+from kio.schema.describe_quorum.v2 import request as dq
+from kio.schema.remove_raft_voter.v0 import request as rrv
+from kio.schema.update_raft_voter.v0 import request as urv
+
+from kavka.common import ErrorCode
+from kavka.protocol.messages import uuid_from_str, uuid_to_str
+from kavka.raft.file_log import FileReplicatedLog
+from kavka.raft.voters import VoterEndpoint, VoterNode, VoterSet, voters_in
+from kavka.storage.meta_properties import read_meta_properties
+from tests.broker_harness import BrokerProcess, free_port
+from tests.raw_client import RawClient
+from tests.wait import wait_until
+
+
+def _create(admin: AdminClient, *names: str) -> None:
+    for f in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
+        f.result(20)
+
+
+def _listed(admin: AdminClient) -> set[str]:
+    return set(admin.list_topics(timeout=10).topics)
+
+
+def _voter_sets_in_log(metadata_dir: Path) -> list[VoterSet]:
+    log = FileReplicatedLog.open(metadata_dir, now_ms=int(time.time() * 1000))
+    try:
+        entries = log.read(0, 10_000)
+    finally:
+        log.close()
+    return [vs for e in entries if e.control and (vs := voters_in(e.key, e.value)) is not None]
+
+
+def test_a_standalone_dynamic_quorum_serves_metadata_and_keeps_its_voter_set(broker_factory) -> None:  # noqa: ANN001
+    b = broker_factory()
+    b.format_args = ["--standalone"]
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    _create(admin, "dq-a", "dq-b")
+    assert {"dq-a", "dq-b"} <= _listed(admin)
+    assert b.stop() == 0
+    meta = b.log_dirs[0]
+    directory_id = read_meta_properties(meta).directory_id
+    # The first leader wrote the bootstrap set into the log, so any node fetching it learns it.
+    assert _voter_sets_in_log(meta) == [VoterSet.of([VoterNode(1, directory_id)])]
+    b.start()
+    _create(admin, "dq-c")
+    wait_until(lambda: {"dq-a", "dq-b", "dq-c"} <= _listed(admin), message="all three topics listed after a restart")
+    assert b.stop() == 0
+    assert len(_voter_sets_in_log(meta)) == 1  # written once: later leaders find it in the log
+
+
+def test_a_dynamic_quorum_without_bootstrap_servers_is_refused_at_startup(broker_factory) -> None:  # noqa: ANN001
+    # (--no-initial-controllers takes the same path: no voter set of this node alone.)
+    for args in (["--initial-controllers", "1@127.0.0.1:1:AAAAAAAAAAAAAAAAAAAAAQ,2@127.0.0.1:2:AAAAAAAAAAAAAAAAAAAAAg"],):
+        b = broker_factory()
+        b.format_args = args
+        b.start(wait=False)
+        assert b.proc is not None and b.proc.wait(30) != 0
+        out = b.log_text()
+        assert "set controller.quorum.bootstrap.servers to reach its controllers" in out, out
+
+
+def _add(port: int, cluster_id: str, voter: int, directory: uuid.UUID) -> ErrorCode:
+    req = arv.AddRaftVoterRequest(
+        cluster_id=cluster_id, timeout=datetime.timedelta(seconds=5), voter_id=voter,
+        voter_directory_id=directory, listeners=(arv.Listener(name="CONTROLLER", host="127.0.0.1", port=1),),
+    )
+    with RawClient(port) as c:
+        return c.call(80, 0, req).error_code
+
+
+def _remove(port: int, cluster_id: str, voter: int, directory: uuid.UUID) -> ErrorCode:
+    with RawClient(port) as c:
+        return c.call(81, 0, rrv.RemoveRaftVoterRequest(
+            cluster_id=cluster_id, voter_id=voter, voter_directory_id=directory)).error_code
+
+
+def test_voter_change_apis_answer_with_kafkas_error_codes(broker_factory) -> None:  # noqa: ANN001
+    b = broker_factory()
+    b.format_args = ["--standalone"]
+    b.start()
+    props = read_meta_properties(b.log_dirs[0])
+    cid, own = props.cluster_id, uuid_from_str(props.directory_id)
+    assert _add(b.port, cid, 1, own) is ErrorCode.duplicate_voter
+    # Node 2 never fetched the metadata log: it has not caught up as an observer.
+    assert _add(b.port, cid, 2, uuid.uuid4()) is ErrorCode.request_timed_out
+    assert _remove(b.port, cid, 1, uuid.uuid4()) is ErrorCode.voter_not_found  # the directory id must match
+    assert _remove(b.port, cid, 1, own) is ErrorCode.invalid_request  # the last voter
+    assert _remove(b.port, "another-cluster-id-000", 1, own) is ErrorCode.inconsistent_cluster_id
+    # UpdateRaftVoter: the voter's endpoint, written into the log once committed.
+    update = urv.UpdateRaftVoterRequest(
+        cluster_id=cid, current_leader_epoch=-1, voter_id=1, voter_directory_id=own,
+        listeners=(urv.Listener(name="CONTROLLER", host="127.0.0.1", port=19093),),
+        k_raft_version_feature=urv.KRaftVersionFeature(min_supported_version=0, max_supported_version=1),
+    )
+    with RawClient(b.port) as c:
+        resp = c.call(82, 0, update)
+    assert resp.error_code is ErrorCode.none and resp.current_leader.leader_id == 1
+    # DescribeQuorum v2 (kafka-metadata-quorum describe --replication): the voter's directory id and,
+    # in Nodes, its new endpoint.
+    with RawClient(b.port) as c:
+        quorum = c.call(55, 2, topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),))
+    voter = quorum.topics[0].partitions[0].current_voters[0]
+    assert (voter.replica_id, voter.replica_directory_id) == (1, own)
+    assert [(n.node_id, [(x.name, x.host, x.port) for x in n.listeners]) for n in quorum.nodes] == [
+        (1, [("CONTROLLER", "127.0.0.1", 19093)])
+    ]
+    assert b.stop() == 0
+    sets = _voter_sets_in_log(b.log_dirs[0])
+    assert sets[-1] == VoterSet.of([VoterNode(1, props.directory_id, (VoterEndpoint("CONTROLLER", "127.0.0.1", 19093),))])
+
+
+def test_a_static_quorum_refuses_voter_changes(broker) -> None:  # noqa: ANN001
+    props = read_meta_properties(broker.log_dirs[0])
+    assert _add(broker.port, props.cluster_id, 2, uuid.uuid4()) is ErrorCode.unsupported_version
+    assert _remove(broker.port, props.cluster_id, 1, uuid.uuid4()) is ErrorCode.unsupported_version
+
+
+# ---- a dynamic quorum of three real processes ----------------------------------------------------
+
+
+class _Quorum:
+    """Three combined nodes reaching the quorum through node 1's controller listener
+    (controller.quorum.bootstrap.servers): node 1 formatted --standalone, 2 and 3 to join."""
+
+    def __init__(self, root: Path) -> None:
+        self.ctl = {i: free_port() for i in (1, 2, 3)}
+        self.cluster_id = uuid_to_str(uuid.uuid4())
+        self.nodes: dict[int, BrokerProcess] = {}
+        for i in (1, 2, 3):
+            port = free_port()
+            self.nodes[i] = BrokerProcess(root / f"n{i}", node_id=i, port=port, overrides={
+                "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{self.ctl[i]}",
+                "controller.listener.names": "CONTROLLER",
+                "controller.quorum.bootstrap.servers": f"127.0.0.1:{self.ctl[1]}",
+                "offsets.topic.num.partitions": "1",
+            })
+            self.nodes[i].format_args = ["--standalone"] if i == 1 else ["--no-initial-controllers"]
+
+    def directory(self, i: int) -> uuid.UUID:
+        return uuid_from_str(read_meta_properties(self.nodes[i].log_dirs[0]).directory_id)
+
+    def describe(self, via: int) -> tuple[int, list[tuple[int, uuid.UUID | None]], list[int]]:
+        with RawClient(self.nodes[via].port) as c:
+            q = c.call(55, 2, topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),))
+        p = q.topics[0].partitions[0]
+        assert p.error_code is ErrorCode.none, p
+        voters = sorted((v.replica_id, v.replica_directory_id) for v in p.current_voters)
+        return p.leader_id, voters, sorted(o.replica_id for o in p.observers)
+
+    def add(self, i: int, directory: uuid.UUID) -> None:
+        """AddRaftVoter through node `via`, until the joiner has caught up as an observer."""
+        req = arv.AddRaftVoterRequest(
+            cluster_id=self.cluster_id, timeout=datetime.timedelta(seconds=5), voter_id=i, voter_directory_id=directory,
+            listeners=(arv.Listener(name="CONTROLLER", host="127.0.0.1", port=self.ctl[i]),),
+        )
+
+        def added() -> bool:
+            with RawClient(self.nodes[1].port) as c:
+                error = c.call(80, 0, req).error_code
+            assert error in (ErrorCode.none, ErrorCode.request_timed_out), error  # not caught up yet
+            return error is ErrorCode.none
+
+        wait_until(added, timeout=30, message=f"AddRaftVoter {i}")
+
+    def remove(self, i: int, directory: uuid.UUID, via: int = 1) -> None:
+        assert _remove(self.nodes[via].port, self.cluster_id, i, directory) is ErrorCode.none
+
+
+def test_grow_a_quorum_from_one_to_three_and_shrink_it_back_under_topic_creation(tmp_path: Path) -> None:
+    q = _Quorum(tmp_path)
+    try:
+        for n in q.nodes.values():
+            n.format(q.cluster_id)
+        q.nodes[1].start()
+        q.nodes[2].start()
+        q.nodes[3].start()
+        admin = AdminClient({"bootstrap.servers": q.nodes[1].bootstrap})
+        assert q.describe(1) == (1, [(1, q.directory(1))], [2, 3])  # 2 and 3 observe
+        created = 0
+        for i in (2, 3):
+            q.add(i, q.directory(i))
+            created += 1
+            _create(admin, f"grow-{created}")
+        assert q.describe(3) == (1, [(i, q.directory(i)) for i in (1, 2, 3)], [])
+        _create(admin, "grow-3")
+        # Shrink back: remove 3, then the leader itself; node 2 is then the only voter and leads.
+        q.remove(3, q.directory(3))
+        _create(admin, "shrink-1")
+        q.remove(1, q.directory(1))
+        wait_until(lambda: q.describe(2)[:2] == (2, [(2, q.directory(2))]), timeout=30, message="node 2 leads alone")
+        admin2 = AdminClient({"bootstrap.servers": q.nodes[2].bootstrap})
+        _create(admin2, "shrink-2")
+        assert {"grow-1", "grow-2", "grow-3", "shrink-1", "shrink-2"} <= _listed(admin2)
+        # The old voters cannot elect a leader any more: with 2 gone, 1 and 3 (the old set's majority)
+        # stay leaderless.
+        q.nodes[2].kill()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            for i in (1, 3):
+                try:
+                    leader = q.describe(i)[0]
+                except (AssertionError, OSError, TimeoutError):
+                    continue
+                assert leader == 2, f"node {i} reports leader {leader} with the only voter down"
+            time.sleep(0.2)
+    finally:
+        for n in q.nodes.values():
+            n.kill()
+
+
+def test_replace_a_voter_whose_metadata_dir_was_wiped(tmp_path: Path) -> None:
+    q = _Quorum(tmp_path)
+    try:
+        for n in q.nodes.values():
+            n.format(q.cluster_id)
+        for i in (1, 2, 3):
+            q.nodes[i].start()
+        for i in (2, 3):
+            q.add(i, q.directory(i))
+        old = q.directory(3)
+        admin = AdminClient({"bootstrap.servers": q.nodes[1].bootstrap})
+        _create(admin, "before-wipe")
+        # Node 3's disk is lost: wiped and formatted to join, it comes back with a new directory id
+        # and is an observer, not the voter (3, old directory id).
+        q.nodes[3].kill()
+        shutil.rmtree(q.nodes[3].log_dirs[0])
+        q.nodes[3].format(q.cluster_id)
+        new = q.directory(3)
+        assert new != old
+        q.nodes[3].start()
+        assert (3, old) in q.describe(1)[1]  # its fetches do not count for that voter (unit-tested)
+        # Replace: remove the old directory id, add the new one; metadata keeps committing.
+        q.remove(3, old)
+        _create(admin, "during-replace")
+        q.add(3, new)
+        assert q.describe(1)[1] == [(1, q.directory(1)), (2, q.directory(2)), (3, new)]
+        _create(admin, "after-replace")
+        assert {"before-wipe", "during-replace", "after-replace"} <= _listed(admin)
+    finally:
+        for n in q.nodes.values():
+            n.kill()
