@@ -86,6 +86,20 @@ def test_request_roundtrip_through_header_and_body(version):
     assert decode_body(cls, frame, hdr.header_size) == cls(**kwargs)
 
 
+def test_a_response_split_across_reads_decodes():
+    """A frame joined from several reads is writable (a bytearray); kio's native reader wants a
+    read-only buffer (CI: every SASL handshake over TLS, whose reads are small, failed)."""
+    cls = api.response_schema(api.ApiKey.SASL_HANDSHAKE, 1)
+    body = encode_entity(cls(error_code=__import__("kio.schema.errors", fromlist=["ErrorCode"]).ErrorCode.none,
+                             mechanisms=("PLAIN", "SCRAM-SHA-512")))
+    wire = encode_response(9, body, flexible_header=False)
+    decoder = FrameDecoder(1 << 20)
+    frames = [f for i in range(len(wire)) for f in decoder.feed(wire[i : i + 1])]
+    assert len(frames) == 1 and not frames[0].readonly
+    corr, resp = read_response(frames[0], cls, flexible_header=False)
+    assert corr == 9 and resp.mechanisms == ("PLAIN", "SCRAM-SHA-512")
+
+
 def test_response_header_v0_for_api_versions_and_v1_for_flexible():
     assert api.response_header_flexible(18, 3) is False
     assert api.response_header_flexible(3, 12) is True

@@ -214,6 +214,10 @@ def decode_body(schema: type, frame: memoryview | bytes, pos: int) -> Any:
     from kavka.protocol.guard import check_body
 
     check_body(schema, frame, pos)
+    if isinstance(frame, memoryview) and not frame.readonly:
+        # A frame joined from several reads is a bytearray (FrameDecoder); kio's native reader
+        # refuses a writable buffer, so it gets a read-only view of the same bytes.
+        frame = frame.toreadonly()
     try:
         entity, _size = entity_reader(schema)(frame, pos)
     except ProtocolError:
