@@ -278,6 +278,45 @@ def test_a_closed_heartbeat_connection_fences_after_the_grace_unless_the_broker_
     assert s.expired(image, 21_000 + G) == []
 
 
+def test_after_a_stall_of_the_controller_the_short_rules_wait_for_what_it_has_not_read():
+    from kavka.controller.heartbeats import CONNECTION_LOSS_GRACE_MS as G
+    from kavka.controller.heartbeats import STALL_GAP_MS, STALL_HOLD_MS, BrokerSessions
+
+    image = _cluster(3)
+    s = BrokerSessions(30_000)
+    s.activate(image.brokers, 0, must_confirm=[3])
+    conn = object()
+    s.touch(1, 100, conn)
+    s.touch(2, 100, conn)
+    for now in range(0, 400, 250):
+        s.checked(now)
+    assert sorted(s.connection_lost(conn, 300)) == [1, 2]
+    # The controller's loop stops for 1.2 s: its next check comes after both graces ran out,
+    # with whatever the brokers sent meanwhile still unread.
+    woke = 300 + G + 200
+    assert woke - 250 > STALL_GAP_MS
+    s.checked(woke)
+    assert s.expired(image, woke) == []
+    s.touch(2, woke + 10, object())  # read now: 2 had reconnected and heartbeated meanwhile
+    # Regular checks again: once the hold is over, the short rules fence who is still silent.
+    now = woke
+    while now < woke + STALL_HOLD_MS:
+        now += 250
+        s.checked(now)
+        if now < woke + STALL_HOLD_MS:
+            assert s.expired(image, now) == []
+    assert sorted(s.expired(image, now)) == [1, 3]
+    # Checks that come on time hold nothing back: the closed connection fences at the grace.
+    s2 = BrokerSessions(30_000)
+    s2.activate(image.brokers, 0)
+    s2.touch(1, 100, conn)
+    s2.connection_lost(conn, 100)
+    for now in range(0, 100 + G + 1, 250):
+        s2.checked(now)
+    s2.checked(100 + G)
+    assert s2.expired(image, 100 + G) == [1]
+
+
 def _alter(logic, image, topic, pid, new_isr, *, leader=None, leader_epoch=None, partition_epoch=None, epochs=None):
     t = image.topics_by_name[topic]
     reg = t.partitions[pid]

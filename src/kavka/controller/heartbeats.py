@@ -31,7 +31,15 @@ is fenced then. Brokers on observer nodes (broker-only) find a new leader more s
 apart), so they keep the whole fresh session, as in Kafka; so does this node's own
 broker. A broker fenced wrongly (a voter frozen for longer than the grace exactly
 across a controller change) asks to be unfenced by its next heartbeat, as after any
-fence. Pure: the caller passes `now_ms`.
+fence.
+
+Both short rules judge what this controller has read, so they pause after this controller
+itself did not run for a while (`checked`: its checks, every 250 ms at most, came more than
+`STALL_GAP_MS` apart, as when its event loop stalls on a loaded machine): heartbeats and fetches
+that arrived meanwhile are still unread in its sockets. They apply again `STALL_HOLD_MS` after
+such a gap; the session timeout applies throughout. (CI saw a loaded controller's loop stop for
+a second right after a live broker's heartbeat connection closed, and fence it on waking.)
+Pure: the caller passes `now_ms`.
 """
 
 from __future__ import annotations
@@ -46,6 +54,10 @@ CONNECTION_LOSS_GRACE_MS = 1000
 # A broker on a voter node that neither heartbeats this new active controller nor fetches the
 # metadata log from it within this long of its activation is fenced (see the module doc).
 ACTIVATION_GRACE_MS = 1000
+# Checks further apart than this mean this controller did not run meanwhile (see the module doc);
+# the short rules then wait this long for it to read what arrived.
+STALL_GAP_MS = 500
+STALL_HOLD_MS = 500
 
 
 class BrokerSessions:
@@ -57,14 +69,24 @@ class BrokerSessions:
         self._active_since_ms: int | None = None
         self._connection: dict[int, Hashable] = {}  # broker -> the connection of its latest heartbeat
         self._lost_ms: dict[int, int] = {}  # broker -> when that connection closed
+        self._last_check_ms: int | None = None
+        self._short_rules_from_ms = 0  # the short rules wait until then after a stall
 
     def activate(self, broker_ids: Iterable[int], now_ms: int, *, must_confirm: Iterable[int] = ()) -> None:
         """This node just became the active controller: every broker starts a fresh session, and
         those in `must_confirm` (brokers on the other voter nodes) must be heard from within
         `activation_grace_ms` (a heartbeat, or `confirm`)."""
         self._active_since_ms = now_ms
+        self._last_check_ms = None
         self._last_ms = dict.fromkeys(broker_ids, now_ms)
         self._unconfirmed = set(must_confirm) & set(self._last_ms)
+
+    def checked(self, now_ms: int) -> None:
+        """This controller checks its sessions now (periodically); after a gap longer than
+        `STALL_GAP_MS` since the last check the short rules wait `STALL_HOLD_MS`."""
+        if self._last_check_ms is not None and now_ms - self._last_check_ms > STALL_GAP_MS:
+            self._short_rules_from_ms = now_ms + STALL_HOLD_MS
+        self._last_check_ms = now_ms
 
     def confirm(self, broker_ids: Iterable[int]) -> None:
         """These brokers' nodes fetched the metadata log from this leader: they are alive."""
@@ -126,16 +148,15 @@ class BrokerSessions:
         if self._active_since_ms is None:
             return []
         out = []
+        short_rules = now_ms >= self._short_rules_from_ms
         for b in image.brokers.values():
             if b.fenced:
                 continue
             last = self._last_ms.get(b.broker_id, self._active_since_ms)
             lost = self._lost_ms.get(b.broker_id)
             silent = b.broker_id in self._unconfirmed and now_ms - self._active_since_ms >= self.activation_grace_ms
-            if (
-                silent
-                or now_ms - last > self.session_timeout_ms
-                or (lost is not None and now_ms - lost >= CONNECTION_LOSS_GRACE_MS)
+            if now_ms - last > self.session_timeout_ms or (
+                short_rules and (silent or (lost is not None and now_ms - lost >= CONNECTION_LOSS_GRACE_MS))
             ):
                 out.append((last, b.broker_id))
         return [b for _, b in sorted(out)]

@@ -418,7 +418,9 @@ class QuorumController:
             return []
         self._ensure_sessions()
         fenced = []
-        for broker_id in self.sessions.expired(self.image, self._session_ms()):
+        now = self._session_ms()
+        self.sessions.checked(now)
+        for broker_id in self.sessions.expired(self.image, now):
 
             def decide(image: MetadataImage, broker_id: int = broker_id) -> tuple[list[Any], bool]:
                 self.sessions.confirm(self.raft.fetched_this_epoch())
