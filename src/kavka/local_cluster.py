@@ -124,6 +124,7 @@ class NodeProcesses:
         self.procs: dict[int, subprocess.Popen[str]] = {}
         self.logs: dict[int, list[str]] = {}
         self._ready: dict[int, threading.Event] = {}
+        self._ready_lines: dict[int, str] = {}  # kept apart: `logs` keeps only the last lines
 
     def spawn(self, i: int, cmd: list[str], log_path: Path | None = None, *, die_with_parent: bool = False) -> None:
         """Start node i's command in a session of its own (a Ctrl-C goes to this process, which stops
@@ -150,6 +151,7 @@ class NodeProcesses:
                 self.logs[i].append(line)
                 del self.logs[i][:-50]
                 if line.startswith("KAVKA_READY"):
+                    self._ready_lines[i] = line.strip()
                     self._ready[i].set()
         finally:
             if log_file is not None:
@@ -166,7 +168,8 @@ class NodeProcesses:
             raise LocalClusterError(f"node {i} exited with {self.procs[i].wait(10)}:\n{self.tail(i)}")
 
     def ready_line(self, i: int) -> str | None:
-        return next((line.strip() for line in self.logs[i] if line.startswith("KAVKA_READY")), None)
+        """Node i's KAVKA_READY line (its bound ports), once printed."""
+        return self._ready_lines.get(i)
 
     def tail(self, i: int, lines: int = 20) -> str:
         return "".join(self.logs.get(i, [])[-lines:])
