@@ -204,8 +204,9 @@ def markdown(result: dict) -> str:
     ]
     for k in ("1", str(n)):
         m = med[k]
+        per_core = f"{1000 / m['broker_cpu_ms_per_mb']:.0f}" if m["broker_cpu_ms_per_mb"] else "n/a"
         rows.append(f"| {k} | {m['records_per_s']:,.0f} | {m['mb_per_s']:.1f} | {m['broker_cores']:.2f} | "
-                    f"{m['client_cores']:.2f} | {m['broker_cpu_ms_per_mb']:.2f} | {ratio(1000, m['broker_cpu_ms_per_mb'])} |")
+                    f"{m['client_cores']:.2f} | {m['broker_cpu_ms_per_mb']:.2f} | {per_core} |")
     scaling = med[str(n)]["mb_per_s"] / med["1"]["mb_per_s"]
     per_byte = ratio(med["1"]["broker_cpu_ms_per_mb"], med[str(n)]["broker_cpu_ms_per_mb"])
     rows += ["", f"Scaling {n} processes / 1: throughput x{scaling:.2f} ({scaling / n:.2f} N); "
