@@ -57,11 +57,12 @@ class Group:
 
 
 def _alive(pid: int) -> bool:
+    """Running, and not a zombie (a child whose supervisor died waits for whoever adopts it to reap it)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
         return False
-    return True
+    return state != "Z"
 
 
 def _config(path: Path, props: dict[str, str]) -> Path:
@@ -144,7 +145,7 @@ def test_three_processes_from_one_config_round_trip_and_sigterm(tmp_path: Path) 
                    for x in group.out), node
 
 
-def test_groups_on_three_hosts_keep_replicas_apart_and_a_dead_child_stops_its_group(tmp_path: Path) -> None:
+def test_groups_on_three_hosts_keep_replicas_apart_and_a_dead_child_or_supervisor_stops_its_group(tmp_path: Path) -> None:
     a, b, c = (free_port_block((0, 1, 100)) for _ in range(3))
     voters = f"1@127.0.0.1:{a + 100}"
     common = {"controller.listener.names": "CONTROLLER", "controller.quorum.voters": voters, "broker.rack": "/dc1/r1"}
@@ -187,9 +188,15 @@ def test_groups_on_three_hosts_keep_replicas_apart_and_a_dead_child_stops_its_gr
         assert any("node 22 exited with -9; stopping the others" in x for x in groups["host-c"].err)
         assert not _alive(pids[21])
         assert groups["host-a"].proc.poll() is None and groups["host-b"].proc.poll() is None
+
+        # kill -9 of a supervisor: the kernel sends its children SIGTERM (PR_SET_PDEATHSIG), and they stop.
+        pids = groups["host-b"].pids()
+        groups["host-b"].proc.kill()
+        wait_until(lambda: not any(_alive(p) for p in pids.values()), timeout=90, message="host-b's brokers to exit")
+        assert groups["host-a"].proc.poll() is None
     finally:
         codes = {host: g.stop() for host, g in sorted(groups.items(), key=lambda hg: hg[0] == "host-a")}
-    assert codes["host-b"] == 0 and codes["host-a"] == 0, codes
+    assert codes["host-a"] == 0, codes
 
 
 def test_refusals_name_the_key_and_start_nothing(tmp_path: Path) -> None:
