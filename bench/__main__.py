@@ -8,6 +8,9 @@ runs per figure, and writes:
   BENCH:BEGIN/END markers, so the prose around it stays),
 - a PNG chart (docs/benchmarks.png) when matplotlib is installed.
 
+`--processes N` measures instead one broker process against N on this host (`bench.processes`,
+`kavka server start --processes`); its other options are `python -m bench.processes`'s.
+
 `--smoke` shrinks every count so the whole run takes seconds (CI keeps the
 harness working with it); its figures mean nothing and are not written to
 docs/ unless --docs is given.
@@ -144,6 +147,11 @@ def chart(result: dict, path: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a == "--processes" or a.startswith("--processes=") for a in argv):
+        from bench import processes
+
+        return processes.main(argv)
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="tiny counts: checks the harness, figures mean nothing")
     ap.add_argument("--runs", type=int, default=None, help="runs per broker (default 5, smoke 1)")

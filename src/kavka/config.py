@@ -1343,3 +1343,94 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
             raise ConfigError(key, "unknown topic config")
         out[key] = None if raw is None else tdef.config.parse(raw)
     return out
+
+
+# --------------------------------------------------------------------------- several brokers from one config
+
+_HOST_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _shifted(eps: list[Endpoint], i: int, controller: bool, controller_names: set[str]) -> str:
+    """Listeners of process i: each port + i (0 stays 0), the controller listeners only on a controller."""
+    return ",".join(str(Endpoint(ep.name, f"[{ep.host}]" if ":" in ep.host else ep.host, ep.port + i if ep.port else 0))
+                    for ep in eps if controller or ep.name not in controller_names)
+
+
+def process_overrides(props: Mapping[str, str], processes: int, host: str) -> list[dict[str, str]]:
+    """`kavka server start --processes N`: the keys each of N brokers on one host overrides in the one
+    config `props` (server.properties with the command's --override applied). Process i (0-based):
+
+    - `node.id` = the config's node.id + i (and `broker.id` likewise when it is set);
+    - every listener's port + i, in `listeners` and `advertised.listeners` (port 0 stays 0), and
+      `metrics.prometheus.port` + i when it is above 0;
+    - each of `log.dirs` (or `log.dir`) and `metadata.log.dir` gets the subdirectory `node-<id>`;
+    - `broker.rack` gets the host as its last level: `/dc/rack` -> `/dc/rack/<host>`, unset -> `/<host>`,
+      so placement spreads replicas over hosts (docs/placement.md);
+    - roles: with `process.roles=broker` every process is a broker. With `broker,controller` a
+      process keeps the controller role only if its node id is in the static
+      `controller.quorum.voters` (process 0's must be, as for any combined node); the others become
+      `process.roles=broker` without the controller listeners.
+
+    Refused, naming the key: a controller-only config (`process.roles`), a combined config with no
+    voter list (each process would be a quorum of one, a cluster of its own) or a dynamic quorum
+    (`controller.quorum.bootstrap.servers`), two processes on one port, and anything a derived
+    process's own config check refuses (reported with the process)."""
+    if not _HOST_ID_RE.match(host):
+        raise ConfigError("--host-id", f"{host!r} is not a host name: letters, digits, '.', '-' and '_' (it becomes a "
+                          "level of broker.rack)")
+    base = build_config(props)
+    roles = set(base.values["process.roles"])
+    if "broker" not in roles:
+        raise ConfigError("process.roles", "--processes starts brokers; a controller-only node is one process: start it "
+                          "without --processes")
+    combined = "controller" in roles
+    if combined and processes > 1 and base.values["controller.quorum.bootstrap.servers"]:
+        raise ConfigError("controller.quorum.bootstrap.servers", "--processes with a dynamic quorum (KIP-853) and the "
+                          "controller role: use process.roles=broker for the processes (the controllers run on their "
+                          "own), or a static controller.quorum.voters")
+    voters = parse_voters(base.values["controller.quorum.voters"])
+    if combined and processes > 1 and not voters:
+        raise ConfigError("controller.quorum.voters", f"missing: with --processes {processes} and "
+                          "process.roles=broker,controller, list the voters (e.g. only process 0's node id); without it "
+                          "each process would be a quorum of one, a cluster of its own")
+    controller_names = {n.upper() for n in base.values["controller.listener.names"]}
+    own: dict[int, tuple[int, str]] = {}  # port -> (process, what)
+    out: list[dict[str, str]] = []
+    for i in range(processes):
+        node = base.node_id + i
+        controller = combined and node in voters
+
+        o = {"node.id": str(node)}
+        if "broker.id" in base.explicit:
+            o["broker.id"] = str(node)
+        o["listeners"] = _shifted(base.listeners, i, controller, controller_names)
+        if base.values["advertised.listeners"]:
+            o["advertised.listeners"] = _shifted(base.advertised_listeners, i, controller, controller_names)
+        if combined:
+            o["process.roles"] = "broker,controller" if controller else "broker"
+        o["log.dirs"] = ",".join(str(d / f"node-{node}") for d in base.log_dirs)
+        if base.values["metadata.log.dir"]:
+            o["metadata.log.dir"] = str(Path(base.values["metadata.log.dir"]) / f"node-{node}")
+        rack = base.values["broker.rack"]
+        o["broker.rack"] = f"{rack.rstrip('/')}/{host}" if rack else f"/{host}"
+        ports = [(ep.port + i, f"listener {ep.name}", "listeners") for ep in base.listeners
+                 if ep.port and (controller or ep.name not in controller_names)]
+        metrics = base.values["metrics.prometheus.port"]
+        if metrics > 0:
+            o["metrics.prometheus.port"] = str(metrics + i)
+            ports.append((metrics + i, "metrics.prometheus.port", "metrics.prometheus.port"))
+        for port, what, key in ports:
+            if port > 65535:
+                raise ConfigError(key, f"--processes {processes}: process {i}'s {what} would be on port {port}, above 65535")
+            if port in own:
+                j, other = own[port]
+                raise ConfigError(key, f"--processes {processes}: port {port} would be process {j}'s {other} and process "
+                                  f"{i}'s {what} (process i listens on each port + i): space the ports at least "
+                                  f"{processes} apart")
+            own[port] = (i, what)
+        try:
+            build_config({**props, **o})
+        except ConfigError as e:
+            raise ConfigError(e.key, f"process {i} (node.id {node}): {str(e).split(': ', 1)[1]}") from None
+        out.append(o)
+    return out

@@ -114,6 +114,98 @@ def _properties(values: Mapping[str, str]) -> bytes:
     return "".join(f"{k}={v}\n" for k, v in values.items()).encode()
 
 
+class NodeProcesses:
+    """kavka processes started by this one: each one's output copied line by line to a log file or
+    to `on_line`, the last lines kept, ready once it printed KAVKA_READY; stopped with SIGTERM, group
+    by group. Shared by LocalCluster (`kavka cluster up`) and `kavka server start --processes`."""
+
+    def __init__(self, on_line: Callable[[int, str], None] | None = None) -> None:
+        self.on_line = on_line
+        self.procs: dict[int, subprocess.Popen[str]] = {}
+        self.logs: dict[int, list[str]] = {}
+        self._ready: dict[int, threading.Event] = {}
+        self._ready_lines: dict[int, str] = {}  # kept apart: `logs` keeps only the last lines
+
+    def spawn(self, i: int, cmd: list[str], log_path: Path | None = None, *, die_with_parent: bool = False) -> None:
+        """Start node i's command in a session of its own (a Ctrl-C goes to this process, which stops
+        the nodes in order). With `die_with_parent` the node gets SIGTERM if this process dies, even
+        by SIGKILL (Linux), so a killed supervisor leaves no broker behind."""
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True,
+            preexec_fn=_sigterm_on_parent_death if die_with_parent else None,
+        )
+        self.procs[i], self._ready[i], self.logs[i] = proc, threading.Event(), []
+        threading.Thread(target=self._pump, args=(i, proc, log_path), daemon=True).start()
+
+    def _pump(self, i: int, proc: subprocess.Popen[str], log_path: Path | None) -> None:
+        assert proc.stdout is not None
+        log_file = open(log_path, "a") if log_path is not None else None  # noqa: SIM115 -- closed below
+        try:
+            for line in proc.stdout:
+                if log_file is not None:
+                    log_file.write(line)
+                    log_file.flush()
+                if self.on_line is not None:
+                    self.on_line(i, line)
+                self.logs[i].append(line)
+                del self.logs[i][:-50]
+                if line.startswith("KAVKA_READY"):
+                    self._ready_lines[i] = line.strip()
+                    self._ready[i].set()
+        finally:
+            if log_file is not None:
+                log_file.close()
+            self._ready[i].set()
+
+    def wait_ready(self, i: int, deadline: float) -> None:
+        """Until node i printed KAVKA_READY (by `deadline`, time.monotonic()); LocalClusterError if
+        it exited first or did not make it."""
+        while not self._ready[i].wait(0.2):
+            if time.monotonic() > deadline:
+                raise LocalClusterError(f"node {i} did not start in time:\n{self.tail(i)}")
+        if self.ready_line(i) is None:
+            raise LocalClusterError(f"node {i} exited with {self.procs[i].wait(10)}:\n{self.tail(i)}")
+
+    def ready_line(self, i: int) -> str | None:
+        """Node i's KAVKA_READY line (its bound ports), once printed."""
+        return self._ready_lines.get(i)
+
+    def tail(self, i: int, lines: int = 20) -> str:
+        return "".join(self.logs.get(i, [])[-lines:])
+
+    def dead(self) -> list[int]:
+        return [i for i, p in self.procs.items() if p.poll() is not None]
+
+    def stop(self, groups: list[list[int]], timeout_s: float = 60.0,
+             on_event: Callable[[str], None] = lambda message: None) -> dict[int, int]:
+        """SIGTERM every live node of a group at once, wait for each, then the next group; the exit codes."""
+        for group in groups:
+            live = [i for i in group if self.procs[i].poll() is None]
+            for i in live:
+                on_event(f"stopping node {i} ...")
+                self.procs[i].send_signal(signal.SIGTERM)
+            for i in live:
+                try:
+                    self.procs[i].wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    self.procs[i].kill()
+                    self.procs[i].wait(10)
+        return {i: p.returncode for i, p in self.procs.items()}
+
+
+def _sigterm_on_parent_death() -> None:
+    """Runs in the child before exec: prctl(PR_SET_PDEATHSIG, SIGTERM); a no-op where there is no prctl."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 class LocalCluster:
     def __init__(
         self,
@@ -148,9 +240,9 @@ class LocalCluster:
         self.racks = racks or []
         self.overrides = dict(overrides or {})
         self.on_event = on_event
-        self.procs: dict[int, subprocess.Popen[str]] = {}
-        self.logs: dict[int, list[str]] = {}
-        self._ready: dict[int, threading.Event] = {}
+        self.nodes = NodeProcesses()
+        self.procs = self.nodes.procs
+        self.logs = self.nodes.logs
         self.cluster_id = ""
 
     @property
@@ -279,60 +371,26 @@ class LocalCluster:
                 )
                 if res.returncode != 0:
                     raise LocalClusterError(f"formatting node {i} failed: {res.stdout}{res.stderr}")
-            proc = subprocess.Popen(
-                [*kavka, "server", "start", "--config", str(config)],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                start_new_session=True,  # Ctrl-C goes to the caller, which stops the nodes in order
-            )
-            self.procs[i], self._ready[i], self.logs[i] = proc, threading.Event(), []
-            threading.Thread(target=self._pump, args=(i, proc), daemon=True).start()
+            self.nodes.spawn(i, [*kavka, "server", "start", "--config", str(config)], node_dir / "server.log")
         deadline = time.monotonic() + timeout_s
         for i in self.procs:
-            while not self._ready[i].wait(0.2):
-                if time.monotonic() > deadline:
-                    raise LocalClusterError(f"node {i} did not start in {timeout_s:.0f}s:\n{self.tail(i)}")
-            if not any(line.startswith("KAVKA_READY") for line in self.logs[i]):
-                raise LocalClusterError(f"node {i} exited with {self.procs[i].wait(10)}:\n{self.tail(i)}")
+            self.nodes.wait_ready(i, deadline)
             where = self.client_ports.get(i) or self.controller_ports[i]
             role = "" if not self.separate else (" (controller)" if i in self.controller_ports else " (broker)")
             self.on_event(f"node {i}{role} ready on 127.0.0.1:{where}")
         return self.bootstrap
 
-    def _pump(self, i: int, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        with open(self.data_dir / f"node{i}" / "server.log", "a") as log_file:
-            for line in proc.stdout:
-                log_file.write(line)
-                log_file.flush()
-                self.logs[i].append(line)
-                del self.logs[i][:-50]
-                if line.startswith("KAVKA_READY"):
-                    self._ready[i].set()
-        self._ready[i].set()
-
     def tail(self, i: int, lines: int = 20) -> str:
-        return "".join(self.logs.get(i, [])[-lines:])
+        return self.nodes.tail(i, lines)
 
     def dead(self) -> list[int]:
-        return [i for i, p in self.procs.items() if p.poll() is not None]
+        return self.nodes.dead()
 
     def stop(self, timeout_s: float = 60.0) -> dict[int, int]:
         """SIGTERM every live node at once, then wait for each; their exit codes. With separate
         controllers the brokers go first: their controlled shutdown needs a controller to grant it."""
         brokers = [i for i in self.procs if i in self.client_ports]
-        for group in (brokers, [i for i in self.procs if i not in self.client_ports]):
-            live = [i for i in group if self.procs[i].poll() is None]
-            for i in live:
-                self.on_event(f"stopping node {i} ...")
-                self.procs[i].send_signal(signal.SIGTERM)
-            for i in live:
-                try:
-                    self.procs[i].wait(timeout_s)
-                except subprocess.TimeoutExpired:
-                    self.procs[i].kill()
-                    self.procs[i].wait(10)
-        return {i: p.returncode for i, p in self.procs.items()}
+        return self.nodes.stop([brokers, [i for i in self.procs if i not in self.client_ports]], timeout_s, self.on_event)
 
 
 # ---------------------------------------------------------------------- the web console next to a local cluster

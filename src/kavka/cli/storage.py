@@ -85,8 +85,12 @@ def random_uuid() -> None:
     is_flag=True,
     help="KIP-853: a controller that will join a dynamic quorum through controller.quorum.bootstrap.servers.",
 )
+@click.option("--processes", type=click.IntRange(1, 256), default=None,
+              help="Format the N brokers `kavka server start --processes N` runs from this config (one cluster id).")
 @json_option
+@click.pass_context
 def format_storage(
+    ctx: click.Context,
     config_path: Path,
     cluster_id: str | None,
     ignore_formatted: bool,
@@ -95,6 +99,7 @@ def format_storage(
     standalone: bool,
     initial_controllers: str | None,
     no_initial_controllers: bool,
+    processes: int | None,
     as_json: bool,
 ) -> None:
     """Write meta.properties into every log directory of a server.properties."""
@@ -107,6 +112,23 @@ def format_storage(
         is_valid_uuid,
         write_meta_properties,
     )
+
+    if processes is not None:
+        # Each process's own config, as `kavka server start --processes` derives it (the host level of
+        # broker.rack is not stored, so any host name serves), formatted with one cluster id.
+        from kavka.cli.server import derive
+
+        if standalone or initial_controllers is not None:
+            raise CliError("--processes formats brokers of a static quorum or of controllers that run on their own; "
+                           "--standalone and --initial-controllers make a dynamic quorum, which it does not derive")
+        derived = derive(config_path, overrides, processes, "localhost")
+        cluster_id = cluster_id or generate_uuid()
+        for o in derived:
+            ctx.invoke(format_storage, config_path=config_path, cluster_id=cluster_id, ignore_formatted=ignore_formatted,
+                       overrides=(*overrides, *(f"{k}={v}" for k, v in o.items())), add_scram=add_scram,
+                       standalone=False, initial_controllers=None, no_initial_controllers=no_initial_controllers,
+                       processes=None, as_json=as_json)
+        return
 
     try:
         config = load_config(config_path, list(overrides))
