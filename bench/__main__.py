@@ -126,8 +126,11 @@ def metrics(key: str) -> list[tuple[str, str, str]]:
     """(field, label, which way is better) of the figures a workload's ratio table shows."""
     if key.startswith(("produce", "consume", "RF=3 produce")):
         return [("mb_per_s", "MB/s", HIGHER), ("broker_cpu_s_per_mb", "broker CPU s/MB", LOWER)]
-    if key.startswith(("perf produce", "perf consume")):
+    if key.startswith("perf produce"):
         return [("mb_per_s", "MiB/s", HIGHER), ("broker_cpu_s_per_mb", "broker CPU s/MB", LOWER)]
+    if key.startswith("perf consume"):
+        return [("mb_per_s", "MiB/s", HIGHER), ("fetch_mb_per_s", "MiB/s after the group join", HIGHER),
+                ("rebalance_ms", "group join ms", LOWER), ("broker_cpu_s_per_mb", "broker CPU s/MB", LOWER)]
     if key.startswith("perf latency"):
         return [("avg_ms", "avg ms", LOWER), ("p50_ms", "p50 ms", LOWER), ("p99_ms", "p99 ms", LOWER)]
     if key.startswith(("latency", "RF=3 latency")):

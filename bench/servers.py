@@ -176,8 +176,10 @@ def start_tansu() -> Broker:
 KAFKA_JVM = ("-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
              "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15",
              "-Djava.awt.headless=true")
-# What bench asks of every server: one-partition auto-created topics are off on kavka too.
-KAFKA_PROPS = {"auto.create.topics.enable": "false"}
+# Kafka's own defaults where tests/kafka_reference.py sets test values (kavka runs its defaults,
+# which are Kafka's: a 3 s initial rebalance delay), and no auto-created topics, as on kavka.
+KAFKA_PROPS = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "3000",
+               "log.retention.check.interval.ms": "300000"}
 
 
 def _kafka_node(work: Path, overrides: dict[str, str] | None = None, **kw: object):  # noqa: ANN202 -- a KafkaReference
