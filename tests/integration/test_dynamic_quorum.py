@@ -261,3 +261,87 @@ def test_replace_a_voter_whose_metadata_dir_was_wiped(tmp_path: Path) -> None:
     finally:
         for n in q.nodes.values():
             n.kill()
+
+
+
+def _leader(q: _Quorum, alive: list[int]) -> int | None:
+    """The leader as the live nodes' DescribeQuorum answers name it (None while none is known)."""
+    for i in alive:
+        try:
+            leader = q.describe(i)[0]
+        except (AssertionError, OSError, TimeoutError):
+            continue
+        if leader in alive:
+            return leader
+    return None
+
+
+def _all_voters_follow(q: _Quorum, voters: list[tuple[int, uuid.UUID]]) -> bool:
+    """The leader's DescribeQuorum lists `voters`, each fetching up to the high watermark."""
+    leader = _leader(q, [i for i, _ in voters])
+    if leader is None:
+        return False
+    with RawClient(q.nodes[leader].port) as c:
+        resp = c.call(55, 2, topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),))
+    p = resp.topics[0].partitions[0]
+    return (
+        p.error_code is ErrorCode.none
+        and sorted((v.replica_id, v.replica_directory_id) for v in p.current_voters) == voters
+        and all(v.log_end_offset >= p.high_watermark > 0 for v in p.current_voters)
+    )
+
+
+def _remove_until_done(q: _Quorum, leader: int, i: int) -> None:
+    """RemoveRaftVoter through the leader, while it answers REQUEST_TIMED_OUT (a change in flight)."""
+    deadline = time.monotonic() + 20
+    while (error := _remove(q.nodes[leader].port, q.cluster_id, i, q.directory(i))) is ErrorCode.request_timed_out:
+        assert time.monotonic() < deadline, f"RemoveRaftVoter {i} kept timing out"
+        time.sleep(0.2)
+    assert error is ErrorCode.none, error
+
+
+def test_voters_killed_and_restarted_keep_the_quorum_changing_and_serving(tmp_path: Path) -> None:
+    """kill -9 and restart the leader and a follower of a grown three-voter quorum, in turns: after
+    each, every voter follows the leader again and a topic is created; then voter changes commit,
+    and the sole voter left, killed and restarted, serves CreateTopics. (The leader that made a
+    voter change took the controller's wall clock as its own: no deadline of it fired again, so it
+    resigned at once and later stayed Unattached, and the next change never committed.)"""
+    q = _Quorum(tmp_path)
+    try:
+        for n in q.nodes.values():
+            n.format(q.cluster_id)
+        for i in (1, 2, 3):
+            q.nodes[i].start()
+        for i in (2, 3):
+            q.add(i, q.directory(i))
+        voters = [(i, q.directory(i)) for i in (1, 2, 3)]
+        for round_ in range(4):
+            wait_until(lambda: _all_voters_follow(q, voters), timeout=20, message=f"round {round_}: voters follow")
+            leader = _leader(q, [1, 2, 3])
+            assert leader is not None
+            victim = leader if round_ % 2 == 0 else next(i for i in (1, 2, 3) if i != leader)
+            q.nodes[victim].kill()
+            q.nodes[victim].start()
+            _create(AdminClient({"bootstrap.servers": q.nodes[victim].bootstrap}), f"restart-{round_}")
+        wait_until(lambda: _all_voters_follow(q, voters), timeout=20, message="voters follow after the restarts")
+        # Voter changes still commit: remove a follower, add it back, then shrink to the leader alone.
+        leader = _leader(q, [1, 2, 3])
+        assert leader is not None
+        followers = [i for i in (1, 2, 3) if i != leader]
+        _remove_until_done(q, leader, followers[0])
+        q.add(followers[0], q.directory(followers[0]))
+        wait_until(lambda: _all_voters_follow(q, voters), timeout=20, message="voters follow after a re-add")
+        leader = _leader(q, [1, 2, 3])
+        assert leader is not None
+        for i in (i for i in (1, 2, 3) if i != leader):
+            _remove_until_done(q, leader, i)
+        sole = [(leader, q.directory(leader))]
+        wait_until(lambda: _all_voters_follow(q, sole), timeout=20, message="the sole voter leads")
+        q.nodes[leader].kill()
+        q.nodes[leader].start()
+        admin = AdminClient({"bootstrap.servers": q.nodes[leader].bootstrap})
+        _create(admin, "after-sole-restart")
+        assert {f"restart-{r}" for r in range(4)} | {"after-sole-restart"} <= _listed(admin)
+    finally:
+        for n in q.nodes.values():
+            n.kill()
