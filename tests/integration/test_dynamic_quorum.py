@@ -19,6 +19,8 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.add_raft_voter.v0 import request as arv
+from kio.schema.add_raft_voter.v1 import request as arv1
+from kio.schema.api_versions.v4 import request as av
 from kio.schema.describe_quorum.v2 import request as dq
 from kio.schema.remove_raft_voter.v0 import request as rrv
 from kio.schema.update_raft_voter.v0 import request as urv
@@ -58,6 +60,11 @@ def test_a_standalone_dynamic_quorum_serves_metadata_and_keeps_its_voter_set(bro
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     _create(admin, "dq-a", "dq-b")
     assert {"dq-a", "dq-b"} <= _listed(admin)
+    # ApiVersions (what kafka-features describe shows): kraft.version supported 0-1, finalized 1.
+    with RawClient(b.port) as c:
+        versions = c.call(18, 4, av.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    assert {f.name: (f.min_version, f.max_version) for f in versions.supported_features}["kraft.version"] == (0, 1)
+    assert {f.name: f.max_version_level for f in versions.finalized_features}["kraft.version"] == 1
     assert b.stop() == 0
     meta = b.log_dirs[0]
     directory_id = read_meta_properties(meta).directory_id
@@ -169,16 +176,18 @@ class _Quorum:
         voters = sorted((v.replica_id, v.replica_directory_id) for v in p.current_voters)
         return p.leader_id, voters, sorted(o.replica_id for o in p.observers)
 
-    def add(self, i: int, directory: uuid.UUID) -> None:
-        """AddRaftVoter through node `via`, until the joiner has caught up as an observer."""
-        req = arv.AddRaftVoterRequest(
+    def add(self, i: int, directory: uuid.UUID, *, ack_when_committed: bool = True) -> None:
+        """AddRaftVoter v1 through node 1, until the joiner has caught up as an observer; with
+        `ack_when_committed` false it is answered once the change is in the leader's log."""
+        req = arv1.AddRaftVoterRequest(
             cluster_id=self.cluster_id, timeout=datetime.timedelta(seconds=5), voter_id=i, voter_directory_id=directory,
-            listeners=(arv.Listener(name="CONTROLLER", host="127.0.0.1", port=self.ctl[i]),),
+            listeners=(arv1.Listener(name="CONTROLLER", host="127.0.0.1", port=self.ctl[i]),),
+            ack_when_committed=ack_when_committed,
         )
 
         def added() -> bool:
             with RawClient(self.nodes[1].port) as c:
-                error = c.call(80, 0, req).error_code
+                error = c.call(80, 1, req).error_code
             assert error in (ErrorCode.none, ErrorCode.request_timed_out), error  # not caught up yet
             return error is ErrorCode.none
 
@@ -200,7 +209,7 @@ def test_grow_a_quorum_from_one_to_three_and_shrink_it_back_under_topic_creation
         assert q.describe(1) == (1, [(1, q.directory(1))], [2, 3])  # 2 and 3 observe
         created = 0
         for i in (2, 3):
-            q.add(i, q.directory(i))
+            q.add(i, q.directory(i), ack_when_committed=i == 2)  # node 3: answered once appended
             created += 1
             _create(admin, f"grow-{created}")
         assert q.describe(3) == (1, [(i, q.directory(i)) for i in (1, 2, 3)], [])

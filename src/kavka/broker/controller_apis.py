@@ -26,8 +26,8 @@ import datetime
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
-from kio.schema.add_raft_voter.v0 import request as arv_req
-from kio.schema.add_raft_voter.v0 import response as arv_resp
+from kio.schema.add_raft_voter.v1 import request as arv_req
+from kio.schema.add_raft_voter.v1 import response as arv_resp
 from kio.schema.allocate_producer_ids.v0 import request as apid_req
 from kio.schema.allocate_producer_ids.v0 import response as apid_resp
 from kio.schema.alter_client_quotas.v1 import request as acq_req
@@ -128,13 +128,15 @@ def _voter(req: Any) -> VoterNode:
 
 
 def voter_change_request(req: Any) -> Any:
-    """The v0 RPC entity of a voter change, to relay to the active controller: the broker hands
-    its handler a read-only view (protocol.versions.VersionView), which kio cannot encode."""
+    """The RPC entity of a voter change (AddRaftVoter v1, the others v0), to relay to the active
+    controller: the broker hands its handler a read-only view (protocol.versions.VersionView),
+    which kio cannot encode."""
     if req.__api_key__ == arv_req.AddRaftVoterRequest.__api_key__:
         return arv_req.AddRaftVoterRequest(
             cluster_id=req.cluster_id, timeout=req.timeout, voter_id=req.voter_id,
             voter_directory_id=req.voter_directory_id,
             listeners=tuple(arv_req.Listener(name=x.name, host=x.host, port=x.port) for x in req.listeners),
+            ack_when_committed=_ack_when_committed(req),
         )
     if req.__api_key__ == rrv_req.RemoveRaftVoterRequest.__api_key__:
         return rrv_req.RemoveRaftVoterRequest(
@@ -151,15 +153,22 @@ def voter_change_request(req: Any) -> Any:
     )
 
 
+def _ack_when_committed(req: Any) -> bool:
+    """AddRaftVoter v1's AckWhenCommitted (v0: true, its only behaviour)."""
+    return bool(getattr(req, "ack_when_committed", True))
+
+
 async def voter_change_response(qc: QuorumController, req: Any, cluster_id: str) -> Any:
-    """KIP-853: AddRaftVoter, RemoveRaftVoter or UpdateRaftVoter (v0) on the active controller,
-    answered once the change commits; the raft core's checks give Kafka's error codes."""
+    """KIP-853: AddRaftVoter (v0-v1), RemoveRaftVoter or UpdateRaftVoter (v0) on the active
+    controller, answered once the change commits (AddRaftVoter v1 with AckWhenCommitted false: once
+    the new voter set is in the leader's log, and so in force); the raft core's checks give Kafka's
+    error codes."""
     raft = qc.raft
     voter = _voter(req)
     if req.cluster_id is not None and req.cluster_id != cluster_id:
         error = ErrorCode.inconsistent_cluster_id
     elif req.__api_key__ == arv_req.AddRaftVoterRequest.__api_key__:
-        error = await qc.change_voters(lambda: raft.add_voter(voter))
+        error = await qc.change_voters(lambda: raft.add_voter(voter), wait_commit=_ack_when_committed(req))
     elif req.__api_key__ == rrv_req.RemoveRaftVoterRequest.__api_key__:
         error = await qc.change_voters(lambda: raft.remove_voter(voter.node_id, voter.directory_id))
     else:

@@ -282,7 +282,7 @@ class QuorumController:
 
     # ---- KIP-853: voter changes ------------------------------------------------------------
 
-    async def change_voters(self, change: Callable[[], tuple[ErrorCode, int]]) -> ErrorCode:
+    async def change_voters(self, change: Callable[[], tuple[ErrorCode, int]], *, wait_commit: bool = True) -> ErrorCode:
         """AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: `change()` is the raft core's
         add_voter/remove_voter/update_voter (its checks and error codes, on the core's own clock:
         never this controller's wall clock); the answer comes once
@@ -294,7 +294,7 @@ class QuorumController:
             error, offset = change()
             epoch = self.raft.leader_and_epoch().epoch
             self._wakeup()
-        if error != ErrorCode.none or offset < 0:
+        if error != ErrorCode.none or offset < 0 or not wait_commit:
             return error
 
         def outcome() -> ErrorCode | None:
