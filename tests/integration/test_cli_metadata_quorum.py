@@ -1,6 +1,7 @@
 """`kavka metadata-quorum` (kafka-metadata-quorum.sh) against real processes: a dynamic quorum grown
 from one controller to two with `add-controller` (the joiner's own server config) and shrunk back
-with `remove-controller`, `describe --status` and `--replication` showing each step."""
+with `remove-controller`, `describe --status` and `--replication` showing each step; and Kafka's
+own kafka-metadata-quorum (4.4, from its jars) adding and removing a kavka controller."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from tests.broker_harness import KAVKA
 from tests.integration.test_dynamic_quorum import _Quorum
+from tests.java_deps import run_kafka_tool
 
 
 def _quorum_cli(q: _Quorum, via: int, *args: str) -> subprocess.CompletedProcess[str]:
@@ -64,7 +66,7 @@ def test_grow_and_shrink_a_quorum_with_the_metadata_quorum_command(tmp_path: Pat
         # remove-controller through node 2 (relayed to the active controller, node 1).
         removed = _quorum_cli(q, 2, "remove-controller", "--controller-id", "2", "--controller-directory-id", d2)
         assert removed.returncode == 0, removed.stderr
-        assert f"KRaft controller 2 with directory id {d2}" in removed.stdout and removed.stdout.startswith("Removed")
+        assert removed.stdout.strip() == f"Removed KRaft controller 2 with directory id {d2}"
         assert _voter_ids(q) == [1]
         wrong = _quorum_cli(q, 1, "remove-controller", "-i", "1", "-d", d2)  # the directory id must match
         assert wrong.returncode == 1 and "VOTER_NOT_FOUND" in wrong.stderr.upper(), wrong.stderr
@@ -73,6 +75,33 @@ def test_grow_and_shrink_a_quorum_with_the_metadata_quorum_command(tmp_path: Pat
         assert _quorum_cli(q, 1, "describe").returncode == 2
         assert _quorum_cli(q, 1, "describe", "--status", "--replication").returncode == 2
         assert _quorum_cli(q, 1, "add-controller").returncode == 1  # no controller config
+    finally:
+        for n in q.nodes.values():
+            n.kill()
+
+
+def test_kafkas_metadata_quorum_tool_adds_and_removes_a_kavka_controller(tmp_path: Path) -> None:
+    q = _Quorum(tmp_path)
+    tool = "org.apache.kafka.tools.MetadataQuorumCommand"
+    try:
+        for i in (1, 2):
+            q.nodes[i].format(q.cluster_id)
+            q.nodes[i].start()
+        d2 = _dir(q, 2)
+        deadline = time.monotonic() + 60
+        while (added := run_kafka_tool(tool, "--bootstrap-server", q.nodes[1].bootstrap, "--command-config",
+                                       str(q.nodes[2].config_file), "add-controller")).returncode != 0:
+            assert "TimeoutException" in added.stderr or "timed out" in added.stderr, added.stderr  # not caught up yet
+            assert time.monotonic() < deadline, added.stderr
+        assert added.stdout.strip() == (
+            f"Added controller 2 with directory id {d2} and endpoints: CONTROLLER://127.0.0.1:{q.ctl[2]}"
+        )
+        assert _voter_ids(q) == [1, 2]
+        removed = run_kafka_tool(tool, "--bootstrap-server", q.nodes[2].bootstrap, "remove-controller",
+                                 "--controller-id", "2", "--controller-directory-id", d2)
+        assert removed.returncode == 0, removed.stderr
+        assert removed.stdout.strip() == f"Removed KRaft controller 2 with directory id {d2}"
+        assert _voter_ids(q) == [1]
     finally:
         for n in q.nodes.values():
             n.kill()

@@ -294,5 +294,5 @@ def remove_controller(controller_id: int, directory_id: str, dry_run: bool) -> N
     if not dry_run:
         with _admin() as admin:
             admin.remove_raft_voter(controller_id, directory_id)
-    click.echo(f"{'DRY RUN of removing ' if dry_run else 'Removed '} KRaft controller {controller_id} "
+    click.echo(f"{'DRY RUN of removing' if dry_run else 'Removed'} KRaft controller {controller_id} "
                f"with directory id {directory_id}")
