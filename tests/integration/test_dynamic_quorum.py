@@ -1,12 +1,13 @@
-"""KIP-853 on real processes, as far as kavka serves it yet: a standalone dynamic quorum.
+"""KIP-853 on real processes: dynamic controller quorums.
 
 A node formatted with `kavka storage format --standalone` runs its quorum with kraft.version 1:
 its first leader writes the bootstrap voter set (this node and its metadata dir's directory id)
 into the metadata log, and the node serves metadata (topic creation, a restart) as a static one
-does. AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter are answered with Kafka's error codes
-(UpdateRaftVoter changes the voter's endpoints in the log). Quorums of several initial
-controllers, or a controller formatted to join one, need controller.quorum.bootstrap.servers,
-which is not served yet: such a node refuses to start and says why.
+does. AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter are answered with Kafka's error codes.
+Nodes formatted to join (`--no-initial-controllers`) reach the quorum through
+controller.quorum.bootstrap.servers, are added and removed as voters under topic creation, a
+voter whose disk was wiped is replaced, and voters killed and restarted keep the quorum serving
+and changing. Without controller.quorum.bootstrap.servers such a node refuses to start.
 """
 
 from __future__ import annotations
