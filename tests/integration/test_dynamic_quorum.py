@@ -1,12 +1,13 @@
-"""KIP-853 on real processes, as far as kavka serves it yet: a standalone dynamic quorum.
+"""KIP-853 on real processes: dynamic controller quorums.
 
 A node formatted with `kavka storage format --standalone` runs its quorum with kraft.version 1:
 its first leader writes the bootstrap voter set (this node and its metadata dir's directory id)
 into the metadata log, and the node serves metadata (topic creation, a restart) as a static one
-does. AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter are answered with Kafka's error codes
-(UpdateRaftVoter changes the voter's endpoints in the log). Quorums of several initial
-controllers, or a controller formatted to join one, need controller.quorum.bootstrap.servers,
-which is not served yet: such a node refuses to start and says why.
+does. AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter are answered with Kafka's error codes.
+Nodes formatted to join (`--no-initial-controllers`) reach the quorum through
+controller.quorum.bootstrap.servers, are added and removed as voters under topic creation, a
+voter whose disk was wiped is replaced, and voters killed and restarted keep the quorum serving
+and changing. Without controller.quorum.bootstrap.servers such a node refuses to start.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.add_raft_voter.v0 import request as arv
+from kio.schema.add_raft_voter.v1 import request as arv1
+from kio.schema.api_versions.v4 import request as av
 from kio.schema.describe_quorum.v2 import request as dq
 from kio.schema.remove_raft_voter.v0 import request as rrv
 from kio.schema.update_raft_voter.v0 import request as urv
@@ -58,6 +61,11 @@ def test_a_standalone_dynamic_quorum_serves_metadata_and_keeps_its_voter_set(bro
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     _create(admin, "dq-a", "dq-b")
     assert {"dq-a", "dq-b"} <= _listed(admin)
+    # ApiVersions (what kafka-features describe shows): kraft.version supported 0-1, finalized 1.
+    with RawClient(b.port) as c:
+        versions = c.call(18, 4, av.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    assert {f.name: (f.min_version, f.max_version) for f in versions.supported_features}["kraft.version"] == (0, 1)
+    assert {f.name: f.max_version_level for f in versions.finalized_features}["kraft.version"] == 1
     assert b.stop() == 0
     meta = b.log_dirs[0]
     directory_id = read_meta_properties(meta).directory_id
@@ -169,16 +177,18 @@ class _Quorum:
         voters = sorted((v.replica_id, v.replica_directory_id) for v in p.current_voters)
         return p.leader_id, voters, sorted(o.replica_id for o in p.observers)
 
-    def add(self, i: int, directory: uuid.UUID) -> None:
-        """AddRaftVoter through node `via`, until the joiner has caught up as an observer."""
-        req = arv.AddRaftVoterRequest(
+    def add(self, i: int, directory: uuid.UUID, *, ack_when_committed: bool = True) -> None:
+        """AddRaftVoter v1 through node 1, until the joiner has caught up as an observer; with
+        `ack_when_committed` false it is answered once the change is in the leader's log."""
+        req = arv1.AddRaftVoterRequest(
             cluster_id=self.cluster_id, timeout=datetime.timedelta(seconds=5), voter_id=i, voter_directory_id=directory,
-            listeners=(arv.Listener(name="CONTROLLER", host="127.0.0.1", port=self.ctl[i]),),
+            listeners=(arv1.Listener(name="CONTROLLER", host="127.0.0.1", port=self.ctl[i]),),
+            ack_when_committed=ack_when_committed,
         )
 
         def added() -> bool:
             with RawClient(self.nodes[1].port) as c:
-                error = c.call(80, 0, req).error_code
+                error = c.call(80, 1, req).error_code
             assert error in (ErrorCode.none, ErrorCode.request_timed_out), error  # not caught up yet
             return error is ErrorCode.none
 
@@ -200,7 +210,7 @@ def test_grow_a_quorum_from_one_to_three_and_shrink_it_back_under_topic_creation
         assert q.describe(1) == (1, [(1, q.directory(1))], [2, 3])  # 2 and 3 observe
         created = 0
         for i in (2, 3):
-            q.add(i, q.directory(i))
+            q.add(i, q.directory(i), ack_when_committed=i == 2)  # node 3: answered once appended
             created += 1
             _create(admin, f"grow-{created}")
         assert q.describe(3) == (1, [(i, q.directory(i)) for i in (1, 2, 3)], [])
@@ -258,6 +268,90 @@ def test_replace_a_voter_whose_metadata_dir_was_wiped(tmp_path: Path) -> None:
         assert q.describe(1)[1] == [(1, q.directory(1)), (2, q.directory(2)), (3, new)]
         _create(admin, "after-replace")
         assert {"before-wipe", "during-replace", "after-replace"} <= _listed(admin)
+    finally:
+        for n in q.nodes.values():
+            n.kill()
+
+
+
+def _leader(q: _Quorum, alive: list[int]) -> int | None:
+    """The leader as the live nodes' DescribeQuorum answers name it (None while none is known)."""
+    for i in alive:
+        try:
+            leader = q.describe(i)[0]
+        except (AssertionError, OSError, TimeoutError):
+            continue
+        if leader in alive:
+            return leader
+    return None
+
+
+def _all_voters_follow(q: _Quorum, voters: list[tuple[int, uuid.UUID]]) -> bool:
+    """The leader's DescribeQuorum lists `voters`, each fetching up to the high watermark."""
+    leader = _leader(q, [i for i, _ in voters])
+    if leader is None:
+        return False
+    with RawClient(q.nodes[leader].port) as c:
+        resp = c.call(55, 2, topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),))
+    p = resp.topics[0].partitions[0]
+    return (
+        p.error_code is ErrorCode.none
+        and sorted((v.replica_id, v.replica_directory_id) for v in p.current_voters) == voters
+        and all(v.log_end_offset >= p.high_watermark > 0 for v in p.current_voters)
+    )
+
+
+def _remove_until_done(q: _Quorum, leader: int, i: int) -> None:
+    """RemoveRaftVoter through the leader, while it answers REQUEST_TIMED_OUT (a change in flight)."""
+    deadline = time.monotonic() + 20
+    while (error := _remove(q.nodes[leader].port, q.cluster_id, i, q.directory(i))) is ErrorCode.request_timed_out:
+        assert time.monotonic() < deadline, f"RemoveRaftVoter {i} kept timing out"
+        time.sleep(0.2)
+    assert error is ErrorCode.none, error
+
+
+def test_voters_killed_and_restarted_keep_the_quorum_changing_and_serving(tmp_path: Path) -> None:
+    """kill -9 and restart the leader and a follower of a grown three-voter quorum, in turns: after
+    each, every voter follows the leader again and a topic is created; then voter changes commit,
+    and the sole voter left, killed and restarted, serves CreateTopics. (The leader that made a
+    voter change took the controller's wall clock as its own: no deadline of it fired again, so it
+    resigned at once and later stayed Unattached, and the next change never committed.)"""
+    q = _Quorum(tmp_path)
+    try:
+        for n in q.nodes.values():
+            n.format(q.cluster_id)
+        for i in (1, 2, 3):
+            q.nodes[i].start()
+        for i in (2, 3):
+            q.add(i, q.directory(i))
+        voters = [(i, q.directory(i)) for i in (1, 2, 3)]
+        for round_ in range(4):
+            wait_until(lambda: _all_voters_follow(q, voters), timeout=20, message=f"round {round_}: voters follow")
+            leader = _leader(q, [1, 2, 3])
+            assert leader is not None
+            victim = leader if round_ % 2 == 0 else next(i for i in (1, 2, 3) if i != leader)
+            q.nodes[victim].kill()
+            q.nodes[victim].start()
+            _create(AdminClient({"bootstrap.servers": q.nodes[victim].bootstrap}), f"restart-{round_}")
+        wait_until(lambda: _all_voters_follow(q, voters), timeout=20, message="voters follow after the restarts")
+        # Voter changes still commit: remove a follower, add it back, then shrink to the leader alone.
+        leader = _leader(q, [1, 2, 3])
+        assert leader is not None
+        followers = [i for i in (1, 2, 3) if i != leader]
+        _remove_until_done(q, leader, followers[0])
+        q.add(followers[0], q.directory(followers[0]))
+        wait_until(lambda: _all_voters_follow(q, voters), timeout=20, message="voters follow after a re-add")
+        leader = _leader(q, [1, 2, 3])
+        assert leader is not None
+        for i in (i for i in (1, 2, 3) if i != leader):
+            _remove_until_done(q, leader, i)
+        sole = [(leader, q.directory(leader))]
+        wait_until(lambda: _all_voters_follow(q, sole), timeout=20, message="the sole voter leads")
+        q.nodes[leader].kill()
+        q.nodes[leader].start()
+        admin = AdminClient({"bootstrap.servers": q.nodes[leader].bootstrap})
+        _create(admin, "after-sole-restart")
+        assert {f"restart-{r}" for r in range(4)} | {"after-sole-restart"} <= _listed(admin)
     finally:
         for n in q.nodes.values():
             n.kill()

@@ -436,6 +436,8 @@ def test_api_versions_features_and_update_features_raw(cluster):
     resp4 = raw_call(_node(cluster), ApiKey.API_VERSIONS, 4, av.ApiVersionsRequest(
         client_software_name="t", client_software_version="1"))
     assert {f.name: (f.min_version, f.max_version) for f in resp4.supported_features}["transaction.version"] == (0, 2)
+    # A static quorum: kraft.version supported 0-1 (KIP-853), finalized 0 (so not listed).
+    assert {f.name: (f.min_version, f.max_version) for f in resp4.supported_features}["kraft.version"] == (0, 1)
     assert resp.finalized_features_epoch > 0
     req = uf.UpdateFeaturesRequest(feature_updates=(
         uf.FeatureUpdateKey(feature="group.version", max_version_level=1, upgrade_type=1),

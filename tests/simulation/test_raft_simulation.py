@@ -20,6 +20,7 @@ from kavka.raft import messages as m
 from kavka.raft.api import SnapshotId
 from kavka.raft.client import PollResult, RaftClient
 from kavka.raft.state import ElectionState, EpochState, QuorumStateStore
+from kavka.raft.voters import VoterNode
 from kavka.testing.raft_simulation import InvariantViolation, Sim
 
 CHUNK = 100
@@ -353,3 +354,43 @@ def test_two_voter_changes_in_flight_lose_committed_records() -> None:
     # records at one offset (seeds 0-76 pass, or stall after healing, which also fails a run).
     with pytest.raises(InvariantViolation, match=r"committed .* at \d+, cluster committed"):
         Sim(77, 3, spares=2, client_factory=_TwoChangesInFlight, check_in_flight=False).run()
+
+
+# The wall clock (ms since 1970) minus the monotonic clock the driver polls with: what the
+# controller's clock was ahead of the core's when voter changes took the caller's time.
+_WALL_CLOCK_AHEAD_MS = 1_795_000_000_000
+
+
+class _VoterChangesOnTheCallersClock(RaftClient):
+    """Takes the caller's clock (the controller's wall clock) as its own on a voter change, as the
+    core did before: its clock then runs far ahead of the driver's, so none of its deadlines comes
+    again -- a leader resigns at once (no fetch in its check-quorum window) and stays Resigned or
+    Unattached, while its peers' next voter change or election may need it."""
+
+    _driver_now = 0
+
+    def poll(self, now_ms: int, inbound: list | tuple = ()) -> PollResult:
+        self._driver_now = now_ms
+        return super().poll(now_ms, inbound)
+
+    def add_voter(self, voter: VoterNode) -> tuple[ErrorCode, int]:
+        self._now = max(self._now, self._driver_now + _WALL_CLOCK_AHEAD_MS)
+        return super().add_voter(voter)
+
+    def remove_voter(self, node_id: int, directory_id: str | None) -> tuple[ErrorCode, int]:
+        self._now = max(self._now, self._driver_now + _WALL_CLOCK_AHEAD_MS)
+        return super().remove_voter(node_id, directory_id)
+
+
+@pytest.mark.parametrize(("voters", "first"), [(1, 4), (3, 2)])
+def test_simulation_catches_voter_changes_on_the_callers_clock(voters: int, first: int) -> None:
+    # A real three-voter quorum stalled so after a leader made a voter change (kill -9 and restart
+    # of voters, tests/integration/test_dynamic_quorum.py); the simulation sees it on liveness.
+    for seed in range(20):
+        try:
+            Sim(seed, voters, spares=2, client_factory=_VoterChangesOnTheCallersClock).run()
+        except InvariantViolation as e:
+            assert "no progress after healing" in str(e), e
+            assert seed == first
+            return
+    pytest.fail("_VoterChangesOnTheCallersClock: seeds 0-19 passed; the simulation cannot see this bug")

@@ -112,21 +112,21 @@ def test_add_voter_checks_in_kafkas_order_then_the_new_voter_counts() -> None:
     nodes = {1: make(1, bootstrap=vs(1)), 2: make(2, bootstrap=None), 3: make(3, bootstrap=None)}
     # Not the leader: NOT_LEADER_OR_FOLLOWER.
     assert (
-        nodes[2].add_voter(VoterNode(2, dir_id(2)), now_ms=0)[0] is ErrorCode.not_leader_or_follower
+        nodes[2].add_voter(VoterNode(2, dir_id(2)))[0] is ErrorCode.not_leader_or_follower
     )
     now = drive(nodes, 3000)
     leader = nodes[1]
-    assert leader.add_voter(VoterNode(1, dir_id(1)), now_ms=now)[0] is ErrorCode.duplicate_voter
+    assert leader.add_voter(VoterNode(1, dir_id(1)))[0] is ErrorCode.duplicate_voter
     # A node that never fetched has not caught up.
-    assert leader.add_voter(VoterNode(9, dir_id(9)), now_ms=now)[0] is ErrorCode.request_timed_out
-    error, offset = leader.add_voter(VoterNode(2, dir_id(2)), now_ms=now)
+    assert leader.add_voter(VoterNode(9, dir_id(9)))[0] is ErrorCode.request_timed_out
+    error, offset = leader.add_voter(VoterNode(2, dir_id(2)))
     assert error is ErrorCode.none and offset >= leader.high_watermark
     assert leader.voter_set() == vs(1, 2)  # in force at once, before it commits
     # At most one change in flight.
-    assert leader.add_voter(VoterNode(3, dir_id(3)), now_ms=now)[0] is ErrorCode.request_timed_out
+    assert leader.add_voter(VoterNode(3, dir_id(3)))[0] is ErrorCode.request_timed_out
     now = drive(nodes, now + 2000, start_ms=now)
     assert leader.high_watermark > offset and nodes[2].is_voter
-    error, offset = leader.add_voter(VoterNode(3, dir_id(3)), now_ms=now)
+    error, offset = leader.add_voter(VoterNode(3, dir_id(3)))
     assert error is ErrorCode.none
     now = drive(nodes, now + 2000, start_ms=now)
     assert all(c.voter_set() == vs(1, 2, 3) for c in nodes.values())
@@ -143,10 +143,10 @@ def test_remove_voter_checks_and_the_removed_leader_resigns_after_the_commit() -
     now = drive(nodes, 5000)
     leader = leader_of(nodes)
     others = [i for i in nodes if i != leader.node_id]
-    assert leader.remove_voter(7, dir_id(7), now_ms=now)[0] is ErrorCode.voter_not_found
+    assert leader.remove_voter(7, dir_id(7))[0] is ErrorCode.voter_not_found
     # The right id with another directory id is not that voter either.
-    assert leader.remove_voter(others[0], dir_id(50), now_ms=now)[0] is ErrorCode.voter_not_found
-    error, offset = leader.remove_voter(leader.node_id, dir_id(leader.node_id), now_ms=now)
+    assert leader.remove_voter(others[0], dir_id(50))[0] is ErrorCode.voter_not_found
+    error, offset = leader.remove_voter(leader.node_id, dir_id(leader.node_id))
     assert error is ErrorCode.none and not leader.is_voter and leader.state is S.LEADER
     now = drive(nodes, now + 3000, start_ms=now)
     assert leader.state is not S.LEADER and not leader.is_voter
@@ -154,14 +154,14 @@ def test_remove_voter_checks_and_the_removed_leader_resigns_after_the_commit() -
     assert new.node_id in others and new.voter_set() == vs(*others)
     # The removed node follows as an observer, and the last voter cannot be removed.
     error, _ = new.remove_voter(
-        others[0] if others[0] != new.node_id else others[1], None, now_ms=now
+        others[0] if others[0] != new.node_id else others[1], None
     )
     assert error is ErrorCode.voter_not_found  # the directory id must match
     rest = [i for i in others if i != new.node_id][0]
-    assert new.remove_voter(rest, dir_id(rest), now_ms=now)[0] is ErrorCode.none
+    assert new.remove_voter(rest, dir_id(rest))[0] is ErrorCode.none
     now = drive(nodes, now + 2000, start_ms=now)
     assert (
-        new.remove_voter(new.node_id, dir_id(new.node_id), now_ms=now)[0]
+        new.remove_voter(new.node_id, dir_id(new.node_id))[0]
         is ErrorCode.invalid_request
     )
 
@@ -176,8 +176,8 @@ def test_a_static_quorum_refuses_voter_changes() -> None:
     )
     drive({1: c}, 3000)
     assert c.state is S.LEADER and c.kraft_version == 0
-    assert c.add_voter(VoterNode(2, dir_id(2)), now_ms=3000)[0] is ErrorCode.unsupported_version
-    assert c.remove_voter(1, None, now_ms=3000)[0] is ErrorCode.unsupported_version
+    assert c.add_voter(VoterNode(2, dir_id(2)))[0] is ErrorCode.unsupported_version
+    assert c.remove_voter(1, None)[0] is ErrorCode.unsupported_version
 
 
 def test_a_voter_whose_disk_was_wiped_comes_back_as_an_observer() -> None:
@@ -205,9 +205,9 @@ def test_a_voter_whose_disk_was_wiped_comes_back_as_an_observer() -> None:
     leader = leader_of(nodes)  # the cut-off leader may have resigned meanwhile
     assert leader.node_id != victim
     # Replace it: remove the old directory id, add the new one.
-    assert leader.remove_voter(victim, dir_id(victim), now_ms=now)[0] is ErrorCode.none
+    assert leader.remove_voter(victim, dir_id(victim))[0] is ErrorCode.none
     now = drive(nodes, now + 2000, start_ms=now)
-    error, _ = leader.add_voter(VoterNode(victim, dir_id(100 + victim)), now_ms=now)
+    error, _ = leader.add_voter(VoterNode(victim, dir_id(100 + victim)))
     assert error is ErrorCode.none
     drive(nodes, now + 2000, start_ms=now)
     assert nodes[victim].is_voter and nodes[victim].voter_set().get(victim) == VoterNode(
@@ -219,7 +219,7 @@ def test_snapshots_carry_the_voter_set_and_a_restart_reads_it_back() -> None:
     log = MemoryLog()
     nodes = {1: make(1, bootstrap=vs(1), log=log), 2: make(2, bootstrap=None)}
     now = drive(nodes, 3000)
-    assert nodes[1].add_voter(VoterNode(2, dir_id(2)), now_ms=now)[0] is ErrorCode.none
+    assert nodes[1].add_voter(VoterNode(2, dir_id(2)))[0] is ErrorCode.none
     now = drive(nodes, now + 2000, start_ms=now)
     leader = leader_of(nodes)
     hw = leader.high_watermark
@@ -242,9 +242,9 @@ def test_update_voter_changes_endpoints_of_the_same_replica_only() -> None:
     now = drive(nodes, 3000)
     c = nodes[1]
     moved = VoterNode(1, dir_id(1), (VoterEndpoint("CONTROLLER", "h", 19093),))
-    assert c.update_voter(VoterNode(1, dir_id(9)), now_ms=now)[0] is ErrorCode.voter_not_found
-    error, offset = c.update_voter(moved, now_ms=now)
+    assert c.update_voter(VoterNode(1, dir_id(9)))[0] is ErrorCode.voter_not_found
+    error, offset = c.update_voter(moved)
     assert error is ErrorCode.none and offset >= 0 and c.voter_set().get(1) == moved
-    assert c.update_voter(moved, now_ms=now)[0] is ErrorCode.request_timed_out  # one change in flight
+    assert c.update_voter(moved)[0] is ErrorCode.request_timed_out  # one change in flight
     now = drive({1: c}, now + 500, start_ms=now)
-    assert c.update_voter(moved, now_ms=now) == (ErrorCode.none, -1)  # nothing to change
+    assert c.update_voter(moved) == (ErrorCode.none, -1)  # nothing to change

@@ -26,8 +26,8 @@ import datetime
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
-from kio.schema.add_raft_voter.v0 import request as arv_req
-from kio.schema.add_raft_voter.v0 import response as arv_resp
+from kio.schema.add_raft_voter.v1 import request as arv_req
+from kio.schema.add_raft_voter.v1 import response as arv_resp
 from kio.schema.allocate_producer_ids.v0 import request as apid_req
 from kio.schema.allocate_producer_ids.v0 import response as apid_resp
 from kio.schema.alter_client_quotas.v1 import request as acq_req
@@ -127,19 +127,52 @@ def _voter(req: Any) -> VoterNode:
     return VoterNode(int(req.voter_id), directory, tuple(VoterEndpoint(x.name, x.host, int(x.port)) for x in listeners))
 
 
+def voter_change_request(req: Any) -> Any:
+    """The RPC entity of a voter change (AddRaftVoter v1, the others v0), to relay to the active
+    controller: the broker hands its handler a read-only view (protocol.versions.VersionView),
+    which kio cannot encode."""
+    if req.__api_key__ == arv_req.AddRaftVoterRequest.__api_key__:
+        return arv_req.AddRaftVoterRequest(
+            cluster_id=req.cluster_id, timeout=req.timeout, voter_id=req.voter_id,
+            voter_directory_id=req.voter_directory_id,
+            listeners=tuple(arv_req.Listener(name=x.name, host=x.host, port=x.port) for x in req.listeners),
+            ack_when_committed=_ack_when_committed(req),
+        )
+    if req.__api_key__ == rrv_req.RemoveRaftVoterRequest.__api_key__:
+        return rrv_req.RemoveRaftVoterRequest(
+            cluster_id=req.cluster_id, voter_id=req.voter_id, voter_directory_id=req.voter_directory_id
+        )
+    feature = req.k_raft_version_feature
+    return urv_req.UpdateRaftVoterRequest(
+        cluster_id=req.cluster_id, current_leader_epoch=req.current_leader_epoch, voter_id=req.voter_id,
+        voter_directory_id=req.voter_directory_id,
+        listeners=tuple(urv_req.Listener(name=x.name, host=x.host, port=x.port) for x in req.listeners),
+        k_raft_version_feature=urv_req.KRaftVersionFeature(
+            min_supported_version=feature.min_supported_version, max_supported_version=feature.max_supported_version
+        ),
+    )
+
+
+def _ack_when_committed(req: Any) -> bool:
+    """AddRaftVoter v1's AckWhenCommitted (v0: true, its only behaviour)."""
+    return bool(getattr(req, "ack_when_committed", True))
+
+
 async def voter_change_response(qc: QuorumController, req: Any, cluster_id: str) -> Any:
-    """KIP-853: AddRaftVoter, RemoveRaftVoter or UpdateRaftVoter (v0) on the active controller,
-    answered once the change commits; the raft core's checks give Kafka's error codes."""
+    """KIP-853: AddRaftVoter (v0-v1), RemoveRaftVoter or UpdateRaftVoter (v0) on the active
+    controller, answered once the change commits (AddRaftVoter v1 with AckWhenCommitted false: once
+    the new voter set is in the leader's log, and so in force); the raft core's checks give Kafka's
+    error codes."""
     raft = qc.raft
     voter = _voter(req)
     if req.cluster_id is not None and req.cluster_id != cluster_id:
         error = ErrorCode.inconsistent_cluster_id
     elif req.__api_key__ == arv_req.AddRaftVoterRequest.__api_key__:
-        error = await qc.change_voters(lambda now: raft.add_voter(voter, now_ms=now))
+        error = await qc.change_voters(lambda: raft.add_voter(voter), wait_commit=_ack_when_committed(req))
     elif req.__api_key__ == rrv_req.RemoveRaftVoterRequest.__api_key__:
-        error = await qc.change_voters(lambda now: raft.remove_voter(voter.node_id, voter.directory_id, now_ms=now))
+        error = await qc.change_voters(lambda: raft.remove_voter(voter.node_id, voter.directory_id))
     else:
-        error = await qc.change_voters(lambda now: raft.update_voter(voter, now_ms=now))
+        error = await qc.change_voters(lambda: raft.update_voter(voter))
     message = None if error == ErrorCode.none else _VOTER_ERRORS.get(error, error.name)
     if req.__api_key__ == urv_req.UpdateRaftVoterRequest.__api_key__:
         leader = raft.leader_and_epoch()

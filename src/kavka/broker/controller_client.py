@@ -45,6 +45,7 @@ from kavka.broker.controller_apis import (
     alter_partition_response,
     assign_replicas_to_dirs_response,
     by_dir_and_topic,
+    voter_change_request,
     voter_change_response,
 )
 from kavka.broker.handlers import elect_leaders, reassignments
@@ -602,7 +603,7 @@ class ControllerClient:
             return await voter_change_response(self.qc, req, self.cluster_id)
 
         moved = (ErrorCode.not_controller, ErrorCode.not_leader_or_follower)
-        return await self._route(local, lambda: req, lambda r: r.error_code in moved)
+        return await self._route(local, lambda: voter_change_request(req), lambda r: r.error_code in moved)
 
     async def describe_quorum(self) -> Any:
         """DescribeQuorumResponse v2 from the raft leader (as kafka-metadata-quorum.sh asks it)."""

@@ -15,6 +15,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("kavka.cli.storage", "storage"),
     ("kavka.cli.server", "server"),
     ("kavka.cli.cluster", "cluster"),
+    ("kavka.cli.metadata_quorum", "metadata_quorum"),
     ("kavka.cli.topics", "topics"),
     ("kavka.cli.configs", "configs"),
     ("kavka.cli.acls", "acls"),

@@ -15,6 +15,7 @@ on first use and kept until `close()`. One thread owns a client.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i8
+from kio.static.primitive import i8, i32, u16
 
 from kavka.authorizer import Acl, AclFilter
 from kavka.client import requests
@@ -37,7 +38,7 @@ from kavka.client.errors import (
 from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.common import AclOperation, AclPermissionType, PatternType, ResourceType
 from kavka.protocol.api import ApiKey
-from kavka.protocol.messages import ZERO_UUID, uuid_to_str
+from kavka.protocol.messages import ZERO_UUID, uuid_from_str, uuid_to_str
 
 DEFAULT_TIMEOUT_MS = 30_000
 
@@ -178,6 +179,7 @@ class VoterState:
     log_end_offset: int
     last_fetch_timestamp: int
     last_caught_up_timestamp: int
+    directory_id: str | None = None  # KIP-853: the replica's metadata log dir (a dynamic quorum)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +189,8 @@ class QuorumDescription:
     high_watermark: int
     voters: tuple[VoterState, ...]
     observers: tuple[VoterState, ...] = ()  # broker-only nodes following the metadata log
+    # KIP-853: each voter's endpoints (listener name, host, port), by node id (a dynamic quorum)
+    endpoints: Mapping[int, tuple[tuple[str, str, int], ...]] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------- client
@@ -750,13 +754,54 @@ class AdminClient:
         raise_for_error(part.error_code, part.error_message)
         def states(replicas: Any) -> tuple[VoterState, ...]:
             return tuple(
-                VoterState(v.replica_id, v.log_end_offset, v.last_fetch_timestamp, v.last_caught_up_timestamp)
+                VoterState(
+                    v.replica_id,
+                    v.log_end_offset,
+                    v.last_fetch_timestamp,
+                    v.last_caught_up_timestamp,
+                    uuid_to_str(v.replica_directory_id) if v.replica_directory_id and v.replica_directory_id.int else None,
+                )
                 for v in replicas
             )
 
+        endpoints = {int(n.node_id): tuple((x.name, x.host, int(x.port)) for x in n.listeners) for n in resp.nodes}
         return QuorumDescription(
-            part.leader_id, part.leader_epoch, part.high_watermark, states(part.current_voters), states(part.observers)
+            part.leader_id,
+            part.leader_epoch,
+            part.high_watermark,
+            states(part.current_voters),
+            states(part.observers),
+            endpoints,
         )
+
+    def add_raft_voter(
+        self, node_id: int, directory_id: str, endpoints: Sequence[tuple[str, str, int]], *, timeout_ms: int = 30_000
+    ) -> None:
+        """AddRaftVoter v0 (KIP-853, kafka-metadata-quorum add-controller); any node relays it to the
+        active controller, which answers once the new voter set commits."""
+        from kio.schema.add_raft_voter.v0 import request as arv
+
+        resp = self._any().send(
+            arv.AddRaftVoterRequest(
+                cluster_id=None,
+                timeout=datetime.timedelta(milliseconds=timeout_ms),
+                voter_id=i32(node_id),
+                voter_directory_id=uuid_from_str(directory_id),
+                listeners=tuple(arv.Listener(name=n, host=h, port=u16(p)) for n, h, p in endpoints),
+            )
+        )
+        raise_for_error(resp.error_code, resp.error_message)
+
+    def remove_raft_voter(self, node_id: int, directory_id: str) -> None:
+        """RemoveRaftVoter v0 (KIP-853, kafka-metadata-quorum remove-controller)."""
+        from kio.schema.remove_raft_voter.v0 import request as rrv
+
+        resp = self._any().send(
+            rrv.RemoveRaftVoterRequest(
+                cluster_id=None, voter_id=i32(node_id), voter_directory_id=uuid_from_str(directory_id)
+            )
+        )
+        raise_for_error(resp.error_code, resp.error_message)
 
     def describe_cluster(self) -> ClusterDescription:
         resp = self.send_any(

@@ -282,18 +282,19 @@ class QuorumController:
 
     # ---- KIP-853: voter changes ------------------------------------------------------------
 
-    async def change_voters(self, change: Callable[[int], tuple[ErrorCode, int]]) -> ErrorCode:
-        """AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: `change(now_ms)` is the raft core's
-        add_voter/remove_voter/update_voter (its checks and error codes); the answer comes once
+    async def change_voters(self, change: Callable[[], tuple[ErrorCode, int]], *, wait_commit: bool = True) -> ErrorCode:
+        """AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter: `change()` is the raft core's
+        add_voter/remove_voter/update_voter (its checks and error codes, on the core's own clock:
+        never this controller's wall clock); the answer comes once
         the VotersRecord commits (REQUEST_TIMED_OUT if it does not within the operation timeout).
         Under the operation lock, so it never interleaves with a metadata operation's decision."""
         async with self._lock:
             if self._stopped is not None:
                 raise NotControllerError(self._stopped)
-            error, offset = change(self._now_ms())
+            error, offset = change()
             epoch = self.raft.leader_and_epoch().epoch
             self._wakeup()
-        if error != ErrorCode.none or offset < 0:
+        if error != ErrorCode.none or offset < 0 or not wait_commit:
             return error
 
         def outcome() -> ErrorCode | None:

@@ -137,7 +137,7 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DESCRIBE_QUORUM: (0, 2),
     # KIP-853 (broker.handlers.quorum, controller_apis.voter_change_response): v0 only.
-    ApiKey.ADD_RAFT_VOTER: (0, 0),
+    ApiKey.ADD_RAFT_VOTER: (0, 1),
     ApiKey.REMOVE_RAFT_VOTER: (0, 0),
     ApiKey.UPDATE_RAFT_VOTER: (0, 0),
     ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2),

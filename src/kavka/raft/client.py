@@ -355,10 +355,14 @@ class RaftClient:
         """A VotersRecord is in the log but not yet committed."""
         return bool(self._voter_history) and self._voter_history[-1][0] >= self._high_watermark
 
-    def add_voter(self, voter: VoterNode, *, now_ms: int) -> tuple[ErrorCode, int]:
+    def add_voter(self, voter: VoterNode) -> tuple[ErrorCode, int]:
         """AddRaftVoter on the leader: (error, offset of the new VotersRecord or -1). The change is
-        done once the high watermark passes the offset (the caller answers then)."""
-        self._now = max(self._now, now_ms)
+        done once the high watermark passes the offset (the caller answers then).
+
+        The voter changes take no clock: they are judged at the time of the last poll. The caller
+        (the controller) reads another clock, the wall clock it stamps records with; taking its
+        time moved this core's clock some 56 years ahead of the driver's, after which no deadline
+        of the node ever came (it resigned at once, then stayed Unattached for good)."""
         error = self._voter_change_error()
         if error is None:
             current = self.voter_set()
@@ -370,9 +374,8 @@ class RaftClient:
             return error, -1
         return ErrorCode.none, self._append_voters(self.voter_set().with_voter(voter))
 
-    def remove_voter(self, node_id: int, directory_id: str | None, *, now_ms: int) -> tuple[ErrorCode, int]:
+    def remove_voter(self, node_id: int, directory_id: str | None) -> tuple[ErrorCode, int]:
         """RemoveRaftVoter on the leader: (error, offset of the new VotersRecord or -1)."""
-        self._now = max(self._now, now_ms)
         error = self._voter_change_error()
         if error is not None:
             return error, -1
@@ -384,9 +387,8 @@ class RaftClient:
             return ErrorCode.invalid_request, -1  # the last voter cannot go
         return ErrorCode.none, self._append_voters(current.without(node_id))
 
-    def update_voter(self, voter: VoterNode, *, now_ms: int) -> tuple[ErrorCode, int]:
+    def update_voter(self, voter: VoterNode) -> tuple[ErrorCode, int]:
         """UpdateRaftVoter on the leader: a voter's new endpoints (same id and directory id)."""
-        self._now = max(self._now, now_ms)
         error = self._voter_change_error()
         if error is not None:
             return error, -1

@@ -417,12 +417,12 @@ class Sim:
             addable = [i for i in self.pool if i not in current and self.nodes[i].alive]
             if addable and (len(current) == 1 or mr.random() < 0.5):
                 node_id = mr.choice(addable)
-                error, _offset = c.add_voter(VoterNode(node_id, self.directory_ids[node_id]), now_ms=self.clock.now_ms)
+                error, _offset = c.add_voter(VoterNode(node_id, self.directory_ids[node_id]))
                 if error is ErrorCode.none:
                     self.ever_voters.add(node_id)
             else:
                 node_id = mr.choice(current)
-                error, _offset = c.remove_voter(node_id, self.directory_ids[node_id], now_ms=self.clock.now_ms)
+                error, _offset = c.remove_voter(node_id, self.directory_ids[node_id])
             if error is ErrorCode.none:
                 self.voter_changes += 1
             elif attempt == 1:

@@ -10,7 +10,10 @@ client may rely on:
   use them (they switch on a finalized transaction.version >= 2: EndTxn v5, Produce v12,
   TxnOffsetCommit v5), as on a Kafka 4.x cluster; clients that do not know the feature keep the
   KIP-98 protocol, also served (supported range 0-2);
-- kraft.version 0: a static quorum (controller.quorum.voters; KIP-853 is not served);
+- kraft.version (supported 0-1) as the node's quorum runs: finalized 1 for a dynamic quorum (its
+  voter set in the metadata log, KIP-853: `kavka storage format --standalone/--initial-controllers/
+  --no-initial-controllers`), 0 for a static one (controller.quorum.voters), which cannot be
+  upgraded (UpdateFeatures refuses any other level, as for the other features);
 - eligible.leader.replicas.version 0: ELR (KIP-966) is off.
 
 metadata.version is not advertised: it names versions of Kafka's metadata log records, and
@@ -50,20 +53,27 @@ class Feature:
         return self.level if self.min_level is None else self.min_level
 
 
+KRAFT_VERSION = "kraft.version"
 FEATURES: tuple[Feature, ...] = (
     Feature("eligible.leader.replicas.version", 0),
     Feature("group.version", 1),
-    Feature("kraft.version", 0),
+    Feature(KRAFT_VERSION, 1, min_level=0),  # finalized: the quorum's (`finalized_level`)
     Feature("transaction.version", 2, min_level=0),
 )
 _BY_NAME = {f.name: f for f in FEATURES}
+
+
+def finalized_level(f: Feature, kraft_version: int) -> int:
+    """The level in force: the feature's own, but kraft.version is the quorum's (0 static, 1 dynamic)."""
+    return kraft_version if f.name == KRAFT_VERSION else f.level
 
 # UpdateFeatures' UpgradeType (v1+): 1 upgrade, 2 safe downgrade, 3 unsafe downgrade.
 _UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE = 1, 2, 3
 
 
-def api_versions_features(resp_cls: type, image_offset: int, version: int = 4) -> dict[str, Any]:
-    """The KIP-584 fields of an ApiVersions response (v3+; none below)."""
+def api_versions_features(resp_cls: type, image_offset: int, version: int = 4, kraft_version: int = 0) -> dict[str, Any]:
+    """The KIP-584 fields of an ApiVersions response (v3+; none below); `kraft_version` is the
+    quorum's (RaftClient.kraft_version)."""
     if "supported_features" not in field_names(resp_cls):
         return {}
     supported, finalized = nested(resp_cls, "SupportedFeatureKey"), nested(resp_cls, "FinalizedFeatureKey")
@@ -72,13 +82,16 @@ def api_versions_features(resp_cls: type, image_offset: int, version: int = 4) -
             make(supported, name=f.name, min_version=f.supported_min, max_version=f.level)
             for f in FEATURES if version >= 4 or f.supported_min > 0),
         "finalized_features": tuple(
-            make(finalized, name=f.name, max_version_level=f.level, min_version_level=f.level) for f in FEATURES if f.level > 0
+            make(finalized, name=f.name, max_version_level=level, min_version_level=level)
+            for f in FEATURES if (level := finalized_level(f, kraft_version)) > 0
         ),
         "finalized_features_epoch": max(image_offset, 0),
     }
 
 
-def _update_error(node_id: int, feature: str, version: int, upgrade_type: int) -> tuple[ErrorCode, str | None]:
+def _update_error(
+    node_id: int, feature: str, version: int, upgrade_type: int, kraft_version: int = 0
+) -> tuple[ErrorCode, str | None]:
     """Kafka's FeatureControlManager.updateFeature checks, in its order, for kavka's fixed levels."""
     def invalid(reason: str) -> tuple[ErrorCode, str]:
         return ErrorCode.invalid_update_version, f"Invalid update version {version} for feature {feature}. {reason}"
@@ -92,6 +105,11 @@ def _update_error(node_id: int, feature: str, version: int, upgrade_type: int) -
         if version == 0:
             return ErrorCode.none, None  # disabling a feature that is not there: nothing to do
         return invalid(f"Local controller {node_id} does not support this feature.")
+    if f.name == KRAFT_VERSION and f.supported_min <= version <= f.level:
+        if version == kraft_version:
+            return ErrorCode.none, None
+        return invalid(f"kavka cannot change the kraft.version of a running quorum (it is {kraft_version}): a "
+                       "dynamic quorum (1) is made by kavka storage format --standalone or --initial-controllers.")
     if f.supported_min <= version < f.level:
         return invalid(f"kavka's level of this feature is fixed at {f.level}: the protocol of lower "
                        f"levels is served to the clients that ask for it.")
@@ -107,7 +125,8 @@ def handle_update_features(node: BrokerNode, ctx: RequestContext, req: Any) -> A
     for u in req.feature_updates:
         # v0 has AllowDowngrade instead of UpgradeType (v1+): true means a safe downgrade
         upgrade_type = getattr(u, "upgrade_type", _SAFE_DOWNGRADE if getattr(u, "allow_downgrade", False) else _UPGRADE)
-        results.append((u.feature, *_update_error(node.node_id, u.feature, u.max_version_level, upgrade_type)))
+        kraft_version = node.shared.raft.kraft_version
+        results.append((u.feature, *_update_error(node.node_id, u.feature, u.max_version_level, upgrade_type, kraft_version)))
     if ctx.api_version >= 2:
         first = next((r for r in results if r[1] != ErrorCode.none), None)
         return make(cls, throttle_time=NO_THROTTLE, error_code=first[1] if first else ErrorCode.none,

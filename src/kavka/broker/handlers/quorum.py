@@ -87,10 +87,11 @@ async def handle_describe_quorum(node: BrokerNode, ctx: RequestContext, req: Any
 
 
 async def handle_raft_voter_change(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    """AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter v0 (KIP-853): on the active controller, answered
-    once the new voter set commits (controller_apis.voter_change_response)."""
+    """AddRaftVoter v0-v1, RemoveRaftVoter v0, UpdateRaftVoter v0 (KIP-853): on the active controller,
+    answered once the new voter set commits, or with AddRaftVoter v1's AckWhenCommitted false once it
+    is appended (controller_apis.voter_change_response)."""
     try:
-        return await node.controller.change_raft_voters(req)
+        return _in_version(await node.controller.change_raft_voters(req), api.response_schema(ctx.api_key, ctx.api_version))
     except UNAVAILABLE as e:
         resp_cls = api.response_schema(ctx.api_key, ctx.api_version)
         leader = None

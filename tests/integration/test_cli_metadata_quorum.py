@@ -1,0 +1,118 @@
+"""`kavka metadata-quorum` (kafka-metadata-quorum.sh) against real processes: a dynamic quorum grown
+from one controller to two with `add-controller` (the joiner's own server config) and shrunk back
+with `remove-controller`, `describe --status` and `--replication` showing each step; and Kafka's
+own kafka-metadata-quorum (4.4, from its jars) adding and removing a kavka controller."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from tests.broker_harness import KAVKA
+from tests.integration.test_dynamic_quorum import _Quorum
+from tests.java_deps import run_kafka_tool
+
+
+def _quorum_cli(q: _Quorum, via: int, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [*KAVKA, "metadata-quorum", "--bootstrap-server", q.nodes[via].bootstrap]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=60)
+
+
+def _status(q: _Quorum, via: int) -> dict[str, str]:
+    res = _quorum_cli(q, via, "describe", "--status")
+    assert res.returncode == 0, res.stderr
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in res.stdout.splitlines() if ":" in line)}
+
+
+def test_grow_and_shrink_a_quorum_with_the_metadata_quorum_command(tmp_path: Path) -> None:
+    q = _Quorum(tmp_path)
+    try:
+        for i in (1, 2):
+            q.nodes[i].format(q.cluster_id)
+            q.nodes[i].start()
+        d1, d2 = _dir(q, 1), _dir(q, 2)
+        status = _status(q, 2)
+        assert status["ClusterId"] == q.cluster_id and status["LeaderId"] == "1"
+        assert status["CurrentVoters"] == f'[{{"id": 1, "directoryId": "{d1}", "endpoints": ["CONTROLLER://127.0.0.1:{q.ctl[1]}"]}}]'
+        assert '"id": 2' in status["CurrentObservers"]
+        assert int(status["HighWatermark"]) > 0 and status["MaxFollowerLag"] == "0"
+
+        # add-controller reads node 2's own server config (Kafka's --command-config): its id, the
+        # directory id of its metadata log dir and its controller endpoint.
+        config = str(q.nodes[2].config_file)
+        dry = _quorum_cli(q, 1, "--command-config", config, "add-controller", "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        expected = f"controller 2 with directory id {d2} and endpoints: CONTROLLER://127.0.0.1:{q.ctl[2]}"
+        assert dry.stdout.strip() == f"DRY RUN of adding {expected}"
+        assert _voter_ids(q) == [1]  # a dry run changes nothing
+        deadline = time.monotonic() + 30
+        while (added := _quorum_cli(q, 1, "--command-config", config, "add-controller")).returncode != 0:
+            # REQUEST_TIMED_OUT until node 2 has caught up as an observer; any other error fails.
+            assert "REQUEST_TIMED_OUT" in added.stderr.upper() or "timed out" in added.stderr, added.stderr
+            assert time.monotonic() < deadline, added.stderr
+            time.sleep(0.5)
+        assert added.stdout.strip() == f"Added {expected}"
+
+        rows = json.loads(_quorum_cli(q, 2, "describe", "--replication", "--json").stdout)
+        assert [(r["NodeId"], r["DirectoryId"], r["Status"]) for r in rows] == [(1, d1, "Leader"), (2, d2, "Follower")]
+        assert all(r["LogEndOffset"] > 0 and r["LastFetchTimestamp"] > 0 for r in rows)
+        table = _quorum_cli(q, 2, "describe", "--replication", "--human-readable")
+        assert table.returncode == 0 and "ms ago" in table.stdout and "Follower" in table.stdout, table
+        for column in ("NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status"):
+            assert column in table.stdout
+
+        # remove-controller through node 2 (relayed to the active controller, node 1).
+        removed = _quorum_cli(q, 2, "remove-controller", "--controller-id", "2", "--controller-directory-id", d2)
+        assert removed.returncode == 0, removed.stderr
+        assert removed.stdout.strip() == f"Removed KRaft controller 2 with directory id {d2}"
+        assert _voter_ids(q) == [1]
+        wrong = _quorum_cli(q, 1, "remove-controller", "-i", "1", "-d", d2)  # the directory id must match
+        assert wrong.returncode == 1 and "VOTER_NOT_FOUND" in wrong.stderr.upper(), wrong.stderr
+
+        # Kafka's usage errors.
+        assert _quorum_cli(q, 1, "describe").returncode == 2
+        assert _quorum_cli(q, 1, "describe", "--status", "--replication").returncode == 2
+        assert _quorum_cli(q, 1, "add-controller").returncode == 1  # no controller config
+    finally:
+        for n in q.nodes.values():
+            n.kill()
+
+
+def test_kafkas_metadata_quorum_tool_adds_and_removes_a_kavka_controller(tmp_path: Path) -> None:
+    q = _Quorum(tmp_path)
+    tool = "org.apache.kafka.tools.MetadataQuorumCommand"
+    try:
+        for i in (1, 2):
+            q.nodes[i].format(q.cluster_id)
+            q.nodes[i].start()
+        d2 = _dir(q, 2)
+        deadline = time.monotonic() + 60
+        while (added := run_kafka_tool(tool, "--bootstrap-server", q.nodes[1].bootstrap, "--command-config",
+                                       str(q.nodes[2].config_file), "add-controller")).returncode != 0:
+            assert "TimeoutException" in added.stderr or "timed out" in added.stderr, added.stderr  # not caught up yet
+            assert time.monotonic() < deadline, added.stderr
+        assert added.stdout.strip() == (
+            f"Added controller 2 with directory id {d2} and endpoints: CONTROLLER://127.0.0.1:{q.ctl[2]}"
+        )
+        assert _voter_ids(q) == [1, 2]
+        removed = run_kafka_tool(tool, "--bootstrap-server", q.nodes[2].bootstrap, "remove-controller",
+                                 "--controller-id", "2", "--controller-directory-id", d2)
+        assert removed.returncode == 0, removed.stderr
+        assert removed.stdout.strip() == f"Removed KRaft controller 2 with directory id {d2}"
+        assert _voter_ids(q) == [1]
+    finally:
+        for n in q.nodes.values():
+            n.kill()
+
+
+def _dir(q: _Quorum, i: int) -> str:
+    from kavka.storage.meta_properties import read_meta_properties
+
+    return read_meta_properties(q.nodes[i].log_dirs[0]).directory_id
+
+
+def _voter_ids(q: _Quorum) -> list[int]:
+    rows = json.loads(_quorum_cli(q, 1, "describe", "--replication", "--json").stdout)
+    return [r["NodeId"] for r in rows if r["Status"] != "Observer"]
