@@ -70,12 +70,20 @@ class Node:
         self.proc.send_signal(signal.SIGTERM if clean else signal.SIGKILL)
         self.proc.wait(300)
 
+    def kill(self) -> None:
+        """Whatever happened, no broker outlives the bench (a failed run left one running)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(60)
+
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
 
-def create_partitions(node: Node, total: int, per_topic: int) -> None:
+def create_partitions(node: Node, total: int, per_topic: int) -> list[float]:
+    """Create `total` partitions, 20 topics per CreateTopics; the seconds each request took."""
+    times = []
     with AdminClient(node.bootstrap, timeout_s=600) as admin:
         n = 0
         batch: list[NewTopic] = []
@@ -84,7 +92,11 @@ def create_partitions(node: Node, total: int, per_topic: int) -> None:
             batch.append(NewTopic(f"scale-{len(batch):05d}-{n}", num_partitions=parts, replication_factor=1))
             n += parts
         for i in range(0, len(batch), 20):
+            t0 = time.perf_counter()
             admin.create_topics(batch[i : i + 20], timeout_ms=600_000)
+            times.append(time.perf_counter() - t0)
+            print(f"  CreateTopics {i // 20 + 1}: {times[-1]:.1f}s", file=sys.stderr, flush=True)
+    return times
 
 
 def metadata_ms(node: Node, repeats: int = 5) -> float:
@@ -137,20 +149,28 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
 def run(partitions: int, per_topic: int, connections: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="kavka-scale-") as d:
         node = Node(Path(d))
-        node.start()
-        t0 = time.perf_counter()
-        create_partitions(node, partitions, per_topic)
-        created_s = time.perf_counter() - t0
-        assert node.proc is not None
-        out = {"partitions": partitions, "create_s": created_s, "rss_idle_mb": rss_bytes(node.proc.pid) / 1e6}
-        out["metadata_ms"] = metadata_ms(node)
-        out[f"rss_{connections}_connections_mb"] = idle_connections(node, connections)
-        node.stop(clean=True)
-        out["start_after_clean_s"] = node.start()
-        node.stop(clean=False)
-        out["start_after_unclean_s"] = node.start()
-        out["rss_after_restart_mb"] = rss_bytes(node.proc.pid) / 1e6
-        node.stop(clean=True)
+        try:
+            node.start()
+            t0 = time.perf_counter()
+            per_request = create_partitions(node, partitions, per_topic)
+            created_s = time.perf_counter() - t0
+            assert node.proc is not None
+            out = {
+                "partitions": partitions,
+                "create_s": created_s,
+                "create_per_request_s": per_request,
+                "rss_idle_mb": rss_bytes(node.proc.pid) / 1e6,
+            }
+            out["metadata_ms"] = metadata_ms(node)
+            out[f"rss_{connections}_connections_mb"] = idle_connections(node, connections)
+            node.stop(clean=True)
+            out["start_after_clean_s"] = node.start()
+            node.stop(clean=False)
+            out["start_after_unclean_s"] = node.start()
+            out["rss_after_restart_mb"] = rss_bytes(node.proc.pid) / 1e6
+            node.stop(clean=True)
+        finally:
+            node.kill()  # also on an exception or Ctrl-C
     return out
 
 

@@ -48,7 +48,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,6 +173,8 @@ class LogManager:
         # AlterReplicaLogDirs for replicas not created yet (REPLICA_NOT_AVAILABLE).
         self._preferred_dirs: dict[TopicPartition, Path] = {}
         self._pending_deletes: list[Path] = []
+        self._batch_depth = 0  # placement_batch
+        self._batch_stats: dict[Path, DirStats] | None = None
         self._lock_fds: list[int] = []
         self.had_clean_shutdown = True
         self._shut_down = False
@@ -400,32 +402,61 @@ class LogManager:
         if self.on_dir_failure is not None:
             self.on_dir_failure(d, reason, lost)
 
-    def _dir_stats(self, d: Path) -> DirStats:
-        logs = [lg for lg in self._logs.values() if lg.dir.parent == d]
-        futures = [lg for lg in self._future_logs.values() if lg.dir.parent == d]
-        usage = shutil.disk_usage(d)
-        return DirStats(
-            partitions=len(logs) + len(futures),
-            used_bytes=sum(lg.size_in_bytes for lg in [*logs, *futures]),
-            usable_bytes=usage.free,
-        )
+    def _dir_stats(self, dirs: list[Path]) -> list[DirStats]:
+        """Stats of `dirs`, in one pass over the logs (sizes are summed from every segment)."""
+        counts = {d: 0 for d in dirs}
+        used = {d: 0 for d in dirs}
+        for lg in [*self._logs.values(), *self._future_logs.values()]:
+            d = lg.dir.parent
+            if d in counts:
+                counts[d] += 1
+                used[d] += lg.size_in_bytes
+        return [DirStats(counts[d], used[d], shutil.disk_usage(d).free) for d in dirs]
+
+    @contextlib.contextmanager
+    def placement_batch(self) -> Iterator[None]:
+        """Place the new replicas created inside on stats taken once, at the first placement.
+
+        Each placement adds one empty partition to its dir's count, which is all that creating
+        an empty log changes, so a batch spreads as one-by-one placement would, without walking
+        every log of the broker once per new replica (quadratic in a CreateTopics of thousands
+        of partitions). Nests; the stats are dropped when the outermost batch ends."""
+        self._batch_depth += 1
+        try:
+            yield
+        finally:
+            self._batch_depth -= 1
+            if not self._batch_depth:
+                self._batch_stats = None
 
     def _select_dir(self, tp: TopicPartition) -> Path:
         preferred = self._preferred_dirs.pop(tp, None)
         if preferred is not None and preferred not in self.offline_dirs:
             return preferred
-        candidates: list[Path] = []
-        stats: list[DirStats] = []
-        for d in self.online_dirs:
+        online = self.online_dirs
+        if len(online) == 1:
+            return online[0]  # nothing to choose: no stats to gather
+        stats = self._batch_stats
+        if stats is None or list(stats) != online:
+            stats = {}
             try:
-                stats.append(self._dir_stats(d))
-            except OSError as e:
-                self.mark_dir_offline(d, f"cannot stat: {e}")
-                continue
-            candidates.append(d)
-        if not candidates:
+                stats = dict(zip(online, self._dir_stats(online), strict=True))
+            except OSError:
+                for d in online:  # find which dir failed
+                    try:
+                        stats[d] = self._dir_stats([d])[0]
+                    except OSError as e:
+                        self.mark_dir_offline(d, f"cannot stat: {e}")
+            if self._batch_depth:
+                self._batch_stats = stats
+        if not stats:
             raise KafkaStorageError(f"no online log dir for {tp[0]}-{tp[1]}")
-        return candidates[select_log_dir(stats, self.select_strategy)]
+        candidates = list(stats)
+        chosen = candidates[select_log_dir(list(stats.values()), self.select_strategy)]
+        if self._batch_depth and self._batch_stats is stats:
+            s = stats[chosen]
+            stats[chosen] = DirStats(s.partitions + 1, s.used_bytes, s.usable_bytes)
+        return chosen
 
     def describe_dirs(self) -> list[LogDirDescription]:
         out = []
