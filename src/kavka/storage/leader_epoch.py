@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from kavka.storage.checkpoints import read_checkpoint_lines, write_checkpoint_lines
+from kavka.storage.checkpoints import checkpoint_text, read_checkpoint_lines, write_checkpoint_lines
 from kavka.storage.errors import CorruptCheckpointError
 
 log = logging.getLogger("kavka.storage")
@@ -47,6 +47,9 @@ class LeaderEpochFileCache:
         self._entries: list[EpochEntry] = list(entries or [])
         # What the file holds now (None: unknown, so the next flush writes).
         self._flushed: list[EpochEntry] | None = None
+        # Set by LogManager while a new log's files wait for one write with the other new logs of
+        # a metadata delta (`take_deferred`); flushes change only the cache meanwhile.
+        self.deferred = False
 
     @classmethod
     def load(cls, path: Path) -> LeaderEpochFileCache:
@@ -187,7 +190,21 @@ class LeaderEpochFileCache:
         self._entries = []
         self._flush()
 
+    def take_deferred(self) -> tuple[bytes, list[EpochEntry]] | None:
+        """End deferral: the file's new content and the entries it holds, if it changed (the
+        caller writes it, then tells `written`), else None."""
+        self.deferred = False
+        if self.path is None or self._entries == (self._flushed or []):
+            return None  # unchanged; or a new log's: no file and nothing to put in one
+        entries = list(self._entries)
+        return checkpoint_text((f"{e.epoch} {e.start_offset}" for e in entries), version=0), entries
+
+    def written(self, entries: list[EpochEntry]) -> None:
+        self._flushed = entries
+
     def _flush(self) -> None:
+        if self.deferred:
+            return
         if self.path is not None and self._entries != self._flushed:
             write_checkpoint_lines(
                 self.path, (f"{e.epoch} {e.start_offset}" for e in self._entries), version=0

@@ -55,10 +55,13 @@ from pathlib import Path
 from kavka.common import TopicPartition
 from kavka.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
+    PARTITION_METADATA_FILE,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
+    PartitionMetadataFile,
     fsync_dir,
+    write_all_atomically,
 )
 from kavka.storage.cleaner import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -70,10 +73,12 @@ from kavka.storage.cleaner import (
 )
 from kavka.storage.errors import (
     CorruptCheckpointError,
+    InconsistentTopicIdError,
     KafkaStorageError,
     LogDirLockedError,
     LogDirNotFoundError,
 )
+from kavka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry
 from kavka.storage.local_log import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
@@ -175,6 +180,7 @@ class LogManager:
         self._pending_deletes: list[Path] = []
         self._batch_depth = 0  # placement_batch
         self._batch_stats: dict[Path, DirStats] | None = None
+        self._unwritten: list[tuple[Log, bool]] = []  # new logs of a batch, whether partition.metadata waits
         self._lock_fds: list[int] = []
         self.had_clean_shutdown = True
         self._shut_down = False
@@ -415,12 +421,21 @@ class LogManager:
 
     @contextlib.contextmanager
     def placement_batch(self) -> Iterator[None]:
-        """Place the new replicas created inside on stats taken once, at the first placement.
+        """Create the new logs of a metadata delta together: placed on stats taken once, their
+        small files written together when the batch (each level, if nested) ends.
 
-        Each placement adds one empty partition to its dir's count, which is all that creating
-        an empty log changes, so a batch spreads as one-by-one placement would, without walking
-        every log of the broker once per new replica (quadratic in a CreateTopics of thousands
-        of partitions). Nests; the stats are dropped when the outermost batch ends."""
+        Placement: each one adds an empty partition to its dir's count, which is all that
+        creating an empty log changes, so a batch spreads as one-by-one placement would, without
+        walking every log of the broker once per new replica (quadratic in a CreateTopics of
+        thousands of partitions). The stats are dropped when the outermost batch ends.
+
+        Files: a new log's ``partition.metadata`` and ``leader-epoch-checkpoint`` (its leader
+        epoch, assigned as the replica is applied) cost two atomic writes with four fsyncs one
+        log at a time; here they are written for the whole batch at once
+        (`checkpoints.write_all_atomically`), with one fsync of each log dir for the new partition
+        dirs. A crash before that leaves the files missing, never torn: the topic id comes back
+        from the metadata (`get_or_create_log`), the epochs from the segments (a new log is in
+        no recovery-point checkpoint, so it is recovered from offset 0)."""
         self._batch_depth += 1
         try:
             yield
@@ -428,6 +443,30 @@ class LogManager:
             self._batch_depth -= 1
             if not self._batch_depth:
                 self._batch_stats = None
+            self._write_new_logs()
+
+    def _write_new_logs(self) -> None:
+        pending, self._unwritten = self._unwritten, []
+        by_dir: dict[Path, tuple[dict[Path, bytes], list[tuple[Log, list[EpochEntry]]]]] = {}
+        for lg, metadata in pending:
+            epochs = lg.leader_epoch_cache.take_deferred()
+            tp = lg.topic_partition
+            if self._logs.get(tp) is not lg:
+                continue  # deleted, or its dir went offline, since it was created
+            files, written = by_dir.setdefault(lg.dir.parent, ({}, []))
+            if metadata and lg.topic_id is not None:
+                files[lg.dir / PARTITION_METADATA_FILE] = PartitionMetadataFile.text(lg.topic_id)
+            if epochs is not None:
+                files[lg.dir / LEADER_EPOCH_CHECKPOINT] = epochs[0]
+                written.append((lg, epochs[1]))
+        for d, (files, written) in by_dir.items():
+            try:
+                write_all_atomically(files, dirs=[d])
+            except OSError as e:
+                self.handle_io_error(getattr(e, "filename", None) or d, e)
+                continue
+            for lg, entries in written:
+                lg.leader_epoch_cache.written(entries)
 
     def _select_dir(self, tp: TopicPartition) -> Path:
         preferred = self._preferred_dirs.pop(tp, None)
@@ -523,16 +562,27 @@ class LogManager:
         if existing is not None:
             if config is not None:
                 existing.update_config(config)
+            if existing.topic_id is None and topic_id is not None:
+                # Created in a batch that a crash cut short (see placement_batch): Kafka's
+                # assignTopicId.
+                try:
+                    PartitionMetadataFile(existing.dir).write(topic_id)
+                except OSError as e:
+                    self.handle_io_error(existing.dir, e)
+                    raise KafkaStorageError(f"cannot write the topic id of {topic}-{partition}: {e}") from e
+                existing.topic_id = topic_id
+                log.info("%s-%d had no partition.metadata: topic id %s written", topic, partition, topic_id)
             return existing
         offline_dir = self._offline_partitions.get((topic, partition))
         if offline_dir is not None:
             raise KafkaStorageError(f"{topic}-{partition} is on offline log dir {offline_dir}")
         target = self._select_dir(TopicPartition(topic, partition))
+        batched = self._batch_depth > 0
         try:
             lg = Log.open(
                 target / partition_dir_name(topic, partition),
                 config or self._config(topic),
-                topic_id=topic_id,
+                topic_id=None if batched else topic_id,
                 recovery_point=0,
                 log_start_offset=0,
                 clean_shutdown=True,
@@ -541,6 +591,15 @@ class LogManager:
         except OSError as e:
             self.handle_io_error(target, e)
             raise KafkaStorageError(f"cannot create {topic}-{partition} in {target}: {e}") from e
+        if batched:
+            if lg.topic_id is not None and topic_id is not None and lg.topic_id != topic_id:
+                _close_quietly(lg)
+                raise InconsistentTopicIdError(f"{lg.dir} has topic id {lg.topic_id}, expected {topic_id}")
+            metadata = lg.topic_id is None and topic_id is not None
+            if metadata:
+                lg.topic_id = topic_id
+            lg.leader_epoch_cache.deferred = True
+            self._unwritten.append((lg, metadata))
         self._logs[TopicPartition(topic, partition)] = lg
         log.info(
             "created log for %s-%d in %s (directory.id %s)",
@@ -876,6 +935,7 @@ class LogManager:
         """Flush and close every log, write checkpoints, then the marker (online dirs only)."""
         if self._shut_down:
             return
+        self._write_new_logs()
         for lg in [*self._logs.values(), *self._future_logs.values()]:
             try:
                 lg.flush()
