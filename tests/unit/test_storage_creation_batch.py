@@ -109,3 +109,25 @@ def test_a_crash_before_the_batch_is_written_recovers_the_topic_id_and_epochs(tm
     lm3 = LogManager([d], default_config=LogConfig(), now_ms=NOW)
     assert lm3.get_log("t", 0).topic_id == TID
     lm3.shutdown()
+
+
+def test_existing_logs_epoch_changes_in_a_batch_are_written_together(tmp_path: Path, writes) -> None:
+    """A restarted broker's replicas all take a new leader epoch: one write for them all."""
+    d = tmp_path / "a"
+    lm = LogManager([d], default_config=LogConfig(), now_ms=NOW)
+    with lm.placement_batch():
+        for p in range(30):
+            lm.get_or_create_log("t", p, topic_id=TID).leader_epoch_cache.assign(1, 0)
+    lm.shutdown()
+    writes["single"].clear()
+    writes["batched"].clear()
+    lm = LogManager([d], default_config=LogConfig(), now_ms=NOW)
+    with lm.placement_batch():
+        logs = [lm.get_or_create_log("t", p, topic_id=TID) for p in range(30)]
+        for lg in logs:
+            lg.leader_epoch_cache.assign(2, 0)
+        assert writes["batched"] == []
+    assert writes["single"] == []
+    assert writes["batched"] == [sorted(lg.dir / LEADER_EPOCH_CHECKPOINT for lg in logs)]
+    assert LeaderEpochFileCache.load(logs[7].dir / LEADER_EPOCH_CHECKPOINT).epoch_entries() == [EpochEntry(2, 0)]
+    lm.shutdown()

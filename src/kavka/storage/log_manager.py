@@ -180,7 +180,7 @@ class LogManager:
         self._pending_deletes: list[Path] = []
         self._batch_depth = 0  # placement_batch
         self._batch_stats: dict[Path, DirStats] | None = None
-        self._unwritten: list[tuple[Log, bool]] = []  # new logs of a batch, whether partition.metadata waits
+        self._unwritten: list[tuple[Log, bool]] = []  # logs with writes held by a batch; partition.metadata too?
         self._lock_fds: list[int] = []
         self.had_clean_shutdown = True
         self._shut_down = False
@@ -421,8 +421,10 @@ class LogManager:
 
     @contextlib.contextmanager
     def placement_batch(self) -> Iterator[None]:
-        """Create the new logs of a metadata delta together: placed on stats taken once, their
-        small files written together when the batch (each level, if nested) ends.
+        """Apply (part of) a metadata delta's replicas together: new logs placed on stats taken
+        once, the small files of new and changed logs written together when the batch (each
+        level, if nested) ends. Held by the broker's metadata publisher for one slice of work,
+        which runs without yielding to the event loop: nothing reads the files meanwhile.
 
         Placement: each one adds an empty partition to its dir's count, which is all that
         creating an empty log changes, so a batch spreads as one-by-one placement would, without
@@ -431,11 +433,13 @@ class LogManager:
 
         Files: a new log's ``partition.metadata`` and ``leader-epoch-checkpoint`` (its leader
         epoch, assigned as the replica is applied) cost two atomic writes with four fsyncs one
-        log at a time; here they are written for the whole batch at once
+        log at a time, and every replica of a restarted broker rewrites its leader epoch (the
+        controller bumps it); here they are written for the whole batch at once
         (`checkpoints.write_all_atomically`), with one fsync of each log dir for the new partition
-        dirs. A crash before that leaves the files missing, never torn: the topic id comes back
-        from the metadata (`get_or_create_log`), the epochs from the segments (a new log is in
-        no recovery-point checkpoint, so it is recovered from offset 0)."""
+        dirs. A crash before that leaves each file as it was (missing for a new log), never torn:
+        the topic id comes back from the metadata (`get_or_create_log`), a new log's epochs from
+        its segments (it is in no recovery-point checkpoint, so it is recovered from offset 0),
+        and an existing log's new epoch is assigned again by the next leader election."""
         self._batch_depth += 1
         try:
             yield
@@ -443,9 +447,15 @@ class LogManager:
             self._batch_depth -= 1
             if not self._batch_depth:
                 self._batch_stats = None
-            self._write_new_logs()
+            self._write_batched()
 
-    def _write_new_logs(self) -> None:
+    def batch_epoch_writes(self, lg: Log) -> None:
+        """In a batch, hold `lg`'s leader epoch writes until the batch ends (no-op outside one)."""
+        if self._batch_depth and not lg.leader_epoch_cache.deferred:
+            lg.leader_epoch_cache.deferred = True
+            self._unwritten.append((lg, False))
+
+    def _write_batched(self) -> None:
         pending, self._unwritten = self._unwritten, []
         by_dir: dict[Path, tuple[dict[Path, bytes], list[tuple[Log, list[EpochEntry]]]]] = {}
         for lg, metadata in pending:
@@ -560,6 +570,7 @@ class LogManager:
     ) -> Log:
         existing = self._logs.get((topic, partition))
         if existing is not None:
+            self.batch_epoch_writes(existing)
             if config is not None:
                 existing.update_config(config)
             if existing.topic_id is None and topic_id is not None:
@@ -935,7 +946,7 @@ class LogManager:
         """Flush and close every log, write checkpoints, then the marker (online dirs only)."""
         if self._shut_down:
             return
-        self._write_new_logs()
+        self._write_batched()
         for lg in [*self._logs.values(), *self._future_logs.values()]:
             try:
                 lg.flush()
