@@ -81,15 +81,15 @@ class Node:
         return f"127.0.0.1:{self.port}"
 
 
-def create_partitions(node: Node, total: int, per_topic: int) -> list[float]:
+def create_partitions(bootstrap: str, total: int, per_topic: int, replication_factor: int = 1) -> list[float]:
     """Create `total` partitions, 20 topics per CreateTopics; the seconds each request took."""
     times = []
-    with AdminClient(node.bootstrap, timeout_s=600) as admin:
+    with AdminClient(bootstrap, timeout_s=600) as admin:
         n = 0
         batch: list[NewTopic] = []
         while n < total:
             parts = min(per_topic, total - n)
-            batch.append(NewTopic(f"scale-{len(batch):05d}-{n}", num_partitions=parts, replication_factor=1))
+            batch.append(NewTopic(f"scale-{len(batch):05d}-{n}", num_partitions=parts, replication_factor=replication_factor))
             n += parts
         for i in range(0, len(batch), 20):
             t0 = time.perf_counter()
@@ -99,13 +99,13 @@ def create_partitions(node: Node, total: int, per_topic: int) -> list[float]:
     return times
 
 
-def wait_for_logs(node: Node, total: int, timeout_s: float = 600) -> None:
-    """Until the broker has a log for each of `total` partitions (DescribeLogDirs).
+def wait_for_logs(bootstrap: str, total: int, timeout_s: float = 1800) -> None:
+    """Until the brokers have `total` logs in all (DescribeLogDirs).
 
-    A CreateTopics is answered once the controller committed it; the broker creates the logs as
-    it applies the committed records, which may end later: the creation time counts to here."""
+    A CreateTopics is answered once the controller committed it; the brokers create the logs as
+    they apply the committed records, which may end later: the creation time counts to here."""
     deadline = time.monotonic() + timeout_s
-    with AdminClient(node.bootstrap, timeout_s=60) as admin:
+    with AdminClient(bootstrap, timeout_s=60) as admin:
         while True:
             hosted = sum(len(d.replicas) for dirs in admin.describe_log_dirs().values() for d in dirs)
             if hosted >= total:
@@ -168,9 +168,9 @@ def run(partitions: int, per_topic: int, connections: int) -> dict:
         try:
             node.start()
             t0 = time.perf_counter()
-            per_request = create_partitions(node, partitions, per_topic)
+            per_request = create_partitions(node.bootstrap, partitions, per_topic)
             acked_s = time.perf_counter() - t0
-            wait_for_logs(node, partitions)
+            wait_for_logs(node.bootstrap, partitions)
             created_s = time.perf_counter() - t0
             assert node.proc is not None
             out = {
@@ -190,6 +190,34 @@ def run(partitions: int, per_topic: int, connections: int) -> dict:
             node.stop(clean=True)
         finally:
             node.kill()  # also on an exception or Ctrl-C
+    return out
+
+
+def run_cluster(nodes: int, partitions: int, per_topic: int, replication_factor: int) -> dict:
+    """Create `partitions` on a cluster of `nodes` combined broker-controllers (tests' harness)."""
+    from tests.broker_harness import Cluster
+
+    with tempfile.TemporaryDirectory(prefix="kavka-scale-") as d:
+        c = Cluster(Path(d), nodes, overrides={"auto.create.topics.enable": "false"})
+        try:
+            c.start(timeout=120)
+            t0 = time.perf_counter()
+            per_request = create_partitions(c.bootstrap, partitions, per_topic, replication_factor)
+            acked_s = time.perf_counter() - t0
+            wait_for_logs(c.bootstrap, partitions * replication_factor)
+            out = {
+                "nodes": nodes,
+                "partitions": partitions,
+                "replication_factor": replication_factor,
+                "create_s": time.perf_counter() - t0,
+                "create_acked_s": acked_s,
+                "create_per_request_s": per_request,
+            }
+            c.stop()
+        finally:
+            for n in c.nodes.values():  # also on an exception or Ctrl-C
+                if n.alive():
+                    n.kill()
     return out
 
 
@@ -214,7 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--connections", type=int, default=1_000)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "scale.json")
     ap.add_argument("--no-docs", action="store_true")
+    ap.add_argument("--nodes", type=int, default=1, help="above 1: only creation, on a cluster (no docs table)")
+    ap.add_argument("--replication-factor", type=int, default=1)
     args = ap.parse_args(argv)
+    if args.nodes > 1:
+        for n in args.partitions:
+            print(f"{n:,} partitions on {args.nodes} nodes ...", file=sys.stderr, flush=True)
+            print(json.dumps(run_cluster(args.nodes, n, args.per_topic, args.replication_factor)), flush=True)
+        return 0
     rows = []
     for n in args.partitions:
         print(f"{n:,} partitions ...", file=sys.stderr, flush=True)

@@ -131,3 +131,21 @@ def test_existing_logs_epoch_changes_in_a_batch_are_written_together(tmp_path: P
     assert writes["batched"] == [sorted(lg.dir / LEADER_EPOCH_CHECKPOINT for lg in logs)]
     assert LeaderEpochFileCache.load(logs[7].dir / LEADER_EPOCH_CHECKPOINT).epoch_entries() == [EpochEntry(2, 0)]
     lm.shutdown()
+
+
+def test_a_new_leaders_epoch_is_written_with_its_first_batch(tmp_path: Path, writes) -> None:
+    """A replica becoming leader assigns (epoch, log end) without a write (every load drops that
+    entry anyway): creating or restarting 10,000 partitions skips 10,000 files. The epoch's
+    first batch writes it, so it is in the file before any record of that epoch is acknowledged."""
+    d = tmp_path / "a"
+    lm = LogManager([d], default_config=LogConfig(), now_ms=NOW)
+    lg = lm.get_or_create_log("t", 0, topic_id=TID)
+    writes["single"].clear()
+    lg.leader_epoch_cache.assign(4, 0, flush=False)
+    assert writes["single"] == [] and not (lg.dir / LEADER_EPOCH_CHECKPOINT).exists()
+    lg.append_as_leader(build_batch([(NOW, b"k", b"v")] * 2), leader_epoch=4, now_ms=NOW)
+    assert writes["single"] == [lg.dir / LEADER_EPOCH_CHECKPOINT]
+    assert LeaderEpochFileCache.load(lg.dir / LEADER_EPOCH_CHECKPOINT).epoch_entries() == [EpochEntry(4, 0)]
+    lg.append_as_leader(build_batch([(NOW, b"k", b"v")]), leader_epoch=4, now_ms=NOW)
+    assert len(writes["single"]) == 1  # once per epoch, not per batch
+    lm.shutdown()
