@@ -220,6 +220,11 @@ def run_cluster(nodes: int, partitions: int, per_topic: int, replication_factor:
                 "create_per_request_s": per_request,
             }
             c.stop()
+        except BaseException:
+            for i, n in c.nodes.items():
+                if not n.alive():
+                    print(f"node {i} exited {n.proc.poll()}:\n{''.join(n.output[-20:])}", file=sys.stderr)
+            raise
         finally:
             for n in c.nodes.values():  # also on an exception or Ctrl-C
                 if n.alive():
