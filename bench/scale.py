@@ -1,13 +1,17 @@
 """`python -m bench.scale`: how kavka scales with partitions and connections.
 
 Measures, on one broker with data on disk:
+- the time to create N partitions (20 topics a CreateTopics), to the last log the broker created
+  (DescribeLogDirs), and each CreateTopics' own time;
 - startup time (process start -> KAVKA_READY) with N partitions, after a clean
   stop (SIGTERM: the recovery scan is skipped) and after an unclean one
   (kill -9: every segment after the recovery point is scanned);
 - the Metadata response time for all topics with N partitions;
 - broker RSS at idle with N partitions and with C idle client connections.
 Targets from issue 6: 10,000 partitions start in under 10 s after a clean stop,
-and RSS stays under 1 GiB. Results go to JSON and to docs/benchmarks.md
+and RSS stays under 1 GiB; from issue 32: 10,000 partitions created in under 10 s, and 100,000 on
+a 3-node cluster without a timeout (`--nodes 3`: the creation only, printed as JSON). Every broker
+started is stopped on every path (an error, Ctrl-C). Results go to JSON and to docs/benchmarks.md
 (between the SCALE:BEGIN/END markers).
 """
 
@@ -55,7 +59,9 @@ class Node:
         )
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
+        tail: list[str] = []
         for line in self.proc.stdout:
+            tail = [*tail[-19:], line]
             if line.startswith("KAVKA_READY"):
                 elapsed = time.perf_counter() - t0
                 # Keep draining output in the background so the broker never blocks on a full pipe.
@@ -63,28 +69,56 @@ class Node:
                 return elapsed
             if time.monotonic() > deadline:
                 break
-        raise RuntimeError(f"broker did not become ready (exit {self.proc.poll()})")
+        raise RuntimeError(f"broker did not become ready (exit {self.proc.poll()}):\n{''.join(tail)}")
 
     def stop(self, *, clean: bool) -> None:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM if clean else signal.SIGKILL)
         self.proc.wait(300)
 
+    def kill(self) -> None:
+        """Whatever happened, no broker outlives the bench (a failed run left one running)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(60)
+
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
 
-def create_partitions(node: Node, total: int, per_topic: int) -> None:
-    with AdminClient(node.bootstrap, timeout_s=600) as admin:
+def create_partitions(bootstrap: str, total: int, per_topic: int, replication_factor: int = 1) -> list[float]:
+    """Create `total` partitions, 20 topics per CreateTopics; the seconds each request took."""
+    times = []
+    with AdminClient(bootstrap, timeout_s=600) as admin:
         n = 0
         batch: list[NewTopic] = []
         while n < total:
             parts = min(per_topic, total - n)
-            batch.append(NewTopic(f"scale-{len(batch):05d}-{n}", num_partitions=parts, replication_factor=1))
+            batch.append(NewTopic(f"scale-{len(batch):05d}-{n}", num_partitions=parts, replication_factor=replication_factor))
             n += parts
         for i in range(0, len(batch), 20):
+            t0 = time.perf_counter()
             admin.create_topics(batch[i : i + 20], timeout_ms=600_000)
+            times.append(time.perf_counter() - t0)
+            print(f"  CreateTopics {i // 20 + 1}: {times[-1]:.1f}s", file=sys.stderr, flush=True)
+    return times
+
+
+def wait_for_logs(bootstrap: str, total: int, timeout_s: float = 1800) -> None:
+    """Until the brokers have `total` logs in all (DescribeLogDirs).
+
+    A CreateTopics is answered once the controller committed it; the brokers create the logs as
+    they apply the committed records, which may end later: the creation time counts to here."""
+    deadline = time.monotonic() + timeout_s
+    with AdminClient(bootstrap, timeout_s=60) as admin:
+        while True:
+            hosted = sum(len(d.replicas) for dirs in admin.describe_log_dirs().values() for d in dirs)
+            if hosted >= total:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the broker has {hosted} of {total} logs after {timeout_s:.0f}s")
+            time.sleep(1)  # each answer lists every log: not too often
 
 
 def metadata_ms(node: Node, repeats: int = 5) -> float:
@@ -137,32 +171,76 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
 def run(partitions: int, per_topic: int, connections: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="kavka-scale-") as d:
         node = Node(Path(d))
-        node.start()
-        t0 = time.perf_counter()
-        create_partitions(node, partitions, per_topic)
-        created_s = time.perf_counter() - t0
-        assert node.proc is not None
-        out = {"partitions": partitions, "create_s": created_s, "rss_idle_mb": rss_bytes(node.proc.pid) / 1e6}
-        out["metadata_ms"] = metadata_ms(node)
-        out[f"rss_{connections}_connections_mb"] = idle_connections(node, connections)
-        node.stop(clean=True)
-        out["start_after_clean_s"] = node.start()
-        node.stop(clean=False)
-        out["start_after_unclean_s"] = node.start()
-        out["rss_after_restart_mb"] = rss_bytes(node.proc.pid) / 1e6
-        node.stop(clean=True)
+        try:
+            node.start()
+            t0 = time.perf_counter()
+            per_request = create_partitions(node.bootstrap, partitions, per_topic)
+            acked_s = time.perf_counter() - t0
+            wait_for_logs(node.bootstrap, partitions)
+            created_s = time.perf_counter() - t0
+            assert node.proc is not None
+            out = {
+                "partitions": partitions,
+                "create_s": created_s,  # to the last log created
+                "create_acked_s": acked_s,  # to the last CreateTopics answered
+                "create_per_request_s": per_request,
+                "rss_idle_mb": rss_bytes(node.proc.pid) / 1e6,
+            }
+            out["metadata_ms"] = metadata_ms(node)
+            out[f"rss_{connections}_connections_mb"] = idle_connections(node, connections)
+            node.stop(clean=True)
+            out["start_after_clean_s"] = node.start()
+            node.stop(clean=False)
+            out["start_after_unclean_s"] = node.start()
+            out["rss_after_restart_mb"] = rss_bytes(node.proc.pid) / 1e6
+            node.stop(clean=True)
+        finally:
+            node.kill()  # also on an exception or Ctrl-C
+    return out
+
+
+def run_cluster(nodes: int, partitions: int, per_topic: int, replication_factor: int) -> dict:
+    """Create `partitions` on a cluster of `nodes` combined broker-controllers (tests' harness)."""
+    from tests.broker_harness import Cluster
+
+    with tempfile.TemporaryDirectory(prefix="kavka-scale-") as d:
+        c = Cluster(Path(d), nodes, overrides={"auto.create.topics.enable": "false"})
+        try:
+            c.start(timeout=120)
+            t0 = time.perf_counter()
+            per_request = create_partitions(c.bootstrap, partitions, per_topic, replication_factor)
+            acked_s = time.perf_counter() - t0
+            wait_for_logs(c.bootstrap, partitions * replication_factor)
+            out = {
+                "nodes": nodes,
+                "partitions": partitions,
+                "replication_factor": replication_factor,
+                "create_s": time.perf_counter() - t0,
+                "create_acked_s": acked_s,
+                "create_per_request_s": per_request,
+            }
+            c.stop()
+        except BaseException:
+            for i, n in c.nodes.items():
+                if not n.alive():
+                    print(f"node {i} exited {n.proc.poll()}:\n{''.join(n.output[-20:])}", file=sys.stderr)
+            raise
+        finally:
+            for n in c.nodes.values():  # also on an exception or Ctrl-C
+                if n.alive():
+                    n.kill()
     return out
 
 
 def markdown(rows: list[dict], connections: int) -> str:
     lines = [
-        "| partitions | start after clean stop (s) | start after kill -9 (s) | Metadata, all topics (ms) "
+        "| partitions | created, all logs (s) | start after clean stop (s) | start after kill -9 (s) | Metadata, all topics (ms) "
         f"| RSS idle (MB) | RSS with {connections} idle connections (MB) |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['partitions']:,} | {r['start_after_clean_s']:.2f} | {r['start_after_unclean_s']:.2f} "
+            f"| {r['partitions']:,} | {r['create_s']:.1f} | {r['start_after_clean_s']:.2f} | {r['start_after_unclean_s']:.2f} "
             f"| {r['metadata_ms']:.1f} | {r['rss_idle_mb']:.0f} | {r[f'rss_{connections}_connections_mb']:.0f} |"
         )
     return "\n".join(lines)
@@ -175,7 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--connections", type=int, default=1_000)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "scale.json")
     ap.add_argument("--no-docs", action="store_true")
+    ap.add_argument("--nodes", type=int, default=1, help="above 1: only creation, on a cluster (no docs table)")
+    ap.add_argument("--replication-factor", type=int, default=1)
     args = ap.parse_args(argv)
+    if args.nodes > 1:
+        for n in args.partitions:
+            print(f"{n:,} partitions on {args.nodes} nodes ...", file=sys.stderr, flush=True)
+            print(json.dumps(run_cluster(args.nodes, n, args.per_topic, args.replication_factor)), flush=True)
+        return 0
     rows = []
     for n in args.partitions:
         print(f"{n:,} partitions ...", file=sys.stderr, flush=True)

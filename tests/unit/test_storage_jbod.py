@@ -103,6 +103,47 @@ def test_size_strategy_fills_the_dir_with_fewer_bytes(tmp_path: Path) -> None:
     lm.shutdown()
 
 
+def _count_size_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How often placement reads a log's size (each read sums every segment of that log)."""
+    reads = [0]
+    size = Log.size_in_bytes
+
+    def counted(self: Log) -> int:
+        reads[0] += 1
+        return size.fget(self)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(Log, "size_in_bytes", property(counted))
+    return reads
+
+
+def test_a_placement_batch_reads_each_log_size_once_and_still_spreads(tmp_path: Path, monkeypatch) -> None:
+    """Issue 32: placing each new replica walked every log of the broker, so a CreateTopics of
+    thousands of partitions cost time quadratic in the partitions (12 ms a creation, then 30)."""
+    dirs = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
+    lm = LogManager(dirs, default_config=LogConfig(), now_ms=NOW)
+    for p in range(30):
+        lm.get_or_create_log("old", p, topic_id=TID)
+    reads = _count_size_reads(monkeypatch)
+    with lm.placement_batch():
+        placed = [lm.get_or_create_log("t", p, topic_id=TID).dir.parent for p in range(60)]
+    assert reads[0] == 30  # once per log there was at the first placement, not per new replica
+    assert sorted(placed.count(d) for d in dirs) == [20, 20, 20]
+    reads[0] = 0
+    lm.get_or_create_log("after", 0, topic_id=TID)  # outside a batch: fresh stats of all 90 logs
+    assert reads[0] == 90
+    lm.shutdown()
+
+
+def test_one_log_dir_places_without_reading_any_size(tmp_path: Path, monkeypatch) -> None:
+    lm = LogManager([tmp_path / "only"], default_config=LogConfig(), now_ms=NOW)
+    for p in range(5):
+        lm.get_or_create_log("old", p, topic_id=TID)
+    reads = _count_size_reads(monkeypatch)
+    assert lm.get_or_create_log("t", 0, topic_id=TID).dir.parent == tmp_path / "only"
+    assert reads[0] == 0
+    lm.shutdown()
+
+
 # ---------------------------------------------------------------- offline dirs (KIP-112)
 
 

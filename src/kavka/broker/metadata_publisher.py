@@ -13,10 +13,12 @@ published delta to `publish`, which turns what changed into work, in this order:
   topic (or the broker defaults) changed;
 - the assignments manager reports where new replicas were placed (AssignReplicasToDirs).
 
-A delta touching more than `SLICE` partitions is applied in slices, the event loop turning between
-them: creating thousands of logs at once would stall the raft driver past
-controller.quorum.fetch.timeout.ms and cost the quorum its leader. Small deltas are applied before
-`publish` returns; `published()` waits for the rest.
+A delta is applied in slices of at most `SLICE_S` seconds, the event loop turning between them:
+creating thousands of logs at once would stall the raft driver past
+controller.quorum.fetch.timeout.ms and cost the quorum its leader, and a slice counted in
+partitions rather than time held the loop for seconds when creations were slow. A delta that fits in
+one slice is applied before `publish` returns; `published()` waits for the rest. The new logs of a
+delta are placed in one `LogManager.placement_batch` (the log dirs' stats are taken once).
 
 The parts it drives are attributes, None until the node has built them (the group coordinator and
 the remote log manager exist only once the metadata log has been replayed at start). Event-loop
@@ -53,7 +55,7 @@ log = logging.getLogger("kavka.broker")
 
 
 class BrokerMetadataPublisher:
-    SLICE = 200
+    SLICE_S = 0.05
 
     def __init__(
         self,
@@ -171,18 +173,23 @@ class BrokerMetadataPublisher:
         return True
 
     def _run_slice(self) -> None:
-        for _ in range(min(self.SLICE, len(self._queue))):
-            fn = self._queue.popleft()
-            try:
-                fn()
-            except Exception:
-                log.exception("applying a metadata change failed")
+        deadline = time.monotonic() + self.SLICE_S
+        with self.log_manager.placement_batch():
+            while self._queue:
+                fn = self._queue.popleft()
+                try:
+                    fn()
+                except Exception:
+                    log.exception("applying a metadata change failed")
+                if time.monotonic() >= deadline:
+                    break
 
     async def _publish_rest(self) -> None:
         started, total = time.monotonic(), len(self._queue)
-        while self._queue:
-            await asyncio.sleep(0)
-            self._run_slice()
+        with self.log_manager.placement_batch():
+            while self._queue:
+                await asyncio.sleep(0)
+                self._run_slice()
         log.info("applied a large metadata change (%d+ partition changes) in %.1fs", total, time.monotonic() - started)
 
     async def wait_for(self, predicate: Callable[[MetadataImage], bool], timeout_s: float) -> bool:

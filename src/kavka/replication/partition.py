@@ -165,7 +165,8 @@ class Partition:
         cache = self.log.leader_epoch_cache
         latest = cache.latest_epoch
         if latest is None or reg.leader_epoch > latest:
-            cache.assign(reg.leader_epoch, self.log.log_end_offset)
+            # Not written until the epoch's first batch: see LeaderEpochFileCache.assign.
+            cache.assign(reg.leader_epoch, self.log.log_end_offset, flush=False)
         self.leader_epoch_start_offset = self.log.log_end_offset
         self._follower_log_starts = {}
         self.leader_state = LeaderState.become_leader(

@@ -203,6 +203,7 @@ class ReplicaManager:
             self.partitions[tp] = p
             role_changed = True
         else:
+            self.log_manager.batch_epoch_writes(p.log)  # a large leadership change: one write at the end
             old_isr = set(p.isr)
             role_changed = p.apply_registration(registration, now_ms=self.now_ms())
             if p.is_leader and not role_changed:  # IsrShrinksPerSec / IsrExpandsPerSec, counted by leaders

@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from kavka.storage.checkpoints import read_checkpoint_lines, write_checkpoint_lines
+from kavka.storage.checkpoints import checkpoint_text, read_checkpoint_lines, write_checkpoint_lines
 from kavka.storage.errors import CorruptCheckpointError
 
 log = logging.getLogger("kavka.storage")
@@ -47,6 +47,11 @@ class LeaderEpochFileCache:
         self._entries: list[EpochEntry] = list(entries or [])
         # What the file holds now (None: unknown, so the next flush writes).
         self._flushed: list[EpochEntry] | None = None
+        # Set by LogManager while a new log's files wait for one write with the other new logs of
+        # a metadata delta (`take_deferred`); flushes change only the cache meanwhile.
+        self.deferred = False
+        self._flush_requested = False  # while deferred
+        self.unflushed = False  # an entry assigned with flush=False is not in the file yet
 
     @classmethod
     def load(cls, path: Path) -> LeaderEpochFileCache:
@@ -120,10 +125,22 @@ class LeaderEpochFileCache:
 
     # ------------------------------------------------------------------ updates
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, *, flush: bool = True) -> None:
+        """``flush=False``: the entry of an epoch that has no batch yet (a new leader's, at the
+        log end). Every load drops such an entry (see `truncate_from_end`), so writing it buys
+        nothing; it stays `unflushed` and is written with the epoch's first batch (the log's
+        append calls `flush_if_unflushed`) or with the next change. A broker that creates or
+        restarts with 10,000 partitions skips 10,000 file writes."""
         if epoch < 0 or start_offset < 0:
             return
         if self._assign_no_flush(EpochEntry(epoch, start_offset)):
+            if flush:
+                self._flush()
+            else:
+                self.unflushed = True
+
+    def flush_if_unflushed(self) -> None:
+        if self.unflushed:
             self._flush()
 
     def _assign_no_flush(self, entry: EpochEntry) -> bool:
@@ -187,9 +204,27 @@ class LeaderEpochFileCache:
         self._entries = []
         self._flush()
 
+    def take_deferred(self) -> tuple[bytes, list[EpochEntry]] | None:
+        """End deferral: the file's new content and the entries it holds, if it changed (the
+        caller writes it, then tells `written`), else None."""
+        self.deferred = False
+        requested, self._flush_requested = self._flush_requested, False
+        if not requested or self.path is None or self._entries == (self._flushed or []):
+            return None  # no write asked for, or nothing changed
+        entries = list(self._entries)
+        return checkpoint_text((f"{e.epoch} {e.start_offset}" for e in entries), version=0), entries
+
+    def written(self, entries: list[EpochEntry]) -> None:
+        self._flushed = entries
+        self.unflushed = False
+
     def _flush(self) -> None:
+        if self.deferred:
+            self._flush_requested = True
+            return
         if self.path is not None and self._entries != self._flushed:
             write_checkpoint_lines(
                 self.path, (f"{e.epoch} {e.start_offset}" for e in self._entries), version=0
             )
             self._flushed = list(self._entries)
+        self.unflushed = False

@@ -48,17 +48,20 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kavka.common import TopicPartition
 from kavka.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
+    PARTITION_METADATA_FILE,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
+    PartitionMetadataFile,
     fsync_dir,
+    write_all_atomically,
 )
 from kavka.storage.cleaner import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -70,10 +73,12 @@ from kavka.storage.cleaner import (
 )
 from kavka.storage.errors import (
     CorruptCheckpointError,
+    InconsistentTopicIdError,
     KafkaStorageError,
     LogDirLockedError,
     LogDirNotFoundError,
 )
+from kavka.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry
 from kavka.storage.local_log import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
@@ -173,6 +178,9 @@ class LogManager:
         # AlterReplicaLogDirs for replicas not created yet (REPLICA_NOT_AVAILABLE).
         self._preferred_dirs: dict[TopicPartition, Path] = {}
         self._pending_deletes: list[Path] = []
+        self._batch_depth = 0  # placement_batch
+        self._batch_stats: dict[Path, DirStats] | None = None
+        self._unwritten: list[tuple[Log, bool]] = []  # logs with writes held by a batch; partition.metadata too?
         self._lock_fds: list[int] = []
         self.had_clean_shutdown = True
         self._shut_down = False
@@ -400,32 +408,104 @@ class LogManager:
         if self.on_dir_failure is not None:
             self.on_dir_failure(d, reason, lost)
 
-    def _dir_stats(self, d: Path) -> DirStats:
-        logs = [lg for lg in self._logs.values() if lg.dir.parent == d]
-        futures = [lg for lg in self._future_logs.values() if lg.dir.parent == d]
-        usage = shutil.disk_usage(d)
-        return DirStats(
-            partitions=len(logs) + len(futures),
-            used_bytes=sum(lg.size_in_bytes for lg in [*logs, *futures]),
-            usable_bytes=usage.free,
-        )
+    def _dir_stats(self, dirs: list[Path]) -> list[DirStats]:
+        """Stats of `dirs`, in one pass over the logs (sizes are summed from every segment)."""
+        counts = {d: 0 for d in dirs}
+        used = {d: 0 for d in dirs}
+        for lg in [*self._logs.values(), *self._future_logs.values()]:
+            d = lg.dir.parent
+            if d in counts:
+                counts[d] += 1
+                used[d] += lg.size_in_bytes
+        return [DirStats(counts[d], used[d], shutil.disk_usage(d).free) for d in dirs]
+
+    @contextlib.contextmanager
+    def placement_batch(self) -> Iterator[None]:
+        """Apply (part of) a metadata delta's replicas together: new logs placed on stats taken
+        once, the small files of new and changed logs written together when the batch (each
+        level, if nested) ends. Held by the broker's metadata publisher for one slice of work,
+        which runs without yielding to the event loop: nothing reads the files meanwhile.
+
+        Placement: each one adds an empty partition to its dir's count, which is all that
+        creating an empty log changes, so a batch spreads as one-by-one placement would, without
+        walking every log of the broker once per new replica (quadratic in a CreateTopics of
+        thousands of partitions). The stats are dropped when the outermost batch ends.
+
+        Files: a new log's ``partition.metadata`` and ``leader-epoch-checkpoint`` (its leader
+        epoch, assigned as the replica is applied) cost two atomic writes with four fsyncs one
+        log at a time, and every replica of a restarted broker rewrites its leader epoch (the
+        controller bumps it); here they are written for the whole batch at once
+        (`checkpoints.write_all_atomically`), with one fsync of each log dir for the new partition
+        dirs. A crash before that leaves each file as it was (missing for a new log), never torn:
+        the topic id comes back from the metadata (`get_or_create_log`), a new log's epochs from
+        its segments (it is in no recovery-point checkpoint, so it is recovered from offset 0),
+        and an existing log's new epoch is assigned again by the next leader election."""
+        self._batch_depth += 1
+        try:
+            yield
+        finally:
+            self._batch_depth -= 1
+            if not self._batch_depth:
+                self._batch_stats = None
+            self._write_batched()
+
+    def batch_epoch_writes(self, lg: Log) -> None:
+        """In a batch, hold `lg`'s leader epoch writes until the batch ends (no-op outside one)."""
+        if self._batch_depth and not lg.leader_epoch_cache.deferred:
+            lg.leader_epoch_cache.deferred = True
+            self._unwritten.append((lg, False))
+
+    def _write_batched(self) -> None:
+        pending, self._unwritten = self._unwritten, []
+        by_dir: dict[Path, tuple[dict[Path, bytes], list[tuple[Log, list[EpochEntry]]]]] = {}
+        for lg, metadata in pending:
+            epochs = lg.leader_epoch_cache.take_deferred()
+            tp = lg.topic_partition
+            if self._logs.get(tp) is not lg:
+                continue  # deleted, or its dir went offline, since it was created
+            files, written = by_dir.setdefault(lg.dir.parent, ({}, []))
+            if metadata and lg.topic_id is not None:
+                files[lg.dir / PARTITION_METADATA_FILE] = PartitionMetadataFile.text(lg.topic_id)
+            if epochs is not None:
+                files[lg.dir / LEADER_EPOCH_CHECKPOINT] = epochs[0]
+                written.append((lg, epochs[1]))
+        for d, (files, written) in by_dir.items():
+            try:
+                write_all_atomically(files, dirs=[d])
+            except OSError as e:
+                self.handle_io_error(getattr(e, "filename", None) or d, e)
+                continue
+            for lg, entries in written:
+                lg.leader_epoch_cache.written(entries)
 
     def _select_dir(self, tp: TopicPartition) -> Path:
         preferred = self._preferred_dirs.pop(tp, None)
         if preferred is not None and preferred not in self.offline_dirs:
             return preferred
-        candidates: list[Path] = []
-        stats: list[DirStats] = []
-        for d in self.online_dirs:
+        online = self.online_dirs
+        if len(online) == 1:
+            return online[0]  # nothing to choose: no stats to gather
+        stats = self._batch_stats
+        if stats is None or list(stats) != online:
+            stats = {}
             try:
-                stats.append(self._dir_stats(d))
-            except OSError as e:
-                self.mark_dir_offline(d, f"cannot stat: {e}")
-                continue
-            candidates.append(d)
-        if not candidates:
+                stats = dict(zip(online, self._dir_stats(online), strict=True))
+            except OSError:
+                for d in online:  # find which dir failed
+                    try:
+                        stats[d] = self._dir_stats([d])[0]
+                    except OSError as e:
+                        self.mark_dir_offline(d, f"cannot stat: {e}")
+            if self._batch_depth:
+                self._batch_stats = stats
+        if not stats:
             raise KafkaStorageError(f"no online log dir for {tp[0]}-{tp[1]}")
-        return candidates[select_log_dir(stats, self.select_strategy)]
+        candidates = list(stats)
+        chosen = candidates[select_log_dir(list(stats.values()), self.select_strategy)]
+        if self._batch_depth and self._batch_stats is stats:
+            s = stats[chosen]
+            stats[chosen] = DirStats(s.partitions + 1, s.used_bytes, s.usable_bytes)
+        return chosen
 
     def describe_dirs(self) -> list[LogDirDescription]:
         out = []
@@ -490,18 +570,30 @@ class LogManager:
     ) -> Log:
         existing = self._logs.get((topic, partition))
         if existing is not None:
+            self.batch_epoch_writes(existing)
             if config is not None:
                 existing.update_config(config)
+            if existing.topic_id is None and topic_id is not None:
+                # Created in a batch that a crash cut short (see placement_batch): Kafka's
+                # assignTopicId.
+                try:
+                    PartitionMetadataFile(existing.dir).write(topic_id)
+                except OSError as e:
+                    self.handle_io_error(existing.dir, e)
+                    raise KafkaStorageError(f"cannot write the topic id of {topic}-{partition}: {e}") from e
+                existing.topic_id = topic_id
+                log.info("%s-%d had no partition.metadata: topic id %s written", topic, partition, topic_id)
             return existing
         offline_dir = self._offline_partitions.get((topic, partition))
         if offline_dir is not None:
             raise KafkaStorageError(f"{topic}-{partition} is on offline log dir {offline_dir}")
         target = self._select_dir(TopicPartition(topic, partition))
+        batched = self._batch_depth > 0
         try:
             lg = Log.open(
                 target / partition_dir_name(topic, partition),
                 config or self._config(topic),
-                topic_id=topic_id,
+                topic_id=None if batched else topic_id,
                 recovery_point=0,
                 log_start_offset=0,
                 clean_shutdown=True,
@@ -510,6 +602,15 @@ class LogManager:
         except OSError as e:
             self.handle_io_error(target, e)
             raise KafkaStorageError(f"cannot create {topic}-{partition} in {target}: {e}") from e
+        if batched:
+            if lg.topic_id is not None and topic_id is not None and lg.topic_id != topic_id:
+                _close_quietly(lg)
+                raise InconsistentTopicIdError(f"{lg.dir} has topic id {lg.topic_id}, expected {topic_id}")
+            metadata = lg.topic_id is None and topic_id is not None
+            if metadata:
+                lg.topic_id = topic_id
+            lg.leader_epoch_cache.deferred = True
+            self._unwritten.append((lg, metadata))
         self._logs[TopicPartition(topic, partition)] = lg
         log.info(
             "created log for %s-%d in %s (directory.id %s)",
@@ -845,6 +946,7 @@ class LogManager:
         """Flush and close every log, write checkpoints, then the marker (online dirs only)."""
         if self._shut_down:
             return
+        self._write_batched()
         for lg in [*self._logs.values(), *self._future_logs.values()]:
             try:
                 lg.flush()

@@ -469,6 +469,7 @@ class Log:
             latest = self.leader_epoch_cache.latest_epoch
             if epoch >= 0 and (latest is None or epoch > latest):
                 self.leader_epoch_cache.assign(epoch, h.base_offset)
+        self.leader_epoch_cache.flush_if_unflushed()  # a new leader's epoch, with its first batch
         if any(h.is_control for h in headers):
             # A marker closes a transaction and may index it: the state must be loaded (from the
             # log as it is before this append) to know where the transaction began.

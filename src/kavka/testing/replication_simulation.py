@@ -690,6 +690,9 @@ class SimLogManager:
     def future_log(self, key: tuple[str, int]) -> None:
         return None
 
+    def batch_epoch_writes(self, log: Log) -> None:
+        """No batches here: every leader epoch is written as it changes."""
+
     def handle_io_error(self, dir: Path, exc: OSError) -> None:
         raise InvariantViolation(f"seed {self.broker.sim.seed}: broker {self.broker.id}: I/O error on {dir}: {exc!r}")
 
