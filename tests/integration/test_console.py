@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 
 from kavka.client.admin import AdminClient, NewTopic
+from kavka.client.fetcher import Fetcher
 from kavka.client.producer import Producer, ProducerConfig
+from kavka.console.views import eligible_leaders
 from kavka.operations import THROTTLE_KEY, balance_plan
-from tests.broker_harness import Cluster
+from tests.broker_harness import Cluster, free_port
 from tests.console_harness import BROWSER_ARGS, CHROMIUM, Console, shot
 from tests.integration.helpers import ck_consumer, ck_producer
 from tests.wait import wait_until
@@ -36,8 +38,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # The test-only disk fault switch (kavka.faults): a dir listed in a node's control file fails
     # with EIO, as a dying disk does (the last test fails one).
     root = tmp_path_factory.mktemp("console-cluster")
+    # Each node's Prometheus endpoint on a port of its own: the console finds them through
+    # DescribeConfigs (metrics.prometheus.port) for the Overview's bytes per second.
+    racks = {1: "/dc1/r1", 2: "/dc1/r2", 3: "/dc2/r1"}
     c = Cluster(root, 3, log_dirs=2, overrides={"kavka.test.fault.injection.enable": "true"},
-                node_overrides={1: {"broker.rack": "/dc1/r1"}, 2: {"broker.rack": "/dc1/r2"}, 3: {"broker.rack": "/dc2/r1"}})
+                node_overrides={i: {"broker.rack": rack, "metrics.prometheus.port": str(free_port())} for i, rack in racks.items()})
     for i in c.nodes:
         (root / f"failing-dirs-{i}").write_text("")
     c.start(env=lambda i: {"KAVKA_FAULT_INJECTION_FILE": str(root / f"failing-dirs-{i}")})
@@ -116,6 +121,11 @@ def test_create_a_topic_through_the_form_and_its_page_matches_the_admin_api(page
     rows = cells(page, "#partitions tbody tr")
     assert [(int(r[0]), int(r[1]), r[3], r[4]) for r in rows] == [
         (p.partition, p.leader, ",".join(map(str, p.replicas)), ",".join(map(str, p.isr))) for p in d.partitions]
+    # KIP-966: the ELR columns show what DescribeTopicPartitions answers (empty lists on a healthy topic).
+    elr = eligible_leaders(admin, name)
+    assert elr is not None and page.locator("#partitions th", has_text="last known ELR").count() == 1
+    assert [(r[9], r[10]) for r in rows] == [(",".join(map(str, elr[p.partition][0])) or "-",
+                                              ",".join(map(str, elr[p.partition][1])) or "-") for p in d.partitions]
     config = dict((r[0], (r[1], r[2])) for r in cells(page, "#configs tbody tr"))
     assert config["retention.ms"] == ("3600000", "DYNAMIC_TOPIC_CONFIG")
 
@@ -272,6 +282,17 @@ def test_group_lag_then_reset_offsets_with_a_dry_run_first_then_delete(page: Any
     assert rows == {f"{name}-0": ("5", "15", "10"), f"{name}-1": ("10", "15", "5")}
     expect(page.locator("#total-lag")).to_have_text("15")
     assert page.locator("#lag-chart rect").count() == 2
+
+    # The lag trend: 4 more records on partition 0; at the page's next refresh its lag is 14,
+    # and the trend holds both samples, in order (the page loads and refreshes are its samples).
+    for i in range(4):
+        p.produce(name, value=b"more %d" % i, partition=0)
+    assert p.flush(30) == 0
+    expect(page.locator(f"#offsets tr[data-tp='{name}-0'] td.lag")).to_have_text("14", timeout=15_000)
+    trend = page.get_attribute(f"#offsets tr[data-tp='{name}-0'] td.trend", "data-lags").split(",")
+    assert trend[-2:] == ["10", "14"] and set(trend) == {"10", "14"}, trend
+    assert set(page.get_attribute(f"#offsets tr[data-tp='{name}-1'] td.trend", "data-lags").split(",")) == {"5"}
+    assert page.locator("#offsets td.trend svg polyline").count() == 2
     shot(page, "group")
 
     page.select_option("#reset select[name=target]", "earliest")
@@ -282,7 +303,7 @@ def test_group_lag_then_reset_offsets_with_a_dry_run_first_then_delete(page: Any
     page.click("#confirm")
     expect(page.locator(".notice")).to_have_text("Offsets reset.")
     assert admin.list_group_offsets(gid) == {(name, 0): 0, (name, 1): 0}
-    expect(page.locator("#total-lag")).to_have_text("30")
+    expect(page.locator("#total-lag")).to_have_text("34")
 
     page.select_option("#reset select[name=target]", "offset")
     page.fill("#reset input[name=value]", "12")
@@ -566,7 +587,10 @@ def test_overview_shows_the_brokers_racks_quorum_and_counts_the_admin_api_report
     racks = page.inner_text("#racks")
     assert racks.index("dc1") < racks.index("r1") and "dc2" in racks
 
-    # Throughput: records written between two samples of the log end offsets (two page loads).
+    # Throughput: records written between two samples of the log end offsets (two page loads),
+    # and bytes in and out between two scrapes of the brokers' metrics: the bytes appended are the
+    # replica's size on disk (one replica, one segment), and a consumer reading them all once is
+    # sent exactly those bytes.
     name = unique("busy")
     admin.create_topics([NewTopic(name, assignments={0: [2]})])
     page.reload()
@@ -574,10 +598,20 @@ def test_overview_shows_the_brokers_racks_quorum_and_counts_the_admin_api_report
         for i in range(100):
             p.send(name, b"r%d" % i, partition=0)
         p.flush()
+    with Fetcher(admin_bootstrap(admin)) as f:
+        assert sum(len(cols.offsets) for cols in f.read_range(name, 0, 0, 100)) == 100
+    [size] = [r.size for d in admin.describe_log_dirs([2], [name])[2] for r in d.replicas if r.topic == name]
     page.reload()
-    expect(page.locator(f"#throughput-topics tr[data-topic='{name}'] td.records")).to_have_text("100")
-    assert float(page.inner_text(f"#throughput-topics tr[data-topic='{name}'] td.rate")) > 0
+    row = f"#throughput-topics tr[data-topic='{name}']"
+    expect(page.locator(f"{row} td.records")).to_have_text("100")
+    assert float(page.inner_text(f"{row} td.rate")) > 0
     assert int(page.inner_text("#throughput-brokers tr[data-broker='2'] td.records")) >= 100
+    assert size > 100 * 2
+    assert page.get_attribute(f"{row} td.bytes-in", "data-bytes") == str(size)
+    assert page.get_attribute(f"{row} td.bytes-out-rate", "data-bytes") == str(size)
+    assert page.inner_text(f"{row} td.bytes-in-rate").endswith("/s")
+    assert page.inner_text("#throughput-brokers tr[data-broker='2'] td.bytes-in-rate") != "-"
+    expect(page.locator("#metrics-unreachable")).to_have_count(0)
     shot(page, "overview")
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kavka.client.admin import AdminClient, NewTopic
-from kavka.client.errors import KafkaError
+from kavka.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError
 from kavka.client.fetcher import Fetcher, OffsetOutOfRangeError
 from kavka.client.producer import Producer, ProducerConfig
 from kavka.coordinator.records import partition_owners
@@ -46,6 +46,11 @@ def kavka_features(admin: AdminClient) -> dict[str, bool]:
     log_dirs = versions.get(int(ApiKey.DESCRIBE_LOG_DIRS))
     return {
         "quorum": int(ApiKey.DESCRIBE_QUORUM) in versions,
+        # KIP-966's ELR columns, where the cluster answers DescribeTopicPartitions (Kafka 3.8+, kavka)
+        "elr": int(ApiKey.DESCRIBE_TOPIC_PARTITIONS) in versions,
+        # Finding each broker's Prometheus endpoint from its configs is kavka's (Tansu closes the
+        # connection on a DescribeConfigs naming keys); --metrics-url names them on any cluster.
+        "metrics": int(ApiKey.CREATE_REPLICA_PLACEMENT) in versions,
         "disks": log_dirs is not None and log_dirs[1] >= 4 and int(ApiKey.ALTER_REPLICA_LOG_DIRS) in versions,
         "reassignments": int(ApiKey.ALTER_PARTITION_REASSIGNMENTS) in versions
         and int(ApiKey.LIST_PARTITION_REASSIGNMENTS) in versions,
@@ -77,24 +82,28 @@ class Throughput:
     """Records per second per topic and per leader broker, from the log end offsets the console
     samples at every Overview refresh (ListOffsets latest): the difference between the newest
     sample and the oldest one kept (at most `WINDOW_S` old) over the time between them. Works on
-    any Kafka-compatible cluster; bytes per second would need the brokers' metrics. Time is passed
-    in; the caller holds `Backend.lock`."""
+    any Kafka-compatible cluster. Bytes per second come from the brokers' own counters (Kafka's
+    BytesInPerSec and BytesOutPerSec per topic, scraped from their Prometheus endpoints at the same
+    refresh) where the console can reach them: a broker scraped in both samples counts, one that
+    was not is listed as unreachable. Time is passed in; the caller holds `Backend.lock`."""
 
     WINDOW_S = 60.0
 
     def __init__(self) -> None:
-        self.samples: list[tuple[float, dict[tuple[str, int], int]]] = []
+        # (time, log end per partition, per broker its byte counters or None if its scrape failed)
+        self.samples: list[tuple[float, dict[tuple[str, int], int], dict[int, Counters | None]]] = []
 
-    def add(self, now: float, ends: dict[tuple[str, int], int]) -> None:
-        self.samples.append((now, ends))
+    def add(self, now: float, ends: dict[tuple[str, int], int], scraped: dict[int, Counters | None] | None = None) -> None:
+        self.samples.append((now, ends, scraped or {}))
         while len(self.samples) > 2 and now - self.samples[1][0] >= self.WINDOW_S:
             self.samples.pop(0)
 
     def rates(self, leaders: dict[tuple[str, int], int]) -> dict[str, Any] | None:
-        """Per topic and per leader: records and records/s over the window; None with one sample."""
+        """Per topic and per leader: records and records/s over the window, and bytes in and out
+        (and per second) where scraped; None with one sample."""
         if len(self.samples) < 2:
             return None
-        (t0, old), (t1, new) = self.samples[0], self.samples[-1]
+        (t0, old, old_bytes), (t1, new, new_bytes) = self.samples[0], self.samples[-1]
         seconds = max(t1 - t0, 1e-3)
         topics: dict[str, int] = defaultdict(int)
         brokers: dict[int, int] = defaultdict(int)
@@ -103,16 +112,109 @@ class Throughput:
             topics[tp[0]] += delta
             if leaders.get(tp, -1) >= 0:
                 brokers[leaders[tp]] += delta
+        topic_bytes: dict[str, dict[str, int]] = defaultdict(lambda: {"in": 0, "out": 0})
+        broker_bytes: dict[int, dict[str, int]] = {}
+        unreachable = sorted(b for b in new_bytes if new_bytes[b] is None or old_bytes.get(b) is None)
+        for b, counters in new_bytes.items():
+            before = old_bytes.get(b)
+            if counters is None or before is None:
+                continue
+            totals = broker_bytes[b] = {"in": 0, "out": 0}
+            for (direction, topic), n in counters.items():
+                delta = n - before.get((direction, topic), 0)
+                delta = n if delta < 0 else delta  # the broker restarted: its counters began again
+                topic_bytes[topic][direction] += delta
+                totals[direction] += delta
+
+        def with_bytes(row: dict[str, Any], counted: dict[str, int] | None) -> dict[str, Any]:
+            if counted is not None:
+                row.update(bytes_in=counted["in"], bytes_out=counted["out"], bytes_in_rate=counted["in"] / seconds,
+                           bytes_out_rate=counted["out"] / seconds)
+            return row
+
+        busy = {t for t, n in topics.items() if n} | {t for t, c in topic_bytes.items() if c["in"] or c["out"]}
         return {
             "seconds": round(seconds, 1),
-            "topics": sorted(({"name": t, "records": n, "rate": round(n / seconds, 1)} for t, n in topics.items() if n),
-                             key=lambda r: (-r["records"], r["name"])),
-            "brokers": [{"id": b, "records": n, "rate": round(n / seconds, 1)} for b, n in sorted(brokers.items())],
+            "bytes": bool(broker_bytes),
+            "unreachable": unreachable,
+            "topics": sorted((with_bytes({"name": t, "records": topics.get(t, 0), "rate": round(topics.get(t, 0) / seconds, 1)},
+                                         topic_bytes.get(t) if broker_bytes else None) for t in busy),
+                             key=lambda r: (-r["records"], -r.get("bytes_in", 0), r["name"])),
+            "brokers": [with_bytes({"id": b, "records": brokers.get(b, 0), "rate": round(brokers.get(b, 0) / seconds, 1)},
+                                   broker_bytes.get(b)) for b in sorted(set(brokers) | set(broker_bytes))],
         }
 
 
+# ---------------------------------------------------------------------- brokers' metrics
+
+Counters = dict[tuple[str, str], int]  # ("in" | "out", topic) -> bytes since the broker started
+BYTE_COUNTERS = {"kafka_server_brokertopicmetrics_bytesin": "in", "kafka_server_brokertopicmetrics_bytesout": "out"}
+WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]")
+
+
+def parse_metrics_urls(specs: Sequence[str]) -> dict[int, str]:
+    """`--metrics-url BROKER=URL` options: broker id -> its Prometheus endpoint."""
+    out: dict[int, str] = {}
+    for spec in specs:
+        broker, sep, url = spec.partition("=")
+        if not sep or not broker.strip().isdigit() or not url.startswith(("http://", "https://")):
+            raise ValueError(f"a metrics URL is BROKER_ID=http://HOST:PORT/metrics, got {spec!r}")
+        out[int(broker)] = url.strip()
+    return out
+
+
+def metrics_urls(admin: AdminClient, brokers: Sequence[Any], features: dict[str, bool],
+                 given: dict[int, str]) -> dict[int, str]:
+    """Each broker's Prometheus endpoint: the one given (--metrics-url), else, on kavka, the one
+    its own configs name (`metrics.prometheus.port`, and `metrics.prometheus.host`, or the broker's
+    advertised host when that is a wildcard). A broker without the endpoint (port -1), or with a
+    port picked at start (0: the config does not tell which), has none."""
+    out: dict[int, str] = {}
+    for b in brokers:
+        if b.node_id in given:
+            out[b.node_id] = given[b.node_id]
+            continue
+        if not features.get("metrics"):
+            continue
+        try:
+            entries = {e.name: e.value for e in admin.describe_configs(
+                "broker", str(b.node_id), include_documentation=False,
+                keys=["metrics.prometheus.port", "metrics.prometheus.host"])}
+            port = int(entries.get("metrics.prometheus.port") or "-1")
+        except (KafkaError, ValueError):
+            continue
+        if port <= 0:
+            continue
+        host = entries.get("metrics.prometheus.host") or ""
+        host = b.host if host in WILDCARD_HOSTS else host
+        out[b.node_id] = f"http://{'[' + host + ']' if ':' in host else host}:{port}/metrics"
+    return out
+
+
+def scrape_bytes(url: str, timeout_s: float = 2.0) -> Counters | None:
+    """A broker's byte counters per topic from its Prometheus endpoint; None if it does not answer."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 -- an http(s) URL, checked above
+            text = r.read(16 << 20).decode("utf-8", "replace")
+        out: Counters = {}
+        for family in text_string_to_metric_families(text):
+            direction = BYTE_COUNTERS.get(family.name)
+            if direction is None:
+                continue
+            for sample in family.samples:
+                if sample.name in (family.name, family.name + "_total") and "topic" in sample.labels:
+                    out[(direction, sample.labels["topic"])] = int(sample.value)
+        return out
+    except (OSError, ValueError):
+        return None
+
+
 def overview(admin: AdminClient, features: dict[str, bool], throughput: Throughput | None = None,
-             now: float | None = None) -> dict[str, Any]:
+             now: float | None = None, given_metrics: dict[int, str] | None = None) -> dict[str, Any]:
     cluster = admin.describe_cluster()
     quorum = None
     if features.get("quorum"):
@@ -156,7 +258,8 @@ def overview(admin: AdminClient, features: dict[str, bool], throughput: Throughp
         except KafkaError:
             ends = None
         if ends is not None:
-            throughput.add(now, ends)
+            urls = metrics_urls(admin, cluster.brokers, features, given_metrics or {})
+            throughput.add(now, ends, {b: scrape_bytes(url) for b, url in urls.items()})
             rates = throughput.rates(leaders)
     return {
         "throughput": rates,
@@ -219,8 +322,10 @@ def topic(admin: AdminClient, name: str, features: dict[str, bool]) -> dict[str,
                             sizes[r.partition] = max(sizes.get(r.partition, 0), r.size)
         except KafkaError:
             sizes = {}
+    elr = eligible_leaders(admin, name) if features.get("elr") else None
     entries = admin.describe_configs("topic", name, include_documentation=False)
     return {
+        "elr": elr is not None,  # the columns show where the cluster answers, empty or not
         "name": name,
         "topic_id": d.topic_id,
         "internal": d.is_internal,
@@ -235,12 +340,45 @@ def topic(admin: AdminClient, name: str, features: dict[str, bool]) -> dict[str,
                 "start": starts[(name, p.partition)].offset if (name, p.partition) in starts else None,
                 "end": ends[(name, p.partition)].offset if (name, p.partition) in ends else None,
                 "size": sizes.get(p.partition),
+                "eligible": list((elr or {}).get(p.partition, ((), ()))[0]),
+                "last_known": list((elr or {}).get(p.partition, ((), ()))[1]),
             }
             for p in d.partitions
         ],
         "configs": [{"name": e.name, "value": e.value, "source": e.source, "default": e.is_default,
                      "read_only": e.is_read_only, "sensitive": e.is_sensitive} for e in sorted(entries, key=lambda e: e.name)],
     }
+
+
+def eligible_leaders(admin: AdminClient, name: str) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]] | None:
+    """KIP-966 per partition: the eligible leader replicas (out of the ISR yet safe to elect, they
+    have every committed record) and the last known ELR, from DescribeTopicPartitions (Metadata
+    does not carry them). None if the cluster does not answer it."""
+    from kavka.client.negotiation import request_class
+    from kavka.protocol.messages import make, nested
+
+    cls = request_class(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0)
+    out: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    cursor = None
+    try:
+        conn = admin._any()
+        while True:
+            resp = conn.send(make(cls, topics=(make(nested(cls, "TopicRequest"), name=name),),
+                                  response_partition_limit=2000, cursor=cursor))
+            for t in resp.topics:
+                if t.error_code:
+                    return None
+                for p in t.partitions:
+                    out[p.partition_index] = (tuple(p.eligible_leader_replicas or ()), tuple(p.last_known_elr or ()))
+            nxt = resp.next_cursor
+            if nxt is None or nxt.topic_name != name:
+                return out
+            cursor = make(nested(cls, "Cursor"), topic_name=name, partition_index=nxt.partition_index)
+    except (KafkaError, KafkaProtocolError, AttributeError):
+        return None
+    except KafkaConnectionError:  # a broker that advertises the API but hangs up on it
+        admin.close()  # the next call connects afresh
+        return None
 
 
 @dataclass(frozen=True)
@@ -397,7 +535,39 @@ def groups(admin: AdminClient) -> list[dict[str, Any]]:
     return [{"id": g.group_id, "state": g.state, "protocol_type": g.protocol_type} for g in admin.list_groups()]
 
 
-def group(admin: AdminClient, group_id: str) -> dict[str, Any]:
+class LagHistory:
+    """Each group's lag per partition as sampled at every refresh of its page, for the trend
+    charts: up to `KEEP` samples over at most `WINDOW_S`, of the `GROUPS` groups looked at last.
+    Samples closer than `MIN_GAP_S` (two tabs on one group) replace each other. Time is passed
+    in; the caller holds `Backend.lock`."""
+
+    KEEP, WINDOW_S, MIN_GAP_S, GROUPS = 60, 600.0, 1.0, 50
+
+    def __init__(self) -> None:
+        self.groups: dict[str, list[tuple[float, dict[tuple[str, int], int]]]] = {}
+
+    def add(self, group_id: str, now: float, lags: dict[tuple[str, int], int]) -> list[tuple[float, dict[tuple[str, int], int]]]:
+        samples = self.groups.pop(group_id, [])
+        self.groups[group_id] = samples  # the most recently looked at last
+        if samples and now - samples[-1][0] < self.MIN_GAP_S:
+            samples.pop()
+        samples.append((now, lags))
+        while len(samples) > self.KEEP or now - samples[0][0] > self.WINDOW_S:
+            samples.pop(0)
+        while len(self.groups) > self.GROUPS:
+            del self.groups[next(iter(self.groups))]
+        return samples
+
+
+def sparkline(values: Sequence[int | None], width: int = 120, height: int = 24) -> str:
+    """SVG polyline points for `values` (oldest first; None: not committed then), scaled to the box."""
+    top = max([v for v in values if v is not None] + [1])
+    step = width / max(len(values) - 1, 1)
+    return " ".join(f"{i * step:.1f},{height - 2 - (height - 4) * v / top:.1f}"
+                    for i, v in enumerate(values) if v is not None)
+
+
+def group(admin: AdminClient, group_id: str, history: LagHistory | None = None, now: float | None = None) -> dict[str, Any]:
     desc = admin.describe_group(group_id)
     committed = admin.list_group_offsets(group_id)
     if desc.state == "Dead" and not desc.members and not committed:
@@ -415,12 +585,21 @@ def group(admin: AdminClient, group_id: str) -> dict[str, Any]:
                      "member": m.member_id if m else None, "client_id": m.client_id if m else None,
                      "host": m.client_host if m else None})
     max_lag = max([r["lag"] or 0 for r in rows] + [1])
+    if history is not None and now is not None:
+        samples = history.add(group_id, now, {(r["topic"], r["partition"]): r["lag"] for r in rows if r["lag"] is not None})
+        for r in rows:
+            r["trend"] = [lags.get((r["topic"], r["partition"])) for _, lags in samples]
+            r["spark"] = sparkline(r["trend"])
+            r["trend_text"] = ",".join("" if v is None else str(v) for v in r["trend"])
+        trend_seconds = round(samples[-1][0] - samples[0][0])
+    else:
+        trend_seconds = 0
     return {
         "id": group_id, "state": desc.state, "protocol_type": desc.protocol_type, "protocol": desc.protocol,
         "members": [{"id": m.member_id, "client_id": m.client_id, "host": m.client_host,
                      "partitions": [f"{t}-{p}" for t, p in sorted(tp for tp, o in owner.items() if o is m)]}
                     for m in desc.members],
-        "offsets": rows, "total_lag": sum(r["lag"] or 0 for r in rows), "max_lag": max_lag,
+        "offsets": rows, "total_lag": sum(r["lag"] or 0 for r in rows), "max_lag": max_lag, "trend_seconds": trend_seconds,
         "inactive": desc.state in INACTIVE_STATES,
     }
 
