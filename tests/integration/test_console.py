@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -575,6 +576,13 @@ def test_overview_shows_the_brokers_racks_quorum_and_counts_the_admin_api_report
     assert [(r[0].split()[0], r[1], r[2]) for r in rows] == [
         (str(b.node_id), f"{b.host}:{b.port}", b.rack) for b in cluster.brokers]
     assert all(r[3] == "running" for r in rows)
+    # The state beyond fenced (controlled shutdown...) is each broker's own BrokerState gauge.
+    for b in cluster.brokers:
+        [port] = [e.value for e in admin.describe_configs("broker", str(b.node_id), keys=["metrics.prometheus.port"])]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            [state] = [line.split()[1] for line in r.read().decode().splitlines()
+                       if line.startswith("kafka_server_kafkaserver_brokerstate ")]
+        assert page.get_attribute(f"#brokers tr[data-broker='{b.node_id}'] td.state", "data-state") == str(int(float(state))) == "3"
     assert [r[0].split()[0] for r in rows if "controller" in r[0]] == [str(quorum.leader_id)]  # the active controller
     expect(page.locator("#count-brokers")).to_have_text("3")
     expect(page.locator("#count-offline")).to_have_text("0")

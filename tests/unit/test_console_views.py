@@ -10,8 +10,10 @@ pytest.importorskip("starlette")
 from kavka.client.admin import BrokerInfo  # noqa: E402
 from kavka.console.views import (  # noqa: E402
     LagHistory,
+    Scraped,
     Throughput,
     UserError,
+    broker_state,
     parse_int,
     parse_metrics_urls,
     parse_timestamp,
@@ -91,6 +93,12 @@ def test_byte_rates_are_the_scraped_counters_difference_per_topic_and_broker() -
     assert [(x["id"], x["bytes_in"], x["bytes_out"]) for x in r["brokers"]] == [(1, 2000, 400), (2, 20, 0)]
 
 
+def test_a_brokers_state_is_fenced_from_the_controller_else_its_own_broker_state_gauge() -> None:
+    running, pending = Scraped({}, 3, None), Scraped({}, 6, None)
+    assert broker_state(True, pending) == "fenced"
+    assert broker_state(False, pending) == "controlled shutdown"
+    assert broker_state(False, Scraped({}, 7, None)) == "shutting down"
+    assert broker_state(False, running) == broker_state(False, None) == broker_state(False, Scraped({}, None, None)) == "running"
 def test_metrics_urls_name_a_broker_and_an_http_url() -> None:
     assert parse_metrics_urls(["1=http://h:9404/metrics", "2=https://x/m"]) == {1: "http://h:9404/metrics", 2: "https://x/m"}
     for bad in ("http://h:9404/metrics", "one=http://h/m", "1=file:///etc/passwd"):

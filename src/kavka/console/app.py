@@ -472,8 +472,9 @@ async def clear_reassignment_throttles(request: Request) -> Response:
 
 async def tiered(request: Request) -> Response:
     b = await require(request, "tiered", "ListOffsets v9 (KIP-1005)")
-    rows = await b.run(views.tiered, b.admin)
-    return await page(request, "tiered.html", topics=rows, nav="tiered")
+    feats = await b.features()
+    rows, quota = await b.run(lambda: (views.tiered(b.admin), views.remote_fetch_quota(b.admin, feats, b.metrics_urls)))
+    return await page(request, "tiered.html", topics=rows, quota=quota, nav="tiered")
 
 
 async def elect_leaders(request: Request) -> Response:

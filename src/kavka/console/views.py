@@ -191,8 +191,20 @@ def metrics_urls(admin: AdminClient, brokers: Sequence[Any], features: dict[str,
     return out
 
 
-def scrape_bytes(url: str, timeout_s: float = 2.0) -> Counters | None:
-    """A broker's byte counters per topic from its Prometheus endpoint; None if it does not answer."""
+@dataclass(frozen=True)
+class Scraped:
+    """What the console reads from one broker's Prometheus endpoint."""
+
+    bytes: Counters  # its byte counters per topic
+    state: int | None  # Kafka's BrokerState gauge, None if not exported
+    remote_fetch_rate: float | None  # bytes/s read from remote storage (the remote fetch quota's measure)
+
+
+BROKER_STATES = {1: "starting", 2: "recovering", 3: "running", 6: "controlled shutdown", 7: "shutting down"}
+
+
+def scrape(url: str, timeout_s: float = 2.0) -> Scraped | None:
+    """A broker's metrics the console shows; None if its endpoint does not answer."""
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
@@ -200,22 +212,36 @@ def scrape_bytes(url: str, timeout_s: float = 2.0) -> Counters | None:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 -- an http(s) URL, checked above
             text = r.read(16 << 20).decode("utf-8", "replace")
-        out: Counters = {}
+        counters: Counters = {}
+        gauges: dict[str, float] = {}
         for family in text_string_to_metric_families(text):
             direction = BYTE_COUNTERS.get(family.name)
-            if direction is None:
-                continue
             for sample in family.samples:
-                if sample.name in (family.name, family.name + "_total") and "topic" in sample.labels:
-                    out[(direction, sample.labels["topic"])] = int(sample.value)
-        return out
+                if direction is not None and sample.name in (family.name, family.name + "_total") and "topic" in sample.labels:
+                    counters[(direction, sample.labels["topic"])] = int(sample.value)
+                elif family.name in ("kafka_server_kafkaserver_brokerstate", "kafka_server_rlmfetch_byte_rate"):
+                    gauges[family.name] = sample.value
+        state = gauges.get("kafka_server_kafkaserver_brokerstate")
+        return Scraped(counters, int(state) if state is not None else None, gauges.get("kafka_server_rlmfetch_byte_rate"))
     except (OSError, ValueError):
         return None
+
+
+def broker_state(fenced: bool, scraped: Scraped | None) -> str:
+    """A broker's state as the Overview shows it: fenced (the controller's view, DescribeCluster),
+    else what its own BrokerState gauge says, else running."""
+    if fenced:
+        return "fenced"
+    if scraped is not None and scraped.state is not None:
+        return BROKER_STATES.get(scraped.state, f"state {scraped.state}")
+    return "running"
 
 
 def overview(admin: AdminClient, features: dict[str, bool], throughput: Throughput | None = None,
              now: float | None = None, given_metrics: dict[int, str] | None = None) -> dict[str, Any]:
     cluster = admin.describe_cluster()
+    urls = metrics_urls(admin, cluster.brokers, features, given_metrics or {})
+    scraped = {b: scrape(url) for b, url in urls.items()}
     quorum = None
     if features.get("quorum"):
         try:
@@ -258,15 +284,16 @@ def overview(admin: AdminClient, features: dict[str, bool], throughput: Throughp
         except KafkaError:
             ends = None
         if ends is not None:
-            urls = metrics_urls(admin, cluster.brokers, features, given_metrics or {})
-            throughput.add(now, ends, {b: scrape_bytes(url) for b, url in urls.items()})
+            throughput.add(now, ends, {b: sc.bytes if sc else None for b, sc in scraped.items()})
             rates = throughput.rates(leaders)
     return {
         "throughput": rates,
         "cluster_id": cluster.cluster_id,
         # KRaft: the active controller is the quorum leader (DescribeCluster names any broker to clients).
         "controller": quorum["leader"] if quorum else cluster.controller_id,
-        "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "fenced": b.fenced}
+        "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "fenced": b.fenced,
+                     "state": broker_state(b.fenced, scraped.get(b.node_id)),
+                     "state_code": (sc.state if (sc := scraped.get(b.node_id)) else None)}
                     for b in cluster.brokers],
         "racks": rack_tree(cluster.brokers),
         "quorum": quorum,
@@ -706,6 +733,32 @@ def tiered(admin: AdminClient) -> list[dict[str, Any]]:
                          "local_bytes": local_bytes.get(tp[1]), "remote_bytes": remote_bytes.get(tp[1])})
         out.append({"name": name, "partitions": rows,
                      "configs": {k: entries[k].value for k in TIERED_CONFIGS if k in entries and k != "remote.storage.enable"}})
+    return out
+
+
+LONG_MAX = 2**63 - 1
+
+
+def remote_fetch_quota(admin: AdminClient, features: dict[str, bool], given: dict[int, str]) -> list[dict[str, Any]]:
+    """Per broker, the remote fetch quota (KIP-956, `remote.log.manager.fetch.max.bytes.per.second`,
+    DescribeConfigs) and how much of it is in use: the bytes per second read from remote storage
+    as the broker's quota measures them (its `kafka_server_rlmfetch_byte_rate` gauge); None where
+    its metrics are out of reach."""
+    out = []
+    brokers = admin.describe_cluster().brokers
+    urls = metrics_urls(admin, brokers, features, given)
+    for b in brokers:
+        try:
+            [entry] = admin.describe_configs("broker", str(b.node_id), include_documentation=False,
+                                             keys=["remote.log.manager.fetch.max.bytes.per.second"]) or [None]
+            quota = int(entry.value) if entry is not None and entry.value else None
+        except (KafkaError, ValueError):
+            quota = None
+        sc = scrape(urls[b.node_id]) if b.node_id in urls else None
+        rate = sc.remote_fetch_rate if sc is not None else None
+        limited = quota is not None and quota < LONG_MAX
+        out.append({"broker": b.node_id, "quota": quota if limited else None, "rate": rate,
+                    "pct": round(100 * rate / quota, 1) if limited and rate is not None and quota else None})
     return out
 
 
