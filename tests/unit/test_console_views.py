@@ -91,6 +91,11 @@ def test_byte_rates_are_the_scraped_counters_difference_per_topic_and_broker() -
     assert {x["name"]: (x["bytes_in"], x["bytes_out"], x["bytes_in_rate"]) for x in r["topics"]} == {
         "a": (2000, 400, 1000.0), "b": (20, 0, 10.0)}
     assert [(x["id"], x["bytes_in"], x["bytes_out"]) for x in r["brokers"]] == [(1, 2000, 400), (2, 20, 0)]
+    t.add(14.0, {("c", 0): 5}, {1: {("in", "a"): 3000}, 3: {("in", "a"): 9}})  # 2 stopped: not asked any more
+    r = t.rates({("c", 0): 2})
+    assert r is not None and r["unreachable"] == [2, 3]
+    # c's records were counted, its bytes were not scraped (its leader's endpoint is out of reach): 0, not missing.
+    assert [(x["name"], x["records"], x["bytes_in"]) for x in r["topics"] if x["name"] == "c"] == [("c", 5, 0)]
 
 
 def test_a_brokers_state_is_fenced_from_the_controller_else_its_own_broker_state_gauge() -> None:

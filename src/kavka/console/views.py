@@ -114,7 +114,9 @@ class Throughput:
                 brokers[leaders[tp]] += delta
         topic_bytes: dict[str, dict[str, int]] = defaultdict(lambda: {"in": 0, "out": 0})
         broker_bytes: dict[int, dict[str, int]] = {}
-        unreachable = sorted(b for b in new_bytes if new_bytes[b] is None or old_bytes.get(b) is None)
+        # Not scraped at one end of the window (down, fenced, or its endpoint not answering).
+        unreachable = sorted({b for b in new_bytes if new_bytes[b] is None or old_bytes.get(b) is None}
+                             | {b for b in old_bytes if old_bytes[b] is not None and b not in new_bytes})
         for b, counters in new_bytes.items():
             before = old_bytes.get(b)
             if counters is None or before is None:
@@ -138,7 +140,7 @@ class Throughput:
             "bytes": bool(broker_bytes),
             "unreachable": unreachable,
             "topics": sorted((with_bytes({"name": t, "records": topics.get(t, 0), "rate": round(topics.get(t, 0) / seconds, 1)},
-                                         topic_bytes.get(t) if broker_bytes else None) for t in busy),
+                                         topic_bytes[t] if broker_bytes else None) for t in busy),
                              key=lambda r: (-r["records"], -r.get("bytes_in", 0), r["name"])),
             "brokers": [with_bytes({"id": b, "records": brokers.get(b, 0), "rate": round(brokers.get(b, 0) / seconds, 1)},
                                    broker_bytes.get(b)) for b in sorted(set(brokers) | set(broker_bytes))],
@@ -174,14 +176,14 @@ def metrics_urls(admin: AdminClient, brokers: Sequence[Any], features: dict[str,
         if b.node_id in given:
             out[b.node_id] = given[b.node_id]
             continue
-        if not features.get("metrics"):
+        if not features.get("metrics") or b.fenced:  # a fenced broker may be down: no config to ask
             continue
         try:
             entries = {e.name: e.value for e in admin.describe_configs(
                 "broker", str(b.node_id), include_documentation=False,
                 keys=["metrics.prometheus.port", "metrics.prometheus.host"])}
             port = int(entries.get("metrics.prometheus.port") or "-1")
-        except (KafkaError, ValueError):
+        except (KafkaError, KafkaConnectionError, ValueError):  # down, or stopping: no endpoint this time
             continue
         if port <= 0:
             continue
@@ -748,12 +750,14 @@ def remote_fetch_quota(admin: AdminClient, features: dict[str, bool], given: dic
     brokers = admin.describe_cluster().brokers
     urls = metrics_urls(admin, brokers, features, given)
     for b in brokers:
-        try:
-            [entry] = admin.describe_configs("broker", str(b.node_id), include_documentation=False,
-                                             keys=["remote.log.manager.fetch.max.bytes.per.second"]) or [None]
-            quota = int(entry.value) if entry is not None and entry.value else None
-        except (KafkaError, ValueError):
-            quota = None
+        quota = None
+        if not b.fenced:
+            try:
+                [entry] = admin.describe_configs("broker", str(b.node_id), include_documentation=False,
+                                                 keys=["remote.log.manager.fetch.max.bytes.per.second"]) or [None]
+                quota = int(entry.value) if entry is not None and entry.value else None
+            except (KafkaError, KafkaConnectionError, ValueError):
+                pass
         sc = scrape(urls[b.node_id]) if b.node_id in urls else None
         rate = sc.remote_fetch_rate if sc is not None else None
         limited = quota is not None and quota < LONG_MAX
