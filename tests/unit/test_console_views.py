@@ -135,3 +135,12 @@ def test_a_sasl_command_config_without_credentials_is_the_console_log_in_mode_an
     user = with_credentials(base, "sid", "pw")
     assert (user.protocol, user.mechanism) == ("SASL_PLAINTEXT", "SCRAM-SHA-512") and user.sasl is not None
     assert "pw" not in repr(user)
+
+
+def test_a_malformed_metrics_url_is_a_usage_error_naming_the_option() -> None:
+    from click.testing import CliRunner
+
+    from kavka.cli.console import console
+
+    result = CliRunner().invoke(console, ["--bootstrap-server", "127.0.0.1:1", "--metrics-url", "localhost:9404"])
+    assert result.exit_code == 2 and "--metrics-url" in result.output and "BROKER_ID=http" in result.output, result.output
