@@ -288,6 +288,11 @@ def overview(admin: AdminClient, features: dict[str, bool], throughput: Throughp
         if ends is not None:
             throughput.add(now, ends, {b: sc.bytes if sc else None for b, sc in scraped.items()})
             rates = throughput.rates(leaders)
+            if rates is not None:
+                # The metrics are scraped as the console, not as the user: per topic, only the
+                # topics this user may describe (log-in mode's ACLs); per broker, totals.
+                visible = {t.name for t in topics}
+                rates["topics"] = [r for r in rates["topics"] if r["name"] in visible]
     return {
         "throughput": rates,
         "cluster_id": cluster.cluster_id,
