@@ -11,6 +11,7 @@ stay current.
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -788,8 +789,17 @@ def test_a_stopped_broker_shows_fenced_and_every_page_still_renders(page: Any, c
     cluster.nodes[stopped].stop()
     wait_until(lambda: next(b.fenced for b in admin.describe_cluster().brokers if b.node_id == stopped), 30,
                message="the controller fences the stopped broker")
-    expect(page.locator(f"#brokers tr[data-broker='{stopped}'] td.state")).to_have_text("fenced", timeout=15_000)  # live refresh
+
+    def shown() -> tuple[int, str]:
+        status, body = console.get("/")
+        m = re.search(rf'<tr data-broker="{stopped}">.*?<td class="state"[^>]*><span[^>]*>([^<]*)</span>', body, re.S)
+        return status, m.group(1) if m else body[-1500:]
+
+    # The console's own admin client learns it from DescribeCluster too (wait_until reports the
+    # last page it saw).
+    wait_until(lambda: (lambda got: got if got == (200, "fenced") else None)(shown()), 30, message="the page shows it fenced")
     page.reload()  # a sample without its metrics: its bytes are left out of this window, and the page says so
+    expect(page.locator(f"#brokers tr[data-broker='{stopped}'] td.state")).to_have_text("fenced")
     expect(page.locator("#metrics-unreachable")).to_contain_text(f"No metrics from broker {stopped} ")
     for path in ("/", "/topics", "/disks", "/reassignments", "/groups"):
         status, body = console.get(path)

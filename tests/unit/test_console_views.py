@@ -96,6 +96,12 @@ def test_byte_rates_are_the_scraped_counters_difference_per_topic_and_broker() -
     assert r is not None and r["unreachable"] == [2, 3]
     # c's records were counted, its bytes were not scraped (its leader's endpoint is out of reach): 0, not missing.
     assert [(x["name"], x["records"], x["bytes_in"]) for x in r["topics"] if x["name"] == "c"] == [("c", 5, 0)]
+    # No log end offsets this time (a leader cannot tell them yet): the bytes still move on, the
+    # records span the samples that had offsets.
+    t.add(16.0, None, {1: {("in", "a"): 5000}, 3: {("in", "a"): 9}})
+    r = t.rates({("c", 0): 2})
+    assert r is not None and r["seconds"] == 6.0 and [x["bytes_in"] for x in r["brokers"] if x["id"] == 1] == [4000]
+    assert [(x["name"], x["records"], x["rate"]) for x in r["topics"] if x["name"] == "c"] == [("c", 5, 1.2)]
 
 
 def test_a_brokers_state_is_fenced_from_the_controller_else_its_own_broker_state_gauge() -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,7 +94,10 @@ class Throughput:
         # (time, log end per partition, per broker its byte counters or None if its scrape failed)
         self.samples: list[tuple[float, dict[tuple[str, int], int], dict[int, Counters | None]]] = []
 
-    def add(self, now: float, ends: dict[tuple[str, int], int], scraped: dict[int, Counters | None] | None = None) -> None:
+    def add(self, now: float, ends: dict[tuple[str, int], int] | None,
+            scraped: dict[int, Counters | None] | None = None) -> None:
+        """A sample; `ends` None when the log end offsets could not be read this time (the
+        records rates then span the samples that have them)."""
         self.samples.append((now, ends, scraped or {}))
         while len(self.samples) > 2 and now - self.samples[1][0] >= self.WINDOW_S:
             self.samples.pop(0)
@@ -103,8 +107,11 @@ class Throughput:
         (and per second) where scraped; None with one sample."""
         if len(self.samples) < 2:
             return None
-        (t0, old, old_bytes), (t1, new, new_bytes) = self.samples[0], self.samples[-1]
+        (t0, _, old_bytes), (t1, _, new_bytes) = self.samples[0], self.samples[-1]
         seconds = max(t1 - t0, 1e-3)
+        counted = [(t, ends) for t, ends, _ in self.samples if ends is not None]
+        (r0, old), (r1, new) = (counted[0], counted[-1]) if len(counted) >= 2 else ((t0, {}), (t0, {}))
+        record_seconds = max(r1 - r0, 1e-3)
         topics: dict[str, int] = defaultdict(int)
         brokers: dict[int, int] = defaultdict(int)
         for tp, end in new.items():
@@ -139,10 +146,10 @@ class Throughput:
             "seconds": round(seconds, 1),
             "bytes": bool(broker_bytes),
             "unreachable": unreachable,
-            "topics": sorted((with_bytes({"name": t, "records": topics.get(t, 0), "rate": round(topics.get(t, 0) / seconds, 1)},
+            "topics": sorted((with_bytes({"name": t, "records": topics.get(t, 0), "rate": round(topics.get(t, 0) / record_seconds, 1)},
                                          topic_bytes[t] if broker_bytes else None) for t in busy),
                              key=lambda r: (-r["records"], -r.get("bytes_in", 0), r["name"])),
-            "brokers": [with_bytes({"id": b, "records": brokers.get(b, 0), "rate": round(brokers.get(b, 0) / seconds, 1)},
+            "brokers": [with_bytes({"id": b, "records": brokers.get(b, 0), "rate": round(brokers.get(b, 0) / record_seconds, 1)},
                                    broker_bytes.get(b)) for b in sorted(set(brokers) | set(broker_bytes))],
         }
 
@@ -239,6 +246,29 @@ def broker_state(fenced: bool, scraped: Scraped | None) -> str:
     return "running"
 
 
+SAMPLE_RETRY_S = 3.0
+
+
+@contextmanager
+def retrying_for(admin: AdminClient, seconds: float) -> Iterator[None]:
+    """The admin client retries a partition whose leader moved or cannot tell its offsets yet
+    until its timeout (15 s): for the Overview's throughput sample, where one such partition (a
+    leader just elected after a broker stopped) would hold the whole page that long, it gives up
+    sooner and the sample is skipped. The caller holds `Backend.lock`."""
+    saved, before = admin.timeout_s, dict(admin._conns)
+    admin.timeout_s = min(saved, seconds)
+    try:
+        yield
+    finally:
+        admin.timeout_s = saved
+        # A connection opened meanwhile has the short timeout: closed, so that a later request
+        # (a CreateTopics that waits) opens one with the client's own.
+        for key, conn in list(admin._conns.items()):
+            if before.get(key) is not conn:
+                conn.close()
+                del admin._conns[key]
+
+
 def overview(admin: AdminClient, features: dict[str, bool], throughput: Throughput | None = None,
              now: float | None = None, given_metrics: dict[int, str] | None = None) -> dict[str, Any]:
     cluster = admin.describe_cluster()
@@ -280,19 +310,22 @@ def overview(admin: AdminClient, features: dict[str, bool], throughput: Throughp
     rates = None
     if throughput is not None and now is not None:
         leaders = {(d.name, p.partition): p.leader for d in described for p in d.partitions}
-        online = [tp for tp, leader in leaders.items() if leader >= 0]
+        # Led by a live broker: a fenced one (stopped, its leaderships not moved yet) cannot answer.
+        live = {b.node_id for b in cluster.brokers if not b.fenced}
+        online = [tp for tp, leader in leaders.items() if leader in live]
+        ends: dict[tuple[str, int], int] | None
         try:
-            ends = {tp: o.offset for tp, o in admin.list_offsets(dict.fromkeys(online, "latest")).items()} if online else {}
-        except KafkaError:
-            ends = None
-        if ends is not None:
-            throughput.add(now, ends, {b: sc.bytes if sc else None for b, sc in scraped.items()})
-            rates = throughput.rates(leaders)
-            if rates is not None:
-                # The metrics are scraped as the console, not as the user: per topic, only the
-                # topics this user may describe (log-in mode's ACLs); per broker, totals.
-                visible = {t.name for t in topics}
-                rates["topics"] = [r for r in rates["topics"] if r["name"] in visible]
+            with retrying_for(admin, SAMPLE_RETRY_S):
+                ends = {tp: o.offset for tp, o in admin.list_offsets(dict.fromkeys(online, "latest")).items()} if online else {}
+        except (KafkaError, KafkaConnectionError):
+            ends = None  # no log end offsets this time: the bytes still count
+        throughput.add(now, ends, {b: sc.bytes if sc else None for b, sc in scraped.items()})
+        rates = throughput.rates(leaders)
+        if rates is not None:
+            # The metrics are scraped as the console, not as the user: per topic, only the
+            # topics this user may describe (log-in mode's ACLs); per broker, totals.
+            visible = {t.name for t in topics}
+            rates["topics"] = [r for r in rates["topics"] if r["name"] in visible]
     return {
         "throughput": rates,
         "cluster_id": cluster.cluster_id,
@@ -822,11 +855,25 @@ def plan_topic_change(admin: AdminClient, name: str, form: Any) -> TopicChange:
                                       ("Effect", "the topic and all its records are deleted")))
 
 
+CONFIG_VISIBLE_S = 5.0
+
+
 def apply_topic_change(admin: AdminClient, c: TopicChange) -> None:
-    if c.action == "set-config" and c.config:
-        admin.incremental_alter_configs("topic", c.topic, set={c.config[0]: c.config[1]})
-    elif c.action == "delete-config" and c.config:
-        admin.incremental_alter_configs("topic", c.topic, delete=[c.config[0]])
+    if c.action in ("set-config", "delete-config") and c.config:
+        key, value = c.config
+        if c.action == "set-config":
+            admin.incremental_alter_configs("topic", c.topic, set={key: value})
+        else:
+            admin.incremental_alter_configs("topic", c.topic, delete=[key])
+        # The change is committed by the controller; the broker the topic page asks may apply it a
+        # moment later. Wait (briefly) until it shows, so the page after the redirect is current.
+        deadline = time.monotonic() + CONFIG_VISIBLE_S
+        while time.monotonic() < deadline:
+            [entry] = admin.describe_configs("topic", c.topic, include_documentation=False, keys=[key]) or [None]
+            dynamic = entry is not None and entry.source == "DYNAMIC_TOPIC_CONFIG"
+            if (c.action == "set-config" and dynamic and entry.value == value) or (c.action == "delete-config" and not dynamic):
+                return
+            time.sleep(0.05)
     elif c.action == "add-partitions" and c.partitions:
         admin.create_partitions({c.topic: c.partitions})
     elif c.action == "delete-records" and c.records_before:
