@@ -227,14 +227,16 @@ class LocalCluster:
         self.secure = secure
         internal = brokers if secure else []
         if base_port is None:
-            ports = _free_ports(len(voters) + len(brokers) + len(internal))
+            ports = _free_ports(len(voters) + 2 * len(brokers) + len(internal))
             self.client_ports = {b: ports[k] for k, b in enumerate(brokers)}
             self.controller_ports = {v: ports[len(brokers) + k] for k, v in enumerate(voters)}
             self.internal_ports = {b: ports[len(brokers) + len(voters) + k] for k, b in enumerate(internal)}
+            self.metrics_ports = {b: ports[len(brokers) + len(voters) + len(internal) + k] for k, b in enumerate(brokers)}
         else:
             self.client_ports = {b: base_port + k for k, b in enumerate(brokers)}
             self.controller_ports = {v: base_port + 100 + k for k, v in enumerate(voters)}
             self.internal_ports = {b: base_port + 200 + k for k, b in enumerate(internal)}
+            self.metrics_ports = {b: base_port + 300 + k for k, b in enumerate(brokers)}
         self.security: ClientSecurity | None = None
         self._new_passwords: list[str] = []
         self.racks = racks or []
@@ -270,6 +272,9 @@ class LocalCluster:
         }
         if self.racks and i in self.client_ports:
             props["broker.rack"] = self.racks[(i - 1) % len(self.racks)]
+        if i in self.metrics_ports:
+            # Each broker's Prometheus endpoint (loopback): the console reads its byte counters.
+            props["metrics.prometheus.port"] = str(self.metrics_ports[i])
         if self.secure:
             props.update(self._secure_props(i))
         props.update(self.overrides)

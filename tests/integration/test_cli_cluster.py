@@ -21,8 +21,9 @@ from tests.wait import wait_until
 
 
 def _free_block() -> int:
-    """A base port with base..base+2 and base+100..base+102 all free on loopback."""
-    return free_port_block((0, 1, 2, 100, 101, 102))
+    """A base port with base..base+2, base+100..base+102 and base+300..base+302 (the brokers'
+    Prometheus endpoints) all free on loopback."""
+    return free_port_block((0, 1, 2, 100, 101, 102, 300, 301, 302))
 
 
 def _cluster_up(tmp_path: Path, base: int, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
@@ -52,6 +53,10 @@ def test_cluster_up_status_and_ctrl_c(tmp_path: Path) -> None:
         overview = wait_until(lambda: urllib.request.urlopen(f"http://127.0.0.1:{web}/", timeout=10).read().decode(),
                               timeout=30, message="the console to answer")
         assert overview.count('<tr data-broker="') == 3
+        # The brokers' metrics endpoints are on (base+300...): from its second sample the
+        # console's Overview shows bytes per second, read from them.
+        again = urllib.request.urlopen(f"http://127.0.0.1:{web}/", timeout=10).read().decode()
+        assert "<th>bytes in/s</th>" in again and 'id="metrics-unreachable"' not in again, again
         [line] = [x for x in lines if x.startswith("bootstrap servers:")]
         bootstrap = line.split(":", 1)[1].strip()
         assert bootstrap == ",".join(f"127.0.0.1:{base + i}" for i in range(3))
@@ -115,8 +120,9 @@ def test_cluster_up_with_separate_controllers(tmp_path: Path) -> None:
 
 
 def _free_block_secure() -> int:
-    """A base port with the client (+0, +1), controller (+100, +101) and internal (+200, +201) ports free."""
-    return free_port_block((0, 1, 100, 101, 200, 201))
+    """A base port with the client (+0, +1), controller (+100, +101), internal (+200, +201) and
+    metrics (+300, +301) ports free."""
+    return free_port_block((0, 1, 100, 101, 200, 201, 300, 301))
 
 
 def _properties(path: Path) -> dict[str, str]:

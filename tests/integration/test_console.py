@@ -11,7 +11,9 @@ stay current.
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +21,11 @@ from typing import Any
 import pytest
 
 from kavka.client.admin import AdminClient, NewTopic
+from kavka.client.fetcher import Fetcher
 from kavka.client.producer import Producer, ProducerConfig
+from kavka.console.views import eligible_leaders
 from kavka.operations import THROTTLE_KEY, balance_plan
-from tests.broker_harness import Cluster
+from tests.broker_harness import Cluster, free_port
 from tests.console_harness import BROWSER_ARGS, CHROMIUM, Console, shot
 from tests.integration.helpers import ck_consumer, ck_producer
 from tests.wait import wait_until
@@ -36,8 +40,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # The test-only disk fault switch (kavka.faults): a dir listed in a node's control file fails
     # with EIO, as a dying disk does (the last test fails one).
     root = tmp_path_factory.mktemp("console-cluster")
+    # Each node's Prometheus endpoint on a port of its own: the console finds them through
+    # DescribeConfigs (metrics.prometheus.port) for the Overview's bytes per second.
+    racks = {1: "/dc1/r1", 2: "/dc1/r2", 3: "/dc2/r1"}
     c = Cluster(root, 3, log_dirs=2, overrides={"kavka.test.fault.injection.enable": "true"},
-                node_overrides={1: {"broker.rack": "/dc1/r1"}, 2: {"broker.rack": "/dc1/r2"}, 3: {"broker.rack": "/dc2/r1"}})
+                node_overrides={i: {"broker.rack": rack, "metrics.prometheus.port": str(free_port())} for i, rack in racks.items()})
     for i in c.nodes:
         (root / f"failing-dirs-{i}").write_text("")
     c.start(env=lambda i: {"KAVKA_FAULT_INJECTION_FILE": str(root / f"failing-dirs-{i}")})
@@ -89,6 +96,14 @@ def cells(page: Any, selector: str) -> list[list[str]]:
     return page.eval_on_selector_all(selector, "rows => rows.map(r => Array.from(r.cells).map(c => c.innerText.trim()))")
 
 
+def metric(admin: AdminClient, broker: int, name: str) -> float:
+    """One unlabelled gauge from a broker's Prometheus endpoint (its port read through DescribeConfigs)."""
+    [port] = [e.value for e in admin.describe_configs("broker", str(broker), keys=["metrics.prometheus.port"])]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        [value] = [line.split()[1] for line in r.read().decode().splitlines() if line.startswith(name + " ")]
+    return float(value)
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{int(time.time() * 1000) % 10**9}"
 
@@ -116,6 +131,11 @@ def test_create_a_topic_through_the_form_and_its_page_matches_the_admin_api(page
     rows = cells(page, "#partitions tbody tr")
     assert [(int(r[0]), int(r[1]), r[3], r[4]) for r in rows] == [
         (p.partition, p.leader, ",".join(map(str, p.replicas)), ",".join(map(str, p.isr))) for p in d.partitions]
+    # KIP-966: the ELR columns show what DescribeTopicPartitions answers (empty lists on a healthy topic).
+    elr = eligible_leaders(admin, name)
+    assert elr is not None and page.locator("#partitions th", has_text="last known ELR").count() == 1
+    assert [(r[9], r[10]) for r in rows] == [(",".join(map(str, elr[p.partition][0])) or "-",
+                                              ",".join(map(str, elr[p.partition][1])) or "-") for p in d.partitions]
     config = dict((r[0], (r[1], r[2])) for r in cells(page, "#configs tbody tr"))
     assert config["retention.ms"] == ("3600000", "DYNAMIC_TOPIC_CONFIG")
 
@@ -272,6 +292,17 @@ def test_group_lag_then_reset_offsets_with_a_dry_run_first_then_delete(page: Any
     assert rows == {f"{name}-0": ("5", "15", "10"), f"{name}-1": ("10", "15", "5")}
     expect(page.locator("#total-lag")).to_have_text("15")
     assert page.locator("#lag-chart rect").count() == 2
+
+    # The lag trend: 4 more records on partition 0; at the page's next refresh its lag is 14,
+    # and the trend holds both samples, in order (the page loads and refreshes are its samples).
+    for i in range(4):
+        p.produce(name, value=b"more %d" % i, partition=0)
+    assert p.flush(30) == 0
+    expect(page.locator(f"#offsets tr[data-tp='{name}-0'] td.lag")).to_have_text("14", timeout=15_000)
+    trend = page.get_attribute(f"#offsets tr[data-tp='{name}-0'] td.trend", "data-lags").split(",")
+    assert trend[-2:] == ["10", "14"] and set(trend) == {"10", "14"}, trend
+    assert set(page.get_attribute(f"#offsets tr[data-tp='{name}-1'] td.trend", "data-lags").split(",")) == {"5"}
+    assert page.locator("#offsets td.trend svg polyline").count() == 2
     shot(page, "group")
 
     page.select_option("#reset select[name=target]", "earliest")
@@ -282,7 +313,7 @@ def test_group_lag_then_reset_offsets_with_a_dry_run_first_then_delete(page: Any
     page.click("#confirm")
     expect(page.locator(".notice")).to_have_text("Offsets reset.")
     assert admin.list_group_offsets(gid) == {(name, 0): 0, (name, 1): 0}
-    expect(page.locator("#total-lag")).to_have_text("30")
+    expect(page.locator("#total-lag")).to_have_text("34")
 
     page.select_option("#reset select[name=target]", "offset")
     page.fill("#reset input[name=value]", "12")
@@ -554,6 +585,10 @@ def test_overview_shows_the_brokers_racks_quorum_and_counts_the_admin_api_report
     assert [(r[0].split()[0], r[1], r[2]) for r in rows] == [
         (str(b.node_id), f"{b.host}:{b.port}", b.rack) for b in cluster.brokers]
     assert all(r[3] == "running" for r in rows)
+    # The state beyond fenced (controlled shutdown...) is each broker's own BrokerState gauge.
+    for b in cluster.brokers:
+        state = metric(admin, b.node_id, "kafka_server_kafkaserver_brokerstate")
+        assert page.get_attribute(f"#brokers tr[data-broker='{b.node_id}'] td.state", "data-state") == str(int(state)) == "3"
     assert [r[0].split()[0] for r in rows if "controller" in r[0]] == [str(quorum.leader_id)]  # the active controller
     expect(page.locator("#count-brokers")).to_have_text("3")
     expect(page.locator("#count-offline")).to_have_text("0")
@@ -566,7 +601,10 @@ def test_overview_shows_the_brokers_racks_quorum_and_counts_the_admin_api_report
     racks = page.inner_text("#racks")
     assert racks.index("dc1") < racks.index("r1") and "dc2" in racks
 
-    # Throughput: records written between two samples of the log end offsets (two page loads).
+    # Throughput: records written between two samples of the log end offsets (two page loads),
+    # and bytes in and out between two scrapes of the brokers' metrics: the bytes appended are the
+    # replica's size on disk (one replica, one segment), and a consumer reading them all once is
+    # sent exactly those bytes.
     name = unique("busy")
     admin.create_topics([NewTopic(name, assignments={0: [2]})])
     page.reload()
@@ -574,10 +612,20 @@ def test_overview_shows_the_brokers_racks_quorum_and_counts_the_admin_api_report
         for i in range(100):
             p.send(name, b"r%d" % i, partition=0)
         p.flush()
+    with Fetcher(admin_bootstrap(admin)) as f:
+        assert sum(len(cols.offsets) for cols in f.read_range(name, 0, 0, 100)) == 100
+    [size] = [r.size for d in admin.describe_log_dirs([2], [name])[2] for r in d.replicas if r.topic == name]
     page.reload()
-    expect(page.locator(f"#throughput-topics tr[data-topic='{name}'] td.records")).to_have_text("100")
-    assert float(page.inner_text(f"#throughput-topics tr[data-topic='{name}'] td.rate")) > 0
+    row = f"#throughput-topics tr[data-topic='{name}']"
+    expect(page.locator(f"{row} td.records")).to_have_text("100")
+    assert float(page.inner_text(f"{row} td.rate")) > 0
     assert int(page.inner_text("#throughput-brokers tr[data-broker='2'] td.records")) >= 100
+    assert size > 100 * 2
+    assert page.get_attribute(f"{row} td.bytes-in", "data-bytes") == str(size)
+    assert page.get_attribute(f"{row} td.bytes-out-rate", "data-bytes") == str(size)
+    assert page.inner_text(f"{row} td.bytes-in-rate").endswith("/s")
+    assert page.inner_text("#throughput-brokers tr[data-broker='2'] td.bytes-in-rate") != "-"
+    expect(page.locator("#metrics-unreachable")).to_have_count(0)
     shot(page, "overview")
 
 
@@ -708,6 +756,10 @@ def test_a_failed_dir_shows_offline_and_its_partitions_leaders_moved(page: Any, 
     if where(admin, 1, name)[0] != failing:
         assert admin.alter_replica_log_dirs({(1, name, 0): failing}) == {(1, name, 0): 0}
         wait_until(lambda: where(admin, 1, name) == (failing, False), 30, message="the replica in the dir to fail")
+    # The controller must know which dir the replica is in (KIP-858's AssignReplicasToDirs) before
+    # that dir fails, or it has no replica to take the leadership from.
+    wait_until(lambda: metric(admin, 1, "kafka_server_kafkaserver_nummismatchingreplicatologdirassignments") == 0, 30,
+               message="the controller told the replica's new dir")
     (cluster.root / "failing-dirs-1").write_text(failing + "\n")
     with Producer(admin_bootstrap(admin), ProducerConfig(enable_idempotence=False, acks=1)) as p:
         p.send(name, b"hits the failed disk", partition=0)  # the write that finds the disk dead
@@ -724,3 +776,31 @@ def test_a_failed_dir_shows_offline_and_its_partitions_leaders_moved(page: Any, 
     page.goto(console.url + f"/topics/{name}")
     expect(page.locator("#partitions tr[data-partition='0'] td.leader")).to_have_text(str(leader))
     assert 1 in admin.describe_topics([name])[0].partitions[0].offline_replicas
+
+
+def test_a_stopped_broker_shows_fenced_and_every_page_still_renders(page: Any, cluster: Cluster, console: Console,
+                                                                       admin: AdminClient) -> None:
+    """Last of all: node 2 stops (a controlled shutdown). The Overview shows what DescribeCluster
+    says of it (fenced) and that its metrics are out of reach, without an error page."""
+    quorum_leader = admin.describe_quorum().leader_id
+    stopped = next(i for i in (2, 3) if i != quorum_leader)
+    page.goto(console.url + "/")
+    expect(page.locator(f"#brokers tr[data-broker='{stopped}'] td.state")).to_have_text("running")
+    cluster.nodes[stopped].stop()
+    wait_until(lambda: next(b.fenced for b in admin.describe_cluster().brokers if b.node_id == stopped), 30,
+               message="the controller fences the stopped broker")
+
+    def shown() -> tuple[int, str]:
+        status, body = console.get("/")
+        m = re.search(rf'<tr data-broker="{stopped}">.*?<td class="state"[^>]*><span[^>]*>([^<]*)</span>', body, re.S)
+        return status, m.group(1) if m else body[-1500:]
+
+    # The console's own admin client learns it from DescribeCluster too (wait_until reports the
+    # last page it saw).
+    wait_until(lambda: (lambda got: got if got == (200, "fenced") else None)(shown()), 30, message="the page shows it fenced")
+    page.reload()  # a sample without its metrics: its bytes are left out of this window, and the page says so
+    expect(page.locator(f"#brokers tr[data-broker='{stopped}'] td.state")).to_have_text("fenced")
+    expect(page.locator("#metrics-unreachable")).to_contain_text(f"No metrics from broker {stopped} ")
+    for path in ("/", "/topics", "/disks", "/reassignments", "/groups"):
+        status, body = console.get(path)
+        assert status == 200 and "error-message" not in body, (path, body[:500])

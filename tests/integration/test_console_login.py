@@ -21,6 +21,7 @@ import pytest
 
 from kavka.authorizer import Acl
 from kavka.client.admin import AdminClient, NewTopic
+from kavka.client.producer import Producer, ProducerConfig
 from kavka.common import AclOperation, AclPermissionType, PatternType, ResourceType
 from kavka.scram import MECHANISMS, salted_password
 from tests.broker_harness import BrokerProcess, free_port
@@ -41,8 +42,9 @@ PASSWORDS = {**PLAIN_USERS, SCRAM_USER: SCRAM_PASSWORD}
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    plain, sasl = free_port(), free_port()
+    plain, sasl, metrics = free_port(), free_port(), free_port()
     b = BrokerProcess(tmp_path_factory.mktemp("console-login"), port=plain, overrides={
+        "metrics.prometheus.port": str(metrics),
         "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL://127.0.0.1:{sasl}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
@@ -53,6 +55,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b.format()
     b.start()
     b.sasl_port = sasl  # type: ignore[attr-defined]
+    b.metrics_url = f"1=http://127.0.0.1:{metrics}/metrics"  # type: ignore[attr-defined]
     try:
         yield b
     finally:
@@ -68,13 +71,15 @@ def test_each_user_logs_in_and_the_clusters_acls_apply_to_what_they_see_and_do(b
             for op in (AclOperation.DESCRIBE, AclOperation.READ)])] == [0, 0]
         config = tmp_path / "console.properties"
         config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n")  # no credentials: log-in mode
-        console = Console(f"127.0.0.1:{broker.sasl_port}", tmp_path / "console.log", "--command-config", str(config))  # type: ignore[attr-defined]
+        console = Console(f"127.0.0.1:{broker.sasl_port}", tmp_path / "console.log", "--command-config", str(config),  # type: ignore[attr-defined]
+                          "--metrics-url", broker.metrics_url)  # type: ignore[attr-defined]
         try:
             assert "(log-in with SASL/PLAIN)" in console.log.read_text()
             with playwright_sync.sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS)
                 try:
                     run_the_sessions(browser, console, admin)
+                    byte_rates_follow_the_acls(browser, console, broker.bootstrap)
                 finally:
                     browser.close()
             scram_login(admin, tmp_path, f"127.0.0.1:{broker.sasl_port}")  # type: ignore[attr-defined]
@@ -90,6 +95,29 @@ def test_each_user_logs_in_and_the_clusters_acls_apply_to_what_they_see_and_do(b
     assert "Traceback" not in text, text
     assert not any(p in text for p in PASSWORDS.values()), text  # no password in the console's log
     assert "log-in of 'lou' refused" in text  # the refusal is logged, by name only
+
+
+def byte_rates_follow_the_acls(browser: Any, console: Console, bootstrap: str) -> None:
+    """The brokers' metrics are read as the console, so the Overview lists per topic only the
+    topics the logged-in user may describe: lou sees lou-visible's bytes, not hidden-topic's."""
+    pages = {}
+    for user in ("lou", "ada"):
+        p = browser.new_context().new_page()
+        p.set_default_timeout(20_000)
+        p.goto(console.url + "/")
+        log_in(p, console, user, PASSWORDS[user])
+        expect(p.locator("#count-brokers")).to_have_text("1")  # the first sample
+        pages[user] = p
+    with Producer(bootstrap, ProducerConfig(enable_idempotence=False)) as prod:
+        for name in ("lou-visible", "hidden-topic"):
+            prod.send(name, b"counted", partition=0)
+        prod.flush()
+    for user, seen in (("lou", ["lou-visible"]), ("ada", ["hidden-topic", "lou-visible"])):
+        p = pages[user]
+        p.reload()
+        expect(p.locator("#throughput-topics th", has_text="bytes in/s")).to_have_count(1)
+        assert sorted(p.eval_on_selector_all("#throughput-topics tbody tr[data-topic]", "rows => rows.map(r => r.dataset.topic)")) == seen
+        p.context.close()
 
 
 def log_in(page: Any, console: Console, user: str, password: str) -> None:

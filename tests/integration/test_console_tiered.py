@@ -12,13 +12,16 @@ from typing import Any
 import pytest
 
 from kavka.client.admin import AdminClient, NewTopic
+from kavka.client.fetcher import Fetcher
 from kavka.client.producer import Producer, ProducerConfig
-from tests.broker_harness import BrokerProcess
+from tests.broker_harness import BrokerProcess, free_port
 from tests.console_harness import BROWSER_ARGS, CHROMIUM, Console, shot
 from tests.wait import wait_until
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 expect = playwright_sync.expect
+
+QUOTA = 1 << 20  # remote.log.manager.fetch.max.bytes.per.second: over the ~150 KiB read below, so it never waits
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (scripts/setup.sh --test)")
 
@@ -33,6 +36,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "remote.log.manager.task.interval.ms": "200",
         "log.retention.check.interval.ms": "200",
         "remote.log.metadata.topic.num.partitions": "1",
+        "metrics.prometheus.port": str(free_port()),  # the page reads the remote fetch quota's measure there
+        "remote.log.manager.fetch.max.bytes.per.second": str(QUOTA),
     })
     b.format()
     b.start()
@@ -108,6 +113,20 @@ def test_the_tiered_page_shows_where_each_partitions_offsets_live(broker: Broker
                     one = page.locator(f"#tiered-{name} tr[data-partition='1']")
                     expect(one.locator("td.tiered-offset")).to_have_text("none")  # its only segment is active
                     expect(one.locator("td.copy-lag")).to_have_text("1")
+
+                    # The remote fetch quota in use: read the offsets only in remote storage, and the
+                    # page shows the broker's measure of those reads against the configured quota.
+                    [entry] = admin.describe_configs("broker", "1", keys=["remote.log.manager.fetch.max.bytes.per.second"])
+                    assert entry.value == str(QUOTA)
+                    q = page.locator("#remote-fetch-quota tr[data-broker='1']")
+                    assert float(q.locator("td.rate").get_attribute("data-rate") or -1) == 0.0  # nothing read remotely yet
+                    with Fetcher(broker.bootstrap) as f:
+                        assert sum(len(c.offsets) for c in f.read_range(name, 0, 0, local)) == local
+                    page.reload()
+                    assert q.locator("td.quota").get_attribute("data-quota") == entry.value
+                    rate = float(q.locator("td.rate").get_attribute("data-rate") or 0)
+                    assert rate > 0
+                    assert q.locator("td.pct").inner_text().strip() == f"{round(100 * rate / QUOTA, 1)}%"
                     shot(page, "tiered")
                 finally:
                     browser.close()

@@ -66,6 +66,9 @@ class BrokerSnapshot:
     isr_expands: int = 0
     replica_max_lag: int = 0
     bytes_out: tuple[tuple[str, int], ...] = ()  # (topic, record bytes sent to consumers)
+    bytes_in: tuple[tuple[str, int], ...] = ()  # (topic, record bytes appended as leader)
+    broker_state: int = 3  # Kafka's BrokerState (3 RUNNING, 6 PENDING_CONTROLLED_SHUTDOWN, 7 SHUTTING_DOWN)
+    remote_fetch_rate: float | None = None  # bytes/s read from remote storage (KIP-956's quota measure); None: no tiering
     mismatching_dir_assignments: int = 0  # KIP-858: replicas the controller places in another dir
     quota_sensors: tuple[tuple[str, SensorStats], ...] = ()  # (quota type, sensor): Kafka's QuotaType
     # (max, avg) ms of the transaction coordinator's partition loads lately; None: no coordinator
@@ -95,6 +98,9 @@ def take_snapshot(node: BrokerNode) -> BrokerSnapshot:
         isr_expands=node.replica_manager.isr_expands,
         replica_max_lag=max(fetchers.lag().values(), default=0) if fetchers is not None else 0,
         bytes_out=tuple(sorted(node.replica_manager.bytes_out.items())),
+        bytes_in=tuple(sorted(node.replica_manager.bytes_in.items())),
+        broker_state=node.broker_state,
+        remote_fetch_rate=node.remote_log_manager.fetch_rate.rate() if node.remote_log_manager is not None else None,
         mismatching_dir_assignments=_mismatching_dir_assignments(node),
         quota_sensors=_quota_sensors(node),
         txn_partition_load_time=(
@@ -244,6 +250,26 @@ class BrokerCollector:
         for topic, n in s.bytes_out:
             out.add_metric([topic], n)
         yield out
+        into = CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_bytesin",
+            "kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec: record bytes producers appended to the partitions this broker leads",
+            labels=["topic"],
+        )
+        for topic, n in s.bytes_in:
+            into.add_metric([topic], n)
+        yield into
+        yield GaugeMetricFamily(
+            "kafka_server_kafkaserver_brokerstate",
+            "kafka.server:type=KafkaServer,name=BrokerState: 3 running, 6 pending controlled shutdown, 7 shutting down",
+            value=s.broker_state,
+        )
+        if s.remote_fetch_rate is not None:
+            yield GaugeMetricFamily(
+                "kafka_server_rlmfetch_byte_rate",
+                "kafka.server:type=RLMFetch,name=byte-rate: bytes per second read from remote storage, as the remote "
+                "fetch quota (remote.log.manager.fetch.max.bytes.per.second) measures them",
+                value=s.remote_fetch_rate,
+            )
         yield from _quota_families(s.quota_sensors)
         if s.txn_partition_load_time is not None:
             for stat, value in zip(("max", "avg"), s.txn_partition_load_time, strict=True):

@@ -206,6 +206,9 @@ class BrokerNode:
         self.sasl: dict[str, Any] = {}  # SASL listeners' ListenerSasl (kavka.broker.sasl_authenticator), set by start()
         self.controller_security: ClientSecurity = PLAINTEXT
         self._stopping = False
+        # Kafka's BrokerState gauge: STARTING (1), RUNNING (3) once start() is done,
+        # PENDING_CONTROLLED_SHUTDOWN (6) while leaderships move away, SHUTTING_DOWN (7) after.
+        self.broker_state = 1
         self.fatal_error: str | None = None
         self.request_shutdown: Callable[[], None] | None = None  # set by broker.main
         self.jwks_sources: list[JwksSource] = []  # OAUTHBEARER key sets, started by start()
@@ -1040,6 +1043,7 @@ class BrokerNode:
                 raise StartupError(f"metrics.prometheus.port: cannot listen: {e.strerror}") from None
         self._start_background()
         self.server.enable_request_processing()
+        self.broker_state = 3
 
     def _start_background(self) -> None:
         c = self.config
@@ -1152,8 +1156,10 @@ class BrokerNode:
             if self.fatal_error is None:
                 # Kafka's controlled shutdown: leaderships move away while clients can still ask.
                 started = time.monotonic()
+                self.broker_state = 6
                 outcome = await self._controlled_shutdown(lifecycle, self.config["broker.session.timeout.ms"] / 1000)
                 log.info("controlled shutdown %s in %.2fs", outcome, time.monotonic() - started)
+            self.broker_state = 7
             await lifecycle.stop()
         steps: list[tuple[str, Callable[[], Any]]] = []
         if self.assignments is not None:

@@ -2,7 +2,7 @@
 
 `up` writes one server.properties per node under `--data-dir` (combined
 broker,controller nodes, every node a voter, client ports from `--base-port`,
-controller ports 100 above), formats every node with one cluster id (kept in
+controller ports 100 above, Prometheus metrics ports 300 above), formats every node with one cluster id (kept in
 `<data-dir>/cluster.id`, so a second `up` restarts the same cluster), starts
 the nodes as `kavka server start` processes, waits until each is ready,
 prints the bootstrap servers, and on Ctrl-C (or SIGTERM) stops them all at

@@ -14,7 +14,10 @@ from kavka.cli.common import CliError, bootstrap_option
                    "console's credentials: keep it on loopback unless a proxy guards it.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="Port to listen on (0: any free port).")
 @click.option("--read-only", is_flag=True, help="Refuse every change (create, produce, reset, delete).")
-def console(bootstrap: str, host: str, port: int, read_only: bool) -> None:
+@click.option("--metrics-url", "metrics_url", multiple=True, metavar="BROKER=URL",
+              help="A broker's Prometheus endpoint, e.g. 1=http://10.0.0.1:9404/metrics (repeatable), for the Overview's "
+                   "bytes per second. kavka brokers' own (metrics.prometheus.host/port) are found without it.")
+def console(bootstrap: str, host: str, port: int, read_only: bool, metrics_url: tuple[str, ...]) -> None:
     """Serve the web console for the cluster at --bootstrap-server."""
     from pathlib import Path
 
@@ -33,8 +36,14 @@ def console(bootstrap: str, host: str, port: int, read_only: bool) -> None:
         security = load_command_config(Path(path), login=True) if path else PLAINTEXT
     except CommandConfigError as e:
         raise CliError(f"--command-config {path}: {e}") from None
+    from kavka.console.views import parse_metrics_urls
+
     try:
-        app = create_app(bootstrap, security=security, read_only=read_only)
+        metrics_urls = parse_metrics_urls(metrics_url)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--metrics-url") from None
+    try:
+        app = create_app(bootstrap, security=security, read_only=read_only, metrics_urls=metrics_urls)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--bootstrap-server") from None
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)

@@ -59,8 +59,9 @@ class Backend:
     request at a time."""
 
     def __init__(self, bootstrap: str, *, security: ClientSecurity = PLAINTEXT, read_only: bool = False,
-                 user: str | None = None) -> None:
+                 user: str | None = None, metrics_urls: dict[int, str] | None = None) -> None:
         self.bootstrap = bootstrap
+        self.metrics_urls = metrics_urls or {}  # broker id -> its Prometheus endpoint (--metrics-url)
         self.security = security
         self.read_only = read_only
         self.user = user  # the logged-in user (log-in mode), None otherwise
@@ -69,6 +70,7 @@ class Backend:
         self.fetcher = Fetcher(bootstrap, client_id="kavka-console", timeout_s=5, max_wait_ms=100, security=security)
         self._features: dict[str, bool] | None = None
         self.throughput = views.Throughput()  # the Overview's log-end samples (used under the lock)
+        self.lag_history = views.LagHistory()  # the group pages' lag samples (used under the lock)
 
     def close(self) -> None:
         with self.lock:
@@ -110,15 +112,15 @@ class Sessions:
     """Log-in mode: one `Backend` per logged-in user, keyed by a random session id. The password
     lives only in that backend's SASL client factory, in this process's memory."""
 
-    def __init__(self, bootstrap: str, base: ClientSecurity, read_only: bool) -> None:
-        self.bootstrap, self.base, self.read_only = bootstrap, base, read_only
+    def __init__(self, bootstrap: str, base: ClientSecurity, read_only: bool, metrics_urls: dict[int, str]) -> None:
+        self.bootstrap, self.base, self.read_only, self.metrics_urls = bootstrap, base, read_only, metrics_urls
         self.lock = threading.Lock()
         self._live: dict[str, tuple[str, Backend, float]] = {}  # id -> (user, backend, last used)
 
     def login(self, username: str, password: str) -> str:
         """Authenticates to the cluster as the user (KafkaConnectionError if refused); a new session id."""
         backend = Backend(self.bootstrap, security=with_credentials(self.base, username, password),
-                          read_only=self.read_only, user=username)
+                          read_only=self.read_only, user=username, metrics_urls=self.metrics_urls)
         try:
             backend._call(backend.admin.describe_cluster)
         except Exception:
@@ -251,7 +253,7 @@ async def confirm_page(request: Request, form: Any, title: str, summary: list[tu
 async def overview(request: Request) -> Response:
     b = backend_of(request)
     feats = await b.features()
-    data = await b.run(lambda: views.overview(b.admin, feats, b.throughput, time.monotonic()))
+    data = await b.run(lambda: views.overview(b.admin, feats, b.throughput, time.monotonic(), b.metrics_urls))
     return await page(request, "overview.html", o=data, nav="overview")
 
 
@@ -341,7 +343,7 @@ async def groups(request: Request) -> Response:
 
 async def group(request: Request) -> Response:
     b = backend_of(request)
-    data = await b.run(views.group, b.admin, request.path_params["group"])
+    data = await b.run(lambda: views.group(b.admin, request.path_params["group"], b.lag_history, time.monotonic()))
     return await page(request, "group.html", g=data, nav="groups", done=request.query_params.get("done"))
 
 
@@ -470,8 +472,9 @@ async def clear_reassignment_throttles(request: Request) -> Response:
 
 async def tiered(request: Request) -> Response:
     b = await require(request, "tiered", "ListOffsets v9 (KIP-1005)")
-    rows = await b.run(views.tiered, b.admin)
-    return await page(request, "tiered.html", topics=rows, nav="tiered")
+    feats = await b.features()
+    rows, quota = await b.run(lambda: (views.tiered(b.admin), views.remote_fetch_quota(b.admin, feats, b.metrics_urls)))
+    return await page(request, "tiered.html", topics=rows, quota=quota, nav="tiered")
 
 
 async def elect_leaders(request: Request) -> Response:
@@ -580,9 +583,11 @@ def guarded(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
     return route
 
 
-def create_app(bootstrap: str, *, security: ClientSecurity = PLAINTEXT, read_only: bool = False) -> Starlette:
+def create_app(bootstrap: str, *, security: ClientSecurity = PLAINTEXT, read_only: bool = False,
+               metrics_urls: dict[int, str] | None = None) -> Starlette:
     """The console for ``bootstrap``. A SASL ``security`` without credentials (no SASL client)
-    means log-in mode: each user logs in with their own."""
+    means log-in mode: each user logs in with their own. ``metrics_urls`` names brokers'
+    Prometheus endpoints the console cannot learn from their configs (--metrics-url)."""
     routes = [
         Route("/login", guarded(login), methods=["GET", "POST"]),
         Route("/logout", guarded(logout), methods=["POST"]),
@@ -613,7 +618,8 @@ def create_app(bootstrap: str, *, security: ClientSecurity = PLAINTEXT, read_onl
     app = Starlette(routes=routes, exception_handlers={HTTPException: on_error})
     app.state.bootstrap, app.state.read_only = bootstrap, read_only
     if security.protocol.startswith("SASL_") and security.sasl is None:
-        app.state.sessions, app.state.backend = Sessions(bootstrap, security, read_only), None
+        app.state.sessions, app.state.backend = Sessions(bootstrap, security, read_only, metrics_urls or {}), None
     else:
-        app.state.sessions, app.state.backend = None, Backend(bootstrap, security=security, read_only=read_only)
+        app.state.sessions, app.state.backend = None, Backend(bootstrap, security=security, read_only=read_only,
+                                                              metrics_urls=metrics_urls)
     return app

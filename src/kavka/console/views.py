@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from kavka.client.admin import AdminClient, NewTopic
-from kavka.client.errors import KafkaError
+from kavka.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError
 from kavka.client.fetcher import Fetcher, OffsetOutOfRangeError
 from kavka.client.producer import Producer, ProducerConfig
 from kavka.coordinator.records import partition_owners
@@ -46,6 +47,11 @@ def kavka_features(admin: AdminClient) -> dict[str, bool]:
     log_dirs = versions.get(int(ApiKey.DESCRIBE_LOG_DIRS))
     return {
         "quorum": int(ApiKey.DESCRIBE_QUORUM) in versions,
+        # KIP-966's ELR columns, where the cluster answers DescribeTopicPartitions (Kafka 3.8+, kavka)
+        "elr": int(ApiKey.DESCRIBE_TOPIC_PARTITIONS) in versions,
+        # Finding each broker's Prometheus endpoint from its configs is kavka's (Tansu closes the
+        # connection on a DescribeConfigs naming keys); --metrics-url names them on any cluster.
+        "metrics": int(ApiKey.CREATE_REPLICA_PLACEMENT) in versions,
         "disks": log_dirs is not None and log_dirs[1] >= 4 and int(ApiKey.ALTER_REPLICA_LOG_DIRS) in versions,
         "reassignments": int(ApiKey.ALTER_PARTITION_REASSIGNMENTS) in versions
         and int(ApiKey.LIST_PARTITION_REASSIGNMENTS) in versions,
@@ -77,25 +83,35 @@ class Throughput:
     """Records per second per topic and per leader broker, from the log end offsets the console
     samples at every Overview refresh (ListOffsets latest): the difference between the newest
     sample and the oldest one kept (at most `WINDOW_S` old) over the time between them. Works on
-    any Kafka-compatible cluster; bytes per second would need the brokers' metrics. Time is passed
-    in; the caller holds `Backend.lock`."""
+    any Kafka-compatible cluster. Bytes per second come from the brokers' own counters (Kafka's
+    BytesInPerSec and BytesOutPerSec per topic, scraped from their Prometheus endpoints at the same
+    refresh) where the console can reach them: a broker scraped in both samples counts, one that
+    was not is listed as unreachable. Time is passed in; the caller holds `Backend.lock`."""
 
     WINDOW_S = 60.0
 
     def __init__(self) -> None:
-        self.samples: list[tuple[float, dict[tuple[str, int], int]]] = []
+        # (time, log end per partition, per broker its byte counters or None if its scrape failed)
+        self.samples: list[tuple[float, dict[tuple[str, int], int], dict[int, Counters | None]]] = []
 
-    def add(self, now: float, ends: dict[tuple[str, int], int]) -> None:
-        self.samples.append((now, ends))
+    def add(self, now: float, ends: dict[tuple[str, int], int] | None,
+            scraped: dict[int, Counters | None] | None = None) -> None:
+        """A sample; `ends` None when the log end offsets could not be read this time (the
+        records rates then span the samples that have them)."""
+        self.samples.append((now, ends, scraped or {}))
         while len(self.samples) > 2 and now - self.samples[1][0] >= self.WINDOW_S:
             self.samples.pop(0)
 
     def rates(self, leaders: dict[tuple[str, int], int]) -> dict[str, Any] | None:
-        """Per topic and per leader: records and records/s over the window; None with one sample."""
+        """Per topic and per leader: records and records/s over the window, and bytes in and out
+        (and per second) where scraped; None with one sample."""
         if len(self.samples) < 2:
             return None
-        (t0, old), (t1, new) = self.samples[0], self.samples[-1]
+        (t0, _, old_bytes), (t1, _, new_bytes) = self.samples[0], self.samples[-1]
         seconds = max(t1 - t0, 1e-3)
+        counted = [(t, ends) for t, ends, _ in self.samples if ends is not None]
+        (r0, old), (r1, new) = (counted[0], counted[-1]) if len(counted) >= 2 else ((t0, {}), (t0, {}))
+        record_seconds = max(r1 - r0, 1e-3)
         topics: dict[str, int] = defaultdict(int)
         brokers: dict[int, int] = defaultdict(int)
         for tp, end in new.items():
@@ -103,17 +119,161 @@ class Throughput:
             topics[tp[0]] += delta
             if leaders.get(tp, -1) >= 0:
                 brokers[leaders[tp]] += delta
+        topic_bytes: dict[str, dict[str, int]] = defaultdict(lambda: {"in": 0, "out": 0})
+        broker_bytes: dict[int, dict[str, int]] = {}
+        # Not scraped at one end of the window (down, fenced, or its endpoint not answering).
+        unreachable = sorted({b for b in new_bytes if new_bytes[b] is None or old_bytes.get(b) is None}
+                             | {b for b in old_bytes if old_bytes[b] is not None and b not in new_bytes})
+        for b, counters in new_bytes.items():
+            before = old_bytes.get(b)
+            if counters is None or before is None:
+                continue
+            totals = broker_bytes[b] = {"in": 0, "out": 0}
+            for (direction, topic), n in counters.items():
+                delta = n - before.get((direction, topic), 0)
+                delta = n if delta < 0 else delta  # the broker restarted: its counters began again
+                topic_bytes[topic][direction] += delta
+                totals[direction] += delta
+
+        def with_bytes(row: dict[str, Any], counted: dict[str, int] | None) -> dict[str, Any]:
+            if counted is not None:
+                row.update(bytes_in=counted["in"], bytes_out=counted["out"], bytes_in_rate=counted["in"] / seconds,
+                           bytes_out_rate=counted["out"] / seconds)
+            return row
+
+        busy = {t for t, n in topics.items() if n} | {t for t, c in topic_bytes.items() if c["in"] or c["out"]}
         return {
             "seconds": round(seconds, 1),
-            "topics": sorted(({"name": t, "records": n, "rate": round(n / seconds, 1)} for t, n in topics.items() if n),
-                             key=lambda r: (-r["records"], r["name"])),
-            "brokers": [{"id": b, "records": n, "rate": round(n / seconds, 1)} for b, n in sorted(brokers.items())],
+            "bytes": bool(broker_bytes),
+            "unreachable": unreachable,
+            "topics": sorted((with_bytes({"name": t, "records": topics.get(t, 0), "rate": round(topics.get(t, 0) / record_seconds, 1)},
+                                         topic_bytes[t] if broker_bytes else None) for t in busy),
+                             key=lambda r: (-r["records"], -r.get("bytes_in", 0), r["name"])),
+            "brokers": [with_bytes({"id": b, "records": brokers.get(b, 0), "rate": round(brokers.get(b, 0) / record_seconds, 1)},
+                                   broker_bytes.get(b)) for b in sorted(set(brokers) | set(broker_bytes))],
         }
 
 
+# ---------------------------------------------------------------------- brokers' metrics
+
+Counters = dict[tuple[str, str], int]  # ("in" | "out", topic) -> bytes since the broker started
+BYTE_COUNTERS = {"kafka_server_brokertopicmetrics_bytesin": "in", "kafka_server_brokertopicmetrics_bytesout": "out"}
+WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]")
+
+
+def parse_metrics_urls(specs: Sequence[str]) -> dict[int, str]:
+    """`--metrics-url BROKER=URL` options: broker id -> its Prometheus endpoint."""
+    out: dict[int, str] = {}
+    for spec in specs:
+        broker, sep, url = spec.partition("=")
+        if not sep or not broker.strip().isdigit() or not url.startswith(("http://", "https://")):
+            raise ValueError(f"a metrics URL is BROKER_ID=http://HOST:PORT/metrics, got {spec!r}")
+        out[int(broker)] = url.strip()
+    return out
+
+
+def metrics_urls(admin: AdminClient, brokers: Sequence[Any], features: dict[str, bool],
+                 given: dict[int, str]) -> dict[int, str]:
+    """Each broker's Prometheus endpoint: the one given (--metrics-url), else, on kavka, the one
+    its own configs name (`metrics.prometheus.port`, and `metrics.prometheus.host`, or the broker's
+    advertised host when that is a wildcard). A broker without the endpoint (port -1), or with a
+    port picked at start (0: the config does not tell which), has none."""
+    out: dict[int, str] = {}
+    for b in brokers:
+        if b.node_id in given:
+            out[b.node_id] = given[b.node_id]
+            continue
+        if not features.get("metrics") or b.fenced:  # a fenced broker may be down: no config to ask
+            continue
+        try:
+            entries = {e.name: e.value for e in admin.describe_configs(
+                "broker", str(b.node_id), include_documentation=False,
+                keys=["metrics.prometheus.port", "metrics.prometheus.host"])}
+            port = int(entries.get("metrics.prometheus.port") or "-1")
+        except (KafkaError, KafkaConnectionError, ValueError):  # down, or stopping: no endpoint this time
+            continue
+        if port <= 0:
+            continue
+        host = entries.get("metrics.prometheus.host") or ""
+        host = b.host if host in WILDCARD_HOSTS else host
+        out[b.node_id] = f"http://{'[' + host + ']' if ':' in host else host}:{port}/metrics"
+    return out
+
+
+@dataclass(frozen=True)
+class Scraped:
+    """What the console reads from one broker's Prometheus endpoint."""
+
+    bytes: Counters  # its byte counters per topic
+    state: int | None  # Kafka's BrokerState gauge, None if not exported
+    remote_fetch_rate: float | None  # bytes/s read from remote storage (the remote fetch quota's measure)
+
+
+BROKER_STATES = {1: "starting", 2: "recovering", 3: "running", 6: "controlled shutdown", 7: "shutting down"}
+
+
+def scrape(url: str, timeout_s: float = 2.0) -> Scraped | None:
+    """A broker's metrics the console shows; None if its endpoint does not answer."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 -- an http(s) URL, checked above
+            text = r.read(16 << 20).decode("utf-8", "replace")
+        counters: Counters = {}
+        gauges: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            direction = BYTE_COUNTERS.get(family.name)
+            for sample in family.samples:
+                if direction is not None and sample.name in (family.name, family.name + "_total") and "topic" in sample.labels:
+                    counters[(direction, sample.labels["topic"])] = int(sample.value)
+                elif family.name in ("kafka_server_kafkaserver_brokerstate", "kafka_server_rlmfetch_byte_rate"):
+                    gauges[family.name] = sample.value
+        state = gauges.get("kafka_server_kafkaserver_brokerstate")
+        return Scraped(counters, int(state) if state is not None else None, gauges.get("kafka_server_rlmfetch_byte_rate"))
+    except (OSError, ValueError):
+        return None
+
+
+def broker_state(fenced: bool, scraped: Scraped | None) -> str:
+    """A broker's state as the Overview shows it: fenced (the controller's view, DescribeCluster),
+    else what its own BrokerState gauge says, else running."""
+    if fenced:
+        return "fenced"
+    if scraped is not None and scraped.state is not None:
+        return BROKER_STATES.get(scraped.state, f"state {scraped.state}")
+    return "running"
+
+
+SAMPLE_RETRY_S = 3.0
+
+
+@contextmanager
+def retrying_for(admin: AdminClient, seconds: float) -> Iterator[None]:
+    """The admin client retries a partition whose leader moved or cannot tell its offsets yet
+    until its timeout (15 s): for the Overview's throughput sample, where one such partition (a
+    leader just elected after a broker stopped) would hold the whole page that long, it gives up
+    sooner and the sample is skipped. The caller holds `Backend.lock`."""
+    saved, before = admin.timeout_s, dict(admin._conns)
+    admin.timeout_s = min(saved, seconds)
+    try:
+        yield
+    finally:
+        admin.timeout_s = saved
+        # A connection opened meanwhile has the short timeout: closed, so that a later request
+        # (a CreateTopics that waits) opens one with the client's own.
+        for key, conn in list(admin._conns.items()):
+            if before.get(key) is not conn:
+                conn.close()
+                del admin._conns[key]
+
+
 def overview(admin: AdminClient, features: dict[str, bool], throughput: Throughput | None = None,
-             now: float | None = None) -> dict[str, Any]:
+             now: float | None = None, given_metrics: dict[int, str] | None = None) -> dict[str, Any]:
     cluster = admin.describe_cluster()
+    urls = metrics_urls(admin, cluster.brokers, features, given_metrics or {})
+    scraped = {b: scrape(url) for b, url in urls.items()}
     quorum = None
     if features.get("quorum"):
         try:
@@ -150,20 +310,30 @@ def overview(admin: AdminClient, features: dict[str, bool], throughput: Throughp
     rates = None
     if throughput is not None and now is not None:
         leaders = {(d.name, p.partition): p.leader for d in described for p in d.partitions}
-        online = [tp for tp, leader in leaders.items() if leader >= 0]
+        # Led by a live broker: a fenced one (stopped, its leaderships not moved yet) cannot answer.
+        live = {b.node_id for b in cluster.brokers if not b.fenced}
+        online = [tp for tp, leader in leaders.items() if leader in live]
+        ends: dict[tuple[str, int], int] | None
         try:
-            ends = {tp: o.offset for tp, o in admin.list_offsets(dict.fromkeys(online, "latest")).items()} if online else {}
-        except KafkaError:
-            ends = None
-        if ends is not None:
-            throughput.add(now, ends)
-            rates = throughput.rates(leaders)
+            with retrying_for(admin, SAMPLE_RETRY_S):
+                ends = {tp: o.offset for tp, o in admin.list_offsets(dict.fromkeys(online, "latest")).items()} if online else {}
+        except (KafkaError, KafkaConnectionError):
+            ends = None  # no log end offsets this time: the bytes still count
+        throughput.add(now, ends, {b: sc.bytes if sc else None for b, sc in scraped.items()})
+        rates = throughput.rates(leaders)
+        if rates is not None:
+            # The metrics are scraped as the console, not as the user: per topic, only the
+            # topics this user may describe (log-in mode's ACLs); per broker, totals.
+            visible = {t.name for t in topics}
+            rates["topics"] = [r for r in rates["topics"] if r["name"] in visible]
     return {
         "throughput": rates,
         "cluster_id": cluster.cluster_id,
         # KRaft: the active controller is the quorum leader (DescribeCluster names any broker to clients).
         "controller": quorum["leader"] if quorum else cluster.controller_id,
-        "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "fenced": b.fenced}
+        "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack, "fenced": b.fenced,
+                     "state": broker_state(b.fenced, scraped.get(b.node_id)),
+                     "state_code": (sc.state if (sc := scraped.get(b.node_id)) else None)}
                     for b in cluster.brokers],
         "racks": rack_tree(cluster.brokers),
         "quorum": quorum,
@@ -219,8 +389,10 @@ def topic(admin: AdminClient, name: str, features: dict[str, bool]) -> dict[str,
                             sizes[r.partition] = max(sizes.get(r.partition, 0), r.size)
         except KafkaError:
             sizes = {}
+    elr = eligible_leaders(admin, name) if features.get("elr") else None
     entries = admin.describe_configs("topic", name, include_documentation=False)
     return {
+        "elr": elr is not None,  # the columns show where the cluster answers, empty or not
         "name": name,
         "topic_id": d.topic_id,
         "internal": d.is_internal,
@@ -235,12 +407,45 @@ def topic(admin: AdminClient, name: str, features: dict[str, bool]) -> dict[str,
                 "start": starts[(name, p.partition)].offset if (name, p.partition) in starts else None,
                 "end": ends[(name, p.partition)].offset if (name, p.partition) in ends else None,
                 "size": sizes.get(p.partition),
+                "eligible": list((elr or {}).get(p.partition, ((), ()))[0]),
+                "last_known": list((elr or {}).get(p.partition, ((), ()))[1]),
             }
             for p in d.partitions
         ],
         "configs": [{"name": e.name, "value": e.value, "source": e.source, "default": e.is_default,
                      "read_only": e.is_read_only, "sensitive": e.is_sensitive} for e in sorted(entries, key=lambda e: e.name)],
     }
+
+
+def eligible_leaders(admin: AdminClient, name: str) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]] | None:
+    """KIP-966 per partition: the eligible leader replicas (out of the ISR yet safe to elect, they
+    have every committed record) and the last known ELR, from DescribeTopicPartitions (Metadata
+    does not carry them). None if the cluster does not answer it."""
+    from kavka.client.negotiation import request_class
+    from kavka.protocol.messages import make, nested
+
+    cls = request_class(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0)
+    out: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    cursor = None
+    try:
+        conn = admin._any()
+        while True:
+            resp = conn.send(make(cls, topics=(make(nested(cls, "TopicRequest"), name=name),),
+                                  response_partition_limit=2000, cursor=cursor))
+            for t in resp.topics:
+                if t.error_code:
+                    return None
+                for p in t.partitions:
+                    out[p.partition_index] = (tuple(p.eligible_leader_replicas or ()), tuple(p.last_known_elr or ()))
+            nxt = resp.next_cursor
+            if nxt is None or nxt.topic_name != name:
+                return out
+            cursor = make(nested(cls, "Cursor"), topic_name=name, partition_index=nxt.partition_index)
+    except (KafkaError, KafkaProtocolError, AttributeError):
+        return None
+    except KafkaConnectionError:  # a broker that advertises the API but hangs up on it
+        admin.close()  # the next call connects afresh
+        return None
 
 
 @dataclass(frozen=True)
@@ -397,7 +602,39 @@ def groups(admin: AdminClient) -> list[dict[str, Any]]:
     return [{"id": g.group_id, "state": g.state, "protocol_type": g.protocol_type} for g in admin.list_groups()]
 
 
-def group(admin: AdminClient, group_id: str) -> dict[str, Any]:
+class LagHistory:
+    """Each group's lag per partition as sampled at every refresh of its page, for the trend
+    charts: up to `KEEP` samples over at most `WINDOW_S`, of the `GROUPS` groups looked at last.
+    Samples closer than `MIN_GAP_S` (two tabs on one group) replace each other. Time is passed
+    in; the caller holds `Backend.lock`."""
+
+    KEEP, WINDOW_S, MIN_GAP_S, GROUPS = 60, 600.0, 1.0, 50
+
+    def __init__(self) -> None:
+        self.groups: dict[str, list[tuple[float, dict[tuple[str, int], int]]]] = {}
+
+    def add(self, group_id: str, now: float, lags: dict[tuple[str, int], int]) -> list[tuple[float, dict[tuple[str, int], int]]]:
+        samples = self.groups.pop(group_id, [])
+        self.groups[group_id] = samples  # the most recently looked at last
+        if samples and now - samples[-1][0] < self.MIN_GAP_S:
+            samples.pop()
+        samples.append((now, lags))
+        while len(samples) > self.KEEP or now - samples[0][0] > self.WINDOW_S:
+            samples.pop(0)
+        while len(self.groups) > self.GROUPS:
+            del self.groups[next(iter(self.groups))]
+        return samples
+
+
+def sparkline(values: Sequence[int | None], width: int = 120, height: int = 24) -> str:
+    """SVG polyline points for `values` (oldest first; None: not committed then), scaled to the box."""
+    top = max([v for v in values if v is not None] + [1])
+    step = width / max(len(values) - 1, 1)
+    return " ".join(f"{i * step:.1f},{height - 2 - (height - 4) * v / top:.1f}"
+                    for i, v in enumerate(values) if v is not None)
+
+
+def group(admin: AdminClient, group_id: str, history: LagHistory | None = None, now: float | None = None) -> dict[str, Any]:
     desc = admin.describe_group(group_id)
     committed = admin.list_group_offsets(group_id)
     if desc.state == "Dead" and not desc.members and not committed:
@@ -415,12 +652,21 @@ def group(admin: AdminClient, group_id: str) -> dict[str, Any]:
                      "member": m.member_id if m else None, "client_id": m.client_id if m else None,
                      "host": m.client_host if m else None})
     max_lag = max([r["lag"] or 0 for r in rows] + [1])
+    if history is not None and now is not None:
+        samples = history.add(group_id, now, {(r["topic"], r["partition"]): r["lag"] for r in rows if r["lag"] is not None})
+        for r in rows:
+            r["trend"] = [lags.get((r["topic"], r["partition"])) for _, lags in samples]
+            r["spark"] = sparkline(r["trend"])
+            r["trend_text"] = ",".join("" if v is None else str(v) for v in r["trend"])
+        trend_seconds = round(samples[-1][0] - samples[0][0])
+    else:
+        trend_seconds = 0
     return {
         "id": group_id, "state": desc.state, "protocol_type": desc.protocol_type, "protocol": desc.protocol,
         "members": [{"id": m.member_id, "client_id": m.client_id, "host": m.client_host,
                      "partitions": [f"{t}-{p}" for t, p in sorted(tp for tp, o in owner.items() if o is m)]}
                     for m in desc.members],
-        "offsets": rows, "total_lag": sum(r["lag"] or 0 for r in rows), "max_lag": max_lag,
+        "offsets": rows, "total_lag": sum(r["lag"] or 0 for r in rows), "max_lag": max_lag, "trend_seconds": trend_seconds,
         "inactive": desc.state in INACTIVE_STATES,
     }
 
@@ -530,6 +776,34 @@ def tiered(admin: AdminClient) -> list[dict[str, Any]]:
     return out
 
 
+LONG_MAX = 2**63 - 1
+
+
+def remote_fetch_quota(admin: AdminClient, features: dict[str, bool], given: dict[int, str]) -> list[dict[str, Any]]:
+    """Per broker, the remote fetch quota (KIP-956, `remote.log.manager.fetch.max.bytes.per.second`,
+    DescribeConfigs) and how much of it is in use: the bytes per second read from remote storage
+    as the broker's quota measures them (its `kafka_server_rlmfetch_byte_rate` gauge); None where
+    its metrics are out of reach."""
+    out = []
+    brokers = admin.describe_cluster().brokers
+    urls = metrics_urls(admin, brokers, features, given)
+    for b in brokers:
+        quota = None
+        if not b.fenced:
+            try:
+                [entry] = admin.describe_configs("broker", str(b.node_id), include_documentation=False,
+                                                 keys=["remote.log.manager.fetch.max.bytes.per.second"]) or [None]
+                quota = int(entry.value) if entry is not None and entry.value else None
+            except (KafkaError, KafkaConnectionError, ValueError):
+                pass
+        sc = scrape(urls[b.node_id]) if b.node_id in urls else None
+        rate = sc.remote_fetch_rate if sc is not None else None
+        limited = quota is not None and quota < LONG_MAX
+        out.append({"broker": b.node_id, "quota": quota if limited else None, "rate": rate,
+                    "pct": round(100 * rate / quota, 1) if limited and rate is not None and quota else None})
+    return out
+
+
 # ---------------------------------------------------------------------- topic changes
 
 TOPIC_ACTIONS = ("set-config", "delete-config", "add-partitions", "delete-records", "delete-topic")
@@ -581,11 +855,25 @@ def plan_topic_change(admin: AdminClient, name: str, form: Any) -> TopicChange:
                                       ("Effect", "the topic and all its records are deleted")))
 
 
+CONFIG_VISIBLE_S = 5.0
+
+
 def apply_topic_change(admin: AdminClient, c: TopicChange) -> None:
-    if c.action == "set-config" and c.config:
-        admin.incremental_alter_configs("topic", c.topic, set={c.config[0]: c.config[1]})
-    elif c.action == "delete-config" and c.config:
-        admin.incremental_alter_configs("topic", c.topic, delete=[c.config[0]])
+    if c.action in ("set-config", "delete-config") and c.config:
+        key, value = c.config
+        if c.action == "set-config":
+            admin.incremental_alter_configs("topic", c.topic, set={key: value})
+        else:
+            admin.incremental_alter_configs("topic", c.topic, delete=[key])
+        # The change is committed by the controller; the broker the topic page asks may apply it a
+        # moment later. Wait (briefly) until it shows, so the page after the redirect is current.
+        deadline = time.monotonic() + CONFIG_VISIBLE_S
+        while time.monotonic() < deadline:
+            [entry] = admin.describe_configs("topic", c.topic, include_documentation=False, keys=[key]) or [None]
+            dynamic = entry is not None and entry.source == "DYNAMIC_TOPIC_CONFIG"
+            if (c.action == "set-config" and dynamic and entry.value == value) or (c.action == "delete-config" and not dynamic):
+                return
+            time.sleep(0.05)
     elif c.action == "add-partitions" and c.partitions:
         admin.create_partitions({c.topic: c.partitions})
     elif c.action == "delete-records" and c.records_before:

@@ -162,6 +162,7 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.bytes_out: dict[str, int] = {}  # topic -> record bytes sent to consumers (BytesOutPerSec)
+        self.bytes_in: dict[str, int] = {}  # topic -> record bytes appended as leader (BytesInPerSec)
         # Told (partition, producer id, committed) of each end-transaction marker written here and
         # replicated: the group coordinator completes the transactional offsets of that producer
         # on a `__consumer_offsets` partition (Kafka's GroupCoordinator.onTransactionCompleted).
@@ -287,6 +288,8 @@ class ReplicaManager:
                 log_append_time_ms=info.log_append_time_ms,
                 log_start_offset=info.log_start_offset,
             )
+            if not allow_control:
+                self.bytes_in[tp.topic] = self.bytes_in.get(tp.topic, 0) + len(records)
             self.purgatory.appended(tp)
             if required_acks == -1:
                 waits.append((tp, info.last_offset + 1))
