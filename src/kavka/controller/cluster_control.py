@@ -45,7 +45,12 @@ class ClusterControlManager:
         current = image.brokers.get(broker_id)
         if current is not None and current.incarnation_id == incarnation_id:
             return []
-        records: list[Any] = self.replication.leave_partitions(image, broker_id) if current is not None else []
+        # KIP-966: a new incarnation is an unclean shutdown of the old one (as the Kafka controller
+        # this follows treats every new incarnation): it leaves every ISR and ELR, since it may have
+        # lost records it had not flushed.
+        records: list[Any] = (
+            self.replication.leave_partitions(image, broker_id, unclean_shutdown=True) if current is not None else []
+        )
         records.append(RegisterBrokerRecord(broker_id, incarnation_id, endpoints, rack, log_dirs))
         return records
 

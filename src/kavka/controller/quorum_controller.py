@@ -601,7 +601,9 @@ class QuorumController:
     ) -> ApiResult:
         def decide(image: MetadataImage) -> tuple[list[Any], ApiResult]:
             records, result = self.configuration.alter_configs(image, resource_type, resource_name, ops, incremental=incremental)
-            return (records if result.ok and not validate_only else []), result
+            if not result.ok or validate_only:
+                return [], result
+            return [*records, *self.replication.clear_elr_on_min_isr_change(image, records)], result
 
         return await self._run(decide)
 

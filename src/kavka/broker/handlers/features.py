@@ -11,7 +11,9 @@ client may rely on:
   TxnOffsetCommit v5), as on a Kafka 4.x cluster; clients that do not know the feature keep the
   KIP-98 protocol, also served (supported range 0-2);
 - kraft.version 0: a static quorum (controller.quorum.voters; KIP-853 is not served);
-- eligible.leader.replicas.version 0: ELR (KIP-966) is off.
+- eligible.leader.replicas.version 1: the controller keeps eligible leader replicas and elects
+  one when the ISR is empty (KIP-966), as a new Kafka 4.1 cluster does; 0 when the controllers run
+  with eligible.leader.replicas.enable=false (the one level an operator chooses, by that config).
 
 metadata.version is not advertised: it names versions of Kafka's metadata log records, and
 kavka's metadata log records are its own (JSON, metadata.records), so no level would be true.
@@ -26,6 +28,7 @@ is a successful no-op.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +47,7 @@ class Feature:
     name: str
     level: int  # the level kavka implements: supported max = finalized
     min_level: int | None = None  # the supported minimum (None: the level itself)
+    config: str | None = None  # the boolean config that finalizes it at `level` (else 0)
 
     @property
     def supported_min(self) -> int:
@@ -51,7 +55,7 @@ class Feature:
 
 
 FEATURES: tuple[Feature, ...] = (
-    Feature("eligible.leader.replicas.version", 0),
+    Feature("eligible.leader.replicas.version", 1, min_level=0, config="eligible.leader.replicas.enable"),
     Feature("group.version", 1),
     Feature("kraft.version", 0),
     Feature("transaction.version", 2, min_level=0),
@@ -62,23 +66,34 @@ _BY_NAME = {f.name: f for f in FEATURES}
 _UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE = 1, 2, 3
 
 
-def api_versions_features(resp_cls: type, image_offset: int, version: int = 4) -> dict[str, Any]:
+def finalized_level(f: Feature, config: Mapping[str, Any]) -> int:
+    """The level `f` is finalized at under this node's config."""
+    return f.level if f.config is None or config[f.config] else 0
+
+
+def api_versions_features(
+    resp_cls: type, image_offset: int, version: int = 4, config: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The KIP-584 fields of an ApiVersions response (v3+; none below)."""
     if "supported_features" not in field_names(resp_cls):
         return {}
+    levels = {f.name: f.level if config is None else finalized_level(f, config) for f in FEATURES}
     supported, finalized = nested(resp_cls, "SupportedFeatureKey"), nested(resp_cls, "FinalizedFeatureKey")
     return {
         "supported_features": tuple(
             make(supported, name=f.name, min_version=f.supported_min, max_version=f.level)
             for f in FEATURES if version >= 4 or f.supported_min > 0),
         "finalized_features": tuple(
-            make(finalized, name=f.name, max_version_level=f.level, min_version_level=f.level) for f in FEATURES if f.level > 0
+            make(finalized, name=f.name, max_version_level=levels[f.name], min_version_level=levels[f.name])
+            for f in FEATURES if levels[f.name] > 0
         ),
         "finalized_features_epoch": max(image_offset, 0),
     }
 
 
-def _update_error(node_id: int, feature: str, version: int, upgrade_type: int) -> tuple[ErrorCode, str | None]:
+def _update_error(
+    node_id: int, feature: str, version: int, upgrade_type: int, config: Mapping[str, Any]
+) -> tuple[ErrorCode, str | None]:
     """Kafka's FeatureControlManager.updateFeature checks, in its order, for kavka's fixed levels."""
     def invalid(reason: str) -> tuple[ErrorCode, str]:
         return ErrorCode.invalid_update_version, f"Invalid update version {version} for feature {feature}. {reason}"
@@ -92,6 +107,12 @@ def _update_error(node_id: int, feature: str, version: int, upgrade_type: int) -
         if version == 0:
             return ErrorCode.none, None  # disabling a feature that is not there: nothing to do
         return invalid(f"Local controller {node_id} does not support this feature.")
+    if f.config is not None and f.supported_min <= version <= f.level:
+        level = finalized_level(f, config)
+        if version == level:
+            return ErrorCode.none, None
+        return invalid(f"kavka finalizes this feature at {level} by {f.config}={str(bool(level)).lower()} "
+                       f"on the controllers.")
     if f.supported_min <= version < f.level:
         return invalid(f"kavka's level of this feature is fixed at {f.level}: the protocol of lower "
                        f"levels is served to the clients that ask for it.")
@@ -107,7 +128,7 @@ def handle_update_features(node: BrokerNode, ctx: RequestContext, req: Any) -> A
     for u in req.feature_updates:
         # v0 has AllowDowngrade instead of UpgradeType (v1+): true means a safe downgrade
         upgrade_type = getattr(u, "upgrade_type", _SAFE_DOWNGRADE if getattr(u, "allow_downgrade", False) else _UPGRADE)
-        results.append((u.feature, *_update_error(node.node_id, u.feature, u.max_version_level, upgrade_type)))
+        results.append((u.feature, *_update_error(node.node_id, u.feature, u.max_version_level, upgrade_type, node.config)))
     if ctx.api_version >= 2:
         first = next((r for r in results if r[1] != ErrorCode.none), None)
         return make(cls, throttle_time=NO_THROTTLE, error_code=first[1] if first else ErrorCode.none,
