@@ -149,10 +149,11 @@ def on_broker_fenced(
     """The broker was fenced, shut down or re-registered as a new incarnation: it leaves the ISR
     (without ELR, unless it is the last member; with ELR, into the ELR when the ISR falls below
     min ISR) and leadership moves if it led."""
-    isr = tuple(r for r in reg.isr if r != broker)
-    return _build(
-        reg, isr=isr, live=[b for b in live if b != broker], unclean=unclean, elr_min_isr=elr_min_isr
-    )
+    live = [b for b in live if b != broker]
+    if elr_min_isr is None:
+        isr = reg.isr if reg.isr == (broker,) else tuple(r for r in reg.isr if r != broker)
+        return elect_leader(_change(reg, leader=reg.leader, isr=isr, elr=(), last_known_elr=()), live=live, unclean=unclean)
+    return _build(reg, isr=tuple(r for r in reg.isr if r != broker), live=live, unclean=unclean, elr_min_isr=elr_min_isr)
 
 
 def on_broker_unclean_shutdown(
@@ -178,6 +179,8 @@ def on_broker_unfenced(
     """A broker came back: an offline partition may have a leader again."""
     if reg.leader != NO_LEADER:
         return reg
+    if elr_min_isr is None:
+        return elect_leader(reg, live=live, unclean=unclean)
     return elect_leader(reg, live=live, unclean=unclean, elr_min_isr=elr_min_isr)
 
 
