@@ -74,7 +74,7 @@ def described(out: str) -> dict[tuple[str, int], tuple[int, tuple[int, ...], tup
     ints = lambda s: tuple(int(x) for x in s.split(",") if x)  # noqa: E731
     rows = {}
     for m in _PART.finditer(out):
-        assert m.group(6) == "" and m.group(7) == ""  # DescribeTopicPartitions: ELR off, empty lists
+        assert m.group(6) == "" and m.group(7) == ""  # no partition here is below min ISR: no ELR
         rows[(m.group(1), int(m.group(2)))] = (int(m.group(3)), ints(m.group(4)), ints(m.group(5)))
     return rows
 
