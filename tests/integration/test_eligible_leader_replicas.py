@@ -9,6 +9,11 @@ Kafka's own `kafka-topics --describe` (its `Elr:` column). The leader is killed 
 followers thawed: the controller elects an ELR member, whose ISR is itself, and every record
 acknowledged with acks=all is read back from it. (The acks=1 records written while the ISR was
 below min ISR were never committed: the high watermark waits below min ISR, and they may go.)
+
+Then KIP-966's clean-shutdown detection: a follower stopped cleanly (SIGTERM) leaves the ISR for
+the ELR; the leader is killed; the follower's restart names the broker epoch its clean shutdown
+ended (PreviousBrokerEpoch, from the `.kafka_cleanshutdown` marker), so it stays eligible and is
+elected although the ISR is empty and the last leader is dead.
 """
 
 from __future__ import annotations
@@ -114,4 +119,41 @@ def test_the_last_isr_member_killed_an_elr_member_leads_without_losing_acknowled
                message="the other follower back in the ISR")
     assert list(_describe(cluster, new_leader, topic).eligible_leader_replicas) == []
     got = {r.value for r in ck_read_to_end(cluster.nodes[new_leader].bootstrap, topic, timeout=60)}
+    assert [v for v in values if v not in got] == []
+
+
+def test_a_replica_stopped_cleanly_stays_eligible_across_its_restart(cluster):
+    from confluent_kafka.admin import NewTopic
+
+    from tests.integration.helpers import ck_admin
+
+    topic = unique("elr-clean")
+    admin = ck_admin(cluster.bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[topic].result(20)
+    wait_until(lambda: len(_describe(cluster, 2, topic).isr_nodes) == 3, timeout=20, message="ISR complete")
+    values = [b"acked-%04d" % i for i in range(200)]
+    _produce_acked(cluster.bootstrap, topic, values)
+    leader = _describe(cluster, 2, topic).leader_id
+    first, second = sorted(b for b in cluster.brokers if b != leader)
+
+    assert cluster.nodes[first].stop() == 0  # the ISR keeps min ISR: no ELR yet
+    wait_until(lambda: sorted(_describe(cluster, leader, topic).isr_nodes) == sorted((leader, second)), timeout=30,
+               message=f"broker {first} out of the ISR")
+    assert list(_describe(cluster, leader, topic).eligible_leader_replicas) == []
+    assert cluster.nodes[second].stop() == 0  # below min ISR: it is eligible
+    p = wait_until(lambda: (lambda p: p if list(p.isr_nodes) == [leader] else None)(_describe(cluster, leader, topic)),
+                   timeout=30, message=f"broker {second} out of the ISR")
+    assert list(p.eligible_leader_replicas) == [second]
+    cluster.nodes[leader].kill()
+    cluster.nodes[first].start()
+    p = wait_until(lambda: (lambda p: p if not p.isr_nodes else None)(_describe(cluster, first, topic)), timeout=60,
+                   message="the dead leader out of the ISR")
+    assert p.leader_id == -1 and sorted(p.eligible_leader_replicas) == sorted((leader, second))
+    assert list(p.last_known_elr) == [leader]
+
+    cluster.nodes[second].start()  # a clean restart: it stays in the ELR and leads
+    p = wait_until(lambda: (lambda p: p if p.leader_id == second else None)(_describe(cluster, first, topic)),
+                   timeout=60, message=f"broker {second} elected from the ELR")
+    assert list(p.isr_nodes) == [second] or sorted(p.isr_nodes) == sorted((first, second))
+    got = {r.value for r in ck_read_to_end(cluster.nodes[second].bootstrap, topic, timeout=60)}
     assert [v for v in values if v not in got] == []

@@ -40,10 +40,10 @@ def _state(logic, image, broker, state):
     return _apply(image, logic.cluster.broker_state_records(image, broker, state))
 
 
-def _register_again(logic, image, broker):
+def _register_again(logic, image, broker, previous_broker_epoch=-1):
     return _apply(image, logic.cluster.register_broker(
         image, broker_id=broker, incarnation_id=f"again{broker}", endpoints=(("PLAINTEXT", "h", 1),), rack=None,
-        log_dirs=()))
+        log_dirs=(), previous_broker_epoch=previous_broker_epoch))
 
 
 def test_isr_below_min_isr_puts_the_removed_members_in_the_elr_and_back_at_min_isr_clears_it():
@@ -103,6 +103,24 @@ def test_a_new_incarnation_leaves_the_elr_and_the_last_leader_recovers_when_noth
     image = _state(logic, image, 1, BrokerControlState.UNFENCED)
     p = _part(image)
     assert (p.leader, p.isr, p.elr, p.last_known_elr) == (1, (1,), (), ())
+
+
+def test_a_clean_shutdown_keeps_the_replica_in_the_elr():
+    """The registration names the epoch of the one it replaces (PreviousBrokerEpoch): a clean
+    shutdown, so the replica keeps every record and stays eligible; a stale epoch is unclean."""
+    logic = _logic()
+    image = _topic(logic, _cluster(3))
+    image = _alter(logic, _alter(logic, image, (1, 2)), (1,))
+    image = _state(logic, image, 2, BrokerControlState.FENCED)
+    image = _state(logic, image, 1, BrokerControlState.FENCED)
+    assert _part(image).elr == (1, 2)
+    stale = _register_again(logic, image, 2, previous_broker_epoch=image.brokers[2].epoch - 1)
+    assert _part(stale).elr == (1,)
+    image = _register_again(logic, image, 2, previous_broker_epoch=image.brokers[2].epoch)
+    assert (_part(image).leader, _part(image).elr) == (-1, (1, 2))
+    image = _state(logic, image, 2, BrokerControlState.UNFENCED)
+    p = _part(image)
+    assert (p.leader, p.isr, p.elr) == (2, (2,), (1,))
 
 
 def test_without_elr_the_isr_keeps_its_last_member_and_no_elr_is_written():

@@ -38,18 +38,20 @@ class ClusterControlManager:
         endpoints: tuple[tuple[str, str, int], ...],
         rack: str | None,
         log_dirs: tuple[str, ...],
+        previous_broker_epoch: int = -1,
     ) -> list[Any]:
         """A broker (re)registers, fenced until its heartbeat shows it caught up (Kafka's
         ClusterControlManager.registerBroker). The same incarnation again is a retry: no change.
-        A new incarnation replaces the old registration, whose leaderships end first."""
+        A new incarnation replaces the old registration, whose leaderships end first. It follows a
+        clean shutdown when it names the epoch of the registration it replaces (KIP-966's
+        `isCleanShutdown`); otherwise it may have lost records it had not flushed, and it leaves
+        every ELR too (Kafka's handleBrokerUncleanShutdown)."""
         current = image.brokers.get(broker_id)
         if current is not None and current.incarnation_id == incarnation_id:
             return []
-        # KIP-966: a new incarnation is an unclean shutdown of the old one (as the Kafka controller
-        # this follows treats every new incarnation): it leaves every ISR and ELR, since it may have
-        # lost records it had not flushed.
+        clean = current is not None and previous_broker_epoch >= 0 and current.epoch == previous_broker_epoch
         records: list[Any] = (
-            self.replication.leave_partitions(image, broker_id, unclean_shutdown=True) if current is not None else []
+            self.replication.leave_partitions(image, broker_id, unclean_shutdown=not clean) if current is not None else []
         )
         records.append(RegisterBrokerRecord(broker_id, incarnation_id, endpoints, rack, log_dirs))
         return records

@@ -330,6 +330,7 @@ class QuorumController:
         endpoints: Sequence[tuple[str, str, int]],
         rack: str | None,
         log_dirs: Sequence[str],
+        previous_broker_epoch: int = -1,
     ) -> int:
         """Register (fenced) and return the broker epoch (the offset of its RegisterBrokerRecord)."""
 
@@ -341,6 +342,7 @@ class QuorumController:
                 endpoints=tuple(tuple(e) for e in endpoints),  # type: ignore[misc]
                 rack=rack,
                 log_dirs=tuple(log_dirs),
+                previous_broker_epoch=previous_broker_epoch,
             )
             return records, None
 
