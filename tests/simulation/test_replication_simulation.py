@@ -153,7 +153,7 @@ def test_elections_simulation_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
     """A preferred election that ignores the ISR must be caught by some seed (measured: 9 of
     seeds 0-149, the first at 8)."""
 
-    def reckless(reg, *, live):  # noqa: ANN001, ANN202
+    def reckless(reg, *, live, elr_min_isr=None):  # noqa: ANN001, ANN202
         preferred = reg.replicas[0]
         if reg.leader == preferred or preferred not in live:
             return ErrorCode.election_not_needed, reg
