@@ -12,7 +12,8 @@ and the ISR parts of ReplicationControlManager), as pure functions of a Partitio
   empty. While it is below min ISR, the replicas that left it are its ELR -- they hold every
   committed record, the leader's high watermark waiting while the ISR is below min ISR -- and
   with the ISR empty the first live ELR member is elected, as the ISR alone. A broker that
-  registers as a new incarnation (an unclean shutdown) leaves the ELR. With ISR and ELR empty,
+  registers again after an unclean shutdown (its registration does not name the broker epoch a
+  clean shutdown ended) leaves the ELR. With ISR and ELR empty,
   the last leader (the last-known ELR) leads again once live: Kafka's balanced recovery, unclean.
 - Every leader change bumps the leader epoch; every change at all bumps the partition epoch
   (KIP-497), which AlterPartition requests must name.
@@ -146,9 +147,9 @@ def on_broker_fenced(
     unclean: bool = False,
     elr_min_isr: int | None = None,
 ) -> PartitionRegistration:
-    """The broker was fenced, shut down or re-registered as a new incarnation: it leaves the ISR
-    (without ELR, unless it is the last member; with ELR, into the ELR when the ISR falls below
-    min ISR) and leadership moves if it led."""
+    """The broker was fenced, shut down, or re-registered after a clean shutdown (or with ELR
+    off): it leaves the ISR (without ELR, unless it is the last member; with ELR, into the ELR
+    when the ISR falls below min ISR) and leadership moves if it led."""
     live = [b for b in live if b != broker]
     if elr_min_isr is None:
         isr = reg.isr if reg.isr == (broker,) else tuple(r for r in reg.isr if r != broker)
@@ -164,8 +165,8 @@ def on_broker_unclean_shutdown(
     unclean: bool = False,
     elr_min_isr: int | None = None,
 ) -> PartitionRegistration:
-    """The broker registered again as a new incarnation, an unclean shutdown for KIP-966 (it may
-    have lost unflushed records): it leaves the ISR as when fenced, and the ELR too."""
+    """The broker registered again after an unclean shutdown (KIP-966: it may have lost
+    unflushed records): it leaves the ISR as when fenced, and the ELR too."""
     isr = tuple(r for r in reg.isr if r != broker)
     return _build(
         reg, isr=isr, live=[b for b in live if b != broker], unclean=unclean,

@@ -404,8 +404,8 @@ class ReplicationControlManager:
         broker leaves every ISR (without ELR, unless it is the last member; with ELR, into the ELR
         when the ISR falls below min ISR) and every leadership moves to a live ISR member -- with
         the ISR empty, a live ELR member; with unclean election on, any live replica --, or the
-        partition goes offline (leader -1) until one returns. `unclean_shutdown` (a new
-        incarnation registers, KIP-966): it leaves every ELR too."""
+        partition goes offline (leader -1) until one returns. `unclean_shutdown` (it registers
+        again after an unclean shutdown, KIP-966): it leaves every ELR too."""
         live = [b for b in image.usable_brokers() if b != broker_id]
         records: list[Any] = []
         change = partition_change.on_broker_unclean_shutdown if unclean_shutdown else partition_change.on_broker_fenced
