@@ -400,6 +400,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("compression.type", _S, "producer", "", one_of(*_COMPRESSION), dynamic=True),
         _b("min.insync.replicas", _I, 1, "", at_least(1), dynamic=True),
         _b("unclean.leader.election.enable", _B, False, "", dynamic=True),
+        _b("eligible.leader.replicas.enable", _B, True, "KIP-966: the controller keeps eligible leader replicas and elects one when the ISR is empty (Kafka 4.1 finalizes eligible.leader.replicas.version 1 in a new cluster)"),
         _b("auto.leader.rebalance.enable", _B, True, "the active controller moves leadership back to preferred replicas when a broker's leader imbalance exceeds leader.imbalance.per.broker.percentage"),
         _b("leader.imbalance.per.broker.percentage", _I, 10, "a broker's share of preferred partitions led by others (percent) above which the controller rebalances", at_least(0)),
         _b("leader.imbalance.check.interval.seconds", _L, 300, "how often the active controller checks the leader imbalance", at_least(1)),

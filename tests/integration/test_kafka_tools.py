@@ -74,7 +74,7 @@ def described(out: str) -> dict[tuple[str, int], tuple[int, tuple[int, ...], tup
     ints = lambda s: tuple(int(x) for x in s.split(",") if x)  # noqa: E731
     rows = {}
     for m in _PART.finditer(out):
-        assert m.group(6) == "" and m.group(7) == ""  # DescribeTopicPartitions: ELR off, empty lists
+        assert m.group(6) == "" and m.group(7) == ""  # no partition here is below min ISR: no ELR
         rows[(m.group(1), int(m.group(2)))] = (int(m.group(3)), ints(m.group(4)), ints(m.group(5)))
     return rows
 
@@ -300,7 +300,7 @@ def test_kafka_metadata_quorum(cluster, admin):
 def test_kafka_features(cluster):
     out = tool(cluster, "FeatureCommand", "describe")
     levels = dict(re.findall(r"Feature: (\S+)\s+SupportedMinVersion: \S+\s+SupportedMaxVersion: \S+\s+FinalizedVersionLevel: (\S+)", out))
-    assert levels == {"eligible.leader.replicas.version": "0", "group.version": "1", "kraft.version": "0",
+    assert levels == {"eligible.leader.replicas.version": "1", "group.version": "1", "kraft.version": "0",
                       "transaction.version": "2"}
     assert "group.version was upgraded to 1" in tool(cluster, "FeatureCommand", "upgrade", "--feature", "group.version=1")
     out = tool(cluster, "FeatureCommand", "downgrade", "--feature", "group.version=0", ok=False)
@@ -431,7 +431,7 @@ def test_api_versions_features_and_update_features_raw(cluster):
         client_software_name="t", client_software_version="1"))
     assert {f.name: (f.min_version, f.max_version) for f in resp.supported_features}["group.version"] == (1, 1)
     assert [(f.name, f.max_version_level) for f in resp.finalized_features] == [
-        ("group.version", 1), ("transaction.version", 2)]
+        ("eligible.leader.replicas.version", 1), ("group.version", 1), ("transaction.version", 2)]
     assert "transaction.version" not in {f.name for f in resp.supported_features}  # v3: minimum 0 left out
     resp4 = raw_call(_node(cluster), ApiKey.API_VERSIONS, 4, av.ApiVersionsRequest(
         client_software_name="t", client_software_version="1"))

@@ -177,7 +177,8 @@ def test_registration_is_fenced_until_caught_up_and_a_retry_changes_nothing():
 
 
 def test_fencing_moves_leadership_and_keeps_the_last_isr_member():
-    logic, image = _replicated_logic(), _cluster(3)
+    # Without ELR (KIP-966 off): the ISR keeps its last member; with ELR see test_controller_elr.
+    logic, image = _replicated_logic(**{"eligible.leader.replicas.enable": "false"}), _cluster(3)
     image = _topic(logic, image, "r", 6, 3)
     image = _topic(logic, image, "s", 3, 1)
     r, s = image.topics_by_name["r"], image.topics_by_name["s"]
@@ -363,7 +364,7 @@ def test_alter_partition_follows_kafkas_rules():
 
 
 def test_unclean_election_follows_the_topic_then_the_cluster_config():
-    logic, image = _replicated_logic(), _cluster(2)
+    logic, image = _replicated_logic(**{"eligible.leader.replicas.enable": "false"}), _cluster(2)
     image = _topic(logic, image, "u", 1, 2)
     reg = image.topics_by_name["u"].partitions[0]
     leader, other = reg.leader, [b for b in reg.replicas if b != reg.leader][0]

@@ -114,7 +114,7 @@ def test_a_dir_reported_offline_moves_leadership_and_shrinks_isrs_of_its_replica
 
 
 def test_offline_dir_keeps_the_last_isr_member_and_goes_leaderless_as_fencing_does():
-    logic = _logic()
+    logic = _logic(**{"eligible.leader.replicas.enable": "false"})
     image = _with_topic(logic, _cluster(), "t", {0: [1, 2]})
     image = _apply(image, [mr.PartitionChangeRecord(image.topics_by_name["t"].topic_id, 0, isr=(1,))])
     image, *_ = _assign(logic, image, 1, [("d1b", "t", 0)])

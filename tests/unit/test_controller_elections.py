@@ -148,7 +148,7 @@ def test_all_partitions_leaves_out_those_not_needing_an_election():
 
 
 def test_unclean_election_elects_a_live_out_of_sync_replica_whatever_the_config():
-    logic, image = _logic(**{"unclean.leader.election.enable": "false"}), _cluster(3)
+    logic, image = _logic(**{"unclean.leader.election.enable": "false", "eligible.leader.replicas.enable": "false"}), _cluster(3)
     image = _with_topic(logic, image, "u", {0: [1, 2, 3], 1: [2, 3, 1]})
     image = _set_isr(image, "u", 0, (1,))
     image = _fence(logic, image, 1)

@@ -48,6 +48,23 @@ def test_create_spread_checkpoint_and_reload(tmp_path: Path) -> None:
     lm2.shutdown()
 
 
+def test_the_marker_names_the_broker_epoch_the_next_registration_gives(tmp_path: Path) -> None:
+    """KIP-966's clean-shutdown detection: the marker holds the broker epoch as Kafka's
+    CleanShutdownFileHandler writes it; -1 after a crash or when the dirs disagree."""
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    lm = LogManager(dirs, default_config=LogConfig(), now_ms=NOW)
+    assert lm.previous_broker_epoch == -1
+    lm.shutdown(broker_epoch=42)
+    assert (dirs[0] / CLEAN_SHUTDOWN_FILE).read_text() == '{"version":0,"brokerEpoch":42}'
+    lm2 = LogManager(dirs, default_config=LogConfig(), now_ms=NOW)
+    assert lm2.previous_broker_epoch == 42
+    lm2.shutdown(broker_epoch=43)
+    (dirs[1] / CLEAN_SHUTDOWN_FILE).write_text('{"version":0,"brokerEpoch":7}')
+    lm3 = LogManager(dirs, default_config=LogConfig(), now_ms=NOW)
+    assert lm3.previous_broker_epoch == -1
+    lm3.shutdown()
+
+
 def test_unclean_start_is_detected_and_recovers(tmp_path: Path) -> None:
     lm = LogManager([tmp_path], default_config=LogConfig(), now_ms=NOW)
     lg = lm.get_or_create_log("t", 0, topic_id=TID)

@@ -148,7 +148,7 @@ class KafkaApis:
         )
         return make(cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE,
                     **features.api_versions_features(cls, self.node.image.offset, version,
-                                                      self.node.shared.raft.kraft_version))
+                                                      self.node.shared.raft.kraft_version, self.node.config))
 
     def handle_api_versions(self, ctx: RequestContext, request: Any) -> Any:
         # KIP-511 fields (client_software_name/version, v3+) are informational, except that kavka's own

@@ -345,6 +345,7 @@ class ControllerApis:
                 endpoints=[(li.name, li.host, li.port) for li in req.listeners],
                 rack=req.rack,
                 log_dirs=[uuid_to_str(d) for d in req.log_dirs if d is not None],
+                previous_broker_epoch=req.previous_broker_epoch,
             )
         except UNAVAILABLE as e:
             return br_resp.BrokerRegistrationResponse(

@@ -633,12 +633,15 @@ class ControllerClient:
         endpoints: Sequence[tuple[str, str, int]],
         rack: str | None,
         log_dirs: Sequence[str],
+        previous_broker_epoch: int = -1,
     ) -> int:
-        """Register this broker (fenced); its broker epoch once this node's image shows it."""
+        """Register this broker (fenced); its broker epoch once this node's image shows it.
+        `previous_broker_epoch`: the registration a clean shutdown ended (KIP-966), else -1."""
 
         async def local() -> Any:
             return await self.qc.register_broker(
-                broker_id=broker_id, incarnation_id=incarnation_id, endpoints=endpoints, rack=rack, log_dirs=log_dirs
+                broker_id=broker_id, incarnation_id=incarnation_id, endpoints=endpoints, rack=rack, log_dirs=log_dirs,
+                previous_broker_epoch=previous_broker_epoch,
             )
 
         def request() -> Any:
@@ -652,6 +655,7 @@ class ControllerClient:
                 features=(),
                 rack=rack,
                 log_dirs=tuple(uuid_from_str(d) for d in log_dirs),
+                previous_broker_epoch=previous_broker_epoch,
             )
 
         resp = await self._route(local, request, lambda r: r.error_code == ErrorCode.not_controller)

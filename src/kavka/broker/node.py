@@ -751,12 +751,16 @@ class BrokerNode:
 
     def _lifecycle(self, endpoints: list[tuple[str, str, int]]) -> BrokerLifecycle:
         async def register(incarnation_id: str) -> int:
+            # KIP-966: the registration this one follows -- this process's own (its logs are
+            # intact), else the one the last clean shutdown named -- or -1 (an unclean shutdown).
+            previous = lifecycle.epoch if lifecycle.epoch >= 0 else self.log_manager.previous_broker_epoch
             return await self.controller.register_broker(
                 broker_id=self.node_id,
                 incarnation_id=incarnation_id,
                 endpoints=endpoints,
                 rack=self.config["broker.rack"],
                 log_dirs=self._online_dir_ids(),
+                previous_broker_epoch=previous,
             )
 
         lifecycle = BrokerLifecycle(
@@ -1189,7 +1193,7 @@ class BrokerNode:
             if time.monotonic() - started > 1.0:
                 log.warning("shutdown: stopping the %s took %.1fs", name, time.monotonic() - started)
         self.replica_manager.checkpoint_high_watermarks()
-        self.log_manager.shutdown()
+        self.log_manager.shutdown(broker_epoch=self.lifecycle.epoch if self.lifecycle is not None else -1)
         self.shared.close()
         log.info("shut down cleanly")
 

@@ -38,14 +38,21 @@ class ClusterControlManager:
         endpoints: tuple[tuple[str, str, int], ...],
         rack: str | None,
         log_dirs: tuple[str, ...],
+        previous_broker_epoch: int = -1,
     ) -> list[Any]:
         """A broker (re)registers, fenced until its heartbeat shows it caught up (Kafka's
         ClusterControlManager.registerBroker). The same incarnation again is a retry: no change.
-        A new incarnation replaces the old registration, whose leaderships end first."""
+        A new incarnation replaces the old registration, whose leaderships end first. It follows a
+        clean shutdown when it names the epoch of the registration it replaces (KIP-966's
+        `isCleanShutdown`); otherwise it may have lost records it had not flushed, and it leaves
+        every ELR too (Kafka's handleBrokerUncleanShutdown)."""
         current = image.brokers.get(broker_id)
         if current is not None and current.incarnation_id == incarnation_id:
             return []
-        records: list[Any] = self.replication.leave_partitions(image, broker_id) if current is not None else []
+        clean = current is not None and previous_broker_epoch >= 0 and current.epoch == previous_broker_epoch
+        records: list[Any] = (
+            self.replication.leave_partitions(image, broker_id, unclean_shutdown=not clean) if current is not None else []
+        )
         records.append(RegisterBrokerRecord(broker_id, incarnation_id, endpoints, rack, log_dirs))
         return records
 

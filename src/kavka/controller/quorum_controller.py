@@ -331,6 +331,7 @@ class QuorumController:
         endpoints: Sequence[tuple[str, str, int]],
         rack: str | None,
         log_dirs: Sequence[str],
+        previous_broker_epoch: int = -1,
     ) -> int:
         """Register (fenced) and return the broker epoch (the offset of its RegisterBrokerRecord)."""
 
@@ -342,6 +343,7 @@ class QuorumController:
                 endpoints=tuple(tuple(e) for e in endpoints),  # type: ignore[misc]
                 rack=rack,
                 log_dirs=tuple(log_dirs),
+                previous_broker_epoch=previous_broker_epoch,
             )
             return records, None
 
@@ -602,7 +604,9 @@ class QuorumController:
     ) -> ApiResult:
         def decide(image: MetadataImage) -> tuple[list[Any], ApiResult]:
             records, result = self.configuration.alter_configs(image, resource_type, resource_name, ops, incremental=incremental)
-            return (records if result.ok and not validate_only else []), result
+            if not result.ok or validate_only:
+                return [], result
+            return [*records, *self.replication.clear_elr_on_min_isr_change(image, records)], result
 
         return await self._run(decide)
 

@@ -103,7 +103,7 @@ def _collision_key(name: str) -> str:
 
 
 def _change_record(topic_id: str, old: PartitionRegistration, new: PartitionRegistration) -> PartitionChangeRecord | None:
-    if new.leader == old.leader and new.isr == old.isr:
+    if new.leader == old.leader and new.isr == old.isr and new.elr == old.elr and new.last_known_elr == old.last_known_elr:
         return None
     if new.leader >= 0 and new.leader != old.leader and new.leader not in old.isr:
         log.warning(
@@ -116,6 +116,8 @@ def _change_record(topic_id: str, old: PartitionRegistration, new: PartitionRegi
         old.partition_id,
         leader=new.leader if new.leader != old.leader else None,
         isr=tuple(new.isr) if new.isr != old.isr else None,
+        eligible_leader_replicas=new.elr if new.elr != old.elr else None,
+        last_known_elr=new.last_known_elr if new.last_known_elr != old.last_known_elr else None,
     )
 
 
@@ -136,6 +138,9 @@ def _assignment_record(
         # leave are fenced by a new leader epoch, even when the leader stays.
         leader = old.leader
     replicas = new.replicas if new.replicas != old.replicas else None
+    # KIP-966: a replica that leaves the assignment leaves the ELR and the last-known ELR.
+    elr = tuple(r for r in old.elr if r in new.replicas)
+    last_known_elr = tuple(r for r in old.last_known_elr if r in new.replicas)
     directories = None
     if replicas is not None and old.directories:
         by_broker = dict(zip(old.replicas, old.directories, strict=False))
@@ -149,8 +154,13 @@ def _assignment_record(
         directories=directories,
         removing_replicas=new.removing if new.removing != old.removing_replicas else None,
         adding_replicas=new.adding if new.adding != old.adding_replicas else None,
+        eligible_leader_replicas=elr if elr != old.elr else None,
+        last_known_elr=last_known_elr if last_known_elr != old.last_known_elr else None,
     )
-    if all(getattr(rec, f) is None for f in ("leader", "isr", "replicas", "removing_replicas", "adding_replicas")):
+    if all(
+        getattr(rec, f) is None
+        for f in ("leader", "isr", "replicas", "removing_replicas", "adding_replicas", "eligible_leader_replicas", "last_known_elr")
+    ):
         return None, old
     after = dataclasses.replace(
         old,
@@ -159,6 +169,8 @@ def _assignment_record(
         leader=new.leader,
         removing_replicas=new.removing,
         adding_replicas=new.adding,
+        elr=elr,
+        last_known_elr=last_known_elr,
         directories=old.directories if directories is None else directories,
         leader_epoch=old.leader_epoch + (1 if leader is not None else 0),
         partition_epoch=old.partition_epoch + 1,
@@ -386,21 +398,24 @@ class ReplicationControlManager:
 
     # ------------------------------------------------------------------ brokers' partitions
 
-    def leave_partitions(self, image: MetadataImage, broker_id: int) -> list[Any]:
+    def leave_partitions(self, image: MetadataImage, broker_id: int, *, unclean_shutdown: bool = False) -> list[Any]:
         """The partition changes when a broker is fenced, shuts down or registers again (Kafka's
-        handleBrokerFenced, handleBrokerInControlledShutdown, handleBrokerUncleanShutdown): the broker leaves every ISR (unless it is
-        the last member) and every leadership moves to a live ISR member -- or, with unclean
-        election on, to any live replica --, or the partition goes offline (leader -1) until one
-        returns."""
+        handleBrokerFenced, handleBrokerInControlledShutdown, handleBrokerUncleanShutdown): the
+        broker leaves every ISR (without ELR, unless it is the last member; with ELR, into the ELR
+        when the ISR falls below min ISR) and every leadership moves to a live ISR member -- with
+        the ISR empty, a live ELR member; with unclean election on, any live replica --, or the
+        partition goes offline (leader -1) until one returns. `unclean_shutdown` (it registers
+        again after an unclean shutdown, KIP-966): it leaves every ELR too."""
         live = [b for b in image.usable_brokers() if b != broker_id]
         records: list[Any] = []
+        change = partition_change.on_broker_unclean_shutdown if unclean_shutdown else partition_change.on_broker_fenced
         for t in image.topics_by_id.values():
             unclean: bool | None = None
             for reg in t.partitions.values():
-                if broker_id in reg.isr or reg.leader == broker_id:
+                if broker_id in reg.isr or reg.leader == broker_id or (unclean_shutdown and broker_id in reg.elr):
                     if unclean is None:
                         unclean = self.unclean_election(image, t.name)
-                    new = partition_change.on_broker_fenced(reg, broker_id, live=live, unclean=unclean)
+                    new = change(reg, broker_id, live=live, unclean=unclean, elr_min_isr=self.elr_min_isr(image, t))
                     rec = _change_record(t.topic_id, reg, new)
                     if rec is not None:
                         records.append(rec)
@@ -416,8 +431,13 @@ class ReplicationControlManager:
         for t in image.topics_by_id.values():
             for reg in t.partitions.values():
                 unclean = reg.leader == -1 and broker_id in reg.replicas and self.unclean_election(image, t.name)
-                if reg.leader == -1 and (broker_id in reg.isr or unclean) and directories.replica_online(reg, b):
-                    new = partition_change.on_broker_unfenced(reg, live=live, unclean=unclean)
+                eligible = broker_id in reg.isr or (
+                    not reg.isr and (broker_id in reg.elr or (not reg.elr and reg.last_known_elr == (broker_id,)))
+                )
+                if reg.leader == -1 and (eligible or unclean) and directories.replica_online(reg, b):
+                    new = partition_change.on_broker_unfenced(
+                        reg, live=live, unclean=unclean, elr_min_isr=self.elr_min_isr(image, t)
+                    )
                     rec = _change_record(t.topic_id, reg, new)
                     if rec is not None:
                         records.append(rec)
@@ -436,6 +456,48 @@ class ReplicationControlManager:
         if raw is None:
             return bool(self.config["unclean.leader.election.enable"])
         return raw.strip().lower() == "true"
+
+    @property
+    def elr_enabled(self) -> bool:
+        """KIP-966's eligible leader replicas (eligible.leader.replicas.enable)."""
+        return bool(self.config["eligible.leader.replicas.enable"])
+
+    def elr_min_isr(self, image: MetadataImage, topic: TopicImage) -> int | None:
+        """The min ISR the ELR rules use for `topic` (Kafka's getTopicEffectiveMinIsr): its
+        min.insync.replicas (override, else the cluster-wide dynamic default, else this
+        controller's static config), capped by its replication factor; None when ELR is off."""
+        if not self.elr_enabled:
+            return None
+        raw = image.topic_configs(topic.name).get("min.insync.replicas")
+        if raw is None:
+            raw = image.configs.get((ConfigResourceType.BROKER, ""), {}).get("min.insync.replicas")
+        min_isr = int(raw) if raw is not None else int(self.config["min.insync.replicas"])
+        first = topic.partitions.get(0)
+        return min(min_isr, len(first.replicas)) if first is not None else min_isr
+
+    def clear_elr_on_min_isr_change(self, image: MetadataImage, records: Sequence[Any]) -> list[Any]:
+        """Config records that change min.insync.replicas -- of a topic, or the cluster-wide default
+        (every topic) -- clear the ELR and last-known ELR of the partitions concerned (Kafka 4.1,
+        KIP-966): who is eligible was decided against the old minimum."""
+        topics: set[str] = set()
+        for r in records:
+            if isinstance(r, ConfigRecord) and r.name == "min.insync.replicas":
+                if r.resource_type == ConfigResourceType.TOPIC:
+                    topics.add(r.resource_name)
+                elif r.resource_type == ConfigResourceType.BROKER and r.resource_name == "":
+                    topics.update(image.topics_by_name)
+        out: list[Any] = []
+        for name in sorted(topics):
+            t = image.topics_by_name.get(name)
+            for pid in sorted(t.partitions) if t is not None else ():
+                reg = t.partitions[pid]  # type: ignore[union-attr]
+                if reg.elr or reg.last_known_elr:
+                    out.append(PartitionChangeRecord(
+                        t.topic_id, pid,  # type: ignore[union-attr]
+                        eligible_leader_replicas=() if reg.elr else None,
+                        last_known_elr=() if reg.last_known_elr else None,
+                    ))
+        return out
 
     # ------------------------------------------------------------------ AlterPartition (ISR)
 
@@ -474,6 +536,7 @@ class ReplicationControlManager:
             partition_epoch=partition_epoch,
             new_isr=tuple(m for m, _ in new_isr),
             live=image.usable_brokers(),
+            elr_min_isr=self.elr_min_isr(image, t),
         )
         if error != ErrorCode.none:
             return [], error, reg
@@ -636,10 +699,11 @@ class ReplicationControlManager:
             return PartitionElection(
                 partition, ErrorCode.unknown_topic_or_partition, f"No such partition as {topic}-{partition}"
             )
+        elr_min_isr = self.elr_min_isr(image, t)
         if election_type == ElectionType.UNCLEAN:
-            error, new = partition_change.elect_unclean(reg, live=live)
+            error, new = partition_change.elect_unclean(reg, live=live, elr_min_isr=elr_min_isr)
         else:
-            error, new = partition_change.elect_preferred(reg, live=live)
+            error, new = partition_change.elect_preferred(reg, live=live, elr_min_isr=elr_min_isr)
         if error != ErrorCode.none:
             return PartitionElection(partition, error, _ELECTION_MESSAGES.get(error))
         rec = _change_record(t.topic_id, reg, new)
@@ -687,7 +751,7 @@ class ReplicationControlManager:
                 b = partition_change.preferred_replica(reg)
                 if b not in brokers or b not in live or reg.leader == b or b not in reg.isr:
                     continue
-                error, new = partition_change.elect_preferred(reg, live=live)
+                error, new = partition_change.elect_preferred(reg, live=live, elr_min_isr=self.elr_min_isr(image, t))
                 if error != ErrorCode.none or new.leader != b:
                     continue
                 rec = _change_record(t.topic_id, reg, new)
@@ -723,7 +787,9 @@ class ReplicationControlManager:
                     continue
                 if unclean is None:
                     unclean = self.unclean_election(image, t.name)
-                new = partition_change.on_broker_fenced(reg, broker_id, live=live, unclean=unclean)
+                new = partition_change.on_broker_fenced(
+                    reg, broker_id, live=live, unclean=unclean, elr_min_isr=self.elr_min_isr(image, t)
+                )
                 rec = _change_record(t.topic_id, reg, new)
                 if rec is not None:
                     records.append(rec)
@@ -771,7 +837,9 @@ class ReplicationControlManager:
                 # Kafka: an assignment to a dir that is not online takes the replica offline.
                 unclean = self.unclean_election(image, t.name)
                 live = [x for x in image.usable_brokers() if x != broker_id]
-                new = partition_change.on_broker_fenced(reg, broker_id, live=live, unclean=unclean)
+                new = partition_change.on_broker_fenced(
+                    reg, broker_id, live=live, unclean=unclean, elr_min_isr=self.elr_min_isr(image, t)
+                )
                 rec = _change_record(topic_id, reg, new)
                 if rec is not None:
                     records.append(rec)

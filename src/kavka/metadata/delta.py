@@ -170,6 +170,8 @@ def _partition(d: MetadataDelta, r: PartitionRecord, offset: int) -> None:
         tuple(r.directories),
         removing_replicas=tuple(r.removing_replicas),
         adding_replicas=tuple(r.adding_replicas),
+        elr=tuple(r.eligible_leader_replicas),
+        last_known_elr=tuple(r.last_known_elr),
     ))
 
 
@@ -193,6 +195,8 @@ def _partition_change(d: MetadataDelta, r: PartitionChangeRecord, offset: int) -
         ),
         removing_replicas=p.removing_replicas if r.removing_replicas is None else tuple(r.removing_replicas),
         adding_replicas=p.adding_replicas if r.adding_replicas is None else tuple(r.adding_replicas),
+        elr=p.elr if r.eligible_leader_replicas is None else tuple(r.eligible_leader_replicas),
+        last_known_elr=p.last_known_elr if r.last_known_elr is None else tuple(r.last_known_elr),
         leader_epoch=p.leader_epoch + (1 if leader_changed else 0),
         partition_epoch=p.partition_epoch + 1,
     ))

@@ -37,6 +37,11 @@ class PartitionRegistration:
     # `adding_replicas` are target members that are catching up. Both empty: none in progress.
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    # KIP-966: replicas that left the ISR while it was below min.insync.replicas with every
+    # committed record (eligible to lead when the ISR is empty), and the last known such replicas
+    # that no longer are (they shut down uncleanly), kept for an operator's recovery.
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     @property
     def reassigning(self) -> bool:

@@ -69,6 +69,9 @@ class PartitionRecord:
     # is the target followed by the replicas being removed.
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    # KIP-966 (Kafka's PartitionRecord v2 EligibleLeaderReplicas, LastKnownElr).
+    eligible_leader_replicas: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,8 @@ class PartitionChangeRecord:
     directories: tuple[str, ...] | None = None
     removing_replicas: tuple[int, ...] | None = None
     adding_replicas: tuple[int, ...] | None = None
+    eligible_leader_replicas: tuple[int, ...] | None = None  # KIP-966
+    last_known_elr: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,6 +67,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                     directories=p.directories,
                     removing_replicas=p.removing_replicas,
                     adding_replicas=p.adding_replicas,
+                    eligible_leader_replicas=p.elr,
+                    last_known_elr=p.last_known_elr,
                 )
             )
     for (resource_type, resource_name), values in sorted(image.configs.items()):

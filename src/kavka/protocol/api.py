@@ -162,7 +162,7 @@ _WANTED: dict[ApiKey, tuple[int, int]] = {
     # KIP-584 (broker.handlers.features): kavka's feature levels are fixed; v2 answers with the
     # first error only.
     ApiKey.UPDATE_FEATURES: (0, 2),
-    # KIP-966's paged Metadata (broker.handlers.metadata); ELR fields empty (ELR is off).
+    # KIP-966's paged Metadata (broker.handlers.metadata), with each partition's ELR.
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     ApiKey.CREATE_REPLICA_PLACEMENT: (0, 0),
     # v1 (KIP-860, Kafka 4.0) adds AllowReplicationFactorChange; 3.9 answers v0 only.

@@ -90,9 +90,9 @@ class Partition:
         self.topic_id = topic_id
         self.log = log
         self.local_broker_id = local_broker_id
-        self.min_insync_replicas = min_insync_replicas
         self.registration = registration
         self.leader_state: LeaderState | None = None
+        self.min_insync_replicas = min_insync_replicas
         # Each follower's log start offset from its last fetch in this leadership (KIP-392: a consumer is
         # sent only to a replica that holds its fetch offset).
         self._follower_log_starts: dict[int, int] = {}
@@ -106,6 +106,20 @@ class Partition:
             self._become_leader(registration, now_ms)
 
     # ------------------------------------------------------------------ role
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self._min_isr
+
+    @min_insync_replicas.setter
+    def min_insync_replicas(self, value: int) -> None:
+        """The topic's min.insync.replicas; the leader's high watermark waits while the ISR is below it."""
+        self._min_isr = value
+        ls = self.leader_state
+        if ls is not None:
+            ls.min_isr = value
+            if ls.maybe_increment_high_watermark(self.log.log_end_offset):
+                self.on_change(self.tp)
 
     @property
     def leader(self) -> int:
@@ -176,6 +190,7 @@ class Partition:
             log_end_offset=self.log.log_end_offset,
             now_ms=now_ms,
         )
+        self.leader_state.min_isr = self._min_isr
         self.leader_state.maybe_increment_high_watermark(self.log.log_end_offset)
 
     def apply_registration(self, reg: PartitionRegistration, *, now_ms: int) -> bool:

@@ -139,6 +139,7 @@ class LeaderState:
     leader_epoch_start_offset: int
     remotes: dict[int, RemoteReplica] = field(default_factory=dict)
     pending: IsrProposal | None = None
+    min_isr: int = 1  # the topic's min.insync.replicas: below it the high watermark stays
 
     @classmethod
     def become_leader(
@@ -269,7 +270,12 @@ class LeaderState:
         return self.pending
 
     def maybe_increment_high_watermark(self, log_end_offset: int) -> bool:
-        """Move the high watermark up to the smallest log end offset over the maximal ISR."""
+        """Move the high watermark up to the smallest log end offset over the maximal ISR -- not
+        while the committed ISR is below min ISR (capped by the replicas; Kafka's isUnderMinIsr,
+        KIP-966): the replicas that left the ISR then are eligible leaders (ELR) only because
+        they hold every committed record."""
+        if len(self.registration.isr) < min(self.min_isr, len(self.registration.replicas)):
+            return False
         new_hw = log_end_offset
         for r in self.maximal_isr:
             if r == self.local_id:

@@ -2,7 +2,10 @@
 
 Owns, per log dir: the ``.lock`` file, the clean-shutdown marker
 ``.kafka_cleanshutdown`` (written last on a clean shutdown, deleted once the
-logs are loaded, so its absence at start means "recover"), and the three
+logs are loaded, so its absence at start means "recover"; it holds the broker
+epoch the broker shut down with, as Kafka's CleanShutdownFileHandler writes it,
+``{"version":0,"brokerEpoch":N}``, which the next registration names: KIP-966's
+clean-shutdown detection), and the three
 offset checkpoint files (``recovery-point-offset-checkpoint``,
 ``log-start-offset-checkpoint``, ``replication-offset-checkpoint``). Owns the
 ``Log`` objects in ``<topic>-<partition>`` dirs and the future logs of
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import logging
 import os
 import shutil
@@ -183,6 +187,9 @@ class LogManager:
         self._unwritten: list[tuple[Log, bool]] = []  # logs with writes held by a batch; partition.metadata too?
         self._lock_fds: list[int] = []
         self.had_clean_shutdown = True
+        # The broker epoch every log dir's marker names (Kafka's readBrokerEpochFromCleanShutdownFiles):
+        # -1 unless every dir is online and names the same one.
+        self.previous_broker_epoch = -1
         self._shut_down = False
         for d, reason in (offline_at_start or {}).items():
             self.mark_dir_offline(Path(d), reason)
@@ -205,6 +212,7 @@ class LogManager:
             except OSError as e:
                 self.mark_dir_offline(d, f"cannot load: {e}")
         self._load_futures(futures, clean_by_dir, now_ms)
+        self.previous_broker_epoch = self._read_marker_epochs()
         if not self.online_dirs:
             raise KafkaStorageError(
                 "every log dir is offline: "
@@ -942,8 +950,21 @@ class LogManager:
     def flush_dirty(self, now_ms: int) -> int:
         return drive_inline(self.flush_dirty_steps(now_ms))
 
-    def shutdown(self) -> None:
-        """Flush and close every log, write checkpoints, then the marker (online dirs only)."""
+    def _read_marker_epochs(self) -> int:
+        if self.offline_dirs:
+            return -1
+        epochs = set()
+        for d in self.online_dirs:
+            try:
+                content = json.loads((d / CLEAN_SHUTDOWN_FILE).read_text())
+                epochs.add(int(content["brokerEpoch"]) if content.get("version") == 0 else -1)
+            except (OSError, ValueError, TypeError, KeyError, AttributeError):
+                return -1
+        return epochs.pop() if len(epochs) == 1 else -1
+
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Flush and close every log, write checkpoints, then the marker (online dirs only), naming
+        `broker_epoch`, the registration this clean shutdown ends."""
         if self._shut_down:
             return
         self._write_batched()
@@ -958,6 +979,7 @@ class LogManager:
         for d in self.online_dirs:
             try:
                 fd = os.open(d / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.write(fd, json.dumps({"version": 0, "brokerEpoch": broker_epoch}, separators=(",", ":")).encode())
                 os.fsync(fd)
                 os.close(fd)
                 fsync_dir(d)

@@ -66,6 +66,13 @@ acknowledged record may be missing at the end only if it lies at or above a lice
 check keeps running for the seed; `Sim.licensed_loss` is True only when an acknowledged record
 was actually lost that way.
 
+With `elr=True` the controller runs KIP-966's eligible leader replicas: the ISR may become
+empty, a leader may be elected from the ELR (no ISR member alive) or, with ISR and ELR empty, be
+the last leader again (balanced recovery: the license is then taken, if that replica lost data),
+and a new incarnation leaves the ELR (`partition_change.on_broker_unclean_shutdown`). The ISR
+check becomes "leader elected from the ISR, the ELR or the last-known leader"; the ISR may be
+empty.
+
 `BROKEN_VARIANTS` names deliberately broken versions of the production code (each a patch of a
 production class or function); the tests assert the simulation catches each, naming the
 invariant. A failing seed says what failed and replays exactly: `run_seed(seed)` (with
@@ -259,8 +266,11 @@ class CatchUp:
 
 
 class Sim:
-    def __init__(self, seed: int, *, duration_ms: int, elections: bool = False, root: Path) -> None:
+    def __init__(self, seed: int, *, duration_ms: int, elections: bool = False, elr: bool = False, root: Path) -> None:
         self.seed = seed
+        self.elr = elr  # KIP-966's eligible leader replicas on in the controller's rules
+        self.elr_elections = 0  # leaders elected from the ELR (the ISR empty)
+        self.recoveries = 0  # the last leader elected again with ISR and ELR empty (balanced recovery)
         self.rng = random.Random(seed)
         self.root = root
         self.elections = elections
@@ -549,10 +559,17 @@ class Controller:
         self.incarnation = {b: 0 for b in BROKERS}
         self.fenced: set[int] = set()
         self.version = 0  # the metadata offset: brokers apply only newer images
+        self.elr_min_isr = MIN_ISR if sim.elr else None
+        self.lost_from: dict[int, int] = {}  # what each broker's current incarnation lost in its kill
 
     @property
     def live(self) -> list[int]:
         return [b for b in BROKERS if b not in self.fenced]
+
+    def elr_kw(self) -> dict[str, int]:
+        """The ELR argument of the controller's rules: only with ELR on (the broken variants that
+        replace a rule take the rule's arguments without ELR)."""
+        return {} if self.elr_min_isr is None else {"elr_min_isr": self.elr_min_isr}
 
     def start(self) -> None:
         self.sim.at(10, self.tick)
@@ -570,7 +587,7 @@ class Controller:
     def elect_preferred(self) -> None:
         """ElectLeaders PREFERRED for the partition (partition_change, as the controller runs it)."""
         old = self.reg
-        err, reg = pc.elect_preferred(old, live=self.live)
+        err, reg = pc.elect_preferred(old, live=self.live, **self.elr_kw())
         if err == ErrorCode.none:
             self.check_election(old, reg)
         self.update(reg)
@@ -608,20 +625,31 @@ class Controller:
     def fence(self, b: int) -> None:
         self.fenced.add(b)
         self.version += 1
-        self.update(pc.on_broker_fenced(self.reg, b, live=self.live))
+        self.update(pc.on_broker_fenced(self.reg, b, live=self.live, **self.elr_kw()))
 
     def update(self, reg: PartitionRegistration) -> None:
         if reg is self.reg:
             return
         old, self.reg = self.reg, reg
-        if not reg.isr:
+        if not reg.isr and not self.sim.elr:
             self.sim.fail("the ISR is never empty", f"{old} became {reg}")
         if reg.leader != NO_LEADER and (reg.leader != old.leader or reg.leader_epoch != old.leader_epoch):
-            if reg.leader not in old.isr or reg.leader not in self.live:
+            # From the ELR: no ISR member left alive (this change may be the one emptying the ISR).
+            from_elr = self.sim.elr and reg.leader in old.elr and not any(r in self.live for r in old.isr)
+            recovery = self.sim.elr and not old.isr and not old.elr and old.last_known_elr == (reg.leader,)
+            if (reg.leader not in old.isr and not from_elr and not recovery) or reg.leader not in self.live:
                 self.sim.fail(
                     "leader elected from the ISR",
-                    f"broker {reg.leader} leads epoch {reg.leader_epoch}; the ISR was {old.isr}, live {self.live}",
+                    f"broker {reg.leader} leads epoch {reg.leader_epoch}; the ISR was {old.isr}, "
+                    f"ELR {old.elr}, last known {old.last_known_elr}, live {self.live}",
                 )
+            self.sim.elr_elections += from_elr
+            if recovery:
+                # Kafka's balanced recovery: the last leader, which may have lost unflushed
+                # records in its kill, leads again (KIP-966's remaining case: a license).
+                self.sim.recoveries += 1
+                if reg.leader in self.lost_from:
+                    self.sim.license(reg.leader, self.lost_from[reg.leader])
         self.version += 1
         self.broadcast()
 
@@ -637,14 +665,21 @@ class Controller:
             # A new incarnation registers fenced: the old one leaves every ISR first.
             self.incarnation[b] = incarnation
             self.version += 1
-            if lost_from is not None and self.reg.isr == (b,):
+            self.lost_from.pop(b, None)
+            if lost_from is not None:
+                self.lost_from[b] = lost_from
+            if lost_from is not None and self.reg.isr == (b,) and not self.sim.elr:
                 self.sim.license(b, lost_from)
-            if b not in self.fenced:
+            if self.sim.elr:
+                # KIP-966: a new incarnation is an unclean shutdown; it leaves the ISR and the ELR.
+                self.fenced.add(b)
+                self.update(pc.on_broker_unclean_shutdown(self.reg, b, live=self.live, **self.elr_kw()))
+            elif b not in self.fenced:
                 self.fence(b)
         if b in self.fenced:
             self.fenced.discard(b)
             self.version += 1
-            self.update(pc.on_broker_unfenced(self.reg, live=self.live))
+            self.update(pc.on_broker_unfenced(self.reg, live=self.live, **self.elr_kw()))
             if self.sim.elections and self.sim.faults and self.sim.rng.random() < 0.5:
                 # An operator restores preferred leaders after a restart, often before the
                 # returning broker is back in the ISR.
@@ -661,6 +696,7 @@ class Controller:
             partition_epoch=proposal.partition_epoch,
             new_isr=proposal.new_isr,
             live=self.live,
+            **self.elr_kw(),
         )
         self.update(reg)
         self.sim.send(
@@ -1065,10 +1101,10 @@ class Producer:
 REPLICATION = ReplicationControlManager(build_config({"node.id": "1"}), new_uuid=lambda: "t")
 
 
-def run_seed(seed: int, duration_ms: int = 1500, *, elections: bool = False) -> Sim:
+def run_seed(seed: int, duration_ms: int = 1500, *, elections: bool = False, elr: bool = False) -> Sim:
     root = Path(tempfile.mkdtemp(prefix="kavka-replsim-", dir=SIM_ROOT))
     try:
-        sim = Sim(seed, duration_ms=duration_ms, elections=elections, root=root)
+        sim = Sim(seed, duration_ms=duration_ms, elections=elections, elr=elr, root=root)
         try:
             sim.run()
         finally:
@@ -1162,6 +1198,14 @@ def _fence_empties_isr(reg: PartitionRegistration, broker: int, *, live: Any, un
     return pc.elect_leader(reg, live=[b for b in live if b != broker], unclean=unclean)
 
 
+def _unclean_shutdown_stays_eligible(
+    reg: PartitionRegistration, broker: int, *, live: Any, unclean: bool = False, elr_min_isr: int | None = None
+) -> PartitionRegistration:
+    """A new incarnation (an unclean shutdown) is handled as a fencing only: it stays in the ELR and
+    may be elected with the records its kill lost missing."""
+    return pc.on_broker_fenced(reg, broker, live=live, unclean=unclean, elr_min_isr=elr_min_isr)
+
+
 def _hw_past_lagging_member(self: LeaderState, log_end_offset: int) -> bool:
     """The high watermark follows the furthest ISR follower instead of the one furthest behind."""
     positions = [
@@ -1190,6 +1234,7 @@ class BrokenVariant:
 
     patches: tuple[tuple[object, str, object], ...]
     invariant: str
+    elr: bool = False  # run with ELR on (KIP-966)
 
     @contextlib.contextmanager
     def applied(self) -> Iterator[None]:
@@ -1229,6 +1274,9 @@ def _broken_variants() -> dict[str, BrokenVariant]:
         ),
         "high watermark past a lagging ISR member": BrokenVariant(
             ((LeaderState, "maybe_increment_high_watermark", _hw_past_lagging_member),), "committed bytes identical"
+        ),
+        "unclean shutdown stays in the ELR": BrokenVariant(
+            ((pc, "on_broker_unclean_shutdown", _unclean_shutdown_stays_eligible),), "committed bytes identical", elr=True
         ),
         "no diverging-epoch check": BrokenVariant(
             ((partition_module, "diverging_epoch", _no_diverging_epoch),), "committed bytes identical"

@@ -14,7 +14,9 @@ client may rely on:
   voter set in the metadata log, KIP-853: `kavka storage format --standalone/--initial-controllers/
   --no-initial-controllers`), 0 for a static one (controller.quorum.voters), which cannot be
   upgraded (UpdateFeatures refuses any other level, as for the other features);
-- eligible.leader.replicas.version 0: ELR (KIP-966) is off.
+- eligible.leader.replicas.version 1: the controller keeps eligible leader replicas and elects
+  one when the ISR is empty (KIP-966), as a new Kafka 4.1 cluster does; 0 when the controllers run
+  with eligible.leader.replicas.enable=false (the one level an operator chooses, by that config).
 
 metadata.version is not advertised: it names versions of Kafka's metadata log records, and
 kavka's metadata log records are its own (JSON, metadata.records), so no level would be true.
@@ -29,6 +31,7 @@ is a successful no-op.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +50,7 @@ class Feature:
     name: str
     level: int  # the level kavka implements: supported max = finalized
     min_level: int | None = None  # the supported minimum (None: the level itself)
+    config: str | None = None  # the boolean config that finalizes it at `level` (else 0)
 
     @property
     def supported_min(self) -> int:
@@ -55,7 +59,7 @@ class Feature:
 
 KRAFT_VERSION = "kraft.version"
 FEATURES: tuple[Feature, ...] = (
-    Feature("eligible.leader.replicas.version", 0),
+    Feature("eligible.leader.replicas.version", 1, min_level=0, config="eligible.leader.replicas.enable"),
     Feature("group.version", 1),
     Feature(KRAFT_VERSION, 1, min_level=0),  # finalized: the quorum's (`finalized_level`)
     Feature("transaction.version", 2, min_level=0),
@@ -63,34 +67,42 @@ FEATURES: tuple[Feature, ...] = (
 _BY_NAME = {f.name: f for f in FEATURES}
 
 
-def finalized_level(f: Feature, kraft_version: int) -> int:
-    """The level in force: the feature's own, but kraft.version is the quorum's (0 static, 1 dynamic)."""
-    return kraft_version if f.name == KRAFT_VERSION else f.level
+def finalized_level(f: Feature, kraft_version: int, config: Mapping[str, Any] | None = None) -> int:
+    """The level in force: the feature's own, but kraft.version is the quorum's (0 static, 1 dynamic)
+    and a feature with a config is finalized at 0 when that config is false."""
+    if f.name == KRAFT_VERSION:
+        return kraft_version
+    return f.level if f.config is None or config is None or config[f.config] else 0
 
 # UpdateFeatures' UpgradeType (v1+): 1 upgrade, 2 safe downgrade, 3 unsafe downgrade.
 _UPGRADE, _SAFE_DOWNGRADE, _UNSAFE_DOWNGRADE = 1, 2, 3
 
 
-def api_versions_features(resp_cls: type, image_offset: int, version: int = 4, kraft_version: int = 0) -> dict[str, Any]:
+def api_versions_features(
+    resp_cls: type, image_offset: int, version: int = 4, kraft_version: int = 0,
+    config: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The KIP-584 fields of an ApiVersions response (v3+; none below); `kraft_version` is the
-    quorum's (RaftClient.kraft_version)."""
+    quorum's (RaftClient.kraft_version), `config` the node's (features a config finalizes)."""
     if "supported_features" not in field_names(resp_cls):
         return {}
+    levels = {f.name: finalized_level(f, kraft_version, config) for f in FEATURES}
     supported, finalized = nested(resp_cls, "SupportedFeatureKey"), nested(resp_cls, "FinalizedFeatureKey")
     return {
         "supported_features": tuple(
             make(supported, name=f.name, min_version=f.supported_min, max_version=f.level)
             for f in FEATURES if version >= 4 or f.supported_min > 0),
         "finalized_features": tuple(
-            make(finalized, name=f.name, max_version_level=level, min_version_level=level)
-            for f in FEATURES if (level := finalized_level(f, kraft_version)) > 0
+            make(finalized, name=f.name, max_version_level=levels[f.name], min_version_level=levels[f.name])
+            for f in FEATURES if levels[f.name] > 0
         ),
         "finalized_features_epoch": max(image_offset, 0),
     }
 
 
 def _update_error(
-    node_id: int, feature: str, version: int, upgrade_type: int, kraft_version: int = 0
+    node_id: int, feature: str, version: int, upgrade_type: int, config: Mapping[str, Any],
+    kraft_version: int = 0,
 ) -> tuple[ErrorCode, str | None]:
     """Kafka's FeatureControlManager.updateFeature checks, in its order, for kavka's fixed levels."""
     def invalid(reason: str) -> tuple[ErrorCode, str]:
@@ -110,6 +122,12 @@ def _update_error(
             return ErrorCode.none, None
         return invalid(f"kavka cannot change the kraft.version of a running quorum (it is {kraft_version}): a "
                        "dynamic quorum (1) is made by kavka storage format --standalone or --initial-controllers.")
+    if f.config is not None and f.supported_min <= version <= f.level:
+        level = finalized_level(f, kraft_version, config)
+        if version == level:
+            return ErrorCode.none, None
+        return invalid(f"kavka finalizes this feature at {level} by {f.config}={str(bool(level)).lower()} "
+                       f"on the controllers.")
     if f.supported_min <= version < f.level:
         return invalid(f"kavka's level of this feature is fixed at {f.level}: the protocol of lower "
                        f"levels is served to the clients that ask for it.")
@@ -126,7 +144,8 @@ def handle_update_features(node: BrokerNode, ctx: RequestContext, req: Any) -> A
         # v0 has AllowDowngrade instead of UpgradeType (v1+): true means a safe downgrade
         upgrade_type = getattr(u, "upgrade_type", _SAFE_DOWNGRADE if getattr(u, "allow_downgrade", False) else _UPGRADE)
         kraft_version = node.shared.raft.kraft_version
-        results.append((u.feature, *_update_error(node.node_id, u.feature, u.max_version_level, upgrade_type, kraft_version)))
+        results.append((u.feature, *_update_error(node.node_id, u.feature, u.max_version_level, upgrade_type,
+                                                  node.config, kraft_version)))
     if ctx.api_version >= 2:
         first = next((r for r in results if r[1] != ErrorCode.none), None)
         return make(cls, throttle_time=NO_THROTTLE, error_code=first[1] if first else ErrorCode.none,

@@ -227,8 +227,8 @@ def handle_describe_topic_partitions(node: BrokerNode, ctx: RequestContext, req:
     every topic the principal may Describe) in name order from the cursor's topic on, partitions
     from the cursor's partition on, at most `response_partition_limit` partitions in all; where
     the limit cuts, `next_cursor` names the first topic partition left out. A named topic the
-    principal may not Describe is TOPIC_AUTHORIZATION_FAILED (never counted against the limit);
-    ELR is off in kavka, so eligible_leader_replicas and last_known_elr are empty lists."""
+    principal may not Describe is TOPIC_AUTHORIZATION_FAILED (never counted against the limit).
+    Each partition carries its eligible leader replicas and last-known ELR (KIP-966)."""
     resp_cls = _resp_cls(ctx)
     topic_cls = nested(resp_cls, "DescribeTopicPartitionsResponseTopic")
     part_cls = nested(resp_cls, "DescribeTopicPartitionsResponsePartition")
@@ -277,7 +277,7 @@ def handle_describe_topic_partitions(node: BrokerNode, ctx: RequestContext, req:
         parts = []
         for p in page:
             parts.append(make(part_cls, **_partition_fields(node, live, name, p),
-                              eligible_leader_replicas=(), last_known_elr=()))
+                              eligible_leader_replicas=p.elr, last_known_elr=p.last_known_elr))
         topics.append(make(
             topic_cls, error_code=ErrorCode.none, name=name, topic_id=uuid_from_str(t.topic_id),
             is_internal=name in INTERNAL_TOPICS, partitions=tuple(parts),
