@@ -12,6 +12,7 @@ for its image (BrokerMetadataPublisher.wait_for), not only the controller's hear
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from typing import Any
 
@@ -62,6 +63,12 @@ def test_an_ungated_server_accepts_at_once() -> None:
     asyncio.run(main())
 
 
+class _NoLogs:
+    """The log manager of a broker that hosts no replicas: the publisher's slices still batch."""
+
+    placement_batch = staticmethod(contextlib.nullcontext)
+
+
 def _publish(publisher: BrokerMetadataPublisher, image: MetadataImage, *records: Any) -> MetadataImage:
     delta = MetadataDelta(image)
     for offset, r in enumerate(records, start=image.offset + 1):
@@ -73,7 +80,7 @@ def _publish(publisher: BrokerMetadataPublisher, image: MetadataImage, *records:
 
 def test_the_node_waits_for_its_own_image_to_show_it_unfenced() -> None:
     async def main() -> None:
-        publisher = BrokerMetadataPublisher(node_id=2, replica_manager=None, log_manager=None,  # type: ignore[arg-type]
+        publisher = BrokerMetadataPublisher(node_id=2, replica_manager=None, log_manager=_NoLogs(),  # type: ignore[arg-type]
                                             resolver=None, online_dir_ids=list)  # type: ignore[arg-type]
         image = _publish(publisher, MetadataImage(), RegisterBrokerRecord(2, "inc", (("PLAINTEXT", "h", 1),)))
         epoch = image.brokers[2].epoch
@@ -97,7 +104,7 @@ def test_the_node_waits_for_its_own_image_to_show_it_unfenced() -> None:
 def test_a_stopping_broker_stops_waiting_for_the_grant_when_no_other_broker_is_live() -> None:
     """When a whole cluster stops at once, the last voters cannot commit the grant: a broker whose
     metadata shows every other broker fenced or shutting down has nowhere to move a leadership."""
-    publisher = BrokerMetadataPublisher(node_id=1, replica_manager=None, log_manager=None,  # type: ignore[arg-type]
+    publisher = BrokerMetadataPublisher(node_id=1, replica_manager=None, log_manager=_NoLogs(),  # type: ignore[arg-type]
                                         resolver=None, online_dir_ids=list)  # type: ignore[arg-type]
     image = _publish(publisher, MetadataImage(), *(RegisterBrokerRecord(i, f"inc{i}", (("PLAINTEXT", "h", i),)) for i in (1, 2, 3)))
     image = _publish(publisher, image, *(BrokerRegistrationChangeRecord(i, image.brokers[i].epoch, fenced=False) for i in (1, 2, 3)))

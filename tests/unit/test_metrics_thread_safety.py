@@ -56,9 +56,10 @@ def churning_node() -> Iterator[tuple[SimpleNamespace, asyncio.AbstractEventLoop
     for i in range(BASE):
         partitions[_Tp("t", i)] = object()
     node = SimpleNamespace(log_manager=lm, replica_manager=SimpleNamespace(partitions=partitions, leader_partitions=list,
-                                                                           isr_shrinks=0, isr_expands=0, bytes_out={}),
+                                                                           isr_shrinks=0, isr_expands=0, bytes_out={}, bytes_in={}),
                            server=SimpleNamespace(connections=set()), replica_fetchers=None, assignments=None,
-                           quorum_controller=None, client_quotas=ClientQuotas(2, 1.0, MetadataImage), transactions=None)
+                           quorum_controller=None, client_quotas=ClientQuotas(2, 1.0, MetadataImage), transactions=None,
+                           broker_state=3, remote_log_manager=None)
     stop = asyncio.Event()
 
     async def churn() -> None:
