@@ -22,7 +22,8 @@ broker with tiering on (the ``local`` plugin, a directory on the same disk; task
    process start, and from its ready line, until the ISR lists it again, and the bytes it then holds.
    The tiered replica fetches only the leader's local tail (KIP-405 follower fetch); the plain one
    fetches the whole log. On a loaded machine tiering the data can take longer than the 600 s the
-   run waits for it: ``BENCH_TIER_WAIT`` (seconds) sets that wait.
+   run waits for it: ``BENCH_TIER_WAIT`` (seconds) sets that wait. ``BENCH_VERBOSE=1`` prints what
+   the rebuilt replica logged about the topic.
 
 Prints p50/p95/p99/max per window and the load average. Not a test: figures go to
 docs/benchmarks.md.
@@ -224,6 +225,8 @@ def rebuild(sizes_mib: list[int], local_mib: int, rounds: int) -> None:
                             print("".join(ln for ln in c.nodes[victim].output if topic in ln and "rolled" not in ln)[-5000:])
                             raise
                         t_isr = time.monotonic()
+                        if os.environ.get("BENCH_VERBOSE"):  # what the rebuilt replica logged about the topic
+                            print("".join(ln for ln in c.nodes[victim].output if topic in ln and "rolled" not in ln)[-3000:])
                         print(f"  round {r} {mib:4d} MiB ({mib // local_mib}x local retention) {variant:6s}: "
                               f"in the ISR {t_isr - t0:6.2f} s after its start, {t_isr - t_ready:6.2f} s after ready; "
                               f"holds {local_bytes() / MIB:6.1f} MiB (load {os.getloadavg()[0]:.1f})", flush=True)
