@@ -207,7 +207,13 @@ def rebuild(sizes_mib: list[int], local_mib: int, rounds: int) -> None:
                         pdir = c.nodes[victim].log_dirs[0] / f"{topic}-0"
 
                         def local_bytes(p: Path = pdir) -> int:
-                            return sum(f.stat().st_size for f in p.glob("*.log")) if p.exists() else 0
+                            total = 0
+                            for f in p.glob("*.log") if p.exists() else ():
+                                try:
+                                    total += f.stat().st_size
+                                except FileNotFoundError:  # deleted by local retention meanwhile
+                                    pass
+                            return total
 
                         if variant == "tiered":  # copies and local retention done on the leader and here first
                             def leader_tail_only(t: str = topic, n: int = mib) -> bool:
