@@ -17,15 +17,23 @@ defaults unless said), confluent-kafka as the client:
   the next run; median and max over `--kills` kills. The controller's log is scanned afterwards
   for fences of brokers that were not killed (false fencing): the count is reported.
 
-`--smoke` shrinks everything so the harness is exercised in seconds. A table prints (JSON with
---json).
+`--smoke` shrinks everything so the harness is exercised in seconds. `--throughput-only --rounds N`
+measures only the throughput pair, N times on the same cluster (RF=3 and RF=1 alternating first,
+so drift in the machine's load falls on both), and prints each round and the medians.
+`--profile DIR` adds one RF=3 acks=all round with py-spy recording the leader and one follower
+(collapsed stacks in DIR, the largest functions printed as bench.produce_profile prints them);
+sampling stops the process to read it, so that round's figures are not in the others.
+A table prints (JSON with --json).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -40,6 +48,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from tests.broker_harness import Cluster  # noqa: E402
 from tests.wait import wait_until  # noqa: E402
 
+from bench import produce_profile  # noqa: E402
 from bench.servers import cpu_seconds  # noqa: E402
 
 RECORD = 1024
@@ -58,9 +67,19 @@ def _topic(c: Cluster, name: str, rf: int) -> dict[str, int | list[int]]:
     return {"leader": p.leader, "replicas": list(p.replicas)}
 
 
-def throughput(c: Cluster, mb: int, rf: int, acks: str) -> dict[str, float]:
+def throughput(c: Cluster, mb: int, rf: int, acks: str, profile_to: Path | None = None) -> dict[str, float]:
     name = f"tput-rf{rf}-{int(time.time() * 1000)}"
     where = _topic(c, name, rf)
+    spies = []
+    if profile_to is not None:
+        leader = int(where["leader"])  # type: ignore[arg-type]
+        follower = next(i for i in where["replicas"] if i != leader)  # type: ignore[union-attr]
+        for role, node in (("leader", leader), ("follower", follower)):
+            spies.append(subprocess.Popen(
+                [produce_profile._py_spy(), "record", "--pid", str(c.brokers[node].proc.pid), "--rate", "200",
+                 "--function", "--format", "raw", "--output", str(profile_to / f"{role}.txt")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(1)  # py-spy attached before the first record
     n = mb * 1024 * 1024 // RECORD
     p = Producer({"bootstrap.servers": c.bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 262144,
                   "compression.type": "none", "queue.buffering.max.messages": 200000})
@@ -77,6 +96,9 @@ def throughput(c: Cluster, mb: int, rf: int, acks: str) -> dict[str, float]:
                 p.poll(0.01)
     p.flush(300)
     elapsed = time.monotonic() - t0
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        spy.communicate(timeout=60)
     if errors:
         raise RuntimeError(f"{len(errors)} records failed: {errors[:3]}")
     cpu = {i: cpu_seconds(b.proc.pid) - cpu0[i] for i, b in c.brokers.items()}
@@ -191,6 +213,38 @@ def unavailability(c: Cluster, kills: int) -> dict[str, float]:
             "fences": fences, "false_fences": max(0, fences - len(killed))}
 
 
+def throughput_rounds(mb: int, rounds: int, profile_to: Path | None) -> None:
+    """RF=3 acks=all and RF=1 acks=1, `rounds` pairs on one cluster, which goes first alternating."""
+    runs: dict[str, list[dict[str, float]]] = {"rf3": [], "rf1": []}
+    with tempfile.TemporaryDirectory(prefix="kavka-bench-replication-") as d:
+        c = Cluster(Path(d), 4, controllers=1).start(timeout=120)
+        try:
+            throughput(c, max(8, mb // 8), 3, "all")  # warm-up: lazy imports, the first segments
+            for i in range(rounds):
+                for rf in ((3, 1) if i % 2 == 0 else (1, 3)):
+                    r = throughput(c, mb, rf, "all" if rf == 3 else "1")
+                    runs[f"rf{rf}"].append(r)
+                    print(f"round {i + 1} RF={rf}: {r} load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+            if profile_to is not None:
+                profile_to.mkdir(parents=True, exist_ok=True)
+                r = throughput(c, mb, 3, "all", profile_to)
+                for role in ("leader", "follower"):
+                    produce_profile.print_profile(f"RF=3 acks=all, {role} (under py-spy: {r})", profile_to / f"{role}.txt", 25)
+        finally:
+            c.stop()
+            for n in c.nodes.values():
+                n.kill()
+    med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in runs.items() if v}
+    if med:
+        r3, r1 = med["rf3"], med["rf1"]
+        ratios = [a["mb_per_s"] / b["mb_per_s"] for a, b in zip(runs["rf3"], runs["rf1"], strict=True)]
+        print(f"medians of {rounds}: RF=3 acks=all {r3['mb_per_s']:.1f} MB/s, RF=1 acks=1 {r1['mb_per_s']:.1f} MB/s, "
+              f"ratio {r3['mb_per_s'] / r1['mb_per_s']:.2f} (per round {', '.join(f'{x:.2f}' for x in ratios)}); "
+              f"CPU ms/MB leader {1000 * r3['leader_cpu_s_per_mb']:.1f}, follower {1000 * r3['follower_cpu_s_per_mb']:.1f} "
+              f"(follower/leader {r3['follower_cpu_s_per_mb'] / r3['leader_cpu_s_per_mb']:.2f}), "
+              f"RF=1 leader {1000 * r1['leader_cpu_s_per_mb']:.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=200)
@@ -198,8 +252,13 @@ def main() -> None:
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--throughput-only", action="store_true")
+    ap.add_argument("--rounds", type=int, default=1, help="throughput pairs with --throughput-only")
+    ap.add_argument("--profile", type=Path, help="directory for py-spy's stacks of the leader and a follower")
     args = ap.parse_args()
     mb, seconds, kills = (8, 3.0, 2) if args.smoke else (args.mb, args.seconds, args.kills)
+    if args.throughput_only:
+        return throughput_rounds(mb, args.rounds, args.profile)
     results: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="kavka-bench-replication-") as d:
         c = Cluster(Path(d), 4, controllers=1).start(timeout=120)

@@ -15,7 +15,11 @@ partitions at once:
 - the batches are appended as sent (`Log.append_as_follower`: CRC checked, no
   re-encoding) and the leader's high watermark and log start offset are taken;
 - the leader long-polls the request (`replica.fetch.wait.max.ms`,
-  `replica.fetch.min.bytes`), so an idle cluster does not spin;
+  `replica.fetch.min.bytes`), so an idle cluster does not spin; a partition
+  that joins the fetcher while its fetch is parked (a new follower, a new
+  leader epoch, a replica rebuilt from tiered storage) does not wait for it:
+  the parked fetch is superseded by one that asks for it too, sent at once on
+  the fetcher's second connection (`ReplicaFetcher._supersede`);
 - OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405: the offset is only in remote
   storage) starts a task that asks the leader its earliest local offset and
   has tiered storage rebuild the replica's epochs and producer state there
@@ -73,6 +77,12 @@ FETCH_VERSION = 15  # ReplicaState (KIP-903), topic ids; encoded and decoded by 
 
 def _decode_response(frame: bytes, pos: int) -> Any:
     return fetch_wire.decode_response(frame, pos, FETCH_VERSION)
+
+
+def _drop_answer(call: asyncio.Task[Any]) -> None:
+    """The end of a superseded fetch: its answer or failure is not used."""
+    if not call.cancelled():
+        call.exception()
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +257,11 @@ class ReplicaFetcher:
         self.task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
         self._channel = AsyncChannel(f"kavka-replica-{manager.node_id}", security=manager.security)
+        # Used while a superseded fetch is still out on `_channel` (`_supersede`).
+        self._spare_channel = AsyncChannel(f"kavka-replica-{manager.node_id}", security=manager.security)
+        self._answered: asyncio.Future[None] | None = None  # set when the fetch in flight answers or is superseded
+        self._in_flight: dict[TopicPartition, tuple[int, int]] | None = None  # what it asked
+        self._superseded: asyncio.Task[Any] | None = None
         self._failing = False
         self._rebuilds: dict[TopicPartition, asyncio.Task[None]] = {}
 
@@ -258,7 +273,34 @@ class ReplicaFetcher:
         st = self.partitions.get(tp)
         if st is None or st.leader_epoch != leader_epoch:
             self.partitions[tp] = _FetchState(leader_epoch)
+        self._wake(tp)
+
+    def _wake(self, tp: TopicPartition) -> None:
+        """`tp` was added, changed epoch or became ready again (a tiered rebuild ended):
+        fetch it now. If the fetch in flight does not ask for it as it now stands, that fetch may
+        be parked at the leader for up to `replica.fetch.wait.max.ms` (the leader's other
+        partitions idle): it is superseded (`_supersede`) rather than waited for."""
         self._wakeup.set()
+        answered, sent, st = self._answered, self._in_flight, self.partitions.get(tp)
+        if answered is None or answered.done() or sent is None or st is None:
+            return
+        if st.delayed_until <= asyncio.get_running_loop().time() and sent.get(tp, (0, None))[1] != st.leader_epoch:
+            answered.set_result(None)
+
+    def _supersede(self, call: asyncio.Task[Any]) -> None:
+        """Leave the fetch in flight to finish on its connection, its answer unused, and send the
+        next one on the fetcher's second connection at once. Kafka's fetcher thread waits for the
+        parked fetch; here a partition that joins (a new follower, a replica rebuilt from tiered
+        storage) starts fetching without that wait. The next fetch asks again for everything the
+        superseded one asked, at the same offsets, so dropping its answer loses nothing; had the
+        leader already sent it, `answer_is_current` would refuse a second copy of the same records
+        anyway. At most one fetch is superseded at a time: an older one still out is cancelled,
+        which closes its connection (reopened on the next use)."""
+        if self._superseded is not None and not self._superseded.done():
+            self._superseded.cancel()
+        call.add_done_callback(_drop_answer)
+        self._superseded = call
+        self._channel, self._spare_channel = self._spare_channel, self._channel
 
     def start(self) -> None:
         if self.task is None or self.task.done():
@@ -278,7 +320,10 @@ class ReplicaFetcher:
         self._close()
 
     def _close(self) -> None:
+        if self._superseded is not None:
+            self._superseded.cancel()
         self._channel.close()
+        self._spare_channel.close()
 
     # ------------------------------------------------------------------ loop
 
@@ -305,12 +350,27 @@ class ReplicaFetcher:
                 pause = min(backoff, max(q.follower.wait_s(time.monotonic()), 0.01)) if q is not None and sent is None else backoff
                 await asyncio.sleep(pause)
                 continue
+            s = self.m.settings
+            call = loop.create_task(self._channel.call_raw(
+                addr, ApiKey.FETCH, FETCH_VERSION, request, _decode_response,
+                (s.socket_timeout_ms + s.wait_max_ms) / 1000,
+            ))
+            answered = self._answered = loop.create_future()
+            call.add_done_callback(lambda _t, f=answered: f.done() or f.set_result(None))
+            self._in_flight = sent
             try:
-                s = self.m.settings
-                resp = await self._channel.call_raw(
-                    addr, ApiKey.FETCH, FETCH_VERSION, request, _decode_response,
-                    (s.socket_timeout_ms + s.wait_max_ms) / 1000,
-                )
+                await answered
+            except asyncio.CancelledError:
+                call.cancel()
+                raise
+            finally:
+                self._answered = None
+                self._in_flight = None
+            if not call.done():
+                self._supersede(call)
+                continue
+            try:
+                resp = call.result()
             except (OSError, EOFError, asyncio.IncompleteReadError, TimeoutError, ConnectionError, ValueError) as e:
                 self._close()
                 if not self._failing:
@@ -462,7 +522,7 @@ class ReplicaFetcher:
             if st.delayed_until == float("inf"):  # returned early: fetch again after a pause
                 st.delayed_until = loop.time() + backoff
             self._rebuilds.pop(tp, None)
-            self._wakeup.set()
+            self._wake(tp)
 
     async def _fetch_earliest_local_offset(self, tp: TopicPartition, leader_epoch: int) -> int:
         """ListOffsets v8 with timestamp -4 (EARLIEST_LOCAL, KIP-405) as this replica, to the leader."""

@@ -230,7 +230,7 @@ class LocalLog:
 
     def append(
         self,
-        buf: bytes | bytearray,
+        buf: bytes | bytearray | memoryview,
         headers: list[BatchHeader],
         *,
         last_offset: int,

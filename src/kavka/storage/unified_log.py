@@ -438,11 +438,12 @@ class Log:
             if h.base_offset < prev_next:
                 raise CorruptRecordError(f"offsets go backwards at batch {h.base_offset}")
             prev_next = h.next_offset
-        return self._append(bytes(view[:end]), headers, leader_epoch_hint=None, now_ms=now_ms)
+        # Written straight from the fetch response's buffer (the segment keeps no reference to it).
+        return self._append(view[:end], headers, leader_epoch_hint=None, now_ms=now_ms)
 
     def _append(
         self,
-        buf: bytes | bytearray,
+        buf: bytes | bytearray | memoryview,
         headers: list[BatchHeader],
         *,
         leader_epoch_hint: int | None,
