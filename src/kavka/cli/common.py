@@ -88,7 +88,6 @@ def admin_client(bootstrap: str) -> Any:
     from pathlib import Path
 
     from kavka.cli.command_config import CommandConfigError, load_command_config
-    from kavka.client.admin import AdminClient
     from kavka.client.security import PLAINTEXT
 
     path = click.get_current_context().meta.get(_COMMAND_CONFIG)
@@ -96,6 +95,13 @@ def admin_client(bootstrap: str) -> Any:
         security = load_command_config(Path(path)) if path else PLAINTEXT
     except CommandConfigError as e:
         raise CliError(f"--command-config {path}: {e}") from None
+    return connect_admin(bootstrap, security)
+
+
+def connect_admin(bootstrap: str, security: Any) -> Any:
+    """kavka's AdminClient for `bootstrap`; a malformed address is a usage error naming the option."""
+    from kavka.client.admin import AdminClient
+
     try:
         return AdminClient(bootstrap, security=security)
     except ValueError as e:

@@ -30,7 +30,14 @@ from typing import Any
 
 import click
 
-from kavka.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, CliError, emit, json_option
+from kavka.cli.common import (
+    BOOTSTRAP_ENV,
+    DEFAULT_BOOTSTRAP,
+    CliError,
+    connect_admin,
+    emit,
+    json_option,
+)
 
 _CTX = "kavka.metadata_quorum"
 _ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
@@ -62,7 +69,6 @@ def _admin(*, server_config: Path | None = None) -> Any:
     """The admin client of the group's options; `server_config` is a server.properties passed as
     --command-config, whose client security keys alone apply."""
     from kavka.cli.command_config import CommandConfigError, client_security, load_command_config
-    from kavka.client.admin import AdminClient
     from kavka.client.security import PLAINTEXT
     from kavka.client_properties import SECURITY_KEYS
     from kavka.config import ConfigError, read_properties
@@ -81,10 +87,7 @@ def _admin(*, server_config: Path | None = None) -> Any:
             security = load_command_config(path)
     except CommandConfigError as e:
         raise CliError(f"--command-config {path}: {e}") from None
-    try:
-        return AdminClient(bootstrap, security=security)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--bootstrap-server") from None
+    return connect_admin(bootstrap, security)
 
 
 # ---- describe ------------------------------------------------------------------------------------
