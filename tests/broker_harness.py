@@ -29,12 +29,6 @@ KAVKA = [sys.executable, "-m", "kavka"]
 STARTED: list[tuple[float, BrokerProcess]] = []
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _ephemeral_low() -> int:
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
@@ -42,16 +36,55 @@ def _ephemeral_low() -> int:
         return 32768  # Linux's default
 
 
+_FIRST_PORT = 10000
+_next_port: list[int] = []  # the next candidate of free_port(), in this process's slice
+
+
+def _port_slice() -> tuple[int, int]:
+    """This process's share of the ports below the kernel's ephemeral range: one disjoint slice
+    per xdist worker (PYTEST_XDIST_WORKER gwN of PYTEST_XDIST_WORKER_COUNT), the whole range alone."""
+    top = _ephemeral_low() - 1
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    i = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    span = (top - _FIRST_PORT) // max(count, 1)
+    return _FIRST_PORT + i * span, _FIRST_PORT + (i + 1) * span
+
+
+def free_port() -> int:
+    """A loopback port free now, for a broker or server a test starts.
+
+    Not bind-to-0: that hands out a port of the kernel's ephemeral range, where every client
+    connection's source port comes from, so a connection of the other xdist worker could take it
+    before the broker binds it (CI saw a broker die with "address already in use"). Ports come
+    instead from this process's slice below that range, in turn from a random start, so neither
+    the other worker nor this process hands out the same one again until the slice wraps."""
+    lo, hi = _port_slice()
+    if not _next_port:
+        _next_port.append(random.randrange(lo, hi))
+    for _ in range(hi - lo):
+        port = _next_port[0]
+        _next_port[0] = lo + (port + 1 - lo) % (hi - lo)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (or in TIME_WAIT): the next one
+        return port
+    raise RuntimeError(f"no free port in {lo}-{hi}")
+
+
 def free_port_block(offsets: tuple[int, ...]) -> int:
     """A base port with `base + offset` free on loopback for every offset: for commands that take
     a base port (`kavka cluster up --base-port`) or fixed ports (the README's).
 
-    Drawn below the kernel's ephemeral range, where every free_port() (of this process and of the
-    other xdist worker) and every client connection's source port come from: nothing another test
-    runs beside this one takes these ports between this check and the commands' binds."""
-    top = _ephemeral_low() - max(offsets) - 1
+    Drawn, as free_port()'s, from this process's slice below the kernel's ephemeral range (where
+    every client connection's source port comes from): nothing another test run beside this one
+    takes these ports between this check and the commands' binds."""
+    lo, hi = _port_slice()
+    top = hi - max(offsets) - 1
     for _ in range(200):
-        base = random.randrange(10000, top)
+        base = random.randrange(lo, top)
         socks = []
         try:
             for off in offsets:
