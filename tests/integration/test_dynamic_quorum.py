@@ -194,6 +194,15 @@ class _Quorum:
 
         wait_until(added, timeout=30, message=f"AddRaftVoter {i}")
 
+    def grow_to_three(self) -> None:
+        """Format and start all three nodes; add 2 and 3 as voters."""
+        for n in self.nodes.values():
+            n.format(self.cluster_id)
+        for i in (1, 2, 3):
+            self.nodes[i].start()
+        for i in (2, 3):
+            self.add(i, self.directory(i))
+
     def remove(self, i: int, directory: uuid.UUID, via: int = 1) -> None:
         assert _remove(self.nodes[via].port, self.cluster_id, i, directory) is ErrorCode.none
 
@@ -243,12 +252,7 @@ def test_grow_a_quorum_from_one_to_three_and_shrink_it_back_under_topic_creation
 def test_replace_a_voter_whose_metadata_dir_was_wiped(tmp_path: Path) -> None:
     q = _Quorum(tmp_path)
     try:
-        for n in q.nodes.values():
-            n.format(q.cluster_id)
-        for i in (1, 2, 3):
-            q.nodes[i].start()
-        for i in (2, 3):
-            q.add(i, q.directory(i))
+        q.grow_to_three()
         old = q.directory(3)
         admin = AdminClient({"bootstrap.servers": q.nodes[1].bootstrap})
         _create(admin, "before-wipe")
@@ -318,12 +322,7 @@ def test_voters_killed_and_restarted_keep_the_quorum_changing_and_serving(tmp_pa
     resigned at once and later stayed Unattached, and the next change never committed.)"""
     q = _Quorum(tmp_path)
     try:
-        for n in q.nodes.values():
-            n.format(q.cluster_id)
-        for i in (1, 2, 3):
-            q.nodes[i].start()
-        for i in (2, 3):
-            q.add(i, q.directory(i))
+        q.grow_to_three()
         voters = [(i, q.directory(i)) for i in (1, 2, 3)]
         for round_ in range(4):
             wait_until(lambda: _all_voters_follow(q, voters), timeout=20, message=f"round {round_}: voters follow")
