@@ -242,22 +242,15 @@ class BrokerCollector:
             c = CounterMetricFamily(name, f"kafka.server:type=ReplicaManager,name={help_}")
             c.add_metric([], value)
             yield c
-        out = CounterMetricFamily(
-            "kafka_server_brokertopicmetrics_bytesout",
-            "kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec: record bytes sent to consumers (not to followers)",
-            labels=["topic"],
-        )
-        for topic, n in s.bytes_out:
-            out.add_metric([topic], n)
-        yield out
-        into = CounterMetricFamily(
-            "kafka_server_brokertopicmetrics_bytesin",
-            "kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec: record bytes producers appended to the partitions this broker leads",
-            labels=["topic"],
-        )
-        for topic, n in s.bytes_in:
-            into.add_metric([topic], n)
-        yield into
+        for name, help_, per_topic in (
+            ("bytesout", "BytesOutPerSec: record bytes sent to consumers (not to followers)", s.bytes_out),
+            ("bytesin", "BytesInPerSec: record bytes producers appended to the partitions this broker leads", s.bytes_in),
+        ):
+            c = CounterMetricFamily(f"kafka_server_brokertopicmetrics_{name}",
+                                    f"kafka.server:type=BrokerTopicMetrics,name={help_}", labels=["topic"])
+            for topic, n in per_topic:
+                c.add_metric([topic], n)
+            yield c
         yield GaugeMetricFamily(
             "kafka_server_kafkaserver_brokerstate",
             "kafka.server:type=KafkaServer,name=BrokerState: 3 running, 6 pending controlled shutdown, 7 shutting down",
