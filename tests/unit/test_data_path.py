@@ -142,3 +142,23 @@ def test_an_unknown_partition_is_answered_per_partition(tmp_path: Path) -> None:
         assert got.error_code == ErrorCode.unknown_topic_or_partition
 
     asyncio.run(run())
+
+
+def test_an_out_of_order_batch_is_answered_and_logged(tmp_path: Path, caplog: Any) -> None:
+    """OUT_OF_ORDER_SEQUENCE_NUMBER is rare and fatal to a transactional producer: each answer is
+    logged at INFO with what tells the race apart -- partition, leader epoch, log end, producer,
+    epoch, the sequence expected and the one received."""
+    async def run() -> None:
+        rm = _manager(tmp_path)
+        cls = api.request_schema(0, 9)
+        topic_cls, part_cls = nested(cls, "TopicProduceData"), nested(cls, "PartitionProduceData")
+        for seq, want in ((0, ErrorCode.none), (5, ErrorCode.out_of_order_sequence_number)):
+            batch = build_batch([(NOW, None, b"i")], producer_id=3, producer_epoch=1, base_sequence=seq)
+            req = make(cls, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5), topic_data=(
+                make(topic_cls, name=TP.topic, partition_data=(make(part_cls, index=TP.partition, records=batch),)),))
+            assert produce(rm, _ctx(0, 9), req).responses[0].partition_responses[0].error_code == want
+
+    with caplog.at_level("INFO", logger="kavka.replication"):
+        asyncio.run(run())
+    assert ("t-0 (leader epoch 0, log end 1): OUT_OF_ORDER_SEQUENCE_NUMBER: out of order sequence for producer 3 "
+            "epoch 1: expected 1, got 5") in caplog.text

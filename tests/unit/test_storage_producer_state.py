@@ -30,11 +30,12 @@ def test_retried_batch_is_not_written_twice(log):
 
 def test_gap_and_fenced_epoch_are_refused_and_nothing_is_written(log):
     log.append_as_leader(_batch(7, 1, 0), leader_epoch=0, now_ms=1)
-    with pytest.raises(OutOfOrderSequenceError):
+    # (the messages name what the broker logs of a refusal: producer, epoch, expected and received)
+    with pytest.raises(OutOfOrderSequenceError, match="producer 7 epoch 1: expected 2, got 5"):
         log.append_as_leader(_batch(7, 1, 5), leader_epoch=0, now_ms=1)
     with pytest.raises(InvalidProducerEpochError):
         log.append_as_leader(_batch(7, 0, 2), leader_epoch=0, now_ms=1)
-    with pytest.raises(OutOfOrderSequenceError):
+    with pytest.raises(OutOfOrderSequenceError, match=r"producer 7 epoch 2 \(current epoch 1\).* must be 0, got 3"):
         log.append_as_leader(_batch(7, 2, 3), leader_epoch=0, now_ms=1)  # new epoch must start at 0
     assert log.log_end_offset == 2
     log.append_as_leader(_batch(7, 2, 0), leader_epoch=0, now_ms=1)

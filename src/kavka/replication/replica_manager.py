@@ -278,6 +278,11 @@ class ReplicaManager:
                 record_errors = tuple(e.record_errors) if isinstance(e, RecordValidationError) else ()
                 if error == ErrorCode.unknown_server_error:
                     log.exception("append to %s failed", tp)
+                elif error == ErrorCode.out_of_order_sequence_number:
+                    # Rare and a sign of a race between a producer's batches: enough to tell, from the
+                    # logs alone, which broker refused which batch and what it held.
+                    log.info("%s (leader epoch %d, log end %d): OUT_OF_ORDER_SEQUENCE_NUMBER: %s",
+                             tp, p.leader_epoch, p.log_end_offset, message)
                 # A record validation error carries the log start offset, as Kafka's
                 # unknownLogAppendInfoWithLogStartOffset; other errors carry -1.
                 start = p.log_start_offset if error in (ErrorCode.invalid_record, ErrorCode.invalid_timestamp) else -1

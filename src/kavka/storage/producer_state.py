@@ -247,11 +247,13 @@ class ProducerStateManager:
                 # is taken at its word, as Kafka does.
                 if h.base_sequence != 0 and cur_epoch >= 0:
                     raise OutOfOrderSequenceError(
-                        f"producer {h.producer_id}: the first sequence of new epoch {h.producer_epoch} must be 0, got {h.base_sequence}"
+                        f"producer {h.producer_id} epoch {h.producer_epoch} (current epoch {cur_epoch}): the first "
+                        f"sequence of a new epoch must be 0, got {h.base_sequence}"
                     )
             elif cur_last >= 0 and h.base_sequence != _next_seq(cur_last):
                 raise OutOfOrderSequenceError(
-                    f"out of order sequence for producer {h.producer_id}: expected {_next_seq(cur_last)}, got {h.base_sequence}"
+                    f"out of order sequence for producer {h.producer_id} epoch {h.producer_epoch}: "
+                    f"expected {_next_seq(cur_last)}, got {h.base_sequence}"
                 )
             staged[h.producer_id] = (h.producer_epoch, _last_seq(h))
             out.append(None)
