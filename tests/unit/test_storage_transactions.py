@@ -25,6 +25,7 @@ from kavka.storage.cleaner import first_uncleanable_offset, maybe_clean
 from kavka.storage.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
+    OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
 from kavka.storage.log_config import LogConfig
@@ -487,6 +488,19 @@ def test_a_marker_between_verification_and_append_makes_the_guard_stale(tmp_path
     assert not ps.verified(7, 0, guard)
     again = ps.start_verification(7, 0)  # a new verification takes a new guard
     assert again is not guard and ps.verified(7, 0, again) and not ps.verified(7, 0, guard)
+
+
+def test_an_epoch_begun_by_a_marker_starts_at_sequence_zero(tmp_path):
+    """Transactions v2: the marker of the previous transaction carries the bumped epoch, so the
+    partition knows the producer's new epoch before any of its batches; the first batch of that
+    epoch must still be sequence 0 (Kafka's inSequence(-1, seq)), not any sequence."""
+    log = _open(tmp_path / "t-0")
+    _append(log, _txn(7, 0, 0))
+    _end(log, COMMIT, 7, 1)  # the v2 marker: epoch 0's transaction, written with epoch 1
+    with pytest.raises(OutOfOrderSequenceError, match="producer 7 epoch 1: expected 0, got 1"):
+        _append(log, _txn(7, 1, 1))
+    _append(log, _txn(7, 1, 0))
+    assert log.log_end_offset == 5
 
 
 def test_a_newer_epoch_makes_the_guard_stale(tmp_path):

@@ -250,7 +250,9 @@ class ProducerStateManager:
                         f"producer {h.producer_id} epoch {h.producer_epoch} (current epoch {cur_epoch}): the first "
                         f"sequence of a new epoch must be 0, got {h.base_sequence}"
                     )
-            elif cur_last >= 0 and h.base_sequence != _next_seq(cur_last):
+            elif h.base_sequence != _next_seq(cur_last):
+                # (An epoch with no batch here yet -- its first was a marker, the transactions v2
+                # marker carrying the bumped epoch -- starts at 0: Kafka's inSequence(-1, seq).)
                 raise OutOfOrderSequenceError(
                     f"out of order sequence for producer {h.producer_id} epoch {h.producer_epoch}: "
                     f"expected {_next_seq(cur_last)}, got {h.base_sequence}"
