@@ -219,7 +219,7 @@ class Sim:
         if not self.verification or not ps.needs_verification(b.producer_id, b.epoch):
             self._append(b, None)
             return
-        guard = ps.start_verification(b.producer_id, b.epoch)
+        guard = ps.start_verification(b.producer_id, b.epoch, DATA.base_sequence)
         rid = next(self.rid)
         self.verifies[rid] = (b, guard)
         self.core.handle_add_partitions(rid, b.txn_id, b.producer_id, b.epoch, [b.tp], self.now, verify_only=True)

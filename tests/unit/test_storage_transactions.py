@@ -463,8 +463,8 @@ def test_verification_guard_lets_the_verified_append_open_a_transaction(tmp_path
     log = _open(tmp_path / "t-0")
     ps = log.producer_state
     assert ps.needs_verification(7, 0)
-    guard = ps.start_verification(7, 0)
-    assert ps.start_verification(7, 0) is guard  # one verification in flight per producer and epoch
+    guard = ps.start_verification(7, 0, 0)
+    assert ps.start_verification(7, 0, 0) is guard  # one verification in flight per producer and epoch
     assert ps.verified(7, 0, guard)
     assert not ps.verified(7, 0, None) and not ps.verified(7, 1, guard)
     _append(log, _txn(7, 0, 0))
@@ -483,11 +483,35 @@ def test_a_marker_between_verification_and_append_makes_the_guard_stale(tmp_path
     the verified batch arrives. Its guard is gone, so it must not open a transaction."""
     log = _open(tmp_path / "t-0")
     ps = log.producer_state
-    guard = ps.start_verification(7, 0)
+    guard = ps.start_verification(7, 0, 0)
     _end(log, ABORT, 7, 0)
     assert not ps.verified(7, 0, guard)
-    again = ps.start_verification(7, 0)  # a new verification takes a new guard
+    again = ps.start_verification(7, 0, 0)  # a new verification takes a new guard
     assert again is not guard and ps.verified(7, 0, again) and not ps.verified(7, 0, guard)
+
+
+def test_a_batch_past_one_still_to_be_verified_is_refused_on_a_fresh_partition(tmp_path):
+    """Kafka's VerificationStateEntry.lowestSequence: the producer's first batch here (sequence 0)
+    failed its verification with a retriable error (the coordinator busy) and the next one
+    (sequence 2) passed. Taken at its word, the later batch would be appended first and the first
+    one's retry refused for ever; so the later one is refused (the producer retries it) until the
+    first is in."""
+    log = _open(tmp_path / "t-0")
+    ps = log.producer_state
+    guard = ps.start_verification(7, 0, 0)
+    assert ps.start_verification(7, 0, 2) is guard and guard.lowest_sequence == 0
+    with pytest.raises(OutOfOrderSequenceError, match="producer 7 epoch 0: 2 while its batch at sequence 0 is still"):
+        _append(log, _txn(7, 0, 2))
+    assert log.log_end_offset == 0
+    _append(log, _txn(7, 0, 0))
+    _append(log, _txn(7, 0, 2))
+    assert log.log_end_offset == 4 and ps.verification_guards == {}
+    # a lower sequence verified later lowers the bar
+    other = ps.start_verification(8, 0, 5)
+    assert ps.start_verification(8, 0, 3) is other and other.lowest_sequence == 3
+    with pytest.raises(OutOfOrderSequenceError):
+        _append(log, _txn(8, 0, 5))
+    _append(log, _txn(8, 0, 3))
 
 
 def test_an_epoch_begun_by_a_marker_starts_at_sequence_zero(tmp_path):
@@ -506,9 +530,9 @@ def test_an_epoch_begun_by_a_marker_starts_at_sequence_zero(tmp_path):
 def test_a_newer_epoch_makes_the_guard_stale(tmp_path):
     log = _open(tmp_path / "t-0")
     ps = log.producer_state
-    guard = ps.start_verification(7, 0)
+    guard = ps.start_verification(7, 0, 0)
     _end(log, ABORT, 7, 1)  # the coordinator bumped the epoch as it aborted
     assert not ps.verified(7, 0, guard)
-    newer = ps.start_verification(7, 1)
+    newer = ps.start_verification(7, 1, 0)
     _append(log, _txn(8, 0, 0))  # another producer's transaction does not touch it
     assert ps.verified(7, 1, newer)

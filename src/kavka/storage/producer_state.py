@@ -123,13 +123,25 @@ class VerificationGuard:
 
     `supports_epoch_bump` (transactions v2): the guard of a partition being added for the next
     transaction survives the previous transaction's marker when that marker carries the guard's
-    epoch (the bumped epoch both share); any other marker clears it (Kafka's updateProducers)."""
+    epoch (the bumped epoch both share); any other marker clears it (Kafka's updateProducers).
 
-    __slots__ = ("producer_epoch", "supports_epoch_bump")
+    `lowest_sequence`: the lowest first sequence of the batches verified under this guard (Kafka's
+    VerificationStateEntry.lowestSequence). While the guard stands, a batch of a producer the
+    partition has no state for, with a higher first sequence, is refused
+    OUT_OF_ORDER_SEQUENCE_NUMBER (`ProducerStateManager.check`) instead of being taken at its word:
+    when the lowest one's verification failed with a retriable error (the coordinator busy:
+    CONCURRENT_TRANSACTIONS) and a later one's passed, the later one would be appended first and
+    the lowest one's retry refused for ever. The producer retries a refused batch that is not its
+    next one. (Kafka refuses such a batch even where the partition knows the producer; there the
+    sequence check refuses it anyway, and a guard a failed verification left behind cannot block a
+    known producer.)"""
 
-    def __init__(self, producer_epoch: int, supports_epoch_bump: bool = False) -> None:
+    __slots__ = ("producer_epoch", "supports_epoch_bump", "lowest_sequence")
+
+    def __init__(self, producer_epoch: int, supports_epoch_bump: bool = False, lowest_sequence: int = 0) -> None:
         self.producer_epoch = producer_epoch
         self.supports_epoch_bump = supports_epoch_bump
+        self.lowest_sequence = lowest_sequence
 
 
 class ProducerStateManager:
@@ -157,13 +169,17 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         return entry is not None and entry.producer_epoch == producer_epoch
 
-    def start_verification(self, producer_id: int, producer_epoch: int, *,
+    def start_verification(self, producer_id: int, producer_epoch: int, first_sequence: int, *,
                            supports_epoch_bump: bool = False) -> VerificationGuard:
-        """The guard for a verification of `producer_id` at `producer_epoch`; a verification
-        already in flight at the same epoch shares its guard (Kafka's maybeCreateVerificationStateEntry)."""
+        """The guard for a verification of `producer_id`'s batch at `producer_epoch` starting at
+        `first_sequence`; a verification already in flight at the same epoch shares its guard,
+        which keeps the lowest first sequence (Kafka's maybeCreateVerificationStateEntry)."""
         g = self.verification_guards.get(producer_id)
         if g is None or g.producer_epoch != producer_epoch:
-            g = self.verification_guards[producer_id] = VerificationGuard(producer_epoch, supports_epoch_bump)
+            g = self.verification_guards[producer_id] = VerificationGuard(
+                producer_epoch, supports_epoch_bump, first_sequence)
+        elif first_sequence < g.lowest_sequence:
+            g.lowest_sequence = first_sequence
         return g
 
     def verified(self, producer_id: int, producer_epoch: int, guard: VerificationGuard | None) -> bool:
@@ -241,11 +257,18 @@ class ProducerStateManager:
                 raise InvalidProducerEpochError(
                     f"producer {h.producer_id} epoch {h.producer_epoch} is older than the current epoch {cur_epoch}"
                 )
-            if h.producer_epoch != cur_epoch:
-                # A new epoch starts at sequence 0. A producer this partition
-                # has no state for (its batches removed by retention, KIP-360)
-                # is taken at its word, as Kafka does.
-                if h.base_sequence != 0 and cur_epoch >= 0:
+            if cur_epoch < 0:
+                # A producer this partition has no state for (a new one, or its batches removed by
+                # retention, KIP-360) is taken at its word, as Kafka does -- but not past one of its
+                # batches still to be verified (VerificationGuard.lowest_sequence).
+                guard = self.verification_guards.get(h.producer_id)
+                if guard is not None and h.base_sequence > guard.lowest_sequence:
+                    raise OutOfOrderSequenceError(
+                        f"out of order sequence for producer {h.producer_id} epoch {h.producer_epoch}: "
+                        f"{h.base_sequence} while its batch at sequence {guard.lowest_sequence} is still to be verified"
+                    )
+            elif h.producer_epoch != cur_epoch:
+                if h.base_sequence != 0:  # a new epoch starts at sequence 0
                     raise OutOfOrderSequenceError(
                         f"producer {h.producer_id} epoch {h.producer_epoch} (current epoch {cur_epoch}): the first "
                         f"sequence of a new epoch must be 0, got {h.base_sequence}"

@@ -94,7 +94,7 @@ def _needing_verification(node: BrokerNode, req: Any, may_write: Callable[[str],
             if state.needs_verification(h.producer_id, h.producer_epoch):
                 out[TopicPartition(t.name, pd.index)] = (
                     h.producer_id, h.producer_epoch,
-                    state.start_verification(h.producer_id, h.producer_epoch, supports_epoch_bump=add))
+                    state.start_verification(h.producer_id, h.producer_epoch, h.base_sequence, supports_epoch_bump=add))
     return out
 
 
