@@ -5,18 +5,22 @@ can be driven with nothing but a ReplicaManager over a real LogManager in a temp
 Fetch, the metadata image for topic ids). Checked here end to end through the encoded responses:
 a produce's offsets, a consumer fetch of what was produced, the long poll answered in the
 callback of the append that completes it, acks=all waiting for a follower's fetch (a follower's
-Fetch through the same handler), and an unknown partition.
+Fetch through the same handler), and an unknown partition. A transactional producer's pipelined
+batches go through `handle_produce` itself, with a stand-in node whose transaction coordinator
+answers when the test says: they are appended in the order they arrived.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import inspect
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from kavka.broker.handlers.fetch import fetch
-from kavka.broker.handlers.produce import produce
+from kavka.broker.handlers.produce import handle_produce, produce
 from kavka.broker.server import RequestContext
 from kavka.common import ErrorCode, TopicPartition
 from kavka.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration
@@ -162,3 +166,121 @@ def test_an_out_of_order_batch_is_answered_and_logged(tmp_path: Path, caplog: An
         asyncio.run(run())
     assert ("t-0 (leader epoch 0, log end 1): OUT_OF_ORDER_SEQUENCE_NUMBER: out of order sequence for producer 3 "
             "epoch 1: expected 1, got 5") in caplog.text
+
+
+# ---- a transactional producer's pipelined batches (issue 30) ---------------------------------
+
+
+class _Node:
+    """What handle_produce uses of a BrokerNode: the replica manager, no quotas or authorizer, the
+    partition verification on; the transaction coordinator's answers are given by the test."""
+
+    def __init__(self, rm: ReplicaManager) -> None:
+        self.replica_manager = rm
+        self.image = MetadataImage()
+        self.txn_appends: dict[str, asyncio.Future[None]] = {}
+        self.client_quotas = SimpleNamespace(record_produce=lambda *_: 0)
+        self.resolver = SimpleNamespace(broker_value=lambda image, key: True)
+        self.verifications: list[tuple[list[TopicPartition], asyncio.Future[dict[TopicPartition, ErrorCode]]]] = []
+
+    def authorizer(self) -> None:
+        return None
+
+    async def verify_txn_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                    partitions: list[TopicPartition], *, add: bool = False) -> dict[TopicPartition, ErrorCode]:
+        answer: asyncio.Future[dict[TopicPartition, ErrorCode]] = asyncio.get_running_loop().create_future()
+        self.verifications.append((partitions, answer))
+        return await answer
+
+    def answer(self, i: int, error: ErrorCode = ErrorCode.none) -> None:
+        tps, answer = self.verifications[i]
+        answer.set_result(dict.fromkeys(tps, error))
+
+
+def _send(node: _Node, seq: int) -> asyncio.Future[Any]:
+    """A Produce v12 (transactions v2) of producer 7's batch at `seq`, dispatched as the server
+    does: the handler is called on arrival, an awaitable answer runs as a task."""
+    cls = api.request_schema(0, 12)
+    topic_cls, part_cls = nested(cls, "TopicProduceData"), nested(cls, "PartitionProduceData")
+    batch = build_batch([(NOW, None, b"s%d" % seq)], producer_id=7, producer_epoch=0, base_sequence=seq,
+                        is_transactional=True)
+    req = make(cls, transactional_id="tx", acks=-1, timeout=datetime.timedelta(seconds=5), topic_data=(
+        make(topic_cls, name=TP.topic, partition_data=(make(part_cls, index=TP.partition, records=batch),)),))
+    answer = handle_produce(node, _ctx(0, 12), req)  # type: ignore[arg-type]
+    if inspect.isawaitable(answer):
+        return asyncio.ensure_future(answer)
+    done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    done.set_result(answer)
+    return done
+
+
+async def _settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def _part(resp: Any) -> tuple[ErrorCode, int]:
+    [part] = resp.responses[0].partition_responses
+    return ErrorCode(part.error_code), part.base_offset
+
+
+def test_a_batch_sent_while_the_first_is_verified_is_appended_after_it(tmp_path: Path) -> None:
+    """The Java client's fresh-topic failure: batches 0 and 1 arrive while the partition is not yet
+    in the transaction, so batch 0 waits for the coordinator; batch 2 arrives once batch 0 is in
+    (the transaction open). Batch 2 must not overtake batch 1 (it would be refused out of order,
+    and the producer, by then acknowledged up to 1, would take that as fatal): the producer's
+    requests append in the order they came."""
+    async def run() -> None:
+        node = _Node(_manager(tmp_path))
+        first, second = _send(node, 0), _send(node, 1)
+        await _settle()
+        node.answer(0)
+        assert _part(await first) == (ErrorCode.none, 0)
+        third = _send(node, 2)
+        await _settle()
+        for i in range(1, len(node.verifications)):
+            node.answer(i)
+        assert [_part(await f) for f in (second, third)] == [(ErrorCode.none, 1), (ErrorCode.none, 2)]
+        # batch 1 waited behind batch 0 and, the transaction open by then, needed no verification
+        assert len(node.verifications) == 1 and node.txn_appends == {}
+
+    asyncio.run(run())
+
+
+def test_a_batch_behind_a_first_one_refused_retriably_is_refused_too(tmp_path: Path) -> None:
+    """Batch 0's verification fails with a retriable error (the coordinator busy); batch 1, behind
+    it, is then verified, but appending it first would leave batch 0 refused out of order for ever:
+    it is refused OUT_OF_ORDER_SEQUENCE_NUMBER (not the producer's next batch: retried), and the
+    retries append in order."""
+    async def run() -> None:
+        node = _Node(_manager(tmp_path))
+        first, second = _send(node, 0), _send(node, 1)
+        await _settle()
+        node.answer(0, ErrorCode.not_enough_replicas)
+        assert _part(await first)[0] == ErrorCode.not_enough_replicas
+        await _settle()
+        node.answer(1)
+        assert _part(await second)[0] == ErrorCode.out_of_order_sequence_number
+        first, second = _send(node, 0), _send(node, 1)
+        await _settle()
+        node.answer(2)
+        assert [_part(await f) for f in (first, second)] == [(ErrorCode.none, 0), (ErrorCode.none, 1)]
+
+    asyncio.run(run())
+
+
+def test_a_closed_connection_does_not_hold_the_line(tmp_path: Path) -> None:
+    """The first request's connection closes while it is verified (the server cancels its task):
+    the one behind it goes on (refused as batch 0 never came, as above) and leaves no line behind."""
+    async def run() -> None:
+        node = _Node(_manager(tmp_path))
+        first, second = _send(node, 0), _send(node, 1)
+        await _settle()
+        first.cancel()
+        await _settle()
+        assert len(node.verifications) == 2
+        node.answer(1)
+        assert _part(await second)[0] == ErrorCode.out_of_order_sequence_number
+        assert node.txn_appends == {}
+
+    asyncio.run(run())

@@ -192,6 +192,9 @@ class BrokerNode:
         self.transactions: TransactionCoordinatorManager | None = None  # likewise
         self._marker_channels: dict[int, Any] = {}  # leader id -> AsyncChannel (WriteTxnMarkers)
         self._verify_channels: dict[int, Any] = {}  # coordinator id -> AsyncChannel (AddPartitionsToTxn v4)
+        # transactional id -> resolved once the last of its Produce requests waiting to append has
+        # appended: the ones read after it wait for it (broker.handlers.produce)
+        self.txn_appends: dict[str, asyncio.Future[None]] = {}
         # leader id -> markers waiting for its next WriteTxnMarkers, and the task draining them
         self._marker_queues: dict[int, list[tuple[WriteMarkers, list[TopicPartition], asyncio.Future[Any]]]] = {}
         self._marker_drains: dict[int, asyncio.Task[None]] = {}

@@ -421,9 +421,13 @@ public final class KavkaClientProbe {
     }
 
     /** A transactional producer: commit (with sendOffsetsToTransaction), abort, commit; a
-     * read_committed consumer sees only the committed records; then the transaction Admin calls. */
+     * read_committed consumer sees only the committed records; then the transaction Admin calls.
+     * Every send must succeed (a failed one ends the run with its exception). With linger_ms=0 and
+     * pause_ms=N the records leave one batch each, N ms apart, so a partition has several batches
+     * of the producer in flight while its first is still being verified or added. */
     static void txn() throws Exception {
         String topic = arg("topic"), txnId = arg("txn_id"), groupId = arg("group");
+        int pauseMs = Integer.parseInt(args.getOrDefault("pause_ms", "0"));
         long base = System.currentTimeMillis() - 60_000L;
         List<TopicPartition> tps = List.of(new TopicPartition(topic, 0), new TopicPartition(topic, 1));
         try (Admin admin = admin()) {
@@ -431,6 +435,7 @@ public final class KavkaClientProbe {
             Properties p = producerProps();
             p.put("transactional.id", txnId);
             p.put("acks", "all");
+            if (args.containsKey("linger_ms")) p.put("linger.ms", arg("linger_ms"));
             try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
                  KafkaConsumer<byte[], byte[]> groupConsumer = new KafkaConsumer<>(consumerProps(groupId))) {
                 producer.initTransactions();
@@ -442,8 +447,20 @@ public final class KavkaClientProbe {
                     producer.beginTransaction();
                     List<ProducerRecord<byte[], byte[]>> recs = new ArrayList<>();
                     for (int i = n; i < n + k; i++) recs.add(sampleRecord(topic, i % 2, i, base));
-                    for (ProducerRecord<byte[], byte[]> rec : recs) producer.send(rec);
+                    List<Future<RecordMetadata>> sends = new ArrayList<>();
+                    for (ProducerRecord<byte[], byte[]> rec : recs) {
+                        sends.add(producer.send(rec));
+                        if (pauseMs > 0) Thread.sleep(pauseMs);
+                    }
                     producer.flush();
+                    for (int i = 0; i < sends.size(); i++) {
+                        try {
+                            sends.get(i).get();
+                        } catch (ExecutionException e) {
+                            throw new RuntimeException("send of record " + (n + i) + " to partition " + recs.get(i).partition()
+                                    + " (" + kv[0] + " transaction) failed", e.getCause());
+                        }
+                    }
                     producer.sendOffsetsToTransaction(Map.of(tps.get(0), new OffsetAndMetadata(n + k)), groupConsumer.groupMetadata());
                     if (kv[0].equals("commit")) producer.commitTransaction(); else producer.abortTransaction();
                     for (ProducerRecord<byte[], byte[]> rec : recs) {

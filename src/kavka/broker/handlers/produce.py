@@ -12,10 +12,23 @@ watermark in the purgatory -- is `ReplicaManager.append_records`
 protocol.legacy) and, with an authorizer, partitions of topics the principal may not Write
 (TOPIC_AUTHORIZATION_FAILED, broker.authorization), and encodes the answer. acks=0 gets no response; an error under acks=0 closes
 the connection, as Kafka does, since that is the only way to tell the producer.
+
+A transactional producer's appends keep the order its requests arrived in. Kafka reads one request
+of a connection at a time, so a Produce that waits for the transaction coordinator (KIP-890
+verification, `_verify`) holds back the producer's next ones. kavka reads requests ahead and
+serves them concurrently, so such a Produce heads a line of its producer's requests
+(`BrokerNode.txn_appends`, per transactional id): those read before it has appended (or been
+refused) append after it, in turn -- only the appends wait, not the acks. Without the line, a
+batch sent while the producer's earlier batch on that partition was still being verified (by
+then the transaction was open there, so it needed no verification) was appended first, and
+the earlier one was refused OUT_OF_ORDER_SEQUENCE_NUMBER -- fatal to the transaction, as the
+producer had by then seen every batch before it acknowledged (issue 30: the Java client's
+transactional test, on a fresh topic).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -59,12 +72,42 @@ def handle_produce(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     # Produce v12+ from a transactional producer is transactions v2 (KIP-890 part 2): the leader
     # adds the partition to the transaction itself, whatever transaction.partition.verification.enable says.
     add = ctx.api_version >= 12
-    unverified = (_needing_verification(node, req, may_write, add=add)
-                  if req.transactional_id is not None and req.acks != 0 else {})
-    if unverified:
-        return _verify_then_produce(node, ctx, req, unverified, throttle_ms, may_write, add=add)
-    return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms, may_write=may_write)
+    txn_id = str(req.transactional_id) if req.transactional_id is not None and req.acks != 0 else None
+    if txn_id is None:
+        return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms, may_write=may_write)
+    ahead = node.txn_appends.get(txn_id)
+    unverified = _needing_verification(node, req, may_write, add=add) if ahead is None else {}
+    if ahead is None and not unverified:
+        return produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms, may_write=may_write)
+    # This append waits (for the coordinator, or behind one that does): the producer's next
+    # requests line up behind it until it is appended.
+    appended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    node.txn_appends[txn_id] = appended
+    return _produce_in_turn(node, ctx, req, txn_id=txn_id, ahead=ahead, appended=appended, unverified=unverified,
+                            throttle_ms=throttle_ms, may_write=may_write, add=add)
 
+
+async def _produce_in_turn(node: BrokerNode, ctx: RequestContext, req: Any, *, txn_id: str,
+                           ahead: asyncio.Future[None] | None, appended: asyncio.Future[None],
+                           unverified: dict[TopicPartition, tuple[int, int, Any]], throttle_ms: int,
+                           may_write: Callable[[str], bool] | None, add: bool) -> Any:
+    """Append once the request `ahead` (the same producer's, read before this one) has appended,
+    verifying first what needs it -- decided only then, as the requests ahead may have opened the
+    transaction here or been refused; then resolve `appended` for the request behind, and wait
+    for the acks. `appended` is resolved however this ends (a closed connection cancels it)."""
+    try:
+        if ahead is not None:
+            await asyncio.shield(ahead)  # (a cancelled wait must not cancel the future others share)
+            unverified = _needing_verification(node, req, may_write, add=add)
+        refused = await _verify(node, req, unverified, add=add) if unverified else {}
+        result = produce(node.replica_manager, ctx, req, throttle_ms=throttle_ms, may_write=may_write,
+                         refused_before=refused)
+    finally:
+        if not appended.done():
+            appended.set_result(None)
+        if node.txn_appends.get(txn_id) is appended:
+            del node.txn_appends[txn_id]
+    return await result.future if isinstance(result, Delayed) else result
 
 
 def _needing_verification(node: BrokerNode, req: Any, may_write: Callable[[str], bool] | None, *,
@@ -98,14 +141,13 @@ def _needing_verification(node: BrokerNode, req: Any, may_write: Callable[[str],
     return out
 
 
-async def _verify_then_produce(node: BrokerNode, ctx: RequestContext, req: Any,
-                               unverified: dict[TopicPartition, tuple[int, int, Any]], throttle_ms: int,
-                               may_write: Callable[[str], bool] | None, *, add: bool = False) -> Any:
-    """Ask the transaction coordinator (BrokerNode.verify_txn_partitions) about `unverified`, then
-    append: a partition the coordinator does not confirm, or whose guard a marker or a newer epoch
-    cleared meanwhile, is answered with the verification's error and not appended. The guards are
-    checked and the append made without yielding to the event loop in between. With `add`
-    (Produce v12, transactions v2) the partitions are added rather than verified."""
+async def _verify(node: BrokerNode, req: Any, unverified: dict[TopicPartition, tuple[int, int, Any]], *,
+                  add: bool = False) -> dict[TopicPartition, PartitionResponse]:
+    """Ask the transaction coordinator (BrokerNode.verify_txn_partitions) about `unverified`: the
+    answers of the partitions not to append -- those the coordinator does not confirm, or whose
+    guard a marker or a newer epoch cleared meanwhile -- with the verification's error. The caller
+    appends the rest without yielding to the event loop in between, so the guards still hold. With
+    `add` (Produce v12, transactions v2) the partitions are added rather than verified."""
     by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
     for tp, (pid, epoch, _) in unverified.items():
         by_producer.setdefault((pid, epoch), []).append(tp)
@@ -123,8 +165,7 @@ async def _verify_then_produce(node: BrokerNode, ctx: RequestContext, req: Any,
         if error != ErrorCode.none:
             refused[tp] = PartitionResponse(error, "the partition is not in the producer's ongoing transaction"
                                             if error == ErrorCode.invalid_txn_state else None)
-    result = produce(rm, ctx, req, throttle_ms=throttle_ms, may_write=may_write, refused_before=refused)
-    return await result.future if isinstance(result, Delayed) else result
+    return refused
 
 
 def produce(rm: ReplicaManager, ctx: RequestContext, req: Any, *, throttle_ms: int = 0,
