@@ -4,7 +4,8 @@ One broker of each server (--servers, default kavka,tansu), each warmed up as `p
 warms it (50,000 records produced and read back), then 200,000 x 1 KiB records produced once and
 read from offset 0 by a new confluent-kafka consumer per round (`workloads.consume`), the servers'
 order reversed every round. Prints each round (MB/s, broker CPU ms per MB, the client's and the
-broker's cores, the load average) and the medians with their ratios to the first server.
+broker's cores, the load average) and the medians with their ratios to the first server (`--json`:
+the rounds and medians as JSON on stdout instead).
 
 `--trace` also turns on librdkafka's fetch debug log for each round and reports what the broker
 answered to the same consumer: Fetch responses per run, their median size, the median time from
@@ -15,10 +16,12 @@ how the consume gap of issue 32 was found (docs/benchmarks.md).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
 import statistics
+import sys
 import time
 
 from bench import workloads
@@ -62,6 +65,8 @@ def main() -> int:
     ap.add_argument("--servers", default="kavka,tansu", help="comma-separated, of: " + ", ".join(STARTERS))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--warmup", type=int, default=50_000, help="records produced and read back before measuring")
+    ap.add_argument("--json", action="store_true", help="the rounds and medians as JSON")
     ap.add_argument("--trace", action="store_true", help="librdkafka's fetch log: response sizes and times")
     args = ap.parse_args()
     names = args.servers.split(",")
@@ -71,8 +76,8 @@ def main() -> int:
         topics = {}
         for n in names:
             b = brokers[n] = STARTERS[n]()
-            w = workloads.produce(b, record_size=1024, count=50_000, acks="1", partitions=1)
-            workloads.consume(b, topic=w["topic"], partitions=1, count=50_000, record_size=1024)
+            w = workloads.produce(b, record_size=1024, count=args.warmup, acks="1", partitions=1)
+            workloads.consume(b, topic=w["topic"], partitions=1, count=args.warmup, record_size=1024)
             topics[n] = workloads.produce(b, record_size=1024, count=args.records, acks="1", partitions=1)["topic"]
         for i in range(args.rounds):
             for n in names if i % 2 == 0 else names[::-1]:
@@ -95,15 +100,19 @@ def main() -> int:
                          f"client gap {r['client_gap_ms']:.1f} ms") if trace is not None else ""
                 print(f"round {i + 1} {n}: {r['mb_per_s']:.1f} MB/s, broker {r['broker_cpu_ms_per_mb']:.2f} ms/MB, "
                       f"cores broker {r['broker_cpu']:.2f} client {r['client_cpu']:.2f}, load {r['load']:.1f}{extra}",
-                      flush=True)
+                      file=sys.stderr if args.json else sys.stdout, flush=True)
     finally:
         for b in brokers.values():
             b.stop()
     base = names[0]
+    med = {n: {f: statistics.median(r[f] for r in runs[n]) for f in ("mb_per_s", "broker_cpu_ms_per_mb")} for n in names}
+    if args.json:
+        print(json.dumps({"runs": runs, "median": med}, indent=1))
+        return 0
     for field in ("mb_per_s", "broker_cpu_ms_per_mb"):
-        med = {n: statistics.median(r[field] for r in runs[n]) for n in names}
         print(field + ": " + ", ".join(
-            f"{n} {med[n]:.2f}" + (f" ({base}/{n} {med[base] / med[n]:.2f})" if n != base and med[n] else "") for n in names))
+            f"{n} {med[n][field]:.2f}" + (f" ({base}/{n} {med[base][field] / med[n][field]:.2f})" if n != base and med[n][field] else "")
+            for n in names))
     return 0
 
 
