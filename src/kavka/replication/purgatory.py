@@ -135,8 +135,12 @@ def _retire(waits: _Waits, entry: list[Any]) -> bool:
 
 
 def _over(tp: TopicPartition, entry: list[Any]) -> bool:
+    """Whether an offset wait is over: asked now, unless its owner ended it meanwhile."""
+    check = entry[2]
+    if check is None:
+        return True
     try:
-        return entry[2]()
+        return check()
     except Exception:  # one waiter's bug must not cost the others their wake-up; its deadline answers it
         log.exception("a purgatory callback for %s failed", tp)
         return True
