@@ -12,7 +12,8 @@ each run starts fresh broker processes), takes the median of the runs per figure
 `kavka server start --processes`); its other options are `python -m bench.processes`'s.
 
 Every server (and cluster) first takes an unmeasured warm-up of 50,000 1 KiB records, so the JVM's
-JIT compiler has run before Kafka is measured (kavka and Tansu get the same).
+JIT compiler has run before Kafka is measured (kavka and Tansu get the same); a single server also
+reads them back, so its group coordinator's topic exists before the measured consume.
 
 Two load clients (--clients): confluent-kafka from this process (bench/workloads.py), and Kafka's
 own kafka-producer-perf-test and kafka-consumer-perf-test (bench/java_perf.py, "java-perf"),
@@ -56,7 +57,10 @@ def run_broker(name: str, p: dict, clients: list[str], log) -> dict[str, dict]: 
     out: dict[str, dict] = {}
     try:
         log(f"  {name}: warm-up ({p['warmup']:,} records, not measured)")
-        workloads.produce(broker, record_size=1024, count=p["warmup"], acks="1", partitions=1)
+        w = workloads.produce(broker, record_size=1024, count=p["warmup"], acks="1", partitions=1)
+        # Read back too: the consumer's group lookup creates __consumer_offsets on kavka and Kafka
+        # (50 partitions), a once-per-cluster cost that is not consume throughput.
+        workloads.consume(broker, topic=w["topic"], partitions=1, count=p["warmup"], record_size=1024)
         if "confluent" in clients:
             for size, count in p["counts"].items():
                 for acks in ("1", "all"):

@@ -100,7 +100,15 @@ def produce(broker: Broker, *, record_size: int, count: int, acks: str, partitio
     return {**_throughput(broker, count, record_size, elapsed, b0, c0), "topic": topic}
 
 
-def consume(broker: Broker, *, topic: str, partitions: int, count: int, record_size: int) -> dict:
+def consume(broker: Broker, *, topic: str, partitions: int, count: int, record_size: int, config: dict | None = None) -> dict:
+    """Read `count` records from offset 0 of every partition (`config`: more consumer settings).
+
+    librdkafka stops fetching a partition whose local queue holds queued.max.messages.kbytes (64 MiB)
+    or queued.min.messages, and looks again only after fetch.queue.backoff.ms -- 1 s by default. A
+    broker that answers faster than this process drains the queue filled it and then sat idle for a
+    whole second of a run that lasts one (27 Nov: 135 against 600 MB/s, the same broker, by chance
+    of the scheduler); 10 ms keeps the client fetching as soon as it has room, for every server alike.
+    """
     c = Consumer(
         {
             "bootstrap.servers": broker.bootstrap,
@@ -110,7 +118,9 @@ def consume(broker: Broker, *, topic: str, partitions: int, count: int, record_s
             "enable.partition.eof": True,
             "fetch.max.bytes": 52428800,
             "max.partition.fetch.bytes": 10485760,
+            "fetch.queue.backoff.ms": 10,
             **QUIET,
+            **(config or {}),
         }
     )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

@@ -17,6 +17,9 @@ from __future__ import annotations
 import asyncio
 import gc
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kavka.replication.partition import TopicPartition
 from kavka.replication.replica_manager import ReplicaManager
 
@@ -207,3 +210,102 @@ def test_the_cycle_counter_sees_an_asyncio_cycle() -> None:
         fut.add_done_callback(lambda f, fut=fut: fut)  # pending: fut -> its callback -> fut
 
     assert _cyclic_garbage_of(one) > 0
+
+
+class _AcksPartition(_Partition):
+    """acks_all_state as Partition's: also NOT_ENOUGH_REPLICAS_AFTER_APPEND past the offset with a small ISR."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.isr_too_small = False
+
+    def acks_all_state(self, required: int):  # noqa: ANN201
+        from kio.schema.errors import ErrorCode
+
+        state = super().acks_all_state(required)
+        if state == ErrorCode.none and self.isr_too_small:
+            return ErrorCode.not_enough_replicas_after_append
+        return state
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("produce"), st.lists(st.tuples(st.integers(0, 1), st.integers(0, 40)), min_size=1, max_size=2)),
+        st.tuples(st.just("hw"), st.integers(0, 1), st.integers(0, 12)),
+        st.tuples(st.just("role"), st.integers(0, 1), st.booleans()),
+        st.tuples(st.just("isr"), st.integers(0, 1), st.booleans()),
+        st.tuples(st.just("wake_all"), st.integers(0, 1)),
+        st.tuples(st.just("cancel"), st.integers(0, 30)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OPS)
+def test_acks_all_waits_by_offset_answer_as_a_check_of_every_wait_at_every_change(ops) -> None:  # noqa: ANN001
+    """The purgatory asks acks=all waits in the order of their offsets and stops at the first that
+    still waits (Purgatory.watch_offset). Reference: each wait of each produce asked at every
+    visible change of its partition (and at construction), as a watch per produce did before.
+    Both must answer the same produces, with the same errors per partition, at the same step,
+    and leave nothing registered once all are answered or cancelled."""
+
+    async def run() -> None:
+        rm, a, b, _pa, _pb = _manager()
+        tps = (a, b)
+        parts = {tp: _AcksPartition() for tp in tps}
+        rm.partitions.update(parts)  # type: ignore[arg-type]
+        futures: list[asyncio.Future] = []
+        model: list[dict | None] = []  # per produce: {"pending": {tp: offset}, "out": {...}}; None once cancelled
+
+        def model_check(m: dict, tp: TopicPartition) -> None:
+            if tp in m["pending"]:
+                state = parts[tp].acks_all_state(m["pending"][tp])
+                if state is not None:
+                    m["out"][tp] = state
+                    del m["pending"][tp]
+
+        for op in ops:
+            kind = op[0]
+            if kind == "produce":
+                waits = list(dict((tps[i], off) for i, off in op[1]).items())
+                futures.append(rm.acks_future(waits, 30, dict).future)
+                m = {"pending": dict(waits), "out": {}}
+                for tp in list(m["pending"]):
+                    model_check(m, tp)
+                model.append(m)
+                continue
+            if kind == "cancel":
+                if op[1] < len(futures) and not futures[op[1]].done():
+                    futures[op[1]].cancel()
+                    model[op[1]] = None
+                    await asyncio.sleep(0)  # the done-callback that unregisters it
+                continue
+            tp = tps[op[1]]
+            p = parts[tp]
+            if kind == "hw":
+                p.high_watermark = max(p.high_watermark, op[2])
+            elif kind == "role":
+                p.leader = op[2]
+            elif kind == "isr":
+                p.isr_too_small = op[2]
+                continue  # no visible change: nothing is asked
+            if kind == "wake_all":
+                rm.purgatory.wake_all(tp)
+            else:
+                rm.purgatory.visible_change(tp)
+            for m in model:
+                if m is not None and m["pending"]:
+                    model_check(m, tp)
+            for fut, m in zip(futures, model, strict=True):
+                if m is None:
+                    continue
+                assert fut.done() == (not m["pending"]), (op, m)
+                if fut.done():
+                    assert fut.result() == m["out"]
+        for fut in futures:
+            fut.cancel()
+        await asyncio.sleep(0)
+        assert not rm.purgatory.visible_watchers
+
+    asyncio.run(run())
