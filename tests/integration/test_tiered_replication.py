@@ -153,6 +153,19 @@ def local_log_files(c: Cluster, node: int, topic: str) -> list[Path]:
     return sorted(partition_dir(c.nodes[node].log_dirs[0], topic).glob("*.log"))
 
 
+def local_tail(c: Cluster, node: int, topic: str) -> tuple[int, int]:
+    """(base offset of the first local segment, bytes in local segments) of `node`'s replica. The
+    broker deletes segments while this looks (renamed to .deleted, then removed): a segment gone
+    between the listing and its stat is simply not counted."""
+    sizes: dict[Path, int] = {}
+    for f in local_log_files(c, node, topic):
+        try:
+            sizes[f] = f.stat().st_size
+        except FileNotFoundError:
+            continue
+    return (int(min(sizes).stem) if sizes else -1), sum(sizes.values())
+
+
 class _Producer:
     """An idempotent acks=all producer in a thread, remembering what was acknowledged where."""
 
@@ -273,8 +286,8 @@ def _new_leader_continues_copying(cluster: Cluster) -> None:
     tiered = list_offset(cluster.nodes[leader], topic, LATEST_TIERED)[1]
     for n in cluster.brokers:
         def tail_only(n: int = n) -> bool:
-            files = local_log_files(cluster, n, topic)
-            return int(files[0].stem) > 0 and sum(f.stat().st_size for f in files) <= LOCAL_RETENTION + 3 * SEGMENT
+            first, size = local_tail(cluster, n, topic)
+            return first > 0 and size <= LOCAL_RETENTION + 3 * SEGMENT
         wait_until(tail_only, timeout=30, message=f"broker {n} down to its local tail")
         assert int(local_log_files(cluster, n, topic)[0].stem) <= tiered + 1, f"broker {n} deleted an uncopied segment"
 
@@ -314,10 +327,10 @@ def test_wiped_follower_rebuilds_only_the_local_tail(split_cluster: Cluster) -> 
     # ... and, once its local retention caught up with what it fetched meanwhile, holds about the
     # local retention, not the log
     def tail_only() -> bool:
-        files = local_log_files(c, victim, topic)
-        return int(files[0].stem) > 0 and sum(f.stat().st_size for f in files) <= LOCAL_RETENTION + 3 * SEGMENT
+        first, size = local_tail(c, victim, topic)
+        return first > 0 and size <= LOCAL_RETENTION + 3 * SEGMENT
     wait_until(tail_only, timeout=30, message="the rebuilt replica down to its local tail")
-    on_disk = sum(f.stat().st_size for f in local_log_files(c, victim, topic))
+    on_disk = local_tail(c, victim, topic)[1]
     whole = on_disk + sum(m.segment_size_in_bytes for m in remote_segments(c, topic))
     assert whole > 5 * on_disk, (whole, on_disk)
     _assert_every_ack_readable(c, topic, prod)
