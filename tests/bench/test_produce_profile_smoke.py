@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from bench.produce_profile import summarize
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,10 +35,13 @@ def test_summary_counts_own_and_total_samples_per_function(tmp_path: Path) -> No
     assert own["thread.py:_worker"] == 5
 
 
-def test_a_round_runs_on_a_real_broker_and_prints_cpu_per_mb() -> None:
-    res = subprocess.run([sys.executable, "-m", "bench.produce_profile", "--records", "2000", "--rounds", "1"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=240)
+@pytest.mark.parametrize("clients", [1, 2])
+def test_a_round_runs_on_a_real_broker_and_prints_cpu_per_mb(clients: int) -> None:
+    """From this process, or from two load-client processes (`--clients`)."""
+    res = subprocess.run([sys.executable, "-m", "bench.produce_profile", "--records", "2000", "--rounds", "1",
+                          "--clients", str(clients)], cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert f"from {clients} client(s)" in res.stdout, res.stdout
     # One tree: its ratios to itself are 1.00 (n/a when a tiny round cost under one clock tick).
     row = next(line for line in res.stdout.splitlines() if line.startswith(str(ROOT / "src")[-50:]))
     cpu_1k, cpu_100, *ratios = row.split()[-4:]
