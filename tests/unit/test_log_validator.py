@@ -291,3 +291,26 @@ def test_a_run_takes_its_timestamps_and_stops_at_an_odd_record():
     batch = build_batch(recs)
     assert _fast_scan(batch[61:], 5000, NOW, True) == ("keyless", 3000, 0)
     assert _reference_scan(batch[61:], 5000, NOW, True) == ("keyless", 3000, 0)
+
+
+def test_offset_delta_lanes_are_the_canonical_varints_of_2i():
+    """The lanes a run's offset deltas are compared with (built from repeats) hold, for each
+    width, byte j of the varint of zigzag(i) = 2i of every record i with a varint of that width."""
+
+    def varint(u: int) -> bytes:
+        out = bytearray()
+        while u >= 0x80:
+            out.append(u & 0x7F | 0x80)
+            u >>= 7
+        out.append(u)
+        return bytes(out)
+
+    for width, (first, stop) in lv._ZONES.items():
+        start, lanes = lv._offset_delta_lanes(width)
+        assert start == first and len(lanes) == width
+        for i in (*range(first, min(first + 200, stop)), *range(max(first, stop - 200), stop)):
+            encoded = varint(2 * i)
+            assert len(encoded) == width
+            assert bytes(lane[i - first] for lane in lanes) == encoded
+        assert all(len(lane) == stop - first for lane in lanes)
+    assert lv._offset_delta_lanes(4) == (0, (b"", b"", b"", b""))

@@ -380,12 +380,19 @@ _ZONES = {1: (0, 64), 2: (64, 8192), 3: (8192, 1 << 17)}
 def _offset_delta_lanes(width: int) -> tuple[int, tuple[bytes, ...]]:
     """The records whose canonical offset delta varint has `width` bytes: (the first one's index,
     and for each byte of the varint, that byte of each record's offset delta 2i, in order).
-    Empty lanes for another width: no run is checked there."""
+    Empty lanes for another width: no run is checked there. Built from repeats: byte 0 of 2i
+    repeats every 64 records, byte j > 0 is one value for blocks of 2**(7j - 1) records (and each
+    width's records start at a multiple of 64)."""
     first, stop = _ZONES.get(width, (0, 0))
-    deltas = range(2 * first, 2 * stop, 2)
-    return first, tuple(
-        bytes(((d >> (7 * j)) & 0x7F) | (0x80 if j < width - 1 else 0) for d in deltas) for j in range(max(width, 1))
-    )
+    lanes = []
+    for j in range(max(width, 1)):
+        more = 0x80 if j < width - 1 else 0  # continuation bit
+        if j == 0:
+            lanes.append(bytes(((2 * i) & 0x7F) | more for i in range(64)) * ((stop - first) // 64))
+        else:
+            block = 1 << (7 * j - 1)
+            lanes.append(b"".join(bytes((((i >> (7 * j - 1)) & 0x7F) | more,)) * block for i in range(first, stop, block)))
+    return first, tuple(lanes)
 
 
 _ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))  # one-byte zigzag varints, decoded
