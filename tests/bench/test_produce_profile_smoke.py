@@ -48,3 +48,15 @@ def test_a_round_runs_on_a_real_broker_and_prints_cpu_per_mb(clients: int) -> No
     assert float(cpu_1k) >= 0 and float(cpu_100) >= 0, row
     assert all(r in ("1.00", "n/a") for r in ratios), row
     assert re.search(r"each round\s+\d+\s+\d+", res.stdout), res.stdout
+
+
+def test_record_scan_bench_runs_and_compares_two_trees() -> None:
+    """`python -m bench.record_scan SRC SRC` loads the validator from each tree and prints each
+    case's ns a record for both, with the ratio (this tree against itself)."""
+    src = str(ROOT / "src")
+    res = subprocess.run([sys.executable, "-m", "bench.record_scan", src, src, "--number", "1"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = [line for line in res.stdout.splitlines() if "ratio to the first" in line]
+    assert len(rows) == 7, res.stdout
+    assert all(float(line.split()[-1]) > 0 for line in rows), res.stdout
