@@ -273,10 +273,11 @@ def _scan_records(data: bytes | memoryview, count: int, base_ts: int, compacted:
             else:
                 i = count
                 break
-            # A run of records shaped as the one at q, from record i at p on.
+            # Runs of records shaped as the one at q, from record i at p on.
+            shape = _shape(data, q)
             while True:
                 r = min(run, count - i, (n - p) // size)
-                got = _run(data, p, r, size, q, i) if r >= _MIN_RUN else None
+                got = _run(data, p, r, size, q, i, shape) if r >= _MIN_RUN and shape is not None else None
                 if got is None:
                     run = _FIRST_RUN
                     misses += 1
@@ -297,18 +298,17 @@ def _scan_records(data: bytes | memoryview, count: int, base_ts: int, compacted:
     return base_ts + hi, base_ts + lo
 
 
-def _run(data: bytes | memoryview, p: int, r: int, size: int, q: int, i: int) -> tuple[int, int] | None:
+def _run(
+    data: bytes | memoryview, p: int, r: int, size: int, q: int, i: int, shape: tuple[int, int, int, list[int]]
+) -> tuple[int, int] | None:
     """Whether the `r` records of `size` bytes from `p` on, records `i` to `i + r - 1`, have the
-    shape of the record at `q` (which the walk has checked): (max, min) of their timestamp deltas
-    if they do, None if any does not. Each field is read across all `r` records as one strided
+    `shape` of the record at `q` (which the walk has checked; `_shape`): (max, min) of their
+    timestamp deltas if they do, None if any does not. Each field is read across all `r` records as one strided
     slice: every byte of the template's length varints (the record's, its key's, its value's, its
     header count's and its headers') must be the template's, so each record's fields parse as the
     template's do and end where its length says; each offset delta must be the canonical varint of
     2(i + j), each timestamp delta one byte; attributes, keys, values and header contents may be
     anything."""
-    shape = _shape(data, q)
-    if shape is None:
-        return None
     ts, o, width, fixed = shape
     first, lanes = _offset_delta_lanes(width)
     if i < first or i + r > first + len(lanes[0]):
