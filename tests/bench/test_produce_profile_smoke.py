@@ -35,13 +35,14 @@ def test_summary_counts_own_and_total_samples_per_function(tmp_path: Path) -> No
     assert own["thread.py:_worker"] == 5
 
 
-@pytest.mark.parametrize("clients", [1, 2])
-def test_a_round_runs_on_a_real_broker_and_prints_cpu_per_mb(clients: int) -> None:
-    """From this process, or from two load-client processes (`--clients`)."""
+@pytest.mark.parametrize(("clients", "acks"), [(1, "1"), (2, "all")])
+def test_a_round_runs_on_a_real_broker_and_prints_cpu_per_mb(clients: int, acks: str) -> None:
+    """From this process, or from two load-client processes (`--clients`) with acks=all."""
     res = subprocess.run([sys.executable, "-m", "bench.produce_profile", "--records", "2000", "--rounds", "1",
-                          "--clients", str(clients)], cwd=ROOT, capture_output=True, text=True, timeout=240)
+                          "--clients", str(clients), "--acks", acks],
+                         cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert f"from {clients} client(s)" in res.stdout, res.stdout
+    assert f"(acks={acks}, " in res.stdout and f"from {clients} client(s)" in res.stdout, res.stdout
     # One tree: its ratios to itself are 1.00 (n/a when a tiny round cost under one clock tick).
     row = next(line for line in res.stdout.splitlines() if line.startswith(str(ROOT / "src")[-50:]))
     cpu_1k, cpu_100, *ratios = row.split()[-4:]
