@@ -2,9 +2,10 @@
 
 The produce path's own figure on a shared machine: throughput moves with the other processes on
 the cores, the broker's CPU seconds per MB much less. One broker, confluent-kafka producing
-`--records` records of 1 KiB and of 100 B to one partition, acks=1, linger.ms=5 (bench.workloads),
+`--records` records of 1 KiB and of 100 B to one partition, acks=1 (or `--acks all`), linger.ms=5 (bench.workloads),
 on a fresh broker per round; the broker's utime + stime from /proc before and after each workload
-gives CPU ms per MB. With several SRC trees (each a checkout's `src` directory, put first on the
+gives CPU ms per MB. One in-process client is the limit at 100 B (it takes a core for about
+1M records/s); `--clients N` produces from N processes instead, so the broker is. With several SRC trees (each a checkout's `src` directory, put first on the
 broker's PYTHONPATH) the rounds interleave (A B, B A, ...) so drift in the machine's load falls
 on every tree, and the medians print side by side with each tree's ratio to the first.
 
@@ -17,6 +18,7 @@ holding the largest shares of the samples, by their own time (self) and with wha
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import shutil
 import signal
@@ -26,6 +28,9 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
 
 from bench import workloads
 from bench.servers import Broker, start_kavka
@@ -34,13 +39,63 @@ ROOT = Path(__file__).resolve().parent.parent
 SIZES = (1024, 100)
 
 
-def _produce(broker: Broker, size: int, records: int) -> float:
-    """One workload; the broker's CPU ms per MB it cost."""
-    r = workloads.produce(broker, record_size=size, count=records, acks="1", partitions=1)
-    return r["broker_cpu"] * r["seconds"] * 1000 / (records * size / 1e6)
+def _produce(broker: Broker, size: int, records: int, clients: int = 1, acks: str = "1") -> float:
+    """One workload; the broker's CPU ms per MB it cost. With several `clients`, each is a process
+    of its own producing its share of `records` to the topic, and the broker's CPU is counted from
+    when all of them are connected to when the last has its acknowledgements."""
+    if clients == 1:
+        r = workloads.produce(broker, record_size=size, count=records, acks=acks, partitions=1)
+        return r["broker_cpu"] * r["seconds"] * 1000 / (records * size / 1e6)
+    topic = workloads.create_topic(broker, 1)
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Barrier(clients + 1)
+    each = records // clients
+    procs = [ctx.Process(target=_client, args=(broker.bootstrap, broker.extra, topic, size, each, ready, acks))
+             for _ in range(clients)]
+    for proc in procs:
+        proc.start()
+    try:
+        ready.wait(120)
+        cpu0 = broker.cpu()
+        for proc in procs:
+            proc.join(300)
+        cpu = broker.cpu() - cpu0
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+    if any(proc.exitcode != 0 for proc in procs):
+        raise RuntimeError(f"load clients exited with {[proc.exitcode for proc in procs]}")
+    return cpu * 1000 / (clients * each * size / 1e6)
 
 
-def one_round(src: Path, records: int, profile_to: Path | None = None, rate: int = 200) -> dict[int, float]:
+def _client(bootstrap: str, extra: dict[str, str], topic: str, size: int, count: int, ready: Any, acks: str) -> None:
+    """One load-client process (`_produce`): connect, wait for the others, produce, flush; exits
+    non-zero if a record was not acknowledged."""
+    p = Producer(workloads.producer_config(bootstrap, extra, acks))
+    p.list_topics(topic, timeout=10)
+    failed = 0
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        nonlocal failed
+        failed += err is not None
+
+    value = os.urandom(size)
+    ready.wait(120)
+    for _ in range(count):
+        while True:
+            try:
+                p.produce(topic, value, partition=0, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.001)
+    if p.flush(120) or failed:
+        sys.exit(1)
+
+
+def one_round(src: Path, records: int, profile_to: Path | None = None, rate: int = 200,
+              clients: int = 1, acks: str = "1") -> dict[int, float]:
     """{record size: broker CPU ms per MB} on a fresh broker from `src`, after a warm-up of 2,000
     records of each size (the first requests import and build what the broker uses lazily); with
     `profile_to`, py-spy records each workload to `profile_to`/<size>.txt (collapsed stacks)."""
@@ -49,7 +104,7 @@ def one_round(src: Path, records: int, profile_to: Path | None = None, rate: int
     out: dict[int, float] = {}
     try:
         for size in SIZES:
-            workloads.produce(broker, record_size=size, count=2_000, acks="1", partitions=1)
+            workloads.produce(broker, record_size=size, count=2_000, acks=acks, partitions=1)
         for size in SIZES:
             spy = None
             if profile_to is not None:
@@ -59,7 +114,7 @@ def one_round(src: Path, records: int, profile_to: Path | None = None, rate: int
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                 )
             try:
-                out[size] = _produce(broker, size, records)
+                out[size] = _produce(broker, size, records, clients, acks)
             finally:
                 if spy is not None:
                     spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
@@ -131,6 +186,9 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="one more round per tree under py-spy")
     ap.add_argument("--profile-records", type=int, default=1_000_000,
                     help="records per workload of the profiled round (default 1,000,000: enough samples)")
+    ap.add_argument("--acks", choices=["1", "all"], default="1", help="the producer's acks (default 1)")
+    ap.add_argument("--clients", type=int, default=1,
+                    help="load-client processes sharing the records (default 1: this process)")
     ap.add_argument("--rate", type=int, default=200, help="py-spy samples per second (default 200)")
     ap.add_argument("--top", type=int, default=20, help="functions listed per profile (default 20)")
     a = ap.parse_args()
@@ -139,9 +197,10 @@ def main() -> int:
     for i in range(a.rounds):
         for t in trees if i % 2 == 0 else trees[::-1]:
             print(f"round {i + 1}/{a.rounds}: {t}", file=sys.stderr, flush=True)
-            runs[t].append(one_round(t, a.records))
+            runs[t].append(one_round(t, a.records, clients=a.clients, acks=a.acks))
     first = trees[0]
-    print(f"broker CPU ms per MB produced (acks=1, linger.ms=5, {a.records:,} records, medians of {a.rounds}):")
+    print(f"broker CPU ms per MB produced (acks={a.acks}, linger.ms=5, {a.records:,} records from {a.clients} client(s), "
+          f"medians of {a.rounds}):")
     print(f"{'tree':50} " + " ".join(f"{f'{s} B':>9}" for s in SIZES) + "  " + " ".join(f"{f'{s} B ratio':>11}" for s in SIZES))
     med = {t: {s: statistics.median(r[s] for r in runs[t]) for s in SIZES} for t in trees if runs[t]}
     for t, m in med.items():
@@ -152,7 +211,7 @@ def main() -> int:
         for t in trees:
             with tempfile.TemporaryDirectory() as d:
                 print(f"profiled round: {t}", file=sys.stderr, flush=True)
-                cpu = one_round(t, a.profile_records, Path(d), a.rate)
+                cpu = one_round(t, a.profile_records, Path(d), a.rate, a.clients, a.acks)
                 for s in SIZES:
                     print_profile(f"{t}, {s} B records (this round, under py-spy: {cpu[s]:.1f} CPU ms/MB)", Path(d) / f"{s}.txt", a.top)
     return 0

@@ -60,22 +60,25 @@ def create_topic(broker: Broker, partitions: int, replication_factor: int = 1) -
     raise TimeoutError(f"topic {topic} not ready")
 
 
+def producer_config(bootstrap: str, extra: dict[str, str], acks: str) -> dict:
+    """The throughput workloads' producer: linger.ms=5, batches and queue up to 1 MiB / 1M records."""
+    return {
+        "bootstrap.servers": bootstrap,
+        **extra,
+        "acks": acks,
+        "linger.ms": 5,
+        "batch.size": 1 << 20,
+        "queue.buffering.max.kbytes": 1 << 20,
+        "queue.buffering.max.messages": 1_000_000,
+        "message.timeout.ms": 60_000,
+        **QUIET,
+    }
+
+
 def produce(broker: Broker, *, record_size: int, count: int, acks: str, partitions: int, topic: str | None = None,
             replication_factor: int = 1) -> dict:
     topic = topic or create_topic(broker, partitions, replication_factor)
-    p = Producer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            **broker.extra,
-            "acks": acks,
-            "linger.ms": 5,
-            "batch.size": 1 << 20,
-            "queue.buffering.max.kbytes": 1 << 20,
-            "queue.buffering.max.messages": 1_000_000,
-            "message.timeout.ms": 60_000,
-            **QUIET,
-        }
-    )
+    p = Producer(producer_config(broker.bootstrap, broker.extra, acks))
     value = os.urandom(record_size)
     failed = 0
 

@@ -30,9 +30,13 @@ are scheduled, and on a busy loop that turn waits behind everything already queu
 an acks=all round trip at 1k records/s). A subclass says what happens at the deadline (`_expire`)
 and what it lets go of when it is over (`_release`: its watches, its request); it answers with
 `_resolve` / `_fail`. Whichever ends it -- an answer, the deadline, a cancel of `future` (the
-connection closed) -- the timer is cancelled and `_release` runs, so nothing of a request is left
+connection closed) -- its deadline is cancelled and `_release` runs, so nothing of a request is left
 in a reference cycle: at 1k requests/s, waits whose parts referred to each other left every
 request to the cyclic garbage collector, whose full collections paused the loop for 45-120 ms.
+
+Deadlines (`Deadlines`): every delayed operation's timeout is an entry in one heap per purgatory,
+on one loop timer armed at the earliest, not a loop timer per operation (most are answered before
+their deadline, and scheduling then cancelling a loop timer cost more than the heap's push).
 
 Event-loop thread only.
 """
@@ -146,6 +150,97 @@ def _over(tp: TopicPartition, entry: list[Any]) -> bool:
         return True
 
 
+class Deadline:
+    """One deadline in `Deadlines`: `cancel()` before it passes and its callback never runs."""
+
+    __slots__ = ("_owner", "callback")
+
+    def __init__(self, owner: Deadlines, callback: Callable[[], None]) -> None:
+        self._owner = owner
+        self.callback: Callable[[], None] | None = callback
+
+    def cancel(self) -> None:
+        if self.callback is not None:
+            self.callback = None
+            self._owner.cancelled()
+
+
+class Deadlines:
+    """The deadlines of one purgatory's delayed operations on one loop timer (Kafka's purgatory
+    keeps its own timer, SystemTimer, for the same reason): a heap of (when, sequence, deadline)
+    and the loop's timer armed at the earliest. Most operations are answered before their
+    deadline: a cancel only marks the entry, dropped when it comes to the top (or all at once
+    when cancelled entries are most of the heap), instead of scheduling and cancelling a loop
+    timer per operation. Deadlines due at the same time run in the order they were set.
+
+    A deadline runs no earlier than `delay` after it was set, less the loop's timer granularity
+    (1 ms: libuv counts whole milliseconds)."""
+
+    __slots__ = ("_heap", "_seq", "_timer", "_armed", "_cancelled", "_loop")
+
+    _GRANULARITY = 0.001
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Deadline]] = []
+        self._seq = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed = float("inf")
+        self._cancelled = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __len__(self) -> int:
+        """Deadlines set and not yet run or cancelled."""
+        return len(self._heap) - self._cancelled
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Deadline:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # first use (a purgatory is built before its loop runs)
+            self._loop, self._timer, self._armed = loop, None, float("inf")
+        when = loop.time() + max(delay, 0.0)
+        entry = Deadline(self, callback)
+        self._seq += 1
+        heapq.heappush(self._heap, (when, self._seq, entry))
+        if when < self._armed:
+            self._arm(when)
+        return entry
+
+    def cancelled(self) -> None:
+        self._cancelled += 1
+        if self._cancelled > 8 and self._cancelled * 2 > len(self._heap):
+            self._heap = [e for e in self._heap if e[2].callback is not None]
+            heapq.heapify(self._heap)
+            self._cancelled = 0
+
+    def _arm(self, when: float) -> None:
+        loop = self._loop
+        assert loop is not None
+        if self._timer is not None:
+            self._timer.cancel()
+        self._armed = when
+        self._timer = loop.call_later(max(when - loop.time(), 0.0), self._run)
+
+    def _run(self) -> None:
+        self._timer, self._armed = None, float("inf")
+        loop = self._loop
+        assert loop is not None
+        # self._heap each time: a callback may set deadlines, or cancel enough to compact the heap.
+        while self._heap and self._heap[0][0] <= loop.time() + self._GRANULARITY:
+            entry = heapq.heappop(self._heap)[2]
+            callback, entry.callback = entry.callback, None
+            if callback is None:
+                self._cancelled -= 1
+                continue
+            try:
+                callback()
+            except Exception:  # one operation's bug must not cost the others their deadlines
+                log.exception("a purgatory deadline failed")
+        while self._heap and self._heap[0][2].callback is None:
+            heapq.heappop(self._heap)
+            self._cancelled -= 1
+        if self._heap and self._heap[0][0] < self._armed:  # a callback may have armed a later one
+            self._arm(self._heap[0][0])
+
+
 class Purgatory:
     """The watches of one broker's delayed operations, keyed by partition."""
 
@@ -153,6 +248,7 @@ class Purgatory:
         self.visible_watchers: Watchers = {}  # high watermark or role changes
         self.append_watchers: Watchers = {}  # appends (followers' fetches)
         self._sequence = itertools.count()
+        self.deadlines = Deadlines()  # every delayed operation's timeout, on one loop timer
 
     def watch(self, tps: Iterable[TopicPartition], callback: Callable[[], None], *, follower: bool = False) -> Registration:
         """Call `callback` once, at the next change to any of `tps`: for a follower an append, for
@@ -227,7 +323,7 @@ class Purgatory:
                 fut.set_result(None)
 
         reg = self.watch(tps, wake, follower=follower)
-        timer = loop.call_later(max(timeout_s, 0.0), wake)
+        timer = self.deadlines.call_later(timeout_s, wake)
         try:
             await fut  # this wait's own future: a cancel of the waiting task cancels only it
         finally:
@@ -240,11 +336,11 @@ class Delayed(Generic[T]):
 
     __slots__ = ("future", "_listener", "_timer")
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, deadlines: Deadlines) -> None:
         loop = asyncio.get_running_loop()
         self.future: asyncio.Future[T] = loop.create_future()
         self._listener: Callable[[], None] | None = None
-        self._timer: asyncio.TimerHandle | None = loop.call_later(max(timeout_s, 0.0), self._deadline)
+        self._timer: Deadline | None = deadlines.call_later(timeout_s, self._deadline)
         self.future.add_done_callback(self._cancelled)
 
     def listen(self, callback: Callable[[], None]) -> None:
@@ -308,7 +404,7 @@ class DelayedProduce(Delayed[T]):
         timeout_s: float,
         finish: Callable[[dict[TopicPartition, ErrorCode]], T],
     ) -> None:
-        super().__init__(timeout_s)
+        super().__init__(timeout_s, purgatory.deadlines)
         self._purgatory: Purgatory | None = purgatory
         self._partitions: Mapping[TopicPartition, Partition] | None = partitions
         self._out: dict[TopicPartition, ErrorCode] = {}
@@ -380,7 +476,7 @@ class DelayedFetch(Delayed[T]):
         min_bytes: int,
         done: Callable[[Any], T],
     ) -> None:
-        super().__init__(wait_s)
+        super().__init__(wait_s, purgatory.deadlines)
         self._purgatory: Purgatory | None = purgatory
         self._tps, self._follower = tps, follower
         self._read: Callable[[], tuple[Any, int, bool]] | None = read

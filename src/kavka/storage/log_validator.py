@@ -26,6 +26,7 @@ request and a message. Pure functions over bytes; any thread may call them.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -142,70 +143,103 @@ def _scan_records(data: bytes | memoryview, count: int, base_ts: int, compacted:
     1 KiB record's length, a value over 63 bytes, offset deltas from 64 on) are decoded inline, the
     raw unsigned value is compared where its sign is known (the offset delta must be zigzag(i) =
     2i, a length must be even: zigzag-positive), and nothing is allocated per record. Longer
-    varints take `_uvarint`. Any read past the end raises IndexError: malformed."""
+    varints take `_uvarint`. Any read past the end raises IndexError: malformed.
+
+    A client's batch is mostly records of one shape (one value size, no headers, timestamps within
+    63 ms of the first), so a record walked here that has the size of the one before it, when the
+    next one starts with the same byte, is taken as the template of a run of records after it,
+    which `_run` checks a field at a time across the whole run, each field one C-level pass over a
+    strided view. A run that checks out is skipped, and the next one tried is twice as long; one
+    that does not is walked, and the next attempt waits for twice as many candidates as the last,
+    so a batch of many shapes loses little to attempts."""
     n = len(data)
     p = 0
+    i = 0
     hi = -(2**63)
     lo = 2**63
     last = None
     zigzag = _ZIGZAG
+    size = 0  # the size of the record walked last
+    run = _FIRST_RUN
+    wait = misses = 0  # candidate templates to pass over after `misses` failed runs in a row
     try:
-        for z in range(0, count << 1, 2):  # z: the offset delta this record must carry, zigzagged
-            # length
-            b = data[p]
-            if b < 0x80:
-                u = b
-                p += 1
-            else:
-                c = data[p + 1]
-                if c < 0x80:
-                    u = (b & 0x7F) | (c << 7)
+        while i < count:
+            for z in range(i << 1, count << 1, 2):  # z: the offset delta this record must carry, zigzagged
+                q = p
+                # length
+                b = data[p]
+                if b < 0x80:
+                    u = b
+                    p += 1
+                else:
+                    c = data[p + 1]
+                    if c < 0x80:
+                        u = (b & 0x7F) | (c << 7)
+                        p += 2
+                    else:
+                        u, p = _uvarint(data, p)
+                end = p + (u >> 1)
+                if u & 1 or u < 12 or end > n:
+                    raise _Malformed(f"record {z >> 1} has length {(u >> 1) ^ -(u & 1)}")
+                # attributes (unused) at p, then the timestamp delta
+                b = data[p + 1]
+                if b < 0x80:
+                    ts = zigzag[b]
                     p += 2
                 else:
-                    u, p = _uvarint(data, p)
-            end = p + (u >> 1)
-            if u & 1 or u < 12 or end > n:
-                raise _Malformed(f"record {z >> 1} has length {(u >> 1) ^ -(u & 1)}")
-            # attributes (unused) at p, then the timestamp delta
-            b = data[p + 1]
-            if b < 0x80:
-                ts = zigzag[b]
-                p += 2
-            else:
-                c = data[p + 2]
-                if c < 0x80:
-                    u = (b & 0x7F) | (c << 7)
-                    p += 3
+                    c = data[p + 2]
+                    if c < 0x80:
+                        u = (b & 0x7F) | (c << 7)
+                        p += 3
+                    else:
+                        u, p = _uvarint(data, p + 1)
+                    ts = (u >> 1) ^ -(u & 1)
+                if ts != last:  # records of one batch mostly share their timestamp with the one before
+                    last = ts
+                    if ts > hi:
+                        hi = ts
+                    if ts < lo:
+                        lo = ts
+                # offset delta
+                b = data[p]
+                if b < 0x80:
+                    u = b
+                    p += 1
                 else:
-                    u, p = _uvarint(data, p + 1)
-                ts = (u >> 1) ^ -(u & 1)
-            if ts != last:  # records of one batch mostly share their timestamp with the one before
-                last = ts
-                if ts > hi:
-                    hi = ts
-                if ts < lo:
-                    lo = ts
-            # offset delta
-            b = data[p]
-            if b < 0x80:
-                u = b
-                p += 1
-            else:
-                c = data[p + 1]
-                if c < 0x80:
-                    u = (b & 0x7F) | (c << 7)
-                    p += 2
+                    c = data[p + 1]
+                    if c < 0x80:
+                        u = (b & 0x7F) | (c << 7)
+                        p += 2
+                    else:
+                        u, p = _uvarint(data, p)
+                if u != z:
+                    raise _Malformed(f"record {z >> 1} has offset delta {(u >> 1) ^ -(u & 1)}")
+                # key: zigzag 1 is -1 (null); any other odd value is a negative length
+                b = data[p]
+                if b == 1:  # null, the usual case
+                    if compacted:
+                        raise _Keyless(z >> 1)
+                    p += 1
                 else:
-                    u, p = _uvarint(data, p)
-            if u != z:
-                raise _Malformed(f"record {z >> 1} has offset delta {(u >> 1) ^ -(u & 1)}")
-            # key: zigzag 1 is -1 (null); any other odd value is a negative length
-            b = data[p]
-            if b == 1:  # null, the usual case
-                if compacted:
-                    raise _Keyless(z >> 1)
-                p += 1
-            else:
+                    if b < 0x80:
+                        u = b
+                        p += 1
+                    else:
+                        c = data[p + 1]
+                        if c < 0x80:
+                            u = (b & 0x7F) | (c << 7)
+                            p += 2
+                        else:
+                            u, p = _uvarint(data, p)
+                    if u & 1:
+                        if u != 1:
+                            raise _Malformed(f"record {z >> 1} has a key length of {(u >> 1) ^ -1}")
+                        if compacted:
+                            raise _Keyless(z >> 1)
+                    else:
+                        p += u >> 1
+                # value
+                b = data[p]
                 if b < 0x80:
                     u = b
                     p += 1
@@ -218,40 +252,147 @@ def _scan_records(data: bytes | memoryview, count: int, base_ts: int, compacted:
                         u, p = _uvarint(data, p)
                 if u & 1:
                     if u != 1:
-                        raise _Malformed(f"record {z >> 1} has a key length of {(u >> 1) ^ -1}")
-                    if compacted:
-                        raise _Keyless(z >> 1)
+                        raise _Malformed(f"record {z >> 1} has a value length of {(u >> 1) ^ -1}")
                 else:
                     p += u >> 1
-            # value
-            b = data[p]
-            if b < 0x80:
-                u = b
+                # headers: none is one zero byte
+                b = data[p]
                 p += 1
+                if b:
+                    p = _scan_headers(data, p - 1, end, z >> 1)
+                if p != end:
+                    raise _Malformed(f"record {z >> 1}'s fields end {p - end:+d} bytes from its stated length")
+                if p - q != size:
+                    size = p - q
+                elif p < n and data[p] == data[q]:  # a candidate template for the records after it
+                    if wait:
+                        wait -= 1
+                    else:
+                        i = (z >> 1) + 1
+                        break
             else:
-                c = data[p + 1]
-                if c < 0x80:
-                    u = (b & 0x7F) | (c << 7)
-                    p += 2
-                else:
-                    u, p = _uvarint(data, p)
-            if u & 1:
-                if u != 1:
-                    raise _Malformed(f"record {z >> 1} has a value length of {(u >> 1) ^ -1}")
-            else:
-                p += u >> 1
-            # headers: none is one zero byte
-            b = data[p]
-            p += 1
-            if b:
-                p = _scan_headers(data, p - 1, end, z >> 1)
-            if p != end:
-                raise _Malformed(f"record {z >> 1}'s fields end {p - end:+d} bytes from its stated length")
+                i = count
+                break
+            # Runs of records shaped as the one at q, from record i at p on.
+            shape = _shape(data, q)
+            while True:
+                r = min(run, count - i, (n - p) // size)
+                got = _run(data, p, r, size, q, i, shape) if r >= _MIN_RUN and shape is not None else None
+                if got is None:
+                    run = _FIRST_RUN
+                    misses += 1
+                    wait = (1 << misses) - 1
+                    break
+                misses = 0
+                if got[0] > hi:
+                    hi = got[0]
+                if got[1] < lo:
+                    lo = got[1]
+                i += r
+                p += r * size
+                run <<= 1
     except IndexError:
         raise _Malformed("the records run past the end of the batch") from None
     if p != n:
         raise _Malformed(f"{n - p} bytes follow the last of its {count} records")
     return base_ts + hi, base_ts + lo
+
+
+def _run(
+    data: bytes | memoryview, p: int, r: int, size: int, q: int, i: int, shape: tuple[int, int, int, list[int]]
+) -> tuple[int, int] | None:
+    """Whether the `r` records of `size` bytes from `p` on, records `i` to `i + r - 1`, have the
+    `shape` of the record at `q` (which the walk has checked; `_shape`): (max, min) of their
+    timestamp deltas if they do, None if any does not. Each field is read across all `r` records as one strided
+    slice: every byte of the template's length varints (the record's, its key's, its value's, its
+    header count's and its headers') must be the template's, so each record's fields parse as the
+    template's do and end where its length says; each offset delta must be the canonical varint of
+    2(i + j), each timestamp delta one byte; attributes, keys, values and header contents may be
+    anything."""
+    ts, o, width, fixed = shape
+    first, lanes = _offset_delta_lanes(width)
+    if i < first or i + r > first + len(lanes[0]):
+        return None  # past the offset deltas of the template's width (or it has a longer varint than it needs)
+    view = memoryview(data)
+    stop = p + r * size
+    same = _SAME
+    for at in fixed:
+        if view[p + at : stop : size] != same[data[q + at]] * r:
+            return None
+    for j, lane in enumerate(lanes):
+        if view[p + o + j : stop : size] != lane[i - first : i - first + r]:
+            return None
+    ranks = view[p + ts : stop : size].tobytes().translate(_TS_RANK)
+    top = ranks[-1]  # timestamps mostly grow along a batch: the last is its maximum, the first its minimum
+    above = ranks.translate(None, _UP_TO[top])
+    if above:
+        top = max(above)
+        if top == _NOT_ONE_BYTE:
+            return None
+    bottom = ranks[0]
+    below = ranks.translate(None, _FROM[bottom])
+    if below:
+        bottom = min(below)
+    return top - 64, bottom - 64
+
+
+def _shape(data: bytes | memoryview, q: int) -> tuple[int, int, int, list[int]] | None:
+    """The layout of the well-formed record at `q`, offsets from `q`: (its timestamp delta, its
+    offset delta, the offset delta's width, every byte of its other varints: the record's length,
+    its key's, value's, header count's and headers' lengths, the length's first). None when its
+    timestamp delta takes more than one byte (runs read it as one)."""
+    p = _uvarint(data, q)[1]
+    if data[p + 1] >= 0x80:
+        return None
+    fixed = list(range(p - q))
+    o = p + 2
+    p = _uvarint(data, o)[1]
+    width = p - o
+    for _ in range(2):  # key, value
+        u, after = _uvarint(data, p)
+        fixed += range(p - q, after - q)
+        p = after if u & 1 else after + (u >> 1)
+    u, after = _uvarint(data, p)  # header count
+    fixed += range(p - q, after - q)
+    p = after
+    for _ in range(u >> 1):  # (zigzag: the walk has seen it is not negative)
+        for _ in range(2):  # header key, header value
+            u, after = _uvarint(data, p)
+            fixed += range(p - q, after - q)
+            p = after if u & 1 else after + (u >> 1)
+    return o - 1 - q, o - q, width, fixed
+
+
+_FIRST_RUN = 16  # records in the first run checked after a template; doubled on each success
+_MIN_RUN = 4  # fewer records than this are walked: a run's checks cost a few dozen Python operations
+_SAME = tuple(bytes((b,)) for b in range(256))
+# A one-byte timestamp delta's zigzag value plus 64 (0..127, ordered as the values are); 255 for a
+# byte that starts a longer varint.
+_NOT_ONE_BYTE = 255
+_TS_RANK = bytes(((b >> 1) ^ -(b & 1)) + 64 if b < 0x80 else _NOT_ONE_BYTE for b in range(256))
+_UP_TO = tuple(bytes(range(b + 1)) for b in range(256))
+_FROM = tuple(bytes(range(b, 256)) for b in range(256))
+# Offset deltas of one, two and three bytes: records 0-63, 64-8191, 8192 on (runs stop at 2**17).
+_ZONES = {1: (0, 64), 2: (64, 8192), 3: (8192, 1 << 17)}
+
+
+@functools.cache
+def _offset_delta_lanes(width: int) -> tuple[int, tuple[bytes, ...]]:
+    """The records whose canonical offset delta varint has `width` bytes: (the first one's index,
+    and for each byte of the varint, that byte of each record's offset delta 2i, in order).
+    Empty lanes for another width: no run is checked there. Built from repeats: byte 0 of 2i
+    repeats every 64 records, byte j > 0 is one value for blocks of 2**(7j - 1) records (and each
+    width's records start at a multiple of 64)."""
+    first, stop = _ZONES.get(width, (0, 0))
+    lanes = []
+    for j in range(max(width, 1)):
+        more = 0x80 if j < width - 1 else 0  # continuation bit
+        if j == 0:
+            lanes.append(bytes(((2 * i) & 0x7F) | more for i in range(64)) * ((stop - first) // 64))
+        else:
+            block = 1 << (7 * j - 1)
+            lanes.append(b"".join(bytes((((i >> (7 * j - 1)) & 0x7F) | more,)) * block for i in range(first, stop, block)))
+    return first, tuple(lanes)
 
 
 _ZIGZAG = tuple((b >> 1) ^ -(b & 1) for b in range(0x80))  # one-byte zigzag varints, decoded
