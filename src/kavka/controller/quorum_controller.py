@@ -51,7 +51,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -147,6 +147,9 @@ class QuorumController:
         self._monotonic = monotonic
         self.sessions = BrokerSessions(config["broker.session.timeout.ms"])
         self.raft = raft
+        # The transport's peers whose controller listener refused a connection, with the raft
+        # epoch it happened in (broker.raft_driver); see controller.heartbeats.
+        self.refused_peers: Callable[[], Mapping[int, int]] = dict
         # broker -> the Fetch requests its node had sent this raft leader when its heartbeat
         # connection closed; FETCHES_PROVING_LIFE more since, and it is alive
         self._fetches_at_loss: dict[int, int] = {}
@@ -187,6 +190,8 @@ class QuorumController:
         pass
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        if leader_id is not None:
+            log.info("metadata quorum leader: node %d in epoch %d", leader_id, epoch)
         if leader_id != self.raft.node_id:
             self.sessions.deactivate()
             for _, fut in self._waiters:
@@ -321,7 +326,11 @@ class QuorumController:
             # grace (controller.heartbeats): a live voter fetches from this new leader at once.
             voters = set(self.raft.voters) - {self.raft.node_id}
             self.sessions.activate(self.image.brokers, self._session_ms(), must_confirm=voters)
+            log.info("active controller in epoch %d: brokers on nodes %s must show they are alive within %d ms",
+                     self.raft.leader_and_epoch().epoch, sorted(voters), self.sessions.activation_grace_ms)
         self.sessions.confirm(self.raft.fetched_this_epoch())
+        epoch = self.raft.leader_and_epoch().epoch
+        self.sessions.refused(n for n, e in self.refused_peers().items() if e == epoch)
 
     async def register_broker(
         self,
@@ -438,8 +447,15 @@ class QuorumController:
             try:
                 lost = self.sessions.lost_connection(broker_id)
                 silent = self.sessions.unconfirmed(broker_id)
+                refused = self.sessions.refused_connection(broker_id)
                 if await self._run(decide):
                     last = self.sessions.last_contact_ms(broker_id)
+                    if refused:
+                        log.warning("fenced broker %d: its node refused this new active controller's connection "
+                                    "(nothing listens on its controller listener) and has not fetched from it",
+                                    broker_id)
+                        fenced.append(broker_id)
+                        continue
                     if silent:
                         log.warning("fenced broker %d: its node neither heartbeated nor fetched from this new active "
                                     "controller within %d ms of its activation", broker_id,
