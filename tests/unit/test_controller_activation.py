@@ -200,3 +200,34 @@ def test_failover_simulation_catches_a_broken_session(broken: type[BrokerSession
         except AssertionError:
             caught += 1
     assert caught > 0, f"{broken.__name__} passed every seed"
+
+
+def test_a_lost_broker_whose_listener_refuses_is_fenced_at_the_next_check():
+    """After its heartbeat connection closes, a broker whose listener refuses the controller's
+    probe is fenced at once; one that heartbeats again, fetches, or was never lost is not."""
+    from kavka.controller.heartbeats import CONNECTION_LOSS_GRACE_MS
+
+    image = _cluster(4)
+    s = BrokerSessions(SESSION_MS)
+    s.activate(image.brokers, 0)
+    conns = {b: object() for b in (2, 3, 4)}
+    for b, c in conns.items():
+        s.touch(b, 100, c)
+    s.listener_refused(4)  # not lost: a refusal alone proves nothing
+    for b in (2, 3):
+        assert s.connection_lost(conns[b], 1000) == [b]
+    s.listener_refused(2)
+    s.listener_refused(3)
+    s.touch(3, 1010, object())  # heartbeated again on a new connection: alive
+    s.checked(1000)
+    assert s.expired(image, 1050) == [2]
+    assert s.refuses_connections(2) and not s.refuses_connections(3) and not s.refuses_connections(4)
+    # Without the refusal, the grace decides.
+    assert s.connection_lost(conns[4], 2000) == [4]
+    s.checked(1250)
+    s.checked(1500)
+    s.checked(1750)
+    s.checked(2000)
+    assert s.expired(image, 2000 + CONNECTION_LOSS_GRACE_MS - 1) == [2]
+    s.fetching([2])  # its node keeps fetching the metadata log: alive after all
+    assert s.expired(image, 2000 + CONNECTION_LOSS_GRACE_MS) == [4]

@@ -11,7 +11,10 @@ sockets) and that does not heartbeat again on a new connection within
 `CONNECTION_LOSS_GRACE_MS` is fenced then, without waiting out the session: the
 session timeout stays the bound for what closes nothing (a frozen or unplugged
 machine), and a broker that is merely slow keeps its connection and is never fenced
-by this. A loss only counts for the connection the broker's latest heartbeat came on,
+by this. Sooner still when the broker's own listener refuses a connection the controller opens to it
+right after the loss (`listener_refused`): nothing listens there, so the process is gone (a
+live process's listening socket takes connections even while it is frozen or busy); it is
+fenced at the next check. A loss only counts for the connection the broker's latest heartbeat came on,
 so an old connection closing after the broker moved to a new one changes nothing; a
 combined node heartbeating its own controller has no connection (`connection=None`).
 
@@ -76,6 +79,7 @@ class BrokerSessions:
         self._active_since_ms: int | None = None
         self._connection: dict[int, Hashable] = {}  # broker -> the connection of its latest heartbeat
         self._lost_ms: dict[int, int] = {}  # broker -> when that connection closed
+        self._dead: set[int] = set()  # lost, and their listener refused a connection since
         self._last_check_ms: int | None = None
         self._short_rules_from_ms = 0  # the short rules wait until then after a stall
 
@@ -121,6 +125,7 @@ class BrokerSessions:
         self._refused.clear()
         self._connection.clear()
         self._lost_ms.clear()
+        self._dead.clear()
 
     @property
     def active(self) -> bool:
@@ -132,6 +137,7 @@ class BrokerSessions:
         self._unconfirmed.discard(broker_id)
         self._refused.discard(broker_id)
         self._lost_ms.pop(broker_id, None)
+        self._dead.discard(broker_id)
         if connection is None:
             self._connection.pop(broker_id, None)
         else:
@@ -152,6 +158,16 @@ class BrokerSessions:
         its session timeout still applies)."""
         for b in broker_ids:
             self._lost_ms.pop(b, None)
+            self._dead.discard(b)
+
+    def listener_refused(self, broker_id: int) -> None:
+        """The broker's listener refused a connection opened after its heartbeat connection
+        closed: if it has not heartbeated since, it is fenced at the next check."""
+        if broker_id in self._lost_ms:
+            self._dead.add(broker_id)
+
+    def refuses_connections(self, broker_id: int) -> bool:
+        return broker_id in self._dead
 
     def lost_connection(self, broker_id: int) -> bool:
         """The broker's heartbeat connection closed and it has not heartbeated since."""
@@ -179,7 +195,8 @@ class BrokerSessions:
                 b.broker_id in self._refused or now_ms - self._active_since_ms >= self.activation_grace_ms
             )
             if now_ms - last > self.session_timeout_ms or (
-                short_rules and (silent or (lost is not None and now_ms - lost >= CONNECTION_LOSS_GRACE_MS))
+                short_rules and (silent or (lost is not None and (
+                    b.broker_id in self._dead or now_ms - lost >= CONNECTION_LOSS_GRACE_MS)))
             ):
                 out.append((last, b.broker_id))
         return [b for _, b in sorted(out)]

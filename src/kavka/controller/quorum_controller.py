@@ -63,7 +63,7 @@ from kavka.config import BrokerConfig
 from kavka.controller import acl_control
 from kavka.controller.cluster_control import ClusterControlManager
 from kavka.controller.configuration_control import ConfigurationControlManager
-from kavka.controller.heartbeats import BrokerSessions
+from kavka.controller.heartbeats import CONNECTION_LOSS_GRACE_MS, BrokerSessions
 from kavka.controller.quota_control import QuotaAlteration, QuotaResult, alter_client_quotas
 from kavka.controller.replication_control import ReplicationControlManager
 from kavka.controller.results import (
@@ -150,6 +150,7 @@ class QuorumController:
         # The transport's peers whose controller listener refused a connection, with the raft
         # epoch it happened in (broker.raft_driver); see controller.heartbeats.
         self.refused_peers: Callable[[], Mapping[int, int]] = dict
+        self._probes: set[asyncio.Task[None]] = set()  # _probe tasks in flight
         # broker -> the Fetch requests its node had sent this raft leader when its heartbeat
         # connection closed; FETCHES_PROVING_LIFE more since, and it is alive
         self._fetches_at_loss: dict[int, int] = {}
@@ -423,6 +424,32 @@ class QuorumController:
         for broker_id in self.sessions.connection_lost(connection, self._session_ms()):
             self._fetches_at_loss[broker_id] = self.raft.fetch_requests_from(broker_id)
             log.info("broker %d: its heartbeat connection closed", broker_id)
+            b = self.image.brokers.get(broker_id)
+            if b is None or not b.endpoints:
+                continue
+            # The address other brokers reach it at (this node's inter-broker listener), else its first.
+            ibl = self.config.outgoing_inter_broker_listener()
+            _, host, port = next((e for e in b.endpoints if e[0] == ibl), b.endpoints[0])
+            if host:
+                task = asyncio.get_running_loop().create_task(self._probe(broker_id, host, port))
+                self._probes.add(task)
+                task.add_done_callback(self._probes.discard)
+
+    async def _probe(self, broker_id: int, host: str, port: int) -> None:
+        """Open (and close) a connection to a broker whose heartbeat connection closed: a refusal
+        means nothing listens there any more -- the process is gone -- and it is fenced at the
+        next check instead of after CONNECTION_LOSS_GRACE_MS (controller.heartbeats)."""
+        try:
+            async with asyncio.timeout(CONNECTION_LOSS_GRACE_MS / 1000):
+                _, writer = await asyncio.open_connection(host, port)
+        except ConnectionRefusedError:
+            if self.sessions.lost_connection(broker_id):
+                log.info("broker %d: its listener %s:%d refuses connections", broker_id, host, port)
+                self.sessions.listener_refused(broker_id)
+            return
+        except (OSError, TimeoutError):
+            return  # unreachable or slow: the grace decides
+        writer.close()
 
     async def fence_stale_brokers(self) -> list[int]:
         """Fence every unfenced broker whose session expired (called periodically; active controller only)."""
@@ -448,6 +475,7 @@ class QuorumController:
                 lost = self.sessions.lost_connection(broker_id)
                 silent = self.sessions.unconfirmed(broker_id)
                 refused = self.sessions.refused_connection(broker_id)
+                dead = self.sessions.refuses_connections(broker_id)
                 if await self._run(decide):
                     last = self.sessions.last_contact_ms(broker_id)
                     if refused:
@@ -464,8 +492,9 @@ class QuorumController:
                         continue
                     if lost:
                         log.warning("fenced broker %d: its heartbeat connection closed and it did not heartbeat "
-                                    "again (last heartbeat %s ms ago)", broker_id,
-                                    "?" if last is None else self._session_ms() - last)
+                                    "again (last heartbeat %s ms ago)%s", broker_id,
+                                    "?" if last is None else self._session_ms() - last,
+                                    "; its listener refuses connections" if dead else "")
                         fenced.append(broker_id)
                         continue
                     log.warning(
