@@ -205,7 +205,10 @@ class BrokerLifecycle:
                 timeout_s=max(self.interval_s, 1.0),
             )
             if reply.error == ErrorCode.none:
-                self.session.answered(sent_ms, fenced=reply.is_fenced)
+                # This node's own controller answered: as fresh as its quorum's last contact (an
+                # active controller cut off from the other voters answers until it resigns).
+                contact = reply.quorum_contact_ms
+                self.session.answered(sent_ms if contact is None else min(sent_ms, contact), fenced=reply.is_fenced)
             if reply.error == ErrorCode.none and not set(offline) <= self.acked_offline_dirs:
                 self.acked_offline_dirs.update(offline)
                 log.info("the controller knows log dirs %s are offline", ", ".join(offline))

@@ -116,6 +116,9 @@ class HeartbeatReply:
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shut_down: bool = False
+    # Not on the wire: an answer given in this process (a combined node's own broker) is only as
+    # fresh as the quorum's last contact with this controller (RaftClient.quorum_contact_ms).
+    quorum_contact_ms: int | None = None
 
 
 def unavailable_result(e: BaseException) -> ApiResult:
@@ -415,6 +418,7 @@ class QuorumController:
             is_caught_up=metadata_offset >= b.epoch,
             is_fenced=b.fenced,
             should_shut_down=state == BrokerControlState.SHUTDOWN_NOW,
+            quorum_contact_ms=self.raft.quorum_contact_ms(),
         )
 
     def broker_connection_lost(self, connection: Hashable) -> None:
