@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import statistics
 import sys
@@ -31,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -203,6 +205,42 @@ class Result:
     produce_s: float  # kill -> first ack of a record sent after it
     metadata_s: float | None = None  # kill -> next successful CreateTopics (controller cases)
     producer_errors: int = 0
+    # Seconds after the kill, from the survivors' logs: the new quorum leader known, the new
+    # active controller's sessions started, the victim fenced; and the next ack (produce_s).
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+_PHASES = (
+    ("leader", re.compile(r"metadata quorum leader: node (\d+)")),
+    ("active", re.compile(r"active controller in epoch")),
+    ("fenced", re.compile(r"fenced broker (\d+)")),
+)
+
+
+def _log_time(line: str) -> float | None:
+    m = re.match(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]", line)
+    if m is None:
+        return None
+    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def phases(c: Cluster, victim: int, marks: dict[int, int], t0_wall: float) -> dict[str, float]:
+    """When, after the kill, the survivors logged each step of a failover (the earliest node)."""
+    out: dict[str, float] = {}
+    for i, n in c.nodes.items():
+        if i == victim:
+            continue
+        for line in n.output[marks.get(i, 0):]:
+            for name, rx in _PHASES:
+                m = rx.search(line)
+                if m is None or (m.groups() and int(m.group(1)) == victim and name == "leader"):
+                    continue
+                if name == "fenced" and int(m.group(1)) != victim:
+                    continue
+                t = _log_time(line)
+                if t is not None and t >= t0_wall - 0.01:
+                    out[name] = min(out.get(name, float("inf")), t - t0_wall)
+    return out
 
 
 def pick(c: Cluster, case: str) -> tuple[int, list[int]]:
@@ -231,6 +269,8 @@ def kill_and_measure(c: Cluster, case: str, n: int, *, settle_s: float = 0.5) ->
         wait_for(lambda: len(load.acked) >= 50, 30, "first acks")
         time.sleep(settle_s)
         node = c.nodes[victim]
+        marks = {i: len(x.output) for i, x in c.nodes.items()}
+        t0_wall = time.time()
         if case == "clean":
             node.proc.send_signal(signal.SIGTERM)
         else:
@@ -254,7 +294,7 @@ def kill_and_measure(c: Cluster, case: str, n: int, *, settle_s: float = 0.5) ->
         return victim in p.isrs
 
     wait_for(back, 60, f"node {victim} back in the ISR of {topic}")
-    return Result(case, victim, produce_s, meta, len(load.errors))
+    return Result(case, victim, produce_s, meta, len(load.errors), phases(c, victim, marks, t0_wall))
 
 
 def dedicated_controller_kill(c: Cluster, n: int) -> float:
@@ -291,6 +331,10 @@ def main() -> None:
             c = cluster_for(case, Path(d)).start(timeout=120)
             try:
                 results = [kill_and_measure(c, case, k) for k in range(kills)]
+                for r in results:
+                    steps = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r.phases.items(), key=lambda kv: kv[1]))
+                    print(f"{case} (node {r.victim}): {steps}, ack {r.produce_s:.2f} s after the kill",
+                          file=sys.stderr, flush=True)
                 row: dict[str, object] = {
                     "produce_s": _stats([r.produce_s for r in results]),
                     "producer_errors": sum(r.producer_errors for r in results),

@@ -7,8 +7,11 @@ waits until every partition is led by its first replica with the whole ISR.
 `python ack_gaps.py produce BOOTSTRAP TOPIC OUT GROUPS SECONDS`: GROUPS is `;`-separated groups of
 comma-separated partitions, one idempotent acks=all confluent-kafka producer per group (the
 settings of `kavka.testing.fault_workload`). Every producer writes one record to each partition of
-its group every 20 ms; every acknowledgement is a JSON line `{"group": g, "p": partition, "t": time}`
-in OUT (errors as `"err"`), and a last line `{"done": time}` after the final flush.
+its group every 20 ms; every acknowledgement is a JSON line `{"group": g, "p": partition, "t": time,
+"v": value}` in OUT (errors as `"err"`), and a last line `{"done": time}` after the final flush.
+
+`python ack_gaps.py read BOOTSTRAP TOPIC OUT`: every record of every partition below its high
+watermark, one JSON line `{"p": partition, "v": value}` each, then `{"done": true}`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import sys
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -49,7 +52,7 @@ def produce(bootstrap: str, topic: str, out_path: str, groups_arg: str, seconds:
 
     def report(group: int):
         def on_delivery(err, msg) -> None:
-            line = {"group": group, "p": msg.partition(), "t": time.time()}
+            line = {"group": group, "p": msg.partition(), "t": time.time(), "v": msg.value().decode()}
             if err is not None:
                 line["err"] = str(err)
             out.write(json.dumps(line) + "\n")
@@ -73,5 +76,28 @@ def produce(bootstrap: str, topic: str, out_path: str, groups_arg: str, seconds:
     return 0
 
 
+def read(bootstrap: str, topic: str, out_path: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ack-gaps-read", "enable.auto.commit": False,
+                         "isolation.level": "read_uncommitted"})
+    parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+    left = {p for p, end in ends.items() if end > 0}
+    deadline = time.monotonic() + 60
+    with open(out_path, "w") as out:
+        while left and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() is not None:
+                continue
+            p = msg.partition()
+            if msg.offset() < ends[p]:
+                out.write(json.dumps({"p": p, "v": msg.value().decode()}) + "\n")
+            if msg.offset() >= ends[p] - 1:
+                left.discard(p)
+        out.write(json.dumps({"done": not left}) + "\n")
+    consumer.close()
+    return 0 if not left else 1
+
+
 if __name__ == "__main__":
-    sys.exit({"create": create, "produce": produce}[sys.argv[1]](*sys.argv[2:]))
+    sys.exit({"create": create, "produce": produce, "read": read}[sys.argv[1]](*sys.argv[2:]))

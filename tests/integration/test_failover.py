@@ -46,6 +46,12 @@ def _fenced_lines(c: Cluster, since: dict[int, int]) -> list[tuple[int, str]]:
     return out
 
 
+def _stepped_down(c: Cluster, since: dict[int, int]) -> list[str]:
+    """Every 'stops acting as a leader' (broker.session_watch) any node logged after `since`."""
+    return [line.strip() for i, n in c.nodes.items() for line in n.output[since.get(i, 0):]
+            if "stops acting as a leader" in line]
+
+
 def _marks(c: Cluster) -> dict[int, int]:
     return {i: len(n.output) for i, n in c.nodes.items()}
 
@@ -69,6 +75,8 @@ def test_kill_9_fails_over_fast_and_loses_no_acknowledged_record(combined: Clust
             assert r.metadata_s is not None and r.metadata_s < METADATA_BOUND_S, f"CreateTopics after {r.metadata_s:.1f} s"
         wrong = [line for b, line in _fenced_lines(combined, marks) if b != r.victim]
         assert not wrong, f"a live broker was fenced: {wrong}"
+        # Every survivor reached a controller within its session: none stepped down.
+        assert not _stepped_down(combined, marks)
 
 
 def test_a_clean_shutdown_of_the_leaders_node_gives_the_producer_no_error(combined: Cluster) -> None:
@@ -101,6 +109,8 @@ def test_a_broker_paused_for_less_than_its_session_under_load_is_not_fenced(comb
         load.stop()
         admin.close()
     assert not _fenced_lines(combined, marks)
+    # Nor did it step down on waking (broker.session_watch holds for the heartbeat due then).
+    assert not _stepped_down(combined, marks)
     read_back(combined, load)
 
 

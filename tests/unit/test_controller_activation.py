@@ -41,6 +41,16 @@ def test_a_silent_voter_is_fenced_after_the_grace_and_a_live_one_keeps_its_sessi
     # A late sign of life lifts the check (a broker fenced wrongly heartbeats and is unfenced).
     s.confirm({2})
     assert s.expired(image, 1000 + ACTIVATION_GRACE_MS + 1) == []
+    # A refused connection (nothing listens on the node's controller listener) fences at the
+    # next check; a fetch or heartbeat first lifts it, and a refusal from a broker that already
+    # confirmed is no reason.
+    s.deactivate()
+    s.activate(image.brokers, 20_000, must_confirm={2, 3, 4})
+    s.confirm({4})
+    s.refused({2, 3, 4})
+    s.touch(3, 20_010, object())
+    assert s.refused_connection(2) and not s.refused_connection(3) and not s.refused_connection(4)
+    assert s.expired(image, 20_050) == [2]
     # Deactivation forgets it; the next activation checks afresh.
     s.deactivate()
     s.activate(image.brokers, 50_000, must_confirm={2})
@@ -69,6 +79,7 @@ class Broker:
     alive: bool
     found_ms: int  # after the activation: its node's first raft Fetch from the new leader
     heartbeat_ms: int  # after the activation: its first heartbeat to the new controller
+    refused_ms: int | None = None  # dead voter: when its node refused the new leader's connection
 
 
 def _scenario(rng: random.Random) -> list[Broker]:
@@ -89,7 +100,13 @@ def _scenario(rng: random.Random) -> list[Broker]:
         # up to a few hundred ms); an observer asks voters at random, REQUEST_TIMEOUT_MS apart.
         found = rng.randrange(0, 300, STEP_MS) if voter else rng.randrange(0, 2 * REQUEST_TIMEOUT_MS + 300, STEP_MS)
         heartbeat = found + rng.randrange(0, HEARTBEAT_MS + 200, STEP_MS)
-        out.append(Broker(b, voter, b not in dead, found, heartbeat))
+        # A dead voter's kernel refuses the new leader's BeginQuorumEpoch (sent at the election,
+        # before the activation) unless the whole machine vanished; the transport may also
+        # notice only later, on a retry.
+        refused = None
+        if voter and b in dead and rng.random() < 0.8:
+            refused = rng.choice((0, rng.randrange(0, 600, STEP_MS)))
+        out.append(Broker(b, voter, b not in dead, found, heartbeat, refused))
     return out
 
 
@@ -113,12 +130,21 @@ def _run(make: type[BrokerSessions], seed: int) -> None:
             if b.alive and (b.broker_id == me or since >= 0) and since % HEARTBEAT_MS == 0:
                 s.touch(b.broker_id, now)  # then every HEARTBEAT_MS
         if (now - t0) % POLL_MS == 0:
+            # What QuorumController passes at each check: the refusals of this epoch so far.
+            s.refused(b.broker_id for b in brokers if b.refused_ms is not None and now - t0 >= b.refused_ms)
             for x in s.expired(image, now):
                 fenced_at.setdefault(x, now - t0)
                 image, _ = _apply(image, [mr.BrokerRegistrationChangeRecord(x, image.brokers[x].epoch, fenced=True)])
     for b in brokers:
         if b.alive:
             assert b.broker_id not in fenced_at, f"seed {seed}: live {b} fenced at +{fenced_at[b.broker_id]} ms"
+        elif b.refused_ms is not None:
+            # Fenced at the first check that knows of the refusal (or by the grace, if sooner).
+            bound = min(b.refused_ms + POLL_MS, ACTIVATION_GRACE_MS + POLL_MS)
+            assert fenced_at.get(b.broker_id, 1 << 30) <= bound, (
+                f"seed {seed}: dead voter {b} refused a connection but was fenced at "
+                f"+{fenced_at.get(b.broker_id)} ms"
+            )
         elif b.voter:
             assert fenced_at.get(b.broker_id, 1 << 30) <= ACTIVATION_GRACE_MS + POLL_MS, (
                 f"seed {seed}: dead voter {b} fenced at +{fenced_at.get(b.broker_id)} ms, not within the grace"
@@ -158,7 +184,14 @@ class _ChecksObservers(BrokerSessions):
         super().activate(ids, now_ms, must_confirm=set(ids) - {min(rest, default=None)})
 
 
-@pytest.mark.parametrize("broken", [_FencesAtOnce, _NeverChecks, _ChecksObservers])
+class _IgnoresRefusals(BrokerSessions):
+    """Broken (kavka before): a refused connection changes nothing; the grace runs out first."""
+
+    def refused(self, broker_ids):  # noqa: ANN001, ANN201
+        pass
+
+
+@pytest.mark.parametrize("broken", [_FencesAtOnce, _NeverChecks, _ChecksObservers, _IgnoresRefusals])
 def test_failover_simulation_catches_a_broken_session(broken: type[BrokerSessions]) -> None:
     caught = 0
     for seed in SEEDS:
@@ -167,3 +200,34 @@ def test_failover_simulation_catches_a_broken_session(broken: type[BrokerSession
         except AssertionError:
             caught += 1
     assert caught > 0, f"{broken.__name__} passed every seed"
+
+
+def test_a_lost_broker_whose_listener_refuses_is_fenced_at_the_next_check():
+    """After its heartbeat connection closes, a broker whose listener refuses the controller's
+    probe is fenced at once; one that heartbeats again, fetches, or was never lost is not."""
+    from kavka.controller.heartbeats import CONNECTION_LOSS_GRACE_MS
+
+    image = _cluster(4)
+    s = BrokerSessions(SESSION_MS)
+    s.activate(image.brokers, 0)
+    conns = {b: object() for b in (2, 3, 4)}
+    for b, c in conns.items():
+        s.touch(b, 100, c)
+    s.listener_refused(4)  # not lost: a refusal alone proves nothing
+    for b in (2, 3):
+        assert s.connection_lost(conns[b], 1000) == [b]
+    s.listener_refused(2)
+    s.listener_refused(3)
+    s.touch(3, 1010, object())  # heartbeated again on a new connection: alive
+    s.checked(1000)
+    assert s.expired(image, 1050) == [2]
+    assert s.refuses_connections(2) and not s.refuses_connections(3) and not s.refuses_connections(4)
+    # Without the refusal, the grace decides.
+    assert s.connection_lost(conns[4], 2000) == [4]
+    s.checked(1250)
+    s.checked(1500)
+    s.checked(1750)
+    s.checked(2000)
+    assert s.expired(image, 2000 + CONNECTION_LOSS_GRACE_MS - 1) == [2]
+    s.fetching([2])  # its node keeps fetching the metadata log: alive after all
+    assert s.expired(image, 2000 + CONNECTION_LOSS_GRACE_MS) == [4]

@@ -283,4 +283,24 @@ def test_a_closed_connection_does_not_hold_the_line(tmp_path: Path) -> None:
         assert _part(await second)[0] == ErrorCode.out_of_order_sequence_number
         assert node.txn_appends == {}
 
+def test_a_lapsed_leader_answers_not_leader_and_releases_waiting_acks_all(tmp_path: Path) -> None:
+    """broker.session_watch: a broker that lost its controller session takes no writes as a leader
+    and answers the acks=all produces waiting for followers at once, so that the producer goes
+    looking for the new leader instead of waiting out its request timeout; it leads again after."""
+
+    async def run() -> None:
+        rm = _manager(tmp_path, replicas=(1, 2))
+        waiting = produce(rm, _ctx(0, 9), _produce_request([b"y"], acks=-1))
+        assert isinstance(waiting, Delayed) and not waiting.future.done()
+        rm.set_leadership_lapsed(True)
+        [part] = waiting.future.result().responses[0].partition_responses
+        assert part.error_code == ErrorCode.not_leader_or_follower
+        for acks in (1, -1):
+            resp = produce(rm, _ctx(0, 9), _produce_request([b"z"], acks=acks))
+            assert resp.responses[0].partition_responses[0].error_code == ErrorCode.not_leader_or_follower
+        rm.set_leadership_lapsed(False)
+        resp = produce(rm, _ctx(0, 9), _produce_request([b"z"], acks=1))
+        [part] = resp.responses[0].partition_responses
+        assert (part.error_code, part.base_offset) == (ErrorCode.none, 1)
+
     asyncio.run(run())

@@ -333,3 +333,18 @@ def test_fetch_requests_are_counted_on_arrival_not_when_a_parked_one_is_answered
     # a fenced epoch's request is not counted
     poll(c, 5601, [env(3, 1, m.FetchRequest(CID, 3, 0, 1, 0, 0, 0), 7)])
     assert c.fetch_requests_from(3) == 0
+
+
+def test_quorum_contact_is_the_latest_time_a_majority_had_fetched() -> None:
+    """What a combined node's broker dates its own controller's heartbeat answers by
+    (broker.session_watch): the leader's last contact with a majority, counting itself; None
+    when it is not the leader."""
+    c = make()
+    assert c.quorum_contact_ms() is None
+    _elect(c, now=5000)
+    assert c.quorum_contact_ms() == 5002  # the election: every voter counts as heard from then
+    poll(c, 6000, [env(2, 1, m.FetchRequest(CID, 2, 1, 1, 1, 0, 0), 7)])
+    assert c.quorum_contact_ms() == 6000  # node 2 and the leader are a majority of three
+    poll(c, 7000, [env(3, 1, m.FetchRequest(CID, 3, 1, 1, 1, 0, 0), 8)])
+    poll(c, 7500)
+    assert c.quorum_contact_ms() == 7000  # the more recent of the other two

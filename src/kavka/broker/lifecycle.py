@@ -16,6 +16,11 @@ States, as Kafka's broker sees them:
   as in Kafka) and answers should_shut_down, fencing the broker; only then does the broker stop
   serving. Bounded: when no controller answers (the quorum is gone) it gives up and stops anyway,
   and the controller fences it when its session expires.
+- a lapsed session (`broker.session_watch`): no heartbeat sent within the last
+  `broker.session.timeout.ms` was answered, so the controller may have fenced this broker and
+  elected leaders elsewhere, where this broker cannot read of it. It stops acting as a leader
+  (`on_lapse(True)`) until a heartbeat is answered unfenced again and its metadata image shows it
+  unfenced (`on_lapse(False)`).
 - a failed log dir (KIP-858, `propagate_dir_failure`): the next heartbeat goes at once and every
   heartbeat from then on names the dir in OfflineLogDirs, so the controller moves the leaderships of
   its replicas away while this broker keeps serving its other dirs. If no heartbeat naming it is
@@ -32,11 +37,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from kavka.broker.session_watch import SessionWatch
 from kavka.controller.quorum_controller import UNAVAILABLE, HeartbeatReply
 from kavka.storage.meta_properties import generate_uuid
 
@@ -60,6 +67,10 @@ class BrokerLifecycle:
         register: Callable[[str], Awaitable[int]],
         dir_failure_timeout_ms: int = 30000,
         on_fatal: Callable[[str], None] | None = None,
+        session_timeout_ms: int = 9000,
+        image_unfenced: Callable[[], bool] = lambda: True,
+        on_lapse: Callable[[bool], None] = lambda lapsed: None,
+        now_ms: Callable[[], int] = lambda: int(time.monotonic() * 1000),
     ) -> None:
         self.controller = controller
         self.broker_id = broker_id
@@ -77,6 +88,11 @@ class BrokerLifecycle:
         self.acked_offline_dirs: set[str] = set()  # named by a heartbeat the controller answered
         self._dir_failure_timeout_s = dir_failure_timeout_ms / 1000
         self._on_fatal = on_fatal
+        self.session = SessionWatch(session_timeout_ms)
+        self._image_unfenced = image_unfenced  # this broker, in this node's metadata image
+        self._on_lapse = on_lapse
+        self._now_ms = now_ms
+        self._watch_task: asyncio.Task[None] | None = None
 
     def propagate_dir_failure(self, directory_id: str) -> None:
         """Report a failed log dir to the controller now; shut down if that takes too long."""
@@ -104,7 +120,9 @@ class BrokerLifecycle:
         return self.epoch
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="broker-heartbeat")
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name="broker-heartbeat")
+        self._watch_task = loop.create_task(self._watch(), name="broker-session-watch")
 
     async def wait_unfenced(self, timeout_s: float) -> bool:
         with contextlib.suppress(TimeoutError):
@@ -124,10 +142,32 @@ class BrokerLifecycle:
         return self._shut_down_granted.is_set()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._watch_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _watch(self) -> None:
+        """Poll the session watch; tell `on_lapse` when this broker loses or regains its session."""
+        lapsed = False
+        while True:
+            now = self._now_ms()
+            if self.session.poll(now, image_unfenced=self._image_unfenced()) != lapsed:
+                lapsed = self.session.lapsed
+                if lapsed:
+                    last = self.session.last_live_ms()
+                    log.warning(
+                        "broker %d stops acting as a leader: no heartbeat sent in the last %d ms was answered "
+                        "(broker.session.timeout.ms=%d; last answered one sent %s ms ago), so the controller "
+                        "may have fenced it", self.broker_id, self.session.session_timeout_ms,
+                        self.session.session_timeout_ms, "?" if last is None else now - last,
+                    )
+                else:
+                    log.info("broker %d leads again: the controller answered and its metadata (offset %d) shows "
+                             "it unfenced", self.broker_id, self._metadata_offset())
+                self._on_lapse(lapsed)
+            await asyncio.sleep(max(self.session.next_deadline_ms(now) - now, 1) / 1000)
 
     async def _run(self) -> None:
         failures = 0
@@ -154,6 +194,7 @@ class BrokerLifecycle:
 
     async def _beat(self) -> HeartbeatReply | None:
         offline = list(self.offline_dirs)
+        sent_ms = self._now_ms()
         try:
             reply = await self.controller.broker_heartbeat(
                 broker_id=self.broker_id,
@@ -163,6 +204,11 @@ class BrokerLifecycle:
                 offline_log_dirs=offline,
                 timeout_s=max(self.interval_s, 1.0),
             )
+            if reply.error == ErrorCode.none:
+                # This node's own controller answered: as fresh as its quorum's last contact (an
+                # active controller cut off from the other voters answers until it resigns).
+                contact = reply.quorum_contact_ms
+                self.session.answered(sent_ms if contact is None else min(sent_ms, contact), fenced=reply.is_fenced)
             if reply.error == ErrorCode.none and not set(offline) <= self.acked_offline_dirs:
                 self.acked_offline_dirs.update(offline)
                 log.info("the controller knows log dirs %s are offline", ", ".join(offline))

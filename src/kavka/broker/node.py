@@ -781,8 +781,15 @@ class BrokerNode:
             register=register,
             dir_failure_timeout_ms=self.config["log.dir.failure.timeout.ms"],
             on_fatal=self._fatal,
+            session_timeout_ms=self.config["broker.session.timeout.ms"],
+            image_unfenced=self._image_unfenced,
+            on_lapse=self.replica_manager.set_leadership_lapsed,
         )
         return lifecycle
+
+    def _image_unfenced(self) -> bool:
+        b = self.image.brokers.get(self.node_id)
+        return b is not None and not b.fenced
 
     def _online_dir_ids(self) -> list[str]:
         """KIP-858: the directory ids this broker registers -- its online log dirs only."""

@@ -132,6 +132,11 @@ class RaftDriver:
         self.security = security  # how this node reaches its peers' controller listener
         self.server_tls = server_tls  # the controller listener's ListenerTls (SSL), or None
         self._peer_failure: dict[int, str] = {}  # peer -> the last connection failure logged
+        # peer -> the raft epoch in which a connection to it was last refused (no process listens
+        # on its controller listener: it died), until a connection opens again; the active
+        # controller fences such a node's broker without waiting out the activation grace
+        # (controller.heartbeats).
+        self.refused: dict[int, int] = {}
         self._renew_at: dict[int, float] = {}  # peer -> loop time to reconnect by (its SASL session lifetime)
         self._tls_sock: socket.socket | None = None  # the controller listener's socket when it serves TLS
         self.controller_apis = controller_apis  # answers other Kafka requests on this listener
@@ -423,6 +428,8 @@ class RaftDriver:
         try:
             reader, writer, session = await open_async(host, port, self.security, client_id=_CLIENT_ID)
         except (OSError, EOFError, asyncio.IncompleteReadError) as e:
+            if isinstance(e, ConnectionRefusedError):
+                self.refused[peer] = self.client.epoch
             if isinstance(e, ConnectionError) and not isinstance(e, ConnectionRefusedError | ConnectionResetError):
                 # a TLS or SASL refusal: say so once per peer, not at every retry of the core's timers
                 if self._peer_failure.get(peer) != str(e):
@@ -431,6 +438,7 @@ class RaftDriver:
             self._unreachable(peer)
             return  # the core retries by its timers
         self._out[peer] = writer
+        self.refused.pop(peer, None)
         if session.lifetime_ms > 0:
             self._renew_at[peer] = asyncio.get_running_loop().time() + 0.9 * session.lifetime_ms / 1000
         else:

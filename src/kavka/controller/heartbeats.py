@@ -11,7 +11,10 @@ sockets) and that does not heartbeat again on a new connection within
 `CONNECTION_LOSS_GRACE_MS` is fenced then, without waiting out the session: the
 session timeout stays the bound for what closes nothing (a frozen or unplugged
 machine), and a broker that is merely slow keeps its connection and is never fenced
-by this. A loss only counts for the connection the broker's latest heartbeat came on,
+by this. Sooner still when the broker's own listener refuses a connection the controller opens to it
+right after the loss (`listener_refused`): nothing listens there, so the process is gone (a
+live process's listening socket takes connections even while it is frozen or busy); it is
+fenced at the next check. A loss only counts for the connection the broker's latest heartbeat came on,
 so an old connection closing after the broker moved to a new one changes nothing; a
 combined node heartbeating its own controller has no connection (`connection=None`).
 
@@ -26,7 +29,13 @@ after the election. kavka adds the activation check: a broker on a node that is 
 a heartbeat to this controller, or its node's raft Fetch from this leader (`confirm`):
 a live voter fetches from a new leader within a round trip of its BeginQuorumEpoch,
 and a majority of voters have fetched before the controller is active at all -- or it
-is fenced then. Brokers on observer nodes (broker-only) find a new leader more slowly
+is fenced then. Sooner still when its node *refused* this leader's connection in this epoch (the
+BeginQuorumEpoch a new leader sends every voter: `refused`, from the transport) and has not
+fetched since: nothing listens on its controller listener, so its process is gone -- a live
+process's listening socket takes connections even while it is frozen or busy, the kernel
+answering for it -- and it is fenced at the first check instead of after the grace (kill -9 of
+the node that was both the partition leader and the active controller: about 1 s less).
+Brokers on observer nodes (broker-only) find a new leader more slowly
 (their raft client asks voters at random, `controller.quorum.request.timeout.ms`
 apart), so they keep the whole fresh session, as in Kafka; so does this node's own
 broker. A broker fenced wrongly (a voter frozen for longer than the grace exactly
@@ -66,9 +75,11 @@ class BrokerSessions:
         self.activation_grace_ms = min(activation_grace_ms, session_timeout_ms)
         self._last_ms: dict[int, int] = {}
         self._unconfirmed: set[int] = set()  # held to the activation grace, not heard from yet
+        self._refused: set[int] = set()  # unconfirmed, and their node refused this leader's connection
         self._active_since_ms: int | None = None
         self._connection: dict[int, Hashable] = {}  # broker -> the connection of its latest heartbeat
         self._lost_ms: dict[int, int] = {}  # broker -> when that connection closed
+        self._dead: set[int] = set()  # lost, and their listener refused a connection since
         self._last_check_ms: int | None = None
         self._short_rules_from_ms = 0  # the short rules wait until then after a stall
 
@@ -80,6 +91,7 @@ class BrokerSessions:
         self._last_check_ms = None
         self._last_ms = dict.fromkeys(broker_ids, now_ms)
         self._unconfirmed = set(must_confirm) & set(self._last_ms)
+        self._refused.clear()
 
     def checked(self, now_ms: int) -> None:
         """This controller checks its sessions now (periodically); after a gap longer than
@@ -90,7 +102,17 @@ class BrokerSessions:
 
     def confirm(self, broker_ids: Iterable[int]) -> None:
         """These brokers' nodes fetched the metadata log from this leader: they are alive."""
-        self._unconfirmed.difference_update(broker_ids)
+        ids = set(broker_ids)
+        self._unconfirmed -= ids
+        self._refused -= ids
+
+    def refused(self, broker_ids: Iterable[int]) -> None:
+        """These brokers' nodes refused a connection from this leader in its epoch: those still
+        to confirm they are alive are fenced at the next check, without the rest of the grace."""
+        self._refused.update(b for b in broker_ids if b in self._unconfirmed)
+
+    def refused_connection(self, broker_id: int) -> bool:
+        return broker_id in self._refused
 
     def unconfirmed(self, broker_id: int) -> bool:
         """Held to the activation grace and not heard from since the activation."""
@@ -100,8 +122,10 @@ class BrokerSessions:
         self._active_since_ms = None
         self._last_ms.clear()
         self._unconfirmed.clear()
+        self._refused.clear()
         self._connection.clear()
         self._lost_ms.clear()
+        self._dead.clear()
 
     @property
     def active(self) -> bool:
@@ -111,7 +135,9 @@ class BrokerSessions:
         """A heartbeat from `broker_id`, over `connection` (None: in-process)."""
         self._last_ms[broker_id] = now_ms
         self._unconfirmed.discard(broker_id)
+        self._refused.discard(broker_id)
         self._lost_ms.pop(broker_id, None)
+        self._dead.discard(broker_id)
         if connection is None:
             self._connection.pop(broker_id, None)
         else:
@@ -132,6 +158,16 @@ class BrokerSessions:
         its session timeout still applies)."""
         for b in broker_ids:
             self._lost_ms.pop(b, None)
+            self._dead.discard(b)
+
+    def listener_refused(self, broker_id: int) -> None:
+        """The broker's listener refused a connection opened after its heartbeat connection
+        closed: if it has not heartbeated since, it is fenced at the next check."""
+        if broker_id in self._lost_ms:
+            self._dead.add(broker_id)
+
+    def refuses_connections(self, broker_id: int) -> bool:
+        return broker_id in self._dead
 
     def lost_connection(self, broker_id: int) -> bool:
         """The broker's heartbeat connection closed and it has not heartbeated since."""
@@ -143,7 +179,8 @@ class BrokerSessions:
     def expired(self, image: MetadataImage, now_ms: int) -> list[int]:
         """Unfenced brokers (shutting down or not) whose session ran out, whose heartbeat
         connection closed `CONNECTION_LOSS_GRACE_MS` ago without a heartbeat since, or that were
-        to confirm they are alive within `activation_grace_ms` of the activation and did not;
+        to confirm they are alive within `activation_grace_ms` of the activation and did not (or
+        whose node refused this leader's connection before they did);
         oldest contact first."""
         if self._active_since_ms is None:
             return []
@@ -154,9 +191,12 @@ class BrokerSessions:
                 continue
             last = self._last_ms.get(b.broker_id, self._active_since_ms)
             lost = self._lost_ms.get(b.broker_id)
-            silent = b.broker_id in self._unconfirmed and now_ms - self._active_since_ms >= self.activation_grace_ms
+            silent = b.broker_id in self._unconfirmed and (
+                b.broker_id in self._refused or now_ms - self._active_since_ms >= self.activation_grace_ms
+            )
             if now_ms - last > self.session_timeout_ms or (
-                short_rules and (silent or (lost is not None and now_ms - lost >= CONNECTION_LOSS_GRACE_MS))
+                short_rules and (silent or (lost is not None and (
+                    b.broker_id in self._dead or now_ms - lost >= CONNECTION_LOSS_GRACE_MS)))
             ):
                 out.append((last, b.broker_id))
         return [b for _, b in sorted(out)]

@@ -51,7 +51,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -63,7 +63,7 @@ from kavka.config import BrokerConfig
 from kavka.controller import acl_control
 from kavka.controller.cluster_control import ClusterControlManager
 from kavka.controller.configuration_control import ConfigurationControlManager
-from kavka.controller.heartbeats import BrokerSessions
+from kavka.controller.heartbeats import CONNECTION_LOSS_GRACE_MS, BrokerSessions
 from kavka.controller.quota_control import QuotaAlteration, QuotaResult, alter_client_quotas
 from kavka.controller.replication_control import ReplicationControlManager
 from kavka.controller.results import (
@@ -116,6 +116,9 @@ class HeartbeatReply:
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shut_down: bool = False
+    # Not on the wire: an answer given in this process (a combined node's own broker) is only as
+    # fresh as the quorum's last contact with this controller (RaftClient.quorum_contact_ms).
+    quorum_contact_ms: int | None = None
 
 
 def unavailable_result(e: BaseException) -> ApiResult:
@@ -147,6 +150,10 @@ class QuorumController:
         self._monotonic = monotonic
         self.sessions = BrokerSessions(config["broker.session.timeout.ms"])
         self.raft = raft
+        # The transport's peers whose controller listener refused a connection, with the raft
+        # epoch it happened in (broker.raft_driver); see controller.heartbeats.
+        self.refused_peers: Callable[[], Mapping[int, int]] = dict
+        self._probes: set[asyncio.Task[None]] = set()  # _probe tasks in flight
         # broker -> the Fetch requests its node had sent this raft leader when its heartbeat
         # connection closed; FETCHES_PROVING_LIFE more since, and it is alive
         self._fetches_at_loss: dict[int, int] = {}
@@ -187,6 +194,8 @@ class QuorumController:
         pass
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        if leader_id is not None:
+            log.info("metadata quorum leader: node %d in epoch %d", leader_id, epoch)
         if leader_id != self.raft.node_id:
             self.sessions.deactivate()
             for _, fut in self._waiters:
@@ -321,7 +330,11 @@ class QuorumController:
             # grace (controller.heartbeats): a live voter fetches from this new leader at once.
             voters = set(self.raft.voters) - {self.raft.node_id}
             self.sessions.activate(self.image.brokers, self._session_ms(), must_confirm=voters)
+            log.info("active controller in epoch %d: brokers on nodes %s must show they are alive within %d ms",
+                     self.raft.leader_and_epoch().epoch, sorted(voters), self.sessions.activation_grace_ms)
         self.sessions.confirm(self.raft.fetched_this_epoch())
+        epoch = self.raft.leader_and_epoch().epoch
+        self.sessions.refused(n for n, e in self.refused_peers().items() if e == epoch)
 
     async def register_broker(
         self,
@@ -405,6 +418,7 @@ class QuorumController:
             is_caught_up=metadata_offset >= b.epoch,
             is_fenced=b.fenced,
             should_shut_down=state == BrokerControlState.SHUTDOWN_NOW,
+            quorum_contact_ms=self.raft.quorum_contact_ms(),
         )
 
     def broker_connection_lost(self, connection: Hashable) -> None:
@@ -414,6 +428,32 @@ class QuorumController:
         for broker_id in self.sessions.connection_lost(connection, self._session_ms()):
             self._fetches_at_loss[broker_id] = self.raft.fetch_requests_from(broker_id)
             log.info("broker %d: its heartbeat connection closed", broker_id)
+            b = self.image.brokers.get(broker_id)
+            if b is None or not b.endpoints:
+                continue
+            # The address other brokers reach it at (this node's inter-broker listener), else its first.
+            ibl = self.config.outgoing_inter_broker_listener()
+            _, host, port = next((e for e in b.endpoints if e[0] == ibl), b.endpoints[0])
+            if host:
+                task = asyncio.get_running_loop().create_task(self._probe(broker_id, host, port))
+                self._probes.add(task)
+                task.add_done_callback(self._probes.discard)
+
+    async def _probe(self, broker_id: int, host: str, port: int) -> None:
+        """Open (and close) a connection to a broker whose heartbeat connection closed: a refusal
+        means nothing listens there any more -- the process is gone -- and it is fenced at the
+        next check instead of after CONNECTION_LOSS_GRACE_MS (controller.heartbeats)."""
+        try:
+            async with asyncio.timeout(CONNECTION_LOSS_GRACE_MS / 1000):
+                _, writer = await asyncio.open_connection(host, port)
+        except ConnectionRefusedError:
+            if self.sessions.lost_connection(broker_id):
+                log.info("broker %d: its listener %s:%d refuses connections", broker_id, host, port)
+                self.sessions.listener_refused(broker_id)
+            return
+        except (OSError, TimeoutError):
+            return  # unreachable or slow: the grace decides
+        writer.close()
 
     async def fence_stale_brokers(self) -> list[int]:
         """Fence every unfenced broker whose session expired (called periodically; active controller only)."""
@@ -438,8 +478,16 @@ class QuorumController:
             try:
                 lost = self.sessions.lost_connection(broker_id)
                 silent = self.sessions.unconfirmed(broker_id)
+                refused = self.sessions.refused_connection(broker_id)
+                dead = self.sessions.refuses_connections(broker_id)
                 if await self._run(decide):
                     last = self.sessions.last_contact_ms(broker_id)
+                    if refused:
+                        log.warning("fenced broker %d: its node refused this new active controller's connection "
+                                    "(nothing listens on its controller listener) and has not fetched from it",
+                                    broker_id)
+                        fenced.append(broker_id)
+                        continue
                     if silent:
                         log.warning("fenced broker %d: its node neither heartbeated nor fetched from this new active "
                                     "controller within %d ms of its activation", broker_id,
@@ -448,8 +496,9 @@ class QuorumController:
                         continue
                     if lost:
                         log.warning("fenced broker %d: its heartbeat connection closed and it did not heartbeat "
-                                    "again (last heartbeat %s ms ago)", broker_id,
-                                    "?" if last is None else self._session_ms() - last)
+                                    "again (last heartbeat %s ms ago)%s", broker_id,
+                                    "?" if last is None else self._session_ms() - last,
+                                    "; its listener refuses connections" if dead else "")
                         fenced.append(broker_id)
                         continue
                     log.warning(

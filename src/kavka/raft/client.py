@@ -259,6 +259,19 @@ class RaftClient:
         that are alive and found it (the controller's activation check); elsewhere empty."""
         return frozenset(self._v.fetched_at) if self.state is _S.LEADER else frozenset()
 
+    def quorum_contact_ms(self) -> int | None:
+        """As leader: when a majority of the voters (this one counting) had last fetched from it,
+        on the clock of `poll` -- no other leader can have been elected before then (kavka: the
+        broker on this node dates its heartbeat answers by it, broker.session_watch); elsewhere
+        None. The time check-quorum resigns by, without its window."""
+        if self.state is not _S.LEADER:
+            return None
+        others = sorted(
+            (self._v.last_fetch_ms.get(v, self._now) for v in self.voters if v != self.node_id), reverse=True
+        )
+        need = self.majority - 1 if self.is_voter else self.majority
+        return others[need - 1] if 1 <= need <= len(others) else self._now
+
     def fetch_requests_from(self, node: int) -> int:
         """As leader: how many Fetch requests `node` sent in this epoch (0 elsewhere). Counted on
         arrival, not on answer: a parked long-poll answered after its sender died is not a sign

@@ -85,6 +85,9 @@ class Partition:
     ) -> None:
         self.tp = tp
         self.offline = False
+        # This broker lost its controller session (broker.session_watch): it may have been fenced
+        # and the partition led elsewhere, so as a leader it takes no writes and acknowledges none.
+        self.leadership_lapsed = False
         self.on_storage_error = on_storage_error
         self.on_change = on_change or (lambda tp: None)
         self.topic_id = topic_id
@@ -278,6 +281,12 @@ class Partition:
         `in_place`: writable `records` are the caller's to give up (Log.append_as_leader)."""
         self.check_online()
         ls = self._require_leader()
+        if self.leadership_lapsed:
+            raise PartitionError(
+                ErrorCode.not_leader_or_follower,
+                f"broker {self.local_broker_id} has not reached the active controller for a session: it may have "
+                f"been fenced and {self.tp} led elsewhere",
+            )
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise PartitionError(
                 ErrorCode.not_enough_replicas,
@@ -298,7 +307,7 @@ class Partition:
         """Where an acks=all produce that needs the high watermark at `required_offset` stands
         (Kafka's checkEnoughReplicasReachOffset): None while it must wait, else its answer."""
         ls = self.leader_state
-        if ls is None or self.offline:
+        if ls is None or self.offline or self.leadership_lapsed:
             return ErrorCode.not_leader_or_follower
         if ls.high_watermark < required_offset:
             return None

@@ -161,6 +161,7 @@ class ReplicaManager:
         self.remote_log_manager: Any = None  # kavka.tiered.remote_log_manager.RemoteLogManager when tiered storage is on
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.leadership_lapsed = False  # see set_leadership_lapsed
         self.bytes_out: dict[str, int] = {}  # topic -> record bytes sent to consumers (BytesOutPerSec)
         self.bytes_in: dict[str, int] = {}  # topic -> record bytes appended as leader (BytesInPerSec)
         # Told (partition, producer id, committed) of each end-transaction marker written here and
@@ -201,6 +202,7 @@ class ReplicaManager:
                 on_storage_error=self.handle_storage_error,
                 on_change=self.purgatory.visible_change,
             )
+            p.leadership_lapsed = self.leadership_lapsed
             self.partitions[tp] = p
             role_changed = True
         else:
@@ -240,6 +242,19 @@ class ReplicaManager:
 
     def leader_partitions(self) -> list[Partition]:
         return [p for p in self.partitions.values() if p.is_leader]
+
+    def set_leadership_lapsed(self, lapsed: bool) -> None:
+        """This broker lost (True) or regained its controller session (broker.session_watch). While
+        lapsed its leaders take no writes and acknowledge none: appends answer NOT_LEADER_OR_FOLLOWER,
+        and acks=all produces waiting in the purgatory are answered so now, so that clients go
+        looking for the leader the controller may have elected elsewhere."""
+        if lapsed == self.leadership_lapsed:
+            return
+        self.leadership_lapsed = lapsed
+        for tp, p in self.partitions.items():
+            p.leadership_lapsed = lapsed
+            if lapsed and p.is_leader:
+                self.purgatory.wake_all(tp)
 
     # ------------------------------------------------------------ produce (Kafka's appendRecords)
 

@@ -44,9 +44,22 @@ def _brokers(node: BrokerNode, ctx: RequestContext, cls: type, id_field: str, *,
         ep = b.endpoint(ctx.listener)
         if ep is None or (b.fenced and not include_fenced):
             continue
+        if b.broker_id == node.node_id and node.replica_manager.leadership_lapsed and not include_fenced:
+            continue  # it may have been fenced (see live_brokers)
         host, port = ep
         out.append(make(cls, **{id_field: b.broker_id}, host=host, port=port, rack=b.rack, is_fenced=b.fenced))
     return tuple(out)
+
+
+def live_brokers(node: BrokerNode, image: Any) -> set[int]:
+    """The unfenced brokers of `image`, without this one while its controller session has lapsed
+    (broker.session_watch): the controller may have fenced it and elected leaders elsewhere, so
+    its partitions answer LEADER_NOT_AVAILABLE, leader -1, and clients ask again (another broker,
+    in time) instead of coming back to it."""
+    live = {b.broker_id for b in image.brokers.values() if not b.fenced}
+    if node.replica_manager.leadership_lapsed:
+        live.discard(node.node_id)
+    return live
 
 
 def _partition_fields(node: BrokerNode, live: set[int], topic: str, p: Any) -> dict[str, Any]:
@@ -110,7 +123,7 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
                 await node.controller.create_topics([NewTopic(n) for n in dict.fromkeys(missing)])
             image = node.image
 
-    live = {b.broker_id for b in image.brokers.values() if not b.fenced}
+    live = live_brokers(node, image)
 
     def partition_entry(t: Any, p: Any) -> Any:
         return make(part_cls, **_partition_fields(node, live, t.name, p))
@@ -252,7 +265,7 @@ def handle_describe_topic_partitions(node: BrokerNode, ctx: RequestContext, req:
             denied.append(make(topic_cls, error_code=ErrorCode.topic_authorization_failed, name=name,
                                topic_id=uuid_from_str(None), is_internal=False, partitions=(),
                                topic_authorized_operations=_OPS_UNSET))
-    live = {b.broker_id for b in image.brokers.values() if not b.fenced}
+    live = live_brokers(node, image)
     remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, req.response_partition_limit), 1)
     next_cursor = None
     topics: list[Any] = []
