@@ -283,6 +283,9 @@ def test_a_closed_connection_does_not_hold_the_line(tmp_path: Path) -> None:
         assert _part(await second)[0] == ErrorCode.out_of_order_sequence_number
         assert node.txn_appends == {}
 
+    asyncio.run(run())
+
+
 def test_a_lapsed_leader_answers_not_leader_and_releases_waiting_acks_all(tmp_path: Path) -> None:
     """broker.session_watch: a broker that lost its controller session takes no writes as a leader
     and answers the acks=all produces waiting for followers at once, so that the producer goes
