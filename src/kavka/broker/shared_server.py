@@ -101,9 +101,14 @@ class SharedServer:
         roles = set(config["process.roles"])
         self.is_broker = "broker" in roles
         self.is_controller = "controller" in roles
-        self.voters = parse_voters(config["controller.quorum.voters"]) or {self.node_id: ("127.0.0.1", 0)}
         # KIP-853: controller.quorum.bootstrap.servers under ids -2, -3, ... (as Kafka numbers them);
-        # the raft driver adds the voters' addresses to this same map as it learns them.
+        # the raft driver adds the voters' addresses to this same map as it learns them. This node
+        # is not among them: a broker-only node of a dynamic quorum must not count itself a voter
+        # (it would stand for election in a quorum of itself and a bootstrap server).
+        self.dynamic_quorum = bool(config["controller.quorum.bootstrap.servers"])
+        self.voters = parse_voters(config["controller.quorum.voters"])
+        if not self.voters and not self.dynamic_quorum:
+            self.voters = {self.node_id: ("127.0.0.1", 0)}  # a combined node alone, its own quorum
         for i, server in enumerate(config["controller.quorum.bootstrap.servers"]):
             host, _, port = server.strip().rpartition(":")
             self.voters[-2 - i] = (host.strip("[]"), int(port))
@@ -185,7 +190,7 @@ class SharedServer:
         store = FileQuorumStateStore(self.metadata_log.log.dir / "quorum-state", voters)
         stored = store.stored_voters()
         bootstrap_voters, directory_id = self._quorum_bootstrap(voters)
-        if stored is not None and stored != voters and directory_id is None:
+        if stored is not None and stored != voters and directory_id is None and not self.dynamic_quorum:
             self.metadata_log.close()
             raise StartupError(
                 f"controller.quorum.voters lists voters {list(voters)} but this node's quorum-state "
@@ -199,7 +204,10 @@ class SharedServer:
                 cluster_id=self.cluster_id,
                 directory_id=directory_id,
                 bootstrap_voters=bootstrap_voters,
-                dynamic=directory_id is not None,
+                # kraft.version 1 from the start for a node reaching the quorum through bootstrap
+                # servers (a broker-only node has no bootstrap checkpoint): it learns the voters
+                # from the leader's log, and asks the bootstrap servers until then.
+                dynamic=directory_id is not None or self.dynamic_quorum,
                 election_timeout_ms=c["controller.quorum.election.timeout.ms"],
                 election_backoff_max_ms=c["controller.quorum.election.backoff.max.ms"],
                 fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
