@@ -440,3 +440,52 @@ def test_broker_only_nodes_follow_a_dynamic_quorum_through_voter_changes(tmp_pat
     finally:
         for n in nodes.values():
             n.kill()
+
+
+# ---- a static quorum upgraded to a dynamic one (Kafka 4.1's kraft.version upgrade) ----------------
+
+
+def test_kafka_features_upgrades_a_static_quorum_to_a_dynamic_one(tmp_path: Path) -> None:
+    """Kafka's own kafka-features upgrades kraft.version of a static three-voter quorum
+    (controller.quorum.voters) to 1: the voters, with their metadata dirs' directory ids and
+    controller endpoints, are in the metadata log from then on, voter changes work, and a downgrade
+    is refused with Kafka's words."""
+    from tests.broker_harness import Cluster
+    from tests.java_deps import run_kafka_tool
+
+    tool = "org.apache.kafka.tools.FeatureCommand"
+    cluster = Cluster(tmp_path, 3).start()
+    try:
+        props = {i: read_meta_properties(n.log_dirs[0]) for i, n in cluster.nodes.items()}
+        cid = props[1].cluster_id
+
+        def finalized(i: int) -> int:
+            with RawClient(cluster.nodes[i].port) as c:
+                versions = c.call(18, 4, av.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+            return {f.name: f.max_version_level for f in versions.finalized_features}.get("kraft.version", 0)
+
+        assert [finalized(i) for i in (1, 2, 3)] == [0, 0, 0]
+        assert _remove(cluster.nodes[1].port, cid, 3, uuid_from_str(props[3].directory_id)) is ErrorCode.unsupported_version
+        # Through node 2, whichever node is the active controller.
+        up = run_kafka_tool(tool, "--bootstrap-server", cluster.nodes[2].bootstrap, "upgrade", "--feature", "kraft.version=1")
+        assert up.returncode == 0 and "kraft.version was upgraded to 1." in up.stdout, up.stdout + up.stderr
+        wait_until(lambda: [finalized(i) for i in (1, 2, 3)] == [1, 1, 1], timeout=20, message="kraft.version 1 everywhere")
+        with RawClient(cluster.nodes[1].port) as c:
+            quorum = c.call(55, 2, topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),))
+        voters = sorted((v.replica_id, v.replica_directory_id) for v in quorum.topics[0].partitions[0].current_voters)
+        assert voters == [(i, uuid_from_str(props[i].directory_id)) for i in (1, 2, 3)]
+        assert sorted((n.node_id, n.listeners[0].port) for n in quorum.nodes) == sorted(cluster.controller_ports.items())
+        down = run_kafka_tool(tool, "--bootstrap-server", cluster.nodes[1].bootstrap, "downgrade", "--feature", "kraft.version=0")
+        assert down.returncode != 0 and "because the new version is a downgrade" in down.stdout + down.stderr, down
+        # The voter set lives in the log: a voter (not the leader) is removed, and metadata commits on.
+        leader = quorum.topics[0].partitions[0].leader_id
+        gone = next(i for i in (1, 2, 3) if i != leader)
+        assert _remove(cluster.nodes[leader].port, cid, gone, uuid_from_str(props[gone].directory_id)) is ErrorCode.none
+        stay = next(i for i in (1, 2, 3) if i != gone)
+        _create(AdminClient({"bootstrap.servers": cluster.nodes[stay].bootstrap}), "after-upgrade")
+        with RawClient(cluster.nodes[stay].port) as c:
+            quorum = c.call(55, 2, topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),))
+        assert sorted(v.replica_id for v in quorum.topics[0].partitions[0].current_voters) == sorted({1, 2, 3} - {gone})
+    finally:
+        for n in cluster.nodes.values():
+            n.kill()

@@ -66,6 +66,8 @@ from kio.schema.list_partition_reassignments.v0 import request as lpr_req
 from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 from kio.schema.remove_raft_voter.v0 import request as rrv_req
 from kio.schema.remove_raft_voter.v0 import response as rrv_resp
+from kio.schema.update_features.v1 import request as uf_req
+from kio.schema.update_features.v1 import response as uf_resp
 from kio.schema.update_raft_voter.v0 import request as urv_req
 from kio.schema.update_raft_voter.v0 import response as urv_resp
 
@@ -116,6 +118,7 @@ RPCS: dict[int, tuple[type, type]] = {
         (arv_req.AddRaftVoterRequest, arv_resp.AddRaftVoterResponse),
         (rrv_req.RemoveRaftVoterRequest, rrv_resp.RemoveRaftVoterResponse),
         (urv_req.UpdateRaftVoterRequest, urv_resp.UpdateRaftVoterResponse),
+        (uf_req.UpdateFeaturesRequest, uf_resp.UpdateFeaturesResponse),
     )
 }
 VOTER_CHANGES = (arv_req.AddRaftVoterRequest, rrv_req.RemoveRaftVoterRequest, urv_req.UpdateRaftVoterRequest)
@@ -191,6 +194,51 @@ async def voter_change_response(qc: QuorumController, req: Any, cluster_id: str)
     return resp_cls(throttle_time=_NO_THROTTLE, error_code=error, error_message=message)
 
 
+KRAFT_VERSION = "kraft.version"
+
+
+def kraft_version_request(level: int, validate_only: bool) -> uf_req.UpdateFeaturesRequest:
+    """UpdateFeatures v1 for kraft.version alone: what a node relays to the active controller (the
+    other features are answered where the request arrives: their levels are fixed by the code)."""
+    return uf_req.UpdateFeaturesRequest(
+        feature_updates=(uf_req.FeatureUpdateKey(feature=KRAFT_VERSION, max_version_level=level),),
+        validate_only=validate_only,
+    )
+
+
+def _static_voter_endpoints(config: Any) -> dict[int, tuple[VoterEndpoint, ...]]:
+    """Where each voter of controller.quorum.voters listens, named as this node's controller
+    listener (the endpoints the VotersRecord of an upgrade carries)."""
+    from kavka.config import parse_voters
+
+    names = config["controller.listener.names"]
+    listener = str(names[0]).upper() if names else "CONTROLLER"
+    return {vid: (VoterEndpoint(listener, host, port),) for vid, (host, port) in
+            parse_voters(config["controller.quorum.voters"]).items()}
+
+
+async def kraft_version_response(qc: QuorumController, req: Any) -> uf_resp.UpdateFeaturesResponse:
+    """UpdateFeatures kraft.version on the active controller (Kafka 4.1): the raft core's
+    upgrade_kraft_version, answered once its control batch commits."""
+    level = next(int(u.max_version_level) for u in req.feature_updates if u.feature == KRAFT_VERSION)
+    message: str | None = None
+
+    def change() -> tuple[ErrorCode, int]:
+        nonlocal message
+        error, message, offset = qc.raft.upgrade_kraft_version(
+            level, _static_voter_endpoints(qc.config), validate_only=bool(req.validate_only))
+        return error, offset
+
+    error = await qc.change_voters(change)
+    if error == ErrorCode.not_leader_or_follower:
+        error = ErrorCode.not_controller
+    return uf_resp.UpdateFeaturesResponse(
+        throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+        results=(uf_resp.UpdatableFeatureResult(
+            feature=KRAFT_VERSION, error_code=error, error_message=None if error == ErrorCode.none else message),),
+    )
+
+
 _VOTER_ERRORS = {
     ErrorCode.unsupported_version: "the quorum is static (kraft.version 0): its voters are controller.quorum.voters",
     ErrorCode.request_timed_out: "the leader has not committed its epoch yet, another voter change is in flight, "
@@ -233,6 +281,7 @@ class ControllerApis:
             da_req.DeleteAclsRequest.__api_key__: self.handle_delete_acls,
             acq_req.AlterClientQuotasRequest.__api_key__: self.handle_alter_client_quotas,
             **{cls.__api_key__: self.handle_voter_change for cls in VOTER_CHANGES},
+            uf_req.UpdateFeaturesRequest.__api_key__: self.handle_update_features,
         }
 
     async def handle(self, api_key: int, req: Any, connection: Hashable | None = None) -> Any:
@@ -376,6 +425,10 @@ class ControllerApis:
 
     async def handle_voter_change(self, req: Any, _connection: Hashable | None) -> Any:
         return await voter_change_response(self.qc, req, self.cluster_id)
+
+    async def handle_update_features(self, req: Any, _connection: Hashable | None) -> Any:
+        """Only kraft.version comes here (relayed by ControllerClient.update_kraft_version)."""
+        return await kraft_version_response(self.qc, req)
 
     async def handle_describe_quorum(self, req: Any, _connection: Hashable | None) -> Any:
         return codec.encode_describe_quorum(self.qc.raft.describe_quorum(), wall_clock_offset_ms())

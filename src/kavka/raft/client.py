@@ -88,7 +88,14 @@ from kavka.raft import snapshot as snapshots
 from kavka.raft.api import LeaderAndEpoch, NotLeaderError, RaftListener, SnapshotId
 from kavka.raft.replicated_log import LogEntry, ReplicatedLog
 from kavka.raft.state import ElectionState, EpochState, QuorumStateStore, check_transition
-from kavka.raft.voters import VoterNode, VoterSet, encode_kraft_version, encode_voters, voters_in
+from kavka.raft.voters import (
+    VoterEndpoint,
+    VoterNode,
+    VoterSet,
+    encode_kraft_version,
+    encode_voters,
+    voters_in,
+)
 
 _S = EpochState
 NEVER = 2**62
@@ -156,6 +163,7 @@ class _Volatile:
     last_fetch_ms: dict[int, int] = field(default_factory=dict)
     fetched_at: dict[int, int] = field(default_factory=dict)  # DescribeQuorum timestamps
     fetch_requests: dict[int, int] = field(default_factory=dict)  # Fetch requests received, per node
+    directory_ids: dict[int, str] = field(default_factory=dict)  # voters' ReplicaDirectoryId, from their fetches
     caught_up_at: dict[int, int] = field(default_factory=dict)
     begin_acked: set[int] = field(default_factory=set)
     next_begin_ms: int = 0
@@ -399,6 +407,43 @@ class RaftClient:
         if node == voter:
             return ErrorCode.none, -1  # nothing to change
         return ErrorCode.none, self._append_voters(current.without(voter.node_id).with_voter(voter))
+
+    def upgrade_kraft_version(
+        self, level: int, endpoints: dict[int, tuple[VoterEndpoint, ...]], *, validate_only: bool = False
+    ) -> tuple[ErrorCode, str | None, int]:
+        """UpdateFeatures kraft.version on the leader (Kafka 4.1, KAFKA-16538): a static quorum
+        becomes dynamic. One control batch -- KRaftVersionRecord 1 and a VotersRecord of the static
+        voters, each with the directory id its fetches in this epoch named and its `endpoints`
+        (the caller's: controller.quorum.voters on the controller listener) -- after which the voter
+        set lives in the log and AddRaftVoter/RemoveRaftVoter work. (error, message, offset of the
+        batch or -1); done once the high watermark passes the offset."""
+        if self.state is not _S.LEADER:
+            return ErrorCode.not_leader_or_follower, None, -1
+        current = self.kraft_version
+        if level == current:
+            return ErrorCode.none, None, -1
+        if level < current:
+            return (ErrorCode.invalid_update_version, f"Invalid upgrade of kraft.version from version {current} to "
+                    f"{level} because the new version is a downgrade", -1)
+        if not self.leader_ready():
+            return ErrorCode.request_timed_out, None, -1
+        directories = {**self._v.directory_ids}
+        if self.config.directory_id is not None:
+            directories[self.node_id] = self.config.directory_id
+        missing = [vid for vid in self.voters if vid not in directories or not endpoints.get(vid)]
+        if missing:
+            return (ErrorCode.invalid_update_version, f"Invalid upgrade of kraft.version to {level} because not all "
+                    f"of the voters support it (no directory id or endpoint known yet for voters {missing}: "
+                    "each must fetch from the leader in this epoch)", -1)
+        if validate_only:
+            return ErrorCode.none, None, -1
+        voters = VoterSet.of([VoterNode(vid, directories[vid], endpoints[vid]) for vid in self.voters])
+        base = self.log.end_offset
+        records = [encode_kraft_version(level), encode_voters(voters)]
+        self._append_entries(
+            [LogEntry(base + i, self.epoch, base, k, v, control=True) for i, (k, v) in enumerate(records)]
+        )
+        return ErrorCode.none, None, base + 1
 
     def _voter_change_error(self) -> ErrorCode | None:
         """Kafka's AddVoterHandler/RemoveVoterHandler checks common to both, in its order."""
@@ -932,6 +977,8 @@ class RaftClient:
         if src in self.voters:
             v.last_fetch_ms[src] = self._now
             v.begin_acked.add(src)
+            if req.replica_directory_id is not None:
+                v.directory_ids[src] = req.replica_directory_id
         invalid = self._validate_fetch_position(req)
         if invalid is not None:
             self._outbound.append(m.Envelope(self.node_id, src, correlation_id, invalid))
