@@ -84,8 +84,16 @@ from kavka.controller.quorum_controller import (
     QuorumController,
     unavailable_result,
 )
+from kavka.protocol import api
 from kavka.protocol import kavka_schema as ks
-from kavka.protocol.messages import uuid_from_str, uuid_to_str
+from kavka.protocol.messages import (
+    NO_THROTTLE,
+    field_names,
+    make,
+    nested,
+    uuid_from_str,
+    uuid_to_str,
+)
 from kavka.raft import codec
 from kavka.raft.voters import VoterEndpoint, VoterNode
 from kavka.replication.alter_partition import AlterPartitionItem
@@ -122,6 +130,21 @@ RPCS: dict[int, tuple[type, type]] = {
     )
 }
 VOTER_CHANGES = (arv_req.AddRaftVoterRequest, rrv_req.RemoveRaftVoterRequest, urv_req.UpdateRaftVoterRequest)
+
+# KIP-919: what a Kafka admin client with bootstrap.controllers (kafka-metadata-quorum
+# --bootstrap-controller, kafka-features --bootstrap-controller) sends straight to the controllers,
+# with the versions served: api key -> (min, max). ApiVersions and DescribeCluster (endpoint type
+# controller: the voters and the active controller) at any of them; DescribeQuorum, AddRaftVoter and
+# RemoveRaftVoter by the same handlers as the RPCS (AddRaftVoter v0 too).
+_DESCRIBE_CLUSTER, _API_VERSIONS = 60, 18
+DIRECT_APIS: dict[int, tuple[int, int]] = {
+    _API_VERSIONS: api.SUPPORTED[_API_VERSIONS],
+    _DESCRIBE_CLUSTER: (1, api.SUPPORTED[_DESCRIBE_CLUSTER][1]),
+    dq_req.DescribeQuorumRequest.__api_key__: (2, 2),
+    arv_req.AddRaftVoterRequest.__api_key__: (0, 1),
+    rrv_req.RemoveRaftVoterRequest.__api_key__: (0, 0),
+}
+_CONTROLLER_ENDPOINT = 2  # DescribeCluster's EndpointType: 1 brokers, 2 controllers
 
 
 def _voter(req: Any) -> VoterNode:
@@ -429,6 +452,76 @@ class ControllerApis:
     async def handle_update_features(self, req: Any, _connection: Hashable | None) -> Any:
         """Only kraft.version comes here (relayed by ControllerClient.update_kraft_version)."""
         return await kraft_version_response(self.qc, req)
+
+    # ---- KIP-919: an admin client's requests straight to the controllers ----------------------
+
+    def serves_directly(self, api_key: int, api_version: int) -> bool:
+        """An admin client's request this listener answers (DIRECT_APIS), at this version; a
+        too-new ApiVersions is answered too (KIP-511: with its own range, to retry at)."""
+        lo, hi = DIRECT_APIS.get(api_key, (1, 0))
+        return lo <= api_version <= hi or (api_key == _API_VERSIONS and api_version > hi)
+
+    async def handle_direct(self, api_key: int, api_version: int, req: Any, listener: str) -> Any:
+        """The response entity, at the request's version, to a DIRECT_APIS request."""
+        if api_key == _API_VERSIONS:
+            return self._api_versions(api_version)
+        if api_key == _DESCRIBE_CLUSTER:
+            return self._describe_cluster(api_version, req, listener)
+        resp = await self.handle(api_key, req)
+        cls = api.response_schema(api_key, api_version)
+        if isinstance(resp, cls):
+            return resp
+        # AddRaftVoter v0: v1's response fields, the same ones
+        return make(cls, **{name: getattr(resp, name) for name in field_names(cls)})
+
+    def _api_versions(self, version: int) -> Any:
+        from kavka.broker.handlers import features
+
+        hi = DIRECT_APIS[_API_VERSIONS][1]
+        error = ErrorCode.unsupported_version if version > hi else ErrorCode.none
+        cls = api.response_schema(_API_VERSIONS, min(version, hi) if error == ErrorCode.none else 0)
+        av = nested(cls, "ApiVersion")
+        keys = tuple(av(api_key=k, min_version=lo, max_version=top) for k, (lo, top) in sorted(DIRECT_APIS.items())
+                     if error == ErrorCode.none or k == _API_VERSIONS)
+        return make(cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE,
+                    **features.api_versions_features(cls, self.qc.image.offset, version, self.qc.raft.kraft_version,
+                                                      self.qc.config))
+
+    def _controller_nodes(self, listener: str) -> list[tuple[int, str, int]]:
+        """(id, host, port) of each voter on `listener`: the voter set's endpoints (a dynamic
+        quorum), else controller.quorum.voters."""
+        from kavka.config import parse_voters
+
+        out = []
+        for n in self.qc.raft.voter_set().voters:
+            ep = next((e for e in n.endpoints if e.name == listener), None)
+            if ep is not None:
+                out.append((n.node_id, ep.host, ep.port))
+        if not out:
+            out = [(vid, host, port) for vid, (host, port) in parse_voters(self.qc.config["controller.quorum.voters"]).items()]
+        return sorted(out)
+
+    def _describe_cluster(self, version: int, req: Any, listener: str) -> Any:
+        """Kafka's ControllerApis.handleDescribeCluster: the controllers and the active one."""
+        cls = api.response_schema(_DESCRIBE_CLUSTER, version)
+        broker_cls = nested(cls, "DescribeClusterBroker")
+        error, message, nodes = ErrorCode.none, None, []
+        if req.endpoint_type not in (1, _CONTROLLER_ENDPOINT):
+            error, message = ErrorCode.unsupported_endpoint_type, f"Unsupported endpoint type {req.endpoint_type}"
+        elif req.endpoint_type != _CONTROLLER_ENDPOINT:
+            error = ErrorCode.mismatched_endpoint_type
+            message = "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER"
+        else:
+            nodes = self._controller_nodes(listener)
+        leader = self.qc.raft.leader_and_epoch().leader_id
+        extra = {"is_fenced": False} if "is_fenced" in field_names(broker_cls) else {}
+        return make(
+            cls, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
+            endpoint_type=_CONTROLLER_ENDPOINT, cluster_id=self.cluster_id,
+            controller_id=leader if leader is not None and any(n[0] == leader for n in nodes) else -1,
+            brokers=tuple(broker_cls(broker_id=i, host=h, port=p, rack=None, **extra) for i, h, p in nodes),
+            cluster_authorized_operations=-(2**31),
+        )
 
     async def handle_describe_quorum(self, req: Any, _connection: Hashable | None) -> Any:
         return codec.encode_describe_quorum(self.qc.raft.describe_quorum(), wall_clock_offset_ms())

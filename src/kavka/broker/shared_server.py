@@ -149,6 +149,8 @@ class SharedServer:
             server_sasl=self.listener_sasl.get(ctl.name) if ctl is not None else None,
             cluster_action=self.cluster_action,
         )
+        if ctl is not None:
+            self.raft_driver.listener_name = ctl.name
         if ctl is not None and self.raft.kraft_version >= 1:
             self.raft_driver.advertised = (ctl.name, ctl.host or "127.0.0.1", ctl.port)
         # What every handler calls: local on the active controller, an RPC to it elsewhere.

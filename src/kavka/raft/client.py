@@ -163,7 +163,7 @@ class _Volatile:
     last_fetch_ms: dict[int, int] = field(default_factory=dict)
     fetched_at: dict[int, int] = field(default_factory=dict)  # DescribeQuorum timestamps
     fetch_requests: dict[int, int] = field(default_factory=dict)  # Fetch requests received, per node
-    directory_ids: dict[int, str] = field(default_factory=dict)  # voters' ReplicaDirectoryId, from their fetches
+    directory_ids: dict[int, str] = field(default_factory=dict)  # ReplicaDirectoryId of each fetcher, as it last named it
     caught_up_at: dict[int, int] = field(default_factory=dict)
     begin_acked: set[int] = field(default_factory=set)
     next_begin_ms: int = 0
@@ -323,6 +323,7 @@ class RaftClient:
                 log_end_offset=offset,
                 last_fetch_timestamp=v.fetched_at.get(node, -1),
                 last_caught_up_timestamp=v.caught_up_at.get(node, -1),
+                directory_id=v.directory_ids.get(node),
             )
             for node, offset in sorted(v.fetch_offsets.items())
             if node not in self.voters
@@ -967,6 +968,8 @@ class RaftClient:
 
     def _answer_fetch(self, src: int, correlation_id: int, req: m.FetchRequest, *, park: bool = False) -> None:
         v = self._v
+        if req.replica_directory_id is not None:
+            v.directory_ids[src] = req.replica_directory_id  # DescribeQuorum; a kraft.version upgrade's voters
         voter = self.voter_set().get(src) if self.kraft_version >= 1 else None
         if voter is not None and voter.directory_id is not None and voter.directory_id != req.replica_directory_id:
             # KIP-853: the voter's node id on another disk (its metadata dir was wiped): it holds
@@ -977,8 +980,6 @@ class RaftClient:
         if src in self.voters:
             v.last_fetch_ms[src] = self._now
             v.begin_acked.add(src)
-            if req.replica_directory_id is not None:
-                v.directory_ids[src] = req.replica_directory_id
         invalid = self._validate_fetch_position(req)
         if invalid is not None:
             self._outbound.append(m.Envelope(self.node_id, src, correlation_id, invalid))
