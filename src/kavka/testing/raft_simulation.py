@@ -469,7 +469,10 @@ class Sim:
         c = leader.client
         assert c is not None
         voter_set = c.voter_set()
-        if len(voter_set.ids) < 3 or c.voter_change_pending():
+        # Every node holds this set in force (a stale leader's view, or a change one log holds and
+        # another not, could leave a lost disk in a set of two, which nothing can recover).
+        views = {n.client.voter_set() for n in self.nodes.values() if n.client is not None}
+        if len(voter_set.ids) < 3 or c.voter_change_pending() or views != {voter_set}:
             return
         if any(n.directory_id != self.directory_ids[n.node_id] for n in voter_set.voters):
             return  # another lost disk is not replaced yet
