@@ -457,7 +457,7 @@ def test_simulation_catches_a_voter_that_votes_after_losing_its_disk(voters: int
 class _AddsBeforeCaughtUp(RaftClient):
     """Adds a voter that has not caught up as an observer: the quorum then waits on it to commit."""
 
-    def _caught_up(self, node_id: int) -> bool:
+    def _caught_up(self, node_id: int, directory_id: str | None) -> bool:
         return True
 
 

@@ -165,6 +165,7 @@ class _Volatile:
     fetch_requests: dict[int, int] = field(default_factory=dict)  # Fetch requests received, per node
     directory_ids: dict[int, str] = field(default_factory=dict)  # ReplicaDirectoryId of each fetcher, as it last named it
     caught_up_at: dict[int, int] = field(default_factory=dict)
+    caught_up_directory: dict[int, str | None] = field(default_factory=dict)  # the disk that caught up
     begin_acked: set[int] = field(default_factory=set)
     next_begin_ms: int = 0
     parked: dict[int, _ParkedFetch] = field(default_factory=dict)
@@ -377,7 +378,7 @@ class RaftClient:
             current = self.voter_set()
             if current.get(voter.node_id) is not None:
                 error = ErrorCode.duplicate_voter
-            elif not self._caught_up(voter.node_id):
+            elif not self._caught_up(voter.node_id, voter.directory_id):
                 error = ErrorCode.request_timed_out  # Kafka: the new voter has not caught up
         if error is not None:
             return error, -1
@@ -460,10 +461,17 @@ class RaftClient:
             return ErrorCode.request_timed_out  # at most one change in flight
         return None
 
-    def _caught_up(self, node_id: int) -> bool:
-        """An observer that fetched up to our log end within the fetch timeout."""
-        at = self._v.caught_up_at.get(node_id)
-        return at is not None and at >= self._now - self.config.fetch_timeout_ms
+    def _caught_up(self, node_id: int, directory_id: str | None) -> bool:
+        """An observer that fetched up to our log end within the fetch timeout, from the disk it is
+        added with (Kafka's ReplicaKey): a replica whose disk was lost just after it caught up
+        must catch up again."""
+        v = self._v
+        at = v.caught_up_at.get(node_id)
+        return (
+            at is not None
+            and at >= self._now - self.config.fetch_timeout_ms
+            and v.caught_up_directory.get(node_id) == directory_id
+        )
 
     def _append_voters(self, voters: VoterSet) -> int:
         base = self.log.end_offset
@@ -989,6 +997,7 @@ class RaftClient:
         v.fetched_at[src] = self._now
         if req.fetch_offset >= self.log.end_offset:
             v.caught_up_at[src] = self._now
+            v.caught_up_directory[src] = req.replica_directory_id
         if (
             park
             and req.fetch_offset >= self.log.end_offset
