@@ -298,3 +298,15 @@ def test_upgrading_kraft_version_makes_a_static_quorum_dynamic() -> None:
     restarted = _static(gone, log=nodes[gone].log)
     assert restarted.kraft_version == 1 and not restarted.is_voter
     assert sorted(leader.voter_set().ids) == sorted(i for i in (1, 2, 3) if i != gone)
+
+
+def test_a_new_voter_must_have_caught_up_on_the_disk_it_is_added_with() -> None:
+    # Node 2 caught up as an observer; its disk is then lost and it comes back with another
+    # directory id: it is not added with the new one on the old disk's fetches (Kafka's ReplicaKey).
+    nodes = {1: make(1, bootstrap=vs(1)), 2: make(2, bootstrap=None)}
+    now = drive(nodes, 3000)
+    leader = nodes[1]
+    nodes[2] = make(2, bootstrap=None, directory=dir_id(200))  # wiped: an empty log, a new directory id
+    assert leader.add_voter(VoterNode(2, dir_id(200)))[0] is ErrorCode.request_timed_out
+    now = drive(nodes, now + 1000, start_ms=now)  # the new disk fetches and catches up
+    assert leader.add_voter(VoterNode(2, dir_id(200)))[0] is ErrorCode.none
