@@ -6,13 +6,19 @@ own kafka-metadata-quorum (4.4, from its jars) adding and removing a kavka contr
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
 
+from kio.schema.api_versions.v2 import request as av2
+from kio.schema.describe_cluster.v1 import request as dc
+
+from kavka.common import ErrorCode
 from tests.broker_harness import KAVKA
 from tests.integration.test_dynamic_quorum import _Quorum
 from tests.java_deps import run_kafka_tool
+from tests.raw_client import RawClient
 
 
 def _quorum_cli(q: _Quorum, via: int, *args: str) -> subprocess.CompletedProcess[str]:
@@ -116,3 +122,65 @@ def _dir(q: _Quorum, i: int) -> str:
 def _voter_ids(q: _Quorum) -> list[int]:
     rows = json.loads(_quorum_cli(q, 1, "describe", "--replication", "--json").stdout)
     return [r["NodeId"] for r in rows if r["Status"] != "Observer"]
+
+
+def test_bootstrap_controller_talks_to_the_controllers_directly(tmp_path: Path) -> None:
+    """--bootstrap-controller (KIP-919), kavka's and Kafka's tool alike, given a controller that is
+    not the active one: DescribeCluster on the controller listener names the active controller,
+    which answers DescribeQuorum, AddRaftVoter and RemoveRaftVoter; `kafka-features
+    --bootstrap-controller describe` reads the controller's ApiVersions."""
+    q = _Quorum(tmp_path)
+    tool = "org.apache.kafka.tools.MetadataQuorumCommand"
+    try:
+        for i in (1, 2):
+            q.nodes[i].format(q.cluster_id)
+            q.nodes[i].start()
+        d1, d2 = _dir(q, 1), _dir(q, 2)
+        via = f"127.0.0.1:{q.ctl[2]}"  # node 2: an observer, not the active controller
+
+        def kavka(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([*KAVKA, "metadata-quorum", "--bootstrap-controller", via, *args],
+                                  capture_output=True, text=True, timeout=60)
+
+        status = kavka("describe", "--status")
+        assert status.returncode == 0, status.stderr
+        fields = {k: v.strip() for k, v in (line.split(":", 1) for line in status.stdout.splitlines())}
+        assert fields["ClusterId"] == q.cluster_id and fields["LeaderId"] == "1"
+        assert json.loads(fields["CurrentVoters"]) == [
+            {"id": 1, "directoryId": d1, "endpoints": [f"CONTROLLER://127.0.0.1:{q.ctl[1]}"]}]
+        assert json.loads(fields["CurrentObservers"]) == [{"id": 2, "directoryId": d2}]
+        kafka = run_kafka_tool(tool, "--bootstrap-controller", via, "describe", "--status")
+        assert kafka.returncode == 0 and f"ClusterId:              {q.cluster_id}" in kafka.stdout, kafka.stdout + kafka.stderr
+        assert "LeaderId:               1" in kafka.stdout
+        features = run_kafka_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-controller", via, "describe")
+        assert features.returncode == 0 and re.search(r"Feature: kraft.version\s.*FinalizedVersionLevel: 1", features.stdout), features
+
+        # add-controller through the controllers, kavka's tool; remove-controller, Kafka's.
+        config = str(q.nodes[2].config_file)
+        deadline = time.monotonic() + 30
+        while (added := kavka("--command-config", config, "add-controller")).returncode != 0:
+            assert "REQUEST_TIMED_OUT" in added.stderr.upper() or "timed out" in added.stderr, added.stderr
+            assert time.monotonic() < deadline, added.stderr
+            time.sleep(0.5)
+        rows = json.loads(kavka("describe", "--replication", "--json").stdout)
+        assert [(r["NodeId"], r["Status"]) for r in rows] == [(1, "Leader"), (2, "Follower")]
+        kafka = run_kafka_tool(tool, "--bootstrap-controller", via, "describe", "--replication")
+        assert kafka.returncode == 0 and "Follower" in kafka.stdout, kafka.stdout + kafka.stderr
+        removed = run_kafka_tool(tool, "--bootstrap-controller", via, "remove-controller",
+                                 "--controller-id", "2", "--controller-directory-id", d2)
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        assert _voter_ids(q) == [1]
+
+        # Kafka's answers on the controller listener: the broker endpoint type is refused, and a
+        # client's older ApiVersions (request header v1) gets its own version's answer.
+        with RawClient(q.ctl[2]) as c:
+            brokers = c.call(60, 1, dc.DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1))
+            old = c.call(18, 2, av2.ApiVersionsRequest())
+        assert brokers.error_code is ErrorCode.mismatched_endpoint_type and brokers.brokers == ()
+        assert old.error_code is ErrorCode.none and {k.api_key for k in old.api_keys} == {18, 55, 60, 80, 81}
+
+        both = kavka("--bootstrap-server", q.nodes[1].bootstrap, "describe", "--status")
+        assert both.returncode == 2 and "Only one of --bootstrap-server or --bootstrap-controller" in both.stderr
+    finally:
+        for n in q.nodes.values():
+            n.kill()

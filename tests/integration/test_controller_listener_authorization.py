@@ -31,6 +31,19 @@ def test_a_broker_without_cluster_action_is_refused_by_the_controller(tmp_path):
         assert "for request = Fetch" in line or "for request = BrokerRegistration" in line, line
         assert "kavka.authorizer" in line and "Principal = User:ANONYMOUS" in line
         assert "resource = Cluster:LITERAL:kafka-cluster" in line
+        # An admin client straight on the controller listener (--bootstrap-controller, KIP-919):
+        # ApiVersions is answered to anyone, DescribeCluster refused with Kafka's error code.
+        from kio.schema.api_versions.v3 import request as av
+        from kio.schema.describe_cluster.v1 import request as dc
+
+        from kavka.common import ErrorCode
+        from tests.raw_client import RawClient
+
+        with RawClient(controller.port) as raw:
+            versions = raw.call(18, 3, av.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+            refused = raw.call(60, 1, dc.DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2))
+        assert versions.error_code is ErrorCode.none and 60 in {k.api_key for k in versions.api_keys}
+        assert refused.error_code is ErrorCode.cluster_authorization_failed and refused.brokers == ()
     finally:
         c.stop()
 

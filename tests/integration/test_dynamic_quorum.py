@@ -32,6 +32,7 @@ from kavka.raft.file_log import FileReplicatedLog
 from kavka.raft.voters import VoterEndpoint, VoterNode, VoterSet, voters_in
 from kavka.storage.meta_properties import read_meta_properties
 from tests.broker_harness import BrokerProcess, free_port
+from tests.integration.helpers import ck_admin, ck_create_topic, ck_producer, ck_read_to_end
 from tests.raw_client import RawClient
 from tests.wait import wait_until
 
@@ -353,4 +354,138 @@ def test_voters_killed_and_restarted_keep_the_quorum_changing_and_serving(tmp_pa
         assert {f"restart-{r}" for r in range(4)} | {"after-sole-restart"} <= _listed(admin)
     finally:
         for n in q.nodes.values():
+            n.kill()
+
+
+# ---- broker-only nodes of a dynamic quorum -------------------------------------------------------
+
+
+def test_broker_only_nodes_follow_a_dynamic_quorum_through_voter_changes(tmp_path: Path) -> None:
+    """process.roles=broker nodes with controller.quorum.bootstrap.servers (no voters) find the
+    leader of a dynamic quorum of controller-only nodes, register, serve clients and stay
+    observers; when the leader removes itself and its process (the brokers' only bootstrap server)
+    is gone, they follow the new leader, and a broker restarted then finds it from the voter set in
+    its own metadata log. (Such a broker used to count itself a voter beside the bootstrap server
+    and never became ready.)"""
+    ctl = {1: free_port(), 2: free_port()}
+    cluster_id = uuid_to_str(uuid.uuid4())
+    nodes: dict[int, BrokerProcess] = {}
+    common = {
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{ctl[1]}",
+        "offsets.topic.num.partitions": "1",
+    }
+    for i in (1, 2):
+        nodes[i] = BrokerProcess(tmp_path / f"c{i}", node_id=i, port=ctl[i], overrides={
+            **common, "process.roles": "controller", "listeners": f"CONTROLLER://127.0.0.1:{ctl[i]}"})
+        nodes[i].format_args = ["--standalone"] if i == 1 else ["--no-initial-controllers"]
+    for i in (3, 4):
+        port = free_port()
+        nodes[i] = BrokerProcess(tmp_path / f"b{i}", node_id=i, port=port, overrides={
+            **common, "process.roles": "broker", "listeners": f"PLAINTEXT://127.0.0.1:{port}"})
+
+    def describe() -> tuple[int, list[int], list[int]]:
+        with RawClient(nodes[3].port) as c:
+            q = c.call(55, 2, topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),))
+        p = q.topics[0].partitions[0]
+        assert p.error_code is ErrorCode.none, p
+        return p.leader_id, sorted(v.replica_id for v in p.current_voters), sorted(o.replica_id for o in p.observers)
+
+    try:
+        for n in nodes.values():
+            n.format(cluster_id)
+            n.start(wait=False)
+        for n in nodes.values():
+            n.wait_ready(60)
+        bootstrap = f"{nodes[3].bootstrap},{nodes[4].bootstrap}"
+        admin = ck_admin(bootstrap)
+        assert sorted(admin.list_topics(timeout=10).brokers) == [3, 4]  # controllers never register as brokers
+        wait_until(lambda: describe() == (1, [1], [2, 3, 4]), timeout=20, message="brokers and node 2 observe")
+        ck_create_topic(admin, "bo-a", 2, replication_factor=2)
+        producer = ck_producer(bootstrap, {"acks": "all"})
+        for i in range(20):
+            producer.produce("bo-a", value=b"a%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+
+        # Controller 2 joins, the leader removes itself: 2 leads alone, and node 1 goes away.
+        directory2 = uuid_from_str(read_meta_properties(nodes[2].log_dirs[0]).directory_id)
+        req = arv1.AddRaftVoterRequest(
+            cluster_id=cluster_id, timeout=datetime.timedelta(seconds=5), voter_id=2, voter_directory_id=directory2,
+            listeners=(arv1.Listener(name="CONTROLLER", host="127.0.0.1", port=ctl[2]),), ack_when_committed=True,
+        )
+
+        def added() -> bool:
+            with RawClient(nodes[3].port) as c:
+                error = c.call(80, 1, req).error_code
+            assert error in (ErrorCode.none, ErrorCode.request_timed_out), error
+            return error is ErrorCode.none
+
+        wait_until(added, timeout=30, message="AddRaftVoter 2 through a broker")
+        directory1 = uuid_from_str(read_meta_properties(nodes[1].log_dirs[0]).directory_id)
+        assert _remove(nodes[3].port, cluster_id, 1, directory1) is ErrorCode.none
+        wait_until(lambda: describe()[:2] == (2, [2]), timeout=30, message="controller 2 leads alone")
+        nodes[1].kill()
+        ck_create_topic(admin, "bo-b", 2, replication_factor=2)
+        assert len(ck_read_to_end(bootstrap, "bo-a", [0, 1])) == 20
+
+        # A broker restarted now finds the leader through the voter set in its own log: its only
+        # bootstrap server is dead.
+        nodes[4].kill()
+        nodes[4].start(timeout=60)
+        wait_until(lambda: 4 in describe()[2], timeout=20, message="restarted broker 4 observes again")
+        ck_create_topic(ck_admin(nodes[4].bootstrap), "bo-c", 2, replication_factor=2)
+        md = ck_admin(nodes[4].bootstrap).list_topics(timeout=10)
+        assert {"bo-a", "bo-b", "bo-c"} <= set(md.topics) and sorted(md.brokers) == [3, 4]
+        assert describe()[:2] == (2, [2])
+    finally:
+        for n in nodes.values():
+            n.kill()
+
+
+# ---- a static quorum upgraded to a dynamic one (Kafka 4.1's kraft.version upgrade) ----------------
+
+
+def test_kafka_features_upgrades_a_static_quorum_to_a_dynamic_one(tmp_path: Path) -> None:
+    """Kafka's own kafka-features upgrades kraft.version of a static three-voter quorum
+    (controller.quorum.voters) to 1: the voters, with their metadata dirs' directory ids and
+    controller endpoints, are in the metadata log from then on, voter changes work, and a downgrade
+    is refused with Kafka's words."""
+    from tests.broker_harness import Cluster
+    from tests.java_deps import run_kafka_tool
+
+    tool = "org.apache.kafka.tools.FeatureCommand"
+    cluster = Cluster(tmp_path, 3).start()
+    try:
+        props = {i: read_meta_properties(n.log_dirs[0]) for i, n in cluster.nodes.items()}
+        cid = props[1].cluster_id
+
+        def finalized(i: int) -> int:
+            with RawClient(cluster.nodes[i].port) as c:
+                versions = c.call(18, 4, av.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+            return {f.name: f.max_version_level for f in versions.finalized_features}.get("kraft.version", 0)
+
+        assert [finalized(i) for i in (1, 2, 3)] == [0, 0, 0]
+        assert _remove(cluster.nodes[1].port, cid, 3, uuid_from_str(props[3].directory_id)) is ErrorCode.unsupported_version
+        # Through node 2, whichever node is the active controller.
+        up = run_kafka_tool(tool, "--bootstrap-server", cluster.nodes[2].bootstrap, "upgrade", "--feature", "kraft.version=1")
+        assert up.returncode == 0 and "kraft.version was upgraded to 1." in up.stdout, up.stdout + up.stderr
+        wait_until(lambda: [finalized(i) for i in (1, 2, 3)] == [1, 1, 1], timeout=20, message="kraft.version 1 everywhere")
+        with RawClient(cluster.nodes[1].port) as c:
+            quorum = c.call(55, 2, topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),))
+        voters = sorted((v.replica_id, v.replica_directory_id) for v in quorum.topics[0].partitions[0].current_voters)
+        assert voters == [(i, uuid_from_str(props[i].directory_id)) for i in (1, 2, 3)]
+        assert sorted((n.node_id, n.listeners[0].port) for n in quorum.nodes) == sorted(cluster.controller_ports.items())
+        down = run_kafka_tool(tool, "--bootstrap-server", cluster.nodes[1].bootstrap, "downgrade", "--feature", "kraft.version=0")
+        assert down.returncode != 0 and "because the new version is a downgrade" in down.stdout + down.stderr, down
+        # The voter set lives in the log: a voter (not the leader) is removed, and metadata commits on.
+        leader = quorum.topics[0].partitions[0].leader_id
+        gone = next(i for i in (1, 2, 3) if i != leader)
+        assert _remove(cluster.nodes[leader].port, cid, gone, uuid_from_str(props[gone].directory_id)) is ErrorCode.none
+        stay = next(i for i in (1, 2, 3) if i != gone)
+        _create(AdminClient({"bootstrap.servers": cluster.nodes[stay].bootstrap}), "after-upgrade")
+        with RawClient(cluster.nodes[stay].port) as c:
+            quorum = c.call(55, 2, topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),))
+        assert sorted(v.replica_id for v in quorum.topics[0].partitions[0].current_voters) == sorted({1, 2, 3} - {gone})
+    finally:
+        for n in cluster.nodes.values():
             n.kill()

@@ -248,3 +248,65 @@ def test_update_voter_changes_endpoints_of_the_same_replica_only() -> None:
     assert c.update_voter(moved)[0] is ErrorCode.request_timed_out  # one change in flight
     now = drive({1: c}, now + 500, start_ms=now)
     assert c.update_voter(moved) == (ErrorCode.none, -1)  # nothing to change
+
+
+def _static(node_id: int, log: MemoryLog | None = None) -> RaftClient:
+    """A voter of the static quorum 1, 2, 3 whose metadata log dir has directory id dir_id(node_id)."""
+    return RaftClient(
+        RaftConfig(node_id=node_id, voters=(1, 2, 3), cluster_id=CID, directory_id=dir_id(node_id)),
+        log or MemoryLog(),
+        MemoryQuorumStateStore(),
+        random.Random(node_id),
+        now_ms=0,
+    )
+
+
+def _endpoints(*ids: int) -> dict[int, tuple[VoterEndpoint, ...]]:
+    return {i: (VoterEndpoint("CONTROLLER", f"h{i}", 9000 + i),) for i in ids}
+
+
+def test_upgrading_kraft_version_makes_a_static_quorum_dynamic() -> None:
+    # Kafka 4.1's UpdateFeatures kraft.version=1: one control batch, KRaftVersionRecord 1 and the
+    # static voters with the directory ids their fetches named; voter changes work afterwards.
+    nodes = {i: _static(i) for i in (1, 2, 3)}
+    now = drive(nodes, 5000)
+    leader = leader_of(nodes)
+    follower = next(c for c in nodes.values() if c is not leader)
+    assert leader.kraft_version == 0
+    assert follower.upgrade_kraft_version(1, _endpoints(1, 2, 3))[0] is ErrorCode.not_leader_or_follower
+    error, message, _ = leader.upgrade_kraft_version(1, _endpoints(1, 2))  # no endpoint known for 3
+    assert error is ErrorCode.invalid_update_version and "not all of the voters support it" in (message or "")
+    assert leader.upgrade_kraft_version(1, _endpoints(1, 2, 3), validate_only=True)[0] is ErrorCode.none
+    assert leader.kraft_version == 0  # validated only
+    error, _, offset = leader.upgrade_kraft_version(1, _endpoints(1, 2, 3))
+    assert error is ErrorCode.none and offset > 0
+    now = drive(nodes, now + 2000, start_ms=now)
+    assert leader.high_watermark > offset
+    expected = VoterSet.of([VoterNode(i, dir_id(i), _endpoints(i)[i]) for i in (1, 2, 3)])
+    for c in nodes.values():
+        assert c.kraft_version == 1 and c.voter_set() == expected and c.is_voter
+    batch = [e for e in leader.log.read(offset - 1, 2) if e.control]
+    assert [control_type(e.key) for e in batch] == [5, VOTERS] and batch[0].batch_base == batch[1].batch_base
+    assert leader.upgrade_kraft_version(1, _endpoints(1, 2, 3))[0] is ErrorCode.none  # already there: a no-op
+    error, message, _ = leader.upgrade_kraft_version(0, {})
+    assert error is ErrorCode.invalid_update_version and "downgrade" in (message or "")
+    # The voter set lives in the log now: a voter can be removed, and a restarted node (its config
+    # still the static one) keeps the dynamic quorum.
+    gone = follower.node_id
+    assert leader.remove_voter(gone, dir_id(gone))[0] is ErrorCode.none
+    now = drive(nodes, now + 2000, start_ms=now)
+    restarted = _static(gone, log=nodes[gone].log)
+    assert restarted.kraft_version == 1 and not restarted.is_voter
+    assert sorted(leader.voter_set().ids) == sorted(i for i in (1, 2, 3) if i != gone)
+
+
+def test_a_new_voter_must_have_caught_up_on_the_disk_it_is_added_with() -> None:
+    # Node 2 caught up as an observer; its disk is then lost and it comes back with another
+    # directory id: it is not added with the new one on the old disk's fetches (Kafka's ReplicaKey).
+    nodes = {1: make(1, bootstrap=vs(1)), 2: make(2, bootstrap=None)}
+    now = drive(nodes, 3000)
+    leader = nodes[1]
+    nodes[2] = make(2, bootstrap=None, directory=dir_id(200))  # wiped: an empty log, a new directory id
+    assert leader.add_voter(VoterNode(2, dir_id(200)))[0] is ErrorCode.request_timed_out
+    now = drive(nodes, now + 1000, start_ms=now)  # the new disk fetches and catches up
+    assert leader.add_voter(VoterNode(2, dir_id(200)))[0] is ErrorCode.none

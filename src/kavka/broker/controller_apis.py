@@ -66,6 +66,8 @@ from kio.schema.list_partition_reassignments.v0 import request as lpr_req
 from kio.schema.list_partition_reassignments.v0 import response as lpr_resp
 from kio.schema.remove_raft_voter.v0 import request as rrv_req
 from kio.schema.remove_raft_voter.v0 import response as rrv_resp
+from kio.schema.update_features.v1 import request as uf_req
+from kio.schema.update_features.v1 import response as uf_resp
 from kio.schema.update_raft_voter.v0 import request as urv_req
 from kio.schema.update_raft_voter.v0 import response as urv_resp
 
@@ -82,8 +84,16 @@ from kavka.controller.quorum_controller import (
     QuorumController,
     unavailable_result,
 )
+from kavka.protocol import api
 from kavka.protocol import kavka_schema as ks
-from kavka.protocol.messages import uuid_from_str, uuid_to_str
+from kavka.protocol.messages import (
+    NO_THROTTLE,
+    field_names,
+    make,
+    nested,
+    uuid_from_str,
+    uuid_to_str,
+)
 from kavka.raft import codec
 from kavka.raft.voters import VoterEndpoint, VoterNode
 from kavka.replication.alter_partition import AlterPartitionItem
@@ -116,9 +126,25 @@ RPCS: dict[int, tuple[type, type]] = {
         (arv_req.AddRaftVoterRequest, arv_resp.AddRaftVoterResponse),
         (rrv_req.RemoveRaftVoterRequest, rrv_resp.RemoveRaftVoterResponse),
         (urv_req.UpdateRaftVoterRequest, urv_resp.UpdateRaftVoterResponse),
+        (uf_req.UpdateFeaturesRequest, uf_resp.UpdateFeaturesResponse),
     )
 }
 VOTER_CHANGES = (arv_req.AddRaftVoterRequest, rrv_req.RemoveRaftVoterRequest, urv_req.UpdateRaftVoterRequest)
+
+# KIP-919: what a Kafka admin client with bootstrap.controllers (kafka-metadata-quorum
+# --bootstrap-controller, kafka-features --bootstrap-controller) sends straight to the controllers,
+# with the versions served: api key -> (min, max). ApiVersions and DescribeCluster (endpoint type
+# controller: the voters and the active controller) at any of them; DescribeQuorum, AddRaftVoter and
+# RemoveRaftVoter by the same handlers as the RPCS (AddRaftVoter v0 too).
+_DESCRIBE_CLUSTER, _API_VERSIONS = 60, 18
+DIRECT_APIS: dict[int, tuple[int, int]] = {
+    _API_VERSIONS: api.SUPPORTED[_API_VERSIONS],
+    _DESCRIBE_CLUSTER: (1, api.SUPPORTED[_DESCRIBE_CLUSTER][1]),
+    dq_req.DescribeQuorumRequest.__api_key__: (2, 2),
+    arv_req.AddRaftVoterRequest.__api_key__: (0, 1),
+    rrv_req.RemoveRaftVoterRequest.__api_key__: (0, 0),
+}
+_CONTROLLER_ENDPOINT = 2  # DescribeCluster's EndpointType: 1 brokers, 2 controllers
 
 
 def _voter(req: Any) -> VoterNode:
@@ -191,6 +217,51 @@ async def voter_change_response(qc: QuorumController, req: Any, cluster_id: str)
     return resp_cls(throttle_time=_NO_THROTTLE, error_code=error, error_message=message)
 
 
+KRAFT_VERSION = "kraft.version"
+
+
+def kraft_version_request(level: int, validate_only: bool) -> uf_req.UpdateFeaturesRequest:
+    """UpdateFeatures v1 for kraft.version alone: what a node relays to the active controller (the
+    other features are answered where the request arrives: their levels are fixed by the code)."""
+    return uf_req.UpdateFeaturesRequest(
+        feature_updates=(uf_req.FeatureUpdateKey(feature=KRAFT_VERSION, max_version_level=level),),
+        validate_only=validate_only,
+    )
+
+
+def _static_voter_endpoints(config: Any) -> dict[int, tuple[VoterEndpoint, ...]]:
+    """Where each voter of controller.quorum.voters listens, named as this node's controller
+    listener (the endpoints the VotersRecord of an upgrade carries)."""
+    from kavka.config import parse_voters
+
+    names = config["controller.listener.names"]
+    listener = str(names[0]).upper() if names else "CONTROLLER"
+    return {vid: (VoterEndpoint(listener, host, port),) for vid, (host, port) in
+            parse_voters(config["controller.quorum.voters"]).items()}
+
+
+async def kraft_version_response(qc: QuorumController, req: Any) -> uf_resp.UpdateFeaturesResponse:
+    """UpdateFeatures kraft.version on the active controller (Kafka 4.1): the raft core's
+    upgrade_kraft_version, answered once its control batch commits."""
+    level = next(int(u.max_version_level) for u in req.feature_updates if u.feature == KRAFT_VERSION)
+    message: str | None = None
+
+    def change() -> tuple[ErrorCode, int]:
+        nonlocal message
+        error, message, offset = qc.raft.upgrade_kraft_version(
+            level, _static_voter_endpoints(qc.config), validate_only=bool(req.validate_only))
+        return error, offset
+
+    error = await qc.change_voters(change)
+    if error == ErrorCode.not_leader_or_follower:
+        error = ErrorCode.not_controller
+    return uf_resp.UpdateFeaturesResponse(
+        throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+        results=(uf_resp.UpdatableFeatureResult(
+            feature=KRAFT_VERSION, error_code=error, error_message=None if error == ErrorCode.none else message),),
+    )
+
+
 _VOTER_ERRORS = {
     ErrorCode.unsupported_version: "the quorum is static (kraft.version 0): its voters are controller.quorum.voters",
     ErrorCode.request_timed_out: "the leader has not committed its epoch yet, another voter change is in flight, "
@@ -233,6 +304,7 @@ class ControllerApis:
             da_req.DeleteAclsRequest.__api_key__: self.handle_delete_acls,
             acq_req.AlterClientQuotasRequest.__api_key__: self.handle_alter_client_quotas,
             **{cls.__api_key__: self.handle_voter_change for cls in VOTER_CHANGES},
+            uf_req.UpdateFeaturesRequest.__api_key__: self.handle_update_features,
         }
 
     async def handle(self, api_key: int, req: Any, connection: Hashable | None = None) -> Any:
@@ -376,6 +448,80 @@ class ControllerApis:
 
     async def handle_voter_change(self, req: Any, _connection: Hashable | None) -> Any:
         return await voter_change_response(self.qc, req, self.cluster_id)
+
+    async def handle_update_features(self, req: Any, _connection: Hashable | None) -> Any:
+        """Only kraft.version comes here (relayed by ControllerClient.update_kraft_version)."""
+        return await kraft_version_response(self.qc, req)
+
+    # ---- KIP-919: an admin client's requests straight to the controllers ----------------------
+
+    def serves_directly(self, api_key: int, api_version: int) -> bool:
+        """An admin client's request this listener answers (DIRECT_APIS), at this version; a
+        too-new ApiVersions is answered too (KIP-511: with its own range, to retry at)."""
+        lo, hi = DIRECT_APIS.get(api_key, (1, 0))
+        return lo <= api_version <= hi or (api_key == _API_VERSIONS and api_version > hi)
+
+    async def handle_direct(self, api_key: int, api_version: int, req: Any, listener: str) -> Any:
+        """The response entity, at the request's version, to a DIRECT_APIS request."""
+        if api_key == _API_VERSIONS:
+            return self._api_versions(api_version)
+        if api_key == _DESCRIBE_CLUSTER:
+            return self._describe_cluster(api_version, req, listener)
+        resp = await self.handle(api_key, req)
+        cls = api.response_schema(api_key, api_version)
+        if isinstance(resp, cls):
+            return resp
+        # AddRaftVoter v0: v1's response fields, the same ones
+        return make(cls, **{name: getattr(resp, name) for name in field_names(cls)})
+
+    def _api_versions(self, version: int) -> Any:
+        from kavka.broker.handlers import features
+
+        hi = DIRECT_APIS[_API_VERSIONS][1]
+        error = ErrorCode.unsupported_version if version > hi else ErrorCode.none
+        cls = api.response_schema(_API_VERSIONS, min(version, hi) if error == ErrorCode.none else 0)
+        av = nested(cls, "ApiVersion")
+        keys = tuple(av(api_key=k, min_version=lo, max_version=top) for k, (lo, top) in sorted(DIRECT_APIS.items())
+                     if error == ErrorCode.none or k == _API_VERSIONS)
+        return make(cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE,
+                    **features.api_versions_features(cls, self.qc.image.offset, version, self.qc.raft.kraft_version,
+                                                      self.qc.config))
+
+    def _controller_nodes(self, listener: str) -> list[tuple[int, str, int]]:
+        """(id, host, port) of each voter on `listener`: the voter set's endpoints (a dynamic
+        quorum), else controller.quorum.voters."""
+        from kavka.config import parse_voters
+
+        out = []
+        for n in self.qc.raft.voter_set().voters:
+            ep = next((e for e in n.endpoints if e.name == listener), None)
+            if ep is not None:
+                out.append((n.node_id, ep.host, ep.port))
+        if not out:
+            out = [(vid, host, port) for vid, (host, port) in parse_voters(self.qc.config["controller.quorum.voters"]).items()]
+        return sorted(out)
+
+    def _describe_cluster(self, version: int, req: Any, listener: str) -> Any:
+        """Kafka's ControllerApis.handleDescribeCluster: the controllers and the active one."""
+        cls = api.response_schema(_DESCRIBE_CLUSTER, version)
+        broker_cls = nested(cls, "DescribeClusterBroker")
+        error, message, nodes = ErrorCode.none, None, []
+        if req.endpoint_type not in (1, _CONTROLLER_ENDPOINT):
+            error, message = ErrorCode.unsupported_endpoint_type, f"Unsupported endpoint type {req.endpoint_type}"
+        elif req.endpoint_type != _CONTROLLER_ENDPOINT:
+            error = ErrorCode.mismatched_endpoint_type
+            message = "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER"
+        else:
+            nodes = self._controller_nodes(listener)
+        leader = self.qc.raft.leader_and_epoch().leader_id
+        extra = {"is_fenced": False} if "is_fenced" in field_names(broker_cls) else {}
+        return make(
+            cls, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
+            endpoint_type=_CONTROLLER_ENDPOINT, cluster_id=self.cluster_id,
+            controller_id=leader if leader is not None and any(n[0] == leader for n in nodes) else -1,
+            brokers=tuple(broker_cls(broker_id=i, host=h, port=p, rack=None, **extra) for i, h, p in nodes),
+            cluster_authorized_operations=-(2**31),
+        )
 
     async def handle_describe_quorum(self, req: Any, _connection: Hashable | None) -> Any:
         return codec.encode_describe_quorum(self.qc.raft.describe_quorum(), wall_clock_offset_ms())

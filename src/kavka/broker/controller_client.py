@@ -45,6 +45,8 @@ from kavka.broker.controller_apis import (
     alter_partition_response,
     assign_replicas_to_dirs_response,
     by_dir_and_topic,
+    kraft_version_request,
+    kraft_version_response,
     voter_change_request,
     voter_change_response,
 )
@@ -604,6 +606,17 @@ class ControllerClient:
 
         moved = (ErrorCode.not_controller, ErrorCode.not_leader_or_follower)
         return await self._route(local, lambda: voter_change_request(req), lambda r: r.error_code in moved)
+
+    async def update_kraft_version(self, level: int, validate_only: bool) -> tuple[ErrorCode, str | None]:
+        """UpdateFeatures kraft.version (a static quorum made dynamic) on the active controller:
+        (error, message)."""
+
+        async def local() -> Any:
+            return await kraft_version_response(self.qc, kraft_version_request(level, validate_only))
+
+        resp = await self._route(local, lambda: kraft_version_request(level, validate_only),
+                                 lambda r: r.results[0].error_code == ErrorCode.not_controller)
+        return resp.results[0].error_code, resp.results[0].error_message
 
     async def describe_quorum(self) -> Any:
         """DescribeQuorumResponse v2 from the raft leader (as kafka-metadata-quorum.sh asks it)."""

@@ -71,6 +71,7 @@ from kavka.broker.tls import peer_principal
 from kavka.client.security import PLAINTEXT, ClientSecurity, open_async
 from kavka.common import AclOperation, ResourceType
 from kavka.principal import ANONYMOUS
+from kavka.protocol import api
 from kavka.protocol.framing import (
     decode_body,
     encode_entity,
@@ -89,6 +90,8 @@ log = logging.getLogger("kavka.raft")
 _I32 = struct.Struct(">i")
 _MAX_FRAME = 64 * 1024 * 1024
 _REQUEST_SCHEMAS = {cls.__api_key__: cls for cls in codec.API_VERSIONS}
+_KEY_VERSION = struct.Struct(">hh")
+_API_VERSIONS = 18
 _CLIENT_ID = "kavka-raft"
 _TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
@@ -149,6 +152,7 @@ class RaftDriver:
         # NodeEndpoints naming the leader); a dynamic quorum's bootstrap servers have ids below -1.
         self.peers = peers
         self.advertised: tuple[str, str, int] | None = None  # (listener, host, port) sent as NodeEndpoints
+        self.listener_name = "CONTROLLER"  # the controller listener this driver serves (DescribeCluster names it)
         self._voter_set_seen: Any = None
         self.listen = listen
         self._after_poll = after_poll
@@ -492,6 +496,22 @@ class RaftDriver:
         writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(header.correlation_id) + b"\x00" + body)
         await writer.drain()
 
+    async def _serve_direct(self, header: Any, frame: bytes, writer: asyncio.StreamWriter, *, denied: bool = False) -> None:
+        """KIP-919: an admin client's request straight to this controller (ControllerApis.DIRECT_APIS),
+        at its own version, answered with the response header that version takes; `denied`: with
+        CLUSTER_AUTHORIZATION_FAILED."""
+        key, version = header.api_key, header.api_version
+        # ApiVersions' fields change nothing in its answer (KIP-511's are informational)
+        request = None if key == _API_VERSIONS else decode_body(api.request_schema(key, version), frame, header.header_size)
+        if denied:
+            response = denied_response(key, api.response_schema(key, version), request)
+        else:
+            response = await self.controller_apis.handle_direct(key, version, request, self.listener_name)
+        body = encode_entity(response)
+        tagged = b"\x00" if key != _API_VERSIONS and api.response_header_flexible(key, version) else b""
+        writer.write(_I32.pack(4 + len(tagged) + len(body)) + _I32.pack(header.correlation_id) + tagged + body)
+        await writer.drain()
+
     async def _refuse_controller_rpc(self, header: Any, frame: bytes, writer: asyncio.StreamWriter) -> None:
         req_cls, resp_cls = self._rpc_schemas[header.api_key]
         if header.api_version != req_cls.__version__:
@@ -567,14 +587,29 @@ class RaftDriver:
                     if outcome == "answered":
                         continue
                     principal = auth.principal or principal
-                header = read_request_header(frame, flexible=True)
-                if self.cluster_action is not None and not self.cluster_action(principal, host):
+                api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
+                direct = self.controller_apis is not None and self.controller_apis.serves_directly(api_key, api_version)
+                if direct and api_key == _API_VERSIONS:
+                    # Request header v1 below v3, v2 from v3; a too-new one may have any, and is
+                    # answered from its correlation id alone (KIP-511).
+                    too_new = api_version > api.SUPPORTED[_API_VERSIONS][1]
+                    header = _bare_header(frame) if too_new else read_request_header(frame, flexible=api_version >= 3)
+                else:  # the RPCS, the raft RPCs and the other DIRECT_APIS all have flexible versions only
+                    header = read_request_header(frame, flexible=True)
+                # ApiVersions is answered to anyone (Kafka never authorizes it).
+                if api_key != _API_VERSIONS and self.cluster_action is not None and not self.cluster_action(principal, host):
                     DENIALS.denied(principal, host, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME,
                                    api_name(header.api_key))
+                    if direct:
+                        await self._serve_direct(header, frame, writer, denied=True)
+                        continue
                     if header.api_key in self._rpc_schemas and self.controller_apis is not None:
                         await self._refuse_controller_rpc(header, frame, writer)
                         continue
                     return  # a KRaft RPC from a principal that may not take part: closed
+                if direct:
+                    await self._serve_direct(header, frame, writer)
+                    continue
                 if header.api_key in self._rpc_schemas and self.controller_apis is not None:
                     await self._serve_controller_rpc(header, frame, writer)
                     continue
@@ -598,6 +633,22 @@ class RaftDriver:
                 self.controller_apis.connection_lost(writer)  # a broker heartbeating over it may be dead
             if task is not None:
                 self._tasks.discard(task)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _BareHeader:
+    """The fields of a request header a too-new ApiVersions is answered from (KIP-511)."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    header_size: int
+
+
+def _bare_header(frame: bytes) -> _BareHeader:
+    key, version = _KEY_VERSION.unpack_from(frame, 0)
+    (correlation_id,) = _I32.unpack_from(frame, 4)
+    return _BareHeader(key, version, correlation_id, len(frame))
 
 
 def _node_endpoint(entity: Any, node_id: int, host: str, port: int) -> Any:

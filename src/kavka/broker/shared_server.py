@@ -101,9 +101,14 @@ class SharedServer:
         roles = set(config["process.roles"])
         self.is_broker = "broker" in roles
         self.is_controller = "controller" in roles
-        self.voters = parse_voters(config["controller.quorum.voters"]) or {self.node_id: ("127.0.0.1", 0)}
         # KIP-853: controller.quorum.bootstrap.servers under ids -2, -3, ... (as Kafka numbers them);
-        # the raft driver adds the voters' addresses to this same map as it learns them.
+        # the raft driver adds the voters' addresses to this same map as it learns them. This node
+        # is not among them: a broker-only node of a dynamic quorum must not count itself a voter
+        # (it would stand for election in a quorum of itself and a bootstrap server).
+        self.dynamic_quorum = bool(config["controller.quorum.bootstrap.servers"])
+        self.voters = parse_voters(config["controller.quorum.voters"])
+        if not self.voters and not self.dynamic_quorum:
+            self.voters = {self.node_id: ("127.0.0.1", 0)}  # a combined node alone, its own quorum
         for i, server in enumerate(config["controller.quorum.bootstrap.servers"]):
             host, _, port = server.strip().rpartition(":")
             self.voters[-2 - i] = (host.strip("[]"), int(port))
@@ -147,6 +152,8 @@ class SharedServer:
         if self.controller_server is not None:
             driver = self.raft_driver
             self.controller_server.quorum_controller.refused_peers = lambda: driver.refused
+        if ctl is not None:
+            self.raft_driver.listener_name = ctl.name
         if ctl is not None and self.raft.kraft_version >= 1:
             self.raft_driver.advertised = (ctl.name, ctl.host or "127.0.0.1", ctl.port)
         # What every handler calls: local on the active controller, an RPC to it elsewhere.
@@ -187,22 +194,29 @@ class SharedServer:
             raise StartupError(f"metadata.log.dir: {e}") from None
         store = FileQuorumStateStore(self.metadata_log.log.dir / "quorum-state", voters)
         stored = store.stored_voters()
-        bootstrap_voters, directory_id = self._quorum_bootstrap(voters)
-        if stored is not None and stored != voters and directory_id is None:
+        bootstrap_voters, formatted_dynamic = self._quorum_bootstrap(voters)
+        # kraft.version 1 from the start for a node formatted so, or reaching the quorum through
+        # bootstrap servers (a broker-only node has no bootstrap checkpoint): it learns the voters
+        # from the leader's log, and asks the bootstrap servers until then.
+        dynamic = formatted_dynamic or self.dynamic_quorum
+        if stored is not None and stored != voters and not dynamic:
             self.metadata_log.close()
             raise StartupError(
                 f"controller.quorum.voters lists voters {list(voters)} but this node's quorum-state "
                 f"({store.path}) was written by the quorum {list(stored)}: a voter set cannot change "
-                "by editing the config (KIP-853 voter changes are not supported yet)"
+                "by editing the config (upgrade to a dynamic quorum, kafka-features upgrade --feature "
+                "kraft.version=1, then add and remove controllers with kavka metadata-quorum)"
             )
         self.raft = RaftClient(
             RaftConfig(
                 node_id=self.node_id,
                 voters=voters,
                 cluster_id=self.cluster_id,
-                directory_id=directory_id,
+                # Sent with every Fetch (KIP-853 ReplicaDirectoryId) even by a static quorum's
+                # voters: the leader that upgrades kraft.version names each voter by its disk.
+                directory_id=self._directory_id(),
                 bootstrap_voters=bootstrap_voters,
-                dynamic=directory_id is not None,
+                dynamic=dynamic,
                 election_timeout_ms=c["controller.quorum.election.timeout.ms"],
                 election_backoff_max_ms=c["controller.quorum.election.backoff.max.ms"],
                 fetch_timeout_ms=c["controller.quorum.fetch.timeout.ms"],
@@ -217,17 +231,24 @@ class SharedServer:
             wall_clock_offset_ms=int(time.time() * 1000) - int(time.monotonic() * 1000),
         )
 
-    def _quorum_bootstrap(self, voters: tuple[int, ...]) -> tuple[VoterSet | None, str | None]:
-        """KIP-853: the bootstrap checkpoint's voter set (None: a static quorum) and the metadata
-        log dir's directory id. Only a standalone quorum (this node its sole initial voter) runs
-        yet: the others need controller.quorum.bootstrap.servers, which is not served yet."""
+    def _directory_id(self) -> str | None:
+        """The directory id of the metadata log dir (None in a meta.properties without one)."""
+        try:
+            return read_meta_properties(self.config.metadata_log_dir).directory_id or None
+        except (OSError, ValueError, RuntimeError):
+            return None
+
+    def _quorum_bootstrap(self, voters: tuple[int, ...]) -> tuple[VoterSet | None, bool]:
+        """KIP-853: the bootstrap checkpoint's voter set (None: a static quorum, or a node that
+        joins) and whether the node was formatted for a dynamic quorum. A quorum of several voters
+        needs controller.quorum.bootstrap.servers to reach them."""
         c = self.config
         try:
             bootstrap = read_quorum_bootstrap(c.metadata_log_dir)
         except CorruptSnapshotError as e:
             raise StartupError(f"metadata.log.dir: the bootstrap checkpoint is unreadable: {e}") from None
         if bootstrap is None:
-            return None, None
+            return None, False
         standalone = bootstrap.voters is not None and bootstrap.voters.ids == (self.node_id,)
         if not standalone and not c["controller.quorum.bootstrap.servers"]:
             raise StartupError(
@@ -235,7 +256,7 @@ class SharedServer:
                 "(--initial-controllers or --no-initial-controllers): set "
                 "controller.quorum.bootstrap.servers to reach its controllers"
             )
-        return bootstrap.voters, read_meta_properties(c.metadata_log_dir).directory_id
+        return bootstrap.voters, True
 
     async def start(self, on_stopped: Callable[[Any], None]) -> None:
         """Start the raft driver; `on_stopped(task)` when it ends."""

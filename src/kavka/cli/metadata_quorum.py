@@ -18,8 +18,10 @@ As Kafka's tool, the connection options come before the subcommand:
 - ``remove-controller --controller-id N --controller-directory-id UUID``: RemoveRaftVoter.
 Both changes are answered once the new voter set commits; ``--dry-run`` only prints the change.
 
-``--bootstrap-controller`` (Kafka's direct connection to the controllers) is refused: kavka's
-controller listener serves only the KRaft RPCs, and every node relays these requests.
+``--bootstrap-controller H:P`` instead of ``--bootstrap-server`` talks to the controllers on
+their controller listener, as Kafka 3.7+ does (KIP-919): DescribeCluster there names the
+controllers and the active one, which then answers DescribeQuorum, AddRaftVoter and
+RemoveRaftVoter itself (Kafka's own tool does the same against kavka's controllers).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ _ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 @click.option("--bootstrap-server", "bootstrap", envvar=BOOTSTRAP_ENV, default=None, show_envvar=True,
               metavar="HOST:PORT[,HOST:PORT]", help=f"Brokers to connect to (default {DEFAULT_BOOTSTRAP}).")
 @click.option("--bootstrap-controller", default=None, metavar="HOST:PORT[,HOST:PORT]",
-              help="Kafka's direct connection to the controllers: not served by kavka (use --bootstrap-server).")
+              help="Controllers to connect to on their controller listener, instead of brokers (KIP-919).")
 @click.option("--command-config", type=click.Path(dir_okay=False, path_type=Path), default=None, metavar="FILE",
               help="Client properties (security.protocol, ssl.*, sasl.*); for add-controller, the added "
                    "controller's server config.")
@@ -55,14 +57,11 @@ _ZERO_UUID = "AAAAAAAAAAAAAAAAAAAAAA"
 def metadata_quorum(ctx: click.Context, bootstrap: str | None, bootstrap_controller: str | None,
                     command_config: Path | None) -> None:
     """Describe the KRaft metadata quorum, add or remove controllers (kafka-metadata-quorum.sh)."""
-    if bootstrap_controller is not None:
-        raise click.UsageError(
-            "--bootstrap-controller is not supported by kavka: its controller listener serves only the KRaft "
-            "RPCs; use --bootstrap-server (any node relays DescribeQuorum, AddRaftVoter and RemoveRaftVoter)"
-        )
+    if bootstrap_controller is not None and bootstrap is not None:
+        raise click.UsageError("Only one of --bootstrap-server or --bootstrap-controller must be specified")  # Kafka's words
     if command_config is not None and not command_config.exists():
         raise CliError(f"Properties file {command_config} does not exists!")  # Kafka's words
-    ctx.meta[_CTX] = (bootstrap or DEFAULT_BOOTSTRAP, command_config)
+    ctx.meta[_CTX] = (bootstrap or DEFAULT_BOOTSTRAP, command_config, bootstrap_controller)
 
 
 def _admin(*, server_config: Path | None = None) -> Any:
@@ -73,7 +72,7 @@ def _admin(*, server_config: Path | None = None) -> Any:
     from kavka.client_properties import SECURITY_KEYS
     from kavka.config import ConfigError, read_properties
 
-    bootstrap, path = click.get_current_context().meta[_CTX]
+    bootstrap, path, controllers = click.get_current_context().meta[_CTX]
     try:
         if path is None:
             security = PLAINTEXT
@@ -87,7 +86,34 @@ def _admin(*, server_config: Path | None = None) -> Any:
             security = load_command_config(path)
     except CommandConfigError as e:
         raise CliError(f"--command-config {path}: {e}") from None
-    return connect_admin(bootstrap, security)
+    if controllers is None:
+        return connect_admin(bootstrap, security)
+    return _active_controller(controllers, security)
+
+
+def _active_controller(controllers: str, security: Any) -> Any:
+    """An admin client on the active controller's listener, found through --bootstrap-controller
+    (DescribeCluster with the controller endpoint type, as Kafka's admin client with
+    bootstrap.controllers; any controller answers it)."""
+    from kavka.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError
+
+    probe = connect_admin(controllers, security)
+    try:
+        cluster = probe.describe_cluster(controllers=True)
+    except (KafkaError, KafkaConnectionError, KafkaProtocolError, OSError) as e:
+        raise CliError(f"--bootstrap-controller {controllers}: {e}") from None
+    finally:
+        probe.close()
+    active = next((b for b in cluster.brokers if b.node_id == cluster.controller_id), None)
+    if active is None:
+        raise CliError(f"--bootstrap-controller {controllers}: the controllers know no active controller yet; try again")
+    host = f"[{active.host}]" if ":" in active.host else active.host
+    return connect_admin(f"{host}:{active.port}", security)
+
+
+def _cluster_id(admin: Any) -> str | None:
+    controllers = click.get_current_context().meta[_CTX][2] is not None
+    return admin.describe_cluster(controllers=controllers).cluster_id
 
 
 # ---- describe ------------------------------------------------------------------------------------
@@ -108,7 +134,7 @@ def describe(status: bool, replication: bool, human_readable: bool, as_json: boo
         raise click.UsageError("The option --human-readable is only supported along with --replication")
     with _admin() as admin:
         quorum = admin.describe_quorum()
-        cluster_id = admin.describe_cluster().cluster_id if status else None
+        cluster_id = _cluster_id(admin) if status else None
     if status:
         _status(cluster_id, quorum, as_json)
     else:

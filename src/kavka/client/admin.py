@@ -803,12 +803,16 @@ class AdminClient:
         )
         raise_for_error(resp.error_code, resp.error_message)
 
-    def describe_cluster(self) -> ClusterDescription:
+    def describe_cluster(self, *, controllers: bool = False) -> ClusterDescription:
+        """The brokers and the controller id; with `controllers` (bootstrap addresses on the
+        controllers' listener, KIP-919) the controllers and the active one."""
         resp = self.send_any(
-            lambda conn: requests.describe_cluster(conn.pick_version(ApiKey.DESCRIBE_CLUSTER))
+            lambda conn: requests.describe_cluster(conn.pick_version(ApiKey.DESCRIBE_CLUSTER), controllers=controllers)
             if int(ApiKey.DESCRIBE_CLUSTER) in conn.broker_versions
             else None
         )
+        if resp is None and controllers:
+            raise KafkaConnectionError("the bootstrap controller does not answer DescribeCluster (KIP-919)")
         if resp is not None:
             raise_for_error(resp.error_code, resp.error_message)
             brokers = tuple(

@@ -239,11 +239,11 @@ def delete_records(version: int, wanted: Mapping[tuple[str, int], int], *, timeo
     )
 
 
-def describe_cluster(version: int) -> Any:
+def describe_cluster(version: int, *, controllers: bool = False) -> Any:
     return make(
         request_class(ApiKey.DESCRIBE_CLUSTER, version),
         include_cluster_authorized_operations=False,
-        endpoint_type=1,  # brokers (KIP-919)
+        endpoint_type=2 if controllers else 1,  # KIP-919: the controllers, asked on their listener; else brokers
         include_fenced_brokers=True,  # v2 (KIP-1073): fenced brokers too, marked
     )
 

@@ -88,7 +88,14 @@ from kavka.raft import snapshot as snapshots
 from kavka.raft.api import LeaderAndEpoch, NotLeaderError, RaftListener, SnapshotId
 from kavka.raft.replicated_log import LogEntry, ReplicatedLog
 from kavka.raft.state import ElectionState, EpochState, QuorumStateStore, check_transition
-from kavka.raft.voters import VoterNode, VoterSet, encode_kraft_version, encode_voters, voters_in
+from kavka.raft.voters import (
+    VoterEndpoint,
+    VoterNode,
+    VoterSet,
+    encode_kraft_version,
+    encode_voters,
+    voters_in,
+)
 
 _S = EpochState
 NEVER = 2**62
@@ -156,7 +163,9 @@ class _Volatile:
     last_fetch_ms: dict[int, int] = field(default_factory=dict)
     fetched_at: dict[int, int] = field(default_factory=dict)  # DescribeQuorum timestamps
     fetch_requests: dict[int, int] = field(default_factory=dict)  # Fetch requests received, per node
+    directory_ids: dict[int, str] = field(default_factory=dict)  # ReplicaDirectoryId of each fetcher, as it last named it
     caught_up_at: dict[int, int] = field(default_factory=dict)
+    caught_up_directory: dict[int, str | None] = field(default_factory=dict)  # the disk that caught up
     begin_acked: set[int] = field(default_factory=set)
     next_begin_ms: int = 0
     parked: dict[int, _ParkedFetch] = field(default_factory=dict)
@@ -328,6 +337,7 @@ class RaftClient:
                 log_end_offset=offset,
                 last_fetch_timestamp=v.fetched_at.get(node, -1),
                 last_caught_up_timestamp=v.caught_up_at.get(node, -1),
+                directory_id=v.directory_ids.get(node),
             )
             for node, offset in sorted(v.fetch_offsets.items())
             if node not in self.voters
@@ -381,7 +391,7 @@ class RaftClient:
             current = self.voter_set()
             if current.get(voter.node_id) is not None:
                 error = ErrorCode.duplicate_voter
-            elif not self._caught_up(voter.node_id):
+            elif not self._caught_up(voter.node_id, voter.directory_id):
                 error = ErrorCode.request_timed_out  # Kafka: the new voter has not caught up
         if error is not None:
             return error, -1
@@ -413,6 +423,43 @@ class RaftClient:
             return ErrorCode.none, -1  # nothing to change
         return ErrorCode.none, self._append_voters(current.without(voter.node_id).with_voter(voter))
 
+    def upgrade_kraft_version(
+        self, level: int, endpoints: dict[int, tuple[VoterEndpoint, ...]], *, validate_only: bool = False
+    ) -> tuple[ErrorCode, str | None, int]:
+        """UpdateFeatures kraft.version on the leader (Kafka 4.1, KAFKA-16538): a static quorum
+        becomes dynamic. One control batch -- KRaftVersionRecord 1 and a VotersRecord of the static
+        voters, each with the directory id its fetches in this epoch named and its `endpoints`
+        (the caller's: controller.quorum.voters on the controller listener) -- after which the voter
+        set lives in the log and AddRaftVoter/RemoveRaftVoter work. (error, message, offset of the
+        batch or -1); done once the high watermark passes the offset."""
+        if self.state is not _S.LEADER:
+            return ErrorCode.not_leader_or_follower, None, -1
+        current = self.kraft_version
+        if level == current:
+            return ErrorCode.none, None, -1
+        if level < current:
+            return (ErrorCode.invalid_update_version, f"Invalid upgrade of kraft.version from version {current} to "
+                    f"{level} because the new version is a downgrade", -1)
+        if not self.leader_ready():
+            return ErrorCode.request_timed_out, None, -1
+        directories = {**self._v.directory_ids}
+        if self.config.directory_id is not None:
+            directories[self.node_id] = self.config.directory_id
+        missing = [vid for vid in self.voters if vid not in directories or not endpoints.get(vid)]
+        if missing:
+            return (ErrorCode.invalid_update_version, f"Invalid upgrade of kraft.version to {level} because not all "
+                    f"of the voters support it (no directory id or endpoint known yet for voters {missing}: "
+                    "each must fetch from the leader in this epoch)", -1)
+        if validate_only:
+            return ErrorCode.none, None, -1
+        voters = VoterSet.of([VoterNode(vid, directories[vid], endpoints[vid]) for vid in self.voters])
+        base = self.log.end_offset
+        records = [encode_kraft_version(level), encode_voters(voters)]
+        self._append_entries(
+            [LogEntry(base + i, self.epoch, base, k, v, control=True) for i, (k, v) in enumerate(records)]
+        )
+        return ErrorCode.none, None, base + 1
+
     def _voter_change_error(self) -> ErrorCode | None:
         """Kafka's AddVoterHandler/RemoveVoterHandler checks common to both, in its order."""
         if self.state is not _S.LEADER:
@@ -427,10 +474,17 @@ class RaftClient:
             return ErrorCode.request_timed_out  # at most one change in flight
         return None
 
-    def _caught_up(self, node_id: int) -> bool:
-        """An observer that fetched up to our log end within the fetch timeout."""
-        at = self._v.caught_up_at.get(node_id)
-        return at is not None and at >= self._now - self.config.fetch_timeout_ms
+    def _caught_up(self, node_id: int, directory_id: str | None) -> bool:
+        """An observer that fetched up to our log end within the fetch timeout, from the disk it is
+        added with (Kafka's ReplicaKey): a replica whose disk was lost just after it caught up
+        must catch up again."""
+        v = self._v
+        at = v.caught_up_at.get(node_id)
+        return (
+            at is not None
+            and at >= self._now - self.config.fetch_timeout_ms
+            and v.caught_up_directory.get(node_id) == directory_id
+        )
 
     def _append_voters(self, voters: VoterSet) -> int:
         base = self.log.end_offset
@@ -935,6 +989,8 @@ class RaftClient:
 
     def _answer_fetch(self, src: int, correlation_id: int, req: m.FetchRequest, *, park: bool = False) -> None:
         v = self._v
+        if req.replica_directory_id is not None:
+            v.directory_ids[src] = req.replica_directory_id  # DescribeQuorum; a kraft.version upgrade's voters
         voter = self.voter_set().get(src) if self.kraft_version >= 1 else None
         if voter is not None and voter.directory_id is not None and voter.directory_id != req.replica_directory_id:
             # KIP-853: the voter's node id on another disk (its metadata dir was wiped): it holds
@@ -954,6 +1010,7 @@ class RaftClient:
         v.fetched_at[src] = self._now
         if req.fetch_offset >= self.log.end_offset:
             v.caught_up_at[src] = self._now
+            v.caught_up_directory[src] = req.replica_directory_id
         if (
             park
             and req.fetch_offset >= self.log.end_offset

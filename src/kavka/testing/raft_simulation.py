@@ -20,8 +20,9 @@ Invariants (checked on the node that just ran, after every event):
 - every record below a node's high watermark equals the record the cluster
   first saw committed at that offset, and stays in its log afterwards;
 - with a dynamic quorum (`spares` > 0, KIP-853): a node never added as a voter stays an observer,
-  and a leader's log never holds two VotersRecords above what the cluster committed (at most one
-  voter change in flight);
+  a leader's log never holds two VotersRecords above what the cluster committed (at most one
+  voter change in flight), and a node is added as a voter only once it holds a record of the
+  leader's epoch (it caught up as an observer first);
 - each node runs a state machine (the list of committed data records) that
   takes a snapshot every few records (seeded; some seeds never): a snapshot
   it loads, its own or fetched from the leader with FetchSnapshot, holds
@@ -31,6 +32,12 @@ With `spares` (KIP-853), the quorum is dynamic: the first `voters` nodes start f
 voter set, the spares start as observers, and a "membership" event (its own seeded stream) asks
 the leader to add a spare or an earlier voter that is not a voter now, or to remove a voter (the
 leader too), and on some draws asks for a second change at once, which a correct core refuses.
+With `wipes` as well, some membership events lose a voter's disk instead: the node is killed and
+comes back with an empty log and quorum-state and a new directory id (formatted to join, as an
+operator does), and later events replace it (remove the voter set's entry with the old directory
+id, add the node with the new one), as `kavka metadata-quorum remove-controller/add-controller`
+do. A disk is lost only from a voter set of three or more with no other lost voter still in it:
+beyond that, no protocol can keep what only the lost disks held.
 `client_factory` lets a test run a deliberately broken core to show the
 simulation catches it. Used by tests only.
 """
@@ -115,6 +122,7 @@ class Sim:
     observers: int = 0  # broker-only nodes: they follow the log and never vote
     spares: int = 0  # KIP-853: controllers that start as observers and may be added as voters
     check_in_flight: bool = True  # off: only the safety invariants may catch two changes in flight
+    wipes: bool = False  # with spares: membership events also lose voters' disks (see the module doc)
     rng: random.Random = field(init=False)
     clock: ManualClock = field(default_factory=ManualClock)
     events: list = field(default_factory=list)
@@ -168,6 +176,9 @@ class Sim:
         self.bootstrap = VoterSet.of([VoterNode(i, self.directory_ids[i]) for i in self.ids])
         self.voter_changes = 0
         self.refused_second_changes = 0
+        self.disks_lost = 0
+        self.rejoined = 0  # voter additions of nodes whose disk was lost (the second half of a replacement)
+        self.wiped: set[int] = set()  # nodes formatted again after a lost disk: no bootstrap voter set
         self._member_rng = random.Random(self.seed * 15_485_863 + 11)
         self.nodes = {i: Node(i, MemoryLog(), MemoryQuorumStateStore()) for i in self.all_ids}
         for n in self.nodes.values():
@@ -181,9 +192,12 @@ class Sim:
 
     def _start(self, n: Node) -> None:
         t = self.election_timeout_ms
+        # A node formatted again after a lost disk asks the other controllers until it learns the
+        # voter set (its controller.quorum.bootstrap.servers); everyone else the initial voters.
+        wiped = n.node_id in self.wiped
         config = RaftConfig(
             node_id=n.node_id,
-            voters=self.ids,
+            voters=tuple(i for i in self.pool if i != n.node_id) if wiped else self.ids,
             cluster_id=CLUSTER_ID,
             election_timeout_ms=t,
             election_backoff_max_ms=t,
@@ -193,7 +207,9 @@ class Sim:
             fetch_snapshot_max_bytes=self.snapshot_chunk_bytes,
             max_fetch_entries=self.max_fetch_entries,
             directory_id=self.directory_ids.get(n.node_id),
-            bootstrap_voters=self.bootstrap if self.dynamic and n.node_id in self.ids else None,
+            bootstrap_voters=(
+                self.bootstrap if self.dynamic and n.node_id in self.ids and not wiped else None
+            ),
             dynamic=self.dynamic,
         )
         n.client = self.client_factory(
@@ -411,23 +427,63 @@ class Sim:
         if leader is None or leader.client is None:
             return
         mr = self._member_rng
+        if self.wipes and mr.random() < 0.25:
+            self._maybe_lose_a_disk(leader)
+            return
         for attempt in range(2 if mr.random() < 0.5 else 1):
             c = leader.client
-            current = c.voter_set().ids
+            voter_set = c.voter_set()
+            current = voter_set.ids
             addable = [i for i in self.pool if i not in current and self.nodes[i].alive]
-            if addable and (len(current) == 1 or mr.random() < 0.5):
+            # A voter whose disk was lost is removed first (before any other change).
+            lost = [i for i in current if voter_set.get(i).directory_id != self.directory_ids[i]]  # type: ignore[union-attr]
+            if addable and not lost and (len(current) == 1 or mr.random() < 0.5):
                 node_id = mr.choice(addable)
                 error, _offset = c.add_voter(VoterNode(node_id, self.directory_ids[node_id]))
                 if error is ErrorCode.none:
                     self.ever_voters.add(node_id)
+                    self.rejoined += node_id in self.wiped
+                    self._check_caught_up(leader, self.nodes[node_id])
             else:
-                node_id = mr.choice(current)
-                error, _offset = c.remove_voter(node_id, self.directory_ids[node_id])
+                node_id = mr.choice(lost or list(current))
+                error, _offset = c.remove_voter(node_id, voter_set.get(node_id).directory_id)  # type: ignore[union-attr]
             if error is ErrorCode.none:
                 self.voter_changes += 1
             elif attempt == 1:
                 self.refused_second_changes += 1
         self._poll(leader, [])
+
+    def _check_caught_up(self, leader: Node, added: Node) -> None:
+        """KIP-853: a new voter catches up as an observer first, so adding it costs the quorum no
+        availability: its log holds the leader's epoch (the LeaderChange record it fetched)."""
+        assert leader.client is not None
+        if not added.alive or added.log.last_epoch != leader.client.epoch:
+            raise InvariantViolation(
+                f"leader {leader.node_id} added voter {added.node_id} whose log ends in epoch "
+                f"{added.log.last_epoch}, not the leader's {leader.client.epoch}: it had not caught up"
+            )
+
+    def _maybe_lose_a_disk(self, leader: Node) -> None:
+        """A voter's metadata disk is lost: killed, formatted again (empty log and quorum-state, a
+        new directory id) and restarted, it comes back as an observer that no longer is the voter."""
+        c = leader.client
+        assert c is not None
+        voter_set = c.voter_set()
+        # Every node holds this set in force (a stale leader's view, or a change one log holds and
+        # another not, could leave a lost disk in a set of two, which nothing can recover).
+        views = {n.client.voter_set() for n in self.nodes.values() if n.client is not None}
+        if len(voter_set.ids) < 3 or c.voter_change_pending() or views != {voter_set}:
+            return
+        if any(n.directory_id != self.directory_ids[n.node_id] for n in voter_set.voters):
+            return  # another lost disk is not replaced yet
+        n = self.nodes[self._member_rng.choice(voter_set.ids)]
+        if n.alive:
+            self._kill(n, self._member_rng.randint(1, 1000))
+        self.disks_lost += 1
+        self.wiped.add(n.node_id)
+        self.directory_ids[n.node_id] = uuid_to_str(uuid.UUID(int=(self.seed << 32) + (self.disks_lost << 16) + n.node_id))
+        n.log, n.store = MemoryLog(), MemoryQuorumStateStore()
+        n.last_epoch = 0  # a new disk: its epoch starts over
 
     def _maybe_false_suspicion(self) -> None:
         sr = self._suspect_rng

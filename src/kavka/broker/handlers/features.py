@@ -12,8 +12,9 @@ client may rely on:
   KIP-98 protocol, also served (supported range 0-2);
 - kraft.version (supported 0-1) as the node's quorum runs: finalized 1 for a dynamic quorum (its
   voter set in the metadata log, KIP-853: `kavka storage format --standalone/--initial-controllers/
-  --no-initial-controllers`), 0 for a static one (controller.quorum.voters), which cannot be
-  upgraded (UpdateFeatures refuses any other level, as for the other features);
+  --no-initial-controllers`), 0 for a static one (controller.quorum.voters), which UpdateFeatures
+  upgrades to 1 as Kafka 4.1 does (the active controller writes the voters into the log; every
+  voter must have fetched from it, naming its directory id), never back;
 - eligible.leader.replicas.version 1: the controller keeps eligible leader replicas and elects
   one when the ISR is empty (KIP-966), as a new Kafka 4.1 cluster does; 0 when the controllers run
   with eligible.leader.replicas.enable=false (the one level an operator chooses, by that config).
@@ -118,10 +119,10 @@ def _update_error(
             return ErrorCode.none, None  # disabling a feature that is not there: nothing to do
         return invalid(f"Local controller {node_id} does not support this feature.")
     if f.name == KRAFT_VERSION and f.supported_min <= version <= f.level:
-        if version == kraft_version:
-            return ErrorCode.none, None
-        return invalid(f"kavka cannot change the kraft.version of a running quorum (it is {kraft_version}): a "
-                       "dynamic quorum (1) is made by kavka storage format --standalone or --initial-controllers.")
+        if version < kraft_version:  # Kafka's KafkaRaftClient words
+            return (ErrorCode.invalid_update_version, f"Invalid upgrade of {KRAFT_VERSION} from version "
+                    f"{kraft_version} to {version} because the new version is a downgrade")
+        return ErrorCode.none, None  # an upgrade is the active controller's (handle_update_features)
     if f.config is not None and f.supported_min <= version <= f.level:
         level = finalized_level(f, kraft_version, config)
         if version == level:
@@ -136,16 +137,23 @@ def _update_error(
     return ErrorCode.none, None
 
 
-def handle_update_features(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    """UpdateFeatures (API 57): v0-v1 answer per feature; v2 only with the first error (KIP-1022)."""
+async def handle_update_features(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
+    """UpdateFeatures (API 57): v0-v1 answer per feature; v2 only with the first error (KIP-1022).
+    An upgrade of kraft.version (a static quorum made dynamic, Kafka 4.1) goes to the active
+    controller, whose raft leader writes the voter set into the log; the other features are
+    answered here."""
     cls = api.response_schema(ctx.api_key, ctx.api_version)
     results = []
     for u in req.feature_updates:
         # v0 has AllowDowngrade instead of UpgradeType (v1+): true means a safe downgrade
         upgrade_type = getattr(u, "upgrade_type", _SAFE_DOWNGRADE if getattr(u, "allow_downgrade", False) else _UPGRADE)
         kraft_version = node.shared.raft.kraft_version
-        results.append((u.feature, *_update_error(node.node_id, u.feature, u.max_version_level, upgrade_type,
-                                                  node.config, kraft_version)))
+        error, message = _update_error(node.node_id, u.feature, u.max_version_level, upgrade_type, node.config,
+                                       kraft_version)
+        if error == ErrorCode.none and u.feature == KRAFT_VERSION and u.max_version_level > kraft_version:
+            error, message = await node.shared.controller.update_kraft_version(
+                int(u.max_version_level), bool(req.validate_only))
+        results.append((u.feature, error, message))
     if ctx.api_version >= 2:
         first = next((r for r in results if r[1] != ErrorCode.none), None)
         return make(cls, throttle_time=NO_THROTTLE, error_code=first[1] if first else ErrorCode.none,
