@@ -5,8 +5,16 @@ the clock is the `now_ms` each call is given."""
 
 from __future__ import annotations
 
-from kavka.metadata.image import PartitionRegistration
+from pathlib import Path
+from types import SimpleNamespace
+
+from kavka.broker.handlers.metadata import _partition_fields, live_brokers
+from kavka.common import TopicPartition
+from kavka.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration
+from kavka.replication.replica_manager import ReplicaManager
 from kavka.replication.replica_state import LeaderState
+from kavka.storage.log_config import LogConfig
+from kavka.storage.log_manager import LogManager
 
 LAG_MS = 3000
 T0 = 1_000_000
@@ -87,3 +95,45 @@ def test_a_new_leader_epoch_forgets_the_fetches_of_the_last() -> None:
     reg = PartitionRegistration(0, (1, 2), (1, 2), 1, 6, 1)
     ls = LeaderState.become_leader(1, reg, high_watermark=0, log_end_offset=10, now_ms=T0)
     assert not _may_lead(ls, T0)
+
+
+def test_metadata_shows_only_the_stepped_down_partitions_leaderless(tmp_path: Path) -> None:
+    """A lapsed broker leading two partitions, one whose follower fetches and one whose follower
+    is silent: Metadata shows the second with leader -1 (LEADER_NOT_AVAILABLE) and the first led
+    by it, and keeps it among the brokers; once both stepped down it leaves itself out."""
+    clock = [T0]
+    lm = LogManager([tmp_path], default_config=LogConfig(), now_ms=T0)
+    rm = ReplicaManager(node_id=1, log_manager=lm, now_ms=lambda: clock[0], replica_lag_time_max_ms=LAG_MS)
+    regs = {p: PartitionRegistration(p, (1, 2), (1, 2), 1, 0, 0) for p in (0, 1)}
+    for p, reg in regs.items():
+        rm.apply_partition(TopicPartition("t", p), topic_id="AAAAAAAAAAAAAAAAAAAAAw", registration=reg,
+                           config=LogConfig(), min_insync_replicas=1)
+    brokers = {b: BrokerRegistration(b, f"inc{b}", (("PLAINTEXT", "h", 9000 + b),), None, (), epoch=10, fenced=False)
+               for b in (1, 2)}
+    image = MetadataImage(brokers=brokers)
+    node = SimpleNamespace(node_id=1, replica_manager=rm, log_manager=lm)
+
+    def follower_fetches(p: int) -> None:
+        rm.get_partition("t", p).fetch_for_follower(
+            2, fetch_offset=0, last_fetched_epoch=-1, current_leader_epoch=0, max_bytes=1 << 20,
+            min_one_message=True, now_ms=clock[0])
+
+    def leaders() -> dict[int, int]:
+        live = live_brokers(node, image)
+        return {p: _partition_fields(node, live, "t", reg)["leader_id"] for p, reg in regs.items()}
+
+    follower_fetches(0)
+    follower_fetches(1)
+    rm.set_leadership_lapsed(True)
+    assert leaders() == {0: 1, 1: 1} and 1 in live_brokers(node, image)
+    clock[0] += LAG_MS + 1
+    follower_fetches(0)
+    rm.review_step_downs()
+    assert leaders() == {0: 1, 1: -1}
+    assert 1 in live_brokers(node, image)
+    clock[0] += LAG_MS + 1
+    rm.review_step_downs()
+    assert leaders() == {0: -1, 1: -1}
+    assert live_brokers(node, image) == {2}
+    rm.set_leadership_lapsed(False)
+    assert leaders() == {0: 1, 1: 1} and live_brokers(node, image) == {1, 2}
