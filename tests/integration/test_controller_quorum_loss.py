@@ -113,6 +113,8 @@ def test_writes_go_on_while_the_controller_quorum_is_lost(cluster: Cluster) -> N
         assert any(t > check_from for t in after), (
             f"{len(after)} records acknowledged after broker {leader} lapsed, none {SESSION_S} s after it")
         gaps = [b - a for (a, _), (b, _) in zip(acked, acked[1:], strict=False) if b > lapsed_at]
+        print(f"broker {leader} lapsed {lapsed_at - cut:.2f} s after the freeze; {len(after)} records acknowledged "
+              f"in the {acked[-1][0] - lapsed_at:.2f} s after it, the longest gap {max(gaps, default=-1):.2f} s")
         assert gaps and max(gaps) < SESSION_S, f"acknowledgements stalled for {max(gaps, default=-1):.1f} s"
         assert all(LAPSED in _output(cluster, b) for b in cluster.brokers), "every broker lapsed"
         # Lapsed, the leader still answers Metadata as the leader, and lists itself.
