@@ -267,14 +267,15 @@ class ReplicaManager:
         now = self.now_ms()
         leading = False
         for p in self.partitions.values():
-            self._review_step_down(p, now)
-            leading = leading or (p.is_leader and not p.stepped_down)
+            if p.is_leader or p.stepped_down:
+                self._review_step_down(p, now)
+                leading = leading or (p.is_leader and not p.stepped_down)
         self.leading_while_lapsed = leading and self.leadership_lapsed
 
     def _review_step_down(self, p: Partition, now_ms: int) -> None:
         if p.review_step_down(self.leadership_lapsed, now_ms=now_ms, replica_lag_time_max_ms=self.replica_lag_time_max_ms):
-            log.warning("%s: %s", p.tp, "stepped down as leader: the controller session has lapsed and a follower "
-                        "stopped fetching" if p.stepped_down else "no longer stepped down")
+            log.warning("%s: %s", p.tp, "stepped down as leader: the controller session has lapsed and another "
+                        "replica may lead it" if p.stepped_down else "no longer stepped down")
             if p.stepped_down:
                 self.purgatory.wake_all(p.tp)
 
