@@ -17,9 +17,10 @@ between the nodes' namespaces, never towards the client's: kavka.testing.netns).
 Either way the cut node hears nothing of its fencing, and before issue 29's step-down kept
 answering Produce and Metadata as the leader until the heal, so partition 0's idempotent acks=all
 producer waited the whole fault (Kafka's brokers do the same). Now it stops acting as a leader
-once no heartbeat it sent within a session was answered (broker.session_watch): its Produce
-answers NOT_LEADER_OR_FOLLOWER, its Metadata shows partition 0 leaderless, and the producer finds
-the new leader through the other nodes. The next acknowledged record comes a few seconds after
+once no heartbeat it sent within a session was answered (broker.session_watch) and its followers
+stopped fetching from it (they cannot reach it either) for replica.lag.time.max.ms (3 s too):
+its Produce answers NOT_LEADER_OR_FOLLOWER, its Metadata shows partition 0 leaderless, and the
+producer finds the new leader through the other nodes. The next acknowledged record comes a few seconds after
 the cut, long before the heal, and every acknowledged record is read back exactly once
 afterwards.
 """

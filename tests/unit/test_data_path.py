@@ -287,9 +287,10 @@ def test_a_closed_connection_does_not_hold_the_line(tmp_path: Path) -> None:
 
 
 def test_a_lapsed_leader_answers_not_leader_and_releases_waiting_acks_all(tmp_path: Path) -> None:
-    """broker.session_watch: a broker that lost its controller session takes no writes as a leader
-    and answers the acks=all produces waiting for followers at once, so that the producer goes
-    looking for the new leader instead of waiting out its request timeout; it leads again after."""
+    """broker.session_watch: a broker that lost its controller session, leading a partition whose
+    follower has not fetched from it (it may lead elsewhere), steps down: it takes no writes and
+    answers the acks=all produces waiting for followers at once, so that the producer goes looking
+    for the new leader instead of waiting out its request timeout; it leads again after."""
 
     async def run() -> None:
         rm = _manager(tmp_path, replicas=(1, 2))
@@ -305,5 +306,61 @@ def test_a_lapsed_leader_answers_not_leader_and_releases_waiting_acks_all(tmp_pa
         resp = produce(rm, _ctx(0, 9), _produce_request([b"z"], acks=1))
         [part] = resp.responses[0].partition_responses
         assert (part.error_code, part.base_offset) == (ErrorCode.none, 1)
+
+    asyncio.run(run())
+
+
+def test_a_lapsed_leader_serves_while_its_followers_fetch_and_steps_down_when_one_stops(tmp_path: Path) -> None:
+    """The controller quorum is gone, not the followers: they keep fetching, so none of them was
+    elected, and the lapsed leader keeps acknowledging acks=all writes. Once the follower is silent
+    for replica.lag.time.max.ms the partition steps down (the waiting produce answered at once);
+    when it fetches again at this leader epoch the partition leads again."""
+
+    async def run() -> None:
+        rm = _manager(tmp_path, replicas=(1, 2))
+        clock = [NOW]
+        rm.now_ms = lambda: clock[0]
+        lag = rm.replica_lag_time_max_ms
+        _fetched(fetch(rm, MetadataImage(), _ctx(1, 12), _fetch_request(0, replica_id=2)))
+        rm.set_leadership_lapsed(True)
+        waiting = produce(rm, _ctx(0, 9), _produce_request([b"a"], acks=-1))
+        assert isinstance(waiting, Delayed)
+        clock[0] += lag
+        _fetched(fetch(rm, MetadataImage(), _ctx(1, 12), _fetch_request(1, replica_id=2)))
+        [part] = waiting.future.result().responses[0].partition_responses
+        assert (part.error_code, part.base_offset) == (ErrorCode.none, 0)
+
+        waiting = produce(rm, _ctx(0, 9), _produce_request([b"b"], acks=-1))
+        clock[0] += lag
+        rm.review_step_downs()
+        assert not waiting.future.done() and rm.leading_while_lapsed  # fetched lag ms ago: still leads
+        clock[0] += 1
+        rm.review_step_downs()
+        [part] = waiting.future.result().responses[0].partition_responses
+        assert part.error_code == ErrorCode.not_leader_or_follower and not rm.leading_while_lapsed
+        resp = produce(rm, _ctx(0, 9), _produce_request([b"c"], acks=1))
+        assert resp.responses[0].partition_responses[0].error_code == ErrorCode.not_leader_or_follower
+
+        _fetched(fetch(rm, MetadataImage(), _ctx(1, 12), _fetch_request(2, replica_id=2)))
+        rm.review_step_downs()
+        resp = produce(rm, _ctx(0, 9), _produce_request([b"c"], acks=1))
+        [part] = resp.responses[0].partition_responses
+        assert (part.error_code, part.base_offset) == (ErrorCode.none, 2)
+
+    asyncio.run(run())
+
+
+def test_a_lapsed_single_replica_leader_keeps_serving(tmp_path: Path) -> None:
+    """RF=1: nobody else can be elected, so the partition never steps down."""
+
+    async def run() -> None:
+        rm = _manager(tmp_path)
+        rm.set_leadership_lapsed(True)
+        rm.now_ms = lambda: NOW + 10 * rm.replica_lag_time_max_ms
+        rm.review_step_downs()
+        resp = produce(rm, _ctx(0, 9), _produce_request([b"a"], acks=-1))
+        [part] = resp.responses[0].partition_responses
+        assert (part.error_code, part.base_offset) == (ErrorCode.none, 0)
+        assert rm.leading_while_lapsed
 
     asyncio.run(run())

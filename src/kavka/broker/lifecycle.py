@@ -19,7 +19,7 @@ States, as Kafka's broker sees them:
 - a lapsed session (`broker.session_watch`): no heartbeat sent within the last
   `broker.session.timeout.ms` was answered, so the controller may have fenced this broker and
   elected leaders elsewhere, where this broker cannot read of it. It stops acting as a leader
-  (`on_lapse(True)`) until a heartbeat is answered unfenced again and its metadata image shows it
+  where another replica may have been elected (`on_lapse(True)`: ReplicaManager.set_leadership_lapsed) until a heartbeat is answered unfenced again and its metadata image shows it
   unfenced (`on_lapse(False)`).
 - a failed log dir (KIP-858, `propagate_dir_failure`): the next heartbeat goes at once and every
   heartbeat from then on names the dir in OfflineLogDirs, so the controller moves the leaderships of

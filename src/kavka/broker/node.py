@@ -250,6 +250,7 @@ class BrokerNode:
             now_ms=self.now_ms,
             fetch_max_bytes=self.config["fetch.max.bytes"],
             replica_selector=replica_selector(self.config["replica.selector.class"]),
+            replica_lag_time_max_ms=self.config["replica.lag.time.max.ms"],
         )
         self.replica_manager.metadata = lambda: self.image
         self.publisher = BrokerMetadataPublisher(
@@ -1084,6 +1085,8 @@ class BrokerNode:
         # Kafka's isr-expiration task: followers not caught up for replica.lag.time.max.ms leave the ISR.
         lag_ms = c["replica.lag.time.max.ms"]
         self._every(max(lag_ms // 2, 10), lambda: self.replica_manager.shrink_isrs(replica_lag_time_max_ms=lag_ms), "isr-expiration")
+        # While the controller session has lapsed, a leader steps down once a follower stops fetching.
+        self._every(min(lag_ms // 4, 250), self._review_step_downs, "lapsed-step-down")
         if self.remote_log_manager is not None:
             self.remote_log_manager.start()
         if c["log.cleaner.enable"]:
@@ -1094,6 +1097,10 @@ class BrokerNode:
         if cs is not None:
             for interval_ms, fn, name in cs.periodic_tasks():
                 self._every(interval_ms, fn, name)
+
+    def _review_step_downs(self) -> None:
+        if self.replica_manager.leadership_lapsed:
+            self.replica_manager.review_step_downs()
 
     def _every(self, interval_ms: int, fn: Callable[[], Any], name: str) -> None:
         async def loop() -> None:

@@ -12,7 +12,10 @@ answered with the broker unfenced was received by the controller at or after `s`
 controller cannot fence this broker for a session timeout before `s + session`. Once the latest
 such heartbeat was sent a whole session ago, the controller may have fenced it, and the broker
 *lapses*: it stops acting as a leader (Produce answers NOT_LEADER_OR_FOLLOWER, Metadata shows its
-partitions without a leader, LEADER_NOT_AVAILABLE) so clients look for the new leader elsewhere.
+partitions without a leader, LEADER_NOT_AVAILABLE) so clients look for the new leader elsewhere --
+of the partitions where the controller may have elected one: some other ISR member stopped
+fetching from it, or it is the ISR alone with other replicas (ReplicaManager.set_leadership_lapsed).
+A quorum that lost its majority fences nobody, and the leaders whose followers fetch serve on.
 A lapse therefore never comes later than the controller's fence. It never comes earlier than a
 real loss of contact either: heartbeats go every `broker.heartbeat.interval.ms` (2 s of the 9 s
 session by default, every 200 ms after one that got no answer), so a broker that reaches the

@@ -85,9 +85,9 @@ class Partition:
     ) -> None:
         self.tp = tp
         self.offline = False
-        # This broker lost its controller session (broker.session_watch): it may have been fenced
-        # and the partition led elsewhere, so as a leader it takes no writes and acknowledges none.
-        self.leadership_lapsed = False
+        # This broker lost its controller session (broker.session_watch) and the partition may be
+        # led elsewhere (`review_step_down`), so as a leader it takes no writes and acknowledges none.
+        self.stepped_down = False
         self.on_storage_error = on_storage_error
         self.on_change = on_change or (lambda tp: None)
         self.topic_id = topic_id
@@ -226,6 +226,15 @@ class Partition:
             self.on_change(self.tp)
         return changed
 
+    def review_step_down(self, lapsed: bool, *, now_ms: int, replica_lag_time_max_ms: int) -> bool:
+        """Step down as leader, or lead again, as this broker's controller session (`lapsed`) and
+        the followers' fetches say (LeaderState.may_lead_while_lapsed). True when it changed."""
+        ls = self.leader_state
+        down = lapsed and ls is not None and not ls.may_lead_while_lapsed(
+            now_ms=now_ms, replica_lag_time_max_ms=replica_lag_time_max_ms)
+        changed, self.stepped_down = down != self.stepped_down, down
+        return changed
+
     # ------------------------------------------------------------------ checks
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
@@ -281,11 +290,11 @@ class Partition:
         `in_place`: writable `records` are the caller's to give up (Log.append_as_leader)."""
         self.check_online()
         ls = self._require_leader()
-        if self.leadership_lapsed:
+        if self.stepped_down:
             raise PartitionError(
                 ErrorCode.not_leader_or_follower,
-                f"broker {self.local_broker_id} has not reached the active controller for a session: it may have "
-                f"been fenced and {self.tp} led elsewhere",
+                f"broker {self.local_broker_id} has not reached the active controller for a session and a follower "
+                f"of {self.tp} stopped fetching: it may have been fenced and {self.tp} led elsewhere",
             )
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise PartitionError(
@@ -307,7 +316,7 @@ class Partition:
         """Where an acks=all produce that needs the high watermark at `required_offset` stands
         (Kafka's checkEnoughReplicasReachOffset): None while it must wait, else its answer."""
         ls = self.leader_state
-        if ls is None or self.offline or self.leadership_lapsed:
+        if ls is None or self.offline or self.stepped_down:
             return ErrorCode.not_leader_or_follower
         if ls.high_watermark < required_offset:
             return None

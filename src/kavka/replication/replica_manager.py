@@ -143,8 +143,10 @@ class ReplicaManager:
         fetch_max_bytes: int = 57671680,
         replica_selector: ReplicaSelector | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        replica_lag_time_max_ms: int = 30000,
     ) -> None:
         self.node_id = node_id
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms  # also how silent a follower may be while lapsed
         self.log_manager = log_manager
         self.now_ms = now_ms
         self._monotonic = monotonic
@@ -161,7 +163,8 @@ class ReplicaManager:
         self.remote_log_manager: Any = None  # kavka.tiered.remote_log_manager.RemoteLogManager when tiered storage is on
         self.isr_shrinks = 0
         self.isr_expands = 0
-        self.leadership_lapsed = False  # see set_leadership_lapsed
+        self.leadership_lapsed = False  # the controller session has lapsed: see set_leadership_lapsed
+        self.leading_while_lapsed = False  # ... and some partition led here has not stepped down
         self.bytes_out: dict[str, int] = {}  # topic -> record bytes sent to consumers (BytesOutPerSec)
         self.bytes_in: dict[str, int] = {}  # topic -> record bytes appended as leader (BytesInPerSec)
         # Told (partition, producer id, committed) of each end-transaction marker written here and
@@ -202,7 +205,6 @@ class ReplicaManager:
                 on_storage_error=self.handle_storage_error,
                 on_change=self.purgatory.visible_change,
             )
-            p.leadership_lapsed = self.leadership_lapsed
             self.partitions[tp] = p
             role_changed = True
         else:
@@ -218,6 +220,7 @@ class ReplicaManager:
             fut = self.log_manager.future_log((tp.topic, tp.partition))
             if fut is not None:
                 fut.update_config(config)
+        self._review_step_down(p, self.now_ms())
         if role_changed:
             self.alter_partition.forget(tp)
             self.purgatory.wake_all(tp)  # a waiting follower fetch answers NOT_LEADER now
@@ -244,17 +247,37 @@ class ReplicaManager:
         return [p for p in self.partitions.values() if p.is_leader]
 
     def set_leadership_lapsed(self, lapsed: bool) -> None:
-        """This broker lost (True) or regained its controller session (broker.session_watch). While
-        lapsed its leaders take no writes and acknowledge none: appends answer NOT_LEADER_OR_FOLLOWER,
-        and acks=all produces waiting in the purgatory are answered so now, so that clients go
-        looking for the leader the controller may have elected elsewhere."""
+        """This broker lost (True) or regained its controller session (broker.session_watch).
+
+        While lapsed, a partition it leads steps down only where the controller may have elected
+        another leader (Partition.review_step_down): some other ISR member stopped fetching, or
+        it is the ISR alone with other replicas. A stepped-down leader takes no writes and
+        acknowledges none: appends answer NOT_LEADER_OR_FOLLOWER, and acks=all produces waiting
+        in the purgatory are answered so at once, so that clients go looking for the leader the
+        controller may have elected elsewhere. The others keep serving, as Kafka's brokers do with
+        their last metadata: losing the controller quorum alone stops no writes."""
         if lapsed == self.leadership_lapsed:
             return
         self.leadership_lapsed = lapsed
-        for tp, p in self.partitions.items():
-            p.leadership_lapsed = lapsed
-            if lapsed and p.is_leader:
-                self.purgatory.wake_all(tp)
+        self.review_step_downs()
+
+    def review_step_downs(self) -> None:
+        """Re-judge each partition's step-down as followers' fetches come and go (a timer calls
+        this while lapsed; one pass over the partitions, never per request)."""
+        now = self.now_ms()
+        leading = False
+        for p in self.partitions.values():
+            if p.is_leader or p.stepped_down:
+                self._review_step_down(p, now)
+                leading = leading or (p.is_leader and not p.stepped_down)
+        self.leading_while_lapsed = leading and self.leadership_lapsed
+
+    def _review_step_down(self, p: Partition, now_ms: int) -> None:
+        if p.review_step_down(self.leadership_lapsed, now_ms=now_ms, replica_lag_time_max_ms=self.replica_lag_time_max_ms):
+            log.warning("%s: %s", p.tp, "stepped down as leader: the controller session has lapsed and another "
+                        "replica may lead it" if p.stepped_down else "no longer stepped down")
+            if p.stepped_down:
+                self.purgatory.wake_all(p.tp)
 
     # ------------------------------------------------------------ produce (Kafka's appendRecords)
 

@@ -265,6 +265,26 @@ class LeaderState:
             return None
         return self._propose(tuple(r for r in self.registration.isr if r not in out_of_sync))
 
+    def may_lead_while_lapsed(self, *, now_ms: int, replica_lag_time_max_ms: int) -> bool:
+        """Whether this leadership may go on while this broker's controller session has lapsed
+        (broker.session_watch): the controller may have fenced it, but it can have elected another
+        leader only where one exists to elect. Every other member of the maximal ISR (one that a
+        pending AlterPartition adds too: it may be committed) fetched in this leader epoch within
+        replica.lag.time.max.ms: a follower that became leader stops fetching from the old one,
+        so none of them leads, and acks=all still waits for all of them, so nothing committed can
+        diverge. Where one of them is silent, or this replica is the committed ISR alone but the
+        partition has others (an ELR member, KIP-966, or an unclean election may lead), the
+        partition steps down. A single replica has nobody to hand over to and never steps down."""
+        if self.registration.isr == (self.local_id,):  # a pending expansion may not be committed
+            return len(self.registration.replicas) <= 1
+        for r in self.maximal_isr:
+            if r == self.local_id:
+                continue
+            remote = self.remotes.get(r)
+            if remote is None or remote.log_end_offset < 0 or now_ms - remote.last_fetch_ms > replica_lag_time_max_ms:
+                return False
+        return True
+
     def _propose(self, new_isr: tuple[int, ...]) -> IsrProposal:
         self.pending = IsrProposal(new_isr, self.leader_epoch, self.registration.partition_epoch)
         return self.pending

@@ -44,28 +44,43 @@ def _brokers(node: BrokerNode, ctx: RequestContext, cls: type, id_field: str, *,
         ep = b.endpoint(ctx.listener)
         if ep is None or (b.fenced and not include_fenced):
             continue
-        if b.broker_id == node.node_id and node.replica_manager.leadership_lapsed and not include_fenced:
+        if b.broker_id == node.node_id and _lapsed_without_leading(node) and not include_fenced:
             continue  # it may have been fenced (see live_brokers)
         host, port = ep
         out.append(make(cls, **{id_field: b.broker_id}, host=host, port=port, rack=b.rack, is_fenced=b.fenced))
     return tuple(out)
 
 
+def _lapsed_without_leading(node: BrokerNode) -> bool:
+    rm = node.replica_manager
+    return rm.leadership_lapsed and not rm.leading_while_lapsed
+
+
 def live_brokers(node: BrokerNode, image: Any) -> set[int]:
     """The unfenced brokers of `image`, without this one while its controller session has lapsed
-    (broker.session_watch): the controller may have fenced it and elected leaders elsewhere, so
-    its partitions answer LEADER_NOT_AVAILABLE, leader -1, and clients ask again (another broker,
-    in time) instead of coming back to it."""
+    (broker.session_watch) and every partition it leads has stepped down (ReplicaManager.
+    set_leadership_lapsed): the controller may have fenced it and elected leaders elsewhere, so
+    clients ask again (another broker, in time) instead of coming back to it. One that still
+    leads a partition stays listed, so that its clients keep reaching it."""
     live = {b.broker_id for b in image.brokers.values() if not b.fenced}
-    if node.replica_manager.leadership_lapsed:
+    if _lapsed_without_leading(node):
         live.discard(node.node_id)
     return live
 
 
+def _stepped_down(node: BrokerNode, topic: str, partition_id: int) -> bool:
+    """This broker leads the partition but stepped down with its lapsed controller session."""
+    if not node.replica_manager.leadership_lapsed:
+        return False
+    local = node.replica_manager.get_partition(topic, partition_id)
+    return local is not None and local.stepped_down
+
+
 def _partition_fields(node: BrokerNode, live: set[int], topic: str, p: Any) -> dict[str, Any]:
     """A partition's fields as Metadata and DescribeTopicPartitions answer them. Kafka: no live
-    leader (offline) -> LEADER_NOT_AVAILABLE, leader -1."""
-    alive = p.leader in live
+    leader (offline) -> LEADER_NOT_AVAILABLE, leader -1; so does a partition this broker leads
+    but stepped down from (`_stepped_down`)."""
+    alive = p.leader in live and not (p.leader == node.node_id and _stepped_down(node, topic, p.partition_id))
     return {
         "error_code": ErrorCode.none if alive else ErrorCode.leader_not_available,
         "partition_index": p.partition_id,
