@@ -73,6 +73,12 @@ def test_read_returns_exactly_the_entries_asked_for(make_log: Callable[[], Repli
     for start in range(len(entries) + 1):
         for count in (1, 2, 5, 13, 40, 100):
             assert log.read(start, count) == entries[start : start + count], (start, count)
+    # A batch read in pieces, then truncated away and replaced at the same offset: the new one.
+    assert log.read(12, 3) == entries[12:15]
+    log.truncate_to(9)
+    other = [LogEntry(9 + i, 4, 9, b"other%d" % i, b"w", False) for i in range(30)]
+    log.append(other)
+    assert log.read(12, 3) == other[3:6] and log.read(9, 100) == other
 
 
 def test_file_log_reopens_with_its_records_and_epochs(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ new file while the loop goes on).
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,6 +54,10 @@ class _FileFlush:
         self.job.run()
 
 
+def _offset(entry: LogEntry) -> int:
+    return entry.offset
+
+
 class NoSnapshotError(Exception):
     """The log starts above 0 but no readable snapshot covers what it dropped."""
 
@@ -62,6 +67,11 @@ class FileReplicatedLog:
         self.log = log
         self._snapshots: list[SnapshotId] = []  # valid ones, oldest first
         self._truncations = 0  # a flush begun before a truncation moves nothing
+        # The batch `read` decoded last, as (base offset, truncations then, entries): a listener
+        # reads a batch larger than its 1,024 entries a read in several reads, each of which
+        # decoded it whole (a restart's batch of 10,000 partition changes, ten times). A batch
+        # never changes in place; only a truncation may put another at the same offset.
+        self._decoded: tuple[int, int, list[LogEntry]] | None = None
         self._load_snapshots()
 
     @classmethod
@@ -149,6 +159,7 @@ class FileReplicatedLog:
     def truncate_to(self, offset: int) -> None:
         if self.log.truncate_to(offset):
             self._truncations += 1
+            self._decoded = None
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         # The same contract as MemoryLog (largest epoch <= `epoch`, and where it ends), from
@@ -182,7 +193,13 @@ class FileReplicatedLog:
             for pos, header in iter_batches(data):
                 if header.last_offset < offset:
                     continue
-                entries = [e for e in decode_records(data[pos : pos + header.size_in_bytes]) if e.offset >= offset]
+                cached = self._decoded
+                if cached is not None and cached[:2] == (header.base_offset, self._truncations):
+                    decoded = cached[2]
+                else:
+                    decoded = list(decode_records(data[pos : pos + header.size_in_bytes]))
+                    self._decoded = (header.base_offset, self._truncations, decoded)
+                entries = decoded[bisect.bisect_left(decoded, offset, key=_offset) :]
                 out.extend(entries)
                 got += len(entries)
                 if len(out) >= max_entries:
@@ -232,6 +249,7 @@ class FileReplicatedLog:
     def install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
         self.write_snapshot(snapshot_id, data)
         self._truncations += 1
+        self._decoded = None
         self.log.truncate_fully_and_start_at(snapshot_id.end_offset)
         self._snapshots = [s for s in self._snapshots if s.end_offset < snapshot_id.end_offset]
         self.snapshot_frozen(snapshot_id)
