@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import statistics
@@ -33,6 +34,7 @@ from bench.servers import free_port, rss_bytes
 from kavka.client import requests as kreq
 from kavka.client.admin import AdminClient, NewTopic
 from kavka.client.connection import BlockingConnection
+from kavka.client.errors import KafkaError
 from kavka.protocol.framing import encode_request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,8 +89,15 @@ class Node:
         return f"127.0.0.1:{self.port}"
 
 
-def create_partitions(bootstrap: str, total: int, per_topic: int, replication_factor: int = 1) -> list[float]:
-    """Create `total` partitions, 20 topics per CreateTopics; the seconds each request took."""
+def create_partitions(
+    bootstrap: str, total: int, per_topic: int, replication_factor: int = 1, already: list[int] | None = None
+) -> list[float]:
+    """Create `total` partitions, 20 topics per CreateTopics; the seconds each request took.
+
+    A CreateTopics that a controller leader change interrupted is retried by the broker that
+    forwarded it (to the new controller), and the retry answers TOPIC_ALREADY_EXISTS if the
+    records had committed (as in Kafka). That request counts as done once every topic of it is
+    listed; its index goes to `already`."""
     times = []
     with AdminClient(bootstrap, timeout_s=600) as admin:
         n = 0
@@ -99,7 +108,15 @@ def create_partitions(bootstrap: str, total: int, per_topic: int, replication_fa
             n += parts
         for i in range(0, len(batch), 20):
             t0 = time.perf_counter()
-            admin.create_topics(batch[i : i + 20], timeout_ms=600_000)
+            try:
+                admin.create_topics(batch[i : i + 20], timeout_ms=600_000)
+            except KafkaError as e:
+                listed = {t.name for t in admin.list_topics()}
+                if e.name != "TOPIC_ALREADY_EXISTS" or any(t.name not in listed for t in batch[i : i + 20]):
+                    raise
+                print(f"  CreateTopics {i // 20 + 1}: {e}; all its topics exist", file=sys.stderr, flush=True)
+                if already is not None:
+                    already.append(i // 20)
             times.append(time.perf_counter() - t0)
             print(f"  CreateTopics {i // 20 + 1}: {times[-1]:.1f}s", file=sys.stderr, flush=True)
     return times
@@ -199,8 +216,9 @@ def run(partitions: int, per_topic: int, connections: int) -> dict:
     return out
 
 
-def run_cluster(nodes: int, partitions: int, per_topic: int, replication_factor: int) -> dict:
-    """Create `partitions` on a cluster of `nodes` combined broker-controllers (tests' harness)."""
+def run_cluster(nodes: int, partitions: int, per_topic: int, replication_factor: int, keep_logs: Path | None = None) -> dict:
+    """Create `partitions` on a cluster of `nodes` combined broker-controllers (tests' harness);
+    `keep_logs`: a dir to write each node's whole output to (whatever happened)."""
     from tests.broker_harness import Cluster
 
     with tempfile.TemporaryDirectory(prefix="kavka-scale-") as d:
@@ -208,7 +226,8 @@ def run_cluster(nodes: int, partitions: int, per_topic: int, replication_factor:
         try:
             c.start(timeout=120)
             t0 = time.perf_counter()
-            per_request = create_partitions(c.bootstrap, partitions, per_topic, replication_factor)
+            already: list[int] = []
+            per_request = create_partitions(c.bootstrap, partitions, per_topic, replication_factor, already)
             acked_s = time.perf_counter() - t0
             wait_for_logs(c.bootstrap, partitions * replication_factor)
             out = {
@@ -218,6 +237,8 @@ def run_cluster(nodes: int, partitions: int, per_topic: int, replication_factor:
                 "create_s": time.perf_counter() - t0,
                 "create_acked_s": acked_s,
                 "create_per_request_s": per_request,
+                "requests_answered_already_exists": already,
+                "fds_at_end": {i: _fds(n) for i, n in c.nodes.items()},
             }
             c.stop()
         except BaseException:
@@ -226,10 +247,21 @@ def run_cluster(nodes: int, partitions: int, per_topic: int, replication_factor:
                     print(f"node {i} exited {n.proc.poll()}:\n{''.join(n.output[-20:])}", file=sys.stderr)
             raise
         finally:
-            for n in c.nodes.values():  # also on an exception or Ctrl-C
+            for i, n in c.nodes.items():  # also on an exception or Ctrl-C
                 if n.alive():
                     n.kill()
+                if keep_logs is not None:
+                    keep_logs.mkdir(parents=True, exist_ok=True)
+                    (keep_logs / f"node{i}.log").write_text("".join(n.output))
     return out
+
+
+def _fds(node) -> int | None:  # noqa: ANN001 -- tests.broker_harness.BrokerProcess
+    """Descriptors the node's process holds now (Linux), None if it cannot be told."""
+    try:
+        return len(os.listdir(f"/proc/{node.proc.pid}/fd"))
+    except (OSError, AttributeError):
+        return None
 
 
 def markdown(rows: list[dict], connections: int) -> str:
@@ -255,11 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument("--nodes", type=int, default=1, help="above 1: only creation, on a cluster (no docs table)")
     ap.add_argument("--replication-factor", type=int, default=1)
+    ap.add_argument("--keep-logs", type=Path, help="with --nodes: write each node's output to this dir")
     args = ap.parse_args(argv)
     if args.nodes > 1:
         for n in args.partitions:
             print(f"{n:,} partitions on {args.nodes} nodes ...", file=sys.stderr, flush=True)
-            print(json.dumps(run_cluster(args.nodes, n, args.per_topic, args.replication_factor)), flush=True)
+            print(json.dumps(run_cluster(args.nodes, n, args.per_topic, args.replication_factor, args.keep_logs)), flush=True)
         return 0
     rows = []
     for n in args.partitions:
