@@ -3,6 +3,8 @@
 Measures, on one broker with data on disk:
 - the time to create N partitions (20 topics a CreateTopics), to the last log the broker created
   (DescribeLogDirs), and each CreateTopics' own time;
+- the broker's CPU seconds for the creation and for each start (less at the mercy of other work
+  on a shared machine than the elapsed times);
 - startup time (process start -> KAVKA_READY) with N partitions, after a clean
   stop (SIGTERM: the recovery scan is skipped) and after an unclean one
   (kill -9: every segment after the recovery point is scanned);
@@ -87,6 +89,13 @@ class Node:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the broker process has used so far: unlike the elapsed
+        times, they do not grow with the other work on a shared machine (much)."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def create_partitions(
@@ -190,7 +199,7 @@ def run(partitions: int, per_topic: int, connections: int) -> dict:
         node = Node(Path(d))
         try:
             node.start()
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), node.cpu_s()
             per_request = create_partitions(node.bootstrap, partitions, per_topic)
             acked_s = time.perf_counter() - t0
             wait_for_logs(node.bootstrap, partitions)
@@ -199,6 +208,7 @@ def run(partitions: int, per_topic: int, connections: int) -> dict:
             out = {
                 "partitions": partitions,
                 "create_s": created_s,  # to the last log created
+                "create_cpu_s": node.cpu_s() - cpu0,  # the broker's
                 "create_acked_s": acked_s,  # to the last CreateTopics answered
                 "create_per_request_s": per_request,
                 "rss_idle_mb": rss_bytes(node.proc.pid) / 1e6,
@@ -207,8 +217,10 @@ def run(partitions: int, per_topic: int, connections: int) -> dict:
             out[f"rss_{connections}_connections_mb"] = idle_connections(node, connections)
             node.stop(clean=True)
             out["start_after_clean_s"] = node.start()
+            out["start_after_clean_cpu_s"] = node.cpu_s()
             node.stop(clean=False)
             out["start_after_unclean_s"] = node.start()
+            out["start_after_unclean_cpu_s"] = node.cpu_s()
             out["rss_after_restart_mb"] = rss_bytes(node.proc.pid) / 1e6
             node.stop(clean=True)
         finally:
@@ -266,13 +278,15 @@ def _fds(node) -> int | None:  # noqa: ANN001 -- tests.broker_harness.BrokerProc
 
 def markdown(rows: list[dict], connections: int) -> str:
     lines = [
-        "| partitions | created, all logs (s) | start after clean stop (s) | start after kill -9 (s) | Metadata, all topics (ms) "
+        "| partitions | created, all logs (s) | broker CPU creating (s) | start after clean stop (s) | its CPU (s) "
+        "| start after kill -9 (s) | its CPU (s) | Metadata, all topics (ms) "
         f"| RSS idle (MB) | RSS with {connections} idle connections (MB) |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['partitions']:,} | {r['create_s']:.1f} | {r['start_after_clean_s']:.2f} | {r['start_after_unclean_s']:.2f} "
+            f"| {r['partitions']:,} | {r['create_s']:.1f} | {r['create_cpu_s']:.1f} | {r['start_after_clean_s']:.2f} "
+            f"| {r['start_after_clean_cpu_s']:.2f} | {r['start_after_unclean_s']:.2f} | {r['start_after_unclean_cpu_s']:.2f} "
             f"| {r['metadata_ms']:.1f} | {r['rss_idle_mb']:.0f} | {r[f'rss_{connections}_connections_mb']:.0f} |"
         )
     return "\n".join(lines)
