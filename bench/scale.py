@@ -228,7 +228,14 @@ def run(partitions: int, per_topic: int, connections: int) -> dict:
     return out
 
 
-def run_cluster(nodes: int, partitions: int, per_topic: int, replication_factor: int, keep_logs: Path | None = None) -> dict:
+def run_cluster(
+    nodes: int,
+    partitions: int,
+    per_topic: int,
+    replication_factor: int,
+    keep_logs: Path | None = None,
+    broker_config: dict[str, str] | None = None,
+) -> dict:
     """Create `partitions` on a cluster of `nodes` combined broker-controllers (tests' harness);
     `keep_logs`: a dir to write each node's whole output to (whatever happened)."""
     from tests.broker_harness import Cluster
@@ -236,7 +243,8 @@ def run_cluster(nodes: int, partitions: int, per_topic: int, replication_factor:
     with tempfile.TemporaryDirectory(prefix="kavka-scale-") as d:
         # The tests' harness checks retention every 500 ms (its tests want it soon); the bench runs
         # the broker's default, Kafka's five minutes: a pass walks every log.
-        c = Cluster(Path(d), nodes, overrides={"auto.create.topics.enable": "false", "log.retention.check.interval.ms": "300000"})
+        overrides = {"auto.create.topics.enable": "false", "log.retention.check.interval.ms": "300000", **(broker_config or {})}
+        c = Cluster(Path(d), nodes, overrides=overrides)
         try:
             c.start(timeout=120)
             t0 = time.perf_counter()
@@ -246,6 +254,7 @@ def run_cluster(nodes: int, partitions: int, per_topic: int, replication_factor:
             wait_for_logs(c.bootstrap, partitions * replication_factor)
             out = {
                 "nodes": nodes,
+                "broker_config": broker_config or {},
                 "partitions": partitions,
                 "replication_factor": replication_factor,
                 "create_s": time.perf_counter() - t0,
@@ -304,11 +313,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=1, help="above 1: only creation, on a cluster (no docs table)")
     ap.add_argument("--replication-factor", type=int, default=1)
     ap.add_argument("--keep-logs", type=Path, help="with --nodes: write each node's output to this dir")
+    ap.add_argument("--broker-config", nargs="*", default=[], metavar="KEY=VALUE", help="with --nodes: set on every node")
     args = ap.parse_args(argv)
     if args.nodes > 1:
         for n in args.partitions:
             print(f"{n:,} partitions on {args.nodes} nodes ...", file=sys.stderr, flush=True)
-            print(json.dumps(run_cluster(args.nodes, n, args.per_topic, args.replication_factor, args.keep_logs)), flush=True)
+            print(json.dumps(run_cluster(
+                args.nodes, n, args.per_topic, args.replication_factor, args.keep_logs,
+                dict(kv.split("=", 1) for kv in args.broker_config),
+            )), flush=True)
         return 0
     rows = []
     for n in args.partitions:
