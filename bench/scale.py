@@ -3,6 +3,8 @@
 Measures, on one broker with data on disk:
 - the time to create N partitions (20 topics a CreateTopics), to the last log the broker created
   (DescribeLogDirs), and each CreateTopics' own time;
+- the broker's CPU seconds for the creation and for each start (less at the mercy of other work
+  on a shared machine than the elapsed times);
 - startup time (process start -> KAVKA_READY) with N partitions, after a clean
   stop (SIGTERM: the recovery scan is skipped) and after an unclean one
   (kill -9: every segment after the recovery point is scanned);
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import statistics
@@ -33,6 +36,7 @@ from bench.servers import free_port, rss_bytes
 from kavka.client import requests as kreq
 from kavka.client.admin import AdminClient, NewTopic
 from kavka.client.connection import BlockingConnection
+from kavka.client.errors import KafkaError
 from kavka.protocol.framing import encode_request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,9 +90,23 @@ class Node:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the broker process has used so far: unlike the elapsed
+        times, they do not grow with the other work on a shared machine (much)."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-def create_partitions(bootstrap: str, total: int, per_topic: int, replication_factor: int = 1) -> list[float]:
-    """Create `total` partitions, 20 topics per CreateTopics; the seconds each request took."""
+
+def create_partitions(
+    bootstrap: str, total: int, per_topic: int, replication_factor: int = 1, already: list[int] | None = None
+) -> list[float]:
+    """Create `total` partitions, 20 topics per CreateTopics; the seconds each request took.
+
+    A CreateTopics that a controller leader change interrupted is retried by the broker that
+    forwarded it (to the new controller), and the retry answers TOPIC_ALREADY_EXISTS if the
+    records had committed (as in Kafka). That request counts as done once every topic of it is
+    listed; its index goes to `already`."""
     times = []
     with AdminClient(bootstrap, timeout_s=600) as admin:
         n = 0
@@ -99,7 +117,15 @@ def create_partitions(bootstrap: str, total: int, per_topic: int, replication_fa
             n += parts
         for i in range(0, len(batch), 20):
             t0 = time.perf_counter()
-            admin.create_topics(batch[i : i + 20], timeout_ms=600_000)
+            try:
+                admin.create_topics(batch[i : i + 20], timeout_ms=600_000)
+            except KafkaError as e:
+                listed = {t.name for t in admin.list_topics()}
+                if e.name != "TOPIC_ALREADY_EXISTS" or any(t.name not in listed for t in batch[i : i + 20]):
+                    raise
+                print(f"  CreateTopics {i // 20 + 1}: {e}; all its topics exist", file=sys.stderr, flush=True)
+                if already is not None:
+                    already.append(i // 20)
             times.append(time.perf_counter() - t0)
             print(f"  CreateTopics {i // 20 + 1}: {times[-1]:.1f}s", file=sys.stderr, flush=True)
     return times
@@ -173,7 +199,7 @@ def run(partitions: int, per_topic: int, connections: int) -> dict:
         node = Node(Path(d))
         try:
             node.start()
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), node.cpu_s()
             per_request = create_partitions(node.bootstrap, partitions, per_topic)
             acked_s = time.perf_counter() - t0
             wait_for_logs(node.bootstrap, partitions)
@@ -182,6 +208,7 @@ def run(partitions: int, per_topic: int, connections: int) -> dict:
             out = {
                 "partitions": partitions,
                 "create_s": created_s,  # to the last log created
+                "create_cpu_s": node.cpu_s() - cpu0,  # the broker's
                 "create_acked_s": acked_s,  # to the last CreateTopics answered
                 "create_per_request_s": per_request,
                 "rss_idle_mb": rss_bytes(node.proc.pid) / 1e6,
@@ -190,8 +217,10 @@ def run(partitions: int, per_topic: int, connections: int) -> dict:
             out[f"rss_{connections}_connections_mb"] = idle_connections(node, connections)
             node.stop(clean=True)
             out["start_after_clean_s"] = node.start()
+            out["start_after_clean_cpu_s"] = node.cpu_s()
             node.stop(clean=False)
             out["start_after_unclean_s"] = node.start()
+            out["start_after_unclean_cpu_s"] = node.cpu_s()
             out["rss_after_restart_mb"] = rss_bytes(node.proc.pid) / 1e6
             node.stop(clean=True)
         finally:
@@ -199,48 +228,79 @@ def run(partitions: int, per_topic: int, connections: int) -> dict:
     return out
 
 
-def run_cluster(nodes: int, partitions: int, per_topic: int, replication_factor: int) -> dict:
-    """Create `partitions` on a cluster of `nodes` combined broker-controllers (tests' harness)."""
+def run_cluster(
+    nodes: int,
+    partitions: int,
+    per_topic: int,
+    replication_factor: int,
+    keep_logs: Path | None = None,
+    broker_config: dict[str, str] | None = None,
+) -> dict:
+    """Create `partitions` on a cluster of `nodes` combined broker-controllers (tests' harness);
+    `keep_logs`: a dir to write each node's whole output to (whatever happened)."""
     from tests.broker_harness import Cluster
 
     with tempfile.TemporaryDirectory(prefix="kavka-scale-") as d:
-        c = Cluster(Path(d), nodes, overrides={"auto.create.topics.enable": "false"})
+        # The tests' harness checks retention every 500 ms (its tests want it soon); the bench runs
+        # the broker's default, Kafka's five minutes: a pass walks every log.
+        overrides = {"auto.create.topics.enable": "false", "log.retention.check.interval.ms": "300000", **(broker_config or {})}
+        c = Cluster(Path(d), nodes, overrides=overrides)
         try:
             c.start(timeout=120)
             t0 = time.perf_counter()
-            per_request = create_partitions(c.bootstrap, partitions, per_topic, replication_factor)
+            already: list[int] = []
+            per_request = create_partitions(c.bootstrap, partitions, per_topic, replication_factor, already)
             acked_s = time.perf_counter() - t0
             wait_for_logs(c.bootstrap, partitions * replication_factor)
             out = {
                 "nodes": nodes,
+                "broker_config": broker_config or {},
                 "partitions": partitions,
                 "replication_factor": replication_factor,
                 "create_s": time.perf_counter() - t0,
                 "create_acked_s": acked_s,
                 "create_per_request_s": per_request,
+                "requests_answered_already_exists": already,
+                "fds_at_end": {i: _fds(n) for i, n in c.nodes.items()},
             }
-            c.stop()
+            try:
+                c.stop()
+            except TimeoutError as e:  # the figures stand; the node is killed below
+                out["stop_error"] = str(e).splitlines()[0]
         except BaseException:
             for i, n in c.nodes.items():
                 if not n.alive():
                     print(f"node {i} exited {n.proc.poll()}:\n{''.join(n.output[-20:])}", file=sys.stderr)
             raise
         finally:
-            for n in c.nodes.values():  # also on an exception or Ctrl-C
+            for i, n in c.nodes.items():  # also on an exception or Ctrl-C
                 if n.alive():
                     n.kill()
+                if keep_logs is not None:
+                    keep_logs.mkdir(parents=True, exist_ok=True)
+                    (keep_logs / f"node{i}.log").write_text("".join(n.output))
     return out
+
+
+def _fds(node) -> int | None:  # noqa: ANN001 -- tests.broker_harness.BrokerProcess
+    """Descriptors the node's process holds now (Linux), None if it cannot be told."""
+    try:
+        return len(os.listdir(f"/proc/{node.proc.pid}/fd"))
+    except (OSError, AttributeError):
+        return None
 
 
 def markdown(rows: list[dict], connections: int) -> str:
     lines = [
-        "| partitions | created, all logs (s) | start after clean stop (s) | start after kill -9 (s) | Metadata, all topics (ms) "
+        "| partitions | created, all logs (s) | broker CPU creating (s) | start after clean stop (s) | its CPU (s) "
+        "| start after kill -9 (s) | its CPU (s) | Metadata, all topics (ms) "
         f"| RSS idle (MB) | RSS with {connections} idle connections (MB) |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['partitions']:,} | {r['create_s']:.1f} | {r['start_after_clean_s']:.2f} | {r['start_after_unclean_s']:.2f} "
+            f"| {r['partitions']:,} | {r['create_s']:.1f} | {r['create_cpu_s']:.1f} | {r['start_after_clean_s']:.2f} "
+            f"| {r['start_after_clean_cpu_s']:.2f} | {r['start_after_unclean_s']:.2f} | {r['start_after_unclean_cpu_s']:.2f} "
             f"| {r['metadata_ms']:.1f} | {r['rss_idle_mb']:.0f} | {r[f'rss_{connections}_connections_mb']:.0f} |"
         )
     return "\n".join(lines)
@@ -255,11 +315,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument("--nodes", type=int, default=1, help="above 1: only creation, on a cluster (no docs table)")
     ap.add_argument("--replication-factor", type=int, default=1)
+    ap.add_argument("--keep-logs", type=Path, help="with --nodes: write each node's output to this dir")
+    ap.add_argument("--broker-config", nargs="*", default=[], metavar="KEY=VALUE", help="with --nodes: set on every node")
     args = ap.parse_args(argv)
     if args.nodes > 1:
         for n in args.partitions:
             print(f"{n:,} partitions on {args.nodes} nodes ...", file=sys.stderr, flush=True)
-            print(json.dumps(run_cluster(args.nodes, n, args.per_topic, args.replication_factor)), flush=True)
+            print(json.dumps(run_cluster(
+                args.nodes, n, args.per_topic, args.replication_factor, args.keep_logs,
+                dict(kv.split("=", 1) for kv in args.broker_config),
+            )), flush=True)
         return 0
     rows = []
     for n in args.partitions:

@@ -350,7 +350,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("queued.max.requests", _I, 500, "requests read ahead per connection", at_least(1)),
         _b("num.network.threads", _I, 3, "accepted for compatibility", at_least(1), dynamic=True, informational=_ONE_LOOP),
         _b("num.io.threads", _I, 8, "accepted for compatibility", at_least(1), dynamic=True, informational=_ONE_LOOP),
-        _b("num.recovery.threads.per.data.dir", _I, 1, "", at_least(1), dynamic=True, informational="logs are recovered one after another at startup"),
+        _b("num.recovery.threads.per.data.dir", _I, 1, "", at_least(1), dynamic=True, informational="logs are loaded one after another at startup: loading is Python work under one lock (the GIL), and threads measured no faster (docs/benchmarks.md, Scale)"),
         _b("log.segment.bytes", _I, 1073741824, "", at_least(14), dynamic=True),
         _b("log.roll.ms", _L, None, "", at_least(1), dynamic=True),
         _b("log.roll.hours", _I, 168, "", at_least(1)),

@@ -1,4 +1,5 @@
-"""Closed segments cost nothing until read (issue 10 item 5, Kafka's LazyIndex).
+"""Closed segments cost nothing until read (issue 10 item 5, Kafka's LazyIndex); idle partitions
+hold no descriptor and have no index files until written (issue 32 item 8).
 
 A partition of ~100 segments is written and the broker restarted cleanly.
 The restarted broker must hold file descriptors for only a few of that
@@ -11,6 +12,7 @@ segment then loads, finds the damage, rebuilds that index and answers right.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -69,4 +71,53 @@ def test_a_log_of_many_segments_opens_without_touching_them(broker_factory, topi
     assert [int(r.value[:6]) for r in got] == list(range(RECORDS))  # type: ignore[index]
     assert [r.offset for r in got] == list(range(RECORDS))
     assert victim.name in b.log_text() and "rebuilding" in b.log_text(), "the damaged index was not noticed on read"
+    assert b.stop() == 0
+
+
+IDLE = 300
+
+
+def test_idle_partitions_hold_no_descriptors_until_written(broker_factory, topic_name):
+    """A broker of many idle partitions held one descriptor per partition (its empty active
+    segment's .log), so about 20,000 partitions exhausted a 20,000 open-file limit. Now a new
+    segment's files are created and closed, its index files wait for its first append, and the
+    descriptor is opened on first use."""
+    b = broker_factory().start()
+    ck_create_topic(ck_admin(b.bootstrap), topic_name, IDLE)
+    data = b.log_dirs[0]
+    first = "00000000000000000000"
+    logs = [partition_dir(data, topic_name, i) / f"{first}.log" for i in range(IDLE)]
+    deadline = time.monotonic() + 60
+    while not all(p.exists() for p in logs):  # the broker creates the logs as it applies the topic
+        assert time.monotonic() < deadline, f"{sum(p.exists() for p in logs)} of {IDLE} logs created"
+        time.sleep(0.1)
+    assert b.proc is not None
+    held = _fds_under(b.proc.pid, data)
+    assert len(held) < 10, f"{len(held)} descriptors held into {IDLE} idle partitions: {held[:8]}"
+    assert not any((p.parent / f"{first}.index").exists() for p in logs), "an idle segment has index files"
+
+    written = range(5)
+    p = ck_producer(b.bootstrap, {"linger.ms": 0})
+    for i in range(200):
+        p.produce(topic_name, value=b"%06d" % i, partition=i % len(written))
+    assert p.flush(30) == 0
+    for i in written:  # created with the first append, before any flush could have run
+        assert (partition_dir(data, topic_name, i) / f"{first}.index").exists()
+        assert (partition_dir(data, topic_name, i) / f"{first}.timeindex").exists()
+    assert not (partition_dir(data, topic_name, len(written)) / f"{first}.index").exists()
+    held = _fds_under(b.proc.pid, data)
+    assert len(held) < 10 + len(written), f"{len(held)} descriptors after writing {len(written)} partitions"
+
+    assert b.stop() == 0
+    b.start()
+    assert b.proc is not None
+    held = _fds_under(b.proc.pid, data)
+    assert len(held) < 10, f"{len(held)} descriptors held after a restart: {held[:8]}"
+    got = ck_read_to_end(b.bootstrap, topic_name, partitions=list(written))
+    assert sorted(int(r.value) for r in got) == list(range(200))  # type: ignore[arg-type]
+    # An idle partition still takes records after the restart.
+    p = ck_producer(b.bootstrap, {"linger.ms": 0})
+    p.produce(topic_name, value=b"late", partition=IDLE - 1)
+    assert p.flush(30) == 0
+    assert [r.value for r in ck_read_to_end(b.bootstrap, topic_name, partitions=[IDLE - 1])] == [b"late"]
     assert b.stop() == 0

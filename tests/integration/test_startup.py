@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import resource
 import subprocess
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -142,3 +144,25 @@ def test_security_is_refused_not_ignored(broker_factory, overrides, key, words):
     b.config_file.write_text(text)
     out = _start_fails(b)
     assert key in out and words in out, out
+
+
+@pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="needs /proc")
+def test_the_soft_open_file_limit_is_raised_to_the_hard_one(broker_factory):
+    """Issue 32 item 8: a broker of many partitions needs descriptors; Kafka's docs tell operators
+    to raise the limit, kavka raises its own soft limit to the hard one and says so."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    low = min(soft, hard, 512)
+    if low == hard:
+        pytest.skip("the hard limit leaves nothing to raise")
+    b = broker_factory()
+    resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))  # the broker inherits it
+    try:
+        b.start()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert b.proc is not None
+    limits = Path(f"/proc/{b.proc.pid}/limits").read_text()
+    row = next(line for line in limits.splitlines() if line.startswith("Max open files")).split()
+    assert row[3] != str(low) and row[3] == row[4]  # "Max open files  <soft>  <hard>  files"
+    assert f"raised the open-file limit from {low} to the hard limit {hard}" in b.log_text()
+    assert b.stop() == 0

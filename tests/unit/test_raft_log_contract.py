@@ -62,6 +62,25 @@ def test_append_read_epochs_truncate(make_log: Callable[[], ReplicatedLog]) -> N
         log.append(batch(6, 2, 1))
 
 
+def test_read_returns_exactly_the_entries_asked_for(make_log: Callable[[], ReplicatedLog]) -> None:
+    """Every (start, count), from inside a batch or at its edge, cut inside a batch or not: the
+    file log reads batch by batch and stops at `count`, where it used to decode all it read."""
+    log = make_log()
+    entries: list[LogEntry] = []
+    for base, n in ((0, 1), (1, 7), (8, 1), (9, 30), (39, 2), (41, 12)):
+        entries += batch(base, 2, n, control=n == 1)
+        log.append(batch(base, 2, n, control=n == 1))
+    for start in range(len(entries) + 1):
+        for count in (1, 2, 5, 13, 40, 100):
+            assert log.read(start, count) == entries[start : start + count], (start, count)
+    # A batch read in pieces, then truncated away and replaced at the same offset: the new one.
+    assert log.read(12, 3) == entries[12:15]
+    log.truncate_to(9)
+    other = [LogEntry(9 + i, 4, 9, b"other%d" % i, b"w", False) for i in range(30)]
+    log.append(other)
+    assert log.read(12, 3) == other[3:6] and log.read(9, 100) == other
+
+
 def test_file_log_reopens_with_its_records_and_epochs(tmp_path: Path) -> None:
     log = FileReplicatedLog.open(tmp_path, now_ms=0)
     log.append(batch(0, 2, 1, control=True))

@@ -93,3 +93,24 @@ def test_time_index_keeps_one_slot_free(tmp_path: Path) -> None:
         idx.maybe_append(3, 3)
     idx.maybe_append(3, 3, skip_full_check=True)
     assert idx.entries == 3
+
+
+@pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
+def test_an_index_without_a_file_is_created_by_its_first_entries_or_on_demand(tmp_path: Path, cls) -> None:
+    path = tmp_path / "00000000000000000100.idx"
+    idx = cls(path, 100, max_index_size=1024, create=False)
+    assert (idx.entries, idx.on_disk) == (0, False)
+    idx.flush()
+    idx.close()
+    assert not path.exists()  # nothing to write: no file
+    idx.create_file()
+    assert path.exists() and path.stat().st_size == 0 and idx.on_disk
+    path.unlink()
+    idx = cls(path, 100, max_index_size=1024, create=False)
+    if cls is OffsetIndex:
+        idx.append(105, 64)
+    else:
+        idx.maybe_append(1_000, 105)
+    idx.flush(fsync=False)
+    assert path.stat().st_size == idx.entry_size and idx.on_disk
+    assert cls(path, 100, max_index_size=1024, create=False).entries == 1

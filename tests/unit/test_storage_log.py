@@ -365,6 +365,46 @@ def test_deleted_indexes_are_rebuilt(tmp_path: Path) -> None:
         assert off in offsets(lg2.read(off, max_bytes=1, min_one_message=True).records)
 
 
+def _index_files(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir() if p.suffix in (".index", ".timeindex"))
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_an_idle_segment_has_no_index_files_and_behaves_as_before_once_written(
+    tmp_path: Path, clean: bool, caplog
+) -> None:
+    """Issue 32 item 8: a new segment's index files are created with its first append, not with
+    the segment. Opened (cleanly or not) without them it reads, appends, looks up timestamps,
+    truncates and recovers as a segment that had them; no rebuild is ever logged."""
+    caplog.set_level(logging.WARNING, logger="kavka.storage")
+    d = tmp_path / "t-0"
+    cfg = LogConfig(segment_bytes=800, index_interval_bytes=100)
+    lg = open_log(d, cfg)
+    assert _index_files(d) == [] and (d / "00000000000000000000.log").exists()
+    lg.close()
+    lg = open_log(d, cfg, clean_shutdown=clean)  # an idle log loaded: still no index files
+    assert (lg.log_end_offset, lg.read(0, max_bytes=100).records, _index_files(d)) == (0, b"", [])
+    lg.close()
+    lg = open_log(d, cfg, clean_shutdown=clean)
+    for i in range(12):
+        lg.append_as_leader(batch(2, ts=NOW + i, size=40, tag=str(i)), leader_epoch=0, now_ms=NOW)
+        if i == 0:  # there before anything is flushed, so a crash cannot leave data without them
+            assert _index_files(d) == ["00000000000000000000.index", "00000000000000000000.timeindex"]
+    assert len(lg.segments) >= 3 and all(s.offset_index.entries for s in lg.segments[:-1])
+    assert read_all(lg) == list(range(24))
+    assert lg.fetch_offset_by_timestamp(NOW + 5).offset == 10
+    lg.truncate_to(10)
+    assert read_all(lg) == list(range(10))
+    lg.flush()
+    lg.close()
+    lg = open_log(d, cfg, clean_shutdown=clean, recovery_point=0)
+    assert read_all(lg) == list(range(10))
+    assert lg.append_as_leader(batch(1, ts=NOW + 20), leader_epoch=0, now_ms=NOW).first_offset == 10
+    assert lg.fetch_offset_by_timestamp(NOW + 20).offset == 10
+    assert not [r.getMessage() for r in caplog.records if "rebuild" in r.getMessage()]
+    lg.close()
+
+
 def test_clean_shutdown_skips_the_scan(tmp_path: Path, monkeypatch) -> None:
     cfg = LogConfig(segment_bytes=800)
     lg = _fill(tmp_path / "t-0", cfg, 20)

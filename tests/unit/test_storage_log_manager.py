@@ -48,6 +48,20 @@ def test_create_spread_checkpoint_and_reload(tmp_path: Path) -> None:
     lm2.shutdown()
 
 
+def test_logs_by_dir_groups_every_log_under_its_dir(tmp_path: Path) -> None:
+    """Found from each log's path string, not Path.parent: the same grouping (a dir named with a
+    "." component included)."""
+    dirs = [tmp_path / "d1", tmp_path / "d2" / ".", tmp_path / "d3"]
+    lm = LogManager(dirs, default_config=LogConfig(), now_ms=NOW, select_strategy="partitions")
+    logs = [lm.get_or_create_log("t", p, topic_id=TID) for p in range(5)]
+    by_dir = lm.logs_by_dir()
+    assert set(by_dir) == {Path(d) for d in dirs}
+    for d, in_dir in by_dir.items():
+        assert sorted(lg.partition for lg in in_dir) == sorted(lg.partition for lg in logs if lg.dir.parent == d)
+    assert sum(len(v) for v in by_dir.values()) == 5 and len(by_dir[tmp_path / "d1"]) >= 2
+    lm.shutdown()
+
+
 def test_the_marker_names_the_broker_epoch_the_next_registration_gives(tmp_path: Path) -> None:
     """KIP-966's clean-shutdown detection: the marker holds the broker epoch as Kafka's
     CleanShutdownFileHandler writes it; -1 after a crash or when the dirs disagree."""

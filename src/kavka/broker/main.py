@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import os
+import resource
 import signal
 import sys
 
@@ -29,6 +30,21 @@ def _setup_logging() -> None:
         name, _, level = item.strip().rpartition("=")
         if name and level.upper() in logging.getLevelNamesMapping():
             logging.getLogger(name).setLevel(level.upper())
+
+
+def _raise_open_file_limit() -> None:
+    """Raise the soft open-file limit to the hard one, as Kafka's docs tell operators to (each
+    partition with data holds its active segment's descriptor, each connection one). The soft
+    limit is often 1,024 where the hard one allows far more; lowering is left to the operator."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as e:  # an unlimited hard limit the kernel refuses as a soft one
+        log.warning("open-file limit %s left as it is (hard limit %s): %s", soft, hard, e)
+        return
+    log.info("raised the open-file limit from %s to the hard limit %s", soft, hard)
 
 
 async def _serve(config: BrokerConfig) -> int:
@@ -59,6 +75,7 @@ async def _serve(config: BrokerConfig) -> int:
 
 def run_server(config: BrokerConfig) -> int:
     _setup_logging()
+    _raise_open_file_limit()
     try:
         import uvloop  # type: ignore[import-not-found]
 

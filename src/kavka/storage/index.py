@@ -66,17 +66,23 @@ class _IndexFile:
 
     entry_size = 0
 
-    def __init__(self, path: Path, base_offset: int, *, max_index_size: int) -> None:
+    def __init__(self, path: Path, base_offset: int, *, max_index_size: int, create: bool = True) -> None:
+        """A missing file is an empty index, created now if `create`, else by `create_file` or the
+        first `flush` with entries: a segment that was never written needs no index files (Kafka's
+        LazyIndex creates them on first use), which halves the files a new partition costs."""
         self.path = Path(path)
         self.base_offset = base_offset
         self.max_entries = max(max_index_size // self.entry_size, 1)
         self._flushed = 0  # entries known to be in the file
         self._dirty = False
-        raw = b""
-        if self.path.exists():
+        try:
             raw = self.path.read_bytes()
-        else:
-            self.path.touch()
+            self.on_disk = True
+        except FileNotFoundError:
+            raw = b""
+            self.on_disk = False
+            if create:
+                self.create_file()
         if len(raw) % self.entry_size != 0:
             raise CorruptIndexError(
                 f"index file {self.path} has length {len(raw)}, not a multiple of "
@@ -107,10 +113,16 @@ class _IndexFile:
     def size_in_bytes(self) -> int:
         return self.entries * self.entry_size
 
+    def create_file(self) -> None:
+        """Create the (empty) file if it is not there; entries so far are written by `flush`."""
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644))
+        self.on_disk = True
+
     def flush(self, *, fsync: bool = True) -> None:
         if not self._dirty and self._flushed == self.entries:
-            return
+            return  # also an index without a file and without entries: nothing to write
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        self.on_disk = True
         try:
             os.ftruncate(fd, self._flushed * self.entry_size)
             if self._flushed < self.entries:

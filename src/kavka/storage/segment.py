@@ -15,11 +15,16 @@ they go on the wire (Kafka's ``FileRecords``). Invariants:
   index.interval.bytes of log (Kafka's ``LogSegment.append``, per batch).
 
 Appends are one ``os.write`` each (the file is opened ``O_APPEND``); reads are
-``os.pread``. Handles are lazy, as Kafka's LazyIndex: an existing non-empty
-segment is opened by a ``stat`` only; its ``.log`` descriptor is opened on the
-first read/write/fsync and its indexes are loaded (and sanity-checked, and
-rebuilt from the log if damaged) on first lookup. So a partition of thousands
-of closed segments costs no descriptors and no index memory until read. Deletion renames every file to ``*.deleted`` first and unlinks
+``os.pread``. Handles are lazy, as Kafka's LazyIndex: an existing segment is
+opened by a ``stat`` only; its ``.log`` descriptor is opened on the first
+read/write/fsync and its indexes are loaded (and sanity-checked, and rebuilt
+from the log if damaged) on first lookup. A new segment creates its ``.log``
+and closes it again, and creates its index files only with its first append
+(just before the data is written, so a non-empty ``.log`` always has them; an
+empty one may have none). So an idle partition costs no descriptor -- a
+broker of 30,000 idle partitions stays below a 20,000 open-file limit --
+and a new one two files fewer, and a partition of thousands of closed
+segments no index memory until read. Deletion renames every file to ``*.deleted`` first and unlinks
 after, as Kafka does, so a crash mid-delete leaves files that the next start
 removes. Owned by one LocalLog; called from the broker's event-loop thread (a worker
 only ever gets what `prepare_flush` hands out: a duplicated descriptor and paths).
@@ -121,7 +126,8 @@ class LogSegment:
         try:
             self.size = os.stat(self.log_path).st_size
         except FileNotFoundError:
-            self.size = os.fstat(self._fd).st_size  # creates the file
+            os.close(os.open(self.log_path, os.O_WRONLY | os.O_CREAT, 0o644))  # opened again on first use
+            self.size = 0
         self.created_ms = now_ms
         self._bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: int | None = None
@@ -135,9 +141,10 @@ class LogSegment:
         self._time_index_path = self.dir / (prefix + TIME_INDEX_SUFFIX)
         # Aborted transactions (KIP-98); loaded on first use, no file until the first entry.
         self.txn_index = TransactionIndex(self.dir / (prefix + TXN_INDEX_SUFFIX))
-        missing = not self._index_path.exists() or not self._time_index_path.exists()
-        if self.size == 0 or (missing and self.size > 0) or not rebuild_indexes_if_damaged:
-            self._load_indexes()  # new, to rebuild now, or strict: checked at once
+        if not rebuild_indexes_if_damaged or (
+            self.size > 0 and (not self._index_path.exists() or not self._time_index_path.exists())
+        ):
+            self._load_indexes()  # strict, or to rebuild now: checked at once
 
     @property
     def _fd(self) -> int:
@@ -168,13 +175,14 @@ class LogSegment:
         """Open both indexes, sanity-check them, rebuild them from the log if damaged."""
         index_path, time_index_path = self._index_path, self._time_index_path
         base_offset, max_index_size = self.base_offset, self.max_index_size
-        missing = not index_path.exists() or not time_index_path.exists()
+        create = self.size > 0  # an empty segment gets its files with its first append
+        missing = create and (not index_path.exists() or not time_index_path.exists())
         try:
-            self._offset_index = OffsetIndex(index_path, base_offset, max_index_size=max_index_size)
-            self._time_index = TimeIndex(time_index_path, base_offset, max_index_size=max_index_size)
+            self._offset_index = OffsetIndex(index_path, base_offset, max_index_size=max_index_size, create=create)
+            self._time_index = TimeIndex(time_index_path, base_offset, max_index_size=max_index_size, create=create)
             self._offset_index.sanity_check()
             self._time_index.sanity_check()
-            damaged = missing and self.size > 0
+            damaged = missing
             if not damaged and self._offset_index.entries:
                 last = self._offset_index.entry(self._offset_index.entries - 1)
                 damaged = last.position >= self.size
@@ -184,8 +192,8 @@ class LogSegment:
             log.warning("%s; rebuilding the indexes of %s", exc, self.log_path)
             for p in (index_path, time_index_path):
                 p.unlink(missing_ok=True)
-            self._offset_index = OffsetIndex(index_path, base_offset, max_index_size=max_index_size)
-            self._time_index = TimeIndex(time_index_path, base_offset, max_index_size=max_index_size)
+            self._offset_index = OffsetIndex(index_path, base_offset, max_index_size=max_index_size, create=create)
+            self._time_index = TimeIndex(time_index_path, base_offset, max_index_size=max_index_size, create=create)
             damaged = self.size > 0
         if damaged:
             if not self._rebuild_indexes_if_damaged:
@@ -326,6 +334,9 @@ class LogSegment:
         physical_position = self.size
         if physical_position == 0:
             self._rolling_based_timestamp = max_timestamp
+            for index in (self.offset_index, self.time_index):
+                if not index.on_disk:
+                    index.create_file()
         view = memoryview(records)
         written = 0
         FAULTS.check(self.log_path)
@@ -395,6 +406,8 @@ class LogSegment:
 
     def read_next_offset(self) -> int:
         """Offset after the last batch (Kafka's ``readNextOffset``)."""
+        if self.size == 0:
+            return self.base_offset  # without loading the indexes (an idle partition's start)
         floor = self.offset_index.lookup(2**63 - 1)
         nxt = self.base_offset
         for _pos, header in self.iter_batches_from(floor.position):
