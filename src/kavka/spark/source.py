@@ -59,6 +59,7 @@ from kavka.spark.offsets import (
     to_json_offsets,
 )
 from kavka.spark.options import ClientSettings, OffsetSpec, SourceOptions
+from kavka.spark.worker import freeze_imports
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ def _arrow_schema(include_headers: bool) -> Any:
 
 def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[Any]:
     """Arrow batches of the records of `part` (runs on executors)."""
+    freeze_imports()
     schema = _arrow_schema(opts.include_headers)
     topic, partition, position, end = part.topic, part.partition, part.start, part.end
     fetcher = _fetcher(opts.client)
