@@ -281,11 +281,14 @@ class KavkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = r.latest(r.topic_partitions(strict=False))
 
     def _available(self) -> dict[TopicPartition, int]:
+        if self._target is not None:
+            # Trigger.AvailableNow reads up to what was there when it started: as Spark's Kafka
+            # source (allDataForTriggerAvailableNow), no Metadata + ListOffsets probe per trigger.
+            self._probed = dict(self._target)
+            return dict(self._target)
         r = self.resolver
         latest = r.latest(r.topic_partitions(strict=False))
         self._probed = dict(latest)  # for reportLatestOffset, as Spark's Kafka source caches it
-        if self._target is not None:
-            latest = {tp: min(o, self._target[tp]) for tp, o in latest.items() if tp in self._target}
         return latest
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
