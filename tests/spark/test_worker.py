@@ -8,6 +8,7 @@ worker is: the test process's own collector must not be frozen.
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 
@@ -42,3 +43,47 @@ def test_the_first_task_freezes_the_imports_once():
     assert r["frozen"] > 20_000 and r["frozen"] >= 0.9 * r["tracked"], r
     assert r["left"] < 0.1 * r["tracked"], r
     assert r["again"] == r["frozen"], r
+
+
+def test_a_worker_reads_consecutive_micro_batches_over_one_connection(broker, topic_name, monkeypatch):  # noqa: ANN001
+    """A reused worker keeps its fetcher between tasks (`source._fetchers`): the ranges of
+    consecutive micro-batches are read over the connections the first one opened, each record
+    exactly once, and a failed task drops the fetcher so the next opens new ones."""
+    from kavka.client.connection import BlockingConnection
+    from kavka.spark import source
+    from kavka.spark.options import parse_source_options
+    from tests.spark.util import create_topic, produce_per_partition
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    samples = produce_per_partition(broker.bootstrap, topic_name, 1, 60)[0]
+    opened = []
+    init = BlockingConnection.__init__
+
+    def counting(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        opened.append(self)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(BlockingConnection, "__init__", counting)
+    opts = parse_source_options({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic_name}, streaming=True)
+
+    def read(start: int, end: int) -> list[tuple[int, bytes]]:
+        # Each task unpickles its own copy of the options, as Spark's tasks do.
+        part = source.KafkaInputPartition(topic_name, 0, start, end)
+        rows = []
+        for batch in source.read_range(pickle.loads(pickle.dumps(opts)), part):
+            rows += zip(batch.column("offset").to_pylist(), batch.column("value").to_pylist(), strict=True)
+        return rows
+
+    try:
+        got = read(0, 20)
+        first = len(opened)
+        assert first >= 1
+        got += read(20, 45) + read(45, 60)
+        assert got == [(o, samples[o].value) for o in range(60)]
+        assert len(opened) == first, opened  # opened by the first task only
+        with pytest.raises(source.DataLossError):
+            read(70, 80)  # past the end: the task fails, and its fetcher goes with it
+        assert read(58, 60) == [(o, samples[o].value) for o in (58, 59)]
+        assert len(opened) > first, opened
+    finally:
+        source._drop_fetcher(opts.client)
