@@ -26,7 +26,7 @@ thread owns a fetcher.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypeVar
@@ -139,10 +139,14 @@ class Fetcher:
     def fetch(self, topic: str, partition: int, offset: int) -> FetchResult:
         """One Fetch of `topic`-`partition` from `offset`; raises on any partition error."""
         deadline = time.monotonic() + self.timeout_s
+        tp = (topic, partition)
         for attempt in range(20):
             try:
                 conn = self._leader(topic, partition, refresh=attempt > 0)
-                return self._fetch_once(conn, topic, partition, offset)
+                result = self._fetch_once(conn, {tp: offset})[tp]
+                if isinstance(result, KafkaError):
+                    raise result
+                return result
             except KafkaConnectionError:
                 if time.monotonic() > deadline:
                     raise
@@ -151,6 +155,45 @@ class Fetcher:
                     raise
             time.sleep(min(0.05 * 2**attempt, 1.0))
         raise KafkaConnectionError(f"could not fetch {topic}-{partition} after 20 attempts")
+
+    def high_watermarks(self, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """The high watermark of every partition of `offsets`, from one Fetch per leader at those
+        offsets: a probe, which returns at most max_partition_fetch_bytes of records a partition.
+        The first Fetch has max_wait 0, which Kafka (and kavka) answer at once with every
+        partition; a broker that leaves partitions out of such an answer (Tansu 0.6) is asked
+        again for those with the fetcher's max_wait_ms. An offset out of range answers with the
+        high watermark too."""
+        deadline = time.monotonic() + self.timeout_s
+        out: dict[tuple[str, int], int] = {}
+        todo = dict(offsets)
+        for attempt in range(20):
+            by_leader: dict[int, dict[tuple[str, int], int]] = {}
+            try:
+                for tp, offset in todo.items():
+                    by_leader.setdefault(self._leader_id(*tp, refresh=attempt > 0), {})[tp] = offset
+                wait = 0 if attempt == 0 else self.max_wait_ms
+                for leader, parts in by_leader.items():
+                    conn = self.admin.node_connection(leader)
+                    for tp, result in self._fetch_once(conn, parts, max_wait_ms=wait).items():
+                        if isinstance(result, OffsetOutOfRangeError):
+                            out[tp] = result.high_watermark
+                        elif isinstance(result, KafkaError):
+                            if result.code not in LEADER_MAY_HAVE_MOVED or time.monotonic() > deadline:
+                                raise result
+                            continue
+                        else:
+                            out[tp] = result.high_watermark
+                        del todo[tp]
+            except KafkaConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+            except KafkaError as e:
+                if e.code not in LEADER_MAY_HAVE_MOVED or time.monotonic() > deadline:
+                    raise
+            if not todo:
+                return out
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+        raise KafkaConnectionError(f"could not fetch {sorted(todo)} after 20 attempts")
 
     def read_range(
         self, topic: str, partition: int, start: int, end: int, *, include_headers: bool = False
@@ -209,6 +252,9 @@ class Fetcher:
     # ------------------------------------------------------------------ internals
 
     def _leader(self, topic: str, partition: int, *, refresh: bool) -> BlockingConnection:
+        return self.admin.node_connection(self._leader_id(topic, partition, refresh=refresh))
+
+    def _leader_id(self, topic: str, partition: int, *, refresh: bool) -> int:
         tp = (topic, partition)
         if refresh or tp not in self._leaders:
             for desc in self.admin.describe_topics([topic]):
@@ -219,27 +265,33 @@ class Fetcher:
             raise KafkaError(3, resource=f"{topic}-{partition}")
         if leader < 0:
             raise KafkaError(5, resource=f"{topic}-{partition}")
-        return self.admin.node_connection(leader)
+        return leader
 
     def _fetch_once(
-        self, conn: BlockingConnection, topic: str, partition: int, offset: int
-    ) -> FetchResult:
+        self, conn: BlockingConnection, offsets: Mapping[tuple[str, int], int], *, max_wait_ms: int | None = None
+    ) -> dict[tuple[str, int], FetchResult | KafkaError]:
+        """One Fetch of the partitions of `offsets` from `conn`'s broker: each partition's result,
+        or its error (OffsetOutOfRangeError for OFFSET_OUT_OF_RANGE) as a value; a partition the
+        response leaves out is UNKNOWN_TOPIC_OR_PARTITION. A request-level error raises."""
         version = conn.pick_version(ApiKey.FETCH, MAX_FETCH_VERSION)
         cls = conn.request_class(ApiKey.FETCH, version)
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for (topic, partition), offset in offsets.items():
+            by_topic.setdefault(topic, []).append((partition, offset))
         req = make(
             cls,
             replica_id=-1,
-            max_wait=timedelta(milliseconds=self.max_wait_ms),
+            max_wait=timedelta(milliseconds=self.max_wait_ms if max_wait_ms is None else max_wait_ms),
             min_bytes=1,
             max_bytes=self.fetch_max_bytes,
             isolation_level=self.isolation_level,
             session_id=0,
             session_epoch=-1,  # sessionless (KIP-227)
-            topics=(
+            topics=tuple(
                 make(
                     nested(cls, "FetchTopic"),
                     topic=topic,
-                    partitions=(
+                    partitions=tuple(
                         make(
                             nested(cls, "FetchPartition"),
                             partition=partition,
@@ -248,39 +300,47 @@ class Fetcher:
                             last_fetched_epoch=-1,
                             log_start_offset=-1,
                             partition_max_bytes=self.max_partition_fetch_bytes,
-                        ),
+                        )
+                        for partition, offset in parts
                     ),
-                ),
+                )
+                for topic, parts in by_topic.items()
             ),
             forgotten_topics_data=(),
             rack_id="",
         )
         resp = conn.send(req)
         if getattr(resp, "error_code", 0):
-            raise KafkaError(int(resp.error_code), resource=f"{topic}-{partition}")
+            raise KafkaError(int(resp.error_code), resource=",".join(f"{t}-{p}" for t, p in offsets))
+        out: dict[tuple[str, int], FetchResult | KafkaError] = {}
         for t in resp.responses:
             for p in t.partitions:
-                if p.partition_index != partition:
+                tp = (t.topic, p.partition_index)
+                if tp not in offsets:
                     continue
                 code = int(p.error_code)
                 if code == OFFSET_OUT_OF_RANGE:
-                    raise OffsetOutOfRangeError(
-                        topic, partition, offset, int(p.log_start_offset), int(p.high_watermark)
+                    out[tp] = OffsetOutOfRangeError(
+                        t.topic, p.partition_index, offsets[tp], int(p.log_start_offset), int(p.high_watermark)
                     )
-                if code:
-                    raise KafkaError(code, resource=f"{topic}-{partition}")
-                return FetchResult(
-                    high_watermark=int(p.high_watermark),
-                    log_start_offset=int(p.log_start_offset),
-                    records=bytes(p.records or b""),
-                    last_stable_offset=int(getattr(p, "last_stable_offset", -1)),
-                    aborted=tuple(
-                        (int(a.producer_id), int(a.first_offset))
-                        for a in (getattr(p, "aborted_transactions", None) or ())
-                    ),
-                )
-        raise KafkaError(3, message="partition missing from the fetch response",
-                         resource=f"{topic}-{partition}")
+                elif code:
+                    out[tp] = KafkaError(code, resource=f"{t.topic}-{p.partition_index}")
+                else:
+                    out[tp] = FetchResult(
+                        high_watermark=int(p.high_watermark),
+                        log_start_offset=int(p.log_start_offset),
+                        records=bytes(p.records or b""),
+                        last_stable_offset=int(getattr(p, "last_stable_offset", -1)),
+                        aborted=tuple(
+                            (int(a.producer_id), int(a.first_offset))
+                            for a in (getattr(p, "aborted_transactions", None) or ())
+                        ),
+                    )
+        for topic, partition in offsets:
+            out.setdefault((topic, partition), KafkaError(
+                3, message="partition missing from the fetch response", resource=f"{topic}-{partition}"
+            ))
+        return out
 
 
 # ---------------------------------------------------------------------- decoding

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from kavka.client.admin import AdminClient
 from kavka.client.errors import KafkaError
-from kavka.client.fetcher import Fetcher, OffsetOutOfRangeError
+from kavka.client.fetcher import Fetcher
 from kavka.common import ErrorCode, TopicPartition
 from kavka.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
 
@@ -117,8 +117,9 @@ class OffsetResolver:
             c.bootstrap_servers,
             client_id=c.client_id,
             timeout_s=c.request_timeout_ms / 1000,
-            # A probe for the high watermark, not for data. Tansu leaves a partition
-            # out of a Fetch answered with max_wait 0, so wait a little.
+            # A probe for the high watermark, not for data (`Fetcher.high_watermarks`: max_wait 0
+            # first). Tansu leaves a partition out of a Fetch answered with max_wait 0, so the
+            # retry for those waits a little.
             max_wait_ms=50,
             max_partition_fetch_bytes=1,
             security=c.client_security(),
@@ -194,20 +195,15 @@ class OffsetResolver:
             return {}
         committed = self.opts.client.isolation_level == 1
         res = self.admin.list_offsets({tp: "latest" for tp in tps}, isolation_level=int(committed))
-        out = {}
-        for tp in tps:
-            listed = res[tp].offset
-            if committed:
-                # ListOffsets(latest) under read_committed answers the LSO: records at
-                # and above it may still be aborted, so a plan never reaches past it.
-                out[tp] = listed
-                continue
-            try:
-                hw = self.fetcher.fetch(tp[0], tp[1], max(listed, 0)).high_watermark
-            except OffsetOutOfRangeError as e:
-                hw = e.high_watermark
-            out[tp] = max(listed, hw)
-        return out
+        listed = {tp: res[tp].offset for tp in tps}
+        if committed:
+            # ListOffsets(latest) under read_committed answers the LSO: records at
+            # and above it may still be aborted, so a plan never reaches past it.
+            return listed
+        # One probe Fetch per leader for all its partitions: at the log end each waits out
+        # its max_wait, once per leader rather than once per partition.
+        hw = self.fetcher.high_watermarks({tp: max(o, 0) for tp, o in listed.items()})
+        return {tp: max(listed[tp], hw[tp]) for tp in tps}
 
     def resolve(
         self, spec: OffsetSpec, tps: list[TopicPartition], *, option: str, ending: bool = False

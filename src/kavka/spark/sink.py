@@ -69,6 +69,7 @@ from kavka.client.producer import (
 from kavka.spark.arrow_encode import chunk_bounds, encode_chunks, int_values, record_sizes
 from kavka.spark.options import OptionError, SinkOptions
 from kavka.spark.partitioner import key_partitions
+from kavka.spark.worker import freeze_imports
 
 log = logging.getLogger(__name__)
 
@@ -288,6 +289,7 @@ def write_batches(
     Each input batch is split by topic and partition, encoded in bulk
     (`kavka.spark.arrow_encode`) and queued to the producer's sender thread,
     which sends it while the next input batch is encoded."""
+    freeze_imports()
     config = ProducerConfig(
         acks=opts.acks,
         compression=opts.compression,

@@ -59,6 +59,7 @@ from kavka.spark.offsets import (
     to_json_offsets,
 )
 from kavka.spark.options import ClientSettings, OffsetSpec, SourceOptions
+from kavka.spark.worker import freeze_imports
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ def _arrow_schema(include_headers: bool) -> Any:
 
 def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[Any]:
     """Arrow batches of the records of `part` (runs on executors)."""
+    freeze_imports()
     schema = _arrow_schema(opts.include_headers)
     topic, partition, position, end = part.topic, part.partition, part.start, part.end
     fetcher = _fetcher(opts.client)
@@ -279,11 +281,14 @@ class KavkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = r.latest(r.topic_partitions(strict=False))
 
     def _available(self) -> dict[TopicPartition, int]:
+        if self._target is not None:
+            # Trigger.AvailableNow reads up to what was there when it started: as Spark's Kafka
+            # source (allDataForTriggerAvailableNow), no Metadata + ListOffsets probe per trigger.
+            self._probed = dict(self._target)
+            return dict(self._target)
         r = self.resolver
         latest = r.latest(r.topic_partitions(strict=False))
         self._probed = dict(latest)  # for reportLatestOffset, as Spark's Kafka source caches it
-        if self._target is not None:
-            latest = {tp: min(o, self._target[tp]) for tp, o in latest.items() if tp in self._target}
         return latest
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
