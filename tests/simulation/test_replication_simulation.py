@@ -112,9 +112,10 @@ def test_kip966_loss_stays_within_its_license() -> None:
     assert max(sim.committed) > sim.license_from  # records committed again past the license, and checked
 
 
-# Seeds each broken variant is given (0, 1, 2, ...), with the share of seeds 0-99 that caught it
-# when measured: the chance that a reshuffled simulation misses it in that many is below 1e-4.
-VARIANT_SEEDS = {
+# Seeds each broken variant is given (0, 1, 2, ..., or a range), with the share of seeds 0-99
+# that caught it when measured: the chance that a reshuffled simulation misses it in that many is
+# below 1e-4.
+VARIANT_SEEDS: dict[str, int | range] = {
     "isr flapping": 3,  # 100/100
     "isr flapping on offset lag": 3,  # 100/100
     "acks=all at the log end": 3,  # 100/100
@@ -124,7 +125,10 @@ VARIANT_SEEDS = {
     "fencing empties the ISR": 55,  # 16/100, the first at 5
     "no diverging-epoch check": 35,  # 25/100, the first at 2
     "high watermark past a lagging ISR member": 90,  # 6/60, the first at 6
-    "unclean shutdown stays in the ELR": 40,  # 1/60, at 39 (ELR on)
+    # Rare: 3/800 with ELR on, at seeds 513, 747 and 751, since the purgatory's deadlines share
+    # one heap (it was 1/60, at 39, before): given those seeds, not a count from 0. A schedule
+    # change that moves them fails this test; search again with more seeds.
+    "unclean shutdown stays in the ELR": range(745, 752),
 }
 
 
@@ -138,7 +142,8 @@ def test_broken_variant_is_caught(name: str) -> None:
     meant for it (not any assertion): the simulation runs that code and the check has teeth."""
     variant = BROKEN_VARIANTS[name]
     with variant.applied(), pytest.raises(InvariantViolation, match=re.escape(variant.invariant)):
-        for seed in range(VARIANT_SEEDS[name]):
+        seeds = VARIANT_SEEDS[name]
+        for seed in seeds if isinstance(seeds, range) else range(seeds):
             run_seed(seed, elr=variant.elr)
 
 

@@ -558,6 +558,7 @@ class Controller:
         self.last_heartbeat = {b: 0 for b in BROKERS}
         self.incarnation = {b: 0 for b in BROKERS}
         self.fenced: set[int] = set()
+        self.unclean_shutdown: int | None = None  # the broker whose unclean shutdown is being applied
         self.version = 0  # the metadata offset: brokers apply only newer images
         self.elr_min_isr = MIN_ISR if sim.elr else None
         self.lost_from: dict[int, int] = {}  # what each broker's current incarnation lost in its kill
@@ -636,7 +637,10 @@ class Controller:
         if reg.leader != NO_LEADER and (reg.leader != old.leader or reg.leader_epoch != old.leader_epoch):
             # From the ELR: no ISR member left alive (this change may be the one emptying the ISR).
             from_elr = self.sim.elr and reg.leader in old.elr and not any(r in self.live for r in old.isr)
-            recovery = self.sim.elr and not old.isr and not old.elr and old.last_known_elr == (reg.leader,)
+            # Kafka's balanced recovery looks at the target ELR: an ELR member that registers after
+            # an unclean shutdown leaves it in the same change that elects the last known leader.
+            recovery = (self.sim.elr and not old.isr and old.last_known_elr == (reg.leader,)
+                        and all(r == self.unclean_shutdown for r in old.elr))
             if (reg.leader not in old.isr and not from_elr and not recovery) or reg.leader not in self.live:
                 self.sim.fail(
                     "leader elected from the ISR",
@@ -673,7 +677,11 @@ class Controller:
             if self.sim.elr:
                 # KIP-966: a new incarnation is an unclean shutdown; it leaves the ISR and the ELR.
                 self.fenced.add(b)
-                self.update(pc.on_broker_unclean_shutdown(self.reg, b, live=self.live, **self.elr_kw()))
+                self.unclean_shutdown = b
+                try:
+                    self.update(pc.on_broker_unclean_shutdown(self.reg, b, live=self.live, **self.elr_kw()))
+                finally:
+                    self.unclean_shutdown = None
             elif b not in self.fenced:
                 self.fence(b)
         if b in self.fenced:
