@@ -19,9 +19,11 @@ brokers' user made by `kavka storage format --add-scram`), SCRAM-SHA-256 for cli
 from __future__ import annotations
 
 import base64
+import json
 import os
 import socket
 import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,8 +33,9 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kavka.protocol.framing import encode_request
-from tests.broker_harness import BrokerProcess, free_port
+from tests.broker_harness import KAVKA, BrokerProcess, free_port
 from tests.integration.helpers import ck_read_to_end, unique
+from tests.java_deps import run_kafka_tool
 from tests.tls_certs import CA, write_pem_keystore
 from tests.wait import wait_until
 
@@ -279,6 +282,7 @@ def test_sasl_ssl_to_the_controllers_and_mutual_tls_between_brokers(tmp_path: Pa
         assert p.flush(30) == 0
         conf = {k: v for k, v in c.conf().items() if k != "bootstrap.servers"}
         assert len(ck_read_to_end(c.conf()["bootstrap.servers"], topic, [0], conf=conf)) == 50
+        _metadata_quorum_on_the_sasl_controller_listener(c, tmp_path)
 
         bad = c.nodes[4] = c.node(4, controller_password=WRONG_PW)
         bad.format(c.cluster_id)
@@ -306,6 +310,49 @@ def test_sasl_ssl_to_the_controllers_and_mutual_tls_between_brokers(tmp_path: Pa
     logs = c.logs()
     for secret in SECRETS:
         assert secret not in logs
+
+
+def _metadata_quorum_on_the_sasl_controller_listener(c: SecureCluster, tmp_path: Path) -> None:
+    """`--bootstrap-controller` (KIP-919) over a SASL_SSL controller listener, kavka's tool and
+    Kafka's, logged in with --command-config as the controllers' own user (the listener also
+    wants a client certificate); a wrong password is a clear refusal that shows no secret."""
+    via = ",".join(f"127.0.0.1:{p}" for p in c.ctl_ports.values())
+
+    def command_config(name: str, password: str) -> str:
+        path = tmp_path / name
+        path.write_text("\n".join([
+            "security.protocol=SASL_SSL",
+            "sasl.mechanism=PLAIN",
+            'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required '
+            f'username="broker" password="{password}";',
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={c.ca_pem}",
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={c.nodes[1].root / 'node.pem'}",
+            "ssl.endpoint.identification.algorithm=",  # the certificates name localhost, not 127.0.0.1
+        ]) + "\n")
+        return str(path)
+
+    good, wrong = command_config("ctl-good.properties", BROKER_PW), command_config("ctl-wrong.properties", WRONG_PW)
+
+    def kavka(config: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*KAVKA, "metadata-quorum", "--bootstrap-controller", via, "--command-config", config,
+                               "describe", "--status"], capture_output=True, text=True, timeout=60)
+
+    status = kavka(good)
+    assert status.returncode == 0, status.stderr
+    fields = {k: v.strip() for k, v in (line.split(":", 1) for line in status.stdout.splitlines())}
+    leader = int(fields["LeaderId"])
+    assert fields["ClusterId"] == c.cluster_id and leader in c.ctl_ports
+    assert sorted(v["id"] for v in json.loads(fields["CurrentVoters"])) == sorted(c.ctl_ports)
+    kafka = run_kafka_tool("org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-controller", via,
+                           "--command-config", good, "describe", "--status")
+    assert kafka.returncode == 0, kafka.stdout + kafka.stderr
+    assert f"ClusterId:              {c.cluster_id}" in kafka.stdout and f"LeaderId:               {leader}" in kafka.stdout
+
+    refused = kavka(wrong)
+    assert refused.returncode == 1 and "Authentication failed" in refused.stderr, refused.stderr
+    assert not any(secret in refused.stdout + refused.stderr for secret in SECRETS)
 
 
 def test_scram_between_brokers_and_for_clients(tmp_path: Path) -> None:

@@ -461,10 +461,12 @@ class ControllerApis:
         lo, hi = DIRECT_APIS.get(api_key, (1, 0))
         return lo <= api_version <= hi or (api_key == _API_VERSIONS and api_version > hi)
 
-    async def handle_direct(self, api_key: int, api_version: int, req: Any, listener: str) -> Any:
-        """The response entity, at the request's version, to a DIRECT_APIS request."""
+    async def handle_direct(self, api_key: int, api_version: int, req: Any, listener: str, *, sasl: bool = False) -> Any:
+        """The response entity, at the request's version, to a DIRECT_APIS request; `sasl`: the
+        listener authenticates with SASL (its ApiVersions then names SaslHandshake and
+        SaslAuthenticate, which Kafka's clients look up there before they log in)."""
         if api_key == _API_VERSIONS:
-            return self._api_versions(api_version)
+            return self._api_versions(api_version, sasl=sasl)
         if api_key == _DESCRIBE_CLUSTER:
             return self._describe_cluster(api_version, req, listener)
         resp = await self.handle(api_key, req)
@@ -474,14 +476,15 @@ class ControllerApis:
         # AddRaftVoter v0: v1's response fields, the same ones
         return make(cls, **{name: getattr(resp, name) for name in field_names(cls)})
 
-    def _api_versions(self, version: int) -> Any:
+    def _api_versions(self, version: int, *, sasl: bool = False) -> Any:
         from kavka.broker.handlers import features
 
         hi = DIRECT_APIS[_API_VERSIONS][1]
+        served = {**DIRECT_APIS, **({k: api.SUPPORTED[k] for k in (api.ApiKey.SASL_HANDSHAKE, api.ApiKey.SASL_AUTHENTICATE)} if sasl else {})}
         error = ErrorCode.unsupported_version if version > hi else ErrorCode.none
         cls = api.response_schema(_API_VERSIONS, min(version, hi) if error == ErrorCode.none else 0)
         av = nested(cls, "ApiVersion")
-        keys = tuple(av(api_key=k, min_version=lo, max_version=top) for k, (lo, top) in sorted(DIRECT_APIS.items())
+        keys = tuple(av(api_key=k, min_version=lo, max_version=top) for k, (lo, top) in sorted(served.items())
                      if error == ErrorCode.none or k == _API_VERSIONS)
         return make(cls, error_code=error, api_keys=keys, throttle_time=NO_THROTTLE,
                     **features.api_versions_features(cls, self.qc.image.offset, version, self.qc.raft.kraft_version,

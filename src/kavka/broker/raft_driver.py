@@ -506,7 +506,8 @@ class RaftDriver:
         if denied:
             response = denied_response(key, api.response_schema(key, version), request)
         else:
-            response = await self.controller_apis.handle_direct(key, version, request, self.listener_name)
+            response = await self.controller_apis.handle_direct(key, version, request, self.listener_name,
+                                                                sasl=self.server_sasl is not None)
         body = encode_entity(response)
         tagged = b"\x00" if key != _API_VERSIONS and api.response_header_flexible(key, version) else b""
         writer.write(_I32.pack(4 + len(tagged) + len(body)) + _I32.pack(header.correlation_id) + tagged + body)
@@ -530,7 +531,9 @@ class RaftDriver:
         who = f"{peer[0]}:{peer[1]}"
         action = auth.on_frame(frame, int(asyncio.get_running_loop().time() * 1000))
         if isinstance(action, Serve):
-            if auth.authenticated:
+            # Before authentication only ApiVersions gets here: answered where the listener serves
+            # admin clients (KIP-919; Kafka's clients ask it before SaslHandshake).
+            if auth.authenticated or self.controller_apis is not None:
                 return "serve"
             action = Close("ApiVersions is not served on the controller listener")
         if isinstance(action, Close):
