@@ -1,4 +1,4 @@
-"""A producer for tests/faults/test_healthy_partitions.py, run in the client namespace.
+"""The acknowledgement-timing workload of tests/faults (driven by netns_run.py), run in the client namespace.
 
 `python ack_gaps.py create BOOTSTRAP TOPIC ASSIGNMENT` creates TOPIC with min.insync.replicas=2
 and the replicas ASSIGNMENT gives (`1:5:2,1:2:3`: partition 0 on nodes 1, 5, 2, leader 1; ...) and

@@ -20,20 +20,16 @@ same: its DelayedProduce completes when every partition of the request is done).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from kavka.testing.netns import NetnsCluster, netns_unavailable_reason
+from kavka.testing.netns import netns_unavailable_reason
+from tests.faults.netns_run import AckGapsRun
 
 _REASON = netns_unavailable_reason()
 pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"no network namespaces here: {_REASON}")
 
-PRODUCER = [sys.executable, str(Path(__file__).with_name("ack_gaps.py"))]
 # Partition 0: a follower on node 5 (the one cut off), led by node 1. Partition 1: healthy, led by
 # node 1 too. Partition 2: healthy, led by node 2. Partition 3: led by node 5.
 ASSIGNMENT = "1:5:2,1:2:3,2:3:4,5:3:4"
@@ -50,33 +46,14 @@ def _longest_gap(times: list[float], start: float, end: float) -> float:
 
 
 def test_partitions_without_a_faulted_replica_keep_serving(tmp_path: Path) -> None:
-    cluster = NetnsCluster(tmp_path, 5, voters=3, overrides={
-        "broker.session.timeout.ms": "6000", "replica.lag.time.max.ms": "6000"})
-    producer = None
-    try:
-        cluster.start()
-        res = subprocess.run(cluster.client_argv([*PRODUCER, "create", cluster.bootstrap, "t", ASSIGNMENT]),
-                             capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0, res.stdout + res.stderr
-        acks = tmp_path / "acks.jsonl"
-        producer = subprocess.Popen(cluster.client_argv(
-            [*PRODUCER, "produce", cluster.bootstrap, "t", str(acks), GROUPS, str(FAULT_S + 12)]))
-        deadline = time.monotonic() + 60
-        while not (acks.exists() and acks.stat().st_size > 20_000):  # every producer acknowledging
-            assert time.monotonic() < deadline and producer.poll() is None, "the producers never got going"
-            time.sleep(0.1)
-        cut = time.time()
-        cluster.switch.partition([5], [1, 2, 3, 4])
-        time.sleep(FAULT_S)  # the fault's length, not a wait for an outcome
-        cluster.switch.heal()
-        healed = time.time()
-        assert producer.wait(timeout=90) == 0
-        lines = [json.loads(line) for line in acks.read_text().splitlines()]
-        assert lines[-1].get("done") and lines[-1]["undelivered"] == 0, lines[-1]
+    with AckGapsRun(tmp_path, 5, voters=3, overrides={
+            "broker.session.timeout.ms": "6000", "replica.lag.time.max.ms": "6000"}) as run:
+        run.tool("create", "t", ASSIGNMENT)
+        run.produce("t", GROUPS, FAULT_S + 12, started_bytes=20_000)  # every producer acknowledging
+        cut, healed = run.cut([5], [1, 2, 3, 4], FAULT_S)
         times: dict[tuple[int, int], list[float]] = {}
-        for e in lines:
-            if "p" in e and "err" not in e:
-                times.setdefault((e["group"], e["p"]), []).append(e["t"])
+        for e in run.acknowledged(timeout=90):
+            times.setdefault((e["group"], e["p"]), []).append(e["t"])
         gap = {k: _longest_gap(v, cut, healed + 2) for k, v in times.items()}
         print({f"group {g} p{p}": round(s, 2) for (g, p), s in sorted(gap.items())})
         # Its own producer: the partition with a follower on the cut node stalls (the fault bites) ...
@@ -87,8 +64,3 @@ def test_partitions_without_a_faulted_replica_keep_serving(tmp_path: Path) -> No
         # One producer for every partition: partition 1 shares node 1's requests with partition 0.
         assert gap[(4, 1)] >= 3.0, gap
         assert gap[(4, 2)] < HEALTHY_GAP_S, gap
-    finally:
-        if producer is not None and producer.poll() is None:
-            producer.kill()
-            producer.wait(10)
-        cluster.close()

@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kio.schema.api_versions.v2 import request as av2
@@ -32,6 +33,24 @@ def _status(q: _Quorum, via: int) -> dict[str, str]:
     return {k: v.strip() for k, v in (line.split(":", 1) for line in res.stdout.splitlines() if ":" in line)}
 
 
+def _add_once_caught_up(add: Callable[[], subprocess.CompletedProcess[str]], timed_out: Callable[[str], bool], *,
+                        timeout: float, pause: float = 0.5) -> subprocess.CompletedProcess[str]:
+    """`add()`, an add-controller, again until it succeeds: the active controller refuses with a
+    timeout until the joiner has caught up as an observer; any other error fails at once. Not
+    `wait_until`, which would take any error for "not yet"."""
+    deadline = time.monotonic() + timeout
+    while (added := add()).returncode != 0:
+        assert timed_out(added.stderr), added.stderr
+        assert time.monotonic() < deadline, added.stderr
+        time.sleep(pause)
+    return added
+
+
+def _request_timed_out(stderr: str) -> bool:
+    """kavka's metadata-quorum refused with REQUEST_TIMED_OUT (the joiner has not caught up yet)."""
+    return "REQUEST_TIMED_OUT" in stderr.upper() or "timed out" in stderr
+
+
 def test_grow_and_shrink_a_quorum_with_the_metadata_quorum_command(tmp_path: Path) -> None:
     q = _Quorum(tmp_path)
     try:
@@ -53,12 +72,8 @@ def test_grow_and_shrink_a_quorum_with_the_metadata_quorum_command(tmp_path: Pat
         expected = f"controller 2 with directory id {d2} and endpoints: CONTROLLER://127.0.0.1:{q.ctl[2]}"
         assert dry.stdout.strip() == f"DRY RUN of adding {expected}"
         assert _voter_ids(q) == [1]  # a dry run changes nothing
-        deadline = time.monotonic() + 30
-        while (added := _quorum_cli(q, 1, "--command-config", config, "add-controller")).returncode != 0:
-            # REQUEST_TIMED_OUT until node 2 has caught up as an observer; any other error fails.
-            assert "REQUEST_TIMED_OUT" in added.stderr.upper() or "timed out" in added.stderr, added.stderr
-            assert time.monotonic() < deadline, added.stderr
-            time.sleep(0.5)
+        added = _add_once_caught_up(lambda: _quorum_cli(q, 1, "--command-config", config, "add-controller"),
+                                    _request_timed_out, timeout=30)
         assert added.stdout.strip() == f"Added {expected}"
 
         rows = json.loads(_quorum_cli(q, 2, "describe", "--replication", "--json").stdout)
@@ -94,11 +109,12 @@ def test_kafkas_metadata_quorum_tool_adds_and_removes_a_kavka_controller(tmp_pat
             q.nodes[i].format(q.cluster_id)
             q.nodes[i].start()
         d2 = _dir(q, 2)
-        deadline = time.monotonic() + 60
-        while (added := run_kafka_tool(tool, "--bootstrap-server", q.nodes[1].bootstrap, "--command-config",
-                                       str(q.nodes[2].config_file), "add-controller")).returncode != 0:
-            assert "TimeoutException" in added.stderr or "timed out" in added.stderr, added.stderr  # not caught up yet
-            assert time.monotonic() < deadline, added.stderr
+        added = _add_once_caught_up(
+            lambda: run_kafka_tool(tool, "--bootstrap-server", q.nodes[1].bootstrap, "--command-config",
+                                   str(q.nodes[2].config_file), "add-controller"),
+            lambda stderr: "TimeoutException" in stderr or "timed out" in stderr,
+            timeout=60, pause=0,  # a JVM's start is pause enough
+        )
         assert added.stdout.strip() == (
             f"Added controller 2 with directory id {d2} and endpoints: CONTROLLER://127.0.0.1:{q.ctl[2]}"
         )
@@ -157,11 +173,7 @@ def test_bootstrap_controller_talks_to_the_controllers_directly(tmp_path: Path) 
 
         # add-controller through the controllers, kavka's tool; remove-controller, Kafka's.
         config = str(q.nodes[2].config_file)
-        deadline = time.monotonic() + 30
-        while (added := kavka("--command-config", config, "add-controller")).returncode != 0:
-            assert "REQUEST_TIMED_OUT" in added.stderr.upper() or "timed out" in added.stderr, added.stderr
-            assert time.monotonic() < deadline, added.stderr
-            time.sleep(0.5)
+        _add_once_caught_up(lambda: kavka("--command-config", config, "add-controller"), _request_timed_out, timeout=30)
         rows = json.loads(kavka("describe", "--replication", "--json").stdout)
         assert [(r["NodeId"], r["Status"]) for r in rows] == [(1, "Leader"), (2, "Follower")]
         kafka = run_kafka_tool(tool, "--bootstrap-controller", via, "describe", "--replication")

@@ -53,6 +53,8 @@ from kavka.protocol.records import (
 # v13+ address topics by id; names keep this client simple and work with every broker.
 MAX_FETCH_VERSION = 12
 OFFSET_OUT_OF_RANGE = ErrorCode.offset_out_of_range
+# Tries of a fetch or a probe (each within the fetcher's timeout) before giving up.
+ATTEMPTS = 20
 T = TypeVar("T")
 
 
@@ -138,23 +140,16 @@ class Fetcher:
 
     def fetch(self, topic: str, partition: int, offset: int) -> FetchResult:
         """One Fetch of `topic`-`partition` from `offset`; raises on any partition error."""
-        deadline = time.monotonic() + self.timeout_s
         tp = (topic, partition)
-        for attempt in range(20):
-            try:
-                conn = self._leader(topic, partition, refresh=attempt > 0)
-                result = self._fetch_once(conn, {tp: offset})[tp]
-                if isinstance(result, KafkaError):
-                    raise result
-                return result
-            except KafkaConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-            except KafkaError as e:
-                if e.code not in LEADER_MAY_HAVE_MOVED or time.monotonic() > deadline:
-                    raise
-            time.sleep(min(0.05 * 2**attempt, 1.0))
-        raise KafkaConnectionError(f"could not fetch {topic}-{partition} after 20 attempts")
+
+        def attempt(n: int, deadline: float) -> FetchResult:
+            conn = self._leader(topic, partition, refresh=n > 0)
+            result = self._fetch_once(conn, {tp: offset})[tp]
+            if isinstance(result, KafkaError):
+                raise result
+            return result
+
+        return self._retrying(attempt, lambda: f"{topic}-{partition}")
 
     def high_watermarks(self, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
         """The high watermark of every partition of `offsets`, from one Fetch per leader at those
@@ -163,37 +158,30 @@ class Fetcher:
         partition; a broker that leaves partitions out of such an answer (Tansu 0.6) is asked
         again for those with the fetcher's max_wait_ms. An offset out of range answers with the
         high watermark too."""
-        deadline = time.monotonic() + self.timeout_s
         out: dict[tuple[str, int], int] = {}
         todo = dict(offsets)
-        for attempt in range(20):
+
+        def attempt(n: int, deadline: float) -> dict[tuple[str, int], int] | None:
             by_leader: dict[int, dict[tuple[str, int], int]] = {}
-            try:
-                for tp, offset in todo.items():
-                    by_leader.setdefault(self._leader_id(*tp, refresh=attempt > 0), {})[tp] = offset
-                wait = 0 if attempt == 0 else self.max_wait_ms
-                for leader, parts in by_leader.items():
-                    conn = self.admin.node_connection(leader)
-                    for tp, result in self._fetch_once(conn, parts, max_wait_ms=wait).items():
-                        if isinstance(result, OffsetOutOfRangeError):
-                            out[tp] = result.high_watermark
-                        elif isinstance(result, KafkaError):
-                            if result.code not in LEADER_MAY_HAVE_MOVED or time.monotonic() > deadline:
-                                raise result
-                            continue
-                        else:
-                            out[tp] = result.high_watermark
-                        del todo[tp]
-            except KafkaConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-            except KafkaError as e:
-                if e.code not in LEADER_MAY_HAVE_MOVED or time.monotonic() > deadline:
-                    raise
-            if not todo:
-                return out
-            time.sleep(min(0.05 * 2**attempt, 1.0))
-        raise KafkaConnectionError(f"could not fetch {sorted(todo)} after 20 attempts")
+            for tp, offset in todo.items():
+                by_leader.setdefault(self._leader_id(*tp, refresh=n > 0), {})[tp] = offset
+            wait = 0 if n == 0 else self.max_wait_ms
+            for leader, parts in by_leader.items():
+                conn = self.admin.node_connection(leader)
+                for tp, result in self._fetch_once(conn, parts, max_wait_ms=wait).items():
+                    if isinstance(result, OffsetOutOfRangeError):
+                        out[tp] = result.high_watermark
+                    elif isinstance(result, KafkaError):
+                        # The other partitions' answers still count; this one is asked again.
+                        if not _may_retry(result, deadline):
+                            raise result
+                        continue
+                    else:
+                        out[tp] = result.high_watermark
+                    del todo[tp]
+            return None if todo else out
+
+        return self._retrying(attempt, lambda: f"{sorted(todo)}")
 
     def read_range(
         self, topic: str, partition: int, start: int, end: int, *, include_headers: bool = False
@@ -250,6 +238,27 @@ class Fetcher:
                 yield chunk
 
     # ------------------------------------------------------------------ internals
+
+    def _retrying(self, attempt: Callable[[int, float], T | None], what: Callable[[], str]) -> T:
+        """`attempt(n, deadline)` until it returns a result (not None), at most ATTEMPTS times
+        with a doubling back-off. Connection errors, and errors saying the leader may have moved
+        (attempts after the first look the leader up again), are retried until the fetcher's
+        timeout; any other error raises at once. Running out of attempts raises naming `what()`."""
+        deadline = time.monotonic() + self.timeout_s
+        for n in range(ATTEMPTS):
+            try:
+                result = attempt(n, deadline)
+            except KafkaConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+            except KafkaError as e:
+                if not _may_retry(e, deadline):
+                    raise
+            else:
+                if result is not None:
+                    return result
+            time.sleep(min(0.05 * 2**n, 1.0))
+        raise KafkaConnectionError(f"could not fetch {what()} after {ATTEMPTS} attempts")
 
     def _leader(self, topic: str, partition: int, *, refresh: bool) -> BlockingConnection:
         return self.admin.node_connection(self._leader_id(topic, partition, refresh=refresh))
@@ -341,6 +350,11 @@ class Fetcher:
                 3, message="partition missing from the fetch response", resource=f"{topic}-{partition}"
             ))
         return out
+
+
+def _may_retry(error: KafkaError, deadline: float) -> bool:
+    """A leader that may have moved is looked up again until `deadline`."""
+    return error.code in LEADER_MAY_HAVE_MOVED and time.monotonic() <= deadline
 
 
 # ---------------------------------------------------------------------- decoding

@@ -526,16 +526,18 @@ class Sim:
         self.run_until(apart_ms)
         self.net.heal()
         target = None
-        deadline = self.clock.now_ms + heal_ms
         lag = self.nodes[lagging]
-        while self.clock.now_ms < deadline and self.events:
-            self.step()
+
+        def caught_up() -> bool:
+            nonlocal target
             leader = self.leader()
             if target is None and leader is not None and leader.client is not None:
                 target = leader.client.append([(b"final", b"%d" % self.seed)], now_ms=self.clock.now_ms) + 1
-            if target is not None and lag.client is not None and lag.client.high_watermark >= target:
-                self.check_committed_prefix()
-                return
+            return target is not None and lag.client is not None and lag.client.high_watermark >= target
+
+        if self._step_until(caught_up, heal_ms):
+            self.check_committed_prefix()
+            return
         assert lag.client is not None
         raise InvariantViolation(
             f"voter {lagging} did not catch up (seed {self.seed}): hw {lag.client.high_watermark}, "
@@ -543,6 +545,8 @@ class Sim:
         )
 
     def _step_until(self, done: Callable[[], bool], within_ms: int) -> bool:
+        """Step until `done()` (asked after every event) or `within_ms` of simulated time have
+        passed or nothing is left to happen; whether it came true."""
         deadline = self.clock.now_ms + within_ms
         while self.clock.now_ms < deadline and self.events:
             self.step()
@@ -629,18 +633,20 @@ class Sim:
 
     def _await_progress(self, heal_ms: int) -> None:
         target = None
-        deadline = self.clock.now_ms + heal_ms
-        while self.clock.now_ms < deadline and self.events:
-            self.step()
+
+        def committed_everywhere() -> bool:
+            nonlocal target
             leader = self.leader()
             if target is None and leader is not None and leader.client is not None:
                 if leader.client.high_watermark >= leader.log.end_offset:
                     target = leader.client.append([(b"final", b"%d" % self.seed)], now_ms=self.clock.now_ms) + 1
-            if target is not None and all(
+            return target is not None and all(
                 n.client is not None and n.client.high_watermark >= target for n in self.nodes.values()
-            ):
-                self.check_committed_prefix()
-                return
+            )
+
+        if self._step_until(committed_everywhere, heal_ms):
+            self.check_committed_prefix()
+            return
         states = {i: (n.client.state.value, n.client.epoch, n.client.high_watermark, n.log.end_offset)
                   for i, n in self.nodes.items() if n.client}
         raise InvariantViolation(f"no progress after healing (seed {self.seed}): {states}")
