@@ -9,7 +9,8 @@ are paired with their request by correlation id (the core's own ids). Inbound
 requests arrive on this driver's listener; the core's answer is written back
 on the connection the request came in on, keyed by (sender, correlation id).
 The sender of a request is the node id it names (candidate, leader or replica
-id), as in Kafka. A malformed frame closes that one connection.
+id), as in Kafka. A malformed frame closes that one connection (a WARNING); so does a handler's
+error, logged at ERROR with its traceback, as on client listeners.
 
 The core never fsyncs: when a poll says the metadata log needs a flush, the
 driver begins it here, runs the fsync on a worker thread, ends it back on the
@@ -491,8 +492,10 @@ class RaftDriver:
         if header.api_version != req_cls.__version__:
             raise ValueError(f"api {header.api_key} v{header.api_version} is not spoken between kavka nodes")
         request = decode_body(req_cls, frame, header.header_size)
-        response = await self.controller_apis.handle(header.api_key, request, connection=writer)
-        body = encode_entity(response)
+        try:
+            body = encode_entity(await self.controller_apis.handle(header.api_key, request, connection=writer))
+        except Exception as e:
+            raise _HandlerError(header.api_key) from e
         writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(header.correlation_id) + b"\x00" + body)
         await writer.drain()
 
@@ -501,13 +504,18 @@ class RaftDriver:
         at its own version, answered with the response header that version takes; `denied`: with
         CLUSTER_AUTHORIZATION_FAILED."""
         key, version = header.api_key, header.api_version
-        # ApiVersions' fields change nothing in its answer (KIP-511's are informational)
-        request = None if key == _API_VERSIONS else decode_body(api.request_schema(key, version), frame, header.header_size)
-        if denied:
-            response = denied_response(key, api.response_schema(key, version), request)
-        else:
-            response = await self.controller_apis.handle_direct(key, version, request, self.listener_name)
-        body = encode_entity(response)
+        # A too-new ApiVersions is answered from its header alone (KIP-511); any other body must
+        # decode, as Kafka parses every request before it answers (a malformed one: closed).
+        too_new = key == _API_VERSIONS and version > api.SUPPORTED[_API_VERSIONS][1]
+        request = None if too_new else decode_body(api.request_schema(key, version), frame, header.header_size)
+        try:
+            if denied:
+                response = denied_response(key, api.response_schema(key, version), request)
+            else:
+                response = await self.controller_apis.handle_direct(key, version, request, self.listener_name)
+            body = encode_entity(response)
+        except Exception as e:
+            raise _HandlerError(key) from e
         tagged = b"\x00" if key != _API_VERSIONS and api.response_header_flexible(key, version) else b""
         writer.write(_I32.pack(4 + len(tagged) + len(body)) + _I32.pack(header.correlation_id) + tagged + body)
         await writer.drain()
@@ -622,6 +630,9 @@ class RaftDriver:
                 self._inbox.put_nowait(m.Envelope(src, self.client.node_id, header.correlation_id, msg))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the peer went away
+        except _HandlerError as e:  # this node's bug, not the peer's bytes: with its traceback
+            log.error("error in the %s handler for %s on the controller listener; closing its connection",
+                      api_name(e.api_key), writer.get_extra_info("peername"), exc_info=e.__cause__)
         except Exception as e:  # noqa: BLE001 -- a peer's bad bytes close this connection only
             log.warning("closing a controller-listener connection from %s: %s", writer.get_extra_info("peername"), e)
         except asyncio.CancelledError:
@@ -633,6 +644,16 @@ class RaftDriver:
                 self.controller_apis.connection_lost(writer)  # a broker heartbeating over it may be dead
             if task is not None:
                 self._tasks.discard(task)
+
+
+class _HandlerError(Exception):
+    """A controller-listener handler raised (or answered what does not encode): logged at ERROR
+    with the cause's traceback, as a client listener logs its handlers' errors, and the connection
+    closed; a request that does not decode is the peer's fault, a WARNING."""
+
+    def __init__(self, api_key: int) -> None:
+        super().__init__(api_key)
+        self.api_key = api_key
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
