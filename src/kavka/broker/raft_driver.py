@@ -78,6 +78,7 @@ from kavka.protocol.framing import (
     encode_entity,
     encode_request,
     encode_response,
+    peek_request_header,
     read_request_header,
 )
 from kavka.protocol.messages import nested
@@ -91,7 +92,6 @@ log = logging.getLogger("kavka.raft")
 _I32 = struct.Struct(">i")
 _MAX_FRAME = 64 * 1024 * 1024
 _REQUEST_SCHEMAS = {cls.__api_key__: cls for cls in codec.API_VERSIONS}
-_KEY_VERSION = struct.Struct(">hh")
 _API_VERSIONS = 18
 _CLIENT_ID = "kavka-raft"
 _TLS_HANDSHAKE_TIMEOUT_S = 10.0
@@ -595,7 +595,7 @@ class RaftDriver:
                     if outcome == "answered":
                         continue
                     principal = auth.principal or principal
-                api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
+                api_key, api_version, _ = peek_request_header(frame)  # a frame shorter than that: closed
                 direct = self.controller_apis is not None and self.controller_apis.serves_directly(api_key, api_version)
                 if direct and api_key == _API_VERSIONS:
                     # Request header v1 below v3, v2 from v3; a too-new one may have any, and is
@@ -667,8 +667,7 @@ class _BareHeader:
 
 
 def _bare_header(frame: bytes) -> _BareHeader:
-    key, version = _KEY_VERSION.unpack_from(frame, 0)
-    (correlation_id,) = _I32.unpack_from(frame, 4)
+    key, version, correlation_id = peek_request_header(frame)
     return _BareHeader(key, version, correlation_id, len(frame))
 
 
