@@ -10,7 +10,8 @@ requests arrive on this driver's listener; the core's answer is written back
 on the connection the request came in on, keyed by (sender, correlation id).
 The sender of a request is the node id it names (candidate, leader or replica
 id), as in Kafka. A malformed frame closes that one connection (a WARNING); so does a handler's
-error, logged at ERROR with its traceback, as on client listeners.
+error, logged at ERROR with its traceback, as on client listeners. A raft request that parses but
+is not about __cluster_metadata-0 gets Kafka's top-level error instead (codec.refusal).
 
 The core never fsyncs: when a poll says the metadata log needs a flush, the
 driver begins it here, runs the fsync on a worker thread, ends it back on the
@@ -624,7 +625,19 @@ class RaftDriver:
                 schema = _REQUEST_SCHEMAS.get(header.api_key)
                 if schema is None or header.api_version != schema.__version__:
                     raise ValueError(f"api {header.api_key} v{header.api_version} is not a KRaft RPC here")
-                msg = codec.decode(decode_body(schema, frame, header.header_size))
+                entity = decode_body(schema, frame, header.header_size)
+                try:
+                    msg = codec.decode(entity)
+                except ValueError as e:
+                    refusal = codec.refusal(entity, self.client.config.cluster_id)
+                    if refusal is None:
+                        raise
+                    log.warning("refusing a request from %s on the controller listener: %s (%s)",
+                                writer.get_extra_info("peername"), e, refusal.error_code.name.upper())
+                    body = encode_entity(refusal)
+                    writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(header.correlation_id) + b"\x00" + body)
+                    await writer.drain()
+                    continue
                 src = _sender(msg)
                 self._answer_to[(src, header.correlation_id)] = writer
                 self._inbox.put_nowait(m.Envelope(src, self.client.node_id, header.correlation_id, msg))
