@@ -29,6 +29,7 @@ import datetime
 import random
 import socket
 import struct
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,7 @@ from tests.wire_fuzz import (
 NULLS_PER_VERSION = 32  # schema-written frames with fuzzed nulls and lengths, per served (key, version)
 MUTATIONS_PER_VERSION = 6 * len(MUTATIONS)  # flipped, cut, extended and random frames, per served (key, version)
 GARBAGE = 200  # connections of random bytes
+IDLE_MS = 3000  # connections.max.idle.ms of the nodes: a stalled connection is closed this soon
 _RAFT = {cls.__api_key__: cls for cls in codec.API_VERSIONS}
 _FETCH_SNAPSHOT = 59
 
@@ -136,6 +138,7 @@ def _combined(root: Path) -> _Target:
         "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{ctl}",
         "controller.listener.names": "CONTROLLER",
         "controller.quorum.bootstrap.servers": f"127.0.0.1:{ctl}",
+        "connections.max.idle.ms": str(IDLE_MS),
     })
     node.format_args = ["--standalone"]
     cluster_id = uuid_to_str(uuid.uuid4())
@@ -151,7 +154,7 @@ def target(request, tmp_path_factory):
     if request.param == "combined":
         t = _combined(root)
     else:
-        cluster = Cluster(root, 2, controllers=1).start()
+        cluster = Cluster(root, 2, controllers=1, overrides={"connections.max.idle.ms": str(IDLE_MS)}).start()
         t = _Target("controller-only", cluster.nodes[1], cluster.controller_ports[1], cluster.nodes[2],
                     cluster.cluster_id, "fuzzctl-split")
     try:
@@ -294,6 +297,21 @@ def test_truncated_and_oversized_frames_close_only_their_connection(target, name
     if warning is not None:
         wait_until(lambda: any(" WARNING " in line and warning in line for line in target.controller.output[mark[id(target.controller)]:]),
                    message=f"a WARNING saying {warning!r}")
+    target.assert_still_serving(mark)
+
+
+def test_a_connection_stalled_mid_frame_is_closed_once_idle(target):
+    """Kafka's SocketServer closes a connection idle for connections.max.idle.ms on the controller
+    listener too: a peer that announced 100 bytes and sent 8 holds its connection no longer."""
+    mark = target.marks()
+    with RawClient(target.ctl_port) as c:
+        c.send_bytes(_PAYLOADS["truncated"][0])
+        started = time.monotonic()
+        assert c.closed_by_peer(timeout=IDLE_MS / 1000 + 10)
+    assert time.monotonic() - started >= IDLE_MS / 1000 - 0.5
+    since = mark[id(target.controller)]
+    wait_until(lambda: any("idle for over" in line for line in target.controller.output[since:]),
+               message="the node's INFO line closing the idle connection")
     target.assert_still_serving(mark)
 
 

@@ -131,7 +131,10 @@ class RaftDriver:
         server_tls: Any = None,
         server_sasl: ListenerSasl | None = None,
         cluster_action: Callable[[str, str], bool] | None = None,
+        connections_max_idle_ms: int = -1,
     ) -> None:
+        self.idle_ms = connections_max_idle_ms  # an inbound connection idle this long is closed (-1 never)
+        self._idle_since: dict[asyncio.StreamWriter, float] = {}  # inbound connections waiting for a request
         self.cluster_action = cluster_action  # (principal, host) -> may ClusterAction; None: no authorizer
         self.server_sasl = server_sasl  # the controller listener's SASL settings (SASL_PLAINTEXT / SASL_SSL), or None
         self.security = security  # how this node reaches its peers' controller listener
@@ -342,6 +345,7 @@ class RaftDriver:
                 self._dispatch(env)
             self._maybe_flush(result.flush_needed)
             self._after_poll()
+            self._close_idle()
             wait_s = max(0.0, (result.next_deadline_ms - self._now_ms()) / 1000)
             got: m.Envelope | None = None
             # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel that
@@ -378,6 +382,8 @@ class RaftDriver:
                 entity = dataclasses.replace(entity, node_endpoints=(_node_endpoint(entity, self.client.node_id, host, port),))
             body = encode_entity(entity)
             writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(env.correlation_id) + b"\x00" + body)
+            if writer in self._idle_since:  # answered: idle from now
+                self._idle_since[writer] = asyncio.get_running_loop().time()
             return
         writer = self._out.get(env.dst)
         renew_at = self._renew_at.get(env.dst)
@@ -390,6 +396,22 @@ class RaftDriver:
             self._spawn(self._connect_and_send(env))
             return
         self._send(writer, env)
+
+    def _close_idle(self) -> None:
+        """Kafka's SocketServer closes a connection idle for connections.max.idle.ms on every
+        listener, this one included: here an inbound connection that has sent no whole request for
+        that long and awaits no answer (a peer that stopped mid-frame, or never sent one). Its
+        handler then reads EOF and ends."""
+        if self.idle_ms < 0 or not self._idle_since:
+            return
+        now = asyncio.get_running_loop().time()
+        awaited = set(self._answer_to.values())
+        for writer, since in list(self._idle_since.items()):
+            if now - since >= self.idle_ms / 1000 and writer not in awaited:
+                del self._idle_since[writer]
+                log.info("closing connection from %s on the controller listener: idle for over %d ms "
+                         "(connections.max.idle.ms)", writer.get_extra_info("peername"), self.idle_ms)
+                writer.close()
 
     def _learn_voter_endpoints(self) -> None:
         """KIP-853: the addresses of the voters in force, on this node's controller listener."""
@@ -584,11 +606,13 @@ class RaftDriver:
             if self.server_tls is not None:
                 principal = peer_principal(self.server_tls, writer.get_extra_info("ssl_object"))
             while True:
+                self._idle_since[writer] = asyncio.get_running_loop().time()
                 if auth is not None and not auth.authenticated:
                     # sasl.server.max.receive.size: a stranger cannot make the node buffer more
                     frame = await _read_frame(reader, self.server_sasl.max_receive_size)  # type: ignore[union-attr]
                 else:
                     frame = await _read_frame(reader)
+                self._idle_since.pop(writer, None)  # served now: not idle while its handler runs
                 if auth is not None:
                     outcome = await self._authenticate(auth, frame, writer)
                     if outcome == "closed":
@@ -653,6 +677,7 @@ class RaftDriver:
         finally:
             writer.close()
             self._inbound.discard(writer)
+            self._idle_since.pop(writer, None)
             if self.controller_apis is not None:
                 self.controller_apis.connection_lost(writer)  # a broker heartbeating over it may be dead
             if task is not None:
