@@ -24,7 +24,6 @@ the check waits, with a deadline, for a leader. Every draw is from a fixed seed.
 
 from __future__ import annotations
 
-import collections
 import datetime
 import random
 import socket
@@ -211,7 +210,6 @@ def test_fuzzed_nulls_and_lengths_in_every_served_version(target):
     than __cluster_metadata-0 and gets Kafka's top-level error: INCONSISTENT_CLUSTER_ID for cluster
     "t", else INVALID_REQUEST (FetchSnapshot, whose checks Kafka words otherwise, is closed)."""
     mark = target.marks()
-    outcomes: collections.Counter[tuple[int, int, str]] = collections.Counter()
     for (key, version), schema in sorted(SERVED.items()):
         rng = random.Random(f"nulls {key} {version}")
         for i in range(NULLS_PER_VERSION):
@@ -226,8 +224,6 @@ def test_fuzzed_nulls_and_lengths_in_every_served_version(target):
                 if key in _RAFT:
                     _corr, resp = read_response(answer, codec.RESPONSE_SCHEMA[schema], flexible_header=True)
                     assert resp.error_code in (ErrorCode.inconsistent_cluster_id, ErrorCode.invalid_request), where
-            outcomes[key, version, "answered" if answer is not None else "closed"] += 1
-    assert sum(outcomes.values()) == NULLS_PER_VERSION * len(SERVED)
     target.assert_still_serving(mark)
 
 
@@ -367,9 +363,9 @@ def _kraft_version(t: _Target) -> int:
 
 
 def test_update_features_no_node_relays_gets_kafkas_error_and_changes_nothing(target):
-    """Regression (found by the fuzzer): UpdateFeatures on the controller listener raised
-    StopIteration for a feature other than kraft.version, closing the connection, and upgraded
-    kraft.version to any level asked, unchecked. Now each update is checked as a broker checks it
+    """Regression: UpdateFeatures on the controller listener raised StopIteration for a feature
+    other than kraft.version, closing the connection (found by the fuzzer), and upgraded
+    kraft.version to any level asked, unchecked (found fixing it: a static quorum went to 2). Now each update is checked as a broker checks it
     before relaying (Kafka's FeatureControlManager): INVALID_UPDATE_VERSION, nothing written."""
     from kio.schema.update_features.v1 import request as uf
 
