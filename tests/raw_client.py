@@ -27,7 +27,8 @@ import struct
 import uuid
 from dataclasses import MISSING, fields, is_dataclass
 from datetime import timedelta
-from typing import Any
+from types import NoneType, UnionType
+from typing import Any, get_args, get_origin
 
 from kio.serial._introspect import (
     EntityField,
@@ -35,13 +36,13 @@ from kio.serial._introspect import (
     PrimitiveField,
     PrimitiveTupleField,
     classify_field,
-    is_optional,
 )
 from kio.static.primitive import Records
 
 from kavka.protocol import api, legacy
 from kavka.protocol.framing import encode_entity, encode_request, read_response
 from kavka.protocol.messages import make
+from tests.schema_bodies import nullable
 
 _SIZE = struct.Struct(">i")
 
@@ -164,7 +165,7 @@ def _zero(f: Any) -> Any:
         return (minimal(kind.type_),)
     if isinstance(kind, EntityField):
         return minimal(kind.type_)
-    if is_optional(f):
+    if nullable(f):
         return None
     if isinstance(kind, PrimitiveTupleField):
         return (_zero_primitive(kind.type_),)
@@ -172,7 +173,9 @@ def _zero(f: Any) -> Any:
     return _zero_primitive(kind.type_)
 
 
-def _zero_primitive(t: type) -> Any:
+def _zero_primitive(t: Any) -> Any:
+    if get_origin(t) is UnionType:  # an element that may be null (BrokerRegistration's LogDirs): the type's zero
+        t = next(a for a in get_args(t) if a is not NoneType)
     if isinstance(t, type) and issubclass(t, Records):
         return None
     if t is uuid.UUID:
@@ -196,7 +199,7 @@ def minimal(cls: type) -> Any:
         kind = classify_field(f)
         if f.name in _OVERRIDES:
             kwargs[f.name] = _OVERRIDES[f.name]
-        elif isinstance(kind, PrimitiveTupleField | EntityTupleField) and not is_optional(f):
+        elif isinstance(kind, PrimitiveTupleField | EntityTupleField) and not nullable(f):
             kwargs[f.name] = _zero(f)  # one element, so per-entry fields are exercised
         elif f.default is not MISSING and not is_dataclass(f.default):
             kwargs[f.name] = f.default

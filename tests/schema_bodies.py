@@ -5,7 +5,7 @@ length-prefixed field (array, string, bytes, records, KIP-893 nullable struct)
 is written valid (one element per array, strings "t", bytes empty), null, with
 a negative length other than -1, or with a length beyond the frame;
 fixed-size fields are zeros; a flexible struct writes all its tagged fields.
-Nullability is kio's own (`is_optional`). `Body.forbidden` lists the choices
+Nullability is the kio annotation's (`nullable`). `Body.forbidden` lists the choices
 the schema forbids: a decoder must refuse the body exactly when it is non-empty.
 Used by tests/unit/test_decoder_nullability.py and the broker fuzzer.
 """
@@ -16,14 +16,14 @@ import struct
 from collections.abc import Callable
 from dataclasses import fields
 from enum import Enum
-from typing import Any
+from types import NoneType, UnionType
+from typing import Any, Union, get_args, get_origin
 
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
     PrimitiveTupleField,
     classify_field,
-    is_optional,
 )
 
 from kavka.protocol import api
@@ -33,6 +33,13 @@ ADVERTISED: list[tuple[int, int]] = [(k, v) for k, (lo, hi) in sorted(api.SUPPOR
 _SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "error_code": 2, "int32": 4, "timedelta_i32": 4,
           "int64": 8, "timedelta_i64": 8, "datetime_i64": 8, "float64": 8, "uuid": 16}
 _OVERLONG = 30_000  # more than any body here, and still a valid int16 string length
+
+
+def nullable(f: Any) -> bool:
+    """Whether a kio field may be null: its annotation is `X | None`. Not kio's `is_optional`,
+    which for an array asks whether its elements are: BrokerRegistration's LogDirs
+    (`tuple[uuid.UUID | None, ...]`) is a non-nullable array, in Kafka's schema and protocol.guard."""
+    return get_origin(f.type) in (UnionType, Union) and NoneType in get_args(f.type)
 
 
 class Fate(Enum):
@@ -81,15 +88,15 @@ class Body:
     def _field(self, cls: type, f: Any, flexible: bool) -> bytes:
         where = f"{cls.__name__}.{f.name}"
         kind = classify_field(f)
-        nullable = is_optional(f)
+        may_be_null = nullable(f)
         if isinstance(kind, EntityTupleField | PrimitiveTupleField):
-            fate = self._fate(where, nullable, flexible)
+            fate = self._fate(where, may_be_null, flexible)
             if fate is Fate.VALID:
                 elem = self.entity(kind.type_) if isinstance(kind, EntityTupleField) else self._primitive(f, flexible)
                 return self._length(1, flexible, 4) + elem
             return self._length(self._bad_length(fate, 1_000_000), flexible, 4)
         if isinstance(kind, EntityField):
-            if not nullable:
+            if not may_be_null:
                 return self.entity(kind.type_)
             fate = self._fate(where, True, flexible)  # KIP-893: int8 marker -1 or 1
             if fate is Fate.VALID:
@@ -98,7 +105,7 @@ class Body:
         kafka_type = f.metadata["kafka_type"]
         if kafka_type in _SIZES:
             return bytes(_SIZES[kafka_type])
-        fate = self._fate(where, nullable, flexible)
+        fate = self._fate(where, may_be_null, flexible)
         if fate is Fate.VALID:
             return self._primitive(f, flexible)
         width = 2 if kafka_type == "string" else 4
@@ -131,7 +138,7 @@ def non_null_violations(cls: type, value: Any, where: str = "") -> list[str]:
         v = getattr(value, f.name)
         path = f"{where}{cls.__name__}.{f.name}"
         if v is None:
-            if not is_optional(f):
+            if not nullable(f):
                 bad.append(path)
             continue
         kind = classify_field(f)

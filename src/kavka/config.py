@@ -448,7 +448,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _b("kavka.test.fault.injection.enable", _B, False, "TEST ONLY: obey the KAVKA_TEST_CRASH_POINT / KAVKA_FAULT_* variables"),
         _b("fetch.max.bytes", _I, 57671680, "cap on a Fetch response", at_least(1024)),
         _b("max.incremental.fetch.session.cache.slots", _I, 1000, "", at_least(0), informational="fetches are sessionless (KIP-227 sessions are answered with session id 0)"),
-        _b("connections.max.idle.ms", _L, 600000, "close a client connection idle this long (-1 never)", at_least(-1)),
+        _b("connections.max.idle.ms", _L, 600000, "close a connection idle this long, on the controller listener too (-1 never)", at_least(-1)),
         _b("producer.id.expiration.ms", _I, 86400000, "forget an idempotent producer this long after its last batch (KIP-854)", at_least(1), dynamic=True),
         _b("producer.id.expiration.check.interval.ms", _I, 600000, "how often expired producer ids are removed", at_least(1)),
         _b("max.connections", _I, 2147483647, "open client connections; past it the listener stops accepting until one closes", at_least(0)),

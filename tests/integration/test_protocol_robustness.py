@@ -20,6 +20,7 @@ from kavka.protocol.framing import encode_request
 from tests.raw_client import RawClient, request_bytes, request_frame
 from tests.schema_bodies import ADVERTISED, Body, Fate, Pick
 from tests.wait import wait_until
+from tests.wire_fuzz import FATES, answer_until_closed, mutate, problems, schema_frame
 
 
 def _connect(broker) -> socket.socket:
@@ -36,41 +37,7 @@ def _api_versions(broker, version: int = 3, corr: int = 1):
 
 
 def _schema_frame(key: int, version: int, corr: int, pick: Pick) -> tuple[bytes, Body]:
-    """A frame whose body is written from the request schema, each length's fate chosen by `pick`."""
-    body = Body(pick)
-    data = body.entity(api.request_schema(key, version))
-    frame = encode_request(api_key=key, api_version=version, correlation_id=corr, client_id="nulls", body=data,
-                           flexible=api.is_flexible(key, version))
-    return frame, body
-
-
-def _answer_until_closed(s: socket.socket, timeout: float = 10.0) -> bytes | None:
-    """Whatever the broker sends before it closes the connection; None if it keeps it open."""
-    s.settimeout(timeout)
-    got = b""
-    try:
-        while True:
-            data = s.recv(65536)
-            if not data:
-                return got
-            got += data
-    except (ConnectionResetError, BrokenPipeError):
-        return got
-    except TimeoutError:
-        return None
-
-
-def _closed_by_peer(s: socket.socket, timeout: float = 10.0) -> bool:
-    s.settimeout(timeout)
-    try:
-        while True:
-            data = s.recv(65536)
-            if not data:
-                return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
+    return schema_frame(api.request_schema(key, version), key, version, corr, pick)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
@@ -172,29 +139,14 @@ def test_fuzzed_frames_never_hurt_the_broker(broker):
     and logs nothing at ERROR (a frame it cannot serve is a WARNING: issue 25)."""
     mark = len(broker.output)
     _fuzz_frames(broker)
-    assert _problems(broker.output[mark:]) == [], broker.log_text()
+    assert problems(broker.output[mark:]) == [], broker.log_text()
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def _fuzz_frames(broker, data):
     base = data.draw(st.sampled_from(_valid_frames()))
-    kind = data.draw(st.sampled_from(["flip", "truncate", "extend", "random"]))
-    frame = bytearray(base)
-    if kind == "flip":
-        for _ in range(data.draw(st.integers(1, 8))):
-            i = data.draw(st.integers(4, len(frame) - 1))
-            frame[i] = data.draw(st.integers(0, 255))
-    elif kind == "truncate":
-        cut = data.draw(st.integers(5, len(frame)))
-        frame = frame[:cut]
-        frame[0:4] = struct.pack(">i", len(frame) - 4)
-    elif kind == "extend":
-        frame += data.draw(st.binary(min_size=1, max_size=64))
-        frame[0:4] = struct.pack(">i", len(frame) - 4)
-    else:
-        body = data.draw(st.binary(min_size=0, max_size=200))
-        frame = bytearray(struct.pack(">i", len(body)) + body)
+    frame = mutate(base, data.draw(st.randoms(use_true_random=False)))
     with RawClient(broker.port) as c:
         s = c.sock
         s.settimeout(5)
@@ -222,10 +174,6 @@ def _null_in(field: str) -> Pick:
     def pick(where: str, nullable: bool, flexible: bool) -> Fate:
         return Fate.NULL if where.startswith(field) else Fate.VALID
     return pick
-
-
-def _problems(lines: list[str]) -> list[str]:
-    return [line for line in lines if " ERROR " in line or "CRITICAL" in line or "Traceback" in line]
 
 
 def test_impossible_nulls_close_the_connection_with_one_warning(broker_factory, topic_name):
@@ -257,7 +205,7 @@ def test_impossible_nulls_close_the_connection_with_one_warning(broker_factory, 
             assert body.forbidden, f"{field} v{version} is nullable?"
             with _connect(b) as s:
                 s.sendall(frame)
-                assert _answer_until_closed(s) == b"", f"{api.ApiKey(key).name} v{version} was answered"
+                assert answer_until_closed(s) == b"", f"{api.ApiKey(key).name} v{version} was answered"
             sent += 1
 
     def warnings() -> list[str]:
@@ -265,15 +213,15 @@ def test_impossible_nulls_close_the_connection_with_one_warning(broker_factory, 
 
     wait_until(lambda: len(warnings()) == sent, message=f"{sent} WARNING lines")
     assert all(field in "".join(warnings()) for _, field in _ISSUE_25[1:])
-    assert _problems(b.output[mark:]) == [], b.log_text()
+    assert problems(b.output[mark:]) == [], b.log_text()
     # Still serving: a produce and a read afterwards, and the records written before are all there.
     ck_produce_samples(producer, topic_name, samples[20:])
     assert_same_records(ck_read_to_end(b.bootstrap, topic_name), samples)
     assert b.alive()
-    assert _problems(b.output[mark:]) == [], b.log_text()
+    assert problems(b.output[mark:]) == [], b.log_text()
 
 
-_FATES = st.sampled_from([Fate.VALID] * 8 + [Fate.NULL, Fate.NULL, Fate.NEGATIVE, Fate.OVERLONG])
+_FATES = st.sampled_from(FATES)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -284,7 +232,7 @@ def _fuzz_schema_fates(broker, kv, data):
     with _connect(broker) as s:
         s.sendall(frame)
         if body.forbidden:
-            assert _answer_until_closed(s) == b"", f"{api.ApiKey(key).name} v{version} answered despite {body.forbidden}"
+            assert answer_until_closed(s) == b"", f"{api.ApiKey(key).name} v{version} answered despite {body.forbidden}"
     assert broker.alive(), broker.log_text()
 
 
@@ -293,7 +241,7 @@ def test_fuzzed_nulls_and_lengths_in_every_request_version_never_reach_a_handler
     forbidden one closes its connection unanswered, and nothing is logged at ERROR."""
     mark = len(broker.output)
     _fuzz_schema_fates(broker)
-    assert _problems(broker.output[mark:]) == [], broker.log_text()
+    assert problems(broker.output[mark:]) == [], broker.log_text()
 
 
 def test_broker_still_serves_after_a_storm_of_garbage(broker):

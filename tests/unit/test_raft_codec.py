@@ -85,6 +85,12 @@ def test_a_request_for_another_partition_is_refused() -> None:
     other = replace(entity, topics=(replace(entity.topics[0], topic_name="t"),))
     with pytest.raises(ValueError, match="is not __cluster_metadata"):
         codec.decode(other)
+    # Kafka answers it (KafkaRaftClient.hasValidTopicPartition), a foreign cluster id first.
+    for request, error in ((bad, ErrorCode.invalid_request), (replace(other, cluster_id=None), ErrorCode.invalid_request),
+                           (replace(other, cluster_id="elsewhere"), ErrorCode.inconsistent_cluster_id)):
+        answer = codec.refusal(request, CID)
+        back = decode_body(type(answer), encode_entity(answer), 0)
+        assert (back.error_code, back.topics) == (error, ())
 
 
 def test_describe_quorum_response_encodes_as_kafkas_v2() -> None:
@@ -119,3 +125,4 @@ def test_fetch_snapshot_with_a_negative_position_is_refused() -> None:
     )
     with pytest.raises(ValueError):
         codec.decode(bad)
+    assert codec.refusal(bad, CID) is None  # Kafka words FetchSnapshot's errors otherwise: closed

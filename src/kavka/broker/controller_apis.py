@@ -241,25 +241,39 @@ def _static_voter_endpoints(config: Any) -> dict[int, tuple[VoterEndpoint, ...]]
 
 
 async def kraft_version_response(qc: QuorumController, req: Any) -> uf_resp.UpdateFeaturesResponse:
-    """UpdateFeatures kraft.version on the active controller (Kafka 4.1): the raft core's
-    upgrade_kraft_version, answered once its control batch commits."""
-    level = next(int(u.max_version_level) for u in req.feature_updates if u.feature == KRAFT_VERSION)
+    """UpdateFeatures on the active controller, as a node relays it: kraft.version (Kafka 4.1), the
+    raft core's upgrade_kraft_version, answered once its control batch commits. Each update first
+    passes the checks a broker makes before relaying (handlers.features, Kafka's
+    FeatureControlManager's), so what no kavka node relays -- another feature, a level beyond the
+    supported ones -- gets Kafka's error and is never written."""
+    from kavka.broker.handlers import features
+
+    results = []
+    for u in req.feature_updates:
+        level = int(u.max_version_level)
+        error, message = features.update_error(qc.config.node_id, u.feature, level, int(u.upgrade_type), qc.config,
+                                               qc.raft.kraft_version)
+        if error == ErrorCode.none and u.feature == KRAFT_VERSION:
+            error, message = await _upgrade_kraft_version(qc, level, bool(req.validate_only))
+        results.append(uf_resp.UpdatableFeatureResult(
+            feature=u.feature, error_code=error, error_message=None if error == ErrorCode.none else message))
+    return uf_resp.UpdateFeaturesResponse(
+        throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None, results=tuple(results))
+
+
+async def _upgrade_kraft_version(qc: QuorumController, level: int, validate_only: bool) -> tuple[ErrorCode, str | None]:
     message: str | None = None
 
     def change() -> tuple[ErrorCode, int]:
         nonlocal message
         error, message, offset = qc.raft.upgrade_kraft_version(
-            level, _static_voter_endpoints(qc.config), validate_only=bool(req.validate_only))
+            level, _static_voter_endpoints(qc.config), validate_only=validate_only)
         return error, offset
 
     error = await qc.change_voters(change)
     if error == ErrorCode.not_leader_or_follower:
         error = ErrorCode.not_controller
-    return uf_resp.UpdateFeaturesResponse(
-        throttle_time=_NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
-        results=(uf_resp.UpdatableFeatureResult(
-            feature=KRAFT_VERSION, error_code=error, error_message=None if error == ErrorCode.none else message),),
-    )
+    return error, message
 
 
 _VOTER_ERRORS = {
@@ -450,7 +464,7 @@ class ControllerApis:
         return await voter_change_response(self.qc, req, self.cluster_id)
 
     async def handle_update_features(self, req: Any, _connection: Hashable | None) -> Any:
-        """Only kraft.version comes here (relayed by ControllerClient.update_kraft_version)."""
+        """kraft.version, relayed by ControllerClient.update_kraft_version."""
         return await kraft_version_response(self.qc, req)
 
     # ---- KIP-919: an admin client's requests straight to the controllers ----------------------

@@ -9,7 +9,9 @@ are paired with their request by correlation id (the core's own ids). Inbound
 requests arrive on this driver's listener; the core's answer is written back
 on the connection the request came in on, keyed by (sender, correlation id).
 The sender of a request is the node id it names (candidate, leader or replica
-id), as in Kafka. A malformed frame closes that one connection.
+id), as in Kafka. A malformed frame closes that one connection (a WARNING); so does a handler's
+error, logged at ERROR with its traceback, as on client listeners. A raft request that parses but
+is not about __cluster_metadata-0 gets Kafka's top-level error instead (codec.refusal).
 
 The core never fsyncs: when a poll says the metadata log needs a flush, the
 driver begins it here, runs the fsync on a worker thread, ends it back on the
@@ -77,6 +79,7 @@ from kavka.protocol.framing import (
     encode_entity,
     encode_request,
     encode_response,
+    peek_request_header,
     read_request_header,
 )
 from kavka.protocol.messages import nested
@@ -90,7 +93,6 @@ log = logging.getLogger("kavka.raft")
 _I32 = struct.Struct(">i")
 _MAX_FRAME = 64 * 1024 * 1024
 _REQUEST_SCHEMAS = {cls.__api_key__: cls for cls in codec.API_VERSIONS}
-_KEY_VERSION = struct.Struct(">hh")
 _API_VERSIONS = 18
 _CLIENT_ID = "kavka-raft"
 _TLS_HANDSHAKE_TIMEOUT_S = 10.0
@@ -129,7 +131,10 @@ class RaftDriver:
         server_tls: Any = None,
         server_sasl: ListenerSasl | None = None,
         cluster_action: Callable[[str, str], bool] | None = None,
+        connections_max_idle_ms: int = -1,
     ) -> None:
+        self.idle_ms = connections_max_idle_ms  # an inbound connection idle this long is closed (-1 never)
+        self._idle_since: dict[asyncio.StreamWriter, float] = {}  # inbound connections waiting for a request
         self.cluster_action = cluster_action  # (principal, host) -> may ClusterAction; None: no authorizer
         self.server_sasl = server_sasl  # the controller listener's SASL settings (SASL_PLAINTEXT / SASL_SSL), or None
         self.security = security  # how this node reaches its peers' controller listener
@@ -340,6 +345,7 @@ class RaftDriver:
                 self._dispatch(env)
             self._maybe_flush(result.flush_needed)
             self._after_poll()
+            self._close_idle()
             wait_s = max(0.0, (result.next_deadline_ms - self._now_ms()) / 1000)
             got: m.Envelope | None = None
             # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancel that
@@ -376,6 +382,8 @@ class RaftDriver:
                 entity = dataclasses.replace(entity, node_endpoints=(_node_endpoint(entity, self.client.node_id, host, port),))
             body = encode_entity(entity)
             writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(env.correlation_id) + b"\x00" + body)
+            if writer in self._idle_since:  # answered: idle from now
+                self._idle_since[writer] = asyncio.get_running_loop().time()
             return
         writer = self._out.get(env.dst)
         renew_at = self._renew_at.get(env.dst)
@@ -388,6 +396,22 @@ class RaftDriver:
             self._spawn(self._connect_and_send(env))
             return
         self._send(writer, env)
+
+    def _close_idle(self) -> None:
+        """Kafka's SocketServer closes a connection idle for connections.max.idle.ms on every
+        listener, this one included: here an inbound connection that has sent no whole request for
+        that long and awaits no answer (a peer that stopped mid-frame, or never sent one). Its
+        handler then reads EOF and ends."""
+        if self.idle_ms < 0 or not self._idle_since:
+            return
+        now = asyncio.get_running_loop().time()
+        awaited = set(self._answer_to.values())
+        for writer, since in list(self._idle_since.items()):
+            if now - since >= self.idle_ms / 1000 and writer not in awaited:
+                del self._idle_since[writer]
+                log.info("closing connection from %s on the controller listener: idle for over %d ms "
+                         "(connections.max.idle.ms)", writer.get_extra_info("peername"), self.idle_ms)
+                writer.close()
 
     def _learn_voter_endpoints(self) -> None:
         """KIP-853: the addresses of the voters in force, on this node's controller listener."""
@@ -491,8 +515,10 @@ class RaftDriver:
         if header.api_version != req_cls.__version__:
             raise ValueError(f"api {header.api_key} v{header.api_version} is not spoken between kavka nodes")
         request = decode_body(req_cls, frame, header.header_size)
-        response = await self.controller_apis.handle(header.api_key, request, connection=writer)
-        body = encode_entity(response)
+        try:
+            body = encode_entity(await self.controller_apis.handle(header.api_key, request, connection=writer))
+        except Exception as e:
+            raise _HandlerError(header.api_key) from e
         writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(header.correlation_id) + b"\x00" + body)
         await writer.drain()
 
@@ -501,14 +527,19 @@ class RaftDriver:
         at its own version, answered with the response header that version takes; `denied`: with
         CLUSTER_AUTHORIZATION_FAILED."""
         key, version = header.api_key, header.api_version
-        # ApiVersions' fields change nothing in its answer (KIP-511's are informational)
-        request = None if key == _API_VERSIONS else decode_body(api.request_schema(key, version), frame, header.header_size)
-        if denied:
-            response = denied_response(key, api.response_schema(key, version), request)
-        else:
-            response = await self.controller_apis.handle_direct(key, version, request, self.listener_name,
-                                                                sasl=self.server_sasl is not None)
-        body = encode_entity(response)
+        # A too-new ApiVersions is answered from its header alone (KIP-511); any other body must
+        # decode, as Kafka parses every request before it answers (a malformed one: closed).
+        too_new = key == _API_VERSIONS and version > api.SUPPORTED[_API_VERSIONS][1]
+        request = None if too_new else decode_body(api.request_schema(key, version), frame, header.header_size)
+        try:
+            if denied:
+                response = denied_response(key, api.response_schema(key, version), request)
+            else:
+                response = await self.controller_apis.handle_direct(key, version, request, self.listener_name,
+                                                                    sasl=self.server_sasl is not None)
+            body = encode_entity(response)
+        except Exception as e:
+            raise _HandlerError(key) from e
         tagged = b"\x00" if key != _API_VERSIONS and api.response_header_flexible(key, version) else b""
         writer.write(_I32.pack(4 + len(tagged) + len(body)) + _I32.pack(header.correlation_id) + tagged + body)
         await writer.drain()
@@ -578,11 +609,13 @@ class RaftDriver:
             if self.server_tls is not None:
                 principal = peer_principal(self.server_tls, writer.get_extra_info("ssl_object"))
             while True:
+                self._idle_since[writer] = asyncio.get_running_loop().time()
                 if auth is not None and not auth.authenticated:
                     # sasl.server.max.receive.size: a stranger cannot make the node buffer more
                     frame = await _read_frame(reader, self.server_sasl.max_receive_size)  # type: ignore[union-attr]
                 else:
                     frame = await _read_frame(reader)
+                self._idle_since.pop(writer, None)  # served now: not idle while its handler runs
                 if auth is not None:
                     outcome = await self._authenticate(auth, frame, writer)
                     if outcome == "closed":
@@ -590,7 +623,7 @@ class RaftDriver:
                     if outcome == "answered":
                         continue
                     principal = auth.principal or principal
-                api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
+                api_key, api_version, _ = peek_request_header(frame)  # a frame shorter than that: closed
                 direct = self.controller_apis is not None and self.controller_apis.serves_directly(api_key, api_version)
                 if direct and api_key == _API_VERSIONS:
                     # Request header v1 below v3, v2 from v3; a too-new one may have any, and is
@@ -619,12 +652,27 @@ class RaftDriver:
                 schema = _REQUEST_SCHEMAS.get(header.api_key)
                 if schema is None or header.api_version != schema.__version__:
                     raise ValueError(f"api {header.api_key} v{header.api_version} is not a KRaft RPC here")
-                msg = codec.decode(decode_body(schema, frame, header.header_size))
+                entity = decode_body(schema, frame, header.header_size)
+                try:
+                    msg = codec.decode(entity)
+                except ValueError as e:
+                    refusal = codec.refusal(entity, self.client.config.cluster_id)
+                    if refusal is None:
+                        raise
+                    log.warning("refusing a request from %s on the controller listener: %s (%s)",
+                                writer.get_extra_info("peername"), e, refusal.error_code.name.upper())
+                    body = encode_entity(refusal)
+                    writer.write(_I32.pack(4 + 1 + len(body)) + _I32.pack(header.correlation_id) + b"\x00" + body)
+                    await writer.drain()
+                    continue
                 src = _sender(msg)
                 self._answer_to[(src, header.correlation_id)] = writer
                 self._inbox.put_nowait(m.Envelope(src, self.client.node_id, header.correlation_id, msg))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the peer went away
+        except _HandlerError as e:  # this node's bug, not the peer's bytes: with its traceback
+            log.error("error in the %s handler for %s on the controller listener; closing its connection",
+                      api_name(e.api_key), writer.get_extra_info("peername"), exc_info=e.__cause__)
         except Exception as e:  # noqa: BLE001 -- a peer's bad bytes close this connection only
             log.warning("closing a controller-listener connection from %s: %s", writer.get_extra_info("peername"), e)
         except asyncio.CancelledError:
@@ -632,10 +680,21 @@ class RaftDriver:
         finally:
             writer.close()
             self._inbound.discard(writer)
+            self._idle_since.pop(writer, None)
             if self.controller_apis is not None:
                 self.controller_apis.connection_lost(writer)  # a broker heartbeating over it may be dead
             if task is not None:
                 self._tasks.discard(task)
+
+
+class _HandlerError(Exception):
+    """A controller-listener handler raised (or answered what does not encode): logged at ERROR
+    with the cause's traceback, as a client listener logs its handlers' errors, and the connection
+    closed; a request that does not decode is the peer's fault, a WARNING."""
+
+    def __init__(self, api_key: int) -> None:
+        super().__init__(api_key)
+        self.api_key = api_key
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -649,8 +708,7 @@ class _BareHeader:
 
 
 def _bare_header(frame: bytes) -> _BareHeader:
-    key, version = _KEY_VERSION.unpack_from(frame, 0)
-    (correlation_id,) = _I32.unpack_from(frame, 4)
+    key, version, correlation_id = peek_request_header(frame)
     return _BareHeader(key, version, correlation_id, len(frame))
 
 

@@ -148,6 +148,7 @@ class SharedServer:
             server_tls=self.listener_tls.get(ctl.name) if ctl is not None else None,
             server_sasl=self.listener_sasl.get(ctl.name) if ctl is not None else None,
             cluster_action=self.cluster_action,
+            connections_max_idle_ms=c["connections.max.idle.ms"],
         )
         if self.controller_server is not None:
             driver = self.raft_driver

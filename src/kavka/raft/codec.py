@@ -12,7 +12,8 @@ batch's partition leader epoch the epoch it was written in.
 
 `CODECS` is the whole mapping, one row per message type (its kio entity, encoder and decoder);
 `encode` and `decode` only look a row up. `decode` raises ValueError on a message that is not one partition of
-__cluster_metadata: a peer's bad bytes are its error, never ours.
+__cluster_metadata: a peer's bad bytes are its error, never ours. `refusal` is Kafka's answer to
+such a request, where Kafka answers one.
 Pure functions; any thread.
 """
 
@@ -39,7 +40,7 @@ from kio.schema.vote.v2 import response as vote_resp
 from kio.static.primitive import i8, i32, i32Timedelta, i64, u16
 
 from kavka.common import ErrorCode
-from kavka.protocol.messages import uuid_from_str, uuid_to_str
+from kavka.protocol.messages import make, uuid_from_str, uuid_to_str
 from kavka.protocol.records import build_batch, decode_batch, iter_batches
 from kavka.raft import messages as m
 from kavka.raft.api import SnapshotId
@@ -564,3 +565,23 @@ RESPONSE_SCHEMA: dict[type, type] = {
     fetch_req.FetchRequest: fetch_resp.FetchResponse,
     fs_req.FetchSnapshotRequest: fs_resp.FetchSnapshotResponse,
 }
+
+# The requests Kafka's KafkaRaftClient answers with a top-level error when they are not about its
+# one partition (hasValidTopicPartition: INVALID_REQUEST). FetchSnapshot's checks differ (a wrong
+# partition is UNKNOWN_TOPIC_OR_PARTITION at partition level, a bad position POSITION_OUT_OF_RANGE):
+# one `decode` refuses is closed instead.
+_REFUSED_WITH_INVALID_REQUEST = (vote_req.VoteRequest, bqe_req.BeginQuorumEpochRequest, eqe_req.EndQuorumEpochRequest,
+                                  fetch_req.FetchRequest)
+
+
+def refusal(entity: Any, cluster_id: str) -> Any | None:
+    """Kafka's response to a KRaft request entity that `decode` refused, or None (close the
+    connection): a cluster id that is not `cluster_id` is INCONSISTENT_CLUSTER_ID, checked first
+    as Kafka does (a null one is not checked: hasValidClusterId), anything else INVALID_REQUEST;
+    the error at top level, no topics."""
+    if not isinstance(entity, _REFUSED_WITH_INVALID_REQUEST):
+        return None
+    foreign = entity.cluster_id is not None and entity.cluster_id != cluster_id
+    error = ErrorCode.inconsistent_cluster_id if foreign else ErrorCode.invalid_request
+    return make(RESPONSE_SCHEMA[type(entity)], error_code=error, topics=(), responses=(), node_endpoints=(),
+                throttle_time=i32Timedelta.parse(timedelta(0)), session_id=i32(0))

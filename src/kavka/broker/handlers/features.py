@@ -101,7 +101,7 @@ def api_versions_features(
     }
 
 
-def _update_error(
+def update_error(
     node_id: int, feature: str, version: int, upgrade_type: int, config: Mapping[str, Any],
     kraft_version: int = 0,
 ) -> tuple[ErrorCode, str | None]:
@@ -148,7 +148,7 @@ async def handle_update_features(node: BrokerNode, ctx: RequestContext, req: Any
         # v0 has AllowDowngrade instead of UpgradeType (v1+): true means a safe downgrade
         upgrade_type = getattr(u, "upgrade_type", _SAFE_DOWNGRADE if getattr(u, "allow_downgrade", False) else _UPGRADE)
         kraft_version = node.shared.raft.kraft_version
-        error, message = _update_error(node.node_id, u.feature, u.max_version_level, upgrade_type, node.config,
+        error, message = update_error(node.node_id, u.feature, u.max_version_level, upgrade_type, node.config,
                                        kraft_version)
         if error == ErrorCode.none and u.feature == KRAFT_VERSION and u.max_version_level > kraft_version:
             error, message = await node.shared.controller.update_kraft_version(
