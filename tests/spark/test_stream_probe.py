@@ -112,3 +112,29 @@ def test_available_now_plans_to_its_start_without_probing(broker, topic_name, re
         assert sum(requests.values()) == 0, requests
     finally:
         reader.stop()
+
+
+@pytest.mark.parametrize("subscription", ["subscribe", "subscribePattern"])
+def test_a_trigger_asks_metadata_once_for_all_subscribed_topics(broker, topic_name, requests, subscription):  # noqa: ANN001
+    """Three topics: a trigger's probe asks Metadata for all of them at once (the partitions,
+    then ListOffsets' leaders), not once per topic, then one ListOffsets and one Fetch (one
+    broker). The Fetch's leaders are cached from the first trigger."""
+    topics = [f"{topic_name}-{i}" for i in range(3)]
+    for i, t in enumerate(topics):
+        create_topic(broker.bootstrap, t, i + 1)
+        produce_per_partition(broker.bootstrap, t, i + 1, 4)
+    value = ",".join(topics) if subscription == "subscribe" else f"{topic_name}-[0-9]"
+    reader = KavkaStreamReader(parse_source_options(
+        {"kafka.bootstrap.servers": broker.bootstrap, subscription: value, "startingOffsets": "earliest"},
+        streaming=True,
+    ))
+    try:
+        start = reader.initialOffset()
+        reader.latestOffset(start, ReadAllAvailable())
+        requests.clear()
+        latest = reader.latestOffset(start, ReadAllAvailable())
+        assert latest == {t: {str(p): 4 for p in range(i + 1)} for i, t in enumerate(topics)}
+        assert requests[ApiKey.METADATA] == 2, requests
+        assert requests[ApiKey.LIST_OFFSETS] == 1 and requests[ApiKey.FETCH] == 1, requests
+    finally:
+        reader.stop()

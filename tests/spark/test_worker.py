@@ -19,7 +19,7 @@ pytest.importorskip("pyspark")
 CODE = """
 import gc, json
 from pyspark.taskcontext import TaskContext
-import kavka.spark.source, kavka.spark.sink
+import kavka.spark.source
 from kavka.spark.worker import freeze_imports
 
 freeze_imports()                       # not in a Spark task: the driver, a test
@@ -30,12 +30,15 @@ freeze_imports()
 frozen = gc.get_freeze_count()
 left = len(gc.get_objects())
 freeze_imports()                       # the worker's next task
+again = gc.get_freeze_count()
+import kavka.spark.sink                # a write task after the reads: the sink's modules
+freeze_imports()
 print(json.dumps({"outside": outside, "tracked": tracked, "frozen": frozen, "left": left,
-                  "again": gc.get_freeze_count()}))
+                  "again": again, "after_sink": gc.get_freeze_count()}))
 """
 
 
-def test_the_first_task_freezes_the_imports_once():
+def test_the_first_task_freezes_the_imports_once_and_again_after_new_imports():
     out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, check=True)
     r = json.loads(out.stdout)
     assert r["outside"] == 0, r
@@ -43,6 +46,8 @@ def test_the_first_task_freezes_the_imports_once():
     assert r["frozen"] > 20_000 and r["frozen"] >= 0.9 * r["tracked"], r
     assert r["left"] < 0.1 * r["tracked"], r
     assert r["again"] == r["frozen"], r
+    # the sink's modules (the producer, pyarrow.compute) are frozen too when a task imports them
+    assert r["after_sink"] > r["frozen"], r
 
 
 def test_a_worker_reads_consecutive_micro_batches_over_one_connection(broker, topic_name, monkeypatch):  # noqa: ANN001

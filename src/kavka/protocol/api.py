@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 from enum import IntEnum
 from functools import cache
+from importlib.resources import files
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import schema_name_map
@@ -204,9 +205,20 @@ def _legacy_schema(key: int, version: int, kind: str) -> type | None:
     return None
 
 
+def _has_legacy(key: int, version: int) -> bool:
+    """Whether protocol.legacy_schema has both modules of (key, version), without importing them:
+    every process that speaks the protocol builds `SUPPORTED` (a Spark connector's per-query
+    source process among them), and importing the legacy modules, a few hundred dataclasses,
+    was most of this module's import time. They are loaded on first use (`request_schema`)."""
+    if version >= min(kio_versions(key)):
+        return False
+    folder = files("kavka.protocol.legacy_schema").joinpath(_api_name(key), f"v{version}")
+    return all(folder.joinpath(f"{kind}.py").is_file() for kind in ("request", "response"))
+
+
 def _clip(key: ApiKey, wanted: tuple[int, int]) -> tuple[int, int]:
     have = kio_versions(key)
-    have += [v for v in range(wanted[0], min(have)) if _legacy_schema(key, v, "request") and _legacy_schema(key, v, "response")]
+    have += [v for v in range(wanted[0], min(have)) if _has_legacy(key, v)]
     if key == ApiKey.PRODUCE:
         have += list(LEGACY_PRODUCE_VERSIONS)  # decoded as v3 (protocol.legacy)
     lo, hi = max(wanted[0], min(have)), min(wanted[1], max(have))

@@ -13,27 +13,24 @@ this one does not::
           .option("subscribe", "events").load())
 
 Only `kavka.protocol` and `kavka.client` run on executors.
+
+Every Python process that unpickles the data source imports this module: the
+planner workers, the executors' workers and, for each streaming query, a new
+`python_streaming_source_runner` whose start delays the query's first
+micro-batch. So the source and the sink are imported by the methods that use
+them: a read never loads the sink's encoder (pyarrow.compute, the producer),
+a write never loads the source's offset planning.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource
 
-from kavka.spark.options import OptionError, parse_sink_options, parse_source_options
-from kavka.spark.sink import (
-    KavkaBatchWriter,
-    KavkaStreamWriter,
-    check_schema,
-    ensure_progress_topic,
-)
-from kavka.spark.source import (
-    DataLossError,
-    KavkaBatchReader,
-    KavkaStreamReader,
-    source_schema,
-)
+if TYPE_CHECKING:
+    from kavka.spark.sink import KavkaBatchWriter, KavkaStreamWriter
+    from kavka.spark.source import KavkaBatchReader, KavkaStreamReader
 
 FORMAT = "kavka"
 
@@ -46,16 +43,27 @@ class KavkaDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> Any:
+        from kavka.spark.source import source_schema
+
         include = str(self.options.get("includeheaders", "false")).strip().lower() == "true"
         return source_schema(include)
 
     def reader(self, schema: Any) -> KavkaBatchReader:
+        from kavka.spark.options import parse_source_options
+        from kavka.spark.source import KavkaBatchReader
+
         return KavkaBatchReader(parse_source_options(self.options, streaming=False))
 
     def streamReader(self, schema: Any) -> KavkaStreamReader:
+        from kavka.spark.options import parse_source_options
+        from kavka.spark.source import KavkaStreamReader
+
         return KavkaStreamReader(parse_source_options(self.options, streaming=True))
 
     def writer(self, schema: Any, overwrite: bool) -> KavkaBatchWriter:
+        from kavka.spark.options import OptionError, parse_sink_options
+        from kavka.spark.sink import KavkaBatchWriter, check_schema, ensure_progress_topic
+
         opts = parse_sink_options(self.options)
         if overwrite:
             raise OptionError(
@@ -67,6 +75,9 @@ class KavkaDataSource(DataSource):
         return KavkaBatchWriter(opts)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> KavkaStreamWriter:
+        from kavka.spark.options import parse_sink_options
+        from kavka.spark.sink import KavkaStreamWriter, check_schema, ensure_progress_topic
+
         opts = parse_sink_options(self.options)
         check_schema(schema, opts)
         if opts.exactly_once:
@@ -77,6 +88,19 @@ class KavkaDataSource(DataSource):
 def register(spark: Any) -> None:
     """Make ``spark.read.format("kavka")`` (and readStream, write, writeStream) available."""
     spark.dataSource.register(KavkaDataSource)
+
+
+def __getattr__(name: str) -> Any:
+    # The exceptions a job catches, importable from here without importing everything eagerly.
+    if name == "OptionError":
+        from kavka.spark.options import OptionError
+
+        return OptionError
+    if name == "DataLossError":
+        from kavka.spark.source import DataLossError
+
+        return DataLossError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["FORMAT", "DataLossError", "KavkaDataSource", "OptionError", "register"]

@@ -158,15 +158,24 @@ class OffsetResolver:
         if o.subscribe:
             counts = self._partition_counts(list(o.subscribe), "subscribe", strict=strict)
         else:
-            topics = [
-                t.name
+            # The listing's Metadata already counts each topic's partitions.
+            counts = {
+                t.name: t.partition_count
                 for t in self.admin.list_topics()
                 if not t.name.startswith("__") and o.topic_matches(t.name)
-            ]
-            counts = self._partition_counts(topics, "subscribePattern", strict=False)
+            }
         return [(t, p) for t in sorted(counts) for p in range(counts[t])]
 
     def _partition_counts(self, topics: list[str], option: str, *, strict: bool) -> dict[str, int]:
+        """Partitions per topic: one Metadata for all of them (a trigger's probe asks again), one
+        per topic only when one of them does not exist, to name it or leave it out."""
+        if not topics:
+            return {}
+        try:
+            return {desc.name: len(desc.partitions) for desc in self.admin.describe_topics(topics)}
+        except KafkaError as e:
+            if e.code != ErrorCode.unknown_topic_or_partition:
+                raise
         counts: dict[str, int] = {}
         for topic in topics:
             try:

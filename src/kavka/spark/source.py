@@ -24,6 +24,7 @@ partition and offsets, or are skipped with a warning when
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Iterator
@@ -48,7 +49,6 @@ from pyspark.sql.types import (
 )
 
 from kavka.client.fetcher import Fetcher, OffsetOutOfRangeError
-from kavka.spark.arrow_decode import decode_arrow
 from kavka.spark.offsets import (
     OffsetRange,
     OffsetResolver,
@@ -130,6 +130,7 @@ def _drop_fetcher(client: ClientSettings) -> None:
         f.close()
 
 
+@functools.cache
 def _arrow_schema(include_headers: bool) -> Any:
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -139,6 +140,10 @@ def _arrow_schema(include_headers: bool) -> Any:
 
 def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[Any]:
     """Arrow batches of the records of `part` (runs on executors)."""
+    # Imported here: the driver's planning processes (a streaming query's source runner above
+    # all, started anew for each query) never decode records.
+    from kavka.spark.arrow_decode import decode_arrow
+
     freeze_imports()
     schema = _arrow_schema(opts.include_headers)
     topic, partition, position, end = part.topic, part.partition, part.start, part.end

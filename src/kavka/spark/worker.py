@@ -13,23 +13,28 @@ generation (`gc.freeze`), so later collections visit only what tasks allocate.
 Reference counting still frees frozen objects; only reference cycles among them
 are never collected, and what is frozen is what a worker keeps for its life.
 Only a Spark task freezes: the same code called in a driver or a test process
-leaves that process's collector alone.
+leaves that process's collector alone. The source and the sink are imported
+only by the tasks that use them (`kavka.spark`), so a worker whose first task
+read and whose next one writes imports the sink then: a task that finds more
+modules loaded than at the last freeze freezes again.
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 
 from pyspark import TaskContext
 
-_frozen = False
+_modules_at_freeze = 0
 
 
 def freeze_imports() -> None:
-    """Once per Python worker, in a Spark task: collect, then freeze everything alive."""
-    global _frozen
-    if _frozen or TaskContext.get() is None:
+    """In a Spark task, once per Python worker and again after new imports: collect, then
+    freeze everything alive."""
+    global _modules_at_freeze
+    if len(sys.modules) == _modules_at_freeze or TaskContext.get() is None:
         return
-    _frozen = True
+    _modules_at_freeze = len(sys.modules)
     gc.collect()
     gc.freeze()
