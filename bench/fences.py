@@ -136,12 +136,14 @@ def main() -> None:
     args = ap.parse_args()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory(prefix="kavka-bench-fences-") as d:
-        c = Cluster(Path(d), 3).start(timeout=120)
+        c = Cluster(Path(d), 3, overrides={"log.retention.check.interval.ms": "5000"}).start(timeout=120)
         try:
             bootstrap = ",".join(n.bootstrap for n in c.brokers.values())
             admin = AdminClient({"bootstrap.servers": bootstrap})
             topic = f"fences-{int(time.time())}"
-            admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
+            # Bounded on disk (the load writes tens of GB in 10 minutes): retention is not under test.
+            config = {"min.insync.replicas": "2", "retention.bytes": str(256 << 20), "segment.bytes": str(64 << 20)}
+            admin.create_topics([NewTopic(topic, PARTITIONS, 3, config=config)])[topic].result(30)
             deadline = time.time() + 30
             while any(lead < 0 for lead in _leaders(admin, topic).values()):
                 if time.time() > deadline:
