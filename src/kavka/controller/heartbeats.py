@@ -14,11 +14,7 @@ machine), and a broker that is merely slow keeps its connection and is never fen
 by this. Sooner still when the broker's own listener refuses a connection the controller opens to it
 right after the loss (`listener_refused`): nothing listens there, so the process is gone (a
 live process's listening socket takes connections even while it is frozen or busy); it is
-fenced at the next check. If the listener takes that connection instead (`listener_accepted`),
-the process lives and closed the connection itself -- a broker whose event loop stalled past its
-heartbeat's request timeout gives the request up and reconnects, and on a loaded machine its
-next heartbeat may come more than a second later -- so only its session timeout applies; the
-1 s grace is left for a listener the controller cannot reach at all. A loss only counts for the connection the broker's latest heartbeat came on,
+fenced at the next check. A loss only counts for the connection the broker's latest heartbeat came on,
 so an old connection closing after the broker moved to a new one changes nothing; a
 combined node heartbeating its own controller has no connection (`connection=None`).
 
@@ -163,14 +159,6 @@ class BrokerSessions:
         for b in broker_ids:
             self._lost_ms.pop(b, None)
             self._dead.discard(b)
-
-    def listener_accepted(self, broker_id: int) -> None:
-        """The broker's listener took a connection opened after its heartbeat connection closed:
-        its process lives (a frozen or busy process's listening socket takes connections too, the
-        kernel answering for it), so the closed connection is no reason to fence it -- it was the
-        broker's own doing, such as a heartbeat it gave up on after its event loop stalled; its
-        session timeout still applies."""
-        self.fetching([broker_id])
 
     def listener_refused(self, broker_id: int) -> None:
         """The broker's listener refused a connection opened after its heartbeat connection

@@ -442,8 +442,7 @@ class QuorumController:
     async def _probe(self, broker_id: int, host: str, port: int) -> None:
         """Open (and close) a connection to a broker whose heartbeat connection closed: a refusal
         means nothing listens there any more -- the process is gone -- and it is fenced at the
-        next check instead of after CONNECTION_LOSS_GRACE_MS; a connection taken means it lives,
-        and only its session timeout applies (controller.heartbeats)."""
+        next check instead of after CONNECTION_LOSS_GRACE_MS (controller.heartbeats)."""
         try:
             async with asyncio.timeout(CONNECTION_LOSS_GRACE_MS / 1000):
                 _, writer = await asyncio.open_connection(host, port)
@@ -455,10 +454,6 @@ class QuorumController:
         except (OSError, TimeoutError):
             return  # unreachable or slow: the grace decides
         writer.close()
-        if self.sessions.lost_connection(broker_id):
-            log.info("broker %d: its listener %s:%d takes connections: it lives, its session timeout applies",
-                     broker_id, host, port)
-            self.sessions.listener_accepted(broker_id)
 
     async def fence_stale_brokers(self) -> list[int]:
         """Fence every unfenced broker whose session expired (called periodically; active controller only)."""
