@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
+import threading
+import time
+from unittest import mock
 
 import pytest
 from kio.schema.describe_quorum.v2 import request as dq_req
@@ -11,6 +15,7 @@ from kio.schema.describe_quorum.v2 import response as dq_resp
 from kio.schema.errors import ErrorCode
 
 from kavka.client.async_channel import AsyncChannel
+from kavka.client.running_timeout import running_timeout
 from kavka.protocol.framing import encode_entity
 
 REQ = dq_req.DescribeQuorumRequest(topics=())
@@ -87,5 +92,98 @@ def test_a_silent_peer_times_out() -> None:
             ch.close()
             server.close()
             await server.wait_closed()
+
+    asyncio.run(run())
+
+
+def _threaded_peer() -> tuple[socket.socket, threading.Thread]:
+    """A peer on its own thread, so it answers while the test's event loop is blocked."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            f = conn.makefile("rb")
+            while head := f.read(4):
+                frame = f.read(struct.unpack(">i", head)[0])
+                time.sleep(0.1)  # answers after the test's loop is blocked (50 ms into a call)
+                out = frame[4:8] + b"\x00" + encode_entity(GOOD)
+                conn.sendall(struct.pack(">i", len(out)) + out)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return listener, t
+
+
+@pytest.mark.parametrize("timeout", [running_timeout, asyncio.timeout])
+def test_an_answer_that_arrived_while_the_loop_was_stopped_is_read_not_timed_out(timeout: object) -> None:
+    """The loop blocks past the call's deadline while the peer answers (a broker stopped by SIGSTOP,
+    or stalled): on waking, the channel reads the answer and keeps its connection. With plain
+    asyncio.timeout (the broken variant) the expired timer runs before the read, and the healthy
+    connection is given up -- what made the controller fence a paused broker."""
+    listener, t = _threaded_peer()
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        ch = AsyncChannel("test")
+        addr = listener.getsockname()
+        try:
+            assert await ch.call(addr, REQ, dq_resp.DescribeQuorumResponse, 5) == GOOD  # connected
+            conn = ch._conn
+            # Stop the loop 50 ms into the next call for 0.8 s, four times its 0.2 s timeout.
+            loop.call_later(0.05, time.sleep, 0.8)
+            with mock.patch("kavka.client.async_channel.running_timeout", timeout):
+                answer = await ch.call(addr, REQ, dq_resp.DescribeQuorumResponse, 0.2)
+            assert answer == GOOD
+            assert ch._conn is conn  # the same connection: nothing for the peer to see closed
+        finally:
+            ch.close()
+
+    if timeout is asyncio.timeout:
+        with pytest.raises(TimeoutError):
+            asyncio.run(run())
+    else:
+        asyncio.run(run())
+    listener.close()
+
+
+def test_a_silent_peer_times_out_after_a_stall_too() -> None:
+    """A stall moves the deadline on by the stall only: a peer that never answers still times
+    out, about `timeout` of running time after the loop woke."""
+    async def run() -> None:
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read()
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        loop = asyncio.get_running_loop()
+        ch = AsyncChannel("test")
+        try:
+            loop.call_later(0.05, time.sleep, 0.6)
+            started = loop.time()
+            with pytest.raises(TimeoutError):
+                await ch.call(("127.0.0.1", server.sockets[0].getsockname()[1]), REQ, dq_resp.DescribeQuorumResponse, 0.2)
+            # Woke at ~0.65 s, 0.45 s late: the deadline moved on by 0.2 s (the cap), then expired.
+            assert 0.8 <= loop.time() - started < 3.0
+            assert ch._conn is None
+        finally:
+            ch.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(run())
+
+
+def test_running_timeout_without_a_stall_is_asyncio_timeout() -> None:
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(TimeoutError):
+            async with running_timeout(0.1) as t:
+                await asyncio.sleep(5)
+        assert t.expired() and t.extended_s == 0.0
+        assert 0.09 <= loop.time() - started < 1.0
+        async with running_timeout(1.0) as t:
+            await asyncio.sleep(0.01)
+        assert not t.expired()
 
     asyncio.run(run())

@@ -7,7 +7,9 @@ response header v1: correlation id plus empty tagged fields). A response whose
 correlation id is not the request's, or whose frame is larger than
 `max_response_bytes`, or that does not decode, is a ConnectionError; any failure or timeout closes the
 connection, and the next call opens a new one -- to the address it is given,
-so a peer that moved is followed. Event-loop thread only; concurrent calls
+so a peer that moved is followed. Timeouts count only the time this event loop ran
+(`running_timeout`): a broker that was stopped or stalled reads an answer that arrived
+meanwhile instead of giving it up and closing a healthy connection. Event-loop thread only; concurrent calls
 queue on a lock.
 
 A channel reaches its peers through one listener's `security` (kavka.client.security: TLS,
@@ -22,6 +24,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from kavka.client.running_timeout import running_timeout
 from kavka.client.security import PLAINTEXT, ClientSecurity, open_async
 from kavka.protocol.framing import ProtocolError, decode_body, encode_entity, encode_request
 
@@ -48,7 +51,7 @@ class AsyncChannel:
             raise ValueError(f"{type(request).__name__} v{request.__version__} is not a flexible version")
         async with self._lock:
             try:
-                async with asyncio.timeout(timeout_s):
+                async with running_timeout(timeout_s):
                     return await self._call(addr, request, resp_cls)
             except BaseException:
                 self.close()
@@ -62,7 +65,7 @@ class AsyncChannel:
         `decode(frame, body position)`: the replica fetchers' hand-written Fetch (protocol.fetch_wire)."""
         async with self._lock:
             try:
-                async with asyncio.timeout(timeout_s):
+                async with running_timeout(timeout_s):
                     return await self._exchange(addr, api_key, api_version, body, decode, f"API {api_key} v{api_version}")
             except BaseException:
                 self.close()
