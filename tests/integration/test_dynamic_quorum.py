@@ -6,8 +6,8 @@ into the metadata log, and the node serves metadata (topic creation, a restart) 
 does. AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter are answered with Kafka's error codes.
 Nodes formatted to join (`--no-initial-controllers`) reach the quorum through
 controller.quorum.bootstrap.servers, are added and removed as voters under topic creation, a
-voter whose disk was wiped is replaced, and voters killed and restarted keep the quorum serving
-and changing. Without controller.quorum.bootstrap.servers such a node refuses to start.
+voter whose disk was wiped is replaced, voters killed and restarted keep the quorum serving
+and changing, and a voter restarted on another port updates its listed endpoints by itself. Without controller.quorum.bootstrap.servers such a node refuses to start.
 """
 
 from __future__ import annotations
@@ -352,6 +352,51 @@ def test_voters_killed_and_restarted_keep_the_quorum_changing_and_serving(tmp_pa
         admin = AdminClient({"bootstrap.servers": q.nodes[leader].bootstrap})
         _create(admin, "after-sole-restart")
         assert {f"restart-{r}" for r in range(4)} | {"after-sole-restart"} <= _listed(admin)
+    finally:
+        for n in q.nodes.values():
+            n.kill()
+
+
+def _listed_endpoints(q: _Quorum, via: int) -> dict[int, list[tuple[str, str, int]]]:
+    """DescribeQuorum v2's Nodes: each voter's endpoints as the voter set lists them."""
+    with RawClient(q.nodes[via].port) as c:
+        resp = c.call(55, 2, topics=(dq.TopicData(topic_name="__cluster_metadata", partitions=(dq.PartitionData(partition_index=0),)),))
+    return {int(n.node_id): [(x.name, x.host, int(x.port)) for x in n.listeners] for n in resp.nodes}
+
+
+def test_a_voter_restarted_on_another_port_updates_its_endpoints_by_itself(tmp_path: Path) -> None:
+    """KIP-853's UpdateRaftVoter, sent by the voter itself (as Kafka's KafkaRaftClient does every
+    three fetch timeouts while its listed endpoints differ from its own): node 3 restarts with its
+    controller listener on a new port, and the voter set -- what other nodes reach it by -- follows
+    without an operator. Then the address listed is the one that works: with node 3 and one other
+    voter left, a leader is elected and metadata commits, which takes the other voter reaching node 3
+    (its Vote to node 3, or its Fetch from node 3 as the leader)."""
+    q = _Quorum(tmp_path)
+    try:
+        q.grow_to_three()
+        old = q.ctl[3]
+        assert _listed_endpoints(q, 1)[3] == [("CONTROLLER", "127.0.0.1", old)]
+        q.nodes[3].kill()
+        new = q.ctl[3] = free_port()
+        q.nodes[3].config_file.write_text(
+            q.nodes[3].config_file.read_text().replace(f"CONTROLLER://127.0.0.1:{old}", f"CONTROLLER://127.0.0.1:{new}")
+        )
+        q.nodes[3].start()
+        # Within a few update periods (3 x controller.quorum.fetch.timeout.ms, 6 s) on every node.
+        for via in (1, 2, 3):
+            wait_until(lambda via=via: _listed_endpoints(q, via).get(3) == [("CONTROLLER", "127.0.0.1", new)],
+                       timeout=40, message=f"node {via} lists node 3 at its new port")
+        voters = [(i, q.directory(i)) for i in (1, 2, 3)]
+        wait_until(lambda: _all_voters_follow(q, voters), timeout=20, message="voters follow")
+        # The new address is the one that works: with node 3 and one other voter left, the quorum
+        # elects a leader and commits metadata, which needs each to reach the other.
+        leader = _leader(q, [1, 2, 3])
+        assert leader is not None
+        victim = 1 if leader == 3 else leader
+        q.nodes[victim].kill()
+        alive = [i for i in (1, 2, 3) if i != victim]
+        wait_until(lambda: _leader(q, alive) is not None, timeout=30, message="a leader among the two left")
+        _create(AdminClient({"bootstrap.servers": q.nodes[alive[0]].bootstrap}), "after-port-change")
     finally:
         for n in q.nodes.values():
             n.kill()

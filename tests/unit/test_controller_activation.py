@@ -4,8 +4,12 @@ must show they are alive within ACTIVATION_GRACE_MS, or are fenced; no other bro
 A seeded simulation of controller failovers drives BrokerSessions the way QuorumController does
 (activate, confirm on raft fetches, touch on heartbeats, expired() every 250 ms) with live brokers
 that find the new controller after a random delay inside what the real system allows, and dead ones
-that never do. It must catch three deliberately broken sessions: one that fences at once, one that
-never checks (Kafka's fresh session only), one that holds observers to the grace as well.
+that never do, and voters paused across the activation (SIGSTOP, up to most of a session) whose
+kernel takes the controller's held probe (controller.liveness_probe) while a dead voter's refuses
+or resets it. It must catch six deliberately broken sessions: one that fences at once, one that
+never checks (Kafka's fresh session only), one that holds observers to the grace as well, one that
+ignores refusals, one that ignores the probe (fencing paused voters), and one for which a probe
+once taken vouches for good (a dying process's reset ignored).
 """
 
 from __future__ import annotations
@@ -80,6 +84,13 @@ class Broker:
     found_ms: int  # after the activation: its node's first raft Fetch from the new leader
     heartbeat_ms: int  # after the activation: its first heartbeat to the new controller
     refused_ms: int | None = None  # dead voter: when its node refused the new leader's connection
+    paused_ms: int = 0  # live voter: stopped (SIGSTOP) this long from the activation
+    # The controller's held probe of its listener (controller.liveness_probe): when it is taken
+    # (live, paused or not; a dead voter's, during its teardown) and when it is reset or refused
+    # (dead); neither: not taken within the grace (the machine vanished).
+    probe_taken_ms: int | None = None
+    probe_dead_ms: int | None = None
+    probe_unreachable_ms: int | None = None
 
 
 def _scenario(rng: random.Random) -> list[Broker]:
@@ -103,10 +114,25 @@ def _scenario(rng: random.Random) -> list[Broker]:
         # A dead voter's kernel refuses the new leader's BeginQuorumEpoch (sent at the election,
         # before the activation) unless the whole machine vanished; the transport may also
         # notice only later, on a retry.
-        refused = None
-        if voter and b in dead and rng.random() < 0.8:
-            refused = rng.choice((0, rng.randrange(0, 600, STEP_MS)))
-        out.append(Broker(b, voter, b not in dead, found, heartbeat, refused))
+        refused = taken = dead_at = unreachable = None
+        paused = 0
+        if voter and b in dead and rng.random() < 0.8:  # the process died; else the machine vanished
+            dead_at = rng.choice((0, rng.randrange(0, 600, STEP_MS)))  # the probe refused or reset
+            if rng.random() < 0.3:
+                taken = rng.randrange(0, dead_at + STEP_MS, STEP_MS)  # taken during the teardown
+            if rng.random() < 0.7:  # the transport's own connection refused too (or first)
+                refused = rng.choice((0, rng.randrange(0, 600, STEP_MS)))
+        elif voter and b in dead:
+            unreachable = rng.randrange(0, ACTIVATION_GRACE_MS + STEP_MS, STEP_MS)  # not taken in time
+        elif voter:
+            if rng.random() < 0.3:
+                paused = rng.randrange(ACTIVATION_GRACE_MS, SESSION_MS - 2 * HEARTBEAT_MS, STEP_MS)
+                found, heartbeat = found + paused, heartbeat + paused
+            if paused or rng.random() < 0.8:
+                taken = rng.randrange(0, 200, STEP_MS)  # its kernel answers, paused or busy
+            else:
+                unreachable = rng.randrange(0, ACTIVATION_GRACE_MS + STEP_MS, STEP_MS)  # a full backlog
+        out.append(Broker(b, voter, b not in dead, found, heartbeat, refused, paused, taken, dead_at, unreachable))
     return out
 
 
@@ -121,8 +147,20 @@ def _run(make: type[BrokerSessions], seed: int) -> None:
     s = make(SESSION_MS)
     t0 = 10_000 + rng.randrange(1000)
     s.activate(image.brokers, t0, must_confirm={b.broker_id for b in brokers if b.voter} - {me})
+    probed = [b for b in brokers if b.voter and b.broker_id != me]
+    for b in probed:
+        s.probe_started(b.broker_id)
     fenced_at: dict[int, int] = {}
     for now in range(t0, t0 + SESSION_MS + 2 * POLL_MS, STEP_MS):
+        for b in probed:
+            if b.probe_taken_ms is not None and now == t0 + b.probe_taken_ms:
+                s.probe_taken(b.broker_id)
+            if b.probe_dead_ms is not None and now == t0 + b.probe_dead_ms:
+                s.probe_dead(b.broker_id)
+            if b.probe_unreachable_ms is not None and now == t0 + b.probe_unreachable_ms:
+                s.probe_ended(b.broker_id)  # not taken: the connect failed or timed out
+            if not s.awaits(b.broker_id) and now >= t0 + (b.probe_taken_ms or 0):
+                s.probe_ended(b.broker_id)  # heard from: the probe is closed
         for b in brokers:
             if b.alive and b.broker_id != me and now >= t0 + b.found_ms:
                 s.confirm({b.broker_id})
@@ -138,9 +176,10 @@ def _run(make: type[BrokerSessions], seed: int) -> None:
     for b in brokers:
         if b.alive:
             assert b.broker_id not in fenced_at, f"seed {seed}: live {b} fenced at +{fenced_at[b.broker_id]} ms"
-        elif b.refused_ms is not None:
-            # Fenced at the first check that knows of the refusal (or by the grace, if sooner).
-            bound = min(b.refused_ms + POLL_MS, ACTIVATION_GRACE_MS + POLL_MS)
+        elif b.refused_ms is not None or b.probe_dead_ms is not None:
+            # Fenced at the first check that knows of the refusal or reset (or by the grace, if sooner).
+            first = min(x for x in (b.refused_ms, b.probe_dead_ms) if x is not None)
+            bound = min(first + POLL_MS, ACTIVATION_GRACE_MS + POLL_MS)
             assert fenced_at.get(b.broker_id, 1 << 30) <= bound, (
                 f"seed {seed}: dead voter {b} refused a connection but was fenced at "
                 f"+{fenced_at.get(b.broker_id)} ms"
@@ -190,8 +229,29 @@ class _IgnoresRefusals(BrokerSessions):
     def refused(self, broker_ids):  # noqa: ANN001, ANN201
         pass
 
+    def probe_dead(self, broker_id):  # noqa: ANN001, ANN201
+        self.probe_ended(broker_id)
 
-@pytest.mark.parametrize("broken", [_FencesAtOnce, _NeverChecks, _ChecksObservers, _IgnoresRefusals])
+
+class _IgnoresProbes(BrokerSessions):
+    """Broken (kavka before the held probe): a taken probe vouches for nothing, so a voter paused
+    across the activation is fenced when the grace runs out."""
+
+    def vouched(self, broker_id):  # noqa: ANN001, ANN201
+        return False
+
+
+class _TakenMeansAlive(BrokerSessions):
+    """Broken (the withdrawn rule): a probe once taken vouches for good, even after the dying
+    process's teardown reset it."""
+
+    def probe_dead(self, broker_id):  # noqa: ANN001, ANN201
+        if broker_id not in self._held:
+            super().probe_dead(broker_id)
+
+
+@pytest.mark.parametrize("broken", [_FencesAtOnce, _NeverChecks, _ChecksObservers, _IgnoresRefusals, _IgnoresProbes,
+                                    _TakenMeansAlive])
 def test_failover_simulation_catches_a_broken_session(broken: type[BrokerSessions]) -> None:
     caught = 0
     for seed in SEEDS:
@@ -231,3 +291,52 @@ def test_a_lost_broker_whose_listener_refuses_is_fenced_at_the_next_check():
     assert s.expired(image, 2000 + CONNECTION_LOSS_GRACE_MS - 1) == [2]
     s.fetching([2])  # its node keeps fetching the metadata log: alive after all
     assert s.expired(image, 2000 + CONNECTION_LOSS_GRACE_MS) == [4]
+
+
+def test_a_held_probe_leaves_a_silent_broker_to_its_session_and_a_reset_fences_it():
+    """controller.liveness_probe: a voter node silent across the activation, or a broker whose
+    heartbeat connection closed, is not fenced by the short rules while a probe of its listener is
+    in flight or held open (a paused or busy process); the session still bounds it. A probe that
+    is refused or reset (a dying process) fences at the next check; one not taken in time leaves
+    the grace to decide."""
+    from kavka.controller.heartbeats import CONNECTION_LOSS_GRACE_MS
+
+    image = _cluster(5)
+    s = BrokerSessions(SESSION_MS)
+    s.activate(image.brokers, 1000, must_confirm={2, 3, 4, 5})
+    for b in (2, 3, 4, 5):
+        assert s.awaits(b)
+        s.probe_started(b)
+    s.probe_taken(2)  # paused: its kernel took the probe and keeps it
+    s.probe_taken(3)
+    s.probe_dead(3)  # taken during a kill -9's teardown, then reset
+    s.probe_ended(4)  # not taken within the grace: cut off
+    # 5's connect is still in flight: it waits for the outcome.
+    grace = 1000 + ACTIVATION_GRACE_MS
+    assert s.expired(image, grace - 1) == [3]
+    assert s.expired(image, grace) == [3, 4]
+    s.probe_ended(5)
+    assert s.expired(image, grace) == [3, 4, 5]
+    assert 2 not in s.expired(image, 1000 + SESSION_MS)  # the session still bounds a paused one
+    assert 2 in s.expired(image, 1000 + SESSION_MS + 1)
+    s.touch(2, 1000 + SESSION_MS, object())  # woke and heartbeated: the probe is no longer needed
+    assert not s.awaits(2)
+
+    # The lost-connection rule, the same way.
+    s = BrokerSessions(SESSION_MS)
+    s.activate(image.brokers, 0)
+    conns = {b: object() for b in (2, 3, 4)}
+    for b, c in conns.items():
+        s.touch(b, 100, c)
+        assert s.connection_lost(c, 1000) == [b]
+        s.probe_started(b)
+    s.checked(1000)
+    s.probe_taken(2)
+    s.probe_taken(3)
+    s.probe_dead(3)
+    s.probe_ended(4)
+    assert s.expired(image, 1050) == [3]
+    assert s.expired(image, 1000 + CONNECTION_LOSS_GRACE_MS) == [3, 4]
+    assert s.refuses_connections(3) and not s.refuses_connections(2)
+    s.deactivate()
+    assert not s.vouched(2)

@@ -1097,6 +1097,7 @@ class BrokerNode:
         if cs is not None:
             for interval_ms, fn, name in cs.periodic_tasks():
                 self._every(interval_ms, fn, name)
+            self._every(self.shared.update_voter_period_ms(), self.shared.update_voter_endpoints, "update-voter")
 
     def _review_step_downs(self) -> None:
         if self.replica_manager.leadership_lapsed:

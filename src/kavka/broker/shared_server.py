@@ -19,6 +19,7 @@ Event-loop thread only.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -29,7 +30,7 @@ from kavka.broker.controller_client import ControllerClient
 from kavka.broker.raft_driver import RaftDriver
 from kavka.client.security import PLAINTEXT, ClientSecurity
 from kavka.config import BrokerConfig, parse_voters
-from kavka.controller.quorum_controller import QuorumController
+from kavka.controller.quorum_controller import NotControllerError, QuorumController
 from kavka.metadata.bootstrap import BOOTSTRAP_FILE, read_bootstrap
 from kavka.metadata.loader import MetadataLoader, Publisher
 from kavka.metadata.records import MetadataRecordError
@@ -38,8 +39,10 @@ from kavka.raft.client import RaftClient, RaftConfig
 from kavka.raft.file_log import FileReplicatedLog, NoSnapshotError
 from kavka.raft.snapshot import CorruptSnapshotError
 from kavka.raft.state import FileQuorumStateStore
-from kavka.raft.voters import VoterSet
+from kavka.raft.voters import VoterEndpoint, VoterNode, VoterSet
 from kavka.storage.meta_properties import read_meta_properties
+
+log = logging.getLogger(__name__)
 
 
 class StartupError(RuntimeError):
@@ -167,6 +170,58 @@ class SharedServer:
             voters=self.voters,
             security=self.controller_security,
         )
+
+    def controller_endpoints(self) -> tuple[VoterEndpoint, ...]:
+        """This controller's endpoints as a voter lists them (KIP-853): each of
+        controller.listener.names, advertised if `advertised.listeners` names it, an empty host
+        as localhost -- what `kavka metadata-quorum add-controller` sends for it."""
+        names = [n.upper() for n in self.config["controller.listener.names"]]
+        found = {e.name: e for e in self.config.listeners}
+        if self.config.values["advertised.listeners"]:
+            found.update({e.name: e for e in self.config.advertised_listeners})
+        return tuple(VoterEndpoint(found[n].name, found[n].host or "localhost", found[n].port) for n in names if n in found)
+
+    def update_voter_period_ms(self) -> int:
+        """How often a voter checks that the voter set lists its endpoints: Kafka's FollowerState
+        updateVoterPeriodMs, three fetch timeouts (a few rounds of Fetch first)."""
+        return 3 * int(self.config["controller.quorum.fetch.timeout.ms"])
+
+    async def update_voter_endpoints(self) -> None:
+        """KIP-853: a voter whose entry in the voter set lists other endpoints than its own (it
+        restarted on another controller-listener address) sends UpdateRaftVoter to the leader, as
+        Kafka's KafkaRaftClient does every updateVoterPeriodMs until the set is right. The leader
+        checks it (same id and directory id, no other change in flight, kraft.version 1) and
+        commits a new VotersRecord; until then other nodes may reach this one at its old address."""
+        raft = self.raft
+        directory = raft.config.directory_id
+        if raft.kraft_version < 1 or directory is None:
+            return
+        me = VoterNode(self.node_id, directory, self.controller_endpoints())
+        if not me.endpoints or not raft.voter_set().needs_update(me):
+            return
+        from kio.schema.update_raft_voter.v0 import request as urv_req
+
+        from kavka.protocol.messages import uuid_from_str
+        from kavka.raft.voters import SUPPORTED_KRAFT_VERSIONS
+
+        req = urv_req.UpdateRaftVoterRequest(
+            cluster_id=self.cluster_id,
+            current_leader_epoch=raft.leader_and_epoch().epoch,
+            voter_id=self.node_id,
+            voter_directory_id=uuid_from_str(directory),
+            listeners=tuple(urv_req.Listener(name=e.name, host=e.host, port=e.port) for e in me.endpoints),
+            k_raft_version_feature=urv_req.KRaftVersionFeature(
+                min_supported_version=SUPPORTED_KRAFT_VERSIONS[0], max_supported_version=SUPPORTED_KRAFT_VERSIONS[-1]
+            ),
+        )
+        listed = raft.voter_set().get(self.node_id)
+        try:
+            resp = await self.controller.change_raft_voters(req)
+        except (OSError, TimeoutError, RuntimeError, NotControllerError) as e:
+            log.info("UpdateRaftVoter (this voter's endpoints %s) not answered: %s; trying again", me.endpoints, e)
+            return
+        log.info("UpdateRaftVoter: the voter set listed this voter at %s; asked for %s: %s",
+                 listed.endpoints if listed else (), me.endpoints, resp.error_code.name)
 
     @property
     def quorum_controller(self) -> QuorumController | None:

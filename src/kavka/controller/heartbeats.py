@@ -80,6 +80,10 @@ class BrokerSessions:
         self._connection: dict[int, Hashable] = {}  # broker -> the connection of its latest heartbeat
         self._lost_ms: dict[int, int] = {}  # broker -> when that connection closed
         self._dead: set[int] = set()  # lost, and their listener refused a connection since
+        # controller.liveness_probe: brokers whose node a held probe is connecting to, and those
+        # whose node took it and keeps it open (a live process, perhaps paused or busy)
+        self._probing: set[int] = set()
+        self._held: set[int] = set()
         self._last_check_ms: int | None = None
         self._short_rules_from_ms = 0  # the short rules wait until then after a stall
 
@@ -118,8 +122,47 @@ class BrokerSessions:
         """Held to the activation grace and not heard from since the activation."""
         return broker_id in self._unconfirmed
 
+    def awaits(self, broker_id: int) -> bool:
+        """A short rule waits on this broker: it must confirm it is alive after the activation, or
+        heartbeat again after its heartbeat connection closed (what a held probe is for)."""
+        return broker_id in self._unconfirmed or broker_id in self._lost_ms
+
+    def probe_started(self, broker_id: int) -> None:
+        """A held probe (controller.liveness_probe) connects to the broker's listener: the short
+        rules wait for its outcome (its connect is bounded by the grace)."""
+        self._probing.add(broker_id)
+
+    def probe_taken(self, broker_id: int) -> None:
+        """The probe's connection was taken and is held open: a process listens there, alive even
+        if paused or busy, so the short rules leave this broker to its session timeout for as
+        long as the connection stays open."""
+        self._probing.discard(broker_id)
+        self._held.add(broker_id)
+
+    def probe_dead(self, broker_id: int) -> None:
+        """The probe was refused, or its connection reset or closed by the peer: nothing listens
+        there any more (a dying process resets what its listening socket had queued). A broker a
+        short rule waits on is fenced at the next check."""
+        self._probing.discard(broker_id)
+        self._held.discard(broker_id)
+        if broker_id in self._unconfirmed:
+            self._refused.add(broker_id)
+        if broker_id in self._lost_ms:
+            self._dead.add(broker_id)
+
+    def probe_ended(self, broker_id: int) -> None:
+        """The probe did not connect in time (a node cut off answers nothing: the short rules
+        apply), or is no longer needed."""
+        self._probing.discard(broker_id)
+        self._held.discard(broker_id)
+
+    def vouched(self, broker_id: int) -> bool:
+        return broker_id in self._held or broker_id in self._probing
+
     def deactivate(self) -> None:
         self._active_since_ms = None
+        self._probing.clear()
+        self._held.clear()
         self._last_ms.clear()
         self._unconfirmed.clear()
         self._refused.clear()
@@ -191,12 +234,16 @@ class BrokerSessions:
                 continue
             last = self._last_ms.get(b.broker_id, self._active_since_ms)
             lost = self._lost_ms.get(b.broker_id)
+            # A held probe's open connection (or its connect still in flight) vouches for the
+            # process: the short rules' grace then does not fence it; its session still does.
+            vouched = self.vouched(b.broker_id)
             silent = b.broker_id in self._unconfirmed and (
-                b.broker_id in self._refused or now_ms - self._active_since_ms >= self.activation_grace_ms
+                b.broker_id in self._refused
+                or (now_ms - self._active_since_ms >= self.activation_grace_ms and not vouched)
             )
             if now_ms - last > self.session_timeout_ms or (
                 short_rules and (silent or (lost is not None and (
-                    b.broker_id in self._dead or now_ms - lost >= CONNECTION_LOSS_GRACE_MS)))
+                    b.broker_id in self._dead or (now_ms - lost >= CONNECTION_LOSS_GRACE_MS and not vouched))))
             ):
                 out.append((last, b.broker_id))
         return [b for _, b in sorted(out)]

@@ -64,6 +64,7 @@ from kavka.controller import acl_control
 from kavka.controller.cluster_control import ClusterControlManager
 from kavka.controller.configuration_control import ConfigurationControlManager
 from kavka.controller.heartbeats import CONNECTION_LOSS_GRACE_MS, BrokerSessions
+from kavka.controller.liveness_probe import hold_probe
 from kavka.controller.quota_control import QuotaAlteration, QuotaResult, alter_client_quotas
 from kavka.controller.replication_control import ReplicationControlManager
 from kavka.controller.results import (
@@ -153,7 +154,7 @@ class QuorumController:
         # The transport's peers whose controller listener refused a connection, with the raft
         # epoch it happened in (broker.raft_driver); see controller.heartbeats.
         self.refused_peers: Callable[[], Mapping[int, int]] = dict
-        self._probes: set[asyncio.Task[None]] = set()  # _probe tasks in flight
+        self._probes: dict[int, asyncio.Task[None]] = {}  # broker -> its held probe (_start_probe)
         # broker -> the Fetch requests its node had sent this raft leader when its heartbeat
         # connection closed; FETCHES_PROVING_LIFE more since, and it is alive
         self._fetches_at_loss: dict[int, int] = {}
@@ -332,6 +333,13 @@ class QuorumController:
             self.sessions.activate(self.image.brokers, self._session_ms(), must_confirm=voters)
             log.info("active controller in epoch %d: brokers on nodes %s must show they are alive within %d ms",
                      self.raft.leader_and_epoch().epoch, sorted(voters), self.sessions.activation_grace_ms)
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                pass  # no event loop: a test driving the controller's decisions alone
+            else:
+                for broker_id in sorted(voters & set(self.image.brokers)):
+                    self._start_probe(broker_id)
         self.sessions.confirm(self.raft.fetched_this_epoch())
         epoch = self.raft.leader_and_epoch().epoch
         self.sessions.refused(n for n, e in self.refused_peers().items() if e == epoch)
@@ -428,32 +436,46 @@ class QuorumController:
         for broker_id in self.sessions.connection_lost(connection, self._session_ms()):
             self._fetches_at_loss[broker_id] = self.raft.fetch_requests_from(broker_id)
             log.info("broker %d: its heartbeat connection closed", broker_id)
-            b = self.image.brokers.get(broker_id)
-            if b is None or not b.endpoints:
-                continue
-            # The address other brokers reach it at (this node's inter-broker listener), else its first.
-            ibl = self.config.outgoing_inter_broker_listener()
-            _, host, port = next((e for e in b.endpoints if e[0] == ibl), b.endpoints[0])
-            if host:
-                task = asyncio.get_running_loop().create_task(self._probe(broker_id, host, port))
-                self._probes.add(task)
-                task.add_done_callback(self._probes.discard)
+            self._start_probe(broker_id)
 
-    async def _probe(self, broker_id: int, host: str, port: int) -> None:
-        """Open (and close) a connection to a broker whose heartbeat connection closed: a refusal
-        means nothing listens there any more -- the process is gone -- and it is fenced at the
-        next check instead of after CONNECTION_LOSS_GRACE_MS (controller.heartbeats)."""
-        try:
-            async with asyncio.timeout(CONNECTION_LOSS_GRACE_MS / 1000):
-                _, writer = await asyncio.open_connection(host, port)
-        except ConnectionRefusedError:
-            if self.sessions.lost_connection(broker_id):
-                log.info("broker %d: its listener %s:%d refuses connections", broker_id, host, port)
-                self.sessions.listener_refused(broker_id)
+    def _start_probe(self, broker_id: int) -> None:
+        """A held probe (controller.liveness_probe) of the broker's listener -- the address other
+        brokers reach it at (this node's inter-broker listener), else its first -- while a short
+        rule waits on it: refused or reset, it is fenced at the next check; taken and kept open,
+        it is alive (paused or busy) and left to its session; not taken within the grace, the
+        grace decides."""
+        b = self.image.brokers.get(broker_id)
+        if b is None or not b.endpoints:
             return
-        except (OSError, TimeoutError):
-            return  # unreachable or slow: the grace decides
-        writer.close()
+        ibl = self.config.outgoing_inter_broker_listener()
+        _, host, port = next((e for e in b.endpoints if e[0] == ibl), b.endpoints[0])
+        if not host:
+            return
+        sessions = self.sessions
+        sessions.probe_started(broker_id)
+
+        def dead() -> None:
+            if sessions.awaits(broker_id):
+                log.info("broker %d: its listener %s:%d refuses or resets connections", broker_id, host, port)
+            sessions.probe_dead(broker_id)
+
+        task = asyncio.get_running_loop().create_task(hold_probe(
+            host, port, connect_timeout_s=CONNECTION_LOSS_GRACE_MS / 1000, max_hold_s=sessions.session_timeout_ms / 1000,
+            still_needed=lambda: sessions.active and sessions.awaits(broker_id),
+            on_taken=lambda: sessions.probe_taken(broker_id), on_refused=dead, on_reset=dead,
+            on_unreachable=lambda: sessions.probe_ended(broker_id),
+        ))
+        old = self._probes.pop(broker_id, None)
+        if old is not None:
+            old.cancel()  # its callbacks run in it: cancelled, it reports nothing more
+        self._probes[broker_id] = task
+
+        def ended(t: asyncio.Task[None]) -> None:
+            if self._probes.get(broker_id) is t:
+                del self._probes[broker_id]
+                sessions.probe_ended(broker_id)
+
+        task.add_done_callback(ended)
 
     async def fence_stale_brokers(self) -> list[int]:
         """Fence every unfenced broker whose session expired (called periodically; active controller only)."""

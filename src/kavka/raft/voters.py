@@ -68,6 +68,16 @@ class VoterSet:
     def get(self, node_id: int) -> VoterNode | None:
         return next((n for n in self.voters if n.node_id == node_id), None)
 
+    def needs_update(self, me: VoterNode) -> bool:
+        """Kafka's VoterSet.voterNodeNeedsUpdate: `me` is a voter here (same id and directory id)
+        listed with other endpoints than its own (it restarted on another controller-listener
+        address), so it asks the leader to update them (UpdateRaftVoter)."""
+        n = self.get(me.node_id)
+        return (
+            n is not None and n.directory_id is not None and n.directory_id == me.directory_id
+            and set(n.endpoints) != set(me.endpoints)
+        )
+
     def contains(self, node_id: int, directory_id: str | None) -> bool:
         """Is (node_id, directory_id) a voter? A voter listed without a directory id matches any."""
         n = self.get(node_id)
