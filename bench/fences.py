@@ -108,20 +108,21 @@ def _leader_epochs(c: Cluster, topic: str) -> dict[int, int]:
         k.close()
 
 
-def _pause_one(c: Cluster, admin: AdminClient, topic: str, seconds: float, rng: random.Random) -> int:
+def _pause_one(c: Cluster, admin: AdminClient, topic: str, seconds: float, rng: random.Random) -> tuple[int, str]:
     """SIGSTOP, for `seconds`, a broker that is not the active controller, preferring one that
-    leads no partition of `topic`; returns it."""
+    leads no partition of `topic`; returns it and when the pause began (UTC, as the logs say)."""
     ctl = quorum_leader(c)
     leaders = set(_leaders(admin, topic).values())
     others = [i for i in sorted(c.brokers) if i != ctl]
     victim = rng.choice([i for i in others if i not in leaders] or others)
     pid = c.nodes[victim].proc.pid
+    began = time.strftime("%H:%M:%S", time.gmtime())
     os.kill(pid, signal.SIGSTOP)
     try:
         time.sleep(seconds)
     finally:
         os.kill(pid, signal.SIGCONT)
-    return victim
+    return victim, began
 
 
 def main() -> None:
@@ -159,7 +160,7 @@ def main() -> None:
             procs += [mp.Process(target=_consume, args=(bootstrap, topic, until, out)) for _ in range(args.consumers)]
             for p in procs:
                 p.start()
-            pauses: list[int] = []
+            pauses: list[tuple[int, str]] = []
             loads: list[float] = []
             next_pause = start + args.pause_every
             while time.time() < until:
@@ -176,6 +177,7 @@ def main() -> None:
             elapsed = time.time() - start
             after = _leaders(admin, topic)
             lines = [line for i, n in c.nodes.items() for line in n.output[marks[i]:]]
+            logs = {i: n.output[marks[i]:] for i, n in c.nodes.items()}
             fenced = [line.strip() for line in lines if _FENCED.search(line)]
             lapsed = [line.strip() for line in lines if _LAPSED.search(line)]
             elections = sorted({m.groups() for line in lines if (m := _ELECTED.search(line))})
@@ -198,6 +200,11 @@ def main() -> None:
         "leader_changes": changes, "leader_epoch_changes": epochs,
     }
     ok = not fenced and not lapsed and not changes and not epochs
+    if not ok:  # the nodes' logs of the run, to find out why
+        keep = Path(tempfile.mkdtemp(prefix="kavka-bench-fences-logs-"))
+        for i, out in logs.items():
+            (keep / f"node{i}.log").write_text("".join(out))
+        report["logs"] = str(keep)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -208,6 +215,8 @@ def main() -> None:
               f"leader epoch changes: {len(epochs)}; quorum elections (informational): {len(elections)}")
         for line in fenced + lapsed:
             print("  " + line)
+        if not ok:
+            print(f"the nodes' logs: {report['logs']}")
         print("PASS: no false fence" if ok else "FAIL: see above")
     sys.exit(0 if ok else 1)
 
