@@ -42,6 +42,17 @@ broker. A broker fenced wrongly (a voter frozen for longer than the grace exactl
 across a controller change) asks to be unfenced by its next heartbeat, as after any
 fence.
 
+Both short rules hold off for a broker whose process shows it is there: the controller keeps a
+probe connection to the broker's listener open while a short rule waits on it
+(controller.liveness_probe: `probe_started`, `probe_taken`, `probe_dead`, `probe_ended`). A
+listener that takes it and keeps it -- the kernel of a live process does, even while the process
+is stopped or busy -- vouches for the broker (`vouched`), which is then left to its session
+timeout: a broker paused for 4 s across a controller change, or one that gave up its heartbeat
+connection after a stall and is slow to come back, is not fenced. A probe refused, or reset by a
+dying process's listening socket as it closes (the race of a kill -9: its heartbeat socket
+closes a moment before its listener), fences at the next check; one not taken within the grace
+(a machine cut off from the network answers nothing) leaves the grace to decide.
+
 Both short rules judge what this controller has read, so they pause after this controller
 itself did not run for a while (`checked`: its checks, every 250 ms at most, came more than
 `STALL_GAP_MS` apart, as when its event loop stalls on a loaded machine): heartbeats and fetches
