@@ -7,9 +7,9 @@ response header v1: correlation id plus empty tagged fields). A response whose
 correlation id is not the request's, or whose frame is larger than
 `max_response_bytes`, or that does not decode, is a ConnectionError; any failure or timeout closes the
 connection, and the next call opens a new one -- to the address it is given,
-so a peer that moved is followed. Timeouts count only the time this event loop ran
-(`running_timeout`): a broker that was stopped or stalled reads an answer that arrived
-meanwhile instead of giving it up and closing a healthy connection. Event-loop thread only; concurrent calls
+so a peer that moved is followed. A timeout that fires late because this event loop did not
+run (`running_timeout`) first reads what arrived meanwhile: a broker that was stopped or
+stalled takes an answer already in its socket instead of closing a healthy connection. Event-loop thread only; concurrent calls
 queue on a lock.
 
 A channel reaches its peers through one listener's `security` (kavka.client.security: TLS,

@@ -11,11 +11,13 @@ it unless it heartbeats again within a second (controller.heartbeats) -- which a
 that just woke with four seconds of work queued may not do (`python -m bench.fences
 --pause-s 4` saw it once in nine pauses).
 
-`running_timeout(s)` expires after `s` seconds in which the loop ran: when its timer
-fires more than `STALL_S` late, the loop did not run meanwhile, so the deadline moves on
-by that lateness (at most `s`) and whatever arrived meanwhile is read first. A peer
-that truly does not answer still times out once the loop runs; a loop that stalls over
-and over extends the wait only by the stalls themselves. Event-loop thread only.
+`running_timeout(s)` is `asyncio.timeout(s)` except when its timer fires more than
+`STALL_S` late -- the loop did not run meanwhile -- it gives what arrived meanwhile one more
+moment (`STALL_S`) before it expires: the reads already due run first, and an answer that is
+in the socket is taken. Only once: a loop that is merely slow on a loaded machine (its timers
+a few hundred ms late over and over) must not stretch a timeout without end -- a heartbeat
+that waits on a controller that stopped answering must still give up and try again.
+Event-loop thread only.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class running_timeout:  # noqa: N801 (used as `async with running_timeout(s):`, 
     def __init__(self, timeout_s: float, *, stall_s: float = STALL_S) -> None:
         self.timeout_s = timeout_s
         self.stall_s = stall_s
-        self.extended_s = 0.0  # how much stalls moved the deadline (for tests and logs)
+        self.extended_s = 0.0  # how much a stall moved the deadline (at most once, STALL_S)
         self._inner = asyncio.timeout(None)
         self._handle: asyncio.TimerHandle | None = None
         self._deadline = 0.0
@@ -48,10 +50,9 @@ class running_timeout:  # noqa: N801 (used as `async with running_timeout(s):`, 
         loop = asyncio.get_running_loop()
         now = loop.time()
         late = now - self._deadline
-        if late > self.stall_s:
-            step = min(late, self.timeout_s)
-            self.extended_s += step
-            self._deadline = now + step
+        if late > self.stall_s and self.extended_s == 0.0:
+            self.extended_s = self.stall_s
+            self._deadline = now + self.stall_s
             self._handle = loop.call_at(self._deadline, self._check)
         else:
             self._handle = None
