@@ -45,11 +45,13 @@ def test_five_voters(start: int) -> None:
     _run_chunk(5, start)
 
 
+# Chunks of 200 seeds: a chunk of 1,000 five-voter seeds outlived the suite's 300 s per-test
+# timeout on a loaded machine (load 20+), which failed the test without a failing seed.
 @pytest.mark.slow
 @pytest.mark.parametrize("voters", [3, 5])
-@pytest.mark.parametrize("start", range(1000, 21000, 1000))
+@pytest.mark.parametrize("start", range(1000, 21000, 200))
 def test_many_more_seeds(voters: int, start: int) -> None:
-    _run_chunk(voters, start, 1000)
+    _run_chunk(voters, start, 200)
 
 
 # The simulation must be able to fail: each broken core below is caught within 200 seeds
@@ -181,9 +183,9 @@ def test_fetchers_of_different_snapshots_all_finish(voters: int, observers: int,
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("voters", "observers"), [(3, 2), (5, 2)])
-@pytest.mark.parametrize("start", range(200, 5200, 1000))
+@pytest.mark.parametrize("start", range(200, 5200, 200))
 def test_many_more_seeds_with_observers(voters: int, observers: int, start: int) -> None:
-    for seed in range(start, start + 1000):
+    for seed in range(start, start + 200):
         try:
             Sim(seed, voters, observers=observers).run()
         except AssertionError as e:
