@@ -89,9 +89,9 @@ def _slices_per_exchange(monkeypatch: pytest.MonkeyPatch, yields: int, loop: str
     slices = [0]
     run_slice = publisher._run_slice
 
-    def counting() -> None:
+    def counting() -> float:
         slices[0] += 1
-        run_slice()
+        return run_slice()
 
     monkeypatch.setattr(publisher, "_run_slice", counting)
 
@@ -99,12 +99,13 @@ def _slices_per_exchange(monkeypatch: pytest.MonkeyPatch, yields: int, loop: str
         delta, image = _delta(300)
         publisher.publish(delta, image)
         waited = []
-        while publisher._queue:
-            before = slices[0]
-            for _ in range(TURNS):
-                await asyncio.sleep(0)
-            waited.append(slices[0] - before)
-        await publisher.published()
+        async with asyncio.timeout(60):
+            while publisher._queue:
+                before = slices[0]
+                for _ in range(TURNS):
+                    await asyncio.sleep(0)
+                waited.append(slices[0] - before)
+            await publisher.published()
         assert len(rm.applied) == 300
         return waited
 
