@@ -154,6 +154,8 @@ class AssignmentsManager:
             log.warning("AssignReplicasToDirs: the controller answered %s; retrying", ErrorCode(error).name)
             return False
         failed = {a: e for a, e in results.items() if e != ErrorCode.none}
+        if failed:
+            self._full = True  # refused ones are compared (and sent) again at the next pass
         self.sent += len(batch) - len(failed)
         for (d, t, p), e in failed.items():
             log.info("AssignReplicasToDirs for partition %d of topic id %s in dir %s: %s", p, t, d, ErrorCode(e).name)
