@@ -66,6 +66,88 @@ def test_the_manager_retries_until_the_controller_records_the_dirs():
     assert state["calls"] == 3 and m.sent == 2 and m.mismatching == 0
 
 
+def _recording_controller(logic, state):
+    async def send(batch):
+        state["sent"].append(sorted(batch))
+        img = state["image"]
+        recs, error, results = logic.replication.assign_replicas_to_dirs(
+            img, broker_id=1, broker_epoch=img.brokers[1].epoch, assignments=batch
+        )
+        state["image"] = _apply(img, recs)
+        return error, {(d, t, p): e for d, t, p, e in results}
+
+    return send
+
+
+async def _until(condition, timeout_s=10):
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+def test_a_kick_with_partitions_compares_those_replicas_only(monkeypatch):
+    monkeypatch.setattr(am, "FULL_RECHECK_S", 1000.0)  # no full pass but the first one
+    logic, image = _image()
+    tid = image.topics_by_name["t"].topic_id
+    state = {"image": image, "sent": []}
+    where = {("t", 0): "d1a", ("t", 1): "d1a"}
+    full_passes = []
+
+    def placements():
+        full_passes.append(1)
+        return [(t, p, d) for (t, p), d in where.items()]
+
+    async def run():
+        m = am.AssignmentsManager(
+            _recording_controller(logic, state), broker_id=1, image=lambda: state["image"],
+            placements=placements, placement_of=lambda t, p: where.get((t, p)),
+        )
+        m.start()
+        try:
+            # The first pass compares every hosted replica: t-0 (UNASSIGNED in the record) is sent.
+            await _until(lambda: state["sent"])
+            # t-1 moves: a kick naming it sends it, without walking every replica again.
+            where[("t", 1)] = "d1b"
+            m.maybe_kick([("t", 1)])
+            await _until(lambda: len(state["sent"]) == 2)
+            # t-0 changes too, but nothing names it: no pass looks at it.
+            where[("t", 0)] = "d1b"
+            m.maybe_kick([("t", 1)])
+            await asyncio.sleep(1.5)  # past RECHECK_S: a periodic pass ran and found nothing new
+        finally:
+            await m.stop()
+
+    asyncio.run(run())
+    assert state["sent"] == [[("d1a", tid, 0)], [("d1b", tid, 1)]]
+    assert full_passes == [1]
+
+
+def test_a_full_pass_finds_a_change_nothing_named(monkeypatch):
+    monkeypatch.setattr(am, "FULL_RECHECK_S", 0.3)
+    monkeypatch.setattr(am, "RECHECK_S", 0.1)
+    logic, image = _image()
+    tid = image.topics_by_name["t"].topic_id
+    state = {"image": image, "sent": []}
+    where = {("t", 1): "d1a"}
+
+    async def run():
+        m = am.AssignmentsManager(
+            _recording_controller(logic, state), broker_id=1, image=lambda: state["image"],
+            placements=lambda: [(t, p, d) for (t, p), d in where.items()], placement_of=lambda t, p: where.get((t, p)),
+        )
+        m.start()
+        try:
+            await asyncio.sleep(0.2)
+            where[("t", 1)] = "d1b"  # moved, and no kick
+            await _until(lambda: state["sent"])
+        finally:
+            await m.stop()
+
+    asyncio.run(run())
+    assert state["sent"] == [[("d1b", tid, 1)]]
+    assert dirs.directory_of(state["image"].topics_by_name["t"].partitions[1], 1) == "d1b"
+
+
 class _Controller:
     def __init__(self, answer: bool) -> None:
         self.answer = answer

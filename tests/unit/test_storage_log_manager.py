@@ -150,3 +150,46 @@ def test_cleanup_and_flush_dirty(tmp_path: Path) -> None:
     deleted = lm.cleanup_logs(NOW + 10_000, {("t", 0): lg.log_end_offset})
     assert deleted > 0 and lg.log_start_offset > 0 and other.log_start_offset == 0
     lm.shutdown()
+
+
+def test_the_flush_pass_visits_the_logs_that_want_a_flush_only(tmp_path: Path, monkeypatch) -> None:
+    """Issue 32: the pass once a second walked every idle log of the broker. It visits the logs
+    that had an unflushed append or a roll since they were last clean -- created, loaded at start,
+    or swapped in -- and every such log is flushed as before (flush.ms, the post-roll flush)."""
+    from kavka.storage.unified_log import Log
+
+    visited: list[tuple[str, int]] = []
+    prepare = Log.prepare_maybe_flush
+
+    def counting(self, now_ms):
+        visited.append(self.topic_partition)
+        return prepare(self, now_ms)
+
+    monkeypatch.setattr(Log, "prepare_maybe_flush", counting)
+    cfg = LogConfig(segment_bytes=300, flush_ms=10)
+    lm = LogManager([tmp_path], default_config=cfg, now_ms=NOW)
+    logs = [lm.get_or_create_log("t", p, topic_id=TID) for p in range(20)]
+    assert lm.flush_dirty(NOW + 100) == 0 and visited == []
+    logs[3].append_as_leader(records(2), leader_epoch=0, now_ms=NOW)
+    logs[7].append_as_leader(records(2), leader_epoch=0, now_ms=NOW)
+    # flush.ms not yet passed: visited, not flushed, and still a candidate.
+    assert lm.flush_dirty(NOW + 5) == 0 and sorted(visited) == [("t", 3), ("t", 7)]
+    visited.clear()
+    assert lm.flush_dirty(NOW + 100) == 2 and sorted(visited) == [("t", 3), ("t", 7)]
+    assert logs[3].recovery_point == logs[3].log_end_offset == 2
+    visited.clear()
+    assert lm.flush_dirty(NOW + 200) == 0 and visited == []  # clean again: left out
+
+    # A roll (the post-roll flush) with flush.ms never due.
+    lm.shutdown()
+    lm = LogManager([tmp_path], default_config=LogConfig(segment_bytes=300), now_ms=NOW)
+    lg = lm.get_log("t", 5)
+    assert lm.flush_dirty(NOW) == 0 and visited == []  # loaded, all clean
+    for i in range(6):
+        lg.append_as_leader(records(2, ts=NOW + i), leader_epoch=0, now_ms=NOW)
+    assert len(lg.segments) > 2 and lg.recovery_point == 0
+    assert lm.flush_dirty(NOW + 1) == 1 and set(visited) == {("t", 5)}
+    assert lg.recovery_point == lg.segments[-1].base_offset  # below the active segment, as before
+    visited.clear()
+    assert lm.flush_dirty(NOW + 2) == 0 and visited == [("t", 5)]  # the active segment's messages stay unflushed
+    lm.shutdown()

@@ -14,6 +14,11 @@ dir itself (BrokerHeartbeat OfflineLogDirs).
 - A pass runs after every metadata change and every `RECHECK_S` otherwise, batching at most
   `MAX_BATCH` replicas per request (Kafka's AssignmentsManager batch limit); after an error the next
   pass waits with an exponential backoff up to `MAX_BACKOFF_S`.
+- A pass after a metadata change looks at the replicas that change created or updated
+  (`maybe_kick(partitions)`, given `placement_of`); every hosted replica is compared every
+  `FULL_RECHECK_S`, after an error, and when kicked without partitions. A full pass walks every log
+  of the broker: once a second and after every delta it was a fifth of a cluster node's event loop
+  with 10,000-13,000 logs, each CreateTopics of 2,000 partitions waiting on that loop.
 - `mismatching` (the gauge kafka.server:type=KafkaServer,name=NumMismatchingReplicaToLogDirAssignments)
   is the count of hosted replicas whose recorded directory differs from the actual one.
 
@@ -36,6 +41,7 @@ log = logging.getLogger("kavka.broker")
 
 MAX_BATCH = 2250
 RECHECK_S = 1.0
+FULL_RECHECK_S = 10.0
 MAX_BACKOFF_S = 10.0
 
 # (directory id, topic id, partition)
@@ -67,11 +73,17 @@ class AssignmentsManager:
         image: Callable[[], MetadataImage],
         placements: Callable[[], Iterable[tuple[str, int, str]]],
         ready: Callable[[], bool] = lambda: True,
+        placement_of: Callable[[str, int], str | None] | None = None,
     ) -> None:
         self._send = send
         self.broker_id = broker_id
         self._image = image
         self._placements = placements
+        # (topic, partition) -> the id of the online dir holding it, None if not hosted in one.
+        self._placement_of = placement_of
+        self._dirty: set[tuple[str, int]] = set()  # to compare at the next pass
+        self._full = True  # the next pass compares every hosted replica
+        self._last_full = float("-inf")
         self._ready = ready  # registered (a broker epoch to send)
         self._kick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -81,8 +93,13 @@ class AssignmentsManager:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="assignments-manager")
 
-    def maybe_kick(self) -> None:
-        """Something changed (a metadata delta, a replica created or moved): check soon."""
+    def maybe_kick(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
+        """Something changed (a metadata delta, a replica created or moved): check soon --
+        `partitions` (topic, partition) only if given, else every hosted replica."""
+        if partitions is None or self._placement_of is None:
+            self._full = True
+        else:
+            self._dirty.update(partitions)
         self._kick.set()
 
     async def stop(self) -> None:
@@ -96,6 +113,17 @@ class AssignmentsManager:
         self.mismatching = len(todo)
         return todo
 
+    def _pending_now(self, now: float) -> list[Assignment]:
+        """A pass: every hosted replica when due, else the ones marked since the last pass."""
+        if self._full or self._placement_of is None or now - self._last_full >= FULL_RECHECK_S:
+            self._full, self._last_full = False, now
+            self._dirty.clear()
+            return self.pending()
+        dirty, self._dirty = self._dirty, set()
+        where = self._placement_of
+        placements = [(t, p, d) for t, p in dirty if (d := where(t, p)) is not None]
+        return pending_assignments(self._image(), self.broker_id, placements)
+
     async def _run(self) -> None:
         backoff = 0.0
         while True:
@@ -105,14 +133,16 @@ class AssignmentsManager:
             self._kick.clear()
             if not self._ready():
                 continue
-            todo = self.pending()
+            todo = self._pending_now(asyncio.get_running_loop().time())
             if not todo:
                 backoff = 0.0
                 continue
             ok = await self._send_batch(todo[:MAX_BATCH])
             backoff = 0.0 if ok else min(MAX_BACKOFF_S, max(0.2, backoff * 2))
-            if ok and len(todo) > MAX_BATCH:
-                self._kick.set()
+            if not ok:
+                self._full = True  # the batch again, after the backoff
+            elif len(todo) > MAX_BATCH:
+                self.maybe_kick()  # the rest, now
 
     async def _send_batch(self, batch: list[Assignment]) -> bool:
         try:
@@ -124,6 +154,8 @@ class AssignmentsManager:
             log.warning("AssignReplicasToDirs: the controller answered %s; retrying", ErrorCode(error).name)
             return False
         failed = {a: e for a, e in results.items() if e != ErrorCode.none}
+        if failed:
+            self._full = True  # refused ones are compared (and sent) again at the next pass
         self.sent += len(batch) - len(failed)
         for (d, t, p), e in failed.items():
             log.info("AssignReplicasToDirs for partition %d of topic id %s in dir %s: %s", p, t, d, ErrorCode(e).name)

@@ -16,7 +16,10 @@ published delta to `publish`, which turns what changed into work, in this order:
 A delta is applied in slices of at most `SLICE_S` seconds, the event loop turning between them:
 creating thousands of logs at once would stall the raft driver past
 controller.quorum.fetch.timeout.ms and cost the quorum its leader, and a slice counted in
-partitions rather than time held the loop for seconds when creations were slow. A delta that fits in
+partitions rather than time held the loop for seconds when creations were slow. Between two slices
+the publisher yields `YIELDS` times: a raft exchange takes several turns of the loop (the frame
+read, the raft driver's poll, its answer), and with one yield each turn waited for the next slice,
+so the fetches that commit the next CreateTopics crawled while a large delta applied. A delta that fits in
 one slice is applied before `publish` returns; `published()` waits for the rest. The new logs of a
 delta are placed in one `LogManager.placement_batch` (the log dirs' stats are taken once).
 
@@ -56,6 +59,7 @@ log = logging.getLogger("kavka.broker")
 
 class BrokerMetadataPublisher:
     SLICE_S = 0.05
+    YIELDS = 4
 
     def __init__(
         self,
@@ -95,6 +99,7 @@ class BrokerMetadataPublisher:
             for p in topic.partitions:
                 work.append(functools.partial(rm.remove_partition, TopicPartition(topic.name, p), delete=True))
         touched_topics = {tid for tid, _ in delta.changed_partitions}
+        hosted: list[tuple[str, int]] = []  # the replicas created or updated here
         for tid in touched_topics:
             t = image.topics_by_id.get(tid)
             if t is None:
@@ -108,6 +113,7 @@ class BrokerMetadataPublisher:
                 if self.node_id not in reg.replicas:
                     work.append(functools.partial(rm.remove_partition, tp, delete=True))
                 elif not self._assigned_to_missing_dir(tp, reg):
+                    hosted.append((t.name, pid))
                     work.append(functools.partial(
                         rm.apply_partition, tp, topic_id=tid, registration=reg, config=cfg, min_insync_replicas=min_isr,
                     ))
@@ -129,8 +135,8 @@ class BrokerMetadataPublisher:
                     work.append(functools.partial(self.on_broker_configs, image))
             names = {name for rt, name in delta.changed_configs if rt == ConfigResourceType.TOPIC}
             work.append(functools.partial(self._update_configs, broker_changed, names))
-        if delta.changed_partitions and self.assignments is not None:
-            work.append(self.assignments.maybe_kick)  # after the replicas are created
+        if hosted and self.assignments is not None:
+            work.append(functools.partial(self.assignments.maybe_kick, hosted))  # after the replicas are created
         self._queue.extend(work)
         if self._task is None or self._task.done():
             self._run_slice()  # small deltas are applied before this call returns
@@ -172,7 +178,8 @@ class BrokerMetadataPublisher:
         )
         return True
 
-    def _run_slice(self) -> None:
+    def _run_slice(self) -> float:
+        """Apply queued work for up to `SLICE_S`; the seconds its batched file writes took."""
         deadline = time.monotonic() + self.SLICE_S
         with self.log_manager.placement_batch():
             while self._queue:
@@ -183,14 +190,25 @@ class BrokerMetadataPublisher:
                     log.exception("applying a metadata change failed")
                 if time.monotonic() >= deadline:
                     break
+            worked = time.monotonic()
+        return time.monotonic() - worked
 
     async def _publish_rest(self) -> None:
         started, total = time.monotonic(), len(self._queue)
+        slices, longest, longest_write = 0, 0.0, 0.0
         with self.log_manager.placement_batch():
             while self._queue:
-                await asyncio.sleep(0)
-                self._run_slice()
-        log.info("applied a large metadata change (%d+ partition changes) in %.1fs", total, time.monotonic() - started)
+                for _ in range(self.YIELDS):
+                    await asyncio.sleep(0)
+                t0 = time.monotonic()
+                write = self._run_slice()
+                slices, longest = slices + 1, max(longest, time.monotonic() - t0)
+                longest_write = max(longest_write, write)
+        log.info(
+            "applied a large metadata change (%d+ partition changes) in %.1fs (%d slices, the longest %.0f ms; "
+            "the longest batched write %.0f ms)",
+            total, time.monotonic() - started, slices, longest * 1000, longest_write * 1000,
+        )
 
     async def wait_for(self, predicate: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
         """Wait until the image satisfies `predicate` (checked now and at each publish); False at the timeout."""

@@ -807,6 +807,14 @@ class BrokerNode:
             out.extend((lg.topic, lg.partition, dir_id) for lg in logs)
         return out
 
+    def _replica_placement(self, topic: str, partition: int) -> str | None:
+        """The directory id of the online dir holding this replica (None: not hosted in one)."""
+        lg = self.log_manager.get_log(topic, partition)
+        if lg is None:
+            return None
+        d = lg.dir.parent
+        return None if d in self.log_manager.offline_dirs else self.dir_ids.get(d)
+
     def _assignments_manager(self) -> AssignmentsManager:
         async def send(batch: list[Assignment]) -> Any:
             return await self.controller.assign_replicas_to_dirs(
@@ -819,6 +827,7 @@ class BrokerNode:
             image=lambda: self.image,
             placements=self._replica_placements,
             ready=lambda: self._broker_epoch() >= 0,
+            placement_of=self._replica_placement,
         )
 
     def _on_log_dir_failure(self, d: Path, reason: str, lost: list[tuple[str, int]]) -> None:

@@ -170,6 +170,9 @@ class LocalLog:
         self._last_flush_ms = now_ms
         self._flush_pending_below: int | None = None
         self._flush_in_flight = False  # a FlushJob is out on a worker
+        # Told when a flush becomes wanted (the first unflushed append, a roll): the LogManager's
+        # flush pass visits those logs only, not every idle one.
+        self.on_flush_wanted: Callable[[], None] | None = None
         # Set by the LogManager around retention: removed segments' files are only renamed
         # ``.deleted`` and listed here, for a worker to unlink.
         self.deferred_unlinks: list[Path] | None = None
@@ -250,10 +253,18 @@ class LocalLog:
 
     def add_unflushed_messages(self, count: int, now_ms: int) -> None:
         """Count an append's messages; at ``flush.messages`` fsync everything now."""
+        was_clean = self._unflushed_messages == 0
         self._unflushed_messages += count
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush()
             self._last_flush_ms = now_ms
+        elif was_clean and count and self.on_flush_wanted is not None:
+            self.on_flush_wanted()
+
+    @property
+    def flush_wanted(self) -> bool:
+        """Unflushed messages or a post-roll flush pending (due or not)."""
+        return self._unflushed_messages > 0 or self._flush_pending_below is not None
 
     def roll(
         self,
@@ -282,6 +293,8 @@ class LocalLog:
         # Kafka flushes the old segments asynchronously after a roll
         # (flushUptoOffsetExclusive); maybe_flush does it off the append path.
         self._flush_pending_below = new_base
+        if self.on_flush_wanted is not None:
+            self.on_flush_wanted()
         log.debug("rolled %s to a new segment at offset %d", self.dir.name, new_base)
         return segment
 

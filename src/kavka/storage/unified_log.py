@@ -862,6 +862,15 @@ class Log:
         """After `FlushJob.run` returned (ok) or raised (not ok: nothing moves)."""
         self._local.complete_flush(job, ok=ok)
 
+    @property
+    def flush_wanted(self) -> bool:
+        """Unflushed messages or a post-roll flush pending (due or not)."""
+        return self._local.flush_wanted
+
+    def on_flush_wanted(self, notify: Callable[[], None] | None) -> None:
+        """Call `notify` when a flush becomes wanted (the LogManager's flush pass visits those logs)."""
+        self._local.on_flush_wanted = notify
+
     def prepare_maybe_flush(self, now_ms: int) -> FlushJob | None:
         """`maybe_flush`'s policy (flush.ms, the deferred post-roll flush) as a `prepare_flush`."""
         return self._local.prepare_maybe_flush(now_ms)
