@@ -483,6 +483,9 @@ class Log:
             last_offset=last_offset,
             max_timestamp=max_timestamp,
             offset_of_max_timestamp=offset_of_max,
+            # A leader's appends are read at once by each follower (segment.TailCache); a
+            # follower's only by the consumers that fetch from it.
+            cache=leader_epoch_hint is not None,
         )
         if self._producer_state is not None:
             for h in headers:
