@@ -58,6 +58,14 @@ _OP = st.one_of(
 )
 
 
+def test_only_appends_asked_to_are_kept(tmp_path) -> None:
+    lg = _open(tmp_path / "t-0", LogConfig())
+    lg.append_as_leader(_batches([3], 0), leader_epoch=1, now_ms=NOW)  # a partition without followers
+    assert not lg.active_segment._tail
+    lg.append_as_leader(_batches([3], 1), leader_epoch=1, now_ms=NOW, cache=True)
+    assert [e[0] for e in lg.active_segment._tail] == [3]
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(_OP, min_size=1, max_size=30), budget=st.sampled_from([150, 2_000, 1 << 20]),
        reads=st.lists(st.tuples(st.integers(0, 10**4), st.integers(0, 2_000), st.booleans(), st.integers(0, 3)),
@@ -75,7 +83,7 @@ def test_cached_reads_equal_the_files(tmp_path_factory, monkeypatch, ops, budget
     for step, (op, arg) in enumerate(ops):
         first = lg.log_end_offset
         if op == "lead":
-            lg.append_as_leader(_batches(arg, step), leader_epoch=epoch, now_ms=NOW)
+            lg.append_as_leader(_batches(arg, step), leader_epoch=epoch, now_ms=NOW, cache=True)
         elif op == "follow":
             # This replica follows for a while: batches that carry their offsets, not cached.
             buf = bytearray(_batches(arg, step))
@@ -113,8 +121,8 @@ def test_cached_reads_equal_the_files(tmp_path_factory, monkeypatch, ops, budget
 
 def test_a_follower_that_keeps_up_gets_the_append_itself_without_reading_the_file(tmp_path, monkeypatch) -> None:
     lg = _open(tmp_path / "t-0", LogConfig())
-    lg.append_as_leader(_batches([3], 0), leader_epoch=1, now_ms=NOW)
-    info = lg.append_as_leader(_batches([2, 4], 1), leader_epoch=1, now_ms=NOW)
+    lg.append_as_leader(_batches([3], 0), leader_epoch=1, now_ms=NOW, cache=True)
+    info = lg.append_as_leader(_batches([2, 4], 1), leader_epoch=1, now_ms=NOW, cache=True)
     on_disk = os.pread(os.open(lg.active_segment.log_path, os.O_RDONLY), 1 << 20, 0)
 
     def no_read(*_a: object) -> bytes:
@@ -141,9 +149,9 @@ def test_the_budget_is_for_the_whole_process_and_evicts_the_oldest(tmp_path, mon
     monkeypatch.setattr(segment_module, "TAIL_CACHE", segment_module.TailCache(1_000))
     a = _open(tmp_path / "a-0", LogConfig())
     b = _open(tmp_path / "b-0", LogConfig())
-    a.append_as_leader(_batches([4], 0), leader_epoch=1, now_ms=NOW)
+    a.append_as_leader(_batches([4], 0), leader_epoch=1, now_ms=NOW, cache=True)
     for i in range(6):
-        b.append_as_leader(_batches([4], i), leader_epoch=1, now_ms=NOW)
+        b.append_as_leader(_batches([4], i), leader_epoch=1, now_ms=NOW, cache=True)
     assert segment_module.TAIL_CACHE.size <= 1_000
     assert not a.active_segment._tail  # the oldest append went first
     assert b.active_segment._tail and b.active_segment._tail[-1][0] == 20

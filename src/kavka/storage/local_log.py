@@ -98,7 +98,7 @@ class LogOffsetMetadata:
 @dataclass(frozen=True, slots=True)
 class FetchDataInfo:
     fetch_offset_metadata: LogOffsetMetadata
-    records: bytes
+    records: bytes | memoryview  # a read-only view of a leader's newest append (segment.TailCache)
     first_entry_incomplete: bool = False
 
 

@@ -99,7 +99,7 @@ class TailCache:
     each follower's fetch of the batch just appended, a tailing consumer's -- are served from
     memory instead of each reading the segment again (a ``pread`` per follower of every batch,
     the same bytes). A follower that keeps up fetches exactly what one append wrote, and gets
-    that append's own ``bytes`` object: no copy at all.
+    a read-only view of the buffer that append wrote from: no copy at all.
 
     One budget for the whole process (not per segment, so many partitions do not multiply it):
     the oldest appends go first, whichever segment holds them; a segment's entries stay
@@ -113,10 +113,10 @@ class TailCache:
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.size = 0
-        self._order: deque[tuple[LogSegment, tuple[int, int, bytes]]] = deque()
+        self._order: deque[tuple[LogSegment, tuple[int, int, bytes | memoryview]]] = deque()
         self._lock = threading.Lock()
 
-    def add(self, segment: LogSegment, entry: tuple[int, int, bytes]) -> None:
+    def add(self, segment: LogSegment, entry: tuple[int, int, bytes | memoryview]) -> None:
         with self._lock:
             segment._tail.append(entry)
             self._order.append((segment, entry))
@@ -145,7 +145,7 @@ class SegmentRead:
     """Bytes of whole batches read from one segment."""
 
     start_position: int
-    records: bytes
+    records: bytes | memoryview  # a read-only view only from the TailCache
     first_entry_incomplete: bool = False
 
 
@@ -187,7 +187,7 @@ class LogSegment:
         # up to index.interval.bytes back (one pread and parse per batch in between).
         self._recent: deque[tuple[int, int]] = deque(maxlen=_RECENT_APPENDS)
         # (base offset, position, bytes) of the newest appends made with `cache` (TailCache).
-        self._tail: deque[tuple[int, int, bytes]] = deque()
+        self._tail: deque[tuple[int, int, bytes | memoryview]] = deque()
         self.indexes_rebuilt = False
         self._index_path = self.dir / (prefix + INDEX_SUFFIX)
         self._time_index_path = self.dir / (prefix + TIME_INDEX_SUFFIX)
@@ -392,8 +392,10 @@ class LogSegment:
                 if not index.on_disk:
                     index.create_file()
         if cache:
-            # A copy the segment owns (the caller's buffer may be a request's, rewritten in place).
-            records = records if type(records) is bytes else bytes(records)
+            # Kept as they are, not copied: the caller gives the buffer up (a request's frame the
+            # produce path rewrote in place, or the Log's own copy) and nothing changes it after
+            # the append; the view kept is read-only.
+            records = records if type(records) is bytes else memoryview(records).toreadonly()
         view = memoryview(records)
         written = 0
         FAULTS.check(self.log_path)
@@ -466,7 +468,7 @@ class LogSegment:
             data = data[:pos]
         return SegmentRead(start, data, first_entry_incomplete=adjusted < found.size)
 
-    def _tail_batch(self, offset: int) -> tuple[LogOffsetPosition, tuple[tuple[int, int, bytes], ...], int] | None:
+    def _tail_batch(self, offset: int) -> tuple[LogOffsetPosition, tuple[tuple[int, int, bytes | memoryview], ...], int] | None:
         """`translate_offset` from the cached appends, if they hold ``offset``: where its batch
         is, the cached appends (a snapshot) and the index of the one it is in."""
         tail = tuple(self._tail)
@@ -714,10 +716,10 @@ class LogSegment:
         self._fd_raw = -1
 
 
-def _tail_bytes(tail: tuple[tuple[int, int, bytes], ...], i: int, start: int, size: int) -> bytes:
+def _tail_bytes(tail: tuple[tuple[int, int, bytes | memoryview], ...], i: int, start: int, size: int) -> bytes | memoryview:
     """``size`` bytes of a segment from position ``start``, out of its cached appends ``tail``
     from the ``i``-th (they reach the segment's end, which bounds ``size``): the newest append's
-    own bytes when they are exactly that, else one copy."""
+    own buffer when it is exactly that, else one copy."""
     _base, position, data = tail[i]
     if start == position and size >= len(data) and i == len(tail) - 1:
         return data
