@@ -1,14 +1,13 @@
-"""`python -m bench.replication_paths`: the CPU per MB of two pieces of a replicated MB, in one process.
+"""`python -m bench.replication_paths`: the CPU per MB of a piece of a replicated MB, in one process.
 
 CPU per MB from `python -m bench.replication` swings by a third between runs of one tree on the
-shared 2-core machine; these two measure a piece each, alternating the variants in one process,
-so the difference stands out of the noise:
-
-- `tail`: a leader's append of 256 KiB batches (librdkafka's batch.size in the replication bench)
-  and two followers' reads of each, with and without the tail cache (storage.segment.TailCache);
-- `frames`: 256 KiB response frames over loopback TCP under uvloop, read by an asyncio
-  StreamReader (what AsyncChannel used) and by a buffered protocol reading each frame into a
-  buffer of its size (AsyncChannel's `_Frames`); the sending side's CPU is in both figures.
+shared 2-core machine; this measures one piece, alternating the variants in one process, so the
+difference stands out of the noise: 256 KiB response frames (librdkafka's batch.size in the
+replication bench, so the size of a follower's fetch response there) over loopback TCP under
+uvloop, read by an asyncio StreamReader (what AsyncChannel used) and by a buffered protocol
+reading each frame into a buffer of its size (AsyncChannel's `_Frames`); the sending side's CPU
+is in both figures. (At fb12a2e it also measured a leader's tail cache, since left out:
+docs/benchmarks.md.)
 
 Figures are milliseconds of process CPU (user + system) per MB; `--rounds` alternations, after a
 warm-up, the variant that goes first alternating.
@@ -21,39 +20,18 @@ import asyncio
 import resource
 import struct
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import uvloop  # noqa: E402
 
-from kavka.protocol.records import build_batch  # noqa: E402
-from kavka.storage.log_config import LogConfig  # noqa: E402
-from kavka.storage.unified_log import Log  # noqa: E402
-
-NOW = 1_700_000_000_000
 FRAME = 256 * 1024
 
 
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-
-
-def tail(cache: bool, appends: int = 800) -> float:
-    batch = build_batch([(NOW, None, b"x" * 1000) for _ in range(250)])
-    with tempfile.TemporaryDirectory() as d:
-        lg = Log.open(Path(d) / "t-0", LogConfig(), topic_id="J8aAPcfLQt2bqs1JT_rMgQ", recovery_point=0,
-                      log_start_offset=0, clean_shutdown=True, now_ms=NOW)
-        t0 = _cpu()
-        for _ in range(appends):
-            info = lg.append_as_leader(bytearray(batch), leader_epoch=1, now_ms=NOW, cache=cache)
-            for _follower in range(2):
-                lg.read(info.first_offset, max_bytes=1 << 20, min_one_message=True)
-        spent = _cpu() - t0
-        lg.close()
-    return 1000 * spent / (appends * len(batch) / 2**20)
 
 
 class _Frames(asyncio.BufferedProtocol):
@@ -121,11 +99,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    tail(True), uvloop.run(_frames(False, 100))  # warm-up: imports, the first files, the loop
+    uvloop.run(_frames(False, 100))  # warm-up
     for r in range(args.rounds):
         first = r % 2 == 0  # which variant goes first alternates, so a drift in load falls on both
-        no, yes = (tail(False), tail(True)) if first else reversed((tail(True), tail(False)))
-        print(f"round {r + 1} tail: pread per follower {no:.2f} ms/MB, tail cache {yes:.2f} ms/MB")
         runs = [uvloop.run(_frames(b, 800)) for b in ((False, True) if first else (True, False))]
         sr, bp = runs if first else reversed(runs)
         print(f"round {r + 1} frames: StreamReader {sr:.2f} ms/MB, buffered protocol {bp:.2f} ms/MB")

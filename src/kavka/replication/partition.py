@@ -305,9 +305,6 @@ class Partition:
             info = self.log.append_as_leader(
                 records, leader_epoch=self.leader_epoch, now_ms=now_ms, allow_control=allow_control,
                 in_place=in_place,
-                # Each follower fetches what was just appended: kept in memory for them (one copy
-                # instead of a read per follower); without followers, not kept.
-                cache=len(self.replicas) > 1,
             )
         except OSError as e:
             raise self._storage_error(e) from e

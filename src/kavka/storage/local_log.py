@@ -98,7 +98,7 @@ class LogOffsetMetadata:
 @dataclass(frozen=True, slots=True)
 class FetchDataInfo:
     fetch_offset_metadata: LogOffsetMetadata
-    records: bytes | memoryview  # a read-only view of a leader's newest append (segment.TailCache)
+    records: bytes
     first_entry_incomplete: bool = False
 
 
@@ -236,18 +236,15 @@ class LocalLog:
         last_offset: int,
         max_timestamp: int,
         offset_of_max_timestamp: int,
-        cache: bool = False,
     ) -> None:
         """Write whole batches that already carry their offsets to the active segment and move
-        the log end past them. The caller rolled first if needed. ``cache``: the segment keeps
-        the bytes for the reads that follow (segment.TailCache)."""
+        the log end past them. The caller rolled first if needed."""
         self.active_segment.append(
             largest_offset=last_offset,
             max_timestamp=max_timestamp,
             offset_of_max_timestamp=offset_of_max_timestamp,
             records=buf,
             headers=headers,
-            cache=cache,
         )
         self._log_end_offset = last_offset + 1
 

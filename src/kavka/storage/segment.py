@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -69,12 +68,6 @@ SWAP_SUFFIX = ".swap"
 _INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 1 << 20
 _RECENT_APPENDS = 16
-# The newest appended bytes kept in memory, for all segments of the process together (TailCache):
-# the followers read an append at once, so a few appends' worth. Larger is slower: buffers kept
-# are buffers the allocator cannot hand out again warm (bench.replication_paths, 256 KiB appends:
-# 8 MiB cost more than the preads it saved, 600 KiB saved 10-20 % of the append and the reads).
-TAIL_CACHE_BYTES = 1 << 20
-_TAIL_CACHE_ENTRIES = 4096
 
 
 def filename_prefix(offset: int) -> str:
@@ -97,58 +90,12 @@ class TimestampAndOffset:
     leader_epoch: int | None
 
 
-class TailCache:
-    """The bytes of the newest appends a leader made, kept so the reads that follow at once --
-    each follower's fetch of the batch just appended, a tailing consumer's -- are served from
-    memory instead of each reading the segment again (a ``pread`` per follower of every batch,
-    the same bytes). A follower that keeps up fetches exactly what one append wrote, and gets
-    a read-only view of the buffer that append wrote from: no copy at all.
-
-    One budget for the whole process (not per segment, so many partitions do not multiply it):
-    the oldest appends go first, whichever segment holds them; a segment's entries stay
-    contiguous and end at its end (`LogSegment._tail`), and are dropped when its file changes
-    other than by a cached append (truncation, recovery, a follower's append) or it closes.
-    Segments belong to one event loop each; the lock keeps the shared accounting right should
-    two loops share the process (a reader works on a snapshot of its segment's entries)."""
-
-    __slots__ = ("budget", "size", "_order", "_lock")
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.size = 0
-        self._order: deque[tuple[LogSegment, tuple[int, int, bytes | memoryview]]] = deque()
-        self._lock = threading.Lock()
-
-    def add(self, segment: LogSegment, entry: tuple[int, int, bytes | memoryview]) -> None:
-        with self._lock:
-            segment._tail.append(entry)
-            self._order.append((segment, entry))
-            self.size += len(entry[2])
-            # Entries of segments dropped since are still queued (their bytes no longer counted):
-            # the queue is bounded too.
-            while self._order and (self.size > self.budget or len(self._order) > _TAIL_CACHE_ENTRIES):
-                seg, old = self._order.popleft()
-                tail = seg._tail
-                if tail and tail[0] is old:  # each segment's entries leave oldest first as well
-                    tail.popleft()
-                    self.size -= len(old[2])
-
-    def drop(self, segment: LogSegment) -> None:
-        with self._lock:
-            tail = segment._tail
-            self.size -= sum(len(e[2]) for e in tail)
-            tail.clear()
-
-
-TAIL_CACHE = TailCache(TAIL_CACHE_BYTES)
-
-
 @dataclass(frozen=True, slots=True)
 class SegmentRead:
     """Bytes of whole batches read from one segment."""
 
     start_position: int
-    records: bytes | memoryview  # a read-only view only from the TailCache
+    records: bytes
     first_entry_incomplete: bool = False
 
 
@@ -189,8 +136,6 @@ class LogSegment:
         # follower's or a tailing consumer's fetch) starts its scan there, not at the index entry
         # up to index.interval.bytes back (one pread and parse per batch in between).
         self._recent: deque[tuple[int, int]] = deque(maxlen=_RECENT_APPENDS)
-        # (base offset, position, bytes) of the newest appends made with `cache` (TailCache).
-        self._tail: deque[tuple[int, int, bytes | memoryview]] = deque()
         self.indexes_rebuilt = False
         self._index_path = self.dir / (prefix + INDEX_SUFFIX)
         self._time_index_path = self.dir / (prefix + TIME_INDEX_SUFFIX)
@@ -366,13 +311,11 @@ class LogSegment:
         offset_of_max_timestamp: int,
         records: bytes | bytearray | memoryview,
         headers: list[BatchHeader] | None = None,
-        cache: bool = False,
     ) -> None:
         """Append whole batches with one write and index them per batch.
 
         ``headers`` are the already-parsed headers of ``records`` (the Log
-        has them from validation); parsed here if not given. ``cache``: keep
-        the bytes for the reads that follow (TailCache; a leader's appends).
+        has them from validation); parsed here if not given.
         """
         if not records:
             return
@@ -394,11 +337,6 @@ class LogSegment:
             for index in (self.offset_index, self.time_index):
                 if not index.on_disk:
                     index.create_file()
-        if cache:
-            # Kept as they are, not copied: the caller gives the buffer up (a request's frame the
-            # produce path rewrote in place, or the Log's own copy) and nothing changes it after
-            # the append; the view kept is read-only.
-            records = records if type(records) is bytes else memoryview(records).toreadonly()
         view = memoryview(records)
         written = 0
         FAULTS.check(self.log_path)
@@ -417,10 +355,6 @@ class LogSegment:
             self._bytes_since_last_index_entry += header.size_in_bytes
         self._max_ts = max_ts
         self._recent.append((headers[0].base_offset, self.size - written))
-        if cache:
-            TAIL_CACHE.add(self, (headers[0].base_offset, self.size - written, records))  # type: ignore[arg-type]
-        elif self._tail:
-            TAIL_CACHE.drop(self)  # the cached bytes would no longer end at the segment's end
 
     # ------------------------------------------------------------------ lookup and read
 
@@ -450,8 +384,7 @@ class LogSegment:
         offset is beyond this segment. At most ``max_size`` bytes, or the
         first batch whole when ``min_one_message`` (KIP-74)."""
         max_position = self.size if max_position is None else min(max_position, self.size)
-        cached = self._tail_batch(start_offset) if self._tail else None
-        found = cached[0] if cached is not None else self.translate_offset(start_offset)
+        found = self.translate_offset(start_offset)
         if found is None:
             return None
         start = found.position
@@ -459,7 +392,7 @@ class LogSegment:
         if adjusted <= 0 or start >= max_position:
             return SegmentRead(start, b"", first_entry_incomplete=adjusted < found.size)
         fetch_size = min(max_position - start, adjusted)
-        data = _tail_bytes(cached[1], cached[2], start, fetch_size) if cached is not None else self._pread(fetch_size, start)
+        data = self._pread(fetch_size, start)
         # Trim to whole batches so consumers never see a torn batch.
         pos = 0
         while len(data) - pos >= BATCH_HEADER_SIZE:
@@ -470,24 +403,6 @@ class LogSegment:
         if pos < len(data):
             data = data[:pos]
         return SegmentRead(start, data, first_entry_incomplete=adjusted < found.size)
-
-    def _tail_batch(self, offset: int) -> tuple[LogOffsetPosition, tuple[tuple[int, int, bytes | memoryview], ...], int] | None:
-        """`translate_offset` from the cached appends, if they hold ``offset``: where its batch
-        is, the cached appends (a snapshot) and the index of the one it is in."""
-        tail = tuple(self._tail)
-        if not tail or offset < tail[0][0]:
-            return None
-        for i in range(len(tail) - 1, -1, -1):
-            base, position, data = tail[i]
-            if base <= offset:
-                break
-        pos = 0
-        while len(data) - pos >= BATCH_HEADER_SIZE:
-            header = parse_header(data, pos)
-            if header.last_offset >= offset:
-                return LogOffsetPosition(header.last_offset, position + pos, header.size_in_bytes), tail, i
-            pos += header.size_in_bytes
-        return None  # past the cached appends: not in this segment
 
     def read_next_offset(self) -> int:
         """Offset after the last batch (Kafka's ``readNextOffset``)."""
@@ -618,7 +533,6 @@ class LogSegment:
             os.ftruncate(self._fd, valid_bytes)
             self.size = valid_bytes
             self._recent.clear()
-            TAIL_CACHE.drop(self)
         self._max_ts = max_ts
         self._rolling_based_timestamp = None
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
@@ -640,7 +554,6 @@ class LogSegment:
             os.ftruncate(self._fd, mapping.position)
             self.size = mapping.position
             self._recent.clear()
-            TAIL_CACHE.drop(self)
         if self.size == 0:
             if now_ms is not None:
                 self.created_ms = now_ms
@@ -661,7 +574,6 @@ class LogSegment:
         self.txn_index.flush()
 
     def close(self) -> None:
-        TAIL_CACHE.drop(self)
         if self._fd_raw == -1:
             return
         if self._offset_index is not None and self._time_index is not None:
@@ -713,25 +625,6 @@ class LogSegment:
 
     def close_handles(self) -> None:
         """Close without writing index entries (for a segment being deleted)."""
-        TAIL_CACHE.drop(self)
         if self._fd_raw is not None and self._fd_raw >= 0:
             os.close(self._fd_raw)
         self._fd_raw = -1
-
-
-def _tail_bytes(tail: tuple[tuple[int, int, bytes | memoryview], ...], i: int, start: int, size: int) -> bytes | memoryview:
-    """``size`` bytes of a segment from position ``start``, out of its cached appends ``tail``
-    from the ``i``-th (they reach the segment's end, which bounds ``size``): the newest append's
-    own buffer when it is exactly that, else one copy."""
-    _base, position, data = tail[i]
-    if start == position and size >= len(data) and i == len(tail) - 1:
-        return data
-    end = start + size
-    parts = []
-    while i < len(tail) and start < end:
-        _base, position, data = tail[i]
-        a, b = start - position, min(end - position, len(data))
-        parts.append(memoryview(data)[a:b])
-        start = position + b
-        i += 1
-    return b"".join(parts)

@@ -279,12 +279,8 @@ class Log:
         now_ms: int,
         allow_control: bool = False,
         in_place: bool = False,
-        cache: bool = False,
     ) -> AppendInfo:
         """Validate, assign offsets from the log end, and append.
-
-        ``cache``: the segment keeps the bytes appended for the reads that follow at once (a
-        partition with followers, each of which fetches them next: segment.TailCache).
 
         The batches are rewritten (maxTimestamp, offsets, leader epoch) in a copy of `records`,
         or, with `in_place` and a writable memoryview (a request frame's own buffer, which the
@@ -332,7 +328,6 @@ class Log:
             leader_epoch_hint=leader_epoch,
             now_ms=now_ms,
             log_append_time=log_append_time,
-            cache=cache,
         )
 
     @property
@@ -454,7 +449,6 @@ class Log:
         leader_epoch_hint: int | None,
         now_ms: int,
         log_append_time: int | None = None,
-        cache: bool = False,
     ) -> AppendInfo:
         first_offset = headers[0].base_offset
         last_offset = headers[-1].last_offset
@@ -489,7 +483,6 @@ class Log:
             last_offset=last_offset,
             max_timestamp=max_timestamp,
             offset_of_max_timestamp=offset_of_max,
-            cache=cache,
         )
         if self._producer_state is not None:
             for h in headers:
