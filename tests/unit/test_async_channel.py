@@ -104,11 +104,14 @@ def _threaded_peer() -> tuple[socket.socket, threading.Thread]:
         conn, _ = listener.accept()
         with conn:
             f = conn.makefile("rb")
-            while head := f.read(4):
-                frame = f.read(struct.unpack(">i", head)[0])
-                time.sleep(0.1)  # answers after the test's loop is blocked (50 ms into a call)
-                out = frame[4:8] + b"\x00" + encode_entity(GOOD)
-                conn.sendall(struct.pack(">i", len(out)) + out)
+            try:
+                while head := f.read(4):
+                    frame = f.read(struct.unpack(">i", head)[0])
+                    time.sleep(0.1)  # answers after the test's loop is blocked (50 ms into a call)
+                    out = frame[4:8] + b"\x00" + encode_entity(GOOD)
+                    conn.sendall(struct.pack(">i", len(out)) + out)
+            except ConnectionResetError:
+                pass  # the broken variant gave the connection up with part of an answer unread
 
     t = threading.Thread(target=serve, daemon=True)
     t.start()
@@ -207,5 +210,36 @@ def test_a_loop_that_is_late_over_and_over_does_not_stretch_a_timeout_without_en
                 await asyncio.sleep(30)
         assert t.extended_s == pytest.approx(0.25)
         assert loop.time() - started < 4.0
+
+    asyncio.run(run())
+
+
+def test_a_connection_the_peer_closed_between_calls_is_opened_again() -> None:
+    """A peer that answers and then closes (an idle timeout, a restart): the next call opens a new
+    connection instead of writing to the closed one."""
+    async def run() -> None:
+        async def once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            corr = struct.unpack_from(">i", await reader.readexactly(size), 4)[0]
+            out = struct.pack(">i", corr) + b"\x00" + encode_entity(GOOD)
+            writer.write(struct.pack(">i", len(out)) + out)
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(once, "127.0.0.1", 0)
+        addr = ("127.0.0.1", server.sockets[0].getsockname()[1])
+        ch = AsyncChannel("test")
+        try:
+            assert await ch.call(addr, REQ, dq_resp.DescribeQuorumResponse, 5) == GOOD
+            first = ch._conn
+            assert first is not None
+            while not first[0].lost:  # the peer's close arrives
+                await asyncio.sleep(0.01)
+            assert await ch.call(addr, REQ, dq_resp.DescribeQuorumResponse, 5) == GOOD
+            assert ch._conn is not None and ch._conn is not first
+        finally:
+            ch.close()
+            server.close()
+            await server.wait_closed()
 
     asyncio.run(run())

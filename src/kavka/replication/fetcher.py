@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 import time
 import zlib
@@ -75,8 +76,13 @@ _METADATA_WAIT = frozenset(
 FETCH_VERSION = 15  # ReplicaState (KIP-903), topic ids; encoded and decoded by hand (protocol.fetch_wire)
 
 
-def _decode_response(frame: bytes, pos: int) -> Any:
+def _decode_response(frame: memoryview, pos: int) -> Any:
     return fetch_wire.decode_response(frame, pos, FETCH_VERSION)
+
+
+# Topic ids between the metadata's strings and the wire's UUIDs, once per topic rather than per fetch.
+_topic_uuid = functools.lru_cache(maxsize=4096)(uuid_from_str)
+_topic_id_str = functools.lru_cache(maxsize=4096)(uuid_to_str)
 
 
 def _drop_answer(call: asyncio.Task[Any]) -> None:
@@ -421,7 +427,7 @@ class ReplicaFetcher:
             max_wait_ms=s.wait_max_ms,
             min_bytes=s.min_bytes,
             max_bytes=s.response_max_bytes,
-            topics=[(uuid_from_str(tid), parts) for tid, parts in topics.items()],
+            topics=[(_topic_uuid(tid), parts) for tid, parts in topics.items()],
         )
         return req, sent
 
@@ -438,7 +444,7 @@ class ReplicaFetcher:
             if p is not None:
                 by_id[(p.topic_id, tp.partition)] = tp
         for t in resp.responses:
-            tid = uuid_to_str(t.topic_id)
+            tid = _topic_id_str(t.topic_id)
             for pd in t.partitions:
                 tp = by_id.get((tid, pd.partition_index))
                 if tp is None:
