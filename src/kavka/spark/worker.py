@@ -50,7 +50,7 @@ def import_kio_without_test_hooks() -> None:
 
     kio registers a hypothesis strategy for each of its types at import whenever
     hypothesis is importable (`kio.static._phantom`), and imports hypothesis to do it:
-    150-250 ms of CPU in every process that loads the connector where hypothesis is
+    130-250 ms of CPU in every process that loads the connector where hypothesis is
     installed (a development or test environment, as this repository's), paid by each
     streaming query's source runner before its first micro-batch. Spark's processes never
     draw kio values from hypothesis, so there kio's probe is answered ImportError; every
