@@ -130,6 +130,25 @@ def test_the_connector_imports_no_broker_code():
     assert packages == {"client", "client_properties", "authorizer", "common", "protocol", "spark"}, out.stdout
 
 
+def test_a_streaming_source_runner_imports_no_crc32c():
+    """A streaming query's source runner (a new Python process per query, which the query waits
+    for) plans offsets and reads no batch: loading the connector's driver side there must not
+    import crc32c, whose package looks its version up in the installed distributions' metadata
+    (kavka.protocol.records binds it at the first CRC)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kavka.spark, kavka.spark.source, kavka.spark.offsets, kavka.spark.options\n"
+        "print('crc32c' in sys.modules)\n"
+        "from kavka.protocol.records import build_batch, Record, batch_crc_ok, parse_header\n"
+        "b = build_batch([Record(0, 0, b'k', b'v')])\n"
+        "print(batch_crc_ok(b, 0, parse_header(b, 0)), 'crc32c' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "True"], out.stdout
+
+
 def test_a_secured_connector_loads_only_the_tls_and_sasl_parsers_besides():
     """With kafka.security.protocol SASL_SSL the options are parsed by kavka.client_properties,
     which borrows the broker's ssl.* parsing and SSLContext builder (kavka.config, kavka.broker.tls)

@@ -8,6 +8,7 @@ worker is: the test process's own collector must not be frozen.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -48,6 +49,31 @@ def test_the_first_task_freezes_the_imports_once_and_again_after_new_imports():
     assert r["again"] == r["frozen"], r
     # the sink's modules (the producer, pyarrow.compute) are frozen too when a task imports them
     assert r["after_sink"] > r["frozen"], r
+
+
+HOOKS = """
+import json, sys
+import kavka.spark, kavka.spark.source, kavka.spark.offsets
+loaded = "hypothesis" in sys.modules
+import hypothesis.strategies           # still importable by anything else
+from kio.static import _phantom
+print(json.dumps({"loaded": loaded, "hooks": _phantom.hypothesis is not None}))
+"""
+
+
+def test_spark_processes_import_kio_without_its_hypothesis_strategies():
+    """kio registers hypothesis strategies at import where hypothesis is installed (this venv);
+    a process Spark started (SPARK_PYTHON_RUNTIME, which pyspark's worker code asserts) skips
+    them, a driver does not."""
+    pytest.importorskip("hypothesis")
+
+    def run(env: dict[str, str]) -> dict:
+        out = subprocess.run([sys.executable, "-c", HOOKS], capture_output=True, text=True, check=True, env=env)
+        return json.loads(out.stdout)
+
+    driver = {k: v for k, v in os.environ.items() if k != "SPARK_PYTHON_RUNTIME"}
+    assert run(driver) == {"loaded": True, "hooks": True}
+    assert run({**driver, "SPARK_PYTHON_RUNTIME": "PYTHON_WORKER"}) == {"loaded": False, "hooks": False}
 
 
 def test_a_worker_reads_consecutive_micro_batches_over_one_connection(broker, topic_name, monkeypatch):  # noqa: ANN001

@@ -49,8 +49,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import crc32c
-
 from kavka.protocol import compression as _compression
 
 __all__ = [
@@ -264,9 +262,23 @@ def iter_batches(buf: _Bytes) -> Iterator[tuple[int, BatchHeader]]:
         pos += size
 
 
+def _crc32c(data: _Bytes, value: int = 0) -> int:
+    """crc32c.crc32c, imported at the first CRC and bound in its place.
+
+    The crc32c package's ``__init__`` looks its own version up in the installed
+    distributions' metadata (importlib.metadata: 30-110 ms), and processes that
+    speak the protocol without checking a batch -- a Spark streaming query's source
+    runner, a new process for every query, above all -- need not pay it.
+    """
+    global _crc32c
+    from crc32c import crc32c as _crc32c
+
+    return _crc32c(data, value)
+
+
 def compute_crc(buf: _Bytes, pos: int, size: int) -> int:
     view = memoryview(buf).cast("B")
-    return crc32c.crc32c(view[pos + _CRC_START : pos + size])
+    return _crc32c(view[pos + _CRC_START : pos + size])
 
 
 def batch_crc_ok(buf: _Bytes, pos: int, header: BatchHeader) -> bool:

@@ -28,11 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource
 
+from kavka.spark.worker import import_kio_without_test_hooks
+
 if TYPE_CHECKING:
     from kavka.spark.sink import KavkaBatchWriter, KavkaStreamWriter
     from kavka.spark.source import KavkaBatchReader, KavkaStreamReader
 
 FORMAT = "kavka"
+
+import_kio_without_test_hooks()  # before anything of the connector imports kio
 
 
 class KavkaDataSource(DataSource):
