@@ -5,7 +5,7 @@ shared 2-core machine; this measures one piece, alternating the variants in one 
 difference stands out of the noise: 256 KiB response frames (librdkafka's batch.size in the
 replication bench, so the size of a follower's fetch response there) over loopback TCP under
 uvloop, read by an asyncio StreamReader (what AsyncChannel used) and by a buffered protocol
-reading each frame into a buffer of its size (AsyncChannel's `_Frames`); the sending side's CPU
+reading each frame into a buffer of its size (AsyncChannel's `ResponseFrames`, imported); the sending side's CPU
 is in both figures. (At fb12a2e it also measured a leader's tail cache, since left out:
 docs/benchmarks.md.)
 
@@ -26,37 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import uvloop  # noqa: E402
 
+from kavka.client.async_channel import ResponseFrames  # noqa: E402
+
 FRAME = 256 * 1024
 
 
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-
-
-class _Frames(asyncio.BufferedProtocol):
-    def __init__(self) -> None:
-        self.head = bytearray(4)
-        self.view = memoryview(self.head)
-        self.frame: bytearray | None = None
-        self.got = 0
-        self.waiter: asyncio.Future[bytearray] | None = None
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        return self.view[self.got:]
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.got += nbytes
-        if self.got < len(self.view):
-            return
-        if self.frame is None:
-            self.frame = bytearray(struct.unpack(">i", self.head)[0])
-            self.view = memoryview(self.frame)
-        else:
-            assert self.waiter is not None
-            self.waiter.set_result(self.frame)
-            self.frame, self.view = None, memoryview(self.head)
-        self.got = 0
 
 
 async def _frames(buffered: bool, n: int) -> float:
@@ -73,12 +50,13 @@ async def _frames(buffered: bool, n: int) -> float:
     port = server.sockets[0].getsockname()[1]
     loop = asyncio.get_running_loop()
     if buffered:
-        transport, proto = await loop.create_connection(_Frames, "127.0.0.1", port)
+        transport, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", port)
+        frames = ResponseFrames(transport, 2 * FRAME)  # AsyncChannel's own reader
+        transport.set_protocol(frames)
         t0 = _cpu()
         for _ in range(n):
-            proto.waiter = loop.create_future()
             transport.write(b"a")
-            await proto.waiter
+            await frames.read()
         spent = _cpu() - t0
         transport.close()
     else:

@@ -273,11 +273,11 @@ def test_a_lost_broker_whose_listener_refuses_is_fenced_at_the_next_check():
     conns = {b: object() for b in (2, 3, 4)}
     for b, c in conns.items():
         s.touch(b, 100, c)
-    s.listener_refused(4)  # not lost: a refusal alone proves nothing
+    s.probe_dead(4)  # not lost: a refusal alone proves nothing
     for b in (2, 3):
         assert s.connection_lost(conns[b], 1000) == [b]
-    s.listener_refused(2)
-    s.listener_refused(3)
+    s.probe_dead(2)
+    s.probe_dead(3)
     s.touch(3, 1010, object())  # heartbeated again on a new connection: alive
     s.checked(1000)
     assert s.expired(image, 1050) == [2]

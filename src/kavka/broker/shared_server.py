@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kio.schema.update_raft_voter.v0 import request as urv_req
+
 from kavka.broker.controller_apis import RPCS, ControllerApis
 from kavka.broker.controller_client import ControllerClient
 from kavka.broker.raft_driver import RaftDriver
@@ -34,12 +36,13 @@ from kavka.controller.quorum_controller import NotControllerError, QuorumControl
 from kavka.metadata.bootstrap import BOOTSTRAP_FILE, read_bootstrap
 from kavka.metadata.loader import MetadataLoader, Publisher
 from kavka.metadata.records import MetadataRecordError
+from kavka.protocol.messages import uuid_from_str
 from kavka.raft.bootstrap import read_quorum_bootstrap
 from kavka.raft.client import RaftClient, RaftConfig
 from kavka.raft.file_log import FileReplicatedLog, NoSnapshotError
 from kavka.raft.snapshot import CorruptSnapshotError
 from kavka.raft.state import FileQuorumStateStore
-from kavka.raft.voters import VoterEndpoint, VoterNode, VoterSet
+from kavka.raft.voters import SUPPORTED_KRAFT_VERSIONS, VoterEndpoint, VoterNode, VoterSet
 from kavka.storage.meta_properties import read_meta_properties
 
 log = logging.getLogger(__name__)
@@ -199,11 +202,6 @@ class SharedServer:
         me = VoterNode(self.node_id, directory, self.controller_endpoints())
         if not me.endpoints or not raft.voter_set().needs_update(me):
             return
-        from kio.schema.update_raft_voter.v0 import request as urv_req
-
-        from kavka.protocol.messages import uuid_from_str
-        from kavka.raft.voters import SUPPORTED_KRAFT_VERSIONS
-
         req = urv_req.UpdateRaftVoterRequest(
             cluster_id=self.cluster_id,
             current_leader_epoch=raft.leader_and_epoch().epoch,

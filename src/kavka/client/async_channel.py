@@ -43,7 +43,7 @@ class AsyncChannel:
         self._renew_at: float | None = None  # loop time to re-authenticate by (KIP-368)
         self._lock = asyncio.Lock()
         self._addr: tuple[str, int] | None = None
-        self._conn: tuple[_Frames, asyncio.StreamWriter] | None = None
+        self._conn: tuple[ResponseFrames, asyncio.StreamWriter] | None = None
         self._correlation = 0
 
     async def call(self, addr: tuple[str, int], request: Any, resp_cls: type, timeout_s: float) -> Any:
@@ -89,9 +89,9 @@ class AsyncChannel:
             self.close()  # (a connection the peer closed between calls is opened again, not written to)
         if self._conn is None:
             _reader, writer, session = await open_async(addr[0], addr[1], self.security, client_id=self.client_id)
-            # Set up (TLS, SASL): from here the connection is read frame by frame (`_Frames`). The
+            # Set up (TLS, SASL): from here the connection is read frame by frame (`ResponseFrames`). The
             # writer is kept: it closes the transport when it is collected.
-            frames = _Frames(writer.transport, self.max_response_bytes)
+            frames = ResponseFrames(writer.transport, self.max_response_bytes)
             writer.transport.set_protocol(frames)
             self._conn = frames, writer
             self._addr = addr
@@ -124,7 +124,7 @@ class AsyncChannel:
             self._conn = None
 
 
-class _Frames(asyncio.BufferedProtocol):
+class ResponseFrames(asyncio.BufferedProtocol):
     """A connection's protocol once TLS and SASL are done: the transport reads each response
     frame straight into a buffer of the frame's size -- first its 4-byte size, then the frame --
     so a frame's bytes are copied once, by the read itself. (A StreamReader copied each into its

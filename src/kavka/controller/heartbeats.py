@@ -12,7 +12,7 @@ sockets) and that does not heartbeat again on a new connection within
 session timeout stays the bound for what closes nothing (a frozen or unplugged
 machine), and a broker that is merely slow keeps its connection and is never fenced
 by this. Sooner still when the broker's own listener refuses a connection the controller opens to it
-right after the loss (`listener_refused`): nothing listens there, so the process is gone (a
+right after the loss (`probe_dead`): nothing listens there, so the process is gone (a
 live process's listening socket takes connections even while it is frozen or busy); it is
 fenced at the next check. A loss only counts for the connection the broker's latest heartbeat came on,
 so an old connection closing after the broker moved to a new one changes nothing; a
@@ -213,12 +213,6 @@ class BrokerSessions:
         for b in broker_ids:
             self._lost_ms.pop(b, None)
             self._dead.discard(b)
-
-    def listener_refused(self, broker_id: int) -> None:
-        """The broker's listener refused a connection opened after its heartbeat connection
-        closed: if it has not heartbeated since, it is fenced at the next check."""
-        if broker_id in self._lost_ms:
-            self._dead.add(broker_id)
 
     def refuses_connections(self, broker_id: int) -> bool:
         return broker_id in self._dead
