@@ -109,12 +109,10 @@ def create_partitions(
     listed; its index goes to `already`."""
     times = []
     with AdminClient(bootstrap, timeout_s=600) as admin:
-        n = 0
-        batch: list[NewTopic] = []
-        while n < total:
-            parts = min(per_topic, total - n)
-            batch.append(NewTopic(f"scale-{len(batch):05d}-{n}", num_partitions=parts, replication_factor=replication_factor))
-            n += parts
+        batch = [
+            NewTopic(name, num_partitions=parts, replication_factor=replication_factor)
+            for name, parts in topic_plan(total, per_topic).items()
+        ]
         for i in range(0, len(batch), 20):
             t0 = time.perf_counter()
             try:
@@ -131,20 +129,48 @@ def create_partitions(
     return times
 
 
-def wait_for_logs(bootstrap: str, total: int, timeout_s: float = 1800) -> None:
-    """Until the brokers have `total` logs in all (DescribeLogDirs).
+def topic_plan(total: int, per_topic: int) -> dict[str, int]:
+    """The topics `create_partitions` creates for `total` partitions: name -> partition count."""
+    plan: dict[str, int] = {}
+    n = 0
+    while n < total:
+        parts = min(per_topic, total - n)
+        plan[f"scale-{len(plan):05d}-{n}"] = parts
+        n += parts
+    return plan
+
+
+def wait_for_logs(bootstrap: str, expected: dict[str, int], replication_factor: int = 1, timeout_s: float = 1800) -> None:
+    """Until the brokers host every log of the topics in `expected` (name -> logs, replicas
+    counted), asked with DescribeLogDirs for the topics not yet complete only.
 
     A CreateTopics is answered once the controller committed it; the brokers create the logs as
-    they apply the committed records, which may end later: the creation time counts to here."""
+    they apply the committed records, which may end later: the creation time counts to here.
+    The bench once asked for every log each second: with 10,000 logs each answer cost the broker
+    the listing of them all, work the measurement added to what it measured. Now it names the
+    partitions it still waits for (no Metadata request to learn them), and the broker looks
+    those up."""
     deadline = time.monotonic() + timeout_s
+    remaining = dict(expected)
+    partition_count = {t: n // replication_factor for t, n in expected.items()}
     with AdminClient(bootstrap, timeout_s=60) as admin:
         while True:
-            hosted = sum(len(d.replicas) for dirs in admin.describe_log_dirs().values() for d in dirs)
-            if hosted >= total:
+            asked = sorted(remaining)[:200]
+            dirs = admin.describe_log_dirs(partitions={t: range(partition_count[t]) for t in asked})
+            hosted: dict[str, int] = {}
+            for infos in dirs.values():
+                for d in infos:
+                    for r in d.replicas:
+                        if not r.is_future:
+                            hosted[r.topic] = hosted.get(r.topic, 0) + 1
+            for topic, n in hosted.items():
+                if topic in remaining and n >= remaining[topic]:
+                    del remaining[topic]
+            if not remaining:
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the broker has {hosted} of {total} logs after {timeout_s:.0f}s")
-            time.sleep(1)  # each answer lists every log: not too often
+                raise RuntimeError(f"{len(remaining)} of {len(expected)} topics lack logs after {timeout_s:.0f}s")
+            time.sleep(0.5)
 
 
 def metadata_ms(node: Node, repeats: int = 5) -> float:
@@ -194,16 +220,29 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
     return buf
 
 
-def run(partitions: int, per_topic: int, connections: int) -> dict:
+def run(partitions: int, per_topic: int, connections: int, py_spy: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="kavka-scale-") as d:
         node = Node(Path(d))
+        spy: subprocess.Popen[bytes] | None = None
         try:
             node.start()
+            assert node.proc is not None
+            if py_spy is not None:  # the creation only: collapsed stacks, every thread, idle ones too
+                spy = subprocess.Popen(
+                    [str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(node.proc.pid), "-r", "100", "--idle", "--threads",
+                     "-f", "raw", "-o", str(py_spy)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )
+                time.sleep(1)  # attached
             t0, cpu0 = time.perf_counter(), node.cpu_s()
             per_request = create_partitions(node.bootstrap, partitions, per_topic)
             acked_s = time.perf_counter() - t0
-            wait_for_logs(node.bootstrap, partitions)
+            wait_for_logs(node.bootstrap, topic_plan(partitions, per_topic))
             created_s = time.perf_counter() - t0
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(60)
+                spy = None
             assert node.proc is not None
             out = {
                 "partitions": partitions,
@@ -224,6 +263,8 @@ def run(partitions: int, per_topic: int, connections: int) -> dict:
             out["rss_after_restart_mb"] = rss_bytes(node.proc.pid) / 1e6
             node.stop(clean=True)
         finally:
+            if spy is not None:
+                spy.kill()
             node.kill()  # also on an exception or Ctrl-C
     return out
 
@@ -251,7 +292,7 @@ def run_cluster(
             already: list[int] = []
             per_request = create_partitions(c.bootstrap, partitions, per_topic, replication_factor, already)
             acked_s = time.perf_counter() - t0
-            wait_for_logs(c.bootstrap, partitions * replication_factor)
+            wait_for_logs(c.bootstrap, {t: n * replication_factor for t, n in topic_plan(partitions, per_topic).items()}, replication_factor)
             out = {
                 "nodes": nodes,
                 "broker_config": broker_config or {},
@@ -317,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replication-factor", type=int, default=1)
     ap.add_argument("--keep-logs", type=Path, help="with --nodes: write each node's output to this dir")
     ap.add_argument("--broker-config", nargs="*", default=[], metavar="KEY=VALUE", help="with --nodes: set on every node")
+    ap.add_argument("--py-spy", type=Path, metavar="FILE",
+                    help="one node: py-spy (beside the venv's python) records the creation into FILE (collapsed stacks, every thread)")
     args = ap.parse_args(argv)
     if args.nodes > 1:
         for n in args.partitions:
@@ -329,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for n in args.partitions:
         print(f"{n:,} partitions ...", file=sys.stderr, flush=True)
-        rows.append(run(n, args.per_topic, args.connections))
+        rows.append(run(n, args.per_topic, args.connections, args.py_spy))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     args.out.write_text(json.dumps(rows, indent=2))
     table = markdown(rows, args.connections)

@@ -66,7 +66,9 @@ def test_an_ungated_server_accepts_at_once() -> None:
 class _NoLogs:
     """The log manager of a broker that hosts no replicas: the publisher's slices still batch."""
 
-    placement_batch = staticmethod(contextlib.nullcontext)
+    @staticmethod
+    def placement_batch(*, background: bool = False) -> contextlib.nullcontext:
+        return contextlib.nullcontext()
 
 
 def _publish(publisher: BrokerMetadataPublisher, image: MetadataImage, *records: Any) -> MetadataImage:

@@ -28,7 +28,9 @@ TURNS = 3  # loop turns of one raft exchange on a node: frame read -> driver inb
 
 
 class _Logs:
-    placement_batch = staticmethod(contextlib.nullcontext)
+    @staticmethod
+    def placement_batch(*, background: bool = False) -> contextlib.nullcontext:
+        return contextlib.nullcontext()
 
     @staticmethod
     def get_log(topic: str, partition: int) -> None:
@@ -89,9 +91,9 @@ def _slices_per_exchange(monkeypatch: pytest.MonkeyPatch, yields: int, loop: str
     slices = [0]
     run_slice = publisher._run_slice
 
-    def counting() -> float:
+    def counting(**kw: bool) -> float:
         slices[0] += 1
-        return run_slice()
+        return run_slice(**kw)
 
     monkeypatch.setattr(publisher, "_run_slice", counting)
 

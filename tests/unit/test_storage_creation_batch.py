@@ -149,3 +149,156 @@ def test_a_new_leaders_epoch_is_written_with_its_first_batch(tmp_path: Path, wri
     lg.append_as_leader(build_batch([(NOW, b"k", b"v")]), leader_epoch=4, now_ms=NOW)
     assert len(writes["single"]) == 1  # once per epoch, not per batch
     lm.shutdown()
+
+
+# ---------------------------------------------------------------- written in the background
+
+
+class _HeldWriter:
+    """The writer thread's work held until released: what the loop does meanwhile is visible."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import threading
+
+        self.release = threading.Event()
+        self.started = threading.Event()
+        self.batches: list[list[Path]] = []
+        real = log_manager._write_dirs
+
+        def held(jobs):
+            self.started.set()
+            assert self.release.wait(30), "the test never released the writer"
+            self.batches.append(sorted(p for files in jobs.values() for p in files))
+            return real(jobs)
+
+        monkeypatch.setattr(log_manager, "_write_dirs", held)
+
+
+async def _until(cond, what: str, timeout_s: float = 10.0) -> None:
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, f"not within {timeout_s}s: {what}"
+        await asyncio.sleep(0.005)
+
+
+def test_a_background_batch_is_written_while_the_loop_goes_on_and_a_later_change_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writes
+) -> None:
+    import asyncio
+
+    held = _HeldWriter(monkeypatch)
+
+    async def main() -> None:
+        lm = LogManager([tmp_path / "a"], default_config=LogConfig(), now_ms=NOW)
+        with lm.placement_batch(background=True):
+            logs = [lm.get_or_create_log("t", p, topic_id=TID) for p in range(5)]
+            for lg in logs:
+                lg.leader_epoch_cache.assign(5, 0)
+        # The batch ended and the loop goes on; its files are not written yet.
+        await _until(held.started.is_set, "the writer thread took the batch")
+        assert not any((lg.dir / PARTITION_METADATA_FILE).exists() for lg in logs)
+        # A change to one log's epochs meanwhile waits for the batch (no second writer of the file).
+        logs[0].leader_epoch_cache.assign(6, 0)
+        assert writes["single"] == []
+        held.release.set()
+        await _until(lambda: not lm._in_flight, "the batch landed")
+        assert len(held.batches) == 1 and len(held.batches[0]) == 10
+        for lg in logs:
+            assert PartitionMetadataFile(lg.dir).read() == TID
+        # The change made while the batch was in flight was written after it: the file ends newest.
+        assert writes["single"] == [logs[0].dir / LEADER_EPOCH_CHECKPOINT]
+        assert LeaderEpochFileCache.load(logs[0].dir / LEADER_EPOCH_CHECKPOINT).epoch_entries() == [EpochEntry(6, 0)]
+        assert LeaderEpochFileCache.load(logs[1].dir / LEADER_EPOCH_CHECKPOINT).epoch_entries() == [EpochEntry(5, 0)]
+        assert not logs[0].leader_epoch_cache.deferred
+        lm.shutdown()
+
+    asyncio.run(main())
+
+
+def test_a_log_deleted_while_its_files_are_written_waits_for_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import threading
+
+    held = _HeldWriter(monkeypatch)
+
+    async def main() -> None:
+        lm = LogManager([tmp_path / "a"], default_config=LogConfig(), now_ms=NOW)
+        with lm.placement_batch(background=True):
+            gone = lm.get_or_create_log("t", 0, topic_id=TID)
+            kept = lm.get_or_create_log("t", 1, topic_id=TID)
+        await _until(held.started.is_set, "the writer thread took the batch")
+        threading.Timer(0.05, held.release.set).start()
+        assert lm.delete_log("t", 0)  # waits for the batch before renaming the dir
+        assert held.release.is_set() and not lm._in_flight
+        assert not gone.dir.exists() and not list((tmp_path / "a").glob("t-0*"))
+        assert PartitionMetadataFile(kept.dir).read() == TID
+        assert lm.offline_dirs == {}
+        lm.shutdown()
+
+    asyncio.run(main())
+
+
+def test_shutdown_waits_for_the_background_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import threading
+
+    held = _HeldWriter(monkeypatch)
+
+    async def main() -> None:
+        d = tmp_path / "a"
+        lm = LogManager([d], default_config=LogConfig(), now_ms=NOW)
+        with lm.placement_batch(background=True):
+            lg = lm.get_or_create_log("t", 0, topic_id=TID)
+            lg.leader_epoch_cache.assign(2, 0)
+        await _until(held.started.is_set, "the writer thread took the batch")
+        threading.Timer(0.05, held.release.set).start()
+        lm.shutdown()
+        assert PartitionMetadataFile(lg.dir).read() == TID
+        lm2 = LogManager([d], default_config=LogConfig(), now_ms=NOW)
+        assert lm2.had_clean_shutdown and lm2.get_log("t", 0).topic_id == TID
+        lm2.shutdown()
+
+    asyncio.run(main())
+
+
+def test_a_failed_background_write_is_done_again_one_file_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writes
+) -> None:
+    """The batch's write failed (or partly): each current log's files are written on the loop,
+    where a disk that fails again takes its dir offline as any write does."""
+    import asyncio
+    import errno
+
+    def failing(files, dirs=()):
+        raise OSError(errno.EIO, "injected", str(next(iter(files))))
+
+    monkeypatch.setattr(log_manager, "write_all_atomically", failing)
+
+    async def main() -> None:
+        lm = LogManager([tmp_path / "a", tmp_path / "b"], default_config=LogConfig(), now_ms=NOW)
+        with lm.placement_batch(background=True):
+            logs = [lm.get_or_create_log("t", p, topic_id=TID) for p in range(4)]
+            for lg in logs:
+                lg.leader_epoch_cache.assign(1, 0)
+        await _until(lambda: not lm._in_flight, "the batch was tried")
+        assert lm.offline_dirs == {}
+        for lg in logs:
+            assert PartitionMetadataFile(lg.dir).read() == TID
+            assert LeaderEpochFileCache.load(lg.dir / LEADER_EPOCH_CHECKPOINT).epoch_entries() == [EpochEntry(1, 0)]
+        assert len(writes["single"]) == 8  # one by one, after the batch failed
+
+        # A disk that fails the single writes too: its dir goes offline.
+        def broken(path, data):
+            raise OSError(errno.EIO, "injected", str(path))
+
+        monkeypatch.setattr(checkpoints, "write_atomically", broken)
+        with lm.placement_batch(background=True):
+            lg = lm.get_or_create_log("u", 0, topic_id=TID)
+        await _until(lambda: not lm._in_flight, "the batch was tried")
+        assert lg.dir.parent in lm.offline_dirs
+        lm.shutdown()
+
+    asyncio.run(main())

@@ -13,6 +13,7 @@ from kavka.protocol.records import build_batch, iter_records
 from kavka.storage.errors import KafkaStorageError, LogDirNotFoundError
 from kavka.storage.faults import FAULTS
 from kavka.storage.log_config import LogConfig
+from kavka.common import TopicPartition
 from kavka.storage.log_manager import DirStats, LogManager, select_log_dir
 from kavka.storage.unified_log import Log
 
@@ -176,6 +177,10 @@ def test_io_error_takes_only_that_dir_offline_once(tmp_path: Path, faults: Path,
     desc = {d.path: d for d in lm.describe_dirs()}
     assert desc[dirs[1]].error and desc[dirs[1]].total_bytes == -1 and desc[dirs[1]].replicas == ()
     assert {(r.topic, r.partition) for r in desc[dirs[0]].replicas} == {("t", 0), ("t", 2)}
+    # Asked for some partitions, the dirs list those only (an unknown one is left out).
+    some = {d.path: d for d in lm.describe_dirs([TopicPartition("t", 2), TopicPartition("t", 9), TopicPartition("u", 0)])}
+    assert [(r.topic, r.partition) for r in some[dirs[0]].replicas] == [("t", 2)]
+    assert some[dirs[1]].error and some[dirs[1]].replicas == ()
     lm.shutdown()
     assert (dirs[0] / ".kafka_cleanshutdown").exists()
     assert not (dirs[1] / ".kafka_cleanshutdown").exists()  # recovered at the next start

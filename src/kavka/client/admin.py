@@ -1061,14 +1061,21 @@ class AdminClient:
     # ------------------------------------------------------------------ log dirs (KIP-113)
 
     def describe_log_dirs(
-        self, broker_ids: Sequence[int] | None = None, topics: Sequence[str] | None = None
+        self,
+        broker_ids: Sequence[int] | None = None,
+        topics: Sequence[str] | None = None,
+        partitions: Mapping[str, Sequence[int]] | None = None,
     ) -> dict[int, list[LogDirInfo]]:
-        """Every log dir of each broker (all brokers by default), like kafka-log-dirs.sh."""
+        """Every log dir of each broker (all brokers by default), like kafka-log-dirs.sh; only
+        the replicas of `topics` (all their partitions) or of `partitions` (topic -> partitions)
+        if given."""
         if broker_ids is None:
             self._metadata([])
             broker_ids = sorted(self._brokers)
         wanted: dict[str, list[int]] | None = None
-        if topics is not None:
+        if partitions is not None:
+            wanted = {t: list(ps) for t, ps in partitions.items()}
+        elif topics is not None:
             wanted = {}
             for d in self.describe_topics(list(topics)):
                 wanted[d.name] = [p.partition for p in d.partitions]

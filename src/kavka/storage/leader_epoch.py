@@ -204,19 +204,36 @@ class LeaderEpochFileCache:
         self._entries = []
         self._flush()
 
-    def take_deferred(self) -> tuple[bytes, list[EpochEntry]] | None:
+    def take_deferred(self, *, keep_deferred: bool = False) -> tuple[bytes, list[EpochEntry]] | None:
         """End deferral: the file's new content and the entries it holds, if it changed (the
-        caller writes it, then tells `written`), else None."""
-        self.deferred = False
+        caller writes it, then tells `written`), else None.
+
+        ``keep_deferred``: the content is written in the background, so the cache stays
+        deferred until `written` (a change meanwhile is written after it, never beside it)."""
         requested, self._flush_requested = self._flush_requested, False
         if not requested or self.path is None or self._entries == (self._flushed or []):
+            self.deferred = False
             return None  # no write asked for, or nothing changed
+        self.deferred = keep_deferred
         entries = list(self._entries)
         return checkpoint_text((f"{e.epoch} {e.start_offset}" for e in entries), version=0), entries
 
     def written(self, entries: list[EpochEntry]) -> None:
+        """The file now holds `entries`. A change asked to be written while it was being written
+        (still deferred) is written now."""
         self._flushed = entries
-        self.unflushed = False
+        self.unflushed = self.unflushed and self._entries != entries
+        self.deferred = False
+        if self._flush_requested:
+            self._flush_requested = False
+            self._flush()
+
+    def rewrite_after_failed_write(self) -> None:
+        """A background write of the file failed, or may not have landed: write it now."""
+        self.deferred = False
+        self._flush_requested = False
+        self._flushed = None  # unknown
+        self._flush()
 
     def _flush(self) -> None:
         if self.deferred:

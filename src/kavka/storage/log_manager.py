@@ -45,6 +45,8 @@ steps for a worker thread (see "background work" below), never run here.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import fcntl
 import functools
@@ -53,7 +55,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,6 +190,9 @@ class LogManager:
         self._batch_depth = 0  # placement_batch
         self._batch_stats: dict[Path, DirStats] | None = None
         self._unwritten: list[tuple[Log, bool]] = []  # logs with writes held by a batch; partition.metadata too?
+        self._background = 0  # placement_batch(background=True) levels open
+        self._in_flight: list[_BackgroundWrite] = []  # oldest first
+        self._writer: concurrent.futures.ThreadPoolExecutor | None = None  # one thread: writes land in order
         self._lock_fds: list[int] = []
         self.had_clean_shutdown = True
         # The broker epoch every log dir's marker names (Kafka's readBrokerEpochFromCleanShutdownFiles):
@@ -433,7 +438,7 @@ class LogManager:
         return [DirStats(counts[d], used[d], shutil.disk_usage(d).free) for d in dirs]
 
     @contextlib.contextmanager
-    def placement_batch(self) -> Iterator[None]:
+    def placement_batch(self, *, background: bool = False) -> Iterator[None]:
         """Apply (part of) a metadata delta's replicas together: new logs placed on stats taken
         once, the small files of new and changed logs written together when the batch (each
         level, if nested) ends. Held by the broker's metadata publisher for one slice of work,
@@ -452,15 +457,21 @@ class LogManager:
         dirs. A crash before that leaves each file as it was (missing for a new log), never torn:
         the topic id comes back from the metadata (`get_or_create_log`), a new log's epochs from
         its segments (it is in no recovery-point checkpoint, so it is recovered from offset 0),
-        and an existing log's new epoch is assigned again by the next leader election."""
+        and an existing log's new epoch is assigned again by the next leader election.
+
+        ``background=True`` (in a running event loop): the batch's files are written on a thread
+        of their own while the caller goes on (`_write_in_background`); the metadata publisher
+        applies the next slice of a large delta meanwhile instead of waiting for the fsyncs."""
         self._batch_depth += 1
+        self._background += background
         try:
             yield
         finally:
             self._batch_depth -= 1
+            self._background -= background
             if not self._batch_depth:
                 self._batch_stats = None
-            self._write_batched()
+            self._write_batched(background=background)
 
     def batch_epoch_writes(self, lg: Log) -> None:
         """In a batch, hold `lg`'s leader epoch writes until the batch ends (no-op outside one)."""
@@ -468,28 +479,100 @@ class LogManager:
             lg.leader_epoch_cache.deferred = True
             self._unwritten.append((lg, False))
 
-    def _write_batched(self) -> None:
+    def _write_batched(self, *, background: bool = False) -> None:
         pending, self._unwritten = self._unwritten, []
-        by_dir: dict[Path, tuple[dict[Path, bytes], list[tuple[Log, list[EpochEntry]]]]] = {}
+        if background:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                background = False
+        by_dir: dict[Path, tuple[dict[Path, bytes], list[tuple[Log, list[EpochEntry] | None, bool]]]] = {}
         for lg, metadata in pending:
-            epochs = lg.leader_epoch_cache.take_deferred()
+            epochs = lg.leader_epoch_cache.take_deferred(keep_deferred=background)
             tp = lg.topic_partition
             if self._logs.get(tp) is not lg:
+                lg.leader_epoch_cache.deferred = False
                 continue  # deleted, or its dir went offline, since it was created
             files, written = by_dir.setdefault(lg.dir.parent, ({}, []))
-            if metadata and lg.topic_id is not None:
+            metadata = metadata and lg.topic_id is not None
+            if metadata:
                 files[lg.dir / PARTITION_METADATA_FILE] = PartitionMetadataFile.text(lg.topic_id)
             if epochs is not None:
                 files[lg.dir / LEADER_EPOCH_CHECKPOINT] = epochs[0]
-                written.append((lg, epochs[1]))
+            written.append((lg, None if epochs is None else epochs[1], metadata))
+        if not by_dir:
+            return
+        if background:
+            self._write_in_background(loop, by_dir)
+            return
         for d, (files, written) in by_dir.items():
             try:
                 write_all_atomically(files, dirs=[d])
             except OSError as e:
                 self.handle_io_error(getattr(e, "filename", None) or d, e)
                 continue
-            for lg, entries in written:
-                lg.leader_epoch_cache.written(entries)
+            for lg, entries, _ in written:
+                if entries is not None:
+                    lg.leader_epoch_cache.written(entries)
+
+    def _write_in_background(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        by_dir: dict[Path, tuple[dict[Path, bytes], list[tuple[Log, list[EpochEntry] | None, bool]]]],
+    ) -> None:
+        """Write a batch's files on the writer thread; the event loop goes on meanwhile.
+
+        Order: one thread writes the batches in the order they were handed over, and a log's
+        leader epoch cache stays deferred until its write has landed (`_finish_background`), so
+        no other write of that file starts meanwhile: a change to the cache in between waits
+        and is written after it. A log deleted or moved while its files are written waits for
+        that write first (`settle_writes`)."""
+        if self._writer is None:
+            self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kavka-checkpoints")
+        jobs = {d: dict(files) for d, (files, _) in by_dir.items()}
+        bg = _BackgroundWrite({d: written for d, (_, written) in by_dir.items()}, self._writer.submit(_write_dirs, jobs))
+        self._in_flight.append(bg)
+        bg.future.add_done_callback(lambda _f: loop.call_soon_threadsafe(self._finish_background, bg))
+
+    def settle_writes(self) -> None:
+        """Wait for the batches being written in the background and take their results (before a
+        log's dir is renamed or removed, and at shutdown). Blocks the caller: rare, and short."""
+        for bg in list(self._in_flight):
+            with contextlib.suppress(Exception):
+                bg.future.result()
+            self._finish_background(bg)
+
+    def _finish_background(self, bg: _BackgroundWrite) -> None:
+        if bg.finished:
+            return
+        bg.finished = True
+        self._in_flight.remove(bg)
+        try:
+            errors = bg.future.result()
+        except Exception as e:  # not an OSError of a file: the writer itself failed
+            errors = {d: e for d in bg.written}
+        for d, written in bg.written.items():
+            error = errors.get(d)
+            if error is not None and any(self._logs.get(lg.topic_partition) is lg for lg, _, _ in written):
+                log.warning("writing the new logs' files in %s failed (%s): writing them one by one", d, error)
+            for lg, entries, metadata in written:
+                current = self._logs.get(lg.topic_partition) is lg
+                if error is None:
+                    if entries is not None:
+                        lg.leader_epoch_cache.written(entries)
+                    continue
+                # Some of the dir's files may not have landed. A log deleted or moved meanwhile
+                # needs none; the others are written now, one by one, where a disk error
+                # takes its dir offline as any write's does.
+                if not current:
+                    lg.leader_epoch_cache.deferred = False
+                    continue
+                try:
+                    if metadata and lg.topic_id is not None:
+                        PartitionMetadataFile(lg.dir).write(lg.topic_id)
+                    lg.leader_epoch_cache.rewrite_after_failed_write()
+                except OSError as e:
+                    self.handle_io_error(getattr(e, "filename", None) or lg.dir, e)
 
     def _select_dir(self, tp: TopicPartition) -> Path:
         preferred = self._preferred_dirs.pop(tp, None)
@@ -520,7 +603,16 @@ class LogManager:
             stats[chosen] = DirStats(s.partitions + 1, s.used_bytes, s.usable_bytes)
         return chosen
 
-    def describe_dirs(self) -> list[LogDirDescription]:
+    def describe_dirs(self, partitions: Iterable[TopicPartition] | None = None) -> list[LogDirDescription]:
+        """Each log dir, with its replicas: all of them, or those of `partitions` only (looked up,
+        not found by walking every log: DescribeLogDirs for a few topics on a broker of 10,000)."""
+        if partitions is None:
+            current = sorted(self._logs.items())
+            future = sorted(self._future_logs.items())
+        else:
+            wanted = sorted(set(partitions))
+            current = [(tp, lg) for tp in wanted if (lg := self._logs.get(tp)) is not None]
+            future = [(tp, lg) for tp in wanted if (lg := self._future_logs.get(tp)) is not None]
         out = []
         for d in self.log_dirs:
             reason = self.offline_dirs.get(d)
@@ -535,10 +627,10 @@ class LogManager:
                 continue
             replicas = [
                 ReplicaInfo(tp[0], tp[1], lg.size_in_bytes, 0, False)
-                for tp, lg in sorted(self._logs.items())
+                for tp, lg in current
                 if lg.dir.parent == d
             ]
-            for tp, fut in sorted(self._future_logs.items()):
+            for tp, fut in future:
                 if fut.dir.parent == d:
                     cur = self._logs.get(tp)
                     lag = max(cur.log_end_offset - fut.log_end_offset, 0) if cur else 0
@@ -646,9 +738,12 @@ class LogManager:
         self._preferred_dirs.pop(tp, None)
         self._offline_partitions.pop(tp, None)
         self.abort_future_log(tp)
-        lg = self._logs.pop(tp, None)
+        lg = self._logs.get(tp)
         if lg is None:
             return False
+        if self._in_flight:
+            self.settle_writes()  # its files may be being written: not into a renamed dir
+        del self._logs[tp]
         try:
             lg.delete()
         except OSError as e:
@@ -737,6 +832,8 @@ class LogManager:
             )
         src_dir, dest_dir = src.dir.parent, fut.dir.parent
         log_start = max(src.log_start_offset, fut.log_start_offset)
+        if self._in_flight:
+            self.settle_writes()  # the source's files may be being written: not into a renamed dir
         try:
             fut.flush()
             fut.close()
@@ -1006,6 +1103,7 @@ class LogManager:
         `broker_epoch`, the registration this clean shutdown ends."""
         if self._shut_down:
             return
+        self.settle_writes()
         self._write_batched()
         for lg in [*self._logs.values(), *self._future_logs.values()]:
             try:
@@ -1070,3 +1168,23 @@ def _run_flush_jobs(jobs: list[FlushJob]) -> list[OSError | None]:
         except OSError as e:
             out.append(e)
     return out
+
+
+@dataclass(eq=False)
+class _BackgroundWrite:
+    """One batch handed to the writer thread: each dir's logs and what their files hold."""
+
+    written: dict[Path, list[tuple[Log, list[EpochEntry] | None, bool]]]
+    future: concurrent.futures.Future[dict[Path, OSError]]
+    finished: bool = False
+
+
+def _write_dirs(jobs: dict[Path, dict[Path, bytes]]) -> dict[Path, OSError]:
+    """The writer thread's work: each dir's files (`write_all_atomically`); the dirs that failed."""
+    errors: dict[Path, OSError] = {}
+    for d, files in jobs.items():
+        try:
+            write_all_atomically(files, dirs=[d])
+        except OSError as e:
+            errors[d] = e
+    return errors

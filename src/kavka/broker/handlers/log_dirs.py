@@ -50,7 +50,8 @@ def handle_describe_log_dirs(node: BrokerNode, ctx: RequestContext, req: Any) ->
         for t in req.topics:
             wanted.setdefault(t.topic, set()).update(t.partitions)
     results = []
-    for d in node.log_manager.describe_dirs():
+    asked = None if wanted is None else [TopicPartition(t, p) for t, ps in wanted.items() for p in ps]
+    for d in node.log_manager.describe_dirs(asked):
         by_topic: dict[str, list[Any]] = {}
         for r in d.replicas:
             if wanted is not None and r.partition not in wanted.get(r.topic, ()):
