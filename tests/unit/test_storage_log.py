@@ -373,23 +373,29 @@ def _index_files(d: Path) -> list[str]:
 def test_an_idle_segment_has_no_index_files_and_behaves_as_before_once_written(
     tmp_path: Path, clean: bool, caplog
 ) -> None:
-    """Issue 32 item 8: a new segment's index files are created with its first append, not with
-    the segment. Opened (cleanly or not) without them it reads, appends, looks up timestamps,
+    """Issue 32 item 8: a new segment's index files (and a new log's `.log`) are created with its
+    first append, not with the segment. Opened (cleanly or not) without them it reads, appends, looks up timestamps,
     truncates and recovers as a segment that had them; no rebuild is ever logged."""
     caplog.set_level(logging.WARNING, logger="kavka.storage")
     d = tmp_path / "t-0"
     cfg = LogConfig(segment_bytes=800, index_interval_bytes=100)
+    first = d / "00000000000000000000.log"
     lg = open_log(d, cfg)
-    assert _index_files(d) == [] and (d / "00000000000000000000.log").exists()
+    # A new log's first segment has no file at all until it is written (nor after a flush).
+    assert _index_files(d) == [] and not first.exists()
+    lg.flush()
     lg.close()
-    lg = open_log(d, cfg, clean_shutdown=clean)  # an idle log loaded: still no index files
+    assert not first.exists()
+    lg = open_log(d, cfg, clean_shutdown=clean)  # an idle log loaded: still no files
     assert (lg.log_end_offset, lg.read(0, max_bytes=100).records, _index_files(d)) == (0, b"", [])
+    assert lg.segments[0].largest_timestamp >= 0 and not first.exists()
     lg.close()
     lg = open_log(d, cfg, clean_shutdown=clean)
     for i in range(12):
         lg.append_as_leader(batch(2, ts=NOW + i, size=40, tag=str(i)), leader_epoch=0, now_ms=NOW)
         if i == 0:  # there before anything is flushed, so a crash cannot leave data without them
             assert _index_files(d) == ["00000000000000000000.index", "00000000000000000000.timeindex"]
+            assert first.stat().st_size > 0
     assert len(lg.segments) >= 3 and all(s.offset_index.entries for s in lg.segments[:-1])
     assert read_all(lg) == list(range(24))
     assert lg.fetch_offset_by_timestamp(NOW + 5).offset == 10

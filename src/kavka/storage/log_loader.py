@@ -176,7 +176,7 @@ class LogLoader:
                 rebuild.append(segment)
         rebuild_txn_indexes(dir, segments, sorted(rebuild, key=lambda s: s.base_offset))
 
-        if not segments:
+        if not segments:  # its file is created with the first write (a new partition stays idle for free)
             segments.append(
                 LogSegment(
                     dir,
@@ -184,6 +184,7 @@ class LogLoader:
                     index_interval_bytes=config.index_interval_bytes,
                     max_index_size=config.segment_index_bytes,
                     now_ms=now_ms,
+                    create=False,
                 )
             )
         log_end_offset = segments[-1].read_next_offset()

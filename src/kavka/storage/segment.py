@@ -109,7 +109,13 @@ class LogSegment:
         max_index_size: int,
         now_ms: int,
         rebuild_indexes_if_damaged: bool = True,
+        create: bool = True,
     ) -> None:
+        """``create=False``: a missing ``.log`` is not created here but with the segment's first
+        write (or read, flush...), as its index files are (a log's first, empty segment: this
+        VM's file system spends ~0.8 ms of CPU creating a file, a third of what creating a
+        partition costs; a broker creating 10,000 partitions creates 10,000 fewer files). Flushing
+        or closing a segment whose file was never created does nothing."""
         self.dir = Path(dir)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -123,10 +129,14 @@ class LogSegment:
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._rebuild_indexes_if_damaged = rebuild_indexes_if_damaged
+        self._no_file = False  # the .log does not exist yet (create=False)
         try:
             self.size = os.stat(self.log_path).st_size
         except FileNotFoundError:
-            os.close(os.open(self.log_path, os.O_WRONLY | os.O_CREAT, 0o644))  # opened again on first use
+            if create:
+                os.close(os.open(self.log_path, os.O_WRONLY | os.O_CREAT, 0o644))  # opened again on first use
+            else:
+                self._no_file = True
             self.size = 0
         self.created_ms = now_ms
         self._bytes_since_last_index_entry = 0
@@ -151,6 +161,7 @@ class LogSegment:
         fd = self._fd_raw
         if fd is None:
             fd = self._fd_raw = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            self._no_file = False
         return fd
 
     @property
@@ -232,6 +243,8 @@ class LogSegment:
         if ts >= 0:
             return ts
         fd = self._fd_raw
+        if self._no_file:
+            return self.created_ms  # no file yet: no mtime
         st = os.fstat(fd) if fd is not None and fd >= 0 else os.stat(self.log_path)
         return int(st.st_mtime * 1000)
 
@@ -565,6 +578,8 @@ class LogSegment:
     # ------------------------------------------------------------------ lifecycle
 
     def flush(self) -> None:
+        if self._no_file:
+            return  # nothing written, nothing to make durable
         FAULTS.check(self.log_path)
         FAULTS.before_fsync(self.log_path)
         os.fsync(self._fd)
