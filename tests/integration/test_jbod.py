@@ -459,8 +459,12 @@ def test_a_dir_without_directory_id_gets_one_and_every_replica_has_one(broker_fa
     assert new_id and new_id != meta.directory_id
     ck_create_topic(ck_admin(b.bootstrap), topic_name, 2)
     ids = {read_meta_properties(d).directory_id for d in b.log_dirs}
+    # One line per log, or one per dir for the logs a metadata delta created together.
     logged = wait_until(
-        lambda: set(re.findall(rf"created log for {topic_name}-\d in \S+ \(directory.id (\S+)\)", b.log_text())) == ids,
+        lambda: set(
+            re.findall(rf"created log for {topic_name}-\d in \S+ \(directory.id (\S+)\)", b.log_text())
+            + re.findall(rf"created \d+ logs? in \S+ \(directory.id (\S+)\): [^\n]*\b{topic_name}-\d", b.log_text())
+        ) == ids,
         10,
         message="both directory ids in the broker log",
     )
