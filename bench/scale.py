@@ -5,9 +5,9 @@ Measures, on one broker with data on disk:
   (DescribeLogDirs), and each CreateTopics' own time;
 - the broker's CPU seconds for the creation and for each start (less at the mercy of other work
   on a shared machine than the elapsed times);
-- startup time (process start -> KAVKA_READY) with N partitions, after a clean
-  stop (SIGTERM: the recovery scan is skipped) and after an unclean one
-  (kill -9: every segment after the recovery point is scanned);
+- startup time with N partitions (process start to the first answer to ApiVersions and to a
+  Metadata listing the broker and a controller), after a clean stop (SIGTERM: the recovery scan is
+  skipped) and after an unclean one (kill -9: every segment after the recovery point is scanned);
 - the Metadata response time for all topics with N partitions;
 - broker RSS at idle with N partitions and with C idle client connections.
 Targets from issue 6: 10,000 partitions start in under 10 s after a clean stop,
@@ -15,6 +15,20 @@ and RSS stays under 1 GiB; from issue 32: 10,000 partitions created in under 10 
 a 3-node cluster without a timeout (`--nodes 3`: the creation only, printed as JSON). Every broker
 started is stopped on every path (an error, Ctrl-C). Results go to JSON and to docs/benchmarks.md
 (between the SCALE:BEGIN/END markers).
+
+This VM's filesystem makes creating a file cost ~0.8 ms of kernel CPU, so the creation's figure
+depends on the machine more than on the broker: `--servers kavka,kafka` measures Apache Kafka
+(one combined KRaft node, as `python -m bench` runs it) the same way in the same run, `--rounds N`
+alternating the order (kavka, Kafka, then Kafka, kavka...), each run a fresh process in a fresh
+temp dir; the table (one row per server per round, then kavka / Kafka of the medians of the
+creation's time and CPU) goes to stdout and --out only. Every measurement is taken the same way on
+both: kavka's AdminClient speaks the Kafka protocol, and /proc gives the JVM's CPU (all its
+threads) and RSS as it gives kavka's. Kafka after kill -9 is measured as an operator would see it:
+its controller, restarted with it, keeps the killed broker's registration alive for
+broker.session.timeout.ms (9 s) and refuses the new one until then (ClusterControlManager's
+DuplicateBrokerRegistrationException): with few partitions that is most of the start; with
+10,000 it overlaps the recovery of every log (Kafka's "Loaded 10000 logs in ~25 s (unclean log
+dirs)" at INFO).
 """
 
 from __future__ import annotations
@@ -22,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -32,11 +47,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.servers import free_port, rss_bytes
+from bench.servers import _kafka_node, free_port, rss_bytes
 from kavka.client import requests as kreq
 from kavka.client.admin import AdminClient, NewTopic
 from kavka.client.connection import BlockingConnection
-from kavka.client.errors import KafkaError
+from kavka.client.errors import KafkaConnectionError, KafkaError, KafkaProtocolError
+from kavka.protocol.api import ApiKey
 from kavka.protocol.framing import encode_request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,35 +61,52 @@ BEGIN, END = "<!-- SCALE:BEGIN -->", "<!-- SCALE:END -->"
 KAVKA = [sys.executable, "-m", "kavka"]
 
 
-class Node:
-    def __init__(self, work: Path) -> None:
-        self.port = free_port()
-        self.cfg = work / "server.properties"
-        self.cfg.write_text(
-            f"node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{self.port}\nlog.dirs={work / 'data'}\n"
-            "auto.create.topics.enable=false\n"
-        )
-        subprocess.run([*KAVKA, "storage", "format", "--config", str(self.cfg)], check=True, capture_output=True)
-        self.proc: subprocess.Popen[str] | None = None
+def answers(port: int, node_id: int = 1) -> bool:
+    """Whether the broker on `port` answers ApiVersions and a Metadata that lists it (`node_id`)
+    and a controller: the readiness both servers' start times count to (tests/kafka_reference.py
+    waits for the same on Kafka, which opens its client listener only once the broker is
+    unfenced, its logs loaded)."""
+    with BlockingConnection("127.0.0.1", port, client_id="scale-ready", timeout_s=5) as conn:  # ApiVersions
+        md = conn.send(kreq.metadata(conn.pick_version(ApiKey.METADATA, 12), []))
+        return any(b.node_id == node_id for b in md.brokers) and md.controller_id >= 0
+
+
+class Server:
+    """One broker process (node 1, broker and controller) with its data under a work dir: `start`
+    times process start to `answers`, polled every 50 ms for either server, so kavka's start and
+    Kafka's count to the same condition."""
+
+    name = ""
+    port: int
+    log: Path  # the process's output
+    proc: subprocess.Popen[bytes] | None = None
+
+    def launch(self) -> None:
+        raise NotImplementedError
+
+    def output(self) -> str:
+        """The end of the process's output, for an error."""
+        try:
+            return "".join(self.log.read_text(errors="replace").splitlines(keepends=True)[-20:])
+        except OSError:
+            return ""
 
     def start(self, timeout: float = 600) -> float:
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [*KAVKA, "server", "start", "--config", str(self.cfg)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        assert self.proc.stdout is not None
+        self.launch()
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
-        tail: list[str] = []
-        for line in self.proc.stdout:
-            tail = [*tail[-19:], line]
-            if line.startswith("KAVKA_READY"):
-                elapsed = time.perf_counter() - t0
-                # Keep draining output in the background so the broker never blocks on a full pipe.
-                subprocess.Popen(["cat"], stdin=self.proc.stdout, stdout=subprocess.DEVNULL)
-                return elapsed
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} before it was ready:\n{self.output()}")
+            try:
+                if answers(self.port):
+                    return time.perf_counter() - t0
+            except (OSError, KafkaConnectionError, KafkaProtocolError):
+                pass
             if time.monotonic() > deadline:
-                break
-        raise RuntimeError(f"broker did not become ready (exit {self.proc.poll()}):\n{''.join(tail)}")
+                raise RuntimeError(f"{self.name} not ready after {timeout:.0f}s:\n{self.output()}")
+            time.sleep(0.05)
 
     def stop(self, *, clean: bool) -> None:
         assert self.proc is not None
@@ -91,11 +124,53 @@ class Node:
         return f"127.0.0.1:{self.port}"
 
     def cpu_s(self) -> float:
-        """CPU seconds (user + system) the broker process has used so far: unlike the elapsed
-        times, they do not grow with the other work on a shared machine (much)."""
+        """CPU seconds (user + system, every thread: Kafka's JVM is one process) the broker
+        process has used so far: unlike the elapsed times, they do not grow with the other work on
+        a shared machine (much)."""
         assert self.proc is not None
         fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Node(Server):
+    """kavka, `kavka server start`, its output to broker.log."""
+
+    name = "kavka"
+
+    def __init__(self, work: Path) -> None:
+        self.port = free_port()
+        self.cfg = work / "server.properties"
+        self.log = work / "broker.log"
+        self.cfg.write_text(
+            f"node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{self.port}\nlog.dirs={work / 'data'}\n"
+            "auto.create.topics.enable=false\n"
+        )
+        subprocess.run([*KAVKA, "storage", "format", "--config", str(self.cfg)], check=True, capture_output=True)
+
+    def launch(self) -> None:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen([*KAVKA, "server", "start", "--config", str(self.cfg)],
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+class KafkaNode(Server):
+    """Apache Kafka as `python -m bench` runs it (bench/servers.py: Kafka's default JVM options,
+    KAFKA_PROPS), formatted here so that no start includes the format."""
+
+    name = "kafka"
+
+    def __init__(self, work: Path) -> None:
+        self.ref = _kafka_node(work)
+        self.ref.format()
+        self.port = self.ref.port
+        self.log = self.ref.output_file
+
+    def launch(self) -> None:
+        self.ref.launch()
+        self.proc = self.ref.proc
+
+
+SERVERS: dict[str, type[Server]] = {"kavka": Node, "kafka": KafkaNode}
 
 
 def create_partitions(
@@ -173,7 +248,7 @@ def wait_for_logs(bootstrap: str, expected: dict[str, int], replication_factor: 
             time.sleep(0.5)
 
 
-def metadata_ms(node: Node, repeats: int = 5) -> float:
+def metadata_ms(node: Server, repeats: int = 5) -> float:
     with BlockingConnection("127.0.0.1", node.port) as conn:
         version = conn.pick_version(3)
         times = []
@@ -185,7 +260,7 @@ def metadata_ms(node: Node, repeats: int = 5) -> float:
     return statistics.median(times)
 
 
-def idle_connections(node: Node, count: int) -> float:
+def idle_connections(node: Server, count: int) -> float:
     """RSS (MB) with `count` idle connections open, each past its ApiVersions exchange.
 
     Each connection is answered once before the RSS is read, so the broker has
@@ -220,14 +295,19 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
     return buf
 
 
-def run(partitions: int, per_topic: int, connections: int, py_spy: Path | None = None) -> dict:
-    with tempfile.TemporaryDirectory(prefix="kavka-scale-") as d:
-        node = Node(Path(d))
+def run(
+    partitions: int, per_topic: int, connections: int, py_spy: Path | None = None, server: str = "kavka", keep_log: Path | None = None
+) -> dict:
+    """Every measurement on a fresh `server` (SERVERS) in a fresh temp dir; `py_spy`: kavka's only;
+    `keep_log`: a file to copy the server's whole output to (whatever happened)."""
+    with tempfile.TemporaryDirectory(prefix=f"{server}-scale-") as d:
+        load = os.getloadavg()[0]
+        node = SERVERS[server](Path(d))
         spy: subprocess.Popen[bytes] | None = None
         try:
             node.start()
             assert node.proc is not None
-            if py_spy is not None:  # the creation only: collapsed stacks, every thread, idle ones too
+            if py_spy is not None and server == "kavka":  # the creation only: collapsed stacks, every thread, idle ones too
                 spy = subprocess.Popen(
                     [str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(node.proc.pid), "-r", "100", "--idle", "--threads",
                      "-f", "raw", "-o", str(py_spy)],
@@ -245,6 +325,8 @@ def run(partitions: int, per_topic: int, connections: int, py_spy: Path | None =
                 spy = None
             assert node.proc is not None
             out = {
+                "server": server,
+                "load_1m": load,  # at the start of the run
                 "partitions": partitions,
                 "create_s": created_s,  # to the last log created
                 "create_cpu_s": node.cpu_s() - cpu0,  # the broker's
@@ -266,6 +348,9 @@ def run(partitions: int, per_topic: int, connections: int, py_spy: Path | None =
             if spy is not None:
                 spy.kill()
             node.kill()  # also on an exception or Ctrl-C
+            if keep_log is not None and node.log.exists():
+                keep_log.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(node.log, keep_log)
     return out
 
 
@@ -347,6 +432,50 @@ def markdown(rows: list[dict], connections: int) -> str:
     return "\n".join(lines)
 
 
+def _cell(r: dict, key: str, fmt: str) -> str:
+    return "-" if r.get(key) is None else format(r[key], fmt)
+
+
+def comparison(rows: list[dict], connections: int) -> str:
+    """One row per server per round, then for each partition count the ratio kavka / Kafka of the
+    medians of the creation's time and CPU."""
+    cols = [
+        ("round", "d"), ("load_1m", ".1f"), ("partitions", ",d"), ("create_s", ".1f"), ("create_cpu_s", ".1f"),
+        ("create_acked_s", ".1f"), ("start_after_clean_s", ".2f"), ("start_after_clean_cpu_s", ".2f"),
+        ("start_after_unclean_s", ".2f"), ("start_after_unclean_cpu_s", ".2f"), ("metadata_ms", ".1f"),
+        ("rss_idle_mb", ".0f"), (f"rss_{connections}_connections_mb", ".0f"),
+    ]
+    lines = [
+        "| server | round | load | partitions | created, all logs (s) | broker CPU creating (s) | CreateTopics all answered (s) "
+        "| start after clean stop (s) | its CPU (s) | start after kill -9 (s) | its CPU (s) | Metadata, all topics (ms) "
+        f"| RSS idle (MB) | RSS with {connections} idle connections (MB) |",
+        "|---|" + "---:|" * len(cols),
+    ]
+    for r in rows:
+        lines.append(f"| {r['server']} | " + " | ".join(_cell(r, k, f) for k, f in cols) + " |")
+    for ratio in ratios(rows):
+        lines.append(
+            f"| kavka / Kafka (medians) | | | {ratio['partitions']:,} | {ratio['create_s']:.2f} | {ratio['create_cpu_s']:.2f} |"
+            + " |" * (len(cols) - 5)
+        )
+    return "\n".join(lines)
+
+
+def ratios(rows: list[dict]) -> list[dict]:
+    """kavka / Kafka of the medians of the creation's time and CPU, per partition count that both ran."""
+    out = []
+    for n in dict.fromkeys(r["partitions"] for r in rows):
+        med = {
+            (s, k): statistics.median(r[k] for r in rows if r["server"] == s and r["partitions"] == n)
+            for s in ("kavka", "kafka") for k in ("create_s", "create_cpu_s")
+            if any(r["server"] == s and r["partitions"] == n for r in rows)
+        }
+        if ("kavka", "create_s") in med and ("kafka", "create_s") in med:
+            out.append({"server": "kavka/kafka", "of": "medians", "partitions": n,
+                        **{k: med["kavka", k] / med["kafka", k] for k in ("create_s", "create_cpu_s")}})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.scale")
     ap.add_argument("--partitions", type=int, nargs="+", default=[1_000, 10_000])
@@ -356,11 +485,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument("--nodes", type=int, default=1, help="above 1: only creation, on a cluster (no docs table)")
     ap.add_argument("--replication-factor", type=int, default=1)
-    ap.add_argument("--keep-logs", type=Path, help="with --nodes: write each node's output to this dir")
+    ap.add_argument("--keep-logs", type=Path, help="write each broker's output to this dir")
     ap.add_argument("--broker-config", nargs="*", default=[], metavar="KEY=VALUE", help="with --nodes: set on every node")
     ap.add_argument("--py-spy", type=Path, metavar="FILE",
-                    help="one node: py-spy (beside the venv's python) records the creation into FILE (collapsed stacks, every thread)")
+                    help="one node: py-spy (beside the venv's python) records kavka's creation into FILE (collapsed stacks, every thread)")
+    ap.add_argument("--servers", default="kavka", help="comma-separated, of: " + ", ".join(SERVERS)
+                    + " (with kafka: the table goes to stdout and --out only, with kavka / Kafka ratios)")
+    ap.add_argument("--rounds", type=int, default=1, help="each runs every server, in alternating order")
     args = ap.parse_args(argv)
+    servers = args.servers.split(",")
+    if unknown := [s for s in servers if s not in SERVERS]:
+        ap.error(f"unknown server(s) {unknown}, not in {list(SERVERS)}")
+    if args.nodes > 1 and servers != ["kavka"]:
+        ap.error("--nodes above 1 runs kavka only")
     if args.nodes > 1:
         for n in args.partitions:
             print(f"{n:,} partitions on {args.nodes} nodes ...", file=sys.stderr, flush=True)
@@ -370,10 +507,19 @@ def main(argv: list[str] | None = None) -> int:
             )), flush=True)
         return 0
     rows = []
+    turn = 0
     for n in args.partitions:
-        print(f"{n:,} partitions ...", file=sys.stderr, flush=True)
-        rows.append(run(n, args.per_topic, args.connections, args.py_spy))
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        for i in range(args.rounds):
+            for server in servers if turn % 2 == 0 else servers[::-1]:  # kavka, Kafka, then Kafka, kavka...
+                print(f"{server}, {n:,} partitions, round {i + 1} ...", file=sys.stderr, flush=True)
+                log = None if args.keep_logs is None else args.keep_logs / f"{server}-{n}-round{i + 1}.log"
+                rows.append({**run(n, args.per_topic, args.connections, args.py_spy, server, log), "round": i + 1})
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            turn += 1
+    if servers != ["kavka"]:
+        args.out.write_text(json.dumps([*rows, *ratios(rows)], indent=2))
+        print(comparison(rows, args.connections))
+        return 0
     args.out.write_text(json.dumps(rows, indent=2))
     table = markdown(rows, args.connections)
     print(table)
