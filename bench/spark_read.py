@@ -79,9 +79,12 @@ def produce(bootstrap: str, topic: str, records: int, value_bytes: int) -> float
 def confluent_read(bootstrap: str, topic: str, partitions: int, records: int) -> tuple[float, int]:
     from confluent_kafka import Consumer, TopicPartition
 
+    # fetch.queue.backoff.ms: librdkafka's default (1 s) left this consumer idle for a second once
+    # its queue filled (28 Nov: 2.2 s for 200,000 records with 0.5 s of CPU); bench.workloads.consume
+    # explains it and sets the same.
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused",
                   "enable.auto.commit": False, "enable.partition.eof": True,
-                  "fetch.max.bytes": 50 * 1024 * 1024})
+                  "fetch.max.bytes": 50 * 1024 * 1024, "fetch.queue.backoff.ms": 10})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen = size = 0
     eof: set[int] = set()
