@@ -80,20 +80,22 @@ IDLE = 300
 def test_idle_partitions_hold_no_descriptors_until_written(broker_factory, topic_name):
     """A broker of many idle partitions held one descriptor per partition (its empty active
     segment's .log), so about 20,000 partitions exhausted a 20,000 open-file limit. Now a new
-    segment's files are created and closed, its index files wait for its first append, and the
-    descriptor is opened on first use."""
+    log's first segment has no file until its first append (nor index files), and a descriptor
+    is opened on first use."""
     b = broker_factory().start()
     ck_create_topic(ck_admin(b.bootstrap), topic_name, IDLE)
     data = b.log_dirs[0]
     first = "00000000000000000000"
     logs = [partition_dir(data, topic_name, i) / f"{first}.log" for i in range(IDLE)]
+    created = [partition_dir(data, topic_name, i) / "partition.metadata" for i in range(IDLE)]
     deadline = time.monotonic() + 60
-    while not all(p.exists() for p in logs):  # the broker creates the logs as it applies the topic
-        assert time.monotonic() < deadline, f"{sum(p.exists() for p in logs)} of {IDLE} logs created"
+    while not all(p.exists() for p in created):  # the broker creates the logs as it applies the topic
+        assert time.monotonic() < deadline, f"{sum(p.exists() for p in created)} of {IDLE} logs created"
         time.sleep(0.1)
     assert b.proc is not None
     held = _fds_under(b.proc.pid, data)
     assert len(held) < 10, f"{len(held)} descriptors held into {IDLE} idle partitions: {held[:8]}"
+    assert not any(p.exists() for p in logs), "an idle partition has a segment file"
     assert not any((p.parent / f"{first}.index").exists() for p in logs), "an idle segment has index files"
 
     written = range(5)
@@ -102,9 +104,11 @@ def test_idle_partitions_hold_no_descriptors_until_written(broker_factory, topic
         p.produce(topic_name, value=b"%06d" % i, partition=i % len(written))
     assert p.flush(30) == 0
     for i in written:  # created with the first append, before any flush could have run
+        assert (partition_dir(data, topic_name, i) / f"{first}.log").stat().st_size > 0
         assert (partition_dir(data, topic_name, i) / f"{first}.index").exists()
         assert (partition_dir(data, topic_name, i) / f"{first}.timeindex").exists()
     assert not (partition_dir(data, topic_name, len(written)) / f"{first}.index").exists()
+    assert not (partition_dir(data, topic_name, len(written)) / f"{first}.log").exists()
     held = _fds_under(b.proc.pid, data)
     assert len(held) < 10 + len(written), f"{len(held)} descriptors after writing {len(written)} partitions"
 
@@ -113,6 +117,7 @@ def test_idle_partitions_hold_no_descriptors_until_written(broker_factory, topic
     assert b.proc is not None
     held = _fds_under(b.proc.pid, data)
     assert len(held) < 10, f"{len(held)} descriptors held after a restart: {held[:8]}"
+    assert not any(p.exists() for p in logs[len(written):]), "a restart created an idle partition's segment file"
     got = ck_read_to_end(b.bootstrap, topic_name, partitions=list(written))
     assert sorted(int(r.value) for r in got) == list(range(200))  # type: ignore[arg-type]
     # An idle partition still takes records after the restart.
