@@ -363,6 +363,8 @@ def _check_txn_run(events: list[dict], txn_id: str) -> None:
     steps = {e["step"]: e for e in _of(events, "step")}
     for name, e in steps.items():
         assert "error" not in e, f"{name}: {e['error']}: {e['message']}\n{e['trace']}"
+    # The transaction left PrepareCommit within the probe's 15 s (its markers written).
+    assert steps["settled"]["result"]["state"] == "CompleteCommit"
     producers = steps["describeProducers"]["result"]["producers"]
     assert len(producers) == 1 and producers[0]["txn_start"] == -1
     assert steps["listTransactions"]["result"]["listed"] == [{"id": txn_id, "state": "CompleteCommit"}]

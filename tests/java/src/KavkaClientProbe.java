@@ -472,6 +472,17 @@ public final class KavkaClientProbe {
                     }
                     n += k;
                 }
+                // commitTransaction returns once the coordinator has logged PrepareCommit (transactions
+                // v1, as in Kafka); the markers and CompleteCommit follow. Wait for that end state
+                // (bounded) before the steps that read it.
+                step("settled", () -> {
+                    long deadline = System.currentTimeMillis() + 15_000;
+                    while (true) {
+                        String state = admin.describeTransactions(List.of(txnId)).all().get().get(txnId).state().toString();
+                        if (!state.startsWith("Prepare") || System.currentTimeMillis() > deadline) return obj("state", state);
+                        Thread.sleep(20);
+                    }
+                });
                 step("describeProducers", () -> {
                     DescribeProducersResult.PartitionProducerState st = admin.describeProducers(List.of(tps.get(0))).all().get().get(tps.get(0));
                     List<Object> out = new ArrayList<>();
