@@ -302,3 +302,30 @@ def test_a_failed_background_write_is_done_again_one_file_at_a_time(
         lm.shutdown()
 
     asyncio.run(main())
+
+
+def test_a_write_landing_after_the_loop_closed_is_settled_by_shutdown_quietly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The writer thread's wake-up call finds the loop closed: shutdown takes the result itself,
+    nothing logs a callback error, and the writer thread is gone afterwards."""
+    import asyncio
+    import logging
+    import threading
+
+    held = _HeldWriter(monkeypatch)
+    lm = LogManager([tmp_path / "a"], default_config=LogConfig(), now_ms=NOW)
+
+    async def main() -> object:
+        with lm.placement_batch(background=True):
+            lg = lm.get_or_create_log("t", 0, topic_id=TID)
+        await _until(held.started.is_set, "the writer thread took the batch")
+        return lg
+
+    lg = asyncio.run(main())  # the loop closes with the batch in flight
+    caplog.set_level(logging.DEBUG)
+    held.release.set()
+    lm.shutdown()
+    assert PartitionMetadataFile(lg.dir).read() == TID and not lm._in_flight
+    assert not [t for t in threading.enumerate() if t.name.startswith("kavka-checkpoints")]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]

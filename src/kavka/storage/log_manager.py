@@ -190,7 +190,6 @@ class LogManager:
         self._batch_depth = 0  # placement_batch
         self._batch_stats: dict[Path, DirStats] | None = None
         self._unwritten: list[tuple[Log, bool]] = []  # logs with writes held by a batch; partition.metadata too?
-        self._background = 0  # placement_batch(background=True) levels open
         self._created: dict[Path, list[str]] = {}  # a batch's new logs by dir, logged at its end
         self._in_flight: list[_BackgroundWrite] = []  # oldest first
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None  # one thread: writes land in order
@@ -464,12 +463,10 @@ class LogManager:
         of their own while the caller goes on (`_write_in_background`); the metadata publisher
         applies the next slice of a large delta meanwhile instead of waiting for the fsyncs."""
         self._batch_depth += 1
-        self._background += background
         try:
             yield
         finally:
             self._batch_depth -= 1
-            self._background -= background
             if not self._batch_depth:
                 self._batch_stats = None
             self._log_created()
@@ -507,11 +504,11 @@ class LogManager:
         if background:
             self._write_in_background(loop, by_dir)
             return
-        for d, (files, written) in by_dir.items():
-            try:
-                write_all_atomically(files, dirs=[d])
-            except OSError as e:
-                self.handle_io_error(getattr(e, "filename", None) or d, e)
+        errors = _write_dirs({d: files for d, (files, _) in by_dir.items()})
+        for d, (_, written) in by_dir.items():
+            error = errors.get(d)
+            if error is not None:
+                self.handle_io_error(getattr(error, "filename", None) or d, error)
                 continue
             for lg, entries, _ in written:
                 if entries is not None:
@@ -531,10 +528,16 @@ class LogManager:
         that write first (`settle_writes`)."""
         if self._writer is None:
             self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kavka-checkpoints")
-        jobs = {d: dict(files) for d, (files, _) in by_dir.items()}
+        jobs = {d: files for d, (files, _) in by_dir.items()}
         bg = _BackgroundWrite({d: written for d, (_, written) in by_dir.items()}, self._writer.submit(_write_dirs, jobs))
         self._in_flight.append(bg)
-        bg.future.add_done_callback(lambda _f: loop.call_soon_threadsafe(self._finish_background, bg))
+
+        def landed(_f: concurrent.futures.Future[dict[Path, OSError]]) -> None:
+            # A loop already closed has had this write settled by shutdown (`settle_writes`).
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._finish_background, bg)
+
+        bg.future.add_done_callback(landed)
 
     def settle_writes(self) -> None:
         """Wait for the batches being written in the background and take their results (before a
@@ -1120,6 +1123,9 @@ class LogManager:
         if self._shut_down:
             return
         self.settle_writes()
+        if self._writer is not None:
+            self._writer.shutdown()
+            self._writer = None
         self._write_batched()
         for lg in [*self._logs.values(), *self._future_logs.values()]:
             try:
