@@ -4,21 +4,29 @@ For every version kavka answers (v0-v12), hypothesis draws responses -- nulls wh
 allows them (rack, cluster_id, a topic name from v12), empty arrays, error entries, names of any
 unicode, ids and epochs over the whole int32 range, leader -1, authorized operations unset -- and
 the hand encoder must write the bytes kio writes for the same response, built as the handler
-built it through kio before (`messages.make`, which drops the fields a version lacks).
+built it through kio before (`messages.make`, which drops the fields a version lacks). Then the
+handler's rows themselves: which leaders and replicas a partition answers as offline.
 """
 
 from __future__ import annotations
 
 import datetime
 import uuid
+from pathlib import Path
+from types import SimpleNamespace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
+from kavka.broker.handlers.metadata import partition_rows
+from kavka.metadata.image import PartitionRegistration
 from kavka.protocol import api, metadata_wire
 from kavka.protocol.framing import encode_entity
 from kavka.protocol.messages import make, nested
+from kavka.replication.replica_manager import ReplicaManager
+from kavka.storage.log_config import LogConfig
+from kavka.storage.log_manager import LogManager
 
 VERSIONS = list(range(metadata_wire.LAST + 1))
 i32 = st.integers(-(2**31), 2**31 - 1)
@@ -107,3 +115,39 @@ def test_an_all_topics_answer_at_scale_equals_kios() -> None:
                                           cluster_id="cluster", controller_id=1, topics=topics)
     for version in VERSIONS:
         assert metadata_wire.encode_response(version, resp) == encode_entity(_kio_response(version, resp))
+
+
+def test_partition_rows_mark_offline_leaders_and_replicas(tmp_path: Path) -> None:
+    """What the handler hands the encoder (broker.handlers.metadata.partition_rows): a leader on
+    a fenced or unknown broker answers LEADER_NOT_AVAILABLE with leader -1; replicas on such
+    brokers are offline, and so is this broker's replica on a failed log dir (KIP-112) -- only
+    where this broker is a replica."""
+    lm = LogManager([tmp_path / "d0"], default_config=LogConfig(), now_ms=0)
+    rm = ReplicaManager(node_id=1, log_manager=lm, now_ms=lambda: 0, replica_lag_time_max_ms=3000)
+    node = SimpleNamespace(node_id=1, replica_manager=rm, log_manager=lm)
+    for p in (0, 1, 4):
+        lm.get_or_create_log("t", p, topic_id="AAAAAAAAAAAAAAAAAAAAAw", now_ms=0)
+    live = {1, 2}  # 3 is fenced
+    regs = [
+        PartitionRegistration(0, (1, 2), (1, 2), 2, 7, 0),
+        PartitionRegistration(1, (2, 1, 3), (2,), 1, 8, 0),
+        PartitionRegistration(2, (2, 3), (3,), 3, 9, 0),
+        PartitionRegistration(3, (2,), (2,), 2, 1, 0),
+        PartitionRegistration(4, (2,), (2,), 2, 1, 0),  # a log of this broker that is no longer a replica
+    ]
+    ok, gone = ErrorCode.none, ErrorCode.leader_not_available
+    before = [
+        (ok, 0, 2, 7, (1, 2), (1, 2), ()),
+        (ok, 1, 1, 8, (2, 1, 3), (2,), (3,)),
+        (gone, 2, -1, 9, (2, 3), (3,), (3,)),
+        (ok, 3, 2, 1, (2,), (2,), ()),
+        (ok, 4, 2, 1, (2,), (2,), ()),
+    ]
+    assert partition_rows(node, live, "t", regs) == before
+    lm.mark_dir_offline(tmp_path / "d0", "test")
+    assert lm.is_offline("t", 0) and lm.is_offline("t", 4)
+    assert partition_rows(node, live, "t", regs) == [
+        (ok, 0, 2, 7, (1, 2), (1, 2), (1,)),
+        (ok, 1, 1, 8, (2, 1, 3), (2,), (1, 3)),
+        *before[2:],
+    ]
