@@ -90,13 +90,14 @@ def partition_rows(node: BrokerNode, live: set[int], topic: str, partitions: Ite
     lapsed = node.replica_manager.leadership_lapsed
     is_offline = node.log_manager.is_offline
     all_live = live.issuperset
+    ok, unavailable = ErrorCode.none, ErrorCode.leader_not_available
     out = []
     for p in partitions:
         leader, replicas, index = p.leader, p.replicas, p.partition_id
         if leader in live and not (lapsed and leader == me and _stepped_down(node, topic, index)):
-            error = ErrorCode.none
+            error = ok
         else:
-            error, leader = ErrorCode.leader_not_available, -1
+            error, leader = unavailable, -1
         if all_live(replicas) and not (me in replicas and is_offline(topic, index)):
             offline: tuple[int, ...] = ()
         else:
