@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
@@ -151,3 +152,13 @@ def test_partition_rows_mark_offline_leaders_and_replicas(tmp_path: Path) -> Non
         (ok, 1, 1, 8, (2, 1, 3), (2,), (1, 3)),
         *before[2:],
     ]
+
+
+def test_only_the_versions_kavka_answers_are_encoded() -> None:
+    """The encoder knows the fields up to v12 (and the server advertises up to it, protocol.api):
+    a later version is refused, not written as v12."""
+    assert api.is_supported(api.ApiKey.METADATA, metadata_wire.LAST)
+    assert not api.is_supported(api.ApiKey.METADATA, metadata_wire.LAST + 1)
+    resp = metadata_wire.MetadataResponse(brokers=[], cluster_id=None, controller_id=-1, topics=[])
+    with pytest.raises(ValueError, match="v13"):
+        metadata_wire.encode_response(metadata_wire.LAST + 1, resp)
