@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from kavka.broker.handlers.metadata import _partition_fields, live_brokers
+from kavka.broker.handlers.metadata import live_brokers, partition_rows
 from kavka.common import TopicPartition
 from kavka.metadata.image import BrokerRegistration, MetadataImage, PartitionRegistration
 from kavka.replication.replica_manager import ReplicaManager
@@ -120,7 +120,7 @@ def test_metadata_shows_only_the_stepped_down_partitions_leaderless(tmp_path: Pa
 
     def leaders() -> dict[int, int]:
         live = live_brokers(node, image)
-        return {p: _partition_fields(node, live, "t", reg)["leader_id"] for p, reg in regs.items()}
+        return {index: leader for _, index, leader, *_ in partition_rows(node, live, "t", regs.values())}
 
     follower_fetches(0)
     follower_fetches(1)

@@ -107,7 +107,7 @@ from kavka.broker.sasl_authenticator import (
 )
 from kavka.broker.tls import HANDSHAKE_TIMEOUT_S, ListenerTls, peer_principal
 from kavka.principal import ANONYMOUS, NoMatchingRule
-from kavka.protocol import api, fetch_wire, legacy, produce_wire, versions
+from kavka.protocol import api, fetch_wire, legacy, metadata_wire, produce_wire, versions
 from kavka.protocol.framing import (
     FrameDecoder,
     FrameTooLargeError,
@@ -395,6 +395,10 @@ class KafkaConnection(asyncio.Protocol):
                 request = legacy.as_produce_v3(request, api.request_schema(api_key, 3))
                 encode = partial(legacy.encode_legacy_produce_response, api_version)
                 ctx_version = 3
+            if api_key == api.ApiKey.METADATA:
+                # Answered with plain tuples, written by hand (protocol.metadata_wire): an all-topics
+                # answer is every partition of the cluster.
+                encode = partial(metadata_wire.encode_response, api_version)
             if api_key == api.ApiKey.API_VERSIONS and request.__version__ >= 3:
                 self.client_software = f"{request.client_software_name} {request.client_software_version}"
             # Fields this version lacks read as their defaults (protocol.versions).

@@ -17,6 +17,7 @@ itself needs no ACL (Kafka's AuthHelper.computeDescribeClusterResponse).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -27,18 +28,20 @@ from kavka.common import AclOperation, ResourceType
 from kavka.controller.quorum_controller import UNAVAILABLE
 from kavka.controller.replication_control import INTERNAL_TOPICS, validate_topic_name
 from kavka.controller.results import NewTopic
-from kavka.protocol.messages import NO_THROTTLE, make, nested, uuid_from_str, uuid_to_str
+from kavka.protocol import metadata_wire
+from kavka.protocol.messages import NO_THROTTLE, ZERO_UUID, make, nested, uuid_from_str, uuid_to_str
 
 if TYPE_CHECKING:
     from kavka.broker.node import BrokerNode
     from kavka.broker.server import RequestContext
 
-_OPS_UNSET = -2147483648  # topic_authorized_operations when not requested
+_OPS_UNSET = metadata_wire.OPS_UNSET  # topic_authorized_operations when not requested
 
 
-def _brokers(node: BrokerNode, ctx: RequestContext, cls: type, id_field: str, *, include_fenced: bool = False) -> tuple[Any, ...]:
-    """Live (unfenced) brokers, as Kafka's KRaft metadata cache answers; DescribeCluster v2 may ask for all.
-    Each at its endpoint on the listener the request came in on; a broker without one is left out (Kafka)."""
+def _broker_rows(node: BrokerNode, ctx: RequestContext, *, include_fenced: bool = False) -> list[tuple[int, str, int, str | None, bool]]:
+    """Live (unfenced) brokers as (id, host, port, rack, fenced), as Kafka's KRaft metadata cache
+    answers; DescribeCluster v2 may ask for all. Each at its endpoint on the listener the request
+    came in on; a broker without one is left out (Kafka)."""
     out = []
     for b in sorted(node.image.brokers.values(), key=lambda b: b.broker_id):
         ep = b.endpoint(ctx.listener)
@@ -47,8 +50,8 @@ def _brokers(node: BrokerNode, ctx: RequestContext, cls: type, id_field: str, *,
         if b.broker_id == node.node_id and _lapsed_without_leading(node) and not include_fenced:
             continue  # it may have been fenced (see live_brokers)
         host, port = ep
-        out.append(make(cls, **{id_field: b.broker_id}, host=host, port=port, rack=b.rack, is_fenced=b.fenced))
-    return tuple(out)
+        out.append((b.broker_id, host, port, b.rack, b.fenced))
+    return out
 
 
 def _lapsed_without_leading(node: BrokerNode) -> bool:
@@ -76,35 +79,40 @@ def _stepped_down(node: BrokerNode, topic: str, partition_id: int) -> bool:
     return local is not None and local.stepped_down
 
 
-def _partition_fields(node: BrokerNode, live: set[int], topic: str, p: Any) -> dict[str, Any]:
-    """A partition's fields as Metadata and DescribeTopicPartitions answer them. Kafka: no live
-    leader (offline) -> LEADER_NOT_AVAILABLE, leader -1; so does a partition this broker leads
-    but stepped down from (`_stepped_down`)."""
-    alive = p.leader in live and not (p.leader == node.node_id and _stepped_down(node, topic, p.partition_id))
-    return {
-        "error_code": ErrorCode.none if alive else ErrorCode.leader_not_available,
-        "partition_index": p.partition_id,
-        "leader_id": p.leader if alive else -1,
-        "leader_epoch": p.leader_epoch,
-        "replica_nodes": tuple(p.replicas),
-        "isr_nodes": tuple(p.isr),
-        "offline_replicas": _offline_replicas(node, live, topic, p),
-    }
+def partition_rows(node: BrokerNode, live: set[int], topic: str, partitions: Iterable[Any]) -> list[metadata_wire.Partition]:
+    """Each partition as Metadata and DescribeTopicPartitions answer it: (error code, index, leader,
+    leader epoch, replicas, ISR, offline replicas). Kafka: no live leader (offline) ->
+    LEADER_NOT_AVAILABLE, leader -1; so does a partition this broker leads but stepped down from
+    (`_stepped_down`). Offline: replicas on fenced or unknown brokers, or (KIP-112) on a failed log
+    dir of this broker. A Metadata request for every topic runs this over every partition of the
+    cluster, so the usual case (leader live, every replica live) costs a few operations."""
+    me = node.node_id
+    lapsed = node.replica_manager.leadership_lapsed
+    is_offline = node.log_manager.is_offline
+    all_live = live.issuperset
+    ok, unavailable = ErrorCode.none, ErrorCode.leader_not_available
+    out = []
+    for p in partitions:
+        leader, replicas, index = p.leader, p.replicas, p.partition_id
+        if leader in live and not (lapsed and leader == me and _stepped_down(node, topic, index)):
+            error = ok
+        else:
+            error, leader = unavailable, -1
+        if all_live(replicas) and not (me in replicas and is_offline(topic, index)):
+            offline: tuple[int, ...] = ()
+        else:
+            offline = tuple(r for r in replicas if r not in live or (r == me and is_offline(topic, index)))
+        out.append((error, index, leader, p.leader_epoch, replicas, p.isr, offline))
+    return out
 
 
-def _offline_replicas(node: BrokerNode, live: set[int], topic: str, p: Any) -> tuple[int, ...]:
-    """Replicas on fenced or unknown brokers, or (KIP-112) on a failed log dir of this broker."""
-    return tuple(
-        r
-        for r in p.replicas
-        if r not in live or (r == node.node_id and node.log_manager.is_offline(topic, p.partition_id))
-    )
+def _by_id(t: Any) -> list[Any]:
+    """A topic's partitions in id order."""
+    parts = t.partitions
+    return [parts[i] for i in sorted(parts)]
 
 
 async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
-    resp_cls = _resp_cls(ctx)
-    topic_cls = nested(resp_cls, "MetadataResponseTopic")
-    part_cls = nested(resp_cls, "MetadataResponsePartition")
     image = node.image
     requested: list[tuple[str | None, Any]] | None
     if req.topics is None or (ctx.api_version == 0 and not req.topics):
@@ -139,24 +147,20 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
             image = node.image
 
     live = live_brokers(node, image)
+    include_ops = req.include_topic_authorized_operations
 
-    def partition_entry(t: Any, p: Any) -> Any:
-        return make(part_cls, **_partition_fields(node, live, t.name, p))
+    def topic_entry(t: Any) -> metadata_wire.Topic:
+        name = t.name
+        ops = authorized_operations(node, ctx, ResourceType.TOPIC, name) if include_ops else _OPS_UNSET
+        return (ErrorCode.none, name, uuid_from_str(t.topic_id), name in INTERNAL_TOPICS,
+                partition_rows(node, live, name, _by_id(t)), ops)
 
-    def topic_entry(t: Any) -> Any:
-        parts = tuple(partition_entry(t, p) for p in sorted(t.partitions.values(), key=lambda p: p.partition_id))
-        return make(
-            topic_cls,
-            error_code=ErrorCode.none,
-            name=t.name,
-            topic_id=uuid_from_str(t.topic_id),
-            is_internal=t.name in INTERNAL_TOPICS,
-            partitions=parts,
-            topic_authorized_operations=authorized_operations(node, ctx, ResourceType.TOPIC, t.name)
-            if req.include_topic_authorized_operations else _OPS_UNSET,
-        )
+    def error_entry(error: ErrorCode, name: str | None, tid: Any) -> metadata_wire.Topic:
+        # Before v12 the response name is not nullable: a topic asked by id alone is named "".
+        return (error, name if name is not None or ctx.api_version >= 12 else "",
+                tid if tid is not None else ZERO_UUID, False, (), _OPS_UNSET)
 
-    topics = []
+    topics: list[metadata_wire.Topic] = []
     if requested is None:
         topics = [topic_entry(t) for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)
                   if may_describe(t.name)]
@@ -166,12 +170,7 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
             if t is None and name is None and tid is not None:
                 t = image.topics_by_id.get(uuid_to_str(tid))
             if (t is not None or name is not None) and not may_describe(t.name if t is not None else name):
-                topics.append(make(
-                    topic_cls, error_code=ErrorCode.topic_authorization_failed,
-                    name=name if name is not None else (None if ctx.api_version >= 12 else ""),
-                    topic_id=tid if tid is not None else uuid_from_str(None), is_internal=False, partitions=(),
-                    topic_authorized_operations=_OPS_UNSET,
-                ))
+                topics.append(error_entry(ErrorCode.topic_authorization_failed, name, tid))
                 continue
             if t is not None:
                 topics.append(topic_entry(t))
@@ -180,29 +179,17 @@ async def handle_metadata(node: BrokerNode, ctx: RequestContext, req: Any) -> An
             if name is not None and validate_topic_name(name) is not None:
                 error = ErrorCode.invalid_topic_exception
             elif name is None and ctx.api_version < 12:
-                # v10-v11 carry topic ids but no null names (Kafka: INVALID_REQUEST);
-                # the response name is not nullable there, so it is sent empty.
+                # v10-v11 carry topic ids but no null names (Kafka: INVALID_REQUEST).
                 error = ErrorCode.invalid_request
             elif name is None:
                 error = ErrorCode.unknown_topic_id
-            topics.append(
-                make(
-                    topic_cls,
-                    error_code=error,
-                    name=name if name is not None or ctx.api_version >= 12 else "",
-                    topic_id=tid if tid is not None else uuid_from_str(None),
-                    is_internal=False,
-                    partitions=(),
-                    topic_authorized_operations=_OPS_UNSET,
-                )
-            )
-    return make(
-        resp_cls,
-        throttle_time=NO_THROTTLE,
-        brokers=_brokers(node, ctx, nested(resp_cls, "MetadataResponseBroker"), "node_id"),
+            topics.append(error_entry(error, name, tid))
+    # Written by hand (protocol.metadata_wire): an all-topics answer is every partition of the cluster.
+    return metadata_wire.MetadataResponse(
+        brokers=[row[:4] for row in _broker_rows(node, ctx)],
         cluster_id=node.cluster_id,
         controller_id=_controller_id(node),
-        topics=tuple(topics),
+        topics=topics,
         cluster_authorized_operations=cluster_authorized_operations(node, ctx)
         if req.include_cluster_authorized_operations else _OPS_UNSET,
     )
@@ -216,6 +203,7 @@ def _resp_cls(ctx: RequestContext) -> type:
 
 def handle_describe_cluster(node: BrokerNode, ctx: RequestContext, req: Any) -> Any:
     resp_cls = _resp_cls(ctx)
+    broker_cls = nested(resp_cls, "DescribeClusterBroker")
     return make(
         resp_cls,
         throttle_time=NO_THROTTLE,
@@ -224,12 +212,10 @@ def handle_describe_cluster(node: BrokerNode, ctx: RequestContext, req: Any) -> 
         endpoint_type=req.endpoint_type,
         cluster_id=node.cluster_id,
         controller_id=_controller_id(node),
-        brokers=_brokers(
-            node,
-            ctx,
-            nested(resp_cls, "DescribeClusterBroker"),
-            "broker_id",
-            include_fenced=bool(getattr(req, "include_fenced_brokers", False)),
+        brokers=tuple(
+            make(broker_cls, broker_id=broker_id, host=host, port=port, rack=rack, is_fenced=fenced)
+            for broker_id, host, port, rack, fenced in _broker_rows(
+                node, ctx, include_fenced=bool(getattr(req, "include_fenced_brokers", False)))
         ),
         cluster_authorized_operations=cluster_authorized_operations(node, ctx)
         if req.include_cluster_authorized_operations else _OPS_UNSET,
@@ -297,15 +283,18 @@ def handle_describe_topic_partitions(node: BrokerNode, ctx: RequestContext, req:
                                    topic_authorized_operations=_OPS_UNSET))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
-        ordered = [p for p in sorted(t.partitions.values(), key=lambda p: p.partition_id) if p.partition_id >= start]
+        ordered = [p for p in _by_id(t) if p.partition_id >= start]
         page, rest = ordered[:remaining], ordered[remaining:]
         remaining -= len(page)
         if rest:
             next_cursor = make(nested(resp_cls, "Cursor"), topic_name=name, partition_index=rest[0].partition_id)
-        parts = []
-        for p in page:
-            parts.append(make(part_cls, **_partition_fields(node, live, name, p),
-                              eligible_leader_replicas=p.elr, last_known_elr=p.last_known_elr))
+        parts = [
+            make(part_cls, error_code=error, partition_index=index, leader_id=leader, leader_epoch=epoch,
+                 replica_nodes=replicas, isr_nodes=isr, offline_replicas=offline,
+                 eligible_leader_replicas=p.elr, last_known_elr=p.last_known_elr)
+            for (error, index, leader, epoch, replicas, isr, offline), p in zip(
+                partition_rows(node, live, name, page), page, strict=True)
+        ]
         topics.append(make(
             topic_cls, error_code=ErrorCode.none, name=name, topic_id=uuid_from_str(t.topic_id),
             is_internal=name in INTERNAL_TOPICS, partitions=tuple(parts),
