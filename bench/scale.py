@@ -261,11 +261,8 @@ def metadata_times(node: Server, repeats: int = 5) -> tuple[float, float]:
         version = conn.pick_version(3)
         times, frame_times = [], []
         for _ in range(repeats):
-            correlation_id = conn._correlation_id()
             t0 = time.perf_counter()
-            conn._write(negotiation.encode(kreq.metadata(version, None), correlation_id=correlation_id,
-                                           client_id=conn.client_id))
-            frame = conn._read_frame()
+            frame, correlation_id = conn.exchange(kreq.metadata(version, None))
             t1 = time.perf_counter()
             resp = negotiation.decode(frame, ApiKey.METADATA, version, correlation_id=correlation_id)
             times.append((time.perf_counter() - t0) * 1000)

@@ -98,13 +98,15 @@ class BlockingConnection:
 
     def send(self, request: Any) -> Any:
         """Send a kio request entity; return the response entity of the same version."""
-        key, version = int(request.__api_key__), int(request.__version__)
+        frame, correlation_id = self.exchange(request)
+        return negotiation.decode(frame, int(request.__api_key__), int(request.__version__), correlation_id=correlation_id)
+
+    def exchange(self, request: Any) -> tuple[memoryview, int]:
+        """Send a kio request entity; return the response frame, not decoded, and the request's
+        correlation id (`negotiation.decode` reads it; a benchmark times the two apart)."""
         correlation_id = self._correlation_id()
-        self._write(
-            negotiation.encode(request, correlation_id=correlation_id, client_id=self.client_id)
-        )
-        frame = self._read_frame()
-        return negotiation.decode(frame, key, version, correlation_id=correlation_id)
+        self._write(negotiation.encode(request, correlation_id=correlation_id, client_id=self.client_id))
+        return self._read_frame(), correlation_id
 
     def close(self) -> None:
         if self._sock is not None:

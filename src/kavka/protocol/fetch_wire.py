@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from kavka.protocol.framing import ProtocolError, read_uvarint, uvarint
+from kavka.protocol.framing import ProtocolError, encode_string, read_uvarint, uvarint
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -38,13 +38,6 @@ _REPLICA_STATE = struct.Struct(">iqB")  # replica_id, replica_epoch, no tagged f
 
 FIRST_FLEXIBLE = 12
 LAST = 17
-
-
-def _compact_str(s: str | None) -> bytes:
-    if s is None:
-        return b"\x00"
-    b = s.encode()
-    return uvarint(len(b) + 1) + b
 
 
 class _Reader:
@@ -137,7 +130,7 @@ def encode_response(
     head += uvarint(len(topics) + 1)
     out: list[bytes | memoryview] = []
     for key, parts in topics:
-        head += key.bytes if by_id else _compact_str(key)
+        head += key.bytes if by_id else encode_string(key, True)
         head += uvarint(len(parts) + 1)
         for index, error, hw, lso, start, diverging, aborted, preferred, records in parts:
             head += _PART_HEAD.pack(index, error, hw, lso, start)
@@ -282,14 +275,14 @@ def encode_request(
     out += _REQ_HEAD.pack(max_wait_ms, min_bytes, max_bytes, isolation_level, 0, -1)
     out += uvarint(len(topics) + 1)
     for key, parts in topics:
-        out += key.bytes if by_id else _compact_str(key)
+        out += key.bytes if by_id else encode_string(key, True)
         out += uvarint(len(parts) + 1)
         for part in parts:
             out += _FETCH_PART_V12.pack(*part)
             out += b"\x00"
         out += b"\x00"
     out += b"\x01"  # forgotten_topics_data: empty
-    out += _compact_str(rack_id)
+    out += encode_string(rack_id, True)
     if version >= 15 and (replica_id != -1 or replica_epoch != -1):
         out += b"\x01\x01" + uvarint(_REPLICA_STATE.size) + _REPLICA_STATE.pack(replica_id, replica_epoch, 0)
     else:

@@ -28,6 +28,7 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
+_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HEADER_FIXED = struct.Struct(">hhi")
 _PREFIX_V0 = struct.Struct(">ii")  # size, correlation_id
@@ -192,6 +193,20 @@ def uvarint(n: int) -> bytes:
 
 
 _SMALL_UVARINTS = [bytes([i]) for i in range(0x80)]
+
+
+def encode_string(s: str | None, flexible: bool) -> bytes:
+    """A (nullable) string field as the hand codecs write it: compact (uvarint length + 1) in
+    flexible versions, int16 length before them; null is length 0 / -1."""
+    if s is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    b = s.encode()
+    return (uvarint(len(b) + 1) if flexible else _I16.pack(len(b))) + b
+
+
+def encode_count(n: int, flexible: bool) -> bytes:
+    """An array's element count: compact (uvarint n + 1) in flexible versions, int32 before them."""
+    return uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def skip_tagged_fields(buf: memoryview | bytes, pos: int) -> int:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 
-from kavka.protocol.framing import uvarint
+from kavka.protocol.framing import encode_count, encode_string
 
 LAST = 12
 FIRST_FLEXIBLE = 9
@@ -59,20 +59,10 @@ class MetadataResponse:
     throttle_time: timedelta = _NO_THROTTLE
 
 
-def _string(s: str | None, flexible: bool) -> bytes:
-    if s is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    b = s.encode()
-    return (uvarint(len(b) + 1) if flexible else _I16.pack(len(b))) + b
-
-
-def _count(n: int, flexible: bool) -> bytes:
-    return uvarint(n + 1) if flexible else _I32.pack(n)
-
 
 def _ints(values: Sequence[int], flexible: bool) -> bytes:
     n = len(values)
-    return _count(n, flexible) + struct.pack(f">{n}i", *values)
+    return encode_count(n, flexible) + struct.pack(f">{n}i", *values)
 
 
 @lru_cache(maxsize=512)
@@ -94,28 +84,28 @@ def encode_response(version: int, resp: MetadataResponse) -> bytes:
     out = bytearray()
     if version >= 3:
         out += _I32.pack(resp.throttle_time // _MS)
-    out += _count(len(resp.brokers), flexible)
+    out += encode_count(len(resp.brokers), flexible)
     for node_id, host, port, rack in resp.brokers:
         out += _I32.pack(node_id)
-        out += _string(host, flexible)
+        out += encode_string(host, flexible)
         out += _I32.pack(port)
         if version >= 1:
-            out += _string(rack, flexible)
+            out += encode_string(rack, flexible)
         out += tags
     if version >= 2:
-        out += _string(resp.cluster_id, flexible)
+        out += encode_string(resp.cluster_id, flexible)
     if version >= 1:
         out += _I32.pack(resp.controller_id)
-    out += _count(len(resp.topics), flexible)
+    out += encode_count(len(resp.topics), flexible)
     bias = 1 if flexible else 0
     for error, name, topic_id, internal, partitions, topic_ops in resp.topics:
         out += _I16.pack(error)
-        out += _string(name, flexible)
+        out += encode_string(name, flexible)
         if version >= 10:
             out += topic_id.bytes
         if version >= 1:
             out += b"\x01" if internal else b"\x00"
-        out += _count(len(partitions), flexible)
+        out += encode_count(len(partitions), flexible)
         if version >= 7:
             shapes: dict[tuple[int, int, int], struct.Struct] = {}
             for p_error, index, leader, epoch, replicas, isr, offline in partitions:

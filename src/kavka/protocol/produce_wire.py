@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, NamedTuple
 
-from kavka.protocol.framing import ProtocolError, read_uvarint, uvarint
+from kavka.protocol.framing import ProtocolError, encode_count, encode_string, read_uvarint
 
 FIRST = 3
 FIRST_FLEXIBLE = 9
@@ -204,36 +204,26 @@ def all_failed(req: ProduceRequest | Any, error: int) -> ProduceResponse:
     ))
 
 
-def _string(s: str | None, flexible: bool) -> bytes:
-    if s is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    b = s.encode()
-    return (uvarint(len(b) + 1) if flexible else _I16.pack(len(b))) + b
-
-
-def _count(n: int, flexible: bool) -> bytes:
-    return uvarint(n + 1) if flexible else _I32.pack(n)
-
 
 def encode_response(version: int, resp: ProduceResponse) -> bytes:
     """A ProduceResponse body (v3-v12)."""
     flexible = version >= FIRST_FLEXIBLE
-    out = bytearray(_count(len(resp.responses), flexible))
+    out = bytearray(encode_count(len(resp.responses), flexible))
     for name, parts in resp.responses:
-        out += _string(name, flexible)
-        out += _count(len(parts), flexible)
+        out += encode_string(name, flexible)
+        out += encode_count(len(parts), flexible)
         for index, error, base_offset, append_time, start_offset, record_errors, message in parts:
             out += _PART_HEAD.pack(index, error, base_offset, append_time)
             if version >= 5:
                 out += _I64.pack(start_offset)
             if version >= 8:
-                out += _count(len(record_errors), flexible)
+                out += encode_count(len(record_errors), flexible)
                 for batch_index, batch_message in record_errors:
                     out += _I32.pack(batch_index)
-                    out += _string(batch_message, flexible)
+                    out += encode_string(batch_message, flexible)
                     if flexible:
                         out += b"\x00"
-                out += _string(message, flexible)
+                out += encode_string(message, flexible)
             if flexible:
                 out += b"\x00"
         if flexible:
